@@ -1,0 +1,521 @@
+"""Read an nsys SQLite export into a :class:`~nsysdoc.trace.model.Trace`.
+
+How (and why this way — measured in ``shared/reference/loading-performance.md`` and
+``benchmarks/``):
+
+* Only the needed integer columns are selected, never ``JOIN StringIds`` per row; names are
+  mapped once per distinct string id.
+* Big tables go through the ADBC SQLite driver straight into Arrow (about 5x faster and 3x less
+  memory than ``pandas.read_sql``); the kernel and runtime tables are read concurrently on two
+  connections. If ADBC is unavailable the stdlib ``sqlite3`` cursor is used (slower, same result).
+* The canonical tables are cached as Parquet in a cache folder (never next to the input) keyed by
+  the file's resolved path, size and mtime, so a second report on the same capture skips SQLite.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..errors import CorruptFileError, EmptyCaptureError
+from . import schema as S
+from .model import StringTable, Trace
+from .open import ExportFile, open_export, readonly_uri
+
+#: Bump when the canonical tables change shape: old cache entries are then ignored.
+CACHE_FORMAT = 3
+
+ProgressFn = Callable[[str], None]
+
+try:  # pragma: no cover - import guard
+    import adbc_driver_sqlite.dbapi as _adbc
+except Exception:  # pragma: no cover - exercised when the optional driver is missing
+    _adbc = None
+
+
+# --------------------------------------------------------------------------------------------
+# low-level column reading
+# --------------------------------------------------------------------------------------------
+def _select_list(exp: ExportFile, table: str, cols: tuple[S.Col, ...]) -> tuple[list[str], dict[str, str]]:
+    """SQL expressions to select, and canonical name -> source column actually present."""
+    present = set(exp.columns(table))
+    chosen: dict[str, str] = {}
+    for c in cols:
+        src = next((s for s in c.sources if s in present), None)
+        if src is None:
+            if c.required:
+                raise CorruptFileError(f"{exp.path}: table {table} lacks column {c.sources[0]!r}",
+                                       hint="this export's schema is not one nsysdoc knows; please report it")
+            continue
+        chosen[c.name] = src
+    return [f'"{src}"' for src in chosen.values()], chosen
+
+
+def _arrow_to_numpy(arr, default: int) -> np.ndarray:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), default, dtype=np.int64)
+    if arr.null_count:
+        arr = pc.fill_null(arr, pa.scalar(default, type=arr.type) if pa.types.is_integer(arr.type) else default)
+    if not pa.types.is_int64(arr.type):
+        arr = arr.cast(pa.int64(), safe=False)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _read_int_columns(exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "") -> dict[str, np.ndarray]:
+    exprs, chosen = _select_list(exp, table, cols)
+    sql = f'SELECT {", ".join(exprs)} FROM "{table}" {where}'
+    defaults = {c.name: c.default for c in cols}
+    out: dict[str, np.ndarray] = {}
+    try:
+        if _adbc is not None:
+            with _adbc.connect(readonly_uri(exp.path)) as con:
+                cur = con.cursor()
+                try:
+                    cur.execute(sql)
+                    tbl = cur.fetch_arrow_table()
+                finally:
+                    cur.close()
+            for i, name in enumerate(chosen):
+                out[name] = _arrow_to_numpy(tbl.column(i), defaults[name])
+            n = tbl.num_rows
+            del tbl
+        else:
+            out, n = _read_with_sqlite3(exp, sql, list(chosen), defaults)
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read table {table} ({exc})") from None
+    except Exception as exc:  # ADBC raises its own DB-API error classes
+        if type(exc).__module__.startswith("adbc_driver"):
+            raise CorruptFileError(f"{exp.path}: cannot read table {table} ({str(exc).splitlines()[0]})") from None
+        raise
+    for c in cols:
+        if c.name not in out:
+            out[c.name] = np.full(n, c.default, dtype=np.int64)
+    return out
+
+
+def _read_with_sqlite3(exp: ExportFile, sql: str, names: list[str], defaults: dict[str, int]):
+    con = sqlite3.connect(readonly_uri(exp.path), uri=True)
+    try:
+        cur = con.execute(sql)
+        chunks = []
+        while True:
+            rows = cur.fetchmany(200_000)
+            if not rows:
+                break
+            arr = np.array([[defaults[names[j]] if v is None else v for j, v in enumerate(r)] for r in rows],
+                           dtype=np.int64).reshape(len(rows), len(names))
+            chunks.append(arr)
+    finally:
+        con.close()
+    data = np.concatenate(chunks) if chunks else np.zeros((0, len(names)), dtype=np.int64)
+    return {name: np.ascontiguousarray(data[:, j]) for j, name in enumerate(names)}, len(data)
+
+
+def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
+    con = exp.connect()
+    try:
+        return con.execute(sql, params).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
+    finally:
+        con.close()
+
+
+# --------------------------------------------------------------------------------------------
+# table builders
+# --------------------------------------------------------------------------------------------
+def _frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
+    df = pd.DataFrame(cols, copy=False)
+    if dtypes:
+        df = df.astype({k: v for k, v in dtypes.items() if k in df.columns}, copy=False)
+    return df
+
+
+def _empty(cols: tuple[S.Col, ...], extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    d = {c.name: np.zeros(0, dtype=np.int64) for c in cols}
+    for e in extra:
+        d[e] = np.zeros(0, dtype=np.int64)
+    return d
+
+
+def _valid_times(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Drop rows whose timestamps were not collected (CUPTI writes start = end = 0)."""
+    keep = (d["start_ns"] > 0) & (d["end_ns"] >= d["start_ns"])
+    if keep.all():
+        return d
+    return {k: v[keep] for k, v in d.items()}
+
+
+def _strings(exp: ExportFile) -> StringTable:
+    if not exp.has(S.STRINGS):
+        return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    rows = _query(exp, 'SELECT id, value FROM "StringIds"')
+    if not rows:
+        return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    vals = np.array([("" if r[1] is None else str(r[1])) for r in rows], dtype=object)
+    return StringTable(ids, vals)
+
+
+def _api_kinds(strings: StringTable) -> dict[str, object]:
+    """Per-string-id classifiers for CUDA API names (suffix ``_vNNNN`` stripped)."""
+    def test(rx):
+        return strings.flags(lambda v: rx.match(S.strip_api_suffix(v)) is not None)
+
+    return {
+        "launch": test(S.LAUNCH_APIS),
+        "blocking_sync": test(S.SYNC_ALWAYS_BLOCKING),
+        "sync_copy": test(S.SYNC_COPY),
+        "sync_memset": test(S.SYNC_MEMSET),
+        "async_copy": test(S.ASYNC_COPY),
+    }
+
+
+# API kind codes stored in runtime.api_kind
+API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY = 0, 1, 2, 3, 4, 5
+
+
+def _load_tables(exp: ExportFile, progress: ProgressFn | None) -> dict:
+    say = progress or (lambda _msg: None)
+    strings = _strings(exp)
+    jobs: dict[str, tuple] = {}
+    if exp.has(S.KERNEL):
+        jobs["kernels"] = (S.KERNEL, S.KERNEL_COLS, "")
+    if exp.has(S.RUNTIME):
+        jobs["runtime"] = (S.RUNTIME, S.RUNTIME_COLS, "")
+    if exp.has(S.MEMCPY):
+        jobs["memcpy"] = (S.MEMCPY, S.MEMCPY_COLS, "")
+    if exp.has(S.MEMSET):
+        jobs["memset"] = (S.MEMSET, S.MEMSET_COLS, "")
+    if exp.has(S.SYNC):
+        jobs["sync"] = (S.SYNC, S.SYNC_COLS, "")
+    if exp.has(S.OSRT):
+        where = f"WHERE eventClass = {S.OSRT_EVENT_CLASS}" if "eventClass" in exp.columns(S.OSRT) else ""
+        jobs["osrt"] = (S.OSRT, S.OSRT_COLS, where)
+    say(f"reading {', '.join(jobs) or 'metadata'}")
+    raw: dict[str, dict[str, np.ndarray]] = {}
+    # The two biggest tables first, on two connections (ADBC releases the GIL while reading).
+    order = sorted(jobs, key=lambda k: ("kernels", "runtime").index(k) if k in ("kernels", "runtime") else 9)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {k: pool.submit(_read_int_columns, exp, *jobs[k]) for k in order}
+        for k, fut in futures.items():
+            raw[k] = fut.result()
+    return {"strings": strings, "raw": raw}
+
+
+def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.ndarray]]) -> dict[str, pd.DataFrame]:
+    out: dict[str, pd.DataFrame] = {}
+    gpu_cols = {"kernels": S.KERNEL_COLS, "memcpy": S.MEMCPY_COLS, "memset": S.MEMSET_COLS, "sync": S.SYNC_COLS}
+    gpu = {k: _valid_times(raw[k]) if k in raw else _empty(cols) for k, cols in gpu_cols.items()}
+    rt = raw.get("runtime", _empty(S.RUNTIME_COLS))
+    os_ = raw.get("osrt", _empty(S.OSRT_COLS))
+
+    # processes: every process key seen in GPU rows (globalPid) or API rows (globalTid & ~tid)
+    rt_proc_key = rt["global_tid"] & S.PROCESS_MASK
+    keys = [gpu[k]["global_pid"] & S.PROCESS_MASK for k in gpu] + [rt_proc_key]
+    all_keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
+    proc_names = {}
+    if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
+        for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
+            if gp is not None:
+                proc_names[int(gp) & S.PROCESS_MASK] = name or ""
+    out["processes"] = pd.DataFrame({
+        "global_pid": all_keys,
+        "pid": S.decode_pid(all_keys),
+        "name": [proc_names.get(int(k), "") for k in all_keys],
+    })
+
+    def proc_index(global_ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(all_keys, global_ids & S.PROCESS_MASK).astype(np.int32)
+
+    # devices: (host bits, deviceId) pairs seen in GPU rows
+    dev_keys = [((gpu[k]["global_pid"] >> 48) & 0xFFFF) * 65536 + gpu[k]["device_id"] for k in gpu]
+    all_dev = np.unique(np.concatenate(dev_keys)) if dev_keys else np.zeros(0, dtype=np.int64)
+    gpu_names = {}
+    if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
+        extra = ", smCount" if "smCount" in exp.columns("TARGET_INFO_GPU") else ", NULL"
+        for gid, name, sm in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
+            gpu_names[gid] = (name or "", sm)
+    hosts = all_dev // 65536
+    dev_ids = all_dev % 65536
+    multi_host = len(np.unique(hosts)) > 1
+    out["devices"] = pd.DataFrame({
+        "device": np.arange(len(all_dev), dtype=np.int32),
+        "host": hosts,
+        "device_id": dev_ids,
+        "label": [f"{h}:{d}" if multi_host else str(d) for h, d in zip(hosts, dev_ids)],
+        "name": [gpu_names.get(int(d), ("", None))[0] if not multi_host else "" for d in dev_ids],
+        "sm_count": [gpu_names.get(int(d), ("", None))[1] if not multi_host else None for d in dev_ids],
+    })
+
+    for k, d in gpu.items():
+        d = dict(d)
+        d["device"] = np.searchsorted(all_dev, ((d["global_pid"] >> 48) & 0xFFFF) * 65536 + d["device_id"]).astype(np.int32)
+        d["proc"] = proc_index(d["global_pid"])
+        if k == "memcpy":
+            host_kind = np.full(len(d["copy_kind"]), -1, dtype=np.int64)
+            h2d = d["copy_kind"] == S.COPY_HTOD
+            d2h = d["copy_kind"] == S.COPY_DTOH
+            host_kind[h2d] = d["src_kind"][h2d]
+            host_kind[d2h] = d["dst_kind"][d2h]
+            d["host_kind"] = host_kind
+        for c in ("device_id", "stream_id", "context_id"):
+            if c in d:
+                d[c] = d[c].astype(np.int64)
+        out[k] = _frame(d, {"device_id": "int32", "correlation_id": "int64"})
+
+    # runtime API rows
+    rt = dict(rt)
+    kinds = _api_kinds(strings)
+    api_kind = np.zeros(len(rt["name_id"]), dtype=np.int8)
+    if len(api_kind):
+        api_kind[kinds["launch"](rt["name_id"])] = API_LAUNCH
+        api_kind[kinds["async_copy"](rt["name_id"])] = API_ASYNC_COPY
+        api_kind[kinds["sync_copy"](rt["name_id"])] = API_SYNC_COPY
+        api_kind[kinds["sync_memset"](rt["name_id"])] = API_SYNC_MEMSET
+        api_kind[kinds["blocking_sync"](rt["name_id"])] = API_SYNC
+    rt["api_kind"] = api_kind
+    rt["proc"] = proc_index(rt["global_tid"])
+    out["runtime"] = _frame(rt)
+
+    os_ = dict(os_)
+    is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
+    os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
+    out["osrt"] = _frame(os_)
+    out["nvtx"] = _nvtx(exp, strings)
+    return out
+
+
+def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
+    cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
+    if not exp.has(S.NVTX):
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_type", "_tid")) else object) for c in cols})
+    present = set(exp.columns(S.NVTX))
+    sel = ['"start"', '"end"' if "end" in present else "NULL", '"eventType"',
+           '"globalTid"' if "globalTid" in present else "0",
+           '"text"' if "text" in present else "NULL",
+           '"textId"' if "textId" in present else "NULL",
+           '"domainId"' if "domainId" in present else "0"]
+    types = ",".join(str(t) for t in S.NVTX_RANGE_TYPES + (S.NVTX_MARK, S.NVTX_DOMAIN_CREATE))
+    rows = _query(exp, f'SELECT {", ".join(sel)} FROM "{S.NVTX}" WHERE eventType IN ({types})')
+    if not rows:
+        return pd.DataFrame({c: [] for c in cols})
+    start = np.array([r[0] for r in rows], dtype=np.int64)
+    end = np.array([-1 if r[1] is None else r[1] for r in rows], dtype=np.int64)
+    etype = np.array([r[2] for r in rows], dtype=np.int64)
+    gtid = np.array([0 if r[3] is None else r[3] for r in rows], dtype=np.int64)
+    text_id = np.array([-1 if r[5] is None else r[5] for r in rows], dtype=np.int64)
+    looked = strings.lookup(text_id)
+    text = np.array([r[4] if r[4] is not None else looked[i] for i, r in enumerate(rows)], dtype=object)
+    dom_id = np.array([0 if r[6] is None else r[6] for r in rows], dtype=np.int64)
+    # domain names: DomainCreate rows, matched on (process bits, domainId)
+    pbits = gtid & S.PROCESS_MASK
+    is_dom = etype == S.NVTX_DOMAIN_CREATE
+    names = {(int(p), int(d)): str(t) for p, d, t in zip(pbits[is_dom], dom_id[is_dom], text[is_dom])}
+    any_proc = {int(d): str(t) for d, t in zip(dom_id[is_dom], text[is_dom])}
+    domain = np.array([names.get((int(p), int(d)), any_proc.get(int(d), "")) if d else ""
+                       for p, d in zip(pbits, dom_id)], dtype=object)
+    keep = ~is_dom
+    return pd.DataFrame({"start_ns": start[keep], "end_ns": end[keep], "event_type": etype[keep],
+                         "global_tid": gtid[keep], "text": text[keep], "domain": domain[keep]})
+
+
+def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
+    res: dict = {}
+    # threads
+    if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
+        rows = _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"')
+        res["threads"] = pd.DataFrame({
+            "global_tid": np.array([r[0] or 0 for r in rows], dtype=np.int64),
+            "name": strings.lookup(np.array([r[1] if r[1] is not None else -1 for r in rows], dtype=np.int64)),
+        })
+    else:
+        res["threads"] = pd.DataFrame({"global_tid": np.zeros(0, dtype=np.int64), "name": np.zeros(0, dtype=object)})
+    # diagnostics
+    diag = {"timestamp_ns": [], "severity": [], "text": []}
+    if exp.has("DIAGNOSTIC_EVENT") and {"severity", "text"} <= set(exp.columns("DIAGNOSTIC_EVENT")):
+        for ts, sev, text in _query(exp, 'SELECT timestamp, severity, text FROM "DIAGNOSTIC_EVENT"'):
+            diag["timestamp_ns"].append(ts or 0)
+            diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)))
+            diag["text"].append(text or "")
+    res["diagnostics"] = pd.DataFrame(diag)
+    # profiler overhead
+    ov = {"start_ns": [], "end_ns": [], "global_tid": [], "name": []}
+    if exp.has("PROFILER_OVERHEAD"):
+        rows = _query(exp, 'SELECT start, "end", globalTid, nameId FROM "PROFILER_OVERHEAD"')
+        names = strings.lookup(np.array([r[3] if r[3] is not None else -1 for r in rows], dtype=np.int64))
+        for r, n in zip(rows, names):
+            if r[0] is not None and r[1] is not None:
+                ov["start_ns"].append(r[0]); ov["end_ns"].append(r[1]); ov["global_tid"].append(r[2] or 0); ov["name"].append(n)
+    res["overhead"] = pd.DataFrame(ov).astype({"start_ns": "int64", "end_ns": "int64", "global_tid": "int64"})
+    # GPU metrics (only the metrics we summarise)
+    gm = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+          "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
+    if exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO):
+        info = _query(exp, f'SELECT typeId, metricId, metricName FROM "{S.GPU_METRICS_INFO}"')
+        wanted = {}
+        for type_id, metric_id, name in info:
+            lname = (name or "").lower()
+            for canon, prefixes in S.GPU_METRIC_PREFIXES.items():
+                if lname.startswith(prefixes):
+                    wanted[(type_id, metric_id)] = canon
+        if wanted:
+            ids = sorted({m for _, m in wanted})
+            rows = _query(exp, f'SELECT timestamp, typeId, metricId, value FROM "{S.GPU_METRICS}" '
+                               f'WHERE metricId IN ({",".join(str(i) for i in ids)})')
+            rows = [r for r in rows if (r[1], r[2]) in wanted and r[0] is not None]
+            gm = {
+                "timestamp_ns": np.array([r[0] for r in rows], dtype=np.int64),
+                # UNVERIFIED in NVIDIA docs: the low byte of typeId is the GPU index (nsys2prv).
+                "device_id": np.array([r[1] & 0xFF for r in rows], dtype=np.int64),
+                "metric": np.array([wanted[(r[1], r[2])] for r in rows], dtype=object),
+                "value": np.array([float(r[3]) for r in rows], dtype=np.float64),
+            }
+    res["gpu_metrics"] = pd.DataFrame(gm)
+    # capture duration
+    res["duration_ns"] = None
+    if exp.has("ANALYSIS_DETAILS") and "duration" in exp.columns("ANALYSIS_DETAILS"):
+        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
+        if rows and rows[0][0] is not None:
+            res["duration_ns"] = int(rows[0][0])
+    # messages the profiled process wrote (shows why a capture failed: e.g. injection errors)
+    msgs: list[str] = []
+    if exp.has("ProcessStreams") and "contentId" in exp.columns("ProcessStreams"):
+        rows = _query(exp, 'SELECT contentId FROM "ProcessStreams"')
+        for (cid,) in rows:
+            if cid is None:
+                continue
+            text = strings.get(int(cid))
+            for line in text.splitlines():
+                low = line.lower()
+                if "error" in low or "cupti" in low or "injection" in low:
+                    msgs.append(line.strip()[:300])
+    res["process_messages"] = msgs[:10]
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# cache
+# --------------------------------------------------------------------------------------------
+def default_cache_dir() -> Path:
+    env = os.environ.get("NSYSDOC_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "nsysdoc"
+
+
+def cache_key(path: Path) -> str:
+    st = path.stat()
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{CACHE_FORMAT}"
+    return hashlib.sha1(ident.encode()).hexdigest()[:20]
+
+
+_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "devices", "processes",
+           "threads", "gpu_metrics", "diagnostics", "overhead")
+
+
+def _cache_read(entry: Path) -> dict | None:
+    meta_path = entry / "meta.json"
+    if not meta_path.exists():
+        return None
+    try:
+        import pyarrow.parquet as pq
+
+        meta = json.loads(meta_path.read_text())
+        frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in _FRAMES}
+        st = pq.read_table(entry / "strings.parquet")
+        strings = StringTable(st.column("id").to_numpy(), np.array(st.column("value").to_pylist(), dtype=object))
+    except Exception:
+        return None  # a damaged cache entry is ignored and rebuilt
+    return {"meta": meta, "frames": frames, "strings": strings}
+
+
+def _cache_write(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+    try:
+        for name in _FRAMES:
+            df = frames[name]
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            pq.write_table(table, tmp / f"{name}.parquet", compression="lz4")
+        pq.write_table(pa.table({"id": strings.ids, "value": pa.array(list(strings.values), type=pa.string())}),
+                       tmp / "strings.parquet", compression="lz4")
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    except Exception:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# public
+# --------------------------------------------------------------------------------------------
+EVENT_TABLES = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.NVTX, S.OSRT)
+
+
+def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
+               progress: ProgressFn | None = None) -> Trace:
+    """Load an nsys SQLite export. Raises :mod:`nsysdoc.errors` exceptions on bad input."""
+    t0 = time.perf_counter()
+    exp = open_export(path)
+    tables = frozenset(exp.tables)
+    traced = {k: any(t in tables for t in ts) for k, ts in S.TRACE_TYPES.items()}
+    entry = Path(cache_dir or default_cache_dir()) / cache_key(exp.path) if cache else None
+    cached = _cache_read(entry) if entry is not None else None
+    if cached is not None:
+        meta, frames, strings = cached["meta"], cached["frames"], cached["strings"]
+        from_cache = True
+    else:
+        if not any(t in tables for t in EVENT_TABLES):
+            small = _small_tables(exp, _strings(exp))
+            why = "; ".join(small["process_messages"][:2])
+            raise EmptyCaptureError(
+                f"{exp.path}: capture is empty: no CUDA, NVTX or OS-runtime events were recorded",
+                hint=(f"the profiled process reported: {why}" if why else
+                      "check that the program ran under nsys with --trace=cuda,nvtx,osrt and did GPU work"),
+            )
+        loaded = _load_tables(exp, progress)
+        strings = loaded["strings"]
+        if progress:
+            progress("decoding tables")
+        frames = _build(exp, strings, loaded["raw"])
+        small = _small_tables(exp, strings)
+        frames.update({k: small[k] for k in ("threads", "diagnostics", "overhead", "gpu_metrics")})
+        meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
+                "duration_ns": small["duration_ns"], "process_messages": small["process_messages"]}
+        from_cache = False
+        if entry is not None:
+            try:
+                _cache_write(entry, meta, frames, strings)
+            except OSError:
+                pass  # an unwritable cache folder only costs speed next time
+    trace = Trace(
+        path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
+        tables=tables, traced=traced, strings=strings,
+        **{name: frames[name] for name in _FRAMES},
+        duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
+        from_cache=from_cache,
+    )
+    trace.load_seconds = time.perf_counter() - t0
+    return trace

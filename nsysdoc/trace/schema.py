@@ -1,0 +1,205 @@
+"""What nsysdoc knows about the nsys SQLite export schema. The only module that names nsys tables.
+
+Sources: NVIDIA "SQLite Schema Reference" and "SQLite Schema Event Values" (Nsight Systems User and
+Analysis Guides), and real exports from nsys 2022.4 to 2026.2 (see ``docs/loader.md``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# --- tables ----------------------------------------------------------------------------------
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+NVTX = "NVTX_EVENTS"
+OSRT = "OSRT_API"
+STRINGS = "StringIds"
+GPU_METRICS = "GPU_METRICS"
+GPU_METRICS_INFO = "TARGET_INFO_GPU_METRICS"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+#: trace type -> tables whose presence shows it was traced (tables are created lazily by nsys,
+#: so "absent" means "not traced or no events").
+TRACE_TYPES = {
+    "cuda_api": (RUNTIME,),
+    "cuda_kernels": (KERNEL,),
+    "cuda_memcpy": (MEMCPY,),
+    "cuda_memset": (MEMSET,),
+    "cuda_sync": (SYNC,),
+    "nvtx": (NVTX,),
+    "osrt": (OSRT,),
+    "gpu_metrics": (GPU_METRICS,),
+    "cpu_sampling": ("COMPOSITE_EVENTS",),
+    "cudnn": ("CUDNN_EVENTS",),
+    "cublas": ("CUBLAS_EVENTS",),
+    "mpi": ("MPI_P2P_EVENTS", "MPI_COLLECTIVES_EVENTS", "MPI_OTHER_EVENTS"),
+    "cuda_graphs": ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",),
+}
+
+#: Tables whose presence identifies an nvprof/NVVP database (same CUPTI_* names, other layout).
+NVPROF_MARKERS = ("StringTable", "Version")
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column nsysdoc reads: canonical name, nsys source column(s) in preference order."""
+
+    name: str
+    sources: tuple[str, ...]
+    required: bool = True
+    default: int = -1
+
+
+def col(name: str, *sources: str, required: bool = True, default: int = -1) -> Col:
+    return Col(name, sources or (name,), required, default)
+
+
+KERNEL_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
+    col("context_id", "contextId"), col("stream_id", "streamId"),
+    col("correlation_id", "correlationId", required=False),
+    col("global_pid", "globalPid", required=False, default=0),
+    col("name_id", "demangledName", "shortName"), col("short_id", "shortName", "demangledName"),
+)
+MEMCPY_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
+    col("context_id", "contextId"), col("stream_id", "streamId"),
+    col("correlation_id", "correlationId", required=False),
+    col("global_pid", "globalPid", required=False, default=0),
+    col("bytes", "bytes"), col("copy_kind", "copyKind"),
+    col("src_kind", "srcKind", required=False), col("dst_kind", "dstKind", required=False),
+)
+MEMSET_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
+    col("context_id", "contextId"), col("stream_id", "streamId"),
+    col("correlation_id", "correlationId", required=False),
+    col("global_pid", "globalPid", required=False, default=0),
+    col("bytes", "bytes"), col("mem_kind", "memKind", required=False),
+)
+RUNTIME_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"),
+    col("global_tid", "globalTid", required=False, default=0),
+    col("correlation_id", "correlationId", required=False),
+    col("name_id", "nameId"), col("event_class", "eventClass", required=False, default=0),
+)
+SYNC_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
+    col("stream_id", "streamId"), col("correlation_id", "correlationId", required=False),
+    col("global_pid", "globalPid", required=False, default=0),
+    # syncType is current; older exports had only what is now deprecatedSyncType.
+    col("sync_type", "syncType", "deprecatedSyncType", required=False, default=0),
+)
+OSRT_COLS = (
+    col("start_ns", "start"), col("end_ns", "end"),
+    col("global_tid", "globalTid", required=False, default=0), col("name_id", "nameId"),
+)
+NVTX_COLS = (
+    col("start_ns", "start"), col("end_ns", "end", required=False),
+    col("event_type", "eventType"), col("global_tid", "globalTid", required=False, default=0),
+    col("text_id", "textId", required=False), col("domain_id", "domainId", required=False, default=0),
+)
+
+# --- enums (nsys numbering; used when the ENUM_* tables are absent in old exports) ----------
+#: ENUM_CUDA_MEMCPY_OPER
+COPY_KIND_LABELS = {
+    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}
+COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_PTOP = 1, 2, 8, 10
+#: ENUM_CUDA_MEM_KIND — nsys numbering: 0 is PAGEABLE (CUPTI's own enum differs; do not use it).
+MEM_KIND_LABELS = {0: "pageable", 1: "pinned", 2: "device", 3: "array", 4: "managed",
+                   5: "device static", 6: "managed static", 7: "unknown"}
+MEM_PAGEABLE, MEM_PINNED = 0, 1
+#: ENUM_NSYS_EVENT_TYPE values for NVTX (stable numeric contract).
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTX_DOMAIN_CREATE = 34, 59, 60, 75
+NVTXT_PUSHPOP, NVTXT_STARTEND = 70, 71
+NVTX_RANGE_TYPES = (NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+NVTX_PUSHPOP_TYPES = (NVTX_PUSHPOP, NVTXT_PUSHPOP)
+#: ENUM_NSYS_EVENT_CLASS: OS runtime call rows.
+OSRT_EVENT_CLASS = 27
+#: ENUM_CUPTI_SYNC_TYPE
+SYNC_TYPE_LABELS = {0: "unknown", 1: "event sync", 2: "stream wait event", 3: "stream sync", 4: "context sync"}
+#: ENUM_DIAGNOSTIC_SEVERITY_LEVEL (observed: 1 Info, 2 Warning, 3 Error)
+DIAG_SEVERITY = {1: "info", 2: "warning", 3: "error"}
+
+# --- globalTid / globalPid layout: <hw:8><vm:8><pid:24><tid:24> -----------------------------
+TID_MASK = 0xFFFFFF
+PID_SHIFT = 24
+PROCESS_MASK = ~TID_MASK  # keeps hw, vm and pid bits
+
+
+def decode_pid(global_id):
+    """OS process id from a globalTid/globalPid (works on numpy int64 arrays and ints)."""
+    return (global_id >> PID_SHIFT) & 0xFFFFFF
+
+
+def decode_tid(global_tid):
+    return global_tid & TID_MASK
+
+
+def decode_host(global_id):
+    """hw and vm bytes (bits 48-63): which machine/VM a row came from."""
+    return (global_id >> 48) & 0xFFFF
+
+
+# --- names -----------------------------------------------------------------------------------
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+
+def strip_api_suffix(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel`` (nsys appends the API version)."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+#: Kernel names: communication kernels (NCCL <= 2.18 ``ncclKernel_*``, >= 2.19 ``ncclDevKernel_*``).
+NCCL_KERNEL = re.compile(r"^(void\s+)?nccl", re.IGNORECASE)
+
+#: CUDA API classification (names after suffix stripping).
+LAUNCH_APIS = re.compile(
+    r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|cudaMemcpy\w*|cuMemcpy\w*|"
+    r"cudaMemset\w*|cuMemset\w*)$"
+)
+SYNC_ALWAYS_BLOCKING = re.compile(
+    r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaThreadSynchronize|"
+    r"cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize)(_ptsz)?$"
+)
+#: Synchronous copies / memsets: no "Async" in the name.
+SYNC_COPY = re.compile(r"^(cudaMemcpy(?!\w*Async)\w*|cuMemcpy(?!\w*Async)\w*)$")
+SYNC_MEMSET = re.compile(r"^(cudaMemset(?!\w*Async)\w*|cuMemset(?!\w*Async)\w*)$")
+ASYNC_COPY = re.compile(r"^(cudaMemcpy\w*Async\w*|cuMemcpy\w*Async\w*)$")
+#: Never host-blocking although they are about synchronisation.
+NON_BLOCKING_SYNC = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent|cudaStreamQuery|cudaEventQuery|"
+                               r"cuStreamQuery|cuEventQuery|cudaEventRecord\w*|cuEventRecord\w*)$")
+
+#: OS runtime calls that mean "this thread is waiting" (for input, a lock, a worker ...).
+OS_WAIT_CALLS = re.compile(
+    r"^(poll|ppoll|select|pselect6?|epoll_wait|epoll_pwait2?|read|readv|pread(64)?|recv|recvfrom|recvmsg|"
+    r"futex|sem_wait|sem_timedwait|pthread_cond_wait|pthread_cond_timedwait|pthread_cond_clockwait|"
+    r"pthread_mutex_lock|pthread_mutex_timedlock|pthread_rwlock_\w*lock|pthread_join|nanosleep|"
+    r"clock_nanosleep|usleep|sleep|wait|waitpid|wait4|waitid|accept4?|pipe_read)$"
+)
+
+#: NVTX text of data-loading ranges (PyTorch's DataLoader iterator, or user ranges).
+DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
+                             r"_SingleProcessDataLoaderIter|__next__|get_batch|next_batch|fetch", re.IGNORECASE)
+
+#: NVTX domains owned by libraries: their ranges never mark training steps.
+LIBRARY_NVTX_DOMAINS = frozenset({
+    "nccl", "cub", "cudnn", "cublas", "cublaslt", "cufft", "cusparse", "cusolver", "nvshmem",
+    "tensorrt", "nvfuser", "thrust", "nvjpeg", "dali", "mpi", "ucx", "triton", "cutlass",
+})
+
+#: Default step marker: the whole NVTX text must match (case-insensitive).
+DEFAULT_STEP_PATTERN = r"(ProfilerStep#\d+|(train[_ ]?)?step[ _#]?\d+|iter(ation)?[ _#]?\d+)"
+
+#: GPU metric names (TARGET_INFO_GPU_METRICS.metricName) nsysdoc summarises, by prefix.
+GPU_METRIC_PREFIXES = {
+    "sm_active_pct": ("sm active", "sms active"),
+    "sm_issue_pct": ("sm issue",),
+    "tensor_active_pct": ("tensor active",),
+    "dram_read_pct": ("dram read bandwidth",),
+    "dram_write_pct": ("dram write bandwidth",),
+}
