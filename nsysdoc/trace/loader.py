@@ -33,7 +33,7 @@ from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 5
 
 ProgressFn = Callable[[str], None]
 
@@ -61,51 +61,112 @@ def _select_list(exp: ExportFile, table: str, cols: tuple[S.Col, ...]) -> tuple[
     return [f'"{src}"' for src in chosen.values()], chosen
 
 
-def _arrow_to_numpy(arr, default: int) -> np.ndarray:
+def _fill(batch_col, default: int) -> np.ndarray:
+    """An Arrow (chunked) column as numpy, NULLs replaced by ``default``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    arr = batch_col
     if pa.types.is_null(arr.type):
         return np.full(len(arr), default, dtype=np.int64)
-    if arr.null_count:
+    if arr.null_count:  # fill_null keeps chunking; fine for ChunkedArray and Array alike
         arr = pc.fill_null(arr, pa.scalar(default, type=arr.type) if pa.types.is_integer(arr.type) else default)
     if not pa.types.is_int64(arr.type):
         arr = arr.cast(pa.int64(), safe=False)
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _read_int_columns(exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "") -> dict[str, np.ndarray]:
-    exprs, chosen = _select_list(exp, table, cols)
-    sql = f'SELECT {", ".join(exprs)} FROM "{table}" {where}'
-    defaults = {c.name: c.default for c in cols}
-    out: dict[str, np.ndarray] = {}
+#: Rows per rowid-range chunk: bounds memory (one chunk's Arrow table per worker) and lets
+#: two connections read one table concurrently (the ADBC driver releases the GIL).
+CHUNK_ROWS = 1_000_000
+_POOL = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)))
+    return _POOL
+
+
+class _ColumnReader:
+    """Reads integer columns of one table into preallocated arrays of their final dtype, in
+    rowid-range chunks (rowids are contiguous in nsys exports; gaps are handled)."""
+
+    def __init__(self, exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "") -> None:
+        self.exp, self.table, self.cols = exp, table, cols
+        exprs, self.chosen = _select_list(exp, table, cols)
+        self.spec = {c.name: c for c in cols}
+        cond = where.replace("WHERE", "AND", 1) if where else ""
+        self.sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ? {cond}'
+        # two queries: SQLite answers a lone min()/max() of rowid from the b-tree edge (O(log n)),
+        # but scans the table for both in one statement
+        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
+        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
+        self.lo = int(lo or 1)
+        self.hi = int(hi or 0) + 1
+        n = max(self.hi - self.lo, 0)
+        self.out = {name: np.empty(n, dtype=self.spec[name].dtype) for name in self.chosen}
+        self.ranges = [(lo, min(lo + CHUNK_ROWS, self.hi)) for lo in range(self.lo, self.hi, CHUNK_ROWS)]
+        self.got: dict[int, int] = {}
+
+    def read_chunk(self, lo: int, hi: int) -> None:
+        with _adbc.connect(readonly_uri(self.exp.path)) as con:
+            cur = con.cursor()
+            try:
+                cur.execute(self.sql, parameters=(lo, hi))
+                tbl = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        off, m = lo - self.lo, tbl.num_rows
+        for i, name in enumerate(self.chosen):
+            # one C++ pass per column: fill NULLs, cast, concatenate the record batches
+            self.out[name][off:off + m] = _fill(tbl.column(i), self.spec[name].default)
+        self.got[lo] = m
+
+    def finish(self) -> dict[str, np.ndarray]:
+        expected = {lo: hi - lo for lo, hi in self.ranges}
+        if all(self.got.get(lo) == n for lo, n in expected.items()):
+            out = self.out
+        else:  # rowid gaps or filtered rows: keep only what each chunk returned
+            out = {name: np.concatenate([arr[lo - self.lo: lo - self.lo + self.got[lo]] for lo, _ in self.ranges])
+                   if self.ranges else arr[:0] for name, arr in self.out.items()}
+        n = len(next(iter(out.values()))) if out else 0
+        for c in self.cols:
+            if c.name not in out:
+                out[c.name] = np.full(n, c.default, dtype=c.dtype)
+        return out
+
+
+def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str, np.ndarray]]:
+    """Read several tables; all their chunks share one thread pool (both cores stay busy)."""
     try:
-        if _adbc is not None:
-            with _adbc.connect(readonly_uri(exp.path)) as con:
-                cur = con.cursor()
-                try:
-                    cur.execute(sql)
-                    tbl = cur.fetch_arrow_table()
-                finally:
-                    cur.close()
-            for i, name in enumerate(chosen):
-                out[name] = _arrow_to_numpy(tbl.column(i), defaults[name])
-            n = tbl.num_rows
-            del tbl
-        else:
-            out, n = _read_with_sqlite3(exp, sql, list(chosen), defaults)
+        if _adbc is None:
+            res = {}
+            for key, (table, cols, where) in jobs.items():
+                _, chosen = _select_list(exp, table, cols)
+                exprs = ", ".join(f'"{c}"' for c in chosen.values())
+                out, n = _read_with_sqlite3(exp, f'SELECT {exprs} FROM "{table}" {where}', list(chosen),
+                                            {c.name: c.default for c in cols})
+                spec = {c.name: c for c in cols}
+                out = {k: v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
+                for c in cols:
+                    out.setdefault(c.name, np.full(n, c.default, dtype=c.dtype))
+                res[key] = out
+            return res
+        readers = {key: _ColumnReader(exp, *job) for key, job in jobs.items()}
+        tasks = [(r, lo, hi) for r in readers.values() for lo, hi in r.ranges]
+        tasks.sort(key=lambda t: -(t[2] - t[1]))
+        futures = [_pool().submit(r.read_chunk, lo, hi) for r, lo, hi in tasks]
+        for f in futures:
+            f.result()
+        return {key: r.finish() for key, r in readers.items()}
     except (sqlite3.DatabaseError, OSError) as exc:
-        raise CorruptFileError(f"{exp.path}: cannot read table {table} ({exc})") from None
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
     except Exception as exc:  # ADBC raises its own DB-API error classes
         if type(exc).__module__.startswith("adbc_driver"):
-            raise CorruptFileError(f"{exp.path}: cannot read table {table} ({str(exc).splitlines()[0]})") from None
+            raise CorruptFileError(f"{exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
         raise
-    for c in cols:
-        if c.name not in out:
-            out[c.name] = np.full(n, c.default, dtype=np.int64)
-    return out
 
 
 def _read_with_sqlite3(exp: ExportFile, sql: str, names: list[str], defaults: dict[str, int]):
@@ -139,10 +200,18 @@ def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
 # --------------------------------------------------------------------------------------------
 # table builders
 # --------------------------------------------------------------------------------------------
+#: Narrow dtypes for id columns (times stay int64 ns; correlation ids are uint32 in CUPTI).
+_NARROW = {"correlation_id": "uint32", "device_id": "int32", "context_id": "int32", "stream_id": "int32", "name_id": "int32",
+           "short_id": "int32", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8", "mem_kind": "int8",
+           "sync_type": "int8", "event_class": "int16"}
+
+
 def _frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
     df = pd.DataFrame(cols, copy=False)
     if dtypes:
-        df = df.astype({k: v for k, v in dtypes.items() if k in df.columns}, copy=False)
+        change = {k: v for k, v in dtypes.items() if k in df.columns and df[k].dtype != v}
+        if change:
+            df = df.astype(change)
     return df
 
 
@@ -172,22 +241,23 @@ def _strings(exp: ExportFile) -> StringTable:
     return StringTable(ids, vals)
 
 
-def _api_kinds(strings: StringTable) -> dict[str, object]:
-    """Per-string-id classifiers for CUDA API names (suffix ``_vNNNN`` stripped)."""
-    def test(rx):
-        return strings.flags(lambda v: rx.match(S.strip_api_suffix(v)) is not None)
+def _api_kind_codes(strings: StringTable):
+    """Per-string-id ``api_kind`` code for CUDA API names (suffix ``_vNNNN`` stripped)."""
+    def code(v: str) -> int:
+        name = S.strip_api_suffix(v)
+        if S.SYNC_ALWAYS_BLOCKING.match(name):
+            return S.API_SYNC
+        if S.SYNC_MEMSET.match(name):
+            return S.API_SYNC_MEMSET
+        if S.SYNC_COPY.match(name):
+            return S.API_SYNC_COPY
+        if S.ASYNC_COPY.match(name):
+            return S.API_ASYNC_COPY
+        if S.LAUNCH_APIS.match(name):
+            return S.API_LAUNCH
+        return S.API_OTHER
 
-    return {
-        "launch": test(S.LAUNCH_APIS),
-        "blocking_sync": test(S.SYNC_ALWAYS_BLOCKING),
-        "sync_copy": test(S.SYNC_COPY),
-        "sync_memset": test(S.SYNC_MEMSET),
-        "async_copy": test(S.ASYNC_COPY),
-    }
-
-
-# API kind codes stored in runtime.api_kind
-API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY = 0, 1, 2, 3, 4, 5
+    return strings.codes(code)
 
 
 def _load_tables(exp: ExportFile, progress: ProgressFn | None) -> dict:
@@ -208,13 +278,7 @@ def _load_tables(exp: ExportFile, progress: ProgressFn | None) -> dict:
         where = f"WHERE eventClass = {S.OSRT_EVENT_CLASS}" if "eventClass" in exp.columns(S.OSRT) else ""
         jobs["osrt"] = (S.OSRT, S.OSRT_COLS, where)
     say(f"reading {', '.join(jobs) or 'metadata'}")
-    raw: dict[str, dict[str, np.ndarray]] = {}
-    # The two biggest tables first, on two connections (ADBC releases the GIL while reading).
-    order = sorted(jobs, key=lambda k: ("kernels", "runtime").index(k) if k in ("kernels", "runtime") else 9)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {k: pool.submit(_read_int_columns, exp, *jobs[k]) for k in order}
-        for k, fut in futures.items():
-            raw[k] = fut.result()
+    raw = _read_tables(exp, jobs)
     return {"strings": strings, "raw": raw}
 
 
@@ -226,7 +290,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     os_ = raw.get("osrt", _empty(S.OSRT_COLS))
 
     # processes: every process key seen in GPU rows (globalPid) or API rows (globalTid & ~tid)
-    rt_proc_key = rt["global_tid"] & S.PROCESS_MASK
+    rt_proc_key = np.unique(rt["global_tid"] & S.PROCESS_MASK)
     keys = [gpu[k]["global_pid"] & S.PROCESS_MASK for k in gpu] + [rt_proc_key]
     all_keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
     proc_names = {}
@@ -266,39 +330,55 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     for k, d in gpu.items():
         d = dict(d)
         d["device"] = np.searchsorted(all_dev, ((d["global_pid"] >> 48) & 0xFFFF) * 65536 + d["device_id"]).astype(np.int32)
-        d["proc"] = proc_index(d["global_pid"])
+        d["proc"] = proc_index(d.pop("global_pid"))
         if k == "memcpy":
-            host_kind = np.full(len(d["copy_kind"]), -1, dtype=np.int64)
+            host_kind = np.full(len(d["copy_kind"]), -1, dtype=np.int8)
             h2d = d["copy_kind"] == S.COPY_HTOD
             d2h = d["copy_kind"] == S.COPY_DTOH
             host_kind[h2d] = d["src_kind"][h2d]
             host_kind[d2h] = d["dst_kind"][d2h]
             d["host_kind"] = host_kind
-        for c in ("device_id", "stream_id", "context_id"):
-            if c in d:
-                d[c] = d[c].astype(np.int64)
-        out[k] = _frame(d, {"device_id": "int32", "correlation_id": "int64"})
+        out[k] = _frame(d, _NARROW)
 
     # runtime API rows
     rt = dict(rt)
-    kinds = _api_kinds(strings)
-    api_kind = np.zeros(len(rt["name_id"]), dtype=np.int8)
-    if len(api_kind):
-        api_kind[kinds["launch"](rt["name_id"])] = API_LAUNCH
-        api_kind[kinds["async_copy"](rt["name_id"])] = API_ASYNC_COPY
-        api_kind[kinds["sync_copy"](rt["name_id"])] = API_SYNC_COPY
-        api_kind[kinds["sync_memset"](rt["name_id"])] = API_SYNC_MEMSET
-        api_kind[kinds["blocking_sync"](rt["name_id"])] = API_SYNC
+    api_kind = _api_kind_codes(strings)(rt["name_id"]).astype(np.int8) if len(rt["name_id"]) else np.zeros(0, np.int8)
     rt["api_kind"] = api_kind
-    rt["proc"] = proc_index(rt["global_tid"])
-    out["runtime"] = _frame(rt)
+    rt["proc"] = proc_index(rt["global_tid"])  # before global_tid is replaced by a thread index below
 
     os_ = dict(os_)
     is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
     os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
-    out["osrt"] = _frame(os_)
-    out["nvtx"] = _nvtx(exp, strings)
+    nvtx = _nvtx(exp, strings)
+    # threads: every global_tid seen; each host table gets a dense ``thread`` index
+    tids = np.unique(np.concatenate([np.unique(rt["global_tid"]), np.unique(os_["global_tid"]),
+                                     np.unique(nvtx["global_tid"].to_numpy(np.int64)), names_tids(exp)]))
+    rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
+    os_["thread"] = np.searchsorted(tids, os_["global_tid"]).astype(np.int32)
+    nvtx["thread"] = np.searchsorted(tids, nvtx["global_tid"].to_numpy(np.int64)).astype(np.int32)
+    out["runtime"] = _frame(rt, _NARROW)
+    out["osrt"] = _frame(os_, _NARROW)
+    out["nvtx"] = nvtx
+    out["threads"] = _threads(exp, strings, tids)
     return out
+
+
+def names_tids(exp: ExportFile) -> np.ndarray:
+    if exp.has("ThreadNames") and "globalTid" in exp.columns("ThreadNames"):
+        return np.array([r[0] for r in _query(exp, 'SELECT globalTid FROM "ThreadNames"') if r[0] is not None],
+                        dtype=np.int64)
+    return np.zeros(0, dtype=np.int64)
+
+
+def _threads(exp: ExportFile, strings: StringTable, tids: np.ndarray) -> pd.DataFrame:
+    names: dict[int, str] = {}
+    if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
+        for gtid, name_id in _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"'):
+            if gtid is not None and name_id is not None:
+                names[int(gtid)] = strings.get(int(name_id))
+    return pd.DataFrame({"thread": np.arange(len(tids), dtype=np.int32), "global_tid": tids,
+                         "pid": S.decode_pid(tids), "tid": S.decode_tid(tids),
+                         "name": np.array([names.get(int(t), "") for t in tids], dtype=object)})
 
 
 def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
@@ -337,15 +417,6 @@ def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
 
 def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
     res: dict = {}
-    # threads
-    if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
-        rows = _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"')
-        res["threads"] = pd.DataFrame({
-            "global_tid": np.array([r[0] or 0 for r in rows], dtype=np.int64),
-            "name": strings.lookup(np.array([r[1] if r[1] is not None else -1 for r in rows], dtype=np.int64)),
-        })
-    else:
-        res["threads"] = pd.DataFrame({"global_tid": np.zeros(0, dtype=np.int64), "name": np.zeros(0, dtype=object)})
     # diagnostics
     diag = {"timestamp_ns": [], "severity": [], "text": []}
     if exp.has("DIAGNOSTIC_EVENT") and {"severity", "text"} <= set(exp.columns("DIAGNOSTIC_EVENT")):
@@ -430,6 +501,21 @@ _FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "de
            "threads", "gpu_metrics", "diagnostics", "overhead")
 
 
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """Parquet -> DataFrame one column at a time (peak = result + one column, not 2x the table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    cols = {}
+    for name in pf.schema_arrow.names:
+        col = pf.read(columns=[name]).column(0)
+        numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)
+        cols[name] = col.to_numpy() if numeric and col.null_count == 0 else col.to_pandas().to_numpy()
+        del col
+    return pd.DataFrame(cols, copy=False)
+
+
 def _cache_read(entry: Path) -> dict | None:
     meta_path = entry / "meta.json"
     if not meta_path.exists():
@@ -438,7 +524,7 @@ def _cache_read(entry: Path) -> dict | None:
         import pyarrow.parquet as pq
 
         meta = json.loads(meta_path.read_text())
-        frames = {name: pq.read_table(entry / f"{name}.parquet").to_pandas() for name in _FRAMES}
+        frames = {name: _read_parquet(entry / f"{name}.parquet") for name in _FRAMES}
         st = pq.read_table(entry / "strings.parquet")
         strings = StringTable(st.column("id").to_numpy(), np.array(st.column("value").to_pylist(), dtype=object))
     except Exception:
@@ -501,7 +587,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
             progress("decoding tables")
         frames = _build(exp, strings, loaded["raw"])
         small = _small_tables(exp, strings)
-        frames.update({k: small[k] for k in ("threads", "diagnostics", "overhead", "gpu_metrics")})
+        frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"]}
         from_cache = False

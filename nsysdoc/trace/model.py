@@ -43,23 +43,42 @@ class StringTable:
     def get(self, i: int) -> str:
         return str(self.lookup(np.array([i]))[0])
 
-    def flags(self, predicate) -> "IdFlags":
+    def flags(self, predicate) -> "IdMap":
         """A vectorised boolean test over string ids, computed once per distinct string."""
         mask = np.fromiter((bool(predicate(v)) for v in self.values), dtype=bool, count=len(self.values))
-        return IdFlags(self.ids, mask)
+        return IdMap(self.ids, mask, False)
+
+    def codes(self, fn) -> "IdMap":
+        """A vectorised small-integer code per string id (``fn(value) -> int``), 0 for unknown ids."""
+        vals = np.fromiter((int(fn(v)) for v in self.values), dtype=np.int16, count=len(self.values))
+        return IdMap(self.ids, vals, 0)
 
 
-class IdFlags:
-    def __init__(self, ids: np.ndarray, mask: np.ndarray) -> None:
+class IdMap:
+    """Maps string ids to precomputed values; direct indexing when ids are dense (the usual case)."""
+
+    def __init__(self, ids: np.ndarray, values: np.ndarray, missing) -> None:
         self.ids = ids
-        self.mask = mask
+        self.values = values
+        self.missing = missing
+        self.dense = len(ids) > 0 and ids[0] == 0 and ids[-1] == len(ids) - 1
 
     def __call__(self, ids) -> np.ndarray:
-        ids = np.asarray(ids, dtype=np.int64)
+        ids = np.asarray(ids)
         if len(self.ids) == 0:
-            return np.zeros(ids.shape, dtype=bool)
+            return np.full(ids.shape, self.missing, dtype=self.values.dtype)
+        if self.dense:
+            ok = (ids >= 0) & (ids < len(self.ids))
+            out = self.values[np.where(ok, ids, 0)]
+            if not ok.all():
+                out[~ok] = self.missing
+            return out
         pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
-        return (self.ids[pos] == ids) & self.mask[pos]
+        out = self.values[pos]
+        bad = self.ids[pos] != ids
+        if bad.any():
+            out[bad] = self.missing
+        return out
 
 
 @dataclass

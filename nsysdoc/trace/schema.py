@@ -45,29 +45,37 @@ NVPROF_MARKERS = ("StringTable", "Version")
 
 @dataclass(frozen=True)
 class Col:
-    """A column nsysdoc reads: canonical name, nsys source column(s) in preference order."""
+    """A column nsysdoc reads: canonical name, nsys source column(s) in preference order, the
+    value used for NULL or a missing optional column, and the in-memory dtype."""
 
     name: str
     sources: tuple[str, ...]
     required: bool = True
     default: int = -1
+    dtype: str = "int64"
+
+
+#: dtype of each canonical column (times and 64-bit ids stay int64; small ids are narrowed).
+DTYPES = {"correlation_id": "uint32", "device_id": "int32", "context_id": "int32", "stream_id": "int32", "name_id": "int32",
+          "short_id": "int32", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8",
+          "mem_kind": "int8", "sync_type": "int8", "event_class": "int16", "event_type": "int16"}
 
 
 def col(name: str, *sources: str, required: bool = True, default: int = -1) -> Col:
-    return Col(name, sources or (name,), required, default)
+    return Col(name, sources or (name,), required, default, DTYPES.get(name, "int64"))
 
 
 KERNEL_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
     col("context_id", "contextId"), col("stream_id", "streamId"),
-    col("correlation_id", "correlationId", required=False),
+    col("correlation_id", "correlationId", required=False, default=0),
     col("global_pid", "globalPid", required=False, default=0),
     col("name_id", "demangledName", "shortName"), col("short_id", "shortName", "demangledName"),
 )
 MEMCPY_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
     col("context_id", "contextId"), col("stream_id", "streamId"),
-    col("correlation_id", "correlationId", required=False),
+    col("correlation_id", "correlationId", required=False, default=0),
     col("global_pid", "globalPid", required=False, default=0),
     col("bytes", "bytes"), col("copy_kind", "copyKind"),
     col("src_kind", "srcKind", required=False), col("dst_kind", "dstKind", required=False),
@@ -75,19 +83,19 @@ MEMCPY_COLS = (
 MEMSET_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
     col("context_id", "contextId"), col("stream_id", "streamId"),
-    col("correlation_id", "correlationId", required=False),
+    col("correlation_id", "correlationId", required=False, default=0),
     col("global_pid", "globalPid", required=False, default=0),
     col("bytes", "bytes"), col("mem_kind", "memKind", required=False),
 )
 RUNTIME_COLS = (
     col("start_ns", "start"), col("end_ns", "end"),
     col("global_tid", "globalTid", required=False, default=0),
-    col("correlation_id", "correlationId", required=False),
+    col("correlation_id", "correlationId", required=False, default=0),
     col("name_id", "nameId"), col("event_class", "eventClass", required=False, default=0),
 )
 SYNC_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
-    col("stream_id", "streamId"), col("correlation_id", "correlationId", required=False),
+    col("stream_id", "streamId"), col("correlation_id", "correlationId", required=False, default=0),
     col("global_pid", "globalPid", required=False, default=0),
     # syncType is current; older exports had only what is now deprecatedSyncType.
     col("sync_type", "syncType", "deprecatedSyncType", required=False, default=0),
@@ -166,6 +174,8 @@ SYNC_ALWAYS_BLOCKING = re.compile(
     r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaThreadSynchronize|"
     r"cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize)(_ptsz)?$"
 )
+#: Codes of ``runtime.api_kind``.
+API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY = 0, 1, 2, 3, 4, 5
 #: Synchronous copies / memsets: no "Async" in the name.
 SYNC_COPY = re.compile(r"^(cudaMemcpy(?!\w*Async)\w*|cuMemcpy(?!\w*Async)\w*)$")
 SYNC_MEMSET = re.compile(r"^(cudaMemset(?!\w*Async)\w*|cuMemset(?!\w*Async)\w*)$")

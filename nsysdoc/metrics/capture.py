@@ -1,0 +1,33 @@
+"""Capture quality: what was traced, profiler warnings and overhead.
+
+Definitions (``docs/glossary.md``): **profiler overhead share** = union of ``PROFILER_OVERHEAD``
+intervals (all threads merged) inside the analysis window, over the window length.
+**Diagnostics** = ``DIAGNOSTIC_EVENT`` rows of severity warning or error, grouped by text.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import intervals as iv
+
+
+def overhead_pct(overhead: pd.DataFrame, w0: int | None, w1: int | None) -> float | None:
+    if w0 is None or w1 is None or w1 <= w0:
+        return None
+    if len(overhead) == 0:
+        return 0.0
+    u = iv.union(np.zeros(len(overhead), dtype=np.int64), overhead["start_ns"].to_numpy(np.int64),
+                 overhead["end_ns"].to_numpy(np.int64), lo=w0, hi=w1)
+    return float(u.total_by_key(1)[0] / (w1 - w0) * 100)
+
+
+def diagnostics_table(diagnostics: pd.DataFrame) -> list[dict]:
+    if len(diagnostics) == 0:
+        return []
+    d = diagnostics[diagnostics["severity"].isin(["warning", "error"])]
+    if len(d) == 0:
+        return []
+    g = d.groupby(["severity", "text"]).size().reset_index(name="count")
+    g = g.sort_values(["severity", "count"], ascending=[True, False])
+    return [{"severity": r.severity, "text": str(r.text)[:500], "count": int(r.count)} for r in g.itertuples()]

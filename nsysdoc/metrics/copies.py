@@ -1,0 +1,36 @@
+"""Memory copies by direction and host memory kind.
+
+Definitions (``docs/glossary.md``): copies are grouped by direction (``HtoD``, ``DtoH``, ``DtoD``,
+``PtoP``; everything else is ``other``) and, for host transfers, by the host side's memory kind as
+nsys numbers it (``ENUM_CUDA_MEM_KIND``: 0 = pageable, 1 = pinned). ``time_ms`` = summed copy
+durations; ``gbps`` = bytes / summed duration (10^9 bytes per second). Copies that start inside
+the analysis window are counted.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema as S
+
+_KIND_NAMES = {S.COPY_HTOD: "HtoD", S.COPY_DTOH: "DtoH", S.COPY_DTOD: "DtoD", S.COPY_PTOP: "PtoP"}
+
+
+def copy_table(memcpy: pd.DataFrame, in_window: np.ndarray) -> pd.DataFrame:
+    cols = ["kind", "host_memory", "count", "bytes", "time_ms", "gbps"]
+    if len(memcpy) == 0 or not in_window.any():
+        return pd.DataFrame({c: [] for c in cols})
+    m = memcpy[in_window]
+    kind = np.array([_KIND_NAMES.get(int(k), "other") for k in m["copy_kind"].to_numpy()], dtype=object)
+    hk = m["host_kind"].to_numpy()
+    host = np.where(hk == S.MEM_PAGEABLE, "pageable", np.where(hk == S.MEM_PINNED, "pinned",
+                    np.where(hk < 0, "", "other")))
+    df = pd.DataFrame({"kind": kind, "host_memory": host, "bytes": m["bytes"].to_numpy(np.int64),
+                       "dur": (m["end_ns"] - m["start_ns"]).to_numpy(np.int64)})
+    g = df.groupby(["kind", "host_memory"], sort=True).agg(count=("bytes", "size"), bytes=("bytes", "sum"),
+                                                           dur=("dur", "sum")).reset_index()
+    g["time_ms"] = g["dur"] / 1e6
+    g["gbps"] = np.where(g["dur"] > 0, g["bytes"] / g["dur"].clip(lower=1), np.nan)
+    order = {"HtoD": 0, "DtoH": 1, "DtoD": 2, "PtoP": 3, "other": 4}
+    g = g.sort_values(["kind", "host_memory"], key=lambda s: s.map(order) if s.name == "kind" else s)
+    return g[cols].reset_index(drop=True)

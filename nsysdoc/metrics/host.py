@@ -1,0 +1,140 @@
+"""Host-side metrics: blocking synchronisation, scalar reads (``.item()``) and the launch path.
+
+Definitions (``docs/glossary.md``):
+
+* **Blocking sync call**: ``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+  ``cudaEventSynchronize`` (and driver/legacy equivalents), synchronous ``cudaMemcpy*`` /
+  ``cudaMemset*`` (no ``Async`` in the name), and ``cudaMemcpy*Async`` calls whose host side is
+  pageable memory (kind 0), which the driver makes synchronous. ``cudaStreamWaitEvent``,
+  ``cudaEventQuery``/``cudaStreamQuery`` and ``cudaEventRecord`` never block the host.
+* **Host sync time** of a thread = length of the union of its blocking sync calls (inside the
+  window). Threads are never summed into a share of wall time.
+* **Scalar read** (``.item()``): a device-to-host copy of at most 16 bytes whose API call is itself
+  synchronous, or is followed on the same thread by a blocking sync call with no other CUDA call
+  in between.
+* **Launch API time** = API end − API start of the call that launched a kernel; **queue delay** =
+  kernel start − API end, floored at 0 (the kernel may start before its launch call returns).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema as S
+from ..trace.schema import API_ASYNC_COPY, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET
+from . import intervals as iv
+from .gpu import HostUnions
+from .ops import KIND_KERNEL, KIND_MEMCPY, GpuOps
+
+SCALAR_READ_MAX_BYTES = 16
+
+
+def blocking_api_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps) -> np.ndarray:
+    """Which runtime rows block the host (see module docstring)."""
+    kind = runtime["api_kind"].to_numpy()
+    blocking = np.isin(kind, (API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET))
+    if len(memcpy) and len(ops):
+        m = (ops.kind == KIND_MEMCPY) & (ops.api >= 0)
+        host_kind = memcpy["host_kind"].to_numpy()[ops.row[m]]
+        pageable = host_kind == S.MEM_PAGEABLE
+        rows = ops.api[m][pageable]
+        rows = rows[kind[rows] == API_ASYNC_COPY]
+        blocking[rows] = True
+    return blocking
+
+
+def host_unions(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame, blocking: np.ndarray,
+                thread_keys: np.ndarray) -> HostUnions:
+    """Per-thread unions of blocking sync calls, waits (OS waits + DataLoader NVTX ranges) and
+    all CUDA API calls. Tables carry a dense ``thread`` index into the sorted ``thread_keys``."""
+    is_range = np.isin(nvtx["event_type"].to_numpy(), S.NVTX_RANGE_TYPES) & (nvtx["end_ns"].to_numpy() >= nvtx["start_ns"].to_numpy())
+    texts = nvtx["text"].astype(object)
+    uniq = pd.unique(texts[is_range])
+    loader_texts = {t for t in uniq if isinstance(t, str) and S.DATALOADER_NVTX.search(t)}
+    dl = is_range & texts.isin(loader_texts).to_numpy()
+    rt_thread = runtime["thread"].to_numpy()
+    rs, re_ = runtime["start_ns"].to_numpy(np.int64), runtime["end_ns"].to_numpy(np.int64)
+    wait = osrt["is_wait"].to_numpy(bool)
+    w_keys = np.concatenate([osrt["thread"].to_numpy()[wait], nvtx["thread"].to_numpy()[dl]])
+    w_s = np.concatenate([osrt["start_ns"].to_numpy(np.int64)[wait], nvtx["start_ns"].to_numpy(np.int64)[dl]])
+    w_e = np.concatenate([osrt["end_ns"].to_numpy(np.int64)[wait], nvtx["end_ns"].to_numpy(np.int64)[dl]])
+    return HostUnions(
+        thread_keys=np.asarray(thread_keys, dtype=np.int64),
+        sync=iv.union(rt_thread[blocking], rs[blocking], re_[blocking]),
+        waits=iv.union(w_keys, w_s, w_e),
+        api=iv.union(rt_thread, rs, re_),
+    )
+
+
+def scalar_read_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps, blocking: np.ndarray) -> np.ndarray:
+    """Boolean over GPU ops: which memcpy ops are scalar reads (``.item()``-like)."""
+    out = np.zeros(len(ops), dtype=bool)
+    if len(memcpy) == 0 or len(runtime) == 0:
+        return out
+    m = np.flatnonzero((ops.kind == KIND_MEMCPY) & (ops.api >= 0))
+    if len(m) == 0:
+        return out
+    rows = ops.row[m]
+    tiny = (memcpy["copy_kind"].to_numpy()[rows] == S.COPY_DTOH) & (memcpy["bytes"].to_numpy()[rows] <= SCALAR_READ_MAX_BYTES)
+    m = m[tiny]
+    if len(m) == 0:
+        return out
+    api = ops.api[m]
+    kind = runtime["api_kind"].to_numpy()
+    sync_itself = np.isin(kind[api], (API_SYNC_COPY,)) | blocking[api]
+    # next CUDA call on the same thread
+    tid = runtime["thread"].to_numpy()
+    start = runtime["start_ns"].to_numpy(np.int64)
+    order = iv.sort_order(tid, start)
+    if order is None:
+        order = np.arange(len(start))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    nxt_pos = rank[api] + 1
+    valid = nxt_pos < len(order)
+    nxt = order[np.minimum(nxt_pos, len(order) - 1)]
+    followed = valid & (tid[nxt] == tid[api]) & np.isin(kind[nxt], (API_SYNC,))
+    out[m[sync_itself | followed]] = True
+    return out
+
+
+def quantiles(values: np.ndarray, qs=(0.5, 0.95)) -> list[float | None]:
+    """Exact quantiles with linear interpolation (numpy's default, same as pandas)."""
+    if len(values) == 0:
+        return [None for _ in qs]
+    return [float(v) for v in np.quantile(values, qs)]
+
+
+def launch_path(ops: GpuOps, in_window: np.ndarray) -> dict:
+    """Summary of API time and queue delay of kernel launches inside the window."""
+    k = np.flatnonzero(in_window & (ops.kind == KIND_KERNEL) & (ops.api >= 0))
+    api_end = ops.api_end_ns(k)
+    api_ns = api_end - ops.api_start_ns[k]
+    queue_ns = np.maximum(ops.start_ns[k] - api_end, 0)
+    api_med, api_p95 = quantiles(api_ns)
+    q_med, q_p95 = quantiles(queue_ns)
+    n = len(k)
+    return {
+        "launch_count": n,
+        "launch_api_us_median": None if api_med is None else api_med / 1e3,
+        "launch_api_us_p95": None if api_p95 is None else api_p95 / 1e3,
+        "queue_delay_us_median": None if q_med is None else q_med / 1e3,
+        "queue_delay_us_p95": None if q_p95 is None else q_p95 / 1e3,
+        "queue_delay_under_10us_pct": (float((queue_ns < 10_000).mean() * 100) if n else None),
+    }
+
+
+def sync_calls_table(runtime: pd.DataFrame, blocking: np.ndarray, strings, w0: int, w1: int) -> pd.DataFrame:
+    """Blocking sync calls inside the window grouped by API name."""
+    s = runtime["start_ns"].to_numpy(np.int64)
+    e = runtime["end_ns"].to_numpy(np.int64)
+    sel = blocking & (s < w1) & (e > w0)
+    if not sel.any():
+        return pd.DataFrame({"api": [], "count": [], "total_ms": [], "max_ms": []})
+    df = pd.DataFrame({"name_id": runtime["name_id"].to_numpy()[sel], "dur": (np.minimum(e, w1) - np.maximum(s, w0))[sel]})
+    g = df.groupby("name_id")["dur"].agg(["count", "sum", "max"]).reset_index()
+    g["api"] = [S.strip_api_suffix(v) for v in strings.lookup(g["name_id"].to_numpy())]
+    g = g.groupby("api").agg(count=("count", "sum"), total=("sum", "sum"), mx=("max", "max")).reset_index()
+    g = g.sort_values("total", ascending=False)
+    return pd.DataFrame({"api": g["api"], "count": g["count"].astype(int), "total_ms": g["total"] / 1e6,
+                         "max_ms": g["mx"] / 1e6}).reset_index(drop=True)

@@ -1,0 +1,178 @@
+"""Interval arithmetic on numpy arrays, grouped by an integer key (a device, a thread ...).
+
+All functions are pure and vectorised: millions of intervals are handled with a few sorts and
+prefix sums, never Python loops over rows. Intervals are half-open ``[start, end)`` in integer
+nanoseconds; empty intervals (``end <= start``) contribute nothing.
+
+Trick used throughout: key ``k``'s times are shifted by ``k * stride`` (``stride`` larger than the
+whole time span), so every key lives in its own stretch of one sorted axis and a single
+``searchsorted`` answers per-key queries.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def sort_order(keys: np.ndarray, starts: np.ndarray) -> np.ndarray | None:
+    """Stable order by (key, start); ``None`` when the input is already in that order.
+
+    Uses one int64 composite key when (key, time span) fit in 62 bits, and a stable sort, which
+    is close to linear on the nearly-sorted data nsys writes (buffer flushes in time order).
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    if len(keys) < 2:
+        return None
+    kmin, kmax = int(keys.min()), int(keys.max())
+    tmin, tmax = int(starts.min()), int(starts.max())
+    span_bits = max(1, (tmax - tmin + 1).bit_length())
+    key_bits = max(1, (kmax - kmin + 1).bit_length())
+    if span_bits + key_bits <= 62:
+        comp = ((keys - kmin) << span_bits) | (starts - tmin)
+        if np.all(comp[1:] >= comp[:-1]):
+            return None
+        return np.argsort(comp, kind="stable")
+    return np.lexsort((starts, keys))
+
+
+def take(order: np.ndarray | None, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Apply an order from :func:`sort_order` (``None`` = keep as is)."""
+    if order is None:
+        return arrays
+    return tuple(a[order] for a in arrays)
+
+
+class Union:
+    """Disjoint, sorted intervals per key (build with :func:`union`).
+
+    Stored shifted (key ``k`` moved by ``k * span``) so that one sorted axis answers per-key
+    queries; raw ``starts``/``ends`` are derived on demand.
+    """
+
+    def __init__(self, keys: np.ndarray, starts: np.ndarray, ends: np.ndarray, tmin: int, span: int) -> None:
+        self.keys = keys
+        self.tmin = tmin
+        self.span = span
+        shift = keys.astype(np.int64) * span - tmin
+        self._s = starts + shift
+        self._e = ends + shift
+        del shift
+        self._cum = np.empty(len(starts) + 1, dtype=np.int64)
+        self._cum[0] = 0
+        np.cumsum(self._e - self._s, out=self._cum[1:])
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self._s - (self.keys.astype(np.int64) * self.span - self.tmin)
+
+    @property
+    def ends(self) -> np.ndarray:
+        return self._e - (self.keys.astype(np.int64) * self.span - self.tmin)
+
+    def __len__(self) -> int:
+        return len(self._s)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self._e - self._s
+
+    def total_by_key(self, nkeys: int) -> np.ndarray:
+        """Sum of union lengths per key ``0..nkeys-1``."""
+        if len(self.keys) == 0:
+            return np.zeros(nkeys, dtype=np.int64)
+        return np.bincount(self.keys, weights=self.lengths, minlength=nkeys)[:nkeys].astype(np.int64)
+
+    def _before(self, shifted_t: np.ndarray) -> np.ndarray:
+        p = np.searchsorted(self._s, shifted_t, side="left")  # intervals starting before t
+        over = np.where(p > 0, np.maximum(self._e[np.maximum(p - 1, 0)] - shifted_t, 0), 0)
+        return self._cum[p] - over
+
+    def _shift(self, keys, t) -> np.ndarray:
+        t = np.clip(np.asarray(t, dtype=np.int64), self.tmin, self.tmin + self.span - 1)
+        return t + np.asarray(keys, dtype=np.int64) * self.span - self.tmin
+
+    def covered(self, keys, lo, hi) -> np.ndarray:
+        """Length of ``[lo, hi)`` covered by key ``keys``'s union (element-wise, vectorised)."""
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+        if len(self._s) == 0:
+            return np.zeros(np.broadcast(keys, lo, hi).shape, dtype=np.int64)
+        return self._before(self._shift(keys, hi)) - self._before(self._shift(keys, lo))
+
+    def contains(self, keys, t) -> np.ndarray:
+        """Whether time ``t`` lies inside key ``keys``'s union."""
+        t = np.asarray(t, dtype=np.int64)
+        return self.covered(keys, t, t + 1) > 0
+
+
+def union(keys, starts, ends, *, lo=None, hi=None, presorted: bool = False) -> Union:
+    """Merge intervals per key into disjoint sorted intervals, optionally clipped to ``[lo, hi)``.
+
+    ``lo``/``hi`` may be scalars or per-interval arrays. ``presorted=True`` promises the input is
+    already ordered by (key, start) and skips the sort.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    if lo is not None:
+        starts = np.maximum(starts, lo)
+    if hi is not None:
+        ends = np.minimum(ends, hi)
+    keep = ends > starts
+    if not keep.all():
+        keys, starts, ends = keys[keep], starts[keep], ends[keep]
+    if len(keys) == 0:
+        return Union(_EMPTY, _EMPTY, _EMPTY, 0, 1)
+    k, s, e = (keys, starts, ends) if presorted else take(sort_order(keys, starts), keys, starts, ends)
+    tmin = int(s.min())
+    span = int(e.max()) - tmin + 1
+    # segmented running max of ends: shift each key past the previous one, accumulate, unshift
+    run_max = np.maximum.accumulate((e - tmin) + k * span) - k * span + tmin
+    new_key = np.concatenate(([True], k[1:] != k[:-1]))
+    is_start = new_key.copy()
+    is_start[1:] |= s[1:] > run_max[:-1]
+    idx = np.flatnonzero(is_start)
+    last = np.concatenate((idx[1:] - 1, [len(s) - 1]))
+    return Union(k[idx], s[idx], run_max[last], tmin, span)
+
+
+def intersection_length(a: Union, b: Union, nkeys: int) -> np.ndarray:
+    """Per key, the length of (union a) ∩ (union b)."""
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros(nkeys, dtype=np.int64)
+    cov = b.covered(a.keys, a.starts, a.ends)
+    return np.bincount(a.keys, weights=cov, minlength=nkeys)[:nkeys].astype(np.int64)
+
+
+def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gaps per key between union intervals, plus leading/trailing gaps to ``[lo[k], hi[k])``.
+
+    With ``lo``/``hi`` (arrays of length ``nkeys``) a key with no interval has one gap covering
+    its whole window. Returns ``(keys, gap_start, gap_end)`` sorted by key then time, non-empty.
+    """
+    k, s, e = u.keys, u.starts, u.ends
+    pk, ps, pe = [], [], []
+    if len(k):
+        same = k[1:] == k[:-1]
+        pk.append(k[1:][same]); ps.append(e[:-1][same]); pe.append(s[1:][same])
+    if lo is not None and hi is not None:
+        lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (nkeys,))
+        hi = np.broadcast_to(np.asarray(hi, dtype=np.int64), (nkeys,))
+        allk = np.arange(nkeys, dtype=np.int64)
+        fi = np.searchsorted(k, allk, side="left")
+        li = np.searchsorted(k, allk, side="right") - 1
+        has = li >= fi
+        first_s = np.where(has, s[np.clip(fi, 0, max(len(s) - 1, 0))] if len(s) else 0, hi)
+        last_e = np.where(has, e[np.clip(li, 0, max(len(e) - 1, 0))] if len(e) else 0, hi)
+        pk.append(allk); ps.append(lo); pe.append(np.minimum(first_s, hi))
+        pk.append(allk[has]); ps.append(np.maximum(last_e[has], lo[has])); pe.append(hi[has])
+    if not pk:
+        return _EMPTY, _EMPTY, _EMPTY
+    gk = np.concatenate(pk); gs = np.concatenate(ps); ge = np.concatenate(pe)
+    if lo is not None and hi is not None:
+        gs = np.maximum(gs, lo[gk]); ge = np.minimum(ge, hi[gk])
+    keep = ge > gs
+    gk, gs, ge = gk[keep], gs[keep], ge[keep]
+    return take(sort_order(gk, gs), gk, gs, ge)

@@ -1,0 +1,89 @@
+"""Kernel statistics, overall and per name.
+
+Definitions (``docs/glossary.md``): a kernel's **duration** is end − start on the GPU. Statistics
+cover kernels that start inside the analysis window. **Share of kernel time** of a name = its
+summed duration over the summed duration of all kernels (a share of kernel time, not of wall
+time — concurrent kernels are both counted). Median and p95 are exact, linear interpolation.
+**Share under 10 µs** = fraction of kernels (by count) shorter than 10 µs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+TINY_KERNEL_NS = 10_000
+
+
+def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    """Exact per-group count/sum/mean/median/p95 with one sort of (group, duration)."""
+    if len(dur) == 0:
+        return pd.DataFrame({"group": [], "count": [], "total_ns": [], "mean_ns": [], "median_ns": [], "p95_ns": [],
+                             "tiny": []})
+    dur = np.clip(dur, 0, (1 << 40) - 1)
+    if len(group) and group.min() >= 0 and group.max() < (1 << 23):
+        packed = group.astype(np.int64)
+        packed <<= 40
+        packed |= dur
+        packed.sort()  # one in-place int64 sort orders by (group, duration)
+        g = packed >> 40
+        packed &= (1 << 40) - 1
+        d = packed
+    else:
+        order = np.lexsort((dur, group))
+        g, d = group[order], dur[order]
+    bounds = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+    counts = np.diff(np.append(bounds, len(g)))
+    totals = np.add.reduceat(d, bounds)
+
+    def q(p):
+        pos = (counts - 1) * p
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        frac = pos - lo
+        return d[bounds + lo] * (1 - frac) + d[bounds + hi] * frac
+
+    tiny = np.add.reduceat((d < TINY_KERNEL_NS).astype(np.int64), bounds)
+    return pd.DataFrame({"group": g[bounds], "count": counts, "total_ns": totals,
+                         "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
+
+
+def kernel_summary(dur_ns: np.ndarray) -> dict:
+    n = len(dur_ns)
+    if n == 0:
+        return {"count": 0, "total_ms": 0.0, "mean_us": None, "median_us": None, "p95_us": None,
+                "under_10us_pct": None}
+    med, p95 = np.quantile(dur_ns, [0.5, 0.95])
+    return {
+        "count": int(n),
+        "total_ms": float(dur_ns.sum() / 1e6),
+        "mean_us": float(dur_ns.mean() / 1e3),
+        "median_us": float(med / 1e3),
+        "p95_us": float(p95 / 1e3),
+        "under_10us_pct": float((dur_ns < TINY_KERNEL_NS).mean() * 100),
+    }
+
+
+def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,
+                    limit: int | None = None) -> pd.DataFrame:
+    """Per-name table sorted by total time: name, count, total_ms, mean_us, median_us, p95_us,
+    share_of_kernel_time_pct, under_10us_pct, is_nccl."""
+    st = _group_stats(np.asarray(name_id, dtype=np.int64), np.asarray(dur_ns, dtype=np.int64))
+    if len(st) == 0:
+        return pd.DataFrame({c: [] for c in ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
+                                             "share_of_kernel_time_pct", "under_10us_pct", "is_nccl")})
+    total = float(st["total_ns"].sum())
+    df = pd.DataFrame({
+        "name": names.lookup(st["group"].to_numpy()),
+        "count": st["count"].astype(np.int64),
+        "total_ms": st["total_ns"] / 1e6,
+        "mean_us": st["mean_ns"] / 1e3,
+        "median_us": st["median_ns"] / 1e3,
+        "p95_us": st["p95_ns"] / 1e3,
+        "share_of_kernel_time_pct": st["total_ns"] / total * 100 if total else 0.0,
+        "under_10us_pct": st["tiny"].to_numpy() / st["count"].to_numpy() * 100,
+    })
+    if is_nccl is not None:
+        nccl_ids = set(np.unique(np.asarray(name_id)[np.asarray(is_nccl)]).tolist())
+        df["is_nccl"] = [g in nccl_ids for g in st["group"]]
+    df = df.sort_values(["total_ms", "count"], ascending=[False, False], kind="stable").reset_index(drop=True)
+    return df.head(limit) if limit else df

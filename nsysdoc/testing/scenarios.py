@@ -1,0 +1,229 @@
+"""Named scenarios: small, deterministic captures that reproduce one situation each.
+
+Each function returns a :class:`~nsysdoc.testing.Capture` (call ``.write(path)``). Parameters
+have defaults so the numbers in tests can be computed by hand from the arguments. ``SCENARIOS``
+maps names to functions (used by ``fixtures/build.py``, rule cases and the bundled sample).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .builder import Capture, Thread
+
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
+ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char *, 3>>(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char *, 3>)"
+SOFTMAX = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float *, const float *, int)"
+ADAM = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>>(int, volatile int *, at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4>)"
+SGEMM = "volta_sgemm_128x64_nn"
+
+
+def compute_block(t: Thread, *, gemms: int = 4, gemm_us: float = 800.0, small: int = 8, small_us: float = 20.0,
+                  py_us: float = 15.0, device: int | None = None) -> None:
+    """Forward/backward-like work: GEMMs with a few elementwise kernels between them."""
+    for _ in range(gemms):
+        t.cpu(us=py_us)
+        t.launch(GEMM, gemm_us, device=device, tensor_active=0.6, sm_active=0.9)
+        for _ in range(small // max(gemms, 1)):
+            t.cpu(us=py_us)
+            t.launch(ELEMENTWISE, small_us, device=device, sm_active=0.5)
+
+
+def healthy_training(steps: int = 6) -> Capture:
+    """Big back-to-back kernels, the CPU runs ahead, one ``loss.item()`` per step at its end."""
+    cap = Capture(gpu_metrics_hz=10_000)
+    t = cap.process(pid=4100).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"):
+                t.os_call("poll", us=20)
+            t.memcpy("HtoD", 4 << 20, pageable=False)
+            compute_block(t, gemms=8, gemm_us=1500, small=16, small_us=40, py_us=10)
+            t.launch(ADAM, 300)
+            t.item()
+    return cap
+
+
+def launch_bound_small_kernels(steps: int = 5, kernels: int = 300, kernel_us: float = 4.0,
+                               python_us: float = 40.0) -> Capture:
+    """Eager-mode flood of tiny kernels: each 4 µs kernel waits ~40 µs for the next launch."""
+    cap = Capture()
+    t = cap.process(pid=4200).thread()
+    for i in range(steps):
+        with t.range(f"train_step_{i}"):
+            for _ in range(kernels):
+                t.cpu(us=python_us)
+                t.launch(ELEMENTWISE, kernel_us, api_us=6)
+            t.item()
+    return cap
+
+
+def dataloader_starvation(steps: int = 6, wait_ms: float = 40.0) -> Capture:
+    """Every step starts with the main thread blocked in the DataLoader (poll/futex)."""
+    cap = Capture(gpu_metrics_hz=1_000)
+    t = cap.process(pid=4300).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"):
+                t.os_call("poll", us=wait_ms * 1000 * 0.75)
+                t.os_call("futex", us=wait_ms * 1000 * 0.25)
+            t.memcpy("HtoD", 8 << 20, pageable=False)
+            compute_block(t, gemms=6, gemm_us=2000, small=12, small_us=30)
+            t.item()
+    return cap
+
+
+def sync_storm(steps: int = 5, items_per_step: int = 40) -> Capture:
+    """Scattered ``.item()`` calls: each drains the queue, then Python runs with the GPU idle."""
+    cap = Capture()
+    t = cap.process(pid=4400).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for _ in range(items_per_step):
+                t.launch(GEMM, 200, tensor_active=0.6)
+                t.launch(ELEMENTWISE, 30)
+                t.item()
+                t.cpu(us=150)
+    return cap
+
+
+def pageable_h2d(steps: int = 4, nbytes: int = 64 << 20) -> Capture:
+    """Input batches copied from pageable host memory with ``cudaMemcpyAsync``."""
+    cap = Capture()
+    t = cap.process(pid=4500).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.memcpy("HtoD", nbytes, pageable=True)
+            compute_block(t, gemms=4, gemm_us=3000, small=8, small_us=40)
+            t.item()
+    return cap
+
+
+def ddp_nccl(steps: int = 4, overlapped: bool = False, ranks: int = 2, allreduce_us: float = 6000.0) -> Capture:
+    """DDP on ``ranks`` GPUs (one process each). Gradient all-reduce either after backward on the
+    compute stream's tail (exposed) or on a side stream while backward still runs (overlapped)."""
+    cap = Capture(gpu_names={d: "NVIDIA A100-SXM4-80GB" for d in range(ranks)})
+    threads = [cap.process(pid=5000 + r, device=r).thread() for r in range(ranks)]
+    for i in range(steps):
+        for r, t in enumerate(threads):
+            with t.range(f"ProfilerStep#{i}"):
+                t.memcpy("HtoD", 4 << 20)
+                compute_block(t, gemms=4, gemm_us=2500, small=8, small_us=40)  # forward
+                if overlapped:
+                    for _ in range(4):  # backward buckets: all-reduce each bucket as soon as it is ready
+                        t.launch(GEMM, 2500, tensor_active=0.6)
+                        t.wait_event(13, 7)
+                        t.nccl("AllReduce", allreduce_us / 4, stream=13)
+                    t.wait_event(7, 13)
+                    t.launch(ADAM, 300)
+                else:
+                    compute_block(t, gemms=4, gemm_us=2500, small=8, small_us=40)  # backward
+                    t.wait_event(13, 7)
+                    t.nccl("AllReduce", allreduce_us, stream=13)
+                    t.wait_event(7, 13)
+                    t.launch(ADAM, 300)
+                t.item()
+    return cap
+
+
+def dominant_kernel(steps: int = 4) -> Capture:
+    """One slow FP32 GEMM takes most of the GPU time."""
+    cap = Capture()
+    t = cap.process(pid=4600).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch(SGEMM, 20_000)
+            compute_block(t, gemms=2, gemm_us=500, small=8, small_us=20)
+            t.item()
+    return cap
+
+
+def no_step_markers(launches: int = 200) -> Capture:
+    """A training loop profiled without NVTX step ranges."""
+    cap = Capture()
+    t = cap.process(pid=4700).thread()
+    for _ in range(launches // 10):
+        compute_block(t, gemms=2, gemm_us=300, small=8, small_us=10)
+        t.item()
+    return cap
+
+
+def seed_case_augmentation(steps: int = 8, kernels: int = 120, python_augment_us: float = 450.0) -> Capture:
+    """Seed article case 1: 3–10 µs kernels, periodic 400–500 µs holes while Python augments data."""
+    cap = Capture()
+    t = cap.process(pid=4800).thread()
+    for i in range(steps):
+        with t.range(f"iteration {i}"):
+            for k in range(kernels):
+                if k % 20 == 0:
+                    t.cpu(us=python_augment_us - 50 + (k // 20) * 20)  # random crop/rotate in Python
+                t.cpu(us=2)
+                t.launch(ELEMENTWISE, 3 + (k % 8), api_us=4)
+            t.item()
+    return cap
+
+
+def seed_case_large_model(steps: int = 4, input_wait_ms: float = 800.0, logits_mb: int = 512,
+                          items: int = 12) -> Capture:
+    """Seed article case 2: 0.8 s input wait per step, full logits pulled to the CPU, scattered
+    ``.item()`` syncs."""
+    cap = Capture()
+    t = cap.process(pid=4900).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
+                t.os_call("read", us=input_wait_ms * 1000 * 0.3)
+                t.cpu(us=input_wait_ms * 1000 * 0.1)  # collate_fn in Python
+                t.os_call("futex", us=input_wait_ms * 1000 * 0.6)
+            t.memcpy("HtoD", 32 << 20)
+            for j in range(items):
+                compute_block(t, gemms=4, gemm_us=12_000, small=8, small_us=40)
+                t.item()
+                t.cpu(us=300)
+            t.memcpy("DtoH", logits_mb << 20, asynchronous=False)
+    return cap
+
+
+def pseudo_busy(steps: int = 4, kernels: int = 400) -> Capture:
+    """Time-busy looks high (kernels back to back) but SM activity is low: tiny, underfilled kernels."""
+    cap = Capture(gpu_metrics_hz=20_000)
+    t = cap.process(pid=5100).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for _ in range(kernels):
+                t.launch(ELEMENTWISE, 12, api_us=3, sm_active=0.12)
+            t.item()
+    return cap
+
+
+def sample_training() -> Capture:
+    """The bundled sample: a 1-GPU training loop that starves on its DataLoader, copies the batch
+    from pageable memory, and reads the loss with ``.item()`` every step."""
+    cap = Capture(gpu_metrics_hz=2_000)
+    t = cap.process(pid=31337, name="python train.py").thread()
+    for i in range(12):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"):
+                t.os_call("poll", us=9_000 + (i % 3) * 1_500)
+                t.os_call("futex", us=2_000)
+            t.memcpy("HtoD", 24 << 20, pageable=True)
+            with t.range("forward"):
+                compute_block(t, gemms=12, gemm_us=450, small=96, small_us=6, py_us=12)
+                t.launch(SOFTMAX, 60)
+            with t.range("backward"):
+                compute_block(t, gemms=24, gemm_us=420, small=120, small_us=5, py_us=10)
+            with t.range("optimizer.step"):
+                for _ in range(40):
+                    t.cpu(us=8)
+                    t.launch(ADAM, 4, api_us=5)
+            t.item()
+            t.cpu(us=300)  # logging
+    return cap
+
+
+SCENARIOS: dict[str, Callable[..., Capture]] = {
+    f.__name__: f for f in (
+        healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
+        ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
+        pseudo_busy, sample_training,
+    )
+}
