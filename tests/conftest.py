@@ -1,0 +1,46 @@
+"""Shared test fixtures."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Real nsys exports live beside the repository (never copied into it); tests skip without them.
+SHARED_TRACES = Path(os.environ.get("NSYSDOC_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Never touch the user's ~/.cache during tests."""
+    monkeypatch.setenv("NSYSDOC_CACHE_DIR", str(tmp_path_factory.mktemp("nsysdoc-cache")))
+
+
+@pytest.fixture
+def build(tmp_path):
+    """Write a Capture (or a named scenario) to an SQLite file and return its path."""
+    from nsysdoc.testing.scenarios import SCENARIOS
+
+    def _build(capture_or_name, name: str | None = None, **kwargs) -> Path:
+        if isinstance(capture_or_name, str):
+            cap = SCENARIOS[capture_or_name](**kwargs)
+            name = name or capture_or_name
+        else:
+            cap = capture_or_name
+        return cap.write(tmp_path / f"{name or 'capture'}.sqlite")
+
+    return _build
+
+
+def real_traces() -> list[Path]:
+    if not SHARED_TRACES.is_dir():
+        return []
+    return sorted(SHARED_TRACES.glob("*.sqlite"))
+
+
+def analyze_path(path, **kwargs) -> dict:
+    from nsysdoc.analysis import analyze
+    from nsysdoc.trace import load_trace
+
+    return analyze(load_trace(path, cache=False), **kwargs).to_dict()

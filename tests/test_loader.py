@@ -1,0 +1,270 @@
+"""Trace loader: detection, read-only access, schema variants, names, ids, cache."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+
+from nsysdoc.errors import CorruptFileError, EmptyCaptureError, InputError, NotNsysExportError, NotSqliteError
+from nsysdoc.testing import Capture, global_tid
+from nsysdoc.trace import load_trace, open_export
+from nsysdoc.trace import schema as S
+
+from .conftest import analyze_path
+
+
+def small_capture(variant="2026", **kw) -> Capture:
+    cap = Capture(variant=variant, **kw)
+    t = cap.process(pid=777).thread()
+    with t.range("ProfilerStep#1"):
+        t.launch("void gemm_kernel<float>(float*)", 100)
+        t.memcpy("HtoD", 1 << 20, pageable=True)
+        t.item()
+    return cap
+
+
+def _digest(path) -> tuple[str, int]:
+    data = open(path, "rb").read()
+    return hashlib.sha256(data).hexdigest(), os.stat(path).st_mtime_ns
+
+
+# --- refusing bad input ---------------------------------------------------------------------
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        load_trace(tmp_path / "nope.sqlite")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(InputError, match="directory"):
+        load_trace(tmp_path)
+
+
+def test_not_sqlite(tmp_path):
+    p = tmp_path / "x.sqlite"
+    p.write_text("hello, this is a text file\n" * 10)
+    with pytest.raises(NotSqliteError, match="not an SQLite file"):
+        load_trace(p)
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.sqlite"
+    p.write_bytes(b"")
+    with pytest.raises(NotSqliteError, match="empty"):
+        load_trace(p)
+
+
+def test_truncated_file(build, tmp_path):
+    good = build(small_capture())
+    data = good.read_bytes()
+    bad = tmp_path / "truncated.sqlite"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFileError, match="truncated"):
+        load_trace(bad)
+
+
+def test_corrupt_pages(build, tmp_path):
+    good = build(small_capture())
+    data = bytearray(good.read_bytes())
+    # overwrite the second page onwards with garbage, keep the header intact
+    for i in range(4096, len(data)):
+        data[i] = (i * 7) & 0xFF
+    bad = tmp_path / "corrupt.sqlite"
+    bad.write_bytes(bytes(data))
+    with pytest.raises((CorruptFileError, NotNsysExportError)):
+        load_trace(bad, cache=False)
+
+
+def test_plain_sqlite_is_refused(tmp_path):
+    p = tmp_path / "app.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE users(id INTEGER, name TEXT)")
+    con.commit()
+    con.close()
+    with pytest.raises(NotNsysExportError, match="not an Nsight Systems export"):
+        load_trace(p)
+
+
+def test_nvprof_database_is_refused(tmp_path):
+    """nvprof/NVVP databases reuse the CUPTI_ACTIVITY_KIND_* names with another layout."""
+    p = tmp_path / "nvprof.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE StringTable(_id_ INTEGER PRIMARY KEY, value TEXT)")
+    con.execute("CREATE TABLE Version(version INTEGER)")
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(_id_ INTEGER PRIMARY KEY, start INTEGER, end INTEGER, name INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(NotNsysExportError, match="nvprof"):
+        load_trace(p)
+
+
+def test_empty_capture(tmp_path):
+    cap = Capture(trace=())
+    cap.process()
+    p = cap.write(tmp_path / "empty_capture.sqlite")
+    with pytest.raises(EmptyCaptureError, match="empty"):
+        load_trace(p)
+
+
+# --- read-only ------------------------------------------------------------------------------
+def test_input_is_never_modified(build, tmp_path_factory):
+    p = build(small_capture())
+    before = _digest(p)
+    listing = sorted(os.listdir(p.parent))
+    cache = tmp_path_factory.mktemp("cache")
+    load_trace(p, cache=True, cache_dir=cache)
+    load_trace(p, cache=True, cache_dir=cache)  # cache hit
+    assert _digest(p) == before
+    assert sorted(os.listdir(p.parent)) == listing  # no journal, lock or cache file beside it
+
+
+def test_readonly_file_in_readonly_folder(build, tmp_path):
+    p = build(small_capture())
+    os.chmod(p, 0o444)
+    os.chmod(p.parent, 0o555)
+    try:
+        trace = load_trace(p, cache=False)
+        assert len(trace.kernels) == 1
+    finally:
+        os.chmod(p.parent, 0o755)
+
+
+# --- schema variants ------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", ["2026", "2024", "2022"])
+def test_variants_load(build, variant):
+    p = build(small_capture(variant), name=f"v{variant}")
+    trace = load_trace(p, cache=False)
+    assert len(trace.kernels) == 1
+    assert len(trace.memcpy) == 2
+    assert trace.nsys_version is not None
+    assert trace.traced["cuda_kernels"] and trace.traced["nvtx"]
+
+
+def test_variants_give_identical_metrics(build):
+    results = [analyze_path(build(small_capture(v), name=f"v{v}")) for v in ("2026", "2024", "2022")]
+    for r in results[1:]:
+        assert r["summary"] == results[0]["summary"]
+        assert r["devices"][0]["busy_pct"] == results[0]["devices"][0]["busy_pct"]
+        assert r["metrics"]["sync"]["sync_calls"] == results[0]["metrics"]["sync"]["sync_calls"]
+
+
+def test_missing_optional_columns(tmp_path):
+    """An export without globalPid/correlationId/greenContextId still loads (defaults)."""
+    p = small_capture("2022").write(tmp_path / "old.sqlite")
+    con = sqlite3.connect(p)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY DROP COLUMN srcKind")
+    con.commit()
+    con.close()
+    trace = load_trace(p, cache=False)
+    assert (trace.memcpy["host_kind"].to_numpy() == -1).sum() >= 1
+
+
+# --- names and ids --------------------------------------------------------------------------
+def test_api_suffix_stripped():
+    assert S.strip_api_suffix("cudaLaunchKernel_v7000") == "cudaLaunchKernel"
+    assert S.strip_api_suffix("cudaMemcpyAsync_v3020") == "cudaMemcpyAsync"
+    assert S.strip_api_suffix("cuLaunchKernel") == "cuLaunchKernel"
+
+
+def test_global_tid_decoding_including_high_hardware_ids():
+    g = np.array([global_tid(1234, 5678), global_tid(1234, 5678, hw=0x81), global_tid(0xFFFFFF, 0xFFFFFF, hw=0xFF, vm=0xFF)],
+                 dtype=np.int64)
+    assert g[1] < 0  # hw id >= 0x80 makes the SQLite INTEGER negative
+    assert S.decode_pid(g).tolist() == [1234, 1234, 0xFFFFFF]
+    assert S.decode_tid(g).tolist() == [5678, 5678, 0xFFFFFF]
+    assert S.decode_host(g).tolist() == [0, 0x8100, 0xFFFF]
+
+
+def test_processes_and_threads(build):
+    trace = load_trace(build(small_capture()), cache=False)
+    assert trace.processes["pid"].tolist() == [777]
+    assert 777 in trace.threads["tid"].tolist()
+    assert trace.kernels["proc"].tolist() == [0]
+
+
+def test_kernel_names_resolved(build):
+    trace = load_trace(build(small_capture()), cache=False)
+    assert trace.strings.get(int(trace.kernels["name_id"].iloc[0])) == "void gemm_kernel<float>(float*)"
+    assert trace.strings.get(int(trace.kernels["short_id"].iloc[0])) == "gemm_kernel"
+
+
+def test_api_kinds(build):
+    trace = load_trace(build(small_capture()), cache=False)
+    names = [S.strip_api_suffix(v) for v in trace.strings.lookup(trace.runtime["name_id"].to_numpy())]
+    kinds = dict(zip(names, trace.runtime["api_kind"].tolist()))
+    assert kinds["cudaLaunchKernel"] == S.API_LAUNCH
+    assert kinds["cudaMemcpyAsync"] == S.API_ASYNC_COPY
+    assert kinds["cudaStreamSynchronize"] == S.API_SYNC
+
+
+def test_nvtx_registered_text_and_domains(tmp_path):
+    cap = Capture()
+    t = cap.process(pid=42).thread()
+    with t.range("ProfilerStep#3", registered=True):
+        with t.range("ncclAllReduce", domain="NCCL", registered=True):
+            t.cpu(us=5)
+    trace = load_trace(cap.write(tmp_path / "nvtx.sqlite"), cache=False)
+    rows = dict(zip(trace.nvtx["text"], trace.nvtx["domain"]))
+    assert rows == {"ProfilerStep#3": "", "ncclAllReduce": "NCCL"}
+
+
+def test_gpu_rows_without_timestamps_are_dropped(build):
+    p = build(small_capture())
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = 0, \"end\" = 0 WHERE copyKind = 2")
+    con.commit()
+    con.close()
+    trace = load_trace(p, cache=False)
+    assert len(trace.memcpy) == 1
+
+
+def test_tables_missing_mean_not_traced(tmp_path):
+    cap = small_capture()
+    cap.trace = ("cuda",)
+    trace = load_trace(cap.write(tmp_path / "cuda_only.sqlite"), cache=False)
+    assert trace.traced["cuda_kernels"] and not trace.traced["nvtx"] and not trace.traced["osrt"]
+    assert len(trace.nvtx) == 0
+
+
+# --- cache ----------------------------------------------------------------------------------
+def test_cache_roundtrip_is_identical(build, tmp_path):
+    p = build("sample_training")
+    cold = load_trace(p, cache=True, cache_dir=tmp_path / "c")
+    warm = load_trace(p, cache=True, cache_dir=tmp_path / "c")
+    assert not cold.from_cache and warm.from_cache
+    for name in ("kernels", "memcpy", "runtime", "nvtx", "osrt", "devices", "processes", "threads", "gpu_metrics"):
+        a, b = getattr(cold, name), getattr(warm, name)
+        assert list(a.columns) == list(b.columns), name
+        assert a.equals(b), name
+    from nsysdoc.analysis import analyze
+
+    assert analyze(cold).to_dict() == analyze(warm).to_dict()
+
+
+def test_cache_invalidated_when_file_changes(build, tmp_path):
+    p = build(small_capture())
+    load_trace(p, cache=True, cache_dir=tmp_path / "c")
+    con = sqlite3.connect(p)
+    con.execute('DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL')
+    con.commit()
+    con.close()
+    os.utime(p, ns=(os.stat(p).st_atime_ns, os.stat(p).st_mtime_ns + 10**9))
+    again = load_trace(p, cache=True, cache_dir=tmp_path / "c")
+    assert not again.from_cache
+    assert len(again.kernels) == 0
+
+
+def test_unwritable_cache_is_not_an_error(build, tmp_path):
+    p = build(small_capture())
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    trace = load_trace(p, cache=True, cache_dir=blocker / "sub")
+    assert len(trace.kernels) == 1
+
+
+def test_export_metadata(build):
+    exp = open_export(build(small_capture("2022"), name="old"))
+    assert exp.nsys_version == "2022.4.2.1"
+    assert exp.schema_version == "3.0.0"
