@@ -1,0 +1,131 @@
+"""The command line: outputs, exit codes, one-line errors (never a traceback)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsysdoc.testing import Capture
+
+
+def run(*args, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def assert_one_line_error(proc, *needles):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("nsysdoc: error:")]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_sample_report_json_to_stdout():
+    proc = run("report", "--sample", "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["summary"]["step_count"] == 12
+    assert data["findings"] == []
+
+
+def test_output_file(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run("report", "--sample", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["source"]["nsys_version"] == "2026.2.1.210"
+    assert f"wrote {out}" in proc.stderr
+
+
+def test_several_inputs_to_directory(tmp_path, build):
+    a = build("healthy_training")
+    b = build("sync_storm")
+    proc = run("report", a, b, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["healthy_training.nsysdoc.json",
+                                                                   "sync_storm.nsysdoc.json"]
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(run("report", tmp_path / "missing.sqlite"), "no such file")
+
+
+def test_not_sqlite(tmp_path):
+    p = tmp_path / "notes.sqlite"
+    p.write_text("not a database")
+    assert_one_line_error(run("report", p), "not an SQLite file")
+
+
+def test_truncated(tmp_path, build):
+    good = build("healthy_training")
+    bad = tmp_path / "cut.sqlite"
+    bad.write_bytes(good.read_bytes()[:9000])
+    assert_one_line_error(run("report", bad), "truncated")
+
+
+def test_sqlite_but_not_nsys(tmp_path):
+    p = tmp_path / "app.sqlite"
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE t(x)")
+    con.commit()
+    con.close()
+    assert_one_line_error(run("report", p), "not an Nsight Systems export")
+
+
+def test_empty_capture(tmp_path):
+    cap = Capture(trace=())
+    cap.process()
+    assert_one_line_error(run("report", cap.write(tmp_path / "e.sqlite")), "capture is empty")
+
+
+def test_bad_step_marker_regex(build):
+    assert_one_line_error(run("report", build("healthy_training"), "--step-marker", "step(["), "--step-marker")
+
+
+def test_custom_step_marker(build, tmp_path):
+    cap = Capture()
+    t = cap.process().thread()
+    for i in range(3):
+        with t.range(f"batch-{i}"):
+            t.launch("k", 100)
+    p = cap.write(tmp_path / "custom.sqlite")
+    default = json.loads(run("report", p).stdout)
+    custom = json.loads(run("report", p, "--step-marker", r"batch-\d+").stdout)
+    assert default["summary"]["step_count"] == 0
+    assert custom["summary"]["step_count"] == 3
+
+
+def test_partial_failure_still_reports_others(tmp_path, build):
+    good = build("healthy_training")
+    proc = run("report", good, tmp_path / "missing.sqlite", "-o", tmp_path / "o")
+    assert proc.returncode == 2
+    assert (tmp_path / "o" / "healthy_training.nsysdoc.json").exists()
+
+
+def test_no_input_is_usage_error():
+    proc = run("report")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_option_is_usage_error():
+    proc = run("report", "--sample", "--bogus")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_version():
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("nsysdoc ")
+
+
+def test_input_file_untouched_by_report(build, tmp_path):
+    p = build("healthy_training")
+    before = (p.read_bytes(), p.stat().st_mtime_ns)
+    assert run("report", p, "-o", tmp_path / "x.json").returncode == 0
+    assert (p.read_bytes(), p.stat().st_mtime_ns) == before

@@ -1,0 +1,88 @@
+"""Interval unions, coverage queries and gaps against a brute-force timeline."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nsysdoc.metrics import intervals as iv
+
+
+def brute(keys, starts, ends, nkeys, horizon):
+    cov = np.zeros((nkeys, horizon), dtype=bool)
+    for k, s, e in zip(keys, starts, ends):
+        cov[k, max(s, 0):max(e, 0)] = True
+    return cov
+
+
+def test_hand_example_union_is_not_a_sum():
+    # device 0: [0,10) and [5,20) overlap -> union 20, sum 25; device 1: [100,110)
+    u = iv.union([0, 0, 1], [0, 5, 100], [10, 20, 110])
+    assert u.total_by_key(2).tolist() == [20, 10]
+    assert u.starts.tolist() == [0, 100] and u.ends.tolist() == [20, 110]
+    assert u.covered([0, 0, 1], [0, 15, 0], [100, 100, 105]).tolist() == [20, 5, 5]
+
+
+def test_intersection_hand_example():
+    a = iv.union([0, 0], [0, 50], [30, 80])     # [0,30) [50,80)
+    b = iv.union([0], [20], [60])               # [20,60)
+    assert iv.intersection_length(a, b, 1).tolist() == [20]  # [20,30) + [50,60)
+
+
+def test_gaps_hand_example_with_window():
+    u = iv.union([0, 0], [10, 40], [20, 50])
+    k, s, e = iv.gaps(u, 2, lo=[0, 0], hi=[60, 60])
+    assert list(zip(k.tolist(), s.tolist(), e.tolist())) == [(0, 0, 10), (0, 20, 40), (0, 50, 60), (1, 0, 60)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_against_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n, nkeys, horizon = int(rng.integers(0, 40)), 3, 200
+    keys = rng.integers(0, nkeys, n)
+    starts = rng.integers(0, 150, n)
+    ends = starts + rng.integers(0, 30, n)
+    u = iv.union(keys, starts, ends)
+    cov = brute(keys, starts, ends, nkeys, horizon)
+    assert u.total_by_key(nkeys).tolist() == cov.sum(axis=1).tolist()
+    for _ in range(20):
+        k = int(rng.integers(0, nkeys))
+        lo = int(rng.integers(-20, 200))
+        hi = lo + int(rng.integers(0, 80))
+        expect = cov[k, max(lo, 0):max(min(hi, horizon), 0)].sum() if hi > 0 else 0
+        assert u.covered(np.array([k]), np.array([lo]), np.array([hi]))[0] == expect
+        t = int(rng.integers(0, horizon))
+        assert bool(u.contains(np.array([k]), np.array([t]))[0]) == bool(cov[k, t])
+    lo = np.full(nkeys, 5)
+    hi = np.full(nkeys, 190)
+    gk, gs, ge = iv.gaps(u, nkeys, lo, hi)
+    idle = np.zeros_like(cov)
+    for k, s, e in zip(gk, gs, ge):
+        assert not idle[k, s:e].any(), "gaps overlap"
+        idle[k, s:e] = True
+    assert (idle[:, 5:190] == ~cov[:, 5:190]).all()
+    keys2 = rng.integers(0, nkeys, n)
+    u2 = iv.union(keys2, starts, ends)
+    cov2 = brute(keys2, starts, ends, nkeys, horizon)
+    assert iv.intersection_length(u, u2, nkeys).tolist() == (cov & cov2).sum(axis=1).tolist()
+
+
+def test_clipping_to_window():
+    u = iv.union([0, 0], [0, 90], [20, 200], lo=10, hi=100)
+    assert u.starts.tolist() == [10, 90] and u.ends.tolist() == [20, 100]
+
+
+def test_presorted_gives_same_result():
+    rng = np.random.default_rng(1)
+    keys = np.sort(rng.integers(0, 4, 1000))
+    starts = np.concatenate([np.sort(rng.integers(0, 10_000, (keys == k).sum())) for k in range(4)])
+    ends = starts + rng.integers(1, 50, 1000)
+    a, b = iv.union(keys, starts, ends), iv.union(keys, starts, ends, presorted=True)
+    assert a.starts.tolist() == b.starts.tolist() and a.ends.tolist() == b.ends.tolist()
+
+
+def test_large_timestamps_near_epoch():
+    """--ts-normalize exports have UTC-epoch nanoseconds (~1.7e18)."""
+    base = 1_764_000_000_000_000_000
+    u = iv.union([0, 1, 1], [base, base + 5, base + 7], [base + 10, base + 8, base + 20])
+    assert u.total_by_key(2).tolist() == [10, 15]
+    assert u.covered([1], [base], [base + 10]).tolist() == [5]

@@ -1,0 +1,132 @@
+"""The JSON output is a contract: keys, types, nulls, and what each scenario must show."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from nsysdoc.testing.scenarios import SCENARIOS
+
+from .conftest import analyze_path
+
+SUMMARY_KEYS = ["gpu_busy_pct", "step_count", "step_time_ms_median", "kernel_count", "kernels_per_step_median"]
+TOP_KEYS = {"nsysdoc_version", "source", "capture", "summary", "devices", "steps", "metrics", "findings"}
+
+
+def _plain(value, path="$"):
+    """Only JSON types; floats finite."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            assert isinstance(k, str), path
+            _plain(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _plain(v, f"{path}[{i}]")
+    elif isinstance(value, float):
+        assert math.isfinite(value), path
+    else:
+        assert value is None or isinstance(value, (str, int, bool)), (path, type(value))
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_contract_on_every_scenario(build, name):
+    d = analyze_path(build(name))
+    assert TOP_KEYS <= set(d)
+    assert list(d["summary"]) == SUMMARY_KEYS
+    assert set(d["source"]) == {"path", "nsys_version", "schema_version"}
+    assert {"duration_ms", "traced", "warnings"} <= set(d["capture"])
+    assert isinstance(d["findings"], list)
+    _plain(d)
+    json.dumps(d, allow_nan=False)
+    for step in d["steps"]:
+        if step["breakdown_ms"] is not None:
+            total = sum(step["breakdown_ms"].values())
+            assert total == pytest.approx(step["duration_ms"], abs=1e-3)
+    for dev in d["devices"]:
+        if dev["busy_pct"] is not None:
+            assert 0 <= dev["busy_pct"] <= 100
+            parts = dev["compute_pct"] + dev["exposed_comm_pct"] + dev["copy_only_pct"]
+            assert parts == pytest.approx(dev["busy_pct"], abs=1e-3)
+
+
+def test_absent_numbers_are_null(build):
+    d = analyze_path(build("no_step_markers"))
+    assert d["summary"]["step_count"] == 0
+    assert d["summary"]["step_time_ms_median"] is None
+    assert d["summary"]["kernels_per_step_median"] is None
+    assert d["steps"] == []
+    assert any("no step markers" in w for w in d["capture"]["warnings"])
+
+
+# --- what the scenarios must show (the situations they are named after) -----------------------
+def idle(d):
+    return d["metrics"]["idle_gaps"]["idle_ms_by_cause"]
+
+
+def test_dataloader_starvation_is_input_wait(build):
+    d = analyze_path(build("dataloader_starvation", steps=6, wait_ms=40.0))
+    by = idle(d)
+    assert by["input"] == max(by.values())
+    # every step starts with ~40 ms of GPU idle while the host waits in the DataLoader range
+    for s in d["steps"][1:]:
+        assert s["idle_before_first_op_ms"] == pytest.approx(40.0, rel=0.05)
+
+
+def test_sync_storm_is_sync(build):
+    d = analyze_path(build("sync_storm", steps=5, items_per_step=40))
+    assert idle(d)["sync"] == max(idle(d).values())
+    assert d["metrics"]["sync"]["scalar_read_count"] == 200
+    assert all(s["scalar_reads"] == 40 for s in d["steps"])
+
+
+def test_launch_bound_is_host_side_not_sync(build):
+    d = analyze_path(build("launch_bound_small_kernels", steps=5, kernels=300, kernel_us=4.0, python_us=40.0))
+    by = idle(d)
+    assert by["host"] + by["launch"] > 10 * (by["sync"] + by["input"])
+    assert d["metrics"]["kernels"]["under_10us_pct"] == 100.0
+    assert d["summary"]["kernels_per_step_median"] == 300
+
+
+def test_exposed_vs_overlapped_nccl(build):
+    exposed = analyze_path(build("ddp_nccl", name="exposed", overlapped=False))
+    overlapped = analyze_path(build("ddp_nccl", name="overlapped", overlapped=True))
+    assert exposed["metrics"]["communication"]["comm_ms"] == pytest.approx(2 * 4 * 6.0, rel=1e-6)
+    assert exposed["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(48.0, rel=1e-6)
+    # overlapped: each of the 4 buckets' all-reduce (1.5 ms) runs under the next bucket's backward
+    # GEMM, except the last one, which the optimizer waits for: 1.5 ms exposed per step and rank
+    assert overlapped["metrics"]["communication"]["comm_ms"] == pytest.approx(48.0, rel=1e-6)
+    assert overlapped["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(2 * 4 * 1.5, rel=1e-6)
+    assert overlapped["metrics"]["communication"]["overlapped_pct"] == pytest.approx(75.0, abs=0.01)
+
+
+def test_pageable_copies_are_reported_pageable(build):
+    d = analyze_path(build("pageable_h2d", steps=4, nbytes=64 << 20))
+    rows = {(r["kind"], r["host_memory"]): r for r in d["metrics"]["copies"]}
+    assert rows[("HtoD", "pageable")]["count"] == 4
+    assert rows[("HtoD", "pageable")]["bytes"] == 4 * (64 << 20)
+    assert ("HtoD", "pinned") not in rows
+
+
+def test_healthy_training_is_busy(build):
+    d = analyze_path(build("healthy_training"))
+    assert d["summary"]["gpu_busy_pct"] > 95
+    assert d["metrics"]["sync"]["scalar_reads_per_step_median"] == 1
+
+
+def test_pseudo_busy_shows_low_sm_activity(build):
+    d = analyze_path(build("pseudo_busy"))
+    for s in d["steps"]:
+        assert s["time_busy_pct"] > 90
+        assert s["sm_active_pct"] < 20
+
+
+def test_seed_case_large_model(build):
+    d = analyze_path(build("seed_case_large_model", steps=4, input_wait_ms=800.0, logits_mb=512, items=12))
+    by = idle(d)
+    assert by["input"] == max(by.values())
+    assert d["metrics"]["sync"]["scalar_reads_per_step_median"] == 12
+    # 4 full-logits copies (512 MiB, synchronous cudaMemcpy) + 48 four-byte .item() reads
+    (dtoh,) = [r for r in d["metrics"]["copies"] if r["kind"] == "DtoH"]
+    assert dtoh["count"] == 4 + 4 * 12
+    assert dtoh["bytes"] == 4 * (512 << 20) + 48 * 4
