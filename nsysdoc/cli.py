@@ -6,7 +6,6 @@ Exit codes: 0 = no finding at or above ``--fail-on``; 1 = findings at or above i
 from __future__ import annotations
 
 import json
-import os
 import sys
 import traceback
 from enum import Enum
@@ -64,36 +63,31 @@ def sample_path() -> Path:
     return Path(str(files("nsysdoc") / "sample" / "sample_training.sqlite"))
 
 
-@app.command()
-def report(
-    inputs: list[Path] = typer.Argument(None, help="nsys exports (.sqlite); several files allowed.", show_default=False),
-    fmt: Format = typer.Option(Format.json, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Output file (one input) or directory (several). Default: stdout for json."),
-    step_marker: Optional[str] = typer.Option(None, "--step-marker",
-                                              help="Regex an NVTX range's whole text must match to mark a training step."),
-    sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the Parquet cache."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
-    fail_on: Severity = typer.Option(Severity.never, "--fail-on", help="Exit 1 when a finding has at least this severity."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
-) -> None:
-    """Diagnose one or more captures."""
+def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
+                  no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity", debug: bool,
+                  nsys: Optional[str]) -> int:
+    """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .analysis import analyze
+    from .nsys import ensure_sqlite, expand_inputs
     from .trace import load_trace
 
-    paths = list(inputs or [])
-    if sample:
-        paths.insert(0, sample_path())
-    if not paths:
-        _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
-        raise typer.Exit(EXIT_ERROR)
-    if len(paths) > 1 and output is not None and output.suffix:
-        _err("with several inputs, --output must be a directory")
-        raise typer.Exit(EXIT_ERROR)
+    files: list[str] = []
     worst = EXIT_OK
-    for path in paths:
+    for raw in paths:
         try:
+            files.extend(expand_inputs([raw]))
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
+            worst = EXIT_ERROR
+    several = len(files) > 1 or len(paths) > 1 or any(Path(p).is_dir() for p in paths)
+    if several and output is not None and output.suffix:
+        _err("with several inputs, --output must be a directory")
+        return EXIT_ERROR
+    for path in files:
+        try:
+            if Path(path).suffix in (".nsys-rep", ".qdrep"):
+                typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
+                path = ensure_sqlite(path, nsys=nsys)
             trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
             result = analyze(trace, step_pattern=step_marker).to_dict()
         except NsysdocError as exc:
@@ -107,7 +101,7 @@ def report(
             worst = EXIT_ERROR
             continue
         text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-        target = _target(path, output, len(paths), fmt)
+        target = _target(Path(path), output, several, fmt)
         if target is None:
             sys.stdout.write(text)
         else:
@@ -116,7 +110,91 @@ def report(
             typer.echo(f"nsysdoc: wrote {target}", err=True)
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
-    raise typer.Exit(worst)
+    return worst
+
+
+@app.command()
+def report(
+    inputs: list[Path] = typer.Argument(None, show_default=False,
+                                        help="nsys exports (.sqlite) or reports (.nsys-rep), or folders of them."),
+    fmt: Format = typer.Option(Format.json, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Output file (one input) or directory (several). Default: stdout for json."),
+    step_marker: Optional[str] = typer.Option(None, "--step-marker",
+                                              help="Regex an NVTX range's whole text must match to mark a training step."),
+    sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the Parquet cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+    fail_on: Severity = typer.Option(Severity.never, "--fail-on", help="Exit 1 when a finding has at least this severity."),
+    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+) -> None:
+    """Diagnose one or more captures."""
+    paths = list(inputs or [])
+    if sample:
+        paths.insert(0, sample_path())
+    if not paths:
+        _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
+        raise typer.Exit(EXIT_ERROR)
+    raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def capture(
+    command: list[str] = typer.Argument(..., help="The program to profile, after --: nsysdoc capture -- python train.py"),
+    output_dir: Path = typer.Option(Path("."), "--output-dir", help="Folder for the .nsys-rep, .sqlite and report."),
+    output_name: Optional[str] = typer.Option(None, "--output-name", help="Base name (default: from the command and time)."),
+    cudnn: bool = typer.Option(False, "--cudnn", help="Also trace cuDNN calls."),
+    cublas: bool = typer.Option(False, "--cublas", help="Also trace cuBLAS calls."),
+    cpu_sampling: bool = typer.Option(False, "--cpu-sampling", help="Sample CPU call stacks (off by default)."),
+    delay: Optional[float] = typer.Option(None, "--delay", help="Seconds to wait before collecting."),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Seconds to collect."),
+    capture_range: Optional[str] = typer.Option(None, "--capture-range", help="cudaProfilerApi or nvtx."),
+    capture_range_end: Optional[str] = typer.Option(None, "--capture-range-end", help="Passed to nsys as is (e.g. stop, repeat:3)."),
+    nvtx_capture: Optional[str] = typer.Option(None, "--nvtx-capture", help="NVTX range[@domain] that starts the capture."),
+    gpu_metrics_devices: Optional[str] = typer.Option(None, "--gpu-metrics-devices", help="Collect GPU metrics: all or 0,1."),
+    cuda_graph_node: bool = typer.Option(False, "--cuda-graph-node", help="Trace CUDA graph nodes individually."),
+    python_backtrace: bool = typer.Option(False, "--python-backtrace", help="Python backtraces for CUDA sync calls (enables CPU sampling)."),
+    nsys_arg: list[str] = typer.Option([], "--nsys-arg", help="Extra flag for nsys profile, verbatim (repeatable)."),
+    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary (default: $NSYS, then PATH)."),
+    step_marker: Optional[str] = typer.Option(None, "--step-marker", help="Step marker regex for the report."),
+    fail_on: Severity = typer.Option(Severity.never, "--fail-on", help="Exit 1 when a finding has at least this severity."),
+) -> None:
+    """Profile a command with nsys, export it to SQLite, and report on it."""
+    from .nsys import CaptureOptions, find_nsys, run_capture
+
+    opts = CaptureOptions(
+        output_dir=str(output_dir), output_name=output_name, trace_cudnn=cudnn, trace_cublas=cublas,
+        cpu_sampling=cpu_sampling, delay_s=delay, duration_s=duration, capture_range=capture_range,
+        capture_range_end=capture_range_end, nvtx_capture=nvtx_capture, gpu_metrics_devices=gpu_metrics_devices,
+        cuda_graph_node=cuda_graph_node, python_backtrace=python_backtrace, extra_args=list(nsys_arg),
+    )
+    try:
+        binary = find_nsys(nsys)
+        result = run_capture(binary, opts, list(command))
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+    typer.echo(f"nsysdoc: capture written to {result.rep_path}", err=True)
+    if result.interrupted:
+        typer.echo("nsysdoc: interrupted: reporting what was captured", err=True)
+    if result.program_exit_code not in (0, None) and not result.interrupted:
+        typer.echo(f"nsysdoc: the profiled program failed (exit code {result.program_exit_code}); "
+                   "reporting what was captured", err=True)
+    if result.diagnosis:
+        typer.echo(f"nsysdoc: hint: {result.diagnosis}", err=True)
+    if result.sqlite_path is None:
+        _err(f"export to SQLite failed: {result.export_error or 'unknown error'}")
+        raise typer.Exit(EXIT_ERROR)
+    typer.echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
+    sqlite = Path(result.sqlite_path)
+    code = _report_paths([sqlite], Format.json, sqlite.with_name(sqlite.stem + ".nsysdoc.json"), step_marker,
+                         False, None, fail_on, False, nsys=binary)
+    if result.interrupted:
+        raise typer.Exit(130)
+    if result.program_exit_code:
+        raise typer.Exit(result.program_exit_code)
+    raise typer.Exit(code)
 
 
 _RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -128,12 +206,12 @@ def _fails(result: dict, fail_on: Severity) -> bool:
     return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in result.get("findings", []))
 
 
-def _target(path: Path, output: Path | None, n: int, fmt: Format) -> Path | None:
+def _target(path: Path, output: Path | None, several: bool, fmt: Format) -> Path | None:
     ext = {"json": "json"}[fmt.value]
     name = f"{Path(path).stem}.nsysdoc.{ext}"
     if output is None:
-        return None if (fmt == Format.json and n == 1) else Path.cwd() / name
-    if n > 1 or output.is_dir():
+        return None if (fmt == Format.json and not several) else Path.cwd() / name
+    if several or output.is_dir():
         return output / name
     return output
 
