@@ -268,3 +268,22 @@ def test_export_metadata(build):
     exp = open_export(build(small_capture("2022"), name="old"))
     assert exp.nsys_version == "2022.4.2.1"
     assert exp.schema_version == "3.0.0"
+
+
+def test_streams_are_process_device_context_stream(tmp_path):
+    cap = Capture(gpu_names={0: "A", 1: "B"})
+    a = cap.process(pid=10, device=0).thread()
+    b = cap.process(pid=11, device=0).thread()
+    a.launch("k", 10, stream=7)
+    a.launch("k", 10, stream=7)
+    a.launch("k", 10, stream=13)
+    b.launch("k", 10, stream=7)        # same stream id, other process: another stream
+    a.launch("k", 10, stream=7, device=1)  # same process and stream id, other device
+    trace = load_trace(cap.write(tmp_path / "streams.sqlite"), cache=False)
+    assert len(trace.streams) == 4
+    k = trace.kernels.sort_values("start_ns")
+    assert k["stream"].nunique() == 4
+    st = trace.streams.set_index("stream")
+    for row in k.itertuples():
+        assert st.loc[row.stream, "stream_id"] == row.stream_id
+        assert st.loc[row.stream, "device"] == row.device

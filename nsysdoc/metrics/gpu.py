@@ -133,10 +133,11 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int
     started at ``a``:
 
     1. no more GPU work before the window end → ``tail``; launching API unknown → ``unattributed``;
-    2. ``a < g0`` (already submitted when the GPU went idle): ``launch`` if it started within
+    2. ``a <= g0`` (already submitted when the GPU went idle): ``launch`` if it started within
        ``LAUNCH_LATENCY_NS`` of its API call (launch latency), else ``dependency`` (it waited on
        other GPU work: an event, another stream or device);
-    3. otherwise the host launched late. Over the host window ``[g0, a)`` on T:
+    3. otherwise (``a > g0``) the host launched late. Over the host window ``[g0, a)`` on T (only
+       T's own calls and ranges count):
        ``input`` if OS waits (poll, futex, read, ...) or DataLoader NVTX ranges cover at least half;
        else ``sync`` if T was inside a blocking sync call when the GPU went idle (± 10 µs);
        else ``launch`` if CUDA API calls cover at least half (the host was busy issuing work);
@@ -166,7 +167,7 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int
     known = ~is_tail & (a >= 0)
     thread[known] = t[known]
     next_api[known] = a[known]
-    early = known & (a < gs)
+    early = known & (a <= gs)  # submitted no later than the GPU went idle: the host was not late
     in_flight = early & (ge - a <= LAUNCH_LATENCY_NS)
     cause[in_flight] = CAUSE_LAUNCH
     cause[early & ~in_flight] = CAUSE_DEP

@@ -5,8 +5,9 @@ small model of the CUDA runtime to produce the rows nsys would have exported:
 
 * every host thread has a clock (``Thread.now_ns``); each call advances it;
 * a launch (kernel, memcpy, memset) is a runtime API row on the thread plus a GPU row that starts
-  at ``max(api_end + queue_ns, time the stream becomes free)`` — streams run their work in order,
-  different streams overlap;
+  at ``max(api_start + 0.6 * api_time + queue_ns, time the stream becomes free)`` — so a kernel
+  may start before its launch call returns; streams run their work in order, different streams
+  overlap;
 * blocking calls (stream/device/event synchronize, synchronous copies, pageable async copies)
   keep the thread inside the API row until the GPU work they wait for has finished;
 * NVTX push/pop and start/end ranges, OS-runtime calls (poll, futex, read, ...) and GPU-metric

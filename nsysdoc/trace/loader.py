@@ -33,7 +33,7 @@ from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 
 ProgressFn = Callable[[str], None]
 
@@ -327,6 +327,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
         "sm_count": [gpu_names.get(int(d), ("", None))[1] if not multi_host else None for d in dev_ids],
     })
 
+    stream_parts = []
     for k, d in gpu.items():
         d = dict(d)
         d["device"] = np.searchsorted(all_dev, ((d["global_pid"] >> 48) & 0xFFFF) * 65536 + d["device_id"]).astype(np.int32)
@@ -339,6 +340,8 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
             host_kind[d2h] = d["dst_kind"][d2h]
             d["host_kind"] = host_kind
         out[k] = _frame(d, _NARROW)
+        stream_parts.append(k)
+    _assign_streams(out, stream_parts)
 
     # runtime API rows
     rt = dict(rt)
@@ -361,6 +364,33 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     out["nvtx"] = nvtx
     out["threads"] = _threads(exp, strings, tids)
     return out
+
+
+def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
+    """A stream is (process, device, context, stream id): give every GPU row a dense ``stream``
+    index and build the ``streams`` table."""
+    cols = ("proc", "device", "context_id", "stream_id")
+    keys = []
+    for name in names:
+        df = out[name]
+        keys.append(np.stack([df[c].to_numpy(np.int64) for c in cols], axis=1) if len(df) else np.zeros((0, 4), np.int64))
+    allk = np.concatenate(keys) if keys else np.zeros((0, 4), np.int64)
+    # pack the four ids into one int64 when they fit (the usual case); else unique rows
+    widths = [max(1, int(allk[:, i].max()).bit_length()) if len(allk) else 1 for i in range(4)]
+    if len(allk) and sum(widths) <= 63 and allk.min() >= 0:
+        shifts = np.cumsum([0] + widths[::-1][:-1])[::-1]
+        packed = [(k << np.array(shifts)).sum(axis=1) if len(k) else np.zeros(0, np.int64) for k in keys]
+        uniq, inv = np.unique(np.concatenate(packed), return_inverse=True)
+        table = np.stack([(uniq >> sh) & ((1 << w) - 1) for sh, w in zip(shifts, widths)], axis=1)
+    else:
+        table, inv = np.unique(allk, axis=0, return_inverse=True)
+    pos = 0
+    for name, k in zip(names, keys):
+        out[name]["stream"] = inv[pos:pos + len(k)].astype(np.int32)
+        pos += len(k)
+    out["streams"] = pd.DataFrame({"stream": np.arange(len(table), dtype=np.int32), "proc": table[:, 0],
+                                   "device": table[:, 1], "context_id": table[:, 2], "stream_id": table[:, 3]}
+                                  if len(table) else {c: np.zeros(0, np.int64) for c in ("stream",) + cols})
 
 
 def names_tids(exp: ExportFile) -> np.ndarray:
@@ -497,7 +527,7 @@ def cache_key(path: Path) -> str:
     return hashlib.sha1(ident.encode()).hexdigest()[:20]
 
 
-_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "devices", "processes",
+_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "devices", "processes", "streams",
            "threads", "gpu_metrics", "diagnostics", "overhead")
 
 

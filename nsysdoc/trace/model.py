@@ -9,6 +9,9 @@ the capture's timeline (``*_ns``). Identities:
   (host, deviceId) pair, shared by every process that used it.
 * ``proc``: an index into ``Trace.processes`` (for joining API calls to GPU work, whose
   correlation ids are only unique within a process).
+* ``stream`` (in GPU tables): an index into ``Trace.streams``; a stream is (process, device,
+  context, stream id).
+* ``thread`` (in host tables): an index into ``Trace.threads`` (sorted ``global_tid``).
 """
 from __future__ import annotations
 
@@ -100,6 +103,7 @@ class Trace:
     nvtx: pd.DataFrame
     devices: pd.DataFrame
     processes: pd.DataFrame
+    streams: pd.DataFrame
     threads: pd.DataFrame
     gpu_metrics: pd.DataFrame
     diagnostics: pd.DataFrame

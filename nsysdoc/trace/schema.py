@@ -95,7 +95,7 @@ RUNTIME_COLS = (
 )
 SYNC_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
-    col("stream_id", "streamId"), col("correlation_id", "correlationId", required=False, default=0),
+    col("context_id", "contextId", required=False, default=0), col("stream_id", "streamId"), col("correlation_id", "correlationId", required=False, default=0),
     col("global_pid", "globalPid", required=False, default=0),
     # syncType is current; older exports had only what is now deprecatedSyncType.
     col("sync_type", "syncType", "deprecatedSyncType", required=False, default=0),
