@@ -100,13 +100,8 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
         activity = gaps = host = None
         if w0 is not None and w1 is not None and w1 > w0 and ndev:
             activity = gpu_m.device_activity(ops, ndev, w0, w1)
-            # the per-thread API union is the largest temporary: let the kernel statistics finish
-            # first so the two peaks do not add up
-            kfut.result()
-            lfut.result()
             host = host_m.host_unions(runtime, trace.osrt, trace.nvtx, blocking, trace.threads["global_tid"].to_numpy())
             gaps = gpu_m.classify_gaps(ops, activity, host, w0, w1)
-            host.api = None  # only needed to classify gaps; free it before the rest
         a = Analysis(trace, pattern.pattern, steps, ops, op_step, activity, gaps, host, blocking, scalar)
         kernel_metrics, launch = kfut.result(), lfut.result()
     a.result = _assemble(a, kernel_metrics, launch)

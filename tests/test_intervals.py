@@ -86,3 +86,17 @@ def test_large_timestamps_near_epoch():
     u = iv.union([0, 1, 1], [base, base + 5, base + 7], [base + 10, base + 8, base + 20])
     assert u.total_by_key(2).tolist() == [10, 15]
     assert u.covered([1], [base], [base + 10]).tolist() == [5]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_fallback_path_for_unpackable_keys_matches(seed):
+    """Negative keys cannot be packed: the permutation-based path must agree with the event sort."""
+    rng = np.random.default_rng(100 + seed)
+    n = 50
+    keys = rng.integers(0, 3, n)
+    starts = rng.integers(0, 150, n)
+    ends = starts + rng.integers(0, 30, n)
+    a = iv.union(keys, starts, ends)
+    b = iv.union(keys - 5, starts, ends)   # keys -5..-3 take the fallback
+    assert a.total_by_key(3).tolist() == [int(b.lengths[b.keys == k - 5].sum()) for k in range(3)]
+    assert sorted(zip(a.starts.tolist(), a.ends.tolist())) == sorted(zip(b.starts.tolist(), b.ends.tolist()))

@@ -60,14 +60,13 @@ def device_activity(ops: GpuOps, ndev: int, w0: int, w1: int) -> Activity:
             return iv.union(ops.device, ops.start_ns, ops.end_ns, lo=w0, hi=w1, presorted=True)
         return iv.union(ops.device[mask], ops.start_ns[mask], ops.end_ns[mask], lo=w0, hi=w1, presorted=True)
 
-    all_kernels = bool(k.all())
-    return Activity(
-        ndev=ndev,
-        busy=u(None),
-        kernels=u(None) if all_kernels else u(k),
-        compute=u(k & ~ops.is_nccl),
-        comm=u(k & ops.is_nccl),
-    )
+    # the same union is not built twice: often every op is a kernel and none is NCCL
+    busy = u(None)
+    kernels = busy if bool(k.all()) else u(k)
+    any_nccl = bool(ops.is_nccl.any())
+    compute = u(k & ~ops.is_nccl) if any_nccl else kernels
+    comm = u(k & ops.is_nccl) if any_nccl else iv.union([], [], [])
+    return Activity(ndev=ndev, busy=busy, kernels=kernels, compute=compute, comm=comm)
 
 
 def breakdown_ns(act: Activity, gap_unions: dict[str, iv.Union], dev, lo, hi) -> dict[str, np.ndarray]:
@@ -96,12 +95,27 @@ def breakdown_ns(act: Activity, gap_unions: dict[str, iv.Union], dev, lo, hi) ->
 
 @dataclass
 class HostUnions:
-    """Per-thread unions used to explain gaps. Keys are indices into ``thread_keys``."""
+    """Per-thread unions used to explain gaps. Keys are indices into ``thread_keys``.
+
+    The union of *all* CUDA API calls (millions of rows) is only needed inside the host windows of
+    late launches, so it is built on demand from the calls that overlap those windows.
+    """
 
     thread_keys: np.ndarray  # sorted global_tid values
     sync: iv.Union
     waits: iv.Union
-    api: iv.Union
+    api_thread: np.ndarray   # per CUDA API row: thread index, start, end
+    api_start_ns: np.ndarray
+    api_end_ns: np.ndarray
+
+    def api_covered(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Length of each ``[lo, hi)`` covered by CUDA API calls of ``thread`` (element-wise)."""
+        if len(thread) == 0 or len(self.api_start_ns) == 0:
+            return np.zeros(len(thread), dtype=np.int64)
+        windows = iv.union(thread, lo, hi)
+        rows = np.flatnonzero(windows.covered(self.api_thread, self.api_start_ns, self.api_end_ns) > 0)
+        calls = iv.union(self.api_thread[rows], self.api_start_ns[rows], self.api_end_ns[rows])
+        return calls.covered(thread, lo, hi)
 
     def index(self, gtid: np.ndarray) -> np.ndarray:
         pos = np.clip(np.searchsorted(self.thread_keys, gtid), 0, max(len(self.thread_keys) - 1, 0))
@@ -153,14 +167,25 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int
     next_api = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return Gaps(gk, gs, ge, cause, thread, next_api)
-    # the operation that starts at the gap end on the same device (ops are sorted by device, start)
-    key_ops = ops.device.astype(np.int64) * (1 << 44) + (ops.start_ns - w0 + (1 << 42))
-    key_gap = gk * (1 << 44) + (ge - w0 + (1 << 42))
-    j = np.searchsorted(key_ops, key_gap, side="left")
-    j = np.clip(j, 0, max(len(ops) - 1, 0))
-    has_next = (len(ops) > 0) & (ops.device[j] == gk) & (ops.start_ns[j] <= ge) if len(ops) else np.zeros(n, bool)
-    # ge == w1 with no op starting there -> tail
-    is_tail = ~has_next | ((ge >= w1) & (ops.start_ns[j] != ge))
+    # the operation that starts at the gap end on the same device: look every op up among the
+    # (few) gap ends instead of sorting all ops
+    span = max(int(ge.max()), int(ops.start_ns.max()) if len(ops) else 0) - w0 + 1
+    gap_key = gk * span + (ge - w0)
+    order = np.argsort(gap_key, kind="stable")
+    sorted_keys = gap_key[order]
+    j = np.full(n, -1, dtype=np.int64)
+    if len(ops):
+        in_range = (ops.start_ns >= w0)
+        op_key = ops.device.astype(np.int64) * span + (ops.start_ns - w0)
+        pos = np.searchsorted(sorted_keys, op_key)
+        pos_c = np.minimum(pos, n - 1)
+        hit = np.flatnonzero(in_range & (pos < n) & (sorted_keys[pos_c] == op_key))
+        # several ops may start at the same instant: keep the first row (any is a valid witness)
+        first = hit[::-1]
+        j[order[pos_c[first]]] = first
+    has_next = j >= 0
+    j = np.maximum(j, 0)
+    is_tail = ~has_next
     cause[is_tail] = CAUSE_TAIL
     a = np.where(has_next, ops.api_start_ns[j], -1)
     t = np.where(has_next, ops.api_tid(j), 0)
@@ -181,7 +206,7 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int
         tk = np.maximum(ti, 0)
         wait = np.where(has_t, host.waits.covered(tk, g0, aa), 0)
         sync_hit = np.where(has_t, host.sync.covered(tk, g0 - SYNC_TOLERANCE_NS, g0 + SYNC_TOLERANCE_NS) > 0, False)
-        api = np.where(has_t, host.api.covered(tk, g0, aa), 0)
+        api = np.where(has_t, host.api_covered(tk, g0, aa), 0)
         c = np.full(len(idx), CAUSE_HOST, dtype=np.int8)
         c[api >= MAJORITY * win] = CAUSE_LAUNCH
         c[sync_hit] = CAUSE_SYNC

@@ -62,7 +62,7 @@ def host_unions(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame, b
         thread_keys=np.asarray(thread_keys, dtype=np.int64),
         sync=iv.union(rt_thread[blocking], rs[blocking], re_[blocking]),
         waits=iv.union(w_keys, w_s, w_e),
-        api=iv.union(rt_thread, rs, re_),
+        api_thread=rt_thread, api_start_ns=rs, api_end_ns=re_,
     )
 
 
@@ -82,18 +82,23 @@ def scalar_read_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps, b
     api = ops.api[m]
     kind = runtime["api_kind"].to_numpy()
     sync_itself = np.isin(kind[api], (API_SYNC_COPY,)) | blocking[api]
-    # next CUDA call on the same thread
-    tid = runtime["thread"].to_numpy()
+    # "followed by a blocking sync": the thread's next CUDA call is a blocking sync call, i.e.
+    # the first blocking call after this one on the thread has no other call before it. Done on
+    # sorted (thread, start) values, without sorting all rows by a permutation.
+    tid = runtime["thread"].to_numpy().astype(np.int64)
     start = runtime["start_ns"].to_numpy(np.int64)
-    order = iv.sort_order(tid, start)
-    if order is None:
-        order = np.arange(len(start))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    nxt_pos = rank[api] + 1
-    valid = nxt_pos < len(order)
-    nxt = order[np.minimum(nxt_pos, len(order) - 1)]
-    followed = valid & (tid[nxt] == tid[api]) & np.isin(kind[nxt], (API_SYNC,))
+    t0 = int(start.min())
+    span = int(start.max()) - t0 + 2
+    comp_all = tid * span + (start - t0)
+    comp_sync = np.sort(comp_all[kind == API_SYNC])
+    comp_all = np.sort(comp_all)
+    mine = tid[api] * span + (start[api] - t0)
+    k = np.searchsorted(comp_sync, mine, side="right")
+    has = k < len(comp_sync)
+    nxt = comp_sync[np.minimum(k, max(len(comp_sync) - 1, 0))] if len(comp_sync) else np.zeros(len(k), np.int64)
+    same_thread = has & (nxt // span == tid[api])
+    between = np.searchsorted(comp_all, nxt, side="left") - np.searchsorted(comp_all, mine, side="right")
+    followed = same_thread & (between == 0)
     out[m[sync_itself | followed]] = True
     return out
 

@@ -57,7 +57,8 @@ def match_api(api_proc, api_corr, api_valid, op_proc, op_corr) -> np.ndarray:
 
 @dataclass
 class GpuOps:
-    """All GPU operations, sorted by (device, start). Arrays are aligned; times in ns.
+    """All GPU operations (kernels, then memcpy, then memset rows, in table order). Arrays are
+    aligned; times in ns.
 
     ``api`` is the row of the launching call in the runtime table (``-1`` if unknown); other API
     attributes are looked up through it on demand (see :meth:`api_value`) to keep memory low.
@@ -101,8 +102,6 @@ class GpuOps:
 
 def build_gpu_ops(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame,
                   runtime: pd.DataFrame, kernel_is_nccl: np.ndarray, thread_gtid: np.ndarray) -> GpuOps:
-    from .intervals import sort_order, take
-
     parts = []
     for kind, df in ((KIND_KERNEL, kernels), (KIND_MEMCPY, memcpy), (KIND_MEMSET, memset)):
         n = len(df)
@@ -114,10 +113,10 @@ def build_gpu_ops(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFr
             df["correlation_id"].to_numpy(),
         ))
     if len(memcpy) == 0 and len(memset) == 0:
-        cols = list(parts[0])
+        cols = list(parts[0])  # views of the kernel table: no copy
     else:
         cols = [np.concatenate([p[i] for p in parts]) for i in range(9)]
-    start, end, device, kind, nccl, proc, stream, row, corr = take(sort_order(cols[2], cols[0]), *cols)
+    start, end, device, kind, nccl, proc, stream, row, corr = cols
     del cols, parts
     api_valid = runtime["event_class"].to_numpy() != 67 if len(runtime) else np.zeros(0, dtype=bool)
     api = match_api(runtime["proc"].to_numpy(), runtime["correlation_id"].to_numpy(), api_valid, proc, corr)

@@ -19,6 +19,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -222,6 +223,11 @@ def _empty(cols: tuple[S.Col, ...], extra: tuple[str, ...] = ()) -> dict[str, np
     return d
 
 
+def _uniq(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values; hash-based first (linear), so millions of rows with few ids are cheap."""
+    return np.unique(pd.unique(np.asarray(values, dtype=np.int64)))
+
+
 def _valid_times(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Drop rows whose timestamps were not collected (CUPTI writes start = end = 0)."""
     keep = (d["start_ns"] > 0) & (d["end_ns"] >= d["start_ns"])
@@ -290,8 +296,8 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     os_ = raw.get("osrt", _empty(S.OSRT_COLS))
 
     # processes: every process key seen in GPU rows (globalPid) or API rows (globalTid & ~tid)
-    rt_proc_key = np.unique(rt["global_tid"] & S.PROCESS_MASK)
-    keys = [gpu[k]["global_pid"] & S.PROCESS_MASK for k in gpu] + [rt_proc_key]
+    rt_proc_key = _uniq(rt["global_tid"] & S.PROCESS_MASK)
+    keys = [_uniq(gpu[k]["global_pid"] & S.PROCESS_MASK) for k in gpu] + [rt_proc_key]
     all_keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
     proc_names = {}
     if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
@@ -308,7 +314,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
         return np.searchsorted(all_keys, global_ids & S.PROCESS_MASK).astype(np.int32)
 
     # devices: (host bits, deviceId) pairs seen in GPU rows
-    dev_keys = [((gpu[k]["global_pid"] >> 48) & 0xFFFF) * 65536 + gpu[k]["device_id"] for k in gpu]
+    dev_keys = [_uniq(((gpu[k]["global_pid"] >> 48) & 0xFFFF) * 65536 + gpu[k]["device_id"]) for k in gpu]
     all_dev = np.unique(np.concatenate(dev_keys)) if dev_keys else np.zeros(0, dtype=np.int64)
     gpu_names = {}
     if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
@@ -354,8 +360,8 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
     nvtx = _nvtx(exp, strings)
     # threads: every global_tid seen; each host table gets a dense ``thread`` index
-    tids = np.unique(np.concatenate([np.unique(rt["global_tid"]), np.unique(os_["global_tid"]),
-                                     np.unique(nvtx["global_tid"].to_numpy(np.int64)), names_tids(exp)]))
+    tids = np.unique(np.concatenate([_uniq(rt["global_tid"]), _uniq(os_["global_tid"]),
+                                     _uniq(nvtx["global_tid"].to_numpy(np.int64)), names_tids(exp)]))
     rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
     os_["thread"] = np.searchsorted(tids, os_["global_tid"]).astype(np.int32)
     nvtx["thread"] = np.searchsorted(tids, nvtx["global_tid"].to_numpy(np.int64)).astype(np.int32)
@@ -368,29 +374,36 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
 
 def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
     """A stream is (process, device, context, stream id): give every GPU row a dense ``stream``
-    index and build the ``streams`` table."""
+    index and build the ``streams`` table. Hash factorisation (linear), not a sort."""
     cols = ("proc", "device", "context_id", "stream_id")
-    keys = []
-    for name in names:
-        df = out[name]
-        keys.append(np.stack([df[c].to_numpy(np.int64) for c in cols], axis=1) if len(df) else np.zeros((0, 4), np.int64))
-    allk = np.concatenate(keys) if keys else np.zeros((0, 4), np.int64)
-    # pack the four ids into one int64 when they fit (the usual case); else unique rows
-    widths = [max(1, int(allk[:, i].max()).bit_length()) if len(allk) else 1 for i in range(4)]
-    if len(allk) and sum(widths) <= 63 and allk.min() >= 0:
-        shifts = np.cumsum([0] + widths[::-1][:-1])[::-1]
-        packed = [(k << np.array(shifts)).sum(axis=1) if len(k) else np.zeros(0, np.int64) for k in keys]
-        uniq, inv = np.unique(np.concatenate(packed), return_inverse=True)
-        table = np.stack([(uniq >> sh) & ((1 << w) - 1) for sh, w in zip(shifts, widths)], axis=1)
-    else:
-        table, inv = np.unique(allk, axis=0, return_inverse=True)
+    frames = [out[n] for n in names]
+    widths = []
+    for c in cols:
+        mx = max((int(f[c].max()) for f in frames if len(f)), default=0)
+        mn = min((int(f[c].min()) for f in frames if len(f)), default=0)
+        widths.append(max(1, mx.bit_length()) if mn >= 0 else 64)
+    if sum(widths) <= 63:
+        shifts = [sum(widths[i + 1:]) for i in range(4)]
+
+        def key(f):
+            k = f[cols[0]].to_numpy().astype(np.int64) << shifts[0]
+            for c, sh in zip(cols[1:], shifts[1:]):
+                k |= f[c].to_numpy().astype(np.int64) << sh
+            return k
+        keys = [key(f) for f in frames]
+        codes, uniq = pd.factorize(np.concatenate(keys) if keys else np.zeros(0, np.int64))
+        table = np.stack([(np.asarray(uniq) >> sh) & ((1 << w) - 1) for sh, w in zip(shifts, widths)], axis=1) \
+            if len(uniq) else np.zeros((0, 4), np.int64)
+    else:  # ids too wide to pack: factorise the tuples
+        both = pd.concat([f[list(cols)] for f in frames], ignore_index=True)
+        codes = both.groupby(list(cols), sort=False).ngroup().to_numpy()
+        table = both.drop_duplicates().to_numpy(np.int64)
     pos = 0
-    for name, k in zip(names, keys):
-        out[name]["stream"] = inv[pos:pos + len(k)].astype(np.int32)
-        pos += len(k)
+    for name, f in zip(names, frames):
+        out[name]["stream"] = codes[pos:pos + len(f)].astype(np.int32)
+        pos += len(f)
     out["streams"] = pd.DataFrame({"stream": np.arange(len(table), dtype=np.int32), "proc": table[:, 0],
-                                   "device": table[:, 1], "context_id": table[:, 2], "stream_id": table[:, 3]}
-                                  if len(table) else {c: np.zeros(0, np.int64) for c in ("stream",) + cols})
+                                   "device": table[:, 1], "context_id": table[:, 2], "stream_id": table[:, 3]})
 
 
 def names_tids(exp: ExportFile) -> np.ndarray:
@@ -562,6 +575,22 @@ def _cache_read(entry: Path) -> dict | None:
     return {"meta": meta, "frames": frames, "strings": strings}
 
 
+_PENDING: dict[Path, threading.Thread] = {}
+
+
+def wait_for_cache_writes() -> None:
+    """Block until background cache writes of this process are done."""
+    while _PENDING:
+        _PENDING.popitem()[1].join()
+
+
+def _cache_write_quietly(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable) -> None:
+    try:
+        _cache_write(entry, meta, frames, strings)
+    except Exception:  # an unwritable or full cache folder only costs speed next time
+        pass
+
+
 def _cache_write(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -598,6 +627,8 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     tables = frozenset(exp.tables)
     traced = {k: any(t in tables for t in ts) for k, ts in S.TRACE_TYPES.items()}
     entry = Path(cache_dir or default_cache_dir()) / cache_key(exp.path) if cache else None
+    if entry is not None and entry in _PENDING:
+        _PENDING.pop(entry).join()  # a write of this entry is still running in this process
     cached = _cache_read(entry) if entry is not None else None
     if cached is not None:
         meta, frames, strings = cached["meta"], cached["frames"], cached["strings"]
@@ -622,10 +653,13 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"]}
         from_cache = False
         if entry is not None:
-            try:
-                _cache_write(entry, meta, frames, strings)
-            except OSError:
-                pass  # an unwritable cache folder only costs speed next time
+            # Written in the background while the caller analyses (the two use different cores).
+            # Not a daemon thread: the interpreter waits for it before exiting, and the entry
+            # only appears, by rename, once complete.
+            th = threading.Thread(target=_cache_write_quietly, args=(entry, meta, dict(frames), strings),
+                                  name="nsysdoc-cache-write", daemon=False)
+            _PENDING[entry] = th
+            th.start()
     trace = Trace(
         path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
         tables=tables, traced=traced, strings=strings,
