@@ -21,7 +21,7 @@ from .metrics import intervals as iv
 from .metrics.copies import copy_table
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
-from .metrics.kernels import kernel_summary, kernels_by_name
+from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
 from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
 from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, step_ranges
 from .trace import Trace
@@ -128,9 +128,24 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
     name = k["name_id"].to_numpy()
     if not every:
         short, name = short[sel], name[sel]
+    # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name)
+    fp32_ms = tc_ms = 0.0
+    fp32_names: list[str] = []
+    if len(dur):
+        totals = np.bincount(name, weights=dur)
+        used = np.flatnonzero(totals)
+        for nid, nm in zip(used, trace.strings.lookup(used)):
+            if is_fp32_gemm(nm):
+                fp32_ms += totals[nid] / 1e6
+                fp32_names.append(nm)
+            elif uses_tensor_cores(nm):
+                tc_ms += totals[nid] / 1e6
     return {
         **{key: _num(v) for key, v in kernel_summary(dur).items()},
         "nccl_count": int(nccl.sum()),
+        "fp32_gemm_ms": _num(fp32_ms),
+        "fp32_gemm_names": fp32_names[:20],
+        "tensor_core_ms": _num(tc_ms),
         "by_short_name": _records(kernels_by_name(short, dur, trace.strings, nccl, limit=TOP_N)),
         "by_name": _records(kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N)),
     }
@@ -172,7 +187,7 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
     }
     quality = _capture(a)
-    return {
+    result = {
         "nsysdoc_version": __version__,
         "source": {"path": t.path, "nsys_version": t.nsys_version, "schema_version": t.schema_version},
         "capture": quality,
@@ -182,6 +197,8 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "metrics": metrics,
         "findings": [],
     }
+    metrics["values"] = _values(a, result)
+    return result
 
 
 def _devices(a: Analysis, window_ns: int) -> list[dict]:
@@ -366,3 +383,136 @@ def _capture(a: Analysis) -> dict:
         "device_count": int(len(t.devices)),
         "process_count": int(len(t.processes)),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+def _values(a: Analysis, r: dict) -> dict:
+    """The flat metric namespace that rule conditions and messages use (``docs/glossary.md``,
+    "Rule values"). Every value is a number, bool, string or null."""
+    t = a.trace
+    m, summ, cap = r["metrics"], r["summary"], r["capture"]
+    window_ms = cap["window"]["duration_ms"]
+    primary = [s for s in r["steps"] if s["primary"]]
+    active = [d for d in r["devices"] if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
+    ndev = len(active)
+    v: dict = {
+        "window_ms": window_ms,
+        "device_count": ndev,
+        "has_step_markers": cap["has_step_markers"],
+        "step_count": summ["step_count"],
+        "step_time_ms_median": summ["step_time_ms_median"],
+        "gpu_busy_pct": summ["gpu_busy_pct"],
+        "gpu_activity": cap["gpu_activity"],
+        "host_wait_pct": m["host_wait_pct"],
+        "kernel_count": summ["kernel_count"],
+        "kernels_per_step_median": summ["kernels_per_step_median"],
+        "kernel_mean_us": m["kernels"]["mean_us"],
+        "kernel_median_us": m["kernels"]["median_us"],
+        "kernel_under_10us_pct": m["kernels"]["under_10us_pct"],
+        "tiny_kernel_count": (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
+                              if m["kernels"]["under_10us_pct"] is not None else 0),
+        "nvtx_traced": t.traced["nvtx"], "osrt_traced": t.traced["osrt"], "cuda_api_traced": t.traced["cuda_api"],
+        "gpu_metrics_present": bool(len(t.gpu_metrics)),
+        "profiler_overhead_pct": cap["profiler_overhead_pct"],
+        "diagnostic_warning_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "warning"),
+        "diagnostic_error_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "error"),
+    }
+    # idle time by cause, summed over devices, and as a share of device-time in the window
+    denom = (window_ms or 0) * ndev
+    by = {c: sum((d["idle_ms_by_cause"][c] or 0) for d in active) for c in gpu_m.CAUSES} if ndev else {}
+    for c in gpu_m.CAUSES:
+        v[f"idle_{c}_ms"] = _num(by.get(c)) if ndev else None
+        v[f"idle_{c}_pct"] = _num(by[c] / denom * 100) if ndev and denom else None
+    v["idle_pct"] = _num(float(np.mean([d["idle_pct"] for d in active]))) if ndev else None
+    late = (by.get("launch", 0) + by.get("host", 0)) if ndev else None
+    v["late_launch_idle_ms"] = _num(late)
+    v["late_launch_idle_pct"] = _num(late / denom * 100) if ndev and denom else None
+    late_med = late_mean = None
+    if a.gaps is not None and len(a.gaps):
+        sel = np.isin(a.gaps.cause, (gpu_m.CAUSE_LAUNCH, gpu_m.CAUSE_HOST))
+        if sel.any():
+            dur = (a.gaps.end_ns - a.gaps.start_ns)[sel]
+            late_med, late_mean = float(np.median(dur)) / 1e3, float(dur.mean()) / 1e3
+    v["late_gap_us_median"] = _num(late_med)
+    v["late_gap_us_mean"] = _num(late_mean)
+    kmed = m["kernels"]["median_us"]
+    # mean, not median gap: a few long holes among many short ones are where the time goes
+    v["late_gap_to_kernel_ratio"] = _num(late_mean / kmed) if late_mean is not None and kmed else None
+    per_step = lambda key: _median([s[key] if s[key] is not None else np.nan for s in primary])  # noqa: E731
+    v["idle_before_first_op_ms_median"] = _num(per_step("idle_before_first_op_ms"))
+    v["step_start_idle_pct_median"] = _num(_median([
+        s["idle_before_first_op_ms"] / s["step_time_ms"] * 100 for s in primary
+        if s["idle_before_first_op_ms"] is not None and s["step_time_ms"]]))
+    v["host_sync_ms_per_step_median"] = m["sync"]["host_sync_ms_per_step_median"]
+    v["scalar_reads_per_step_median"] = m["sync"]["scalar_reads_per_step_median"]
+    v["scalar_read_count"] = m["sync"]["scalar_read_count"]
+    v["sync_call_count"] = sum(x["count"] for x in m["sync"]["sync_calls"])
+    # communication
+    comm = m["communication"]
+    v["comm_ms"], v["exposed_comm_ms"] = comm["comm_ms"], comm["exposed_comm_ms"]
+    v["comm_overlapped_pct"] = comm["overlapped_pct"]
+    v["exposed_comm_pct"] = _num(float(np.mean([d["exposed_comm_pct"] for d in active]))) if ndev else None
+    v["exposed_comm_ms_per_step"] = _num(_median([(s["breakdown_ms"] or {}).get("exposed_comm", np.nan)
+                                                   for s in primary])) if primary else None
+    # copies
+    copies = m["copies"]
+    pageable = [c for c in copies if c["host_memory"] == "pageable"]
+    # pinned host copies of at least 64 KiB on average: small copies are latency-bound and say
+    # nothing about the bandwidth pinned memory reaches
+    pinned = [c for c in copies if c["host_memory"] == "pinned" and c["kind"] in ("HtoD", "DtoH")
+              and c["count"] and c["bytes"] / c["count"] >= 64 * 1024]
+    v["pageable_copy_count"] = sum(c["count"] for c in pageable)
+    v["pageable_copy_ms"] = _num(sum(c["time_ms"] for c in pageable))
+    v["pageable_copy_bytes"] = sum(c["bytes"] for c in pageable)
+    p_ms, p_b = sum(c["time_ms"] for c in pageable), sum(c["bytes"] for c in pageable)
+    v["pageable_gbps"] = _num(p_b / (p_ms * 1e6)) if p_ms else None
+    q_ms, q_b = sum(c["time_ms"] for c in pinned), sum(c["bytes"] for c in pinned)
+    v["pinned_gbps"] = _num(q_b / (q_ms * 1e6)) if q_ms else None
+    v.update(_dtoh_values(a, primary))
+    # kernels: top kernel and FP32 GEMMs
+    top = (m["kernels"]["by_name"] or [None])[0]
+    v["top_kernel_name"] = top["name"] if top else None
+    v["top_kernel_share_pct"] = top["share_of_kernel_time_pct"] if top else None
+    v["top_kernel_count"] = top["count"] if top else 0
+    v["top_kernel_total_ms"] = top["total_ms"] if top else None
+    v["top_kernel_mean_us"] = top["mean_us"] if top else None
+    short_top = (m["kernels"]["by_short_name"] or [None])[0]
+    v["top_kernel_short_name"] = short_top["name"] if short_top else None
+    steps_n = summ["step_count"] or 0
+    v["top_kernel_calls_per_step"] = _num(top["count"] / steps_n) if top and steps_n else None
+    stm = summ["step_time_ms_median"]
+    v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
+    ktotal = m["kernels"]["total_ms"] or 0
+    v["fp32_gemm_ms"] = m["kernels"]["fp32_gemm_ms"]
+    v["fp32_gemm_share_pct"] = _num(m["kernels"]["fp32_gemm_ms"] / ktotal * 100) if ktotal else None
+    # what nvidia-smi would say vs the truth
+    v["time_busy_pct_median"] = _num(per_step("time_busy_pct")) if primary else None
+    for g in GPU_METRIC_NAMES:
+        v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
+    return v
+
+
+def _dtoh_values(a: Analysis, primary: list[dict]) -> dict:
+    """Device-to-host copies that are not scalar reads (> 16 bytes), in the window and per step."""
+    t, ops = a.trace, a.ops
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    out = {"dtoh_bytes": 0, "dtoh_ms": None, "dtoh_count": 0, "dtoh_bytes_per_step_median": None,
+           "dtoh_ms_per_step_median": None}
+    if w0 is None or len(t.memcpy) == 0:
+        return out
+    m = np.flatnonzero((ops.kind == KIND_MEMCPY) & _in_window(ops.start_ns, w0, w1))
+    rows = ops.row[m]
+    kind = t.memcpy["copy_kind"].to_numpy()[rows]
+    nbytes = t.memcpy["bytes"].to_numpy()[rows]
+    sel = (kind == S.COPY_DTOH) & (nbytes > host_m.SCALAR_READ_MAX_BYTES)
+    m, nbytes = m[sel], nbytes[sel]
+    dur = ops.end_ns[m] - ops.start_ns[m]
+    out.update(dtoh_bytes=int(nbytes.sum()), dtoh_ms=_num(dur.sum() / 1e6), dtoh_count=int(len(m)))
+    if primary:
+        ids = [s["step"] for s in primary]
+        step = a.op_step[m]
+        b = [int(nbytes[step == i].sum()) for i in ids]
+        d = [float(dur[step == i].sum()) / 1e6 for i in ids]
+        out["dtoh_bytes_per_step_median"] = _num(_median(b))
+        out["dtoh_ms_per_step_median"] = _num(_median(d))
+    return out

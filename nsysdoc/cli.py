@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from . import __version__
-from .errors import NsysdocError
+from .errors import NsysdocError, RuleError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -63,13 +63,33 @@ def sample_path() -> Path:
     return Path(str(files("nsysdoc") / "sample" / "sample_training.sqlite"))
 
 
+def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
+    from .rules import load_config, load_rules
+    from .rules.engine import find_config
+
+    path = config if config is not None else (None if no_config else find_config())
+    cfg = load_config(path)
+    return load_rules(rule_dirs, cfg), cfg
+
+
 def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
-                  no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity", debug: bool,
-                  nsys: Optional[str]) -> int:
+                  no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity | None", debug: bool,
+                  nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
+                  no_config: bool = False) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .analysis import analyze
     from .nsys import ensure_sqlite, expand_inputs
+    from .rules import apply_rules
     from .trace import load_trace
+
+    try:
+        ruleset, cfg = _ruleset(list(rule_dirs or []), config, no_config)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        return EXIT_ERROR
+    if fail_on is None:
+        fail_on = Severity(cfg.fail_on) if cfg.fail_on else Severity.never
+    step_marker = step_marker or cfg.step_marker
 
     files: list[str] = []
     worst = EXIT_OK
@@ -89,7 +109,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                 typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
                 path = ensure_sqlite(path, nsys=nsys)
             trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
-            result = analyze(trace, step_pattern=step_marker).to_dict()
+            result = apply_rules(analyze(trace, step_pattern=step_marker).to_dict(), ruleset)
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
@@ -125,7 +145,11 @@ def report(
     sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the Parquet cache."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
-    fail_on: Severity = typer.Option(Severity.never, "--fail-on", help="Exit 1 when a finding has at least this severity."),
+    fail_on: Optional[Severity] = typer.Option(None, "--fail-on",
+                                               help="Exit 1 when a finding has at least this severity (default: never)."),
+    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable); same id replaces a built-in."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or [tool.nsysdoc] found upwards)."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
 ) -> None:
@@ -136,7 +160,8 @@ def report(
     if not paths:
         _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
         raise typer.Exit(EXIT_ERROR)
-    raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys))
+    raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
+                                   rules, config, no_config))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -158,7 +183,8 @@ def capture(
     nsys_arg: list[str] = typer.Option([], "--nsys-arg", help="Extra flag for nsys profile, verbatim (repeatable)."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary (default: $NSYS, then PATH)."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker", help="Step marker regex for the report."),
-    fail_on: Severity = typer.Option(Severity.never, "--fail-on", help="Exit 1 when a finding has at least this severity."),
+    fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Exit 1 when a finding has at least this severity."),
+    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable)."),
 ) -> None:
     """Profile a command with nsys, export it to SQLite, and report on it."""
     from .nsys import CaptureOptions, find_nsys, run_capture
@@ -189,7 +215,7 @@ def capture(
     typer.echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
     sqlite = Path(result.sqlite_path)
     code = _report_paths([sqlite], Format.json, sqlite.with_name(sqlite.stem + ".nsysdoc.json"), step_marker,
-                         False, None, fail_on, False, nsys=binary)
+                         False, None, fail_on, False, nsys=binary, rule_dirs=rules)
     if result.interrupted:
         raise typer.Exit(130)
     if result.program_exit_code:
@@ -200,8 +226,8 @@ def capture(
 _RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
-def _fails(result: dict, fail_on: Severity) -> bool:
-    if fail_on == Severity.never:
+def _fails(result: dict, fail_on: "Severity | None") -> bool:
+    if fail_on is None or fail_on == Severity.never:
         return False
     return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in result.get("findings", []))
 
@@ -214,6 +240,108 @@ def _target(path: Path, output: Path | None, several: bool, fmt: Format) -> Path
     if several or output.is_dir():
         return output / name
     return output
+
+
+rules_app = typer.Typer(no_args_is_help=True, help="List, explain, validate and test bottleneck rules.")
+app.add_typer(rules_app, name="rules")
+
+
+def _rules_or_exit(dirs: list[Path], config: Optional[Path] = None, no_config: bool = True):
+    try:
+        return _ruleset(dirs, config, no_config)[0]
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+
+
+@rules_app.command("list")
+def rules_list(rules: list[Path] = typer.Option([], "--rules", help="Also load this team rules folder (repeatable)."),
+               config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
+    """List the rules: id, severity, category, title, and where each comes from."""
+    rs = _rules_or_exit(rules, config, config is None)
+    for r in rs.rules:
+        sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in ("critical", "warning", "info") if k in r.severity)
+        state = " (disabled)" if r.id in rs.disabled else ""
+        src = "" if r.source == "builtin" else f"  [{r.source}{', replaces built-in' if r.replaces_builtin else ''}]"
+        typer.echo(f"{r.id:18} {sev:22} {r.category:18} {r.title}{state}{src}")
+
+
+@rules_app.command("explain")
+def rules_explain(rule_id: str = typer.Argument(..., help="Rule id, e.g. host-sync."),
+                  rules: list[Path] = typer.Option([], "--rules", help="Also load this team rules folder.")) -> None:
+    """What a rule detects, why it costs time, how to verify and fix it, its parameters."""
+    from .rules.docs import explain
+
+    rs = _rules_or_exit(rules)
+    try:
+        typer.echo(explain(rs.by_id(rule_id)), nl=False)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+
+
+@rules_app.command("check")
+def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to validate.")) -> None:
+    """Validate rule files (schema, expressions, names, cases files) without running them."""
+    from .rules.cases import find_case_files, load_cases
+    from .rules.engine import load_dir
+
+    count = 0
+    for d in folders:
+        try:
+            loaded = load_dir(d, str(d))
+            ids = {r.id for r in loaded} | {r.id for r in _rules_or_exit([]).rules}
+            for f in find_case_files(d):
+                for c in load_cases(f):
+                    if c.rule not in ids:
+                        raise RuleError(f"{f}:{c.line}: cases for unknown rule {c.rule!r}")
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
+            raise typer.Exit(EXIT_ERROR)
+        count += len(loaded)
+        for r in loaded:
+            if not any(c.rule == r.id for f in find_case_files(d) for c in load_cases(f)):
+                typer.echo(f"nsysdoc: warning: {r.path}: no test cases for {r.id} (add {r.id}.cases.yaml)", err=True)
+    typer.echo(f"{count} rule(s) OK")
+
+
+@rules_app.command("test")
+def rules_test(folder: Path = typer.Argument(..., help="A rules folder with *.cases.yaml files."),
+               config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
+    """Run the test cases of a rules folder (the same harness the built-in rules use)."""
+    from .rules.cases import run_folder
+    from .rules.engine import builtin_rules_dir
+
+    extra = [] if folder.resolve() == builtin_rules_dir().resolve() else [folder]
+    rs = _rules_or_exit(extra, config, config is None)
+    try:
+        results = run_folder(folder, rs)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        mark = "PASS" if r.ok else "FAIL"
+        typer.echo(f"{mark} {r.case.id}" + ("" if r.ok else f"  ({r.case.path}:{r.case.line}: {r.detail})"))
+    typer.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
+
+
+@rules_app.command("schema")
+def rules_schema() -> None:
+    """Print the JSON Schema of a rule file."""
+    from .rules import RULE_SCHEMA
+
+    typer.echo(json.dumps(RULE_SCHEMA, indent=2))
+
+
+@rules_app.command("docs")
+def rules_docs(out: Path = typer.Argument(Path("docs/rules"), help="Folder to write the pages to.")) -> None:
+    """Write one Markdown page per built-in rule, plus an index."""
+    from .rules.docs import write_docs
+
+    for p in write_docs(_rules_or_exit([]), out):
+        typer.echo(f"wrote {p}")
 
 
 def main() -> None:

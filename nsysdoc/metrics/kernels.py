@@ -8,10 +8,29 @@ time — concurrent kernels are both counted). Median and p95 are exact, linear 
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 TINY_KERNEL_NS = 10_000
+
+#: GEMM / convolution kernels (cuBLAS, cuDNN, CUTLASS, PyTorch, Triton matmuls).
+GEMM_LIKE = re.compile(r"gemm|conv|matmul|dgrad|wgrad|fprop|cutlass|cublas|xmma", re.IGNORECASE)
+#: Tensor-core or reduced-precision markers in kernel names.
+TENSOR_CORE = re.compile(r"tensorop|hmma|xmma|wgmma|mma|bf16|fp16|f16|h16|half|tf32|i8|s8|int8|fp8|e4m3|e5m2|"
+                         r"16816|1688|884|sm80_|sm90_|sm100_", re.IGNORECASE)
+#: FP32 math without tensor cores: SGEMM, SIMT FFMA, explicit f32 variants.
+FP32_MATH = re.compile(r"sgemm|scudnn|simt|ffma|f32|fp32|float", re.IGNORECASE)
+
+
+def is_fp32_gemm(name: str) -> bool:
+    """GEMM/conv kernel running FP32 math without tensor cores (name heuristic, see glossary)."""
+    return bool(GEMM_LIKE.search(name) and FP32_MATH.search(name) and not TENSOR_CORE.search(name))
+
+
+def uses_tensor_cores(name: str) -> bool:
+    return bool(TENSOR_CORE.search(name))
 
 
 def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:

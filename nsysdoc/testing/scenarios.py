@@ -163,9 +163,9 @@ def seed_case_augmentation(steps: int = 8, kernels: int = 120, python_augment_us
 
 
 def seed_case_large_model(steps: int = 4, input_wait_ms: float = 800.0, logits_mb: int = 512,
-                          items: int = 12) -> Capture:
-    """Seed article case 2: 0.8 s input wait per step, full logits pulled to the CPU, scattered
-    ``.item()`` syncs."""
+                          items: int = 24, python_after_item_ms: float = 4.0) -> Capture:
+    """Seed article case 2: 0.8 s input wait per step, full logits pulled to the CPU every step,
+    and scattered ``.item()`` syncs each followed by Python bookkeeping."""
     cap = Capture()
     t = cap.process(pid=4900).thread()
     for i in range(steps):
@@ -176,9 +176,9 @@ def seed_case_large_model(steps: int = 4, input_wait_ms: float = 800.0, logits_m
                 t.os_call("futex", us=input_wait_ms * 1000 * 0.6)
             t.memcpy("HtoD", 32 << 20)
             for j in range(items):
-                compute_block(t, gemms=4, gemm_us=12_000, small=8, small_us=40)
+                compute_block(t, gemms=4, gemm_us=5_000, small=8, small_us=40)
                 t.item()
-                t.cpu(us=300)
+                t.cpu(us=python_after_item_ms * 1000)  # logging / metric bookkeeping with the GPU drained
             t.memcpy("DtoH", logits_mb << 20, asynchronous=False)
     return cap
 

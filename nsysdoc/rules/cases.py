@@ -1,0 +1,232 @@
+"""Rule test cases: ``<rule-id>.cases.yaml`` beside each rule, run by pytest and ``nsysdoc rules test``.
+
+A cases file::
+
+    rule: host-sync
+    cases:
+      - name: fires_on_scattered_item_syncs
+        scenario: sync_storm            # a named scenario (nsysdoc.testing.scenarios)
+        args: {steps: 3}
+        expect: {fires: true, severity: critical}
+      - name: quiet_with_one_loss_item_per_step
+        capture:                        # or an inline capture, played through the fixture builder
+          processes:
+            - pid: 1
+              do:
+                - repeat: 5
+                  do:
+                    - range: "ProfilerStep#{i}"
+                      do:
+                        - launch: {name: gemm_kernel, us: 2000}
+                        - item: {}
+        params: {min_idle_pct: 5}       # parameter overrides for this case
+        expect: {fires: false}
+
+``expect`` keys: ``fires`` (bool), ``status`` (fired / passed / skipped / disabled), ``severity``,
+``message_contains``, ``impact_ms_min``, ``impact_ms_max``. Inline actions are the methods of
+:class:`nsysdoc.testing.Thread` (``launch``, ``nccl``, ``memcpy``, ``memset``, ``cpu``, ``os_call``,
+``item``, ``sync_stream``, ``sync_device``, ``sync_event``, ``wait_event``, ``at``, ``mark``) with
+their keyword arguments, plus ``range`` (with ``do``) and ``repeat`` (with ``do``; ``{i}`` in range
+texts is the repeat index).
+"""
+from __future__ import annotations
+
+import inspect
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import RuleError
+from .engine import RuleSet, evaluate
+from .spec import load_yaml, validate
+
+ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
+           "sync_event", "wait_event", "at", "mark")
+EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled"]},
+               "severity": {"enum": ["info", "warning", "critical"]}, "message_contains": {"type": "string"},
+               "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"}}
+CASES_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["rule", "cases"],
+    "properties": {
+        "rule": {"type": "string"},
+        "cases": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "additionalProperties": False, "required": ["name", "expect"],
+            "properties": {
+                "name": {"type": "string", "pattern": r"^[a-z0-9_]+$"},
+                "scenario": {"type": "string"}, "args": {"type": "object"},
+                "capture": {"type": "object"}, "params": {"type": "object"},
+                "step_marker": {"type": "string"},
+                "expect": {"type": "object", "additionalProperties": False, "minProperties": 1,
+                           "properties": EXPECT_KEYS},
+            }}},
+    },
+}
+
+
+@dataclass
+class Case:
+    rule: str
+    name: str
+    path: Path
+    line: int
+    scenario: str | None = None
+    args: dict = field(default_factory=dict)
+    capture: dict | None = None
+    params: dict = field(default_factory=dict)
+    step_marker: str | None = None
+    expect: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule}::{self.name}"
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    ok: bool
+    detail: str
+    status: dict | None = None
+    finding: dict | None = None
+
+
+def load_cases(path: Path) -> list[Case]:
+    data, lines = load_yaml(path)
+    errs = validate(data, CASES_SCHEMA)
+    if errs:
+        kp, msg = errs[0]
+        line = lines.get(kp) or lines.get(kp[:2]) or lines.get(kp[:1]) or 1
+        raise RuleError(f"{path}:{line}: {'.'.join(map(str, kp)) or '(top)'}: {msg}")
+    out = []
+    for i, c in enumerate(data["cases"]):
+        if ("scenario" in c) == ("capture" in c):
+            raise RuleError(f"{path}:{lines.get(('cases', i), 1)}: cases.{i}: give exactly one of 'scenario' or 'capture'")
+        out.append(Case(rule=data["rule"], name=c["name"], path=path, line=lines.get(("cases", i), 1),
+                        scenario=c.get("scenario"), args=c.get("args") or {}, capture=c.get("capture"),
+                        params=c.get("params") or {}, step_marker=c.get("step_marker"), expect=c["expect"]))
+    names = [c.name for c in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise RuleError(f"{path}: duplicate case name(s): {', '.join(sorted(dup))}")
+    return out
+
+
+def find_case_files(folder: Path) -> list[Path]:
+    return sorted(list(Path(folder).glob("*.cases.yaml")) + list(Path(folder).glob("*.cases.yml")))
+
+
+# --- inline captures -----------------------------------------------------------------------------
+def build_capture(spec: dict, where: str):
+    """Play an inline capture description through the fixture builder."""
+    from ..testing import Capture
+
+    opts = {k: spec[k] for k in ("variant", "gpu_metrics_hz") if k in spec}
+    if "trace" in spec:
+        opts["trace"] = tuple(spec["trace"])
+    cap = Capture(**opts)
+    for pi, p in enumerate(spec.get("processes") or []):
+        proc = cap.process(pid=int(p.get("pid", 1000 + pi)), name=str(p.get("name", "python")),
+                           device=int(p.get("device", 0)))
+        threads = [{"tid": None, "do": p.get("do") or []}] + list(p.get("threads") or [])
+        for th in threads:
+            t = proc.thread(tid=th.get("tid"))
+            _run(t, th.get("do") or [], f"{where}.processes[{pi}]", {})
+    return cap
+
+
+def _run(t, actions: list, where: str, ctx: dict) -> None:
+    for ai, act in enumerate(actions):
+        here = f"{where}.do[{ai}]"
+        if not isinstance(act, dict) or not act:
+            raise RuleError(f"{here}: an action is a mapping such as {{launch: {{name: k, us: 10}}}}")
+        if "repeat" in act:
+            for i in range(int(act["repeat"])):
+                _run(t, act.get("do") or [], here, {**ctx, "i": i})
+            continue
+        if "range" in act:
+            text = str(act["range"]).replace("{i}", str(ctx.get("i", 0)))
+            with t.range(text, domain=act.get("domain")):
+                _run(t, act.get("do") or [], here, ctx)
+            continue
+        if len(act) != 1:
+            raise RuleError(f"{here}: one action per item, got {sorted(act)}")
+        (name, kwargs), = act.items()
+        if name not in ACTIONS:
+            import difflib
+
+            close = difflib.get_close_matches(name, ACTIONS, n=1)
+            raise RuleError(f"{here}: unknown action {name!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        kwargs = kwargs or {}
+        if not isinstance(kwargs, dict):
+            raise RuleError(f"{here}: {name} takes a mapping of arguments")
+        method = getattr(t, name)
+        params = inspect.signature(method).parameters
+        bad = [k for k in kwargs if k not in params]
+        if bad:
+            raise RuleError(f"{here}: {name} has no argument {bad[0]!r} (arguments: {', '.join(params)})")
+        method(**kwargs)
+
+
+# --- running ---------------------------------------------------------------------------------------
+def run_case(case: Case, rs: RuleSet, workdir: Path | None = None) -> CaseResult:
+    from ..analysis import analyze
+    from ..testing.scenarios import SCENARIOS
+    from ..trace import load_trace
+
+    if case.scenario is not None:
+        if case.scenario not in SCENARIOS:
+            import difflib
+
+            close = difflib.get_close_matches(case.scenario, list(SCENARIOS), n=1)
+            raise RuleError(f"{case.path}:{case.line}: unknown scenario {case.scenario!r}"
+                            + (f"; did you mean {close[0]!r}?" if close else ""))
+        cap = SCENARIOS[case.scenario](**case.args)
+    else:
+        cap = build_capture(case.capture, f"{case.path}:{case.line}: capture")
+    rule = rs.by_id(case.rule)
+    for p in case.params:
+        if p not in rule.params:
+            raise RuleError(f"{case.path}:{case.line}: rule {case.rule!r} has no parameter {p!r}")
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = cap.write(Path(tmp) / "case.sqlite")
+        result = analyze(load_trace(path, cache=False), step_pattern=case.step_marker).to_dict()
+    one = RuleSet(rules=[rule], param_values={rule.id: {**rs.param_values.get(rule.id, {}), **case.params}})
+    findings, statuses = evaluate(one, result)
+    status = statuses[0]
+    finding = findings[0] if findings else None
+    problems = []
+    exp = case.expect
+    if "fires" in exp and (status["status"] == "fired") != exp["fires"]:
+        problems.append(f"expected it to {'fire' if exp['fires'] else 'stay quiet'}, got {status['status']}"
+                        + (f" ({status['reason']})" if status.get("reason") else ""))
+    if "status" in exp and status["status"] != exp["status"]:
+        problems.append(f"expected status {exp['status']}, got {status['status']}"
+                        + (f" ({status['reason']})" if status.get("reason") else ""))
+    if finding is not None:
+        if "severity" in exp and finding["severity"] != exp["severity"]:
+            problems.append(f"expected severity {exp['severity']}, got {finding['severity']}")
+        if "message_contains" in exp and exp["message_contains"] not in finding["message"]:
+            problems.append(f"message lacks {exp['message_contains']!r}: {finding['message']}")
+        imp = finding["impact_ms"]
+        if "impact_ms_min" in exp and (imp is None or imp < exp["impact_ms_min"]):
+            problems.append(f"impact_ms {imp} < {exp['impact_ms_min']}")
+        if "impact_ms_max" in exp and (imp is None or imp > exp["impact_ms_max"]):
+            problems.append(f"impact_ms {imp} > {exp['impact_ms_max']}")
+    elif any(k in exp for k in ("severity", "message_contains", "impact_ms_min", "impact_ms_max")):
+        problems.append("expected a finding to check, got none")
+    return CaseResult(case, not problems, "; ".join(problems) or "ok", status, finding)
+
+
+def run_folder(folder: Path, rs: RuleSet) -> list[CaseResult]:
+    """Run every cases file in ``folder`` against ``rs`` (which must contain the rules)."""
+    results = []
+    files = find_case_files(folder)
+    if not files:
+        raise RuleError(f"{folder}: no *.cases.yaml files")
+    for f in files:
+        for case in load_cases(f):
+            results.append(run_case(case, rs))
+    return results
+
+
+__all__ = ["Case", "CaseResult", "load_cases", "find_case_files", "run_case", "run_folder", "build_capture"]

@@ -1,0 +1,405 @@
+"""Load rules (built-in catalogue, team folders, project config) and turn metrics into findings."""
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from ..errors import RuleError
+from .spec import SEVERITIES, Rule, load_rule, load_yaml, validate
+
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+REQUIREMENT_REASONS = {
+    "kernels": ("kernel_count", "needs CUDA kernel rows; the capture has none"),
+    "gpu_activity": ("gpu_activity", "needs GPU activity (kernels, copies); the capture has none"),
+    "cuda_api": ("cuda_api_traced", "needs CUDA API calls (nsys --trace=cuda); none were traced"),
+    "nvtx": ("nvtx_traced", "needs NVTX ranges (nsys --trace=nvtx); none were traced"),
+    "osrt": ("osrt_traced", "needs OS runtime calls (nsys --trace=osrt); none were traced"),
+    "steps": ("has_step_markers", "needs training-step markers (NVTX ranges such as ProfilerStep#N); none found"),
+    "gpu_metrics": ("gpu_metrics_present", "needs GPU metrics (nsys --gpu-metrics-devices=all); none captured"),
+    "memcpy": ("_memcpy_traced", "needs CUDA memcpy rows; the capture has none"),
+}
+
+
+def builtin_rules_dir() -> Path:
+    """The built-in catalogue: top-level ``rules/`` in the repository, installed as the package
+    data folder ``nsysdoc/builtin_rules`` (see pyproject.toml)."""
+    installed = Path(str(files("nsysdoc") / "builtin_rules"))
+    if installed.is_dir():
+        return installed
+    source_tree = Path(__file__).resolve().parents[2] / "rules"
+    if source_tree.is_dir() and (source_tree / "host-sync.yaml").is_file():
+        return source_tree
+    raise RuleError("the built-in rules are missing from this installation (nsysdoc/builtin_rules)",
+                    hint="reinstall nsysdoc: pip install --force-reinstall nsysdoc")
+
+
+# --- configuration ----------------------------------------------------------------------------
+CONFIG_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "rule_dirs": {"type": "array", "items": {"type": "string"}},
+        "fail_on": {"enum": list(SEVERITIES)},
+        "step_marker": {"type": "string"},
+        "rules": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"enabled": {"type": "boolean"}, "severity": {"enum": list(SEVERITIES)},
+                           "params": {"type": "object"}}}},
+    },
+}
+
+
+@dataclass
+class Config:
+    path: Path | None = None
+    rule_dirs: list[Path] = field(default_factory=list)
+    rules: dict[str, dict] = field(default_factory=dict)
+    fail_on: str | None = None
+    step_marker: str | None = None
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """``nsysdoc.yaml`` (or ``.nsysdoc.yaml``), else a ``pyproject.toml`` with ``[tool.nsysdoc]``,
+    in the folder or its parents."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        for name in ("nsysdoc.yaml", ".nsysdoc.yaml"):
+            if (d / name).is_file():
+                return d / name
+        pp = d / "pyproject.toml"
+        if pp.is_file():
+            try:
+                if "nsysdoc" in tomllib.loads(pp.read_text(encoding="utf-8")).get("tool", {}):
+                    return pp
+            except (tomllib.TOMLDecodeError, OSError):
+                pass
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    path = Path(path)
+    if not path.is_file():
+        raise RuleError(f"{path}: config file not found")
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("nsysdoc", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise RuleError(f"{path}: invalid TOML: {exc}") from None
+        lines: dict = {}
+    else:
+        data, lines = load_yaml(path)
+        data = data or {}
+    errs = validate(data, CONFIG_SCHEMA)
+    if errs:
+        key_path, msg = errs[0]
+        line = lines.get(key_path) or lines.get(key_path[:1]) or 1
+        raise RuleError(f"{path}:{line}: {'.'.join(map(str, key_path)) or '(top)'}: {msg}")
+    base = path.parent
+    return Config(path=path, rule_dirs=[(base / d) for d in data.get("rule_dirs", [])],
+                  rules=data.get("rules", {}), fail_on=data.get("fail_on"), step_marker=data.get("step_marker"))
+
+
+# --- rule sets --------------------------------------------------------------------------------
+@dataclass
+class RuleSet:
+    rules: list[Rule]
+    disabled: set[str] = field(default_factory=set)
+    forced_severity: dict[str, str] = field(default_factory=dict)
+    param_values: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def by_id(self, rule_id: str) -> Rule:
+        for r in self.rules:
+            if r.id == rule_id:
+                return r
+        import difflib
+
+        close = difflib.get_close_matches(rule_id, [r.id for r in self.rules], n=1)
+        raise RuleError(f"no rule {rule_id!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+
+
+def load_dir(folder: Path, source: str) -> list[Rule]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RuleError(f"{folder}: rules folder not found")
+    rules = []
+    for p in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+        if p.name.endswith((".cases.yaml", ".cases.yml")):
+            continue
+        rules.append(load_rule(p, source if source == "builtin" else str(p)))
+    seen: dict[str, Path] = {}
+    for r in rules:
+        if r.id in seen:
+            raise RuleError(f"{r.path}:1: id: rule {r.id!r} is also defined in {seen[r.id]}")
+        seen[r.id] = r.path
+    return rules
+
+
+def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None, builtin: bool = True) -> RuleSet:
+    """Built-in rules, then each team folder (a team rule with a built-in's id replaces it), then
+    the project config's overrides (enabled / severity / params)."""
+    config = config or Config()
+    by_id: dict[str, Rule] = {}
+    if builtin:
+        for r in load_dir(builtin_rules_dir(), "builtin"):
+            by_id[r.id] = r
+    for d in list(config.rule_dirs) + [Path(x) for x in rule_dirs]:
+        for r in load_dir(d, str(d)):
+            if r.id in by_id and by_id[r.id].source == "builtin":
+                r = replace(r, replaces_builtin=True)
+            by_id[r.id] = r
+    rs = RuleSet(rules=sorted(by_id.values(), key=lambda r: r.id))
+    where = str(config.path) if config.path else "config"
+    for rid, over in config.rules.items():
+        if rid not in by_id:
+            import difflib
+
+            close = difflib.get_close_matches(rid, list(by_id), n=1)
+            raise RuleError(f"{where}: rules.{rid}: no such rule" + (f"; did you mean {close[0]!r}?" if close else ""))
+        rule = by_id[rid]
+        if over.get("enabled") is False:
+            rs.disabled.add(rid)
+        if "severity" in over:
+            rs.forced_severity[rid] = over["severity"]
+        for pname, pval in (over.get("params") or {}).items():
+            if pname not in rule.params:
+                import difflib
+
+                close = difflib.get_close_matches(pname, list(rule.params), n=1)
+                raise RuleError(f"{where}: rules.{rid}.params.{pname}: rule {rid!r} has no such parameter"
+                                + (f"; did you mean {close[0]!r}?" if close else ""))
+            default = rule.params[pname].default
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                if not isinstance(pval, (int, float)) or isinstance(pval, bool):
+                    raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected a number, got {pval!r}")
+            elif type(pval) is not type(default):
+                raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected {type(default).__name__}, got {pval!r}")
+            rs.param_values.setdefault(rid, {})[pname] = pval
+    return rs
+
+
+# --- evaluation -------------------------------------------------------------------------------
+def tables(result: dict) -> dict[str, list[dict]]:
+    """Evidence tables (rows of the result) by name; see ``values.TABLE_COLUMNS``."""
+    from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
+
+    m = result["metrics"]
+    steps = []
+    for s in result["steps"]:
+        if not s["primary"]:
+            continue
+        row = dict(s)
+        bd = s.get("breakdown_ms") or {}
+        for k in ("idle_input", "idle_sync", "idle_launch", "idle_host", "exposed_comm", "compute", "copy"):
+            row[f"{k}_ms"] = bd.get(k)
+        steps.append(row)
+
+    def kern(rows):
+        return [{**r, "fp32_gemm": is_fp32_gemm(r["name"]), "tensor_cores": uses_tensor_cores(r["name"])} for r in rows]
+
+    return {
+        "steps": steps,
+        "devices": result["devices"],
+        "kernels": kern(m["kernels"]["by_short_name"]),
+        "kernels_by_name": kern(m["kernels"]["by_name"]),
+        "copies": m["copies"],
+        "sync_calls": m["sync"]["sync_calls"],
+        "sync_threads": m["sync"]["host_sync_ms_by_thread"],
+        "gaps": m["idle_gaps"]["longest"],
+    }
+
+
+def _extras(result: dict) -> dict:
+    v = result["metrics"]["values"]
+    extra: dict[str, Any] = {"_memcpy_traced": result["capture"]["traced"].get("cuda_memcpy", False)}
+    short = v.get("top_kernel_short_name")
+    if short:
+        count = v.get("top_kernel_count") or 1
+        skip = min(10, max(count // 2, 0)) if count > 1 else 0
+        safe = re.sub(r"[^A-Za-z0-9_]+", "_", short)[:40] or "kernel"
+        extra["ncu_command"] = (
+            f"ncu --kernel-name-base function --kernel-name {shlex.quote('regex:^' + re.escape(short) + '$')} "
+            f"--launch-skip {skip} --launch-count 1 --set full -o {safe}_ncu <your training command>")
+    else:
+        extra["ncu_command"] = None
+    problems = []
+    if not v.get("gpu_activity"):
+        problems.append("no GPU activity was recorded")
+    if not v.get("has_step_markers"):
+        problems.append("no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step")
+    elif (v.get("step_count") or 0) < 3:
+        problems.append(f"only {v.get('step_count')} step(s) captured; capture at least 3-5 after warm-up")
+    if (v.get("profiler_overhead_pct") or 0) >= 5:
+        problems.append(f"profiler overhead covers {v['profiler_overhead_pct']:.1f}% of the window")
+    if v.get("diagnostic_error_count") or v.get("diagnostic_warning_count"):
+        problems.append(f"nsys reported {v.get('diagnostic_error_count') or 0} error(s) and "
+                        f"{v.get('diagnostic_warning_count') or 0} warning(s) (dropped events distort the timeline)")
+    for flag, what in (("cuda_api_traced", "CUDA API (--trace=cuda)"), ("nvtx_traced", "NVTX (--trace=nvtx)"),
+                       ("osrt_traced", "OS runtime (--trace=osrt)")):
+        if not v.get(flag):
+            problems.append(f"{what} was not traced")
+    extra["capture_problems"] = "; ".join(problems) if problems else None
+    extra["capture_problem_count"] = len(problems)
+    return extra
+
+
+class _Fmt(dict):
+    def __missing__(self, key):  # pragma: no cover - names are checked at load time
+        return "n/a"
+
+
+def _format(template: str, env: dict) -> str:
+    from .spec import template_fields
+
+    out = template
+    values = {}
+    for name, spec in template_fields(template):
+        val = env.get(name)
+        if val is None or (isinstance(val, float) and math.isnan(val)):
+            values[name] = "n/a"
+            out = out.replace("{" + name + (":" + spec if spec else "") + "}", "{" + name + "}")
+        else:
+            values[name] = val
+    return out.format_map(_Fmt(values))
+
+
+def _num(x):
+    if isinstance(x, bool) or x is None:
+        return x
+    if isinstance(x, (int, float)):
+        return None if isinstance(x, float) and (math.isnan(x) or math.isinf(x)) else round(float(x), 4)
+    return None
+
+
+def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
+    """Findings (ranked by impact) and one status per rule."""
+    values = dict(result["metrics"]["values"])
+    values.update(_extras(result))
+    tabs = tables(result)
+    findings, statuses = [], []
+    window = result["capture"]["window"]
+    for rule in rs.rules:
+        status = {"rule": rule.id, "source": rule.source, "replaces_builtin": rule.replaces_builtin}
+        if rule.id in rs.disabled:
+            statuses.append({**status, "status": "disabled", "reason": "disabled in the project config"})
+            continue
+        missing = [REQUIREMENT_REASONS[r][1] for r in rule.requires if not values.get(REQUIREMENT_REASONS[r][0])]
+        if missing:
+            statuses.append({**status, "status": "skipped", "reason": "; ".join(missing)})
+            continue
+        params = {n: p.default for n, p in rule.params.items()}
+        params.update(rs.param_values.get(rule.id, {}))
+        env = {**values, **params}
+        absent = sorted(n for n in rule.when.names - rule.when.guarded if env.get(n) is None)
+        if absent:  # never "passed" on missing data: say what is missing
+            statuses.append({**status, "status": "skipped",
+                             "reason": "metric(s) not available in this capture: " + ", ".join(absent)})
+            continue
+        try:
+            fired = rule.when.evaluate(env)
+        except Exception as exc:  # bad types at run time (e.g. comparing text with a number)
+            raise RuleError(f"{rule.path}: when: {exc}") from None
+        if not fired:
+            statuses.append({**status, "status": "passed", "reason": None})
+            continue
+        severity = _severity(rule, env, rs.forced_severity.get(rule.id))
+        impact = _num(rule.impact_ms.evaluate(env)) if rule.impact_ms else None
+        steps_n = values.get("step_count") or 0
+        if rule.impact_ms_per_step is not None:
+            per_step = _num(rule.impact_ms_per_step.evaluate(env))
+        else:
+            per_step = _num(impact / steps_n) if impact is not None and steps_n else None
+        win = window.get("duration_ms")
+        ndev = max(values.get("device_count") or 1, 1)
+        finding = {
+            "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,
+            "message": _format(rule.message, env).strip(),
+            "impact_ms": impact, "impact_ms_per_step": per_step,
+            "impact_pct": _num(impact / (win * ndev) * 100) if impact is not None and win else None,
+            "evidence": _evidence(rule, tabs, env),
+            "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
+            "references": list(rule.references),
+            "time_ranges": _time_ranges(rule, result, tabs),
+            "source": rule.source, "replaces_builtin": rule.replaces_builtin,
+        }
+        findings.append(finding)
+        statuses.append({**status, "status": "fired", "reason": None})
+    findings.sort(key=lambda f: (f["impact_ms"] is None, -(f["impact_ms"] or 0), -SEVERITY_RANK[f["severity"]]))
+    return findings, statuses
+
+
+def _severity(rule: Rule, env: dict, forced: str | None) -> str:
+    if forced:
+        return forced
+    if isinstance(rule.severity, str):
+        return rule.severity
+    for level in reversed(SEVERITIES):  # critical, warning, info
+        e = rule.severity.get(level)
+        if e is not None and e.evaluate(env):
+            return level
+    return "info"
+
+
+def _evidence(rule: Rule, tabs: dict, env: dict) -> dict | None:
+    ev = rule.evidence
+    if not ev:
+        return None
+    rows = tabs.get(ev["table"], [])
+    if rule.evidence_where is not None:
+        rows = [r for r in rows if rule.evidence_where.evaluate({**env, **r})]
+    if ev.get("sort"):
+        key = ev["sort"]
+        rows = sorted(rows, key=lambda r: (r.get(key) is None, r.get(key) if r.get(key) is not None else 0),
+                      reverse=ev.get("descending", True))
+        if ev.get("descending", True):  # keep nulls last
+            rows = [r for r in rows if r.get(key) is not None] + [r for r in rows if r.get(key) is None]
+    rows = rows[: ev.get("limit", 10)]
+    cols = ev["columns"]
+    return {"title": ev.get("title", rule.title), "columns": cols, "rows": [[r.get(c) for c in cols] for r in rows]}
+
+
+def _time_ranges(rule: Rule, result: dict, tabs: dict) -> list[dict]:
+    kind, _, arg = rule.time_ranges.partition(":")
+    w = result["capture"]["window"]
+    if kind == "window" or (kind in ("worst_step", "median_step") and not tabs["steps"]):
+        if w.get("start_ns") is None:
+            return []
+        return [{"label": "analysis window", "start_ns": w["start_ns"], "end_ns": w["end_ns"], "device": None}]
+    if kind in ("worst_step", "median_step"):
+        steps = sorted(tabs["steps"], key=lambda s: s["step_time_ms"] or 0)
+        s = steps[-1] if kind == "worst_step" else steps[len(steps) // 2]
+        return [{"label": f"{'slowest' if kind == 'worst_step' else 'median'} step {s['name']}",
+                 "start_ns": s["start_ns"], "end_ns": s["end_ns"], "device": s.get("device")}]
+    if kind == "gaps":
+        gaps = [g for g in tabs["gaps"] if not arg or g["cause"] == arg][:3]
+        return [{"label": f"{g['duration_ms']:.3f} ms idle ({g['cause']})", "start_ns": g["start_ns"],
+                 "end_ns": g["end_ns"], "device": g["device"]} for g in gaps]
+    if kind == "evidence" and rule.evidence:
+        rows = [r for r in tabs.get(rule.evidence["table"], []) if r.get("start_ns") is not None][:3]
+        return [{"label": str(r.get("name") or r.get("cause") or "range"), "start_ns": r["start_ns"],
+                 "end_ns": r["end_ns"], "device": r.get("device")} for r in rows]
+    return []
+
+
+def apply_rules(result: dict, rs: RuleSet) -> dict:
+    """Fill ``result["findings"]`` and ``result["rules"]``; returns the result."""
+    findings, statuses = evaluate(rs, result)
+    result["findings"] = findings
+    result["rules"] = statuses
+    return result
+
+
+def default_ruleset(rule_dirs=(), config_path: Path | None = None, use_config: bool = True) -> RuleSet:
+    path = config_path if config_path is not None else (find_config() if use_config else None)
+    return load_rules(rule_dirs, load_config(path))
+
+
+__all__ = ["RuleSet", "Config", "load_rules", "load_config", "find_config", "evaluate", "apply_rules",
+           "builtin_rules_dir", "tables", "default_ruleset"]

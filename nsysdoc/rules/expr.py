@@ -1,0 +1,232 @@
+"""A small, safe expression language for rule conditions.
+
+Conditions are parsed with :mod:`ast` (``mode="eval"``) and evaluated by walking a whitelist of
+node types; nothing is ever passed to ``eval``/``exec``. Allowed:
+
+* numbers, strings, ``true``/``false``/``null`` (also ``True``/``False``/``None``);
+* names of metric values and rule parameters;
+* arithmetic ``+ - * / // % **`` (``/`` by zero gives null), unary ``-``/``+``;
+* comparisons ``< <= > >= == !=`` (chains allowed), ``in``/``not in`` against a list literal;
+* ``and``, ``or``, ``not``; ``a if cond else b``; list literals ``[a, b]``;
+* calls of whitelisted functions: ``min``, ``max``, ``abs``, ``round``, ``coalesce(x, default)``,
+  ``defined(x)`` (not null), ``matches(text, regex)``.
+
+No attribute access, subscripts, comprehensions, lambdas or imports. Comparisons and arithmetic
+with a null operand give null, and a null condition is false (a rule never fires on missing
+data; the engine reports it as skipped instead).
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import math
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ExprError(ValueError):
+    """A bad expression. ``name`` is the unknown identifier, if that was the problem."""
+
+    def __init__(self, message: str, name: str | None = None, suggestion: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.suggestion = suggestion
+
+
+_CONSTS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Eq: operator.eq, ast.NotEq: operator.ne,
+}
+
+
+def _regex_match(text, pattern) -> bool | None:
+    if text is None or pattern is None:
+        return None
+    return re.search(str(pattern), str(text)) is not None
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": lambda *a: None if any(x is None for x in a) else min(a),
+    "max": lambda *a: None if any(x is None for x in a) else max(a),
+    "abs": lambda x: None if x is None else abs(x),
+    "round": lambda x, n=0: None if x is None else round(x, int(n)),
+    "coalesce": lambda *a: next((x for x in a if x is not None), None),
+    "defined": lambda x: x is not None,
+    "matches": _regex_match,
+}
+_ARITY = {"min": (1, 8), "max": (1, 8), "abs": (1, 1), "round": (1, 2), "coalesce": (1, 8),
+          "defined": (1, 1), "matches": (2, 2)}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A checked expression: ``source`` text, parsed tree, the names it uses, and those it only
+    uses inside ``defined()``/``coalesce()`` (which handle a missing value themselves)."""
+
+    source: str
+    tree: ast.expr
+    names: frozenset[str]
+    guarded: frozenset[str] = frozenset()
+
+    def evaluate(self, env: dict[str, Any]) -> Any:
+        return _eval(self.tree, env)
+
+
+def compile_expr(source: str, known: set[str] | None = None) -> Expr:
+    """Parse and check ``source``. With ``known``, unknown names raise :class:`ExprError` with a
+    suggestion of the closest known name."""
+    if isinstance(source, bool):
+        source = "true" if source else "false"
+    if not isinstance(source, (str, int, float)):
+        raise ExprError(f"expected an expression, got {type(source).__name__}")
+    text = str(source)
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"syntax error in {text!r}: {exc.msg}") from None
+    names: set[str] = set()
+    _check(tree, names)
+    unguarded: set[str] = set()
+    _collect_unguarded(tree, unguarded)
+    if known is not None:
+        for name in sorted(names):
+            if name not in known:
+                close = difflib.get_close_matches(name, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ExprError(f"unknown name {name!r} in {text!r}{hint}", name, close[0] if close else None)
+    return Expr(text, tree, frozenset(names), frozenset(names - unguarded))
+
+
+def _collect_unguarded(node: ast.AST, out: set[str]) -> None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("defined", "coalesce"):
+        return
+    if isinstance(node, ast.Name) and node.id not in _CONSTS:
+        out.add(node.id)
+    for child in ast.iter_child_nodes(node):
+        _collect_unguarded(child, out)
+
+
+def _check(node: ast.AST, names: set[str]) -> None:
+    if isinstance(node, ast.Constant):
+        if not isinstance(node.value, (int, float, str, bool, type(None))):
+            raise ExprError(f"constant {node.value!r} is not allowed")
+    elif isinstance(node, ast.Name):
+        if node.id not in _CONSTS:
+            names.add(node.id)
+    elif isinstance(node, ast.BoolOp):
+        for v in node.values:
+            _check(v, names)
+    elif isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINOPS:
+            raise ExprError(f"operator {type(node.op).__name__} is not allowed")
+        _check(node.left, names)
+        _check(node.right, names)
+    elif isinstance(node, ast.UnaryOp):
+        if not isinstance(node.op, (ast.Not, ast.USub, ast.UAdd)):
+            raise ExprError(f"operator {type(node.op).__name__} is not allowed")
+        _check(node.operand, names)
+    elif isinstance(node, ast.Compare):
+        for op in node.ops:
+            if type(op) not in _CMPOPS and not isinstance(op, (ast.In, ast.NotIn)):
+                raise ExprError(f"comparison {type(op).__name__} is not allowed")
+        _check(node.left, names)
+        for c in node.comparators:
+            _check(c, names)
+    elif isinstance(node, ast.IfExp):
+        _check(node.test, names)
+        _check(node.body, names)
+        _check(node.orelse, names)
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        for e in node.elts:
+            _check(e, names)
+    elif isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            what = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            close = difflib.get_close_matches(what, sorted(FUNCTIONS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ExprError(f"function {what!r} is not allowed (allowed: {', '.join(sorted(FUNCTIONS))}){hint}",
+                            what, close[0] if close else None)
+        if node.keywords:
+            raise ExprError("keyword arguments are not allowed")
+        lo, hi = _ARITY[node.func.id]
+        if not lo <= len(node.args) <= hi:
+            raise ExprError(f"{node.func.id}() takes {lo}..{hi} arguments, got {len(node.args)}")
+        for a in node.args:
+            _check(a, names)
+    else:
+        raise ExprError(f"{type(node).__name__} is not allowed in rule expressions")
+
+
+def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in _CONSTS:
+            return _CONSTS[node.id]
+        return env.get(node.id)
+    if isinstance(node, ast.BoolOp):
+        if isinstance(node.op, ast.And):
+            for v in node.values:
+                if not _truthy(_eval(v, env)):
+                    return False
+            return True
+        return any(_truthy(_eval(v, env)) for v in node.values)
+    if isinstance(node, ast.UnaryOp):
+        val = _eval(node.operand, env)
+        if isinstance(node.op, ast.Not):
+            return not _truthy(val)
+        if val is None:
+            return None
+        return -val if isinstance(node.op, ast.USub) else +val
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        if left is None or right is None:
+            return None
+        try:
+            out = _BINOPS[type(node.op)](left, right)
+        except ZeroDivisionError:
+            return None
+        except TypeError as exc:
+            raise ExprError(f"cannot compute {ast.unparse(node)}: {exc}") from None
+        if isinstance(out, float) and (math.isnan(out) or math.isinf(out)):
+            return None
+        return out
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env)
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, env)
+            if isinstance(op, (ast.In, ast.NotIn)):
+                if right is None:
+                    return None
+                res = left in right
+                res = res if isinstance(op, ast.In) else not res
+            else:
+                if left is None or right is None:
+                    return None
+                try:
+                    res = _CMPOPS[type(op)](left, right)
+                except TypeError as exc:
+                    raise ExprError(f"cannot compare in {ast.unparse(node)}: {exc}") from None
+            if not res:
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.IfExp):
+        return _eval(node.body, env) if _truthy(_eval(node.test, env)) else _eval(node.orelse, env)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_eval(e, env) for e in node.elts]
+    if isinstance(node, ast.Call):
+        return FUNCTIONS[node.func.id](*[_eval(a, env) for a in node.args])
+    raise ExprError(f"{type(node).__name__} is not allowed")  # pragma: no cover - rejected by _check
+
+
+def _truthy(value: Any) -> bool:
+    return bool(value) if value is not None else False

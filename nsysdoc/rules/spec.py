@@ -1,0 +1,343 @@
+"""The rule file format: JSON Schema, loading with line numbers, and checks.
+
+A rule is one YAML file; `nsysdoc rules schema` prints :data:`RULE_SCHEMA`. Loading validates the
+file against it and then checks every expression and message field against the metric names
+(``nsysdoc.rules.values.VALUE_NAMES``) and the rule's parameters. Errors name the file, the line
+and the field, with a suggestion for unknown names.
+"""
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import RuleError
+from .expr import Expr, ExprError, compile_expr
+from .values import TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
+
+SEVERITIES = ("info", "warning", "critical")
+CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
+              "communication", "kernel-efficiency", "capture")
+REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy")
+ID_RE = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+
+RULE_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "nsysdoc bottleneck rule",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "title", "category", "when", "severity", "message", "verify", "fix"],
+    "properties": {
+        "id": {"type": "string", "pattern": ID_RE, "description": "kebab-case name of the problem; stable"},
+        "title": {"type": "string", "minLength": 3, "description": "one line, names the problem"},
+        "category": {"enum": list(CATEGORIES)},
+        "summary": {"type": "string", "description": "what the rule detects, one sentence"},
+        "requires": {"type": "array", "items": {"enum": list(REQUIREMENTS)}, "uniqueItems": True,
+                     "description": "data the rule needs; when absent the rule is reported as skipped"},
+        "params": {
+            "type": "object",
+            "description": "typed, documented parameters (overridable per project)",
+            "additionalProperties": {
+                "type": "object", "additionalProperties": False, "required": ["default", "doc"],
+                "properties": {
+                    "default": {"type": ["number", "string", "boolean"]},
+                    "unit": {"type": "string"},
+                    "doc": {"type": "string", "minLength": 3},
+                },
+            },
+        },
+        "when": {"type": ["string", "boolean"], "description": "condition (safe expression) for the rule to fire"},
+        "severity": {
+            "description": "a fixed severity, or bands checked from critical down to info",
+            "oneOf": [
+                {"enum": list(SEVERITIES)},
+                {"type": "object", "additionalProperties": False, "minProperties": 1,
+                 "properties": {s: {"type": ["string", "boolean"]} for s in SEVERITIES}},
+            ],
+        },
+        "impact_ms": {"type": ["string", "number", "null"], "description": "expression: time lost in the window (ms)"},
+        "impact_ms_per_step": {"type": ["string", "number", "null"]},
+        "message": {"type": "string", "description": "template with {value} or {value:.1f} fields"},
+        "evidence": {
+            "type": "object", "additionalProperties": False, "required": ["table", "columns"],
+            "properties": {
+                "title": {"type": "string"},
+                "table": {"enum": sorted(TABLE_COLUMNS)},
+                "columns": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                "where": {"type": "string"},
+                "sort": {"type": "string"},
+                "descending": {"type": "boolean"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+            },
+        },
+        "time_ranges": {"type": "string", "description": "which time ranges to open in the Nsight Systems GUI",
+                        "pattern": "^(" + "|".join(TIME_RANGE_KINDS) + ")(:[a-z]+)?$"},
+        "verify": {"type": "string", "description": "how to confirm the finding"},
+        "fix": {"type": "string", "description": "what to try"},
+        "docs": {"type": "object", "additionalProperties": False,
+                 "properties": {"why": {"type": "string"}, "example": {"type": "string"},
+                                "thresholds": {"type": "string"}}},
+        "references": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+@dataclass
+class Param:
+    name: str
+    default: Any
+    doc: str
+    unit: str = ""
+
+
+@dataclass
+class Rule:
+    id: str
+    title: str
+    category: str
+    path: Path
+    source: str                     # "builtin" or the file path
+    summary: str
+    requires: tuple[str, ...]
+    params: dict[str, Param]
+    when: Expr
+    severity: str | dict[str, Expr]
+    impact_ms: Expr | None
+    impact_ms_per_step: Expr | None
+    message: str
+    evidence: dict | None
+    evidence_where: Expr | None
+    time_ranges: str
+    verify: str
+    fix: str
+    docs: dict = field(default_factory=dict)
+    references: list[str] = field(default_factory=list)
+    raw: dict = field(default_factory=dict)
+    replaces_builtin: bool = False
+
+
+# --- YAML with line numbers --------------------------------------------------------------------
+def _compose(text: str, path: Path):
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise RuleError(f"{path}{where}: invalid YAML: {problem}") from None
+
+
+def _to_python(node, path_lines: dict, key_path: tuple = (), loader=None):  # noqa: ANN001
+    """Convert a composed YAML node to Python, recording the line of every key path."""
+    loader = loader or yaml.SafeLoader("")
+    path_lines[key_path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for k, v in node.value:
+            out[k.value] = _to_python(v, path_lines, key_path + (k.value,), loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(v, path_lines, key_path + (i,), loader) for i, v in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def load_yaml(path: Path) -> tuple[Any, dict]:
+    """Parse a YAML file; returns the data and a map from key path to line number."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read ({exc.strerror})") from None
+    node = _compose(text, path)
+    lines: dict = {}
+    data = _to_python(node, lines) if node is not None else None
+    return data, lines
+
+
+# --- JSON-schema subset validation (the subset RULE_SCHEMA uses) -------------------------------
+def _type_ok(value, t) -> bool:
+    types = t if isinstance(t, list) else [t]
+    for one in types:
+        if one == "string" and isinstance(value, str):
+            return True
+        if one == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True
+        if one == "integer" and isinstance(value, int) and not isinstance(value, bool):
+            return True
+        if one == "boolean" and isinstance(value, bool):
+            return True
+        if one == "object" and isinstance(value, dict):
+            return True
+        if one == "array" and isinstance(value, list):
+            return True
+        if one == "null" and value is None:
+            return True
+    return False
+
+
+def validate(value, schema: dict, where: tuple = ()) -> list[tuple[tuple, str]]:
+    """Errors as (key path, message); empty when valid."""
+    errs: list[tuple[tuple, str]] = []
+    if "oneOf" in schema:
+        results = [validate(value, s, where) for s in schema["oneOf"]]
+        if not any(not r for r in results):
+            errs.append((where, f"must be {' or '.join(_describe(s) for s in schema['oneOf'])}"))
+        return errs
+    if "enum" in schema and value not in schema["enum"]:
+        import difflib
+
+        close = difflib.get_close_matches(str(value), [str(e) for e in schema["enum"]], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        errs.append((where, f"{value!r} is not one of {', '.join(map(str, schema['enum']))}{hint}"))
+        return errs
+    if "type" in schema and not _type_ok(value, schema["type"]):
+        errs.append((where, f"must be {_describe(schema)}, got {type(value).__name__}"))
+        return errs
+    if isinstance(value, str):
+        if "pattern" in schema and not re.match(schema["pattern"], value):
+            errs.append((where, f"{value!r} does not match {schema['pattern']}"))
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errs.append((where, "is too short"))
+    if isinstance(value, int) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errs.append((where, f"must be >= {schema['minimum']}"))
+        if "maximum" in schema and value > schema["maximum"]:
+            errs.append((where, f"must be <= {schema['maximum']}"))
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        addl = schema.get("additionalProperties", True)
+        for k, v in value.items():  # unknown or misspelt fields first: the most useful message
+            if k in props:
+                errs += validate(v, props[k], where + (k,))
+            elif addl is False:
+                import difflib
+
+                close = difflib.get_close_matches(str(k), list(props), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                errs.append((where + (k,), f"unknown field {k!r}{hint}"))
+            elif isinstance(addl, dict):
+                errs += validate(v, addl, where + (k,))
+        for req in schema.get("required", []):
+            if req not in value:
+                errs.append((where, f"missing required field {req!r}"))
+        if "minProperties" in schema and len(value) < schema["minProperties"]:
+            errs.append((where, "must not be empty"))
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errs.append((where, f"needs at least {schema['minItems']} item(s)"))
+        if schema.get("uniqueItems") and len(set(map(repr, value))) != len(value):
+            errs.append((where, "items must be unique"))
+        if "items" in schema:
+            for i, v in enumerate(value):
+                errs += validate(v, schema["items"], where + (i,))
+    return errs
+
+
+def _describe(schema: dict) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(map(str, schema["enum"]))
+    names = {"object": "a mapping", "array": "a list", "string": "text", "number": "a number",
+             "integer": "a whole number", "boolean": "true/false", "null": "null"}
+    t = schema.get("type", "value")
+    return " or ".join(names.get(x, x) for x in (t if isinstance(t, list) else [t]))
+
+
+# --- rule loading ------------------------------------------------------------------------------
+def _fail(path: Path, lines: dict, key_path: tuple, message: str) -> RuleError:
+    line = None
+    kp = key_path
+    while kp and line is None:
+        line = lines.get(kp)
+        if line is None:
+            kp = kp[:-1]
+    line = line or lines.get((), 1)
+    field_name = ".".join(str(k) for k in key_path) or "(top)"
+    return RuleError(f"{path}:{line}: {field_name}: {message}")
+
+
+def template_fields(template: str) -> list[tuple[str, str]]:
+    """(name, format spec) of each ``{...}`` field; only plain identifiers are allowed."""
+    out = []
+    for _, name, spec, conv in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or conv:
+            raise ValueError(f"field {{{name}}} is not a plain name (no attributes, indexes or conversions)")
+        out.append((name, spec or ""))
+    return out
+
+
+def load_rule(path: Path, source: str = "builtin") -> Rule:
+    data, lines = load_yaml(path)
+    if not isinstance(data, dict):
+        raise RuleError(f"{path}:1: a rule file must be a mapping of fields")
+    errs = validate(data, RULE_SCHEMA)
+    if errs:
+        key_path, msg = errs[0]
+        raise _fail(path, lines, key_path, msg)
+    if path.name.split(".")[0] != data["id"]:
+        raise _fail(path, lines, ("id",), f"the file must be named {data['id']}.yaml (rule id {data['id']!r})")
+    params = {name: Param(name, p["default"], p["doc"], p.get("unit", "")) for name, p in (data.get("params") or {}).items()}
+    clash = set(params) & set(VALUE_NAMES)
+    if clash:
+        raise _fail(path, lines, ("params", sorted(clash)[0]), "parameter name clashes with a metric value name")
+    known = set(VALUE_NAMES) | set(params)
+
+    def expr(key_path: tuple, source_text, names=known) -> Expr:
+        try:
+            return compile_expr(source_text, names)
+        except ExprError as exc:
+            raise _fail(path, lines, key_path, str(exc)) from None
+
+    when = expr(("when",), data["when"])
+    sev = data["severity"]
+    severity = sev if isinstance(sev, str) else {k: expr(("severity", k), v) for k, v in sev.items()}
+    impact = expr(("impact_ms",), data["impact_ms"]) if data.get("impact_ms") is not None else None
+    impact_step = expr(("impact_ms_per_step",), data["impact_ms_per_step"]) \
+        if data.get("impact_ms_per_step") is not None else None
+    for key in ("message", "verify", "fix"):
+        try:
+            fields = template_fields(data[key])
+        except ValueError as exc:
+            raise _fail(path, lines, (key,), f"{exc}; write {{{{ and }}}} for literal braces") from None
+        for name, spec in fields:
+            if name not in known:
+                import difflib
+
+                close = difflib.get_close_matches(name, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise _fail(path, lines, (key,), f"unknown name {name!r} in the {key} text{hint}")
+            try:
+                format(1.5, spec) if spec else None
+            except ValueError:
+                try:
+                    format("x", spec)
+                except ValueError:
+                    raise _fail(path, lines, (key,), f"bad format spec {spec!r} for {{{name}}}") from None
+    evidence = data.get("evidence")
+    where = None
+    if evidence:
+        cols = TABLE_COLUMNS[evidence["table"]]
+        for i, c in enumerate(evidence["columns"]):
+            if c not in cols:
+                import difflib
+
+                close = difflib.get_close_matches(c, cols, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise _fail(path, lines, ("evidence", "columns", i),
+                            f"table {evidence['table']!r} has no column {c!r}{hint}")
+        if evidence.get("sort") and evidence["sort"] not in cols:
+            raise _fail(path, lines, ("evidence", "sort"), f"table {evidence['table']!r} has no column {evidence['sort']!r}")
+        if evidence.get("where"):
+            where = expr(("evidence", "where"), evidence["where"], set(cols) | known)
+    return Rule(
+        id=data["id"], title=data["title"], category=data["category"], path=path, source=source,
+        summary=data.get("summary", ""), requires=tuple(data.get("requires") or ()), params=params, when=when,
+        severity=severity, impact_ms=impact, impact_ms_per_step=impact_step, message=data["message"],
+        evidence=evidence, evidence_where=where, time_ranges=data.get("time_ranges", "window"),
+        verify=data["verify"], fix=data["fix"], docs=data.get("docs") or {}, references=data.get("references") or [],
+        raw=data,
+    )

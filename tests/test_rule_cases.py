@@ -1,0 +1,34 @@
+"""Every built-in rule's cases file, collected automatically (test ids ``<rule>::<case>``)."""
+from __future__ import annotations
+
+import pytest
+
+from nsysdoc.rules import load_rules
+from nsysdoc.rules.cases import find_case_files, load_cases, run_case
+from nsysdoc.rules.engine import builtin_rules_dir
+
+RULES = load_rules()
+CASES = [c for f in find_case_files(builtin_rules_dir()) for c in load_cases(f)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_rule_case(case, tmp_path):
+    result = run_case(case, RULES, workdir=tmp_path)
+    assert result.ok, f"{case.path}:{case.line}: {result.detail}"
+
+
+def test_every_rule_has_positive_and_negative_cases():
+    by_rule: dict[str, list] = {}
+    for c in CASES:
+        by_rule.setdefault(c.rule, []).append(c)
+    for rule in RULES.rules:
+        cases = by_rule.get(rule.id, [])
+        assert any(c.expect.get("fires") is True or c.expect.get("status") == "fired" for c in cases), rule.id
+        assert any(c.expect.get("fires") is False or c.expect.get("status") in ("passed", "skipped")
+                   for c in cases), rule.id
+
+
+def test_builtin_rule_ids_are_the_public_contract():
+    assert sorted(r.id for r in RULES.rules) == sorted([
+        "launch-bound", "tiny-kernels", "host-sync", "data-starvation", "nccl-exposed", "pageable-memcpy",
+        "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality"])
