@@ -42,6 +42,10 @@ def test_wheel_contains_data_and_installs(tmp_path):
     (whl,) = wheel_dir.glob("nsysdoc-*.whl")
     names = zipfile.ZipFile(whl).namelist()
     assert "nsysdoc/sample/sample_training.sqlite" in names
+    rule_files = {Path(p).name for p in (ROOT / "rules").glob("*.yaml")}
+    assert rule_files and rule_files <= {Path(n).name for n in names if n.startswith("nsysdoc/builtin_rules/")}
+    packages = {str(p.parent.relative_to(ROOT)).replace("/", ".") for p in (ROOT / "nsysdoc").rglob("__init__.py")}
+    assert packages <= {str(Path(n).parent).replace("/", ".") for n in names}, "a package is missing from pyproject"
     assert not any(n.startswith("tests/") for n in names)
     # install the wheel (not editable) in a venv that reuses this interpreter's dependencies
     env_dir = tmp_path / "venv"
@@ -56,6 +60,7 @@ def test_wheel_contains_data_and_installs(tmp_path):
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert '"step_count": 12' in proc.stdout
+    assert '"rule": "data-starvation"' in proc.stdout  # built-in rules found in the installed package
     where = subprocess.run([str(py), "-c", "import nsysdoc; print(nsysdoc.__file__)"], cwd=elsewhere,
                            capture_output=True, text=True, env=env, check=True).stdout
     assert str(env_dir) in where, "the installed copy, not the source tree, must be imported"
