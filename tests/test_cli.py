@@ -31,7 +31,7 @@ def test_sample_report_json_to_stdout():
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["summary"]["step_count"] == 12
-    assert data["findings"] == []
+    assert [f["rule"] for f in data["findings"]] == ["data-starvation", "pageable-memcpy"]
 
 
 def test_output_file(tmp_path):
