@@ -24,7 +24,8 @@ VERSIONS = {
 }
 
 
-def kernel_columns(variant: str) -> list[tuple[str, str]]:
+def _gpu_head(variant: str) -> list[tuple[str, str]]:
+    """Columns every GPU activity table starts with (greenContextId since schema 3.11)."""
     cols = [
         ("start", "INTEGER NOT NULL"),
         ("end", "INTEGER NOT NULL"),
@@ -33,6 +34,11 @@ def kernel_columns(variant: str) -> list[tuple[str, str]]:
     ]
     if variant != "2022":
         cols.append(("greenContextId", "INTEGER"))
+    return cols
+
+
+def kernel_columns(variant: str) -> list[tuple[str, str]]:
+    cols = _gpu_head(variant)
     cols += [
         ("streamId", "INTEGER NOT NULL"),
         ("correlationId", "INTEGER"),
@@ -65,14 +71,7 @@ def kernel_columns(variant: str) -> list[tuple[str, str]]:
 
 
 def memcpy_columns(variant: str) -> list[tuple[str, str]]:
-    cols = [
-        ("start", "INTEGER NOT NULL"),
-        ("end", "INTEGER NOT NULL"),
-        ("deviceId", "INTEGER NOT NULL"),
-        ("contextId", "INTEGER NOT NULL"),
-    ]
-    if variant != "2022":
-        cols.append(("greenContextId", "INTEGER"))
+    cols = _gpu_head(variant)
     cols += [
         ("streamId", "INTEGER NOT NULL"),
         ("correlationId", "INTEGER"),
@@ -94,14 +93,7 @@ def memcpy_columns(variant: str) -> list[tuple[str, str]]:
 
 
 def memset_columns(variant: str) -> list[tuple[str, str]]:
-    cols = [
-        ("start", "INTEGER NOT NULL"),
-        ("end", "INTEGER NOT NULL"),
-        ("deviceId", "INTEGER NOT NULL"),
-        ("contextId", "INTEGER NOT NULL"),
-    ]
-    if variant != "2022":
-        cols.append(("greenContextId", "INTEGER"))
+    cols = _gpu_head(variant)
     cols += [
         ("streamId", "INTEGER NOT NULL"),
         ("correlationId", "INTEGER"),
@@ -115,14 +107,7 @@ def memset_columns(variant: str) -> list[tuple[str, str]]:
 
 
 def sync_columns(variant: str) -> list[tuple[str, str]]:
-    cols = [
-        ("start", "INTEGER NOT NULL"),
-        ("end", "INTEGER NOT NULL"),
-        ("deviceId", "INTEGER NOT NULL"),
-        ("contextId", "INTEGER NOT NULL"),
-    ]
-    if variant != "2022":
-        cols.append(("greenContextId", "INTEGER"))
+    cols = _gpu_head(variant)
     cols += [
         ("streamId", "INTEGER NOT NULL"),
         ("correlationId", "INTEGER"),
