@@ -1,0 +1,503 @@
+"""The data of one window's timeline (one training step by default), small enough for a web page.
+
+Pure functions over the :class:`~nsysdoc.analysis.Analysis` parts; no I/O. What they return
+(plain dicts, ints in ns on the export's timeline, as the Nsight Systems GUI shows them):
+
+* per device, one **lane per stream** — a stream is (process, device, context, stream id) — with
+  its kernel, NCCL, memcpy and memset intervals, and the device's **idle gaps** with the cause
+  each got in ``analysis.gaps`` (``docs/glossary.md``, "Idle gaps and their causes"), merged like
+  spans beyond the cap (a merged run of gaps of different causes has cause ``"mixed"``; its
+  ``busy_ns`` is the idle time it holds);
+* per host thread (the step thread first), lanes of **NVTX ranges** (one lane per nesting level),
+  **CUDA API calls**, **blocking sync calls** (as ``Analysis.blocking`` defines them) and
+  **OS waits** (``OSRT`` calls that mean "waiting": poll, futex, read ...).
+
+Caps (so a capture with a million kernels still gives a small page): at most
+:data:`MAX_SPANS_PER_LANE` spans per lane (fewer when there are many lanes: the whole timeline gets
+:data:`MAX_SPANS_TOTAL`, at least :data:`MIN_SPANS_PER_LANE` a lane). Beyond that, runs of neighbouring spans are **merged**
+(the lane is cut at its widest holes first, see :func:`coalesce`) into spans whose ``count`` says
+how many operations they stand for and whose name is ``"N operations"`` unless they all share one
+name — no time is dropped: the merged spans cover every original span. At most :data:`MAX_STREAM_LANES`
+streams per device (the busiest ones), :data:`MAX_DEVICES` devices, :data:`MAX_HOST_THREADS`
+host threads and :data:`MAX_NVTX_LEVELS` NVTX nesting levels are kept; the rest is counted in
+``hidden_*`` fields. A span is kept if it overlaps the window; its times are clipped to it.
+Every span dict is ``{start_ns, end_ns, kind, name, count, busy_ns}`` (``busy_ns`` < the span's
+length only for merged spans: the time their operations actually cover).
+
+Which window: :func:`pick_step` chooses the primary step with the median step time (the lower
+median for an even count) or, with ``worst=True``, the longest step time. Without step markers,
+:func:`default_window` takes the :data:`NO_STEP_OPS` GPU operations around the middle of the
+analysis window.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema as S
+from .gpu import CAUSES
+from .ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+
+#: Spans kept per lane; beyond it spans are merged (a lane ~1000 px wide cannot show more).
+MAX_SPANS_PER_LANE = 1000
+#: Budget of spans for the whole timeline: with many lanes each lane gets less (down to
+#: MIN_SPANS_PER_LANE), so the page stays around a megabyte at most.
+MAX_SPANS_TOTAL = 8000
+MIN_SPANS_PER_LANE = 200
+#: Stream lanes per device (busiest first).
+MAX_STREAM_LANES = 12
+#: Devices shown (those with the most GPU time in the window).
+MAX_DEVICES = 8
+#: Host threads shown: the step thread, then other threads that launched GPU work in the window.
+MAX_HOST_THREADS = 3
+#: NVTX nesting levels shown per thread (outermost first).
+MAX_NVTX_LEVELS = 6
+#: Without step markers: the number of GPU operations the default window is sized to hold.
+NO_STEP_OPS = 2000
+
+SPAN_KINDS = ("kernel", "nccl", "memcpy", "memset", "nvtx", "api", "sync", "os_wait")
+
+_KB = 1024
+
+
+def _fmt_bytes(n: int) -> str:
+    if n < _KB:
+        return f"{n} B"
+    if n < _KB * _KB:
+        return f"{n / _KB:.1f} KiB"
+    if n < _KB ** 3:
+        return f"{n / _KB / _KB:.1f} MiB"
+    return f"{n / _KB ** 3:.2f} GiB"
+
+
+# ---------------------------------------------------------------------------------------------
+# choosing the window
+# ---------------------------------------------------------------------------------------------
+def pick_step(steps_table: pd.DataFrame, *, worst: bool = False) -> dict | None:
+    """The primary step with the median step time (lower median), or the longest with ``worst``.
+
+    Ties are broken by the earlier step. Returns ``None`` without primary steps. The dict has
+    ``step, index, name, pid, tid, global_tid, start_ns, end_ns, step_time_ns``.
+    """
+    if steps_table is None or len(steps_table) == 0:
+        return None
+    prim = steps_table[steps_table["primary"].to_numpy(bool)]
+    if len(prim) == 0:
+        return None
+    st = prim["step_time_ns"].to_numpy(np.int64)
+    order = np.lexsort((prim["step"].to_numpy(), st))  # by step time, then step id
+    if worst:
+        top = st.max()
+        i = int(np.flatnonzero(st == top)[0])
+    else:
+        i = int(order[(len(order) - 1) // 2])
+    r = prim.iloc[i]
+    return {"step": int(r["step"]), "index": int(r["index"]), "name": str(r["name"]), "pid": int(r["pid"]),
+            "tid": int(r["tid"]), "global_tid": int(r["global_tid"]), "start_ns": int(r["start_ns"]),
+            "end_ns": int(r["end_ns"]), "step_time_ns": int(r["step_time_ns"])}
+
+
+def default_window(start_ns: np.ndarray, end_ns: np.ndarray, w0: int, w1: int, n_ops: int = NO_STEP_OPS) -> tuple[int, int]:
+    """Without steps: the window spanning ``n_ops`` GPU operations around the middle of ``[w0, w1)``
+    (the whole analysis window when it holds no more than that)."""
+    inside = (start_ns >= w0) & (start_ns < w1)
+    s = np.sort(start_ns[inside])
+    if len(s) <= n_ops:
+        return int(w0), int(w1)
+    mid = len(s) // 2
+    lo = max(0, mid - n_ops // 2)
+    hi = min(len(s) - 1, lo + n_ops)
+    # end at the start of the first operation not included, so the window holds n_ops operations
+    a, b = int(s[lo]), int(s[hi])
+    if b <= a:  # many operations starting at one instant
+        b = int(end_ns[inside].max())
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------------
+# merging
+# ---------------------------------------------------------------------------------------------
+def coalesce(start: np.ndarray, end: np.ndarray, name: np.ndarray, kind: np.ndarray, *, window_ns: int,
+             cap: int = MAX_SPANS_PER_LANE) -> dict[str, np.ndarray]:
+    """Sort spans by start; when there are more than ``cap``, merge runs of neighbours into ``cap``
+    groups, cutting at the ``cap - 1`` **widest holes** between them (the idle holes are what a
+    timeline is read for). When there are fewer holes than cuts (back-to-back spans), or holes of
+    equal width, the remaining cuts are spread evenly over the lane.
+
+    Returns arrays ``start, end, name, kind, count, busy`` (``busy``: length of the union of the
+    group's spans, ns; ``name``/``kind`` of the first span of a group;
+    ``same_name``/``same_kind`` tell whether every span of the group shares it). ``window_ns`` is
+    accepted for callers that size caps by the window; the split depends on the spans only.
+    """
+    start = np.asarray(start, dtype=np.int64)
+    end = np.maximum(np.asarray(end, dtype=np.int64), start)
+    name = np.asarray(name, dtype=np.int64)
+    kind = np.asarray(kind, dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    start, end, name, kind = start[order], end[order], name[order], kind[order]
+    n = len(start)
+    ones = np.ones(n, dtype=np.int64)
+    if n <= cap:
+        return {"start": start, "end": end, "name": name, "kind": kind, "count": ones, "busy": end - start,
+                "same_name": np.ones(n, bool), "same_kind": np.ones(n, bool)}
+    reach = np.maximum.accumulate(end)
+    # each span's contribution to the union of the spans before it (overlaps count once)
+    prev = np.concatenate(([start[0]], reach[:-1]))
+    own = np.maximum(end - np.maximum(start, prev), 0)
+    hole = start[1:] - reach[:-1]          # > 0: an empty stretch before span i + 1
+    # cut at the widest holes first; the rest of the budget (back-to-back spans, equal holes) goes
+    # to boundaries spread evenly by a low-discrepancy order, so long busy runs still show detail
+    k = max(cap - 1, 0)
+    idx = np.arange(len(hole))
+    spread = (idx * 0.6180339887498949) % 1.0
+    cut = np.sort(np.lexsort((spread, -np.maximum(hole, 0)))[:k])
+    b = np.concatenate(([0], cut + 1)).astype(np.int64)
+    g_end = np.maximum.reduceat(end, b)
+    count = np.diff(np.append(b, n))
+    same_name = np.minimum.reduceat(name, b) == np.maximum.reduceat(name, b)
+    same_kind = np.minimum.reduceat(kind, b) == np.maximum.reduceat(kind, b)
+    return {"start": start[b], "end": g_end, "name": name[b], "kind": kind[b], "count": count,
+            "busy": np.add.reduceat(own, b), "same_name": same_name, "same_kind": same_kind}
+
+
+def _spans(start, end, name_idx, kind_idx, names: list[str], kinds: tuple[str, ...], w0: int, w1: int,
+           cap: int = MAX_SPANS_PER_LANE) -> tuple[list[dict], int]:
+    """Clip to the window, coalesce, and build span dicts. Returns (spans, original count)."""
+    start = np.maximum(np.asarray(start, dtype=np.int64), w0)
+    end = np.minimum(np.asarray(end, dtype=np.int64), w1)
+    total = len(start)
+    c = coalesce(start, end, name_idx, kind_idx, window_ns=w1 - w0, cap=cap)
+    out = []
+    for s, e, nm, kd, cnt, busy, sn, sk in zip(c["start"].tolist(), c["end"].tolist(), c["name"].tolist(),
+                                              c["kind"].tolist(), c["count"].tolist(), c["busy"].tolist(),
+                                              c["same_name"].tolist(), c["same_kind"].tolist()):
+        label = names[nm] if (cnt == 1 or sn) else f"{cnt} operations"
+        if cnt > 1 and sn:
+            label = f"{label} ×{cnt}"
+        out.append({"start_ns": s, "end_ns": e, "kind": kinds[kd] if (cnt == 1 or sk) else "mixed",
+                    "name": label, "count": cnt, "busy_ns": min(int(busy), e - s)})
+    return out, total
+
+
+class _Names:
+    """Deduplicated span labels (lanes refer to them by index while merging)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._pos: dict[str, int] = {}
+
+    def add_many(self, labels) -> np.ndarray:
+        out = np.empty(len(labels), dtype=np.int64)
+        for i, v in enumerate(labels):
+            j = self._pos.get(v)
+            if j is None:
+                j = self._pos[v] = len(self.values)
+                self.values.append(v)
+            out[i] = j
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU side
+# ---------------------------------------------------------------------------------------------
+def _op_labels(trace, ops, idx: np.ndarray, names: _Names) -> np.ndarray:
+    """Name index per op: kernel short name; ``memcpy HtoD 24.0 MiB (pageable)``; ``memset 1.0 MiB``."""
+    kind = ops.kind[idx]
+    rows = ops.row[idx]
+    out = np.zeros(len(idx), dtype=np.int64)
+    k = kind == KIND_KERNEL
+    if k.any():
+        sid = trace.kernels["short_id"].to_numpy()[rows[k]]
+        uniq, inv = np.unique(sid, return_inverse=True)
+        labels = [str(v) or "(unnamed kernel)" for v in trace.strings.lookup(uniq)]
+        out[k] = names.add_many(labels)[inv]
+    m = kind == KIND_MEMCPY
+    if m.any():
+        mc = trace.memcpy
+        r = rows[m]
+        ck = mc["copy_kind"].to_numpy()[r]
+        nb = mc["bytes"].to_numpy()[r]
+        hk = mc["host_kind"].to_numpy()[r] if "host_kind" in mc else np.full(len(r), -1)
+        labels = []
+        for c, b, h in zip(ck.tolist(), nb.tolist(), hk.tolist()):
+            mem = S.MEM_KIND_LABELS.get(h, "") if h >= 0 else ""
+            labels.append(f"memcpy {S.COPY_KIND_LABELS.get(c, 'other')} {_fmt_bytes(int(b))}" + (f" ({mem})" if mem else ""))
+        out[m] = names.add_many(labels)
+    z = kind == KIND_MEMSET
+    if z.any():
+        nb = trace.memset["bytes"].to_numpy()[rows[z]]
+        out[z] = names.add_many([f"memset {_fmt_bytes(int(b))}" for b in nb.tolist()])
+    return out
+
+
+def _op_stream(trace, ops, idx: np.ndarray) -> np.ndarray:
+    """Dense stream index (``Trace.streams``) of each op, -1 when the tables lack it."""
+    out = np.full(len(idx), -1, dtype=np.int64)
+    for kind, df in ((KIND_KERNEL, trace.kernels), (KIND_MEMCPY, trace.memcpy), (KIND_MEMSET, trace.memset)):
+        sel = ops.kind[idx] == kind
+        if sel.any() and "stream" in df:
+            out[sel] = df["stream"].to_numpy()[ops.row[idx][sel]]
+    return out
+
+
+def _gpu_devices(analysis, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS_PER_LANE) -> list[dict]:
+    trace, ops = analysis.trace, analysis.ops
+    if len(ops) == 0:
+        return []
+    sel = np.flatnonzero((ops.start_ns < w1) & (ops.end_ns > w0))
+    devs = trace.devices
+    streams = trace.streams
+    procs = trace.processes
+    kinds = ("kernel", "nccl", "memcpy", "memset")
+    op_kind = np.where(ops.kind[sel] == KIND_KERNEL, np.where(ops.is_nccl[sel], 1, 0),
+                       np.where(ops.kind[sel] == KIND_MEMCPY, 2, 3)).astype(np.int64)
+    labels = _op_labels(trace, ops, sel, names)
+    stream = _op_stream(trace, ops, sel)
+    dev = ops.device[sel].astype(np.int64)
+    s = np.maximum(ops.start_ns[sel], w0)
+    e = np.minimum(ops.end_ns[sel], w1)
+    dur = e - s
+    # devices with GPU work in the window or gaps in it, busiest first (ties: device order)
+    gaps = analysis.gaps
+    gap_dev = np.zeros(0, dtype=np.int64)
+    if gaps is not None and len(gaps):
+        gsel = (gaps.start_ns < w1) & (gaps.end_ns > w0)
+        gap_dev = gaps.device[gsel]
+    candidates = np.union1d(np.unique(dev), np.unique(gap_dev)).astype(np.int64)
+    busy = np.array([int(dur[dev == d].sum()) for d in candidates], dtype=np.int64)
+    order = np.lexsort((candidates, -busy))
+    shown = candidates[order][:MAX_DEVICES]
+    out = []
+    for d in sorted(shown.tolist()):
+        on = dev == d
+        lanes = []
+        st_ids = np.unique(stream[on])
+        lane_busy = [(int(dur[on & (stream == sid)].sum()), int(sid)) for sid in st_ids]
+        lane_busy.sort(key=lambda t: (-t[0], t[1]))
+        kept = sorted((sid for _, sid in lane_busy[:MAX_STREAM_LANES]),
+                      key=lambda sid: (int(streams["stream_id"].iloc[sid]) if 0 <= sid < len(streams) else 1 << 40, sid))
+        pids_on_dev = set()
+        for sid in kept:
+            if 0 <= sid < len(streams):
+                pids_on_dev.add(int(streams["proc"].iloc[sid]))
+        for sid in kept:
+            m = on & (stream == sid)
+            spans, total = _spans(ops.start_ns[sel][m], ops.end_ns[sel][m], labels[m], op_kind[m], names.values,
+                                  kinds, w0, w1, cap)
+            if 0 <= sid < len(streams):
+                row = streams.iloc[sid]
+                stream_id, proc = int(row["stream_id"]), int(row["proc"])
+                pid = int(procs["pid"].iloc[proc]) if 0 <= proc < len(procs) else None
+            else:
+                stream_id, pid = None, None
+            label = f"stream {stream_id}" if stream_id is not None else "stream ?"
+            if len(pids_on_dev) > 1 and pid is not None:
+                label += f" · pid {pid}"
+            lanes.append({"stream": stream_id, "pid": pid, "label": label, "total": total,
+                          "busy_ns": int(dur[m].sum()), "spans": spans})
+        gap_rows: list[dict] = []
+        gap_total = 0
+        if gaps is not None and len(gaps):
+            gm = np.flatnonzero((gaps.device == d) & (gaps.start_ns < w1) & (gaps.end_ns > w0))
+            gap_total = len(gm)
+            c = coalesce(np.maximum(gaps.start_ns[gm], w0), np.minimum(gaps.end_ns[gm], w1),
+                         np.zeros(len(gm), np.int64), gaps.cause[gm].astype(np.int64), window_ns=w1 - w0, cap=cap)
+            for a, b, cause, cnt, busy, same in zip(c["start"].tolist(), c["end"].tolist(), c["kind"].tolist(),
+                                                   c["count"].tolist(), c["busy"].tolist(), c["same_kind"].tolist()):
+                gap_rows.append({"start_ns": a, "end_ns": b, "cause": CAUSES[cause] if same else "mixed",
+                                 "count": cnt, "busy_ns": min(int(busy), b - a)})
+        r = devs.iloc[d]
+        out.append({"device": int(d), "label": str(r["label"]), "name": str(r["name"] or ""), "lanes": lanes,
+                    "hidden_lanes": max(0, len(st_ids) - len(kept)), "gaps": gap_rows,
+                    "gap_count": gap_total})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# host side
+# ---------------------------------------------------------------------------------------------
+def _nvtx_levels(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting level of each range (greedy: the lowest level whose last range ended)."""
+    order = np.lexsort((-end, start))
+    level = np.zeros(len(start), dtype=np.int64)
+    ends: list[int] = []
+    for i in order.tolist():
+        s = int(start[i])
+        placed = False
+        for lv in range(len(ends)):
+            if ends[lv] <= s:
+                ends[lv] = int(end[i])
+                level[i] = lv
+                placed = True
+                break
+        if not placed:
+            ends.append(int(end[i]))
+            level[i] = len(ends) - 1
+    return level
+
+
+def _host_thread(analysis, gtid: int, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS_PER_LANE) -> dict:
+    trace = analysis.trace
+    threads = trace.threads
+    pos = np.searchsorted(threads["global_tid"].to_numpy(np.int64), gtid)
+    t_idx = int(pos) if pos < len(threads) and int(threads["global_tid"].iloc[pos]) == gtid else -1
+    lanes: list[dict] = []
+    hidden_levels = 0
+    # NVTX ranges
+    nv = trace.nvtx
+    if len(nv):
+        m = ((nv["global_tid"].to_numpy(np.int64) == gtid) & np.isin(nv["event_type"].to_numpy(), S.NVTX_RANGE_TYPES)
+             & (nv["start_ns"].to_numpy(np.int64) < w1) & (nv["end_ns"].to_numpy(np.int64) > w0)
+             & (nv["end_ns"].to_numpy(np.int64) >= nv["start_ns"].to_numpy(np.int64)))
+        idx = np.flatnonzero(m)
+        if len(idx):
+            s = nv["start_ns"].to_numpy(np.int64)[idx]
+            e = nv["end_ns"].to_numpy(np.int64)[idx]
+            texts = ["" if not isinstance(t, str) else t for t in nv["text"].to_numpy()[idx].tolist()]
+            lab = names.add_many([t or "(unnamed range)" for t in texts])
+            lv = _nvtx_levels(s, e)
+            nlev = int(lv.max()) + 1
+            hidden_levels = max(0, nlev - MAX_NVTX_LEVELS)
+            for level in range(min(nlev, MAX_NVTX_LEVELS)):
+                sel = lv == level
+                spans, total = _spans(s[sel], e[sel], lab[sel], np.zeros(sel.sum(), np.int64), names.values,
+                                      ("nvtx",), w0, w1, cap)
+                lanes.append({"kind": "nvtx", "label": "NVTX" if level == 0 else f"NVTX {level + 1}", "level": level,
+                              "total": total, "spans": spans})
+    # CUDA API calls and blocking sync calls
+    rt = trace.runtime
+    if t_idx >= 0 and len(rt):
+        rs = rt["start_ns"].to_numpy(np.int64)
+        re_ = rt["end_ns"].to_numpy(np.int64)
+        m = (rt["thread"].to_numpy() == t_idx) & (rs < w1) & (re_ > w0)
+        blocking = np.asarray(analysis.blocking, dtype=bool)
+        if len(blocking) != len(rt):
+            blocking = np.zeros(len(rt), dtype=bool)
+        for kind, label, mask in (("api", "CUDA API", m & ~blocking), ("sync", "sync calls", m & blocking)):
+            idx = np.flatnonzero(mask)
+            nid = rt["name_id"].to_numpy()[idx]
+            uniq, inv = np.unique(nid, return_inverse=True)
+            lab = names.add_many([S.strip_api_suffix(str(v)) or "(CUDA API)" for v in trace.strings.lookup(uniq)])[inv] \
+                if len(idx) else np.zeros(0, np.int64)
+            spans, total = _spans(rs[idx], re_[idx], lab, np.zeros(len(idx), np.int64), names.values, (kind,), w0, w1,
+                                  cap)
+            lanes.append({"kind": kind, "label": label, "level": 0, "total": total, "spans": spans})
+    # OS waits
+    os_ = trace.osrt
+    if t_idx >= 0 and len(os_):
+        s_all = os_["start_ns"].to_numpy(np.int64)
+        e_all = os_["end_ns"].to_numpy(np.int64)
+        m = (os_["thread"].to_numpy() == t_idx) & os_["is_wait"].to_numpy(bool) & (s_all < w1) & (e_all > w0)
+        idx = np.flatnonzero(m)
+        nid = os_["name_id"].to_numpy()[idx]
+        uniq, inv = np.unique(nid, return_inverse=True)
+        lab = names.add_many([str(v) or "(OS call)" for v in trace.strings.lookup(uniq)])[inv] if len(idx) \
+            else np.zeros(0, np.int64)
+        spans, total = _spans(s_all[idx], e_all[idx], lab, np.zeros(len(idx), np.int64), names.values, ("os_wait",),
+                              w0, w1, cap)
+        lanes.append({"kind": "os_wait", "label": "OS waits", "level": 0, "total": total, "spans": spans})
+    name = str(threads["name"].iloc[t_idx]) if t_idx >= 0 and "name" in threads else ""
+    return {"global_tid": int(gtid), "pid": int(S.decode_pid(gtid)), "tid": int(S.decode_tid(gtid)), "name": name,
+            "lanes": lanes, "hidden_nvtx_levels": hidden_levels}
+
+
+def _host_threads(analysis, first_gtid: int | None, w0: int, w1: int) -> list[int]:
+    """The step thread first, then threads that launched the most GPU operations in the window."""
+    ops = analysis.ops
+    out: list[int] = []
+    if first_gtid:
+        out.append(int(first_gtid))
+    if len(ops):
+        sel = np.flatnonzero((ops.start_ns < w1) & (ops.end_ns > w0) & (ops.api >= 0))
+        if len(sel):
+            g = ops.api_tid(sel)
+            g = g[g != 0]
+            if len(g):
+                vals, counts = np.unique(g, return_counts=True)
+                for v in vals[np.lexsort((vals, -counts))].tolist():
+                    if v not in out:
+                        out.append(int(v))
+    # other step threads (one per process) active in the window
+    st = analysis.steps.table
+    if len(st):
+        prim = st[st["primary"].to_numpy(bool) & (st["start_ns"].to_numpy(np.int64) < w1)
+                  & (st["end_ns"].to_numpy(np.int64) > w0)]
+        for v in pd.unique(prim["global_tid"].to_numpy(np.int64)).tolist():
+            if int(v) not in out:
+                out.append(int(v))
+    return out[:MAX_HOST_THREADS]
+
+
+# ---------------------------------------------------------------------------------------------
+# public
+# ---------------------------------------------------------------------------------------------
+def lane_cap(n_lanes: int) -> int:
+    """Spans allowed per lane when the timeline has ``n_lanes`` lanes."""
+    return int(min(MAX_SPANS_PER_LANE, max(MIN_SPANS_PER_LANE, MAX_SPANS_TOTAL // max(n_lanes, 1))))
+
+
+def _gpu_lane_count(analysis, w0: int, w1: int) -> int:
+    """Stream lanes (capped per device) plus one idle-gap lane per device, over shown devices."""
+    ops = analysis.ops
+    if len(ops) == 0:
+        return 0
+    sel = np.flatnonzero((ops.start_ns < w1) & (ops.end_ns > w0))
+    if len(sel) == 0:
+        return 0
+    dev = ops.device[sel].astype(np.int64)
+    stream = _op_stream(analysis.trace, ops, sel)
+    pairs = np.unique(dev * (1 << 32) + (stream + 1))
+    _, per_dev = np.unique(pairs >> 32, return_counts=True)
+    lanes = np.sort(np.minimum(per_dev, MAX_STREAM_LANES))[::-1][:MAX_DEVICES]  # an upper bound
+    return int(lanes.sum() + len(lanes))
+
+def window_timeline(analysis, start_ns: int, end_ns: int, *, host_tid: int | None = None) -> dict[str, Any]:
+    """Timeline of ``[start_ns, end_ns)``: device lanes, idle gaps, host lanes (see module doc).
+
+    ``host_tid`` (a ``global_tid``) is listed first among host threads.
+    """
+    w0, w1 = int(start_ns), int(end_ns)
+    if w1 <= w0:
+        w1 = w0 + 1
+    names = _Names()
+    threads = _host_threads(analysis, host_tid, w0, w1)
+    cap = lane_cap(_gpu_lane_count(analysis, w0, w1) + 5 * len(threads))
+    devices = _gpu_devices(analysis, w0, w1, names, cap)
+    hosts = [_host_thread(analysis, g, w0, w1, names, cap) for g in threads]
+    merged = any(sp["count"] > 1 for d in devices for ln in d["lanes"] for sp in ln["spans"]) or \
+        any(sp["count"] > 1 for h in hosts for ln in h["lanes"] for sp in ln["spans"])
+    return {
+        "start_ns": w0, "end_ns": w1, "duration_ms": (w1 - w0) / 1e6,
+        "devices": devices, "host": hosts,
+        "merged": bool(merged),
+        "limits": {"max_spans_per_lane": cap, "max_stream_lanes": MAX_STREAM_LANES,
+                   "max_devices": MAX_DEVICES, "max_host_threads": MAX_HOST_THREADS,
+                   "max_nvtx_levels": MAX_NVTX_LEVELS},
+    }
+
+
+def step_timeline(analysis, *, worst: bool = False) -> dict[str, Any] | None:
+    """Timeline of the median step (or the worst with ``worst=True``); without step markers, of
+    :data:`NO_STEP_OPS` operations around the middle of the analysis window. ``None`` when the
+    capture has no analysis window (no GPU work and no steps).
+
+    Adds ``choice`` (``"median step"``, ``"worst step"`` or ``"middle of the capture"``) and ``step``
+    (the :func:`pick_step` dict, or ``None``).
+    """
+    steps = analysis.steps
+    w0, w1 = steps.window_start_ns, steps.window_end_ns
+    if w0 is None or w1 is None or w1 <= w0:
+        return None
+    step = pick_step(steps.table, worst=worst) if steps.has_markers else None
+    if step is not None:
+        tl = window_timeline(analysis, step["start_ns"], max(step["end_ns"], step["start_ns"] + 1),
+                             host_tid=step["global_tid"])
+        tl["choice"] = "worst step" if worst else "median step"
+    else:
+        a, b = default_window(analysis.ops.start_ns, analysis.ops.end_ns, w0, w1)
+        tl = window_timeline(analysis, a, b)
+        tl["choice"] = "middle of the capture"
+    tl["step"] = step
+    return tl

@@ -1,0 +1,633 @@
+"""Build the :class:`~nsysdoc.report.context.ReportContext` from an ``Analysis``.
+
+The verdict, headline numbers and finding ranking only need the JSON result (``docs/json.md``), so
+the markdown and terminal summaries share them; the step chart, timeline and NVTX table also read
+the analysis' arrays.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import shlex
+from importlib.resources import files
+
+from markupsafe import Markup
+
+from .. import __version__
+from ..metrics.gpu import CAUSE_LABELS, CAUSES
+from ..metrics.kernels import GEMM_LIKE
+from . import charts
+from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem, ReportContext, RuleStatus,
+                      StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
+                      fmt_dur_ns, fmt_s, fmt_us, fmt_value, is_num, source_name)
+from .glossary import anchor, definition, glossary_html
+from .tables import nvtx_summary
+
+SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+
+#: Breakdown categories (``steps[].breakdown_ms`` keys) in stacking order, with labels.
+BREAKDOWN = [("compute", "compute"), ("exposed_comm", "exposed communication"), ("copy", "copies only")] + \
+    [(f"idle_{c}", f"idle — {CAUSE_LABELS[c]}") for c in CAUSES]
+#: Short column headers for the step table (the full label is the tooltip).
+SHORT_LABELS = {"exposed_comm": "exposed comm", "copy": "copies", "idle_sync": "idle: sync", "idle_input": "idle: input",
+                "idle_launch": "idle: launch", "idle_host": "idle: host", "idle_dependency": "idle: dependency",
+                "idle_tail": "idle: tail", "idle_unattributed": "idle: unattributed"}
+BREAKDOWN_ANCHORS = {"compute": anchor("Compute"), "exposed_comm": anchor("Exposed communication"),
+                     "copy": anchor("Copy-only"), **{f"idle_{c}": anchor("Idle gap") for c in CAUSES}}
+
+#: The four headline numbers the field articles look at: key, label, glossary terms, where.
+HEADLINES = [
+    ("gpu_busy_pct", "GPU busy", ("GPU busy",), "summary"),
+    ("step_time_ms_median", "Step time", ("Step time",), "summary"),
+    ("host_wait_pct", "Host wait", ("Host wait",), "metrics"),
+    ("kernels_per_step_median", "Kernels per step", ("Kernels per step", "GPU operation of a step"), "summary"),
+]
+
+#: Numbers only the page shows (not in the JSON): defined here and in docs/report.md.
+REPORT_TERMS = [
+    ("Tensor cores (kernel table)",
+     "A name heuristic, not a measurement: 'yes' when the kernel name contains a tensor-core or "
+     "reduced-precision marker (tensorop, hmma, xmma, wgmma, imma, mma as a whole token, bf16, fp16, f16, "
+     "tf32, fp8, 16816, sm80_, sm90_, sm100_); otherwise 'no' when it contains an FP32 marker (sgemm, "
+     "ffma, f32, fp32, simt), written 'no — FP32 GEMM' for GEMM/convolution kernels; '—' when the name "
+     "says neither. Confirm with the Tensor Active GPU metric or Nsight Compute."),
+    ("NVTX range totals",
+     "NVTX push/pop and start/end ranges overlapping the analysis window, grouped by domain and text: "
+     "count, total (sum of the ranges' durations clipped to the window — nested ranges count at every "
+     "level, and ranges on several threads add up, so totals can exceed the window), mean and max."),
+    ("Timeline spans",
+     "The timeline draws each kernel, copy, memset, NVTX range, CUDA API call, blocking sync call and OS "
+     "wait overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
+     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
+     "exactly the time of the spans they stand for, plus the small holes between them."),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# shared with markdown / terminal: verdict, headline numbers, ranking
+# ---------------------------------------------------------------------------------------------
+def rank_findings(findings: list[dict]) -> list[dict]:
+    """Largest ``impact_ms`` first; unknown impact last; ties by severity, then input order."""
+    def key(item):
+        i, f = item
+        imp = f.get("impact_ms")
+        return (0 if is_num(imp) else 1, -(imp if is_num(imp) else 0), -SEVERITY_RANK.get(f.get("severity"), -1), i)
+    return [f for _, f in sorted(enumerate(findings or []), key=key)]
+
+
+def impact_text(f: dict, window_ms=None) -> str:
+    parts = []
+    if is_num(f.get("impact_ms_per_step")):
+        parts.append(f"{fmt_ms(f['impact_ms_per_step'])} per step")
+    if is_num(f.get("impact_ms")):
+        parts.append(f"{fmt_ms(f['impact_ms'])} in the window")
+    if is_num(f.get("impact_pct")):
+        parts.append(f"{fmt_pct(f['impact_pct'])} of the window")
+    return " · ".join(parts)
+
+
+def headline(result: dict) -> list[Headline]:
+    summary = result.get("summary") or {}
+    metrics = result.get("metrics") or {}
+    capture = result.get("capture") or {}
+    devices = [d for d in result.get("devices") or [] if d.get("busy_pct") is not None]
+    primary = [s for s in result.get("steps") or [] if s.get("primary")]
+    out = []
+    for key, label, terms, where in HEADLINES:
+        raw = (summary if where == "summary" else metrics).get(key)
+        note = ""
+        if key == "gpu_busy_pct":
+            value = fmt_pct(raw)
+            note = (f"mean over {len(devices)} devices" if len(devices) > 1 else "of the analysis window") \
+                if is_num(raw) else "no GPU activity in the capture"
+        elif key == "step_time_ms_median":
+            value = fmt_ms(raw)
+            note = f"median over {len(primary)} steps" if is_num(raw) else "no step markers"
+        elif key == "host_wait_pct":
+            value = fmt_pct(raw)
+            note = "GPU idle while the host waited on a sync or input" if is_num(raw) else "no analysis window"
+        else:
+            value = fmt_num(raw, 0) if is_num(raw) else "n/a"
+            note = "median over steps" if is_num(raw) else ("no step markers" if not capture.get("has_step_markers")
+                                                            else "no GPU work in steps")
+        text = " ".join(definition(t) for t in terms).strip()
+        out.append(Headline(key=key, label=label, value=value, raw=raw if is_num(raw) else None, note=note,
+                            definition=text, anchor=anchor(terms[0])))
+    return out
+
+
+def _median_breakdown(result: dict) -> tuple[dict | None, dict | None]:
+    """The median primary step (by step time) that has a breakdown, and its breakdown."""
+    rows = [s for s in result.get("steps") or [] if s.get("primary") and s.get("breakdown_ms")
+            and is_num(s.get("step_time_ms"))]
+    if not rows:
+        return None, None
+    rows.sort(key=lambda s: (s["step_time_ms"], s.get("step", 0)))
+    s = rows[(len(rows) - 1) // 2]
+    return s, s["breakdown_ms"]
+
+
+def numbers_show(result: dict) -> str:
+    """One sentence on what the numbers show (used when there is no finding, and as detail)."""
+    summary = result.get("summary") or {}
+    capture = result.get("capture") or {}
+    if not capture.get("gpu_activity", True) or not (summary.get("kernel_count") or
+                                                     any((d.get("copy_count") or 0) for d in result.get("devices") or [])):
+        return "The capture has no GPU activity (no kernel, memcpy or memset rows), so there is nothing to break down."
+    busy = summary.get("gpu_busy_pct")
+    step, bd = _median_breakdown(result)
+    labels = dict(BREAKDOWN)
+    if bd:
+        dur = step.get("duration_ms") or sum(v or 0 for v in bd.values()) or 1
+        others = [(k, v or 0) for k, v in bd.items() if k != "compute"]
+        k, v = max(others, key=lambda kv: kv[1]) if others else ("", 0)
+        s = (f"GPU busy {fmt_pct(busy)} of the window; in the median step ({fmt_ms(step.get('step_time_ms'))}), "
+             f"compute takes {fmt_ms(bd.get('compute'))} ({fmt_pct((bd.get('compute') or 0) / dur * 100, 0)})")
+        if v > 0:
+            s += f" and the largest other part is {labels.get(k, k)}: {fmt_ms(v)} ({fmt_pct(v / dur * 100, 0)})."
+        else:
+            s += "; nothing else takes time."
+        return s
+    idle = (result.get("metrics") or {}).get("idle_gaps", {}).get("idle_ms_by_cause") or {}
+    window = (capture.get("window") or {}).get("duration_ms")
+    if idle and any(v for v in idle.values()):
+        c, v = max(idle.items(), key=lambda kv: kv[1] or 0)
+        return (f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} window (no per-step numbers: no step markers); "
+                f"the largest idle cause is {CAUSE_LABELS.get(c, c)}: {fmt_ms(v)} summed over devices.")
+    return f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} analysis window."
+
+
+def verdict(result: dict) -> Verdict:
+    findings = rank_findings(result.get("findings") or [])
+    detail = numbers_show(result)
+    capture = result.get("capture") or {}
+    costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0]
+    if costly:
+        f = costly[0]
+        title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
+        if is_num(f.get("impact_ms_per_step")):
+            cost = f" It costs about {fmt_ms(f['impact_ms_per_step'])} per step"
+            if is_num(f.get("impact_pct")):
+                cost += f" ({fmt_pct(f['impact_pct'])} of the analysis window)"
+            cost += "."
+        else:
+            window = (capture.get("window") or {}).get("duration_ms")
+            cost = f" It costs about {fmt_ms(f['impact_ms'])} of the {fmt_ms(window)} analysis window."
+        return Verdict(sentence=f"Main bottleneck: {title}.{cost}", status="finding", detail=detail,
+                       top_rule=str(f.get("rule") or ""), severity=str(f.get("severity") or ""))
+    if findings:  # only findings without an estimated cost (e.g. capture quality)
+        f = findings[0]
+        title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        return Verdict(sentence=f"No bottleneck with an estimated cost. Top finding: {title}{more}.",
+                       status="finding", detail=detail, top_rule=str(f.get("rule") or ""),
+                       severity=str(f.get("severity") or ""))
+    if not capture.get("gpu_activity", True):
+        return Verdict(sentence="Nothing to diagnose: the capture has no GPU activity.", status="no-gpu", detail=detail)
+    if "rules" not in result:
+        return Verdict(sentence="No findings: the rules engine did not run on this result.", status="no-rules",
+                       detail=detail)
+    return Verdict(sentence="No rule fired: no known bottleneck pattern found.", status="no-findings", detail=detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# findings
+# ---------------------------------------------------------------------------------------------
+def _evidence(ev) -> Evidence | None:
+    if not isinstance(ev, dict):
+        return None
+    cols = [str(c) for c in ev.get("columns") or []]
+    rows = [list(r) if isinstance(r, (list, tuple)) else [r] for r in ev.get("rows") or []]
+    width = max([len(cols)] + [len(r) for r in rows]) if (cols or rows) else 0
+    cols += [""] * (width - len(cols))
+    numeric = [bool(rows) and all(is_num(r[i]) for r in rows if i < len(r)) for i in range(width)]
+    text_rows = [[fmt_value(r[i]) if i < len(r) else "" for i in range(width)] for r in rows]
+    return Evidence(title=str(ev.get("title") or "Evidence"), columns=cols, rows=text_rows, numeric=numeric)
+
+
+def _time_ranges(ranges) -> list[TimeRange]:
+    out = []
+    for r in ranges or []:
+        if not isinstance(r, dict) or not is_num(r.get("start_ns")) or not is_num(r.get("end_ns")):
+            continue
+        s, e = int(r["start_ns"]), int(r["end_ns"])
+        out.append(TimeRange(label=str(r.get("label") or ""), start_ns=s, end_ns=e, start_s=fmt_s(s), end_s=fmt_s(e),
+                             duration=fmt_dur_ns(e - s), device=str(r.get("device") or "")))
+    return out
+
+
+def finding_views(result: dict) -> list[FindingView]:
+    out = []
+    for i, f in enumerate(rank_findings(result.get("findings") or []), 1):
+        sev = str(f.get("severity") or "info")
+        out.append(FindingView(
+            rank=i, anchor=f"finding-{i}", rule=str(f.get("rule") or ""),
+            severity=sev if sev in SEVERITY_RANK else "info", category=str(f.get("category") or ""),
+            title=str(f.get("title") or f.get("rule") or "Finding"), message=str(f.get("message") or ""),
+            impact=impact_text(f), impact_ms=f.get("impact_ms") if is_num(f.get("impact_ms")) else None,
+            impact_ms_per_step=f.get("impact_ms_per_step") if is_num(f.get("impact_ms_per_step")) else None,
+            impact_pct=f.get("impact_pct") if is_num(f.get("impact_pct")) else None,
+            evidence=_evidence(f.get("evidence")), verify=str(f.get("verify") or ""), fix=str(f.get("fix") or ""),
+            references=[str(r) for r in f.get("references") or []], time_ranges=_time_ranges(f.get("time_ranges")),
+            source=str(f.get("source") or "builtin"), replaces_builtin=bool(f.get("replaces_builtin")),
+        ))
+    return out
+
+
+def rule_statuses(result: dict) -> tuple[bool, dict[str, int], list[RuleStatus]]:
+    rules = result.get("rules")
+    if not isinstance(rules, list):
+        return False, {}, []
+    counts: dict[str, int] = {}
+    skipped = []
+    for r in rules:
+        st = str(r.get("status") or "")
+        counts[st] = counts.get(st, 0) + 1
+        if st == "skipped":
+            skipped.append(RuleStatus(rule=str(r.get("rule") or ""), status=st, reason=str(r.get("reason") or ""),
+                                      source=str(r.get("source") or "builtin")))
+    return True, counts, skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# step breakdown
+# ---------------------------------------------------------------------------------------------
+STEP_TABLE_MAX = 200
+
+
+def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
+    legend = [LegendItem(cls=f"c-{k}", label=lab, anchor=BREAKDOWN_ANCHORS.get(k, "")) for k, lab in BREAKDOWN]
+    primary = [s for s in result.get("steps") or [] if s.get("primary")]
+    with_bd = [s for s in primary if s.get("breakdown_ms")]
+    capture = result.get("capture") or {}
+    if not primary:
+        reason = ("No step markers: no NVTX range matched the step pattern, so there is no per-step breakdown "
+                  "(see Capture for how to add markers)." if not capture.get("has_step_markers")
+                  else "No primary steps.")
+    elif not with_bd:
+        reason = "The steps ran no GPU work, so they have no breakdown."
+    else:
+        reason = ""
+    nonzero = {k for s in with_bd for k, v in (s["breakdown_ms"] or {}).items() if v}
+    cats = [(k, lab) for k, lab in BREAKDOWN if k in nonzero or k == "compute"]
+    zero = [lab for k, lab in BREAKDOWN if k not in nonzero and k != "compute"]
+    median_id, worst_id = _marked_steps(primary)
+    cols = [Column("step"), Column("pid", True), Column("step time", True, "start of the next step − start of this one",
+                                                        anchor("Step time")),
+            Column("duration", True, "step end − step start", anchor("Step duration")),
+            Column("kernels", True, "kernels launched in the step", anchor("Kernels per step")),
+            Column("time-busy", True, "union of kernels ÷ step duration", anchor("Time-busy %")),
+            Column("host sync", True, "union of blocking sync calls in the step", anchor("Host sync time"))]
+    cols += [Column(SHORT_LABELS.get(k, lab), True, f"{lab} (breakdown_ms.{k}, ms)", BREAKDOWN_ANCHORS.get(k, ""))
+             for k, lab in cats]
+    shown = primary
+    note = "Breakdown columns in ms; each row's breakdown sums to the step duration."
+    if len(primary) > STEP_TABLE_MAX:
+        slow = sorted(primary, key=lambda s: -(s.get("step_time_ms") or 0))[:STEP_TABLE_MAX - 1]
+        keep = {s["step"] for s in slow} | {median_id}
+        shown = [s for s in primary if s["step"] in keep]
+        note += f" {len(shown)} of {len(primary)} steps shown: the slowest and the median step."
+    rows = []
+    for s in shown:
+        bd = s.get("breakdown_ms") or {}
+        mark = "median" if s["step"] == median_id else "worst" if s["step"] == worst_id else ""
+        name = str(s.get("name") or s.get("step"))
+        row = [Cell(name + (f" ({mark})" if mark else ""), s.get("step"), cls=f"nowrap mark-{mark}" if mark else "nowrap"),
+               Cell(str(s.get("pid")), s.get("pid"), True),
+               Cell(fmt_ms(s.get("step_time_ms")), s.get("step_time_ms"), True),
+               Cell(fmt_ms(s.get("duration_ms")), s.get("duration_ms"), True),
+               Cell(fmt_num(s.get("kernel_count"), 0), s.get("kernel_count"), True),
+               Cell(fmt_pct(s.get("time_busy_pct")), s.get("time_busy_pct"), True),
+               Cell(fmt_ms(s.get("host_sync_ms")), s.get("host_sync_ms"), True)]
+        dur = s.get("duration_ms") or 0
+        for k, _ in cats:
+            v = bd.get(k)
+            title = f"{fmt_pct(v / dur * 100)} of the step" if is_num(v) and dur else ""
+            row.append(Cell(fmt_num(v, 2) if is_num(v) else "—", v, True, title=title))
+        rows.append(row)
+    table = Table(id="steps-table", title="Steps", columns=cols, rows=rows, note=note,
+                  empty=reason or "No steps.")
+    chart_list = charts.step_charts(analysis, primary, BREAKDOWN, median_id, worst_id) if with_bd else []
+    return StepsView(present=bool(with_bd), reason=reason, legend=[it for it in legend if it.cls[2:] in dict(cats)],
+                     charts=chart_list, table=table, zero_categories=zero)
+
+
+def _marked_steps(primary: list[dict]) -> tuple[int | None, int | None]:
+    rows = [s for s in primary if is_num(s.get("step_time_ms"))]
+    if not rows:
+        return None, None
+    by = sorted(rows, key=lambda s: (s["step_time_ms"], s["step"]))
+    median = by[(len(by) - 1) // 2]["step"]
+    top = max(s["step_time_ms"] for s in rows)
+    worst = min(s["step"] for s in rows if s["step_time_ms"] == top)
+    return median, worst
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------
+#: Tensor-core / reduced-precision markers in kernel names ("mma" only as a whole token:
+#: "FusedAdamMathFunctor" contains "mma").
+TC_NAME = re.compile(r"tensorop|hmma|xmma|wgmma|imma|(?<![a-z])mma(?![a-z])|bf16|fp16|(?<![a-z0-9])f16|tf32|"
+                     r"16816|sm80_|sm90_|sm100_|fp8|e4m3|e5m2", re.IGNORECASE)
+#: FP32 math without tensor cores.
+FP32_NAME = re.compile(r"sgemm|ffma|(?<![a-z0-9])f32(?![a-z0-9])|fp32|(?<![a-z])simt", re.IGNORECASE)
+
+
+def tensor_core_label(name: str) -> tuple[str, str]:
+    """(label, css class) of the tensor-core name heuristic (see REPORT_TERMS)."""
+    if TC_NAME.search(name):
+        return "yes", "tc-yes"
+    if FP32_NAME.search(name):
+        return ("no — FP32 GEMM", "tc-fp32") if GEMM_LIKE.search(name) else ("no", "tc-no")
+    return "—", ""
+
+
+def _trunc(s: str, n: int = 120) -> str:
+    s = str(s)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def kernel_table(result: dict) -> Table:
+    k = (result.get("metrics") or {}).get("kernels") or {}
+    rows = []
+    for r in k.get("by_short_name") or []:
+        name = str(r.get("name") or "")
+        tc, cls = tensor_core_label(name)
+        rows.append([Cell(_trunc(name), name, title=name if len(name) > 120 else ""),
+                     Cell(fmt_num(r.get("count"), 0), r.get("count"), True),
+                     Cell(fmt_num(r.get("total_ms"), 2), r.get("total_ms"), True),
+                     Cell(fmt_num(r.get("mean_us"), 1), r.get("mean_us"), True),
+                     Cell(fmt_num(r.get("median_us"), 1), r.get("median_us"), True),
+                     Cell(fmt_num(r.get("p95_us"), 1), r.get("p95_us"), True),
+                     Cell(fmt_pct(r.get("share_of_kernel_time_pct")), r.get("share_of_kernel_time_pct"), True),
+                     Cell(fmt_pct(r.get("under_10us_pct"), 0), r.get("under_10us_pct"), True),
+                     Cell(tc, tc, cls=cls),
+                     Cell("yes" if r.get("is_nccl") else "", 1 if r.get("is_nccl") else 0)])
+    note = (f"{fmt_num(k.get('count'), 0)} kernels in the window, {fmt_ms(k.get('total_ms'))} of kernel time; "
+            f"median {fmt_us(k.get('median_us'))}, p95 {fmt_us(k.get('p95_us'))}, "
+            f"{fmt_pct(k.get('under_10us_pct'))} shorter than 10 µs. Top {len(rows)} names by total time "
+            "(nsys shortName). 'Tensor cores' is a name heuristic (glossary, end of page).")
+    return Table(id="kernels", title="Top kernels", columns=[
+        Column("kernel"), Column("count", True), Column("total ms", True), Column("mean µs", True),
+        Column("median µs", True), Column("p95 µs", True),
+        Column("share", True, "share of kernel time (not of wall time)", anchor("Kernels (metrics.kernels)")),
+        Column("< 10 µs", True, "share of this name's kernels shorter than 10 µs"),
+        Column("tensor cores", False, "name heuristic", anchor("Tensor cores (kernel table)")),
+        Column("NCCL")], rows=rows, note=note, empty="No kernels in the analysis window.")
+
+
+def copies_table(result: dict) -> Table:
+    rows = []
+    for r in (result.get("metrics") or {}).get("copies") or []:
+        hm = r.get("host_memory") or ""
+        rows.append([Cell(str(r.get("kind")), r.get("kind")),
+                     Cell(hm or "—", hm, cls="warn" if hm == "pageable" else ""),
+                     Cell(fmt_num(r.get("count"), 0), r.get("count"), True),
+                     Cell(fmt_bytes(r.get("bytes")), r.get("bytes"), True),
+                     Cell(fmt_num(r.get("time_ms"), 2), r.get("time_ms"), True),
+                     Cell(fmt_num(r.get("gbps"), 2), r.get("gbps"), True)])
+    return Table(id="copies", title="Copies by kind and host memory", columns=[
+        Column("direction"), Column("host memory", False, "nsys ENUM_CUDA_MEM_KIND: 0 = pageable, 1 = pinned",
+                                    anchor("Copies (metrics.copies)")),
+        Column("count", True), Column("bytes", True), Column("time ms", True, "summed copy durations"),
+        Column("GB/s", True, "bytes ÷ summed duration (10^9 B/s)")], rows=rows,
+        note="Pageable host memory makes cudaMemcpyAsync synchronous and slow; pin it (pin_memory=True).",
+        empty="No memory copies in the analysis window.")
+
+
+def sync_tables(result: dict) -> list[Table]:
+    sync = (result.get("metrics") or {}).get("sync") or {}
+    calls = [[Cell(str(r.get("api")), r.get("api")), Cell(fmt_num(r.get("count"), 0), r.get("count"), True),
+              Cell(fmt_num(r.get("total_ms"), 2), r.get("total_ms"), True),
+              Cell(fmt_num(r.get("max_ms"), 2), r.get("max_ms"), True)] for r in sync.get("sync_calls") or []]
+    threads = [[Cell(str(r.get("pid")), r.get("pid"), True), Cell(str(r.get("tid")), r.get("tid"), True),
+                Cell(fmt_num(r.get("host_sync_ms"), 2), r.get("host_sync_ms"), True),
+                Cell(fmt_pct(r.get("share_of_window_pct")), r.get("share_of_window_pct"), True)]
+               for r in sync.get("host_sync_ms_by_thread") or []]
+    note = (f"Scalar reads (.item()-like): {fmt_num(sync.get('scalar_read_count'), 0)} in the window, median "
+            f"{fmt_num(sync.get('scalar_reads_per_step_median'), 1)} per step; host sync per step (median): "
+            f"{fmt_ms(sync.get('host_sync_ms_per_step_median'))}.")
+    return [
+        Table(id="sync-calls", title="Blocking sync calls", columns=[
+            Column("API", False, "blocking calls as the glossary defines them", anchor("Blocking sync call")),
+            Column("count", True), Column("total ms", True, "their parts inside the window"), Column("max ms", True)],
+            rows=calls, note=note, empty="No blocking sync calls in the analysis window."),
+        Table(id="sync-threads", title="Host sync time per thread", columns=[
+            Column("pid", True), Column("tid", True),
+            Column("host sync ms", True, "union of the thread's blocking calls in the window", anchor("Host sync time")),
+            Column("share of window", True, "per thread; never summed over threads")], rows=threads,
+            empty="No thread made blocking sync calls in the analysis window."),
+    ]
+
+
+def launch_table(result: dict) -> Table:
+    la = (result.get("metrics") or {}).get("launch") or {}
+    items = [("kernel launches with a known call", fmt_num(la.get("launch_count"), 0)),
+             ("launch API time, median", fmt_us(la.get("launch_api_us_median"))),
+             ("launch API time, p95", fmt_us(la.get("launch_api_us_p95"))),
+             ("queue delay, median", fmt_us(la.get("queue_delay_us_median"))),
+             ("queue delay, p95", fmt_us(la.get("queue_delay_us_p95"))),
+             ("launches with queue delay < 10 µs", fmt_pct(la.get("queue_delay_under_10us_pct")))]
+    return Table(id="launch", title="Launch path", columns=[Column("", False, "", anchor("Launch path (metrics.launch)")),
+                                                             Column("value", True)],
+                 rows=[[Cell(k, k), Cell(v, v, True)] for k, v in items],
+                 note="A long queue delay is good: the CPU runs ahead of the GPU. Mostly < 10 µs means the GPU "
+                      "waits for launches.")
+
+
+def nvtx_table(analysis) -> Table:
+    w0, w1 = analysis.steps.window_start_ns, analysis.steps.window_end_ns
+    rows = []
+    for r in nvtx_summary(analysis.trace.nvtx, w0, w1, step_pattern=getattr(analysis, "step_pattern", None)):
+        text = r["text"] or "(no text)"
+        rows.append([Cell(_trunc(text), text, title=text[:1000] if len(text) > 120 else ""),
+                     Cell(r["domain"] or "—", r["domain"]),
+                     Cell(fmt_num(r["count"], 0), r["count"], True),
+                     Cell(fmt_num(r["total_ms"], 2), r["total_ms"], True),
+                     Cell(fmt_num(r["mean_ms"], 3), r["mean_ms"], True),
+                     Cell(fmt_num(r["max_ms"], 3), r["max_ms"], True)])
+    return Table(id="nvtx", title="NVTX ranges (top by total time)", columns=[
+        Column("range"), Column("domain"), Column("count", True),
+        Column("total ms", True, "sum of durations clipped to the window (inclusive of nested ranges)",
+               anchor("NVTX range totals")),
+        Column("mean ms", True), Column("max ms", True)], rows=rows,
+        note="Inclusive times: nested ranges count at every level, ranges on several threads add up. "
+             "Step markers are grouped into one row (digits shown as N).",
+        empty="No NVTX ranges in the analysis window (NVTX not traced, or none recorded).")
+
+
+def device_table(result: dict) -> Table:
+    rows = []
+    for d in result.get("devices") or []:
+        idle = d.get("idle_ms_by_cause") or {}
+        top = max(idle.items(), key=lambda kv: kv[1] or 0) if idle else None
+        top_txt = f"{CAUSE_LABELS.get(top[0], top[0])} ({fmt_ms(top[1])})" if top and top[1] else "—"
+        rows.append([Cell(str(d.get("label")), d.get("device")), Cell(str(d.get("name") or "—"), d.get("name")),
+                     Cell(fmt_pct(d.get("busy_pct")), d.get("busy_pct"), True),
+                     Cell(fmt_pct(d.get("compute_pct")), d.get("compute_pct"), True),
+                     Cell(fmt_pct(d.get("comm_pct")), d.get("comm_pct"), True),
+                     Cell(fmt_pct(d.get("exposed_comm_pct")), d.get("exposed_comm_pct"), True),
+                     Cell(fmt_pct(d.get("copy_only_pct")), d.get("copy_only_pct"), True),
+                     Cell(fmt_pct(d.get("idle_pct")), d.get("idle_pct"), True),
+                     Cell(fmt_num(d.get("kernel_count"), 0), d.get("kernel_count"), True),
+                     Cell(fmt_num(d.get("copy_count"), 0), d.get("copy_count"), True),
+                     Cell(fmt_num(d.get("gap_count"), 0), d.get("gap_count"), True),
+                     Cell(top_txt, top[1] if top else None)])
+    return Table(id="devices", title="Per device", columns=[
+        Column("device"), Column("GPU"), Column("busy", True, "union of GPU work ÷ window", anchor("GPU busy")),
+        Column("compute", True, "", anchor("Compute")), Column("comm", True, "", anchor("Communication")),
+        Column("exposed comm", True, "", anchor("Exposed communication")),
+        Column("copy-only", True, "", anchor("Copy-only")), Column("idle", True, "", anchor("Idle")),
+        Column("kernels", True), Column("copies", True), Column("idle gaps", True, "", anchor("Idle gap")),
+        Column("largest idle cause")], rows=rows, note="Shares of the analysis window.",
+        empty="No GPU devices in the capture.")
+
+
+def gaps_table(result: dict) -> Table:
+    gaps = (result.get("metrics") or {}).get("idle_gaps") or {}
+    rows = []
+    for g in gaps.get("longest") or []:
+        who = f"{g.get('pid')}/{g.get('tid')}" if g.get("pid") is not None else "—"
+        rows.append([Cell(str(g.get("device")), g.get("device")),
+                     Cell(fmt_s(g.get("start_ns")), g.get("start_ns"), True),
+                     Cell(fmt_s(g.get("end_ns")), g.get("end_ns"), True),
+                     Cell(fmt_num(g.get("duration_ms"), 3), g.get("duration_ms"), True),
+                     Cell(CAUSE_LABELS.get(g.get("cause"), str(g.get("cause"))), g.get("cause"),
+                          cls=f"cause c-idle_{g.get('cause')}"),
+                     Cell(who, who)])
+    by = gaps.get("idle_ms_by_cause") or {}
+    parts = [f"{CAUSE_LABELS.get(c, c)} {fmt_ms(v)}" for c, v in by.items() if v]
+    note = (f"{fmt_num(gaps.get('count'), 0)} idle gaps; idle time by cause (all devices): "
+            + ("; ".join(parts) if parts else "none") + ". Start/end in seconds as the Nsight Systems GUI shows them.")
+    return Table(id="idle-gaps", title="Longest idle gaps", columns=[
+        Column("device"), Column("start", True), Column("end", True), Column("ms", True),
+        Column("cause", False, "", anchor("Idle gap")), Column("launching pid/tid")], rows=rows, note=note,
+        empty="No idle gaps in the analysis window.")
+
+
+# ---------------------------------------------------------------------------------------------
+# capture
+# ---------------------------------------------------------------------------------------------
+TRACED_LABELS = {"cuda_api": "CUDA API", "cuda_kernels": "CUDA kernels", "cuda_memcpy": "CUDA memcpy",
+                 "cuda_memset": "CUDA memset", "cuda_sync": "CUDA synchronization", "nvtx": "NVTX", "osrt": "OS runtime",
+                 "gpu_metrics": "GPU metrics", "cpu_sampling": "CPU sampling", "cudnn": "cuDNN", "cublas": "cuBLAS",
+                 "mpi": "MPI", "cuda_graphs": "CUDA graphs (node trace)"}
+
+
+def recapture_commands(result: dict) -> tuple[str, str, list[str], list[str]]:
+    """(nsysdoc capture command, nsys profile command, what cannot be diagnosed, advice)."""
+    capture = result.get("capture") or {}
+    traced = capture.get("traced") or {}
+    missing, advice = [], []
+    need_metrics = not traced.get("gpu_metrics")
+    if not traced.get("cuda_api"):
+        missing.append("CUDA API calls were not traced: gaps cannot be attributed to their launching call "
+                       "(host sync, launch overhead and input waits are unknown). Trace cuda.")
+    if not (traced.get("cuda_kernels") or traced.get("cuda_memcpy") or traced.get("cuda_memset")):
+        missing.append("No GPU activity was recorded: check that the program ran CUDA work inside the capture "
+                       "(and, in containers, the profiling permissions).")
+    if not traced.get("nvtx"):
+        missing.append("NVTX was not traced (or nothing was annotated): no step markers and no DataLoader ranges.")
+    if not traced.get("osrt"):
+        missing.append("OS runtime calls were not traced: waits for input (poll, futex, read) cannot be told "
+                       "apart from Python work on the host. Trace osrt.")
+    if need_metrics:
+        missing.append("No GPU metrics: SM active, SM issue and tensor-core activity per step "
+                       "(what nvidia-smi would say vs the truth) are unavailable. Add --gpu-metrics-devices=all "
+                       "(needs profiling permissions; Turing or newer).")
+    if not capture.get("has_step_markers"):
+        advice.append("No training-step markers were found. Wrap each iteration in an NVTX range, e.g. "
+                      "torch.cuda.nvtx.range_push(f\"train_step_{i}\") … torch.cuda.nvtx.range_pop(), or run under "
+                      "torch.profiler.profile (it emits ProfilerStep#N). If your steps are already marked with "
+                      "another name, pass --step-marker REGEX.")
+    if capture.get("diagnostics"):
+        advice.append("nsys reported warnings or errors while capturing (below): numbers may be incomplete.")
+    try:
+        from ..nsys import CaptureOptions, build_profile_argv
+
+        argv = build_profile_argv("nsys", CaptureOptions(output_name="nsysdoc-train",
+                                                         gpu_metrics_devices="all" if need_metrics else None),
+                                  ["python", "train.py"])
+        nsys_cmd = shlex.join(argv)
+    except Exception:  # the command builder is another module's: never fail the report on it
+        nsys_cmd = "nsys profile --trace=cuda,nvtx,osrt --sample=none" + \
+            (" --gpu-metrics-devices=all" if need_metrics else "") + " --output=nsysdoc-train python train.py"
+    ns_cmd = "nsysdoc capture" + (" --gpu-metrics-devices all" if need_metrics else "") + " -- python train.py"
+    return ns_cmd, nsys_cmd, missing, advice
+
+
+def capture_view(result: dict) -> CaptureView:
+    src = result.get("source") or {}
+    cap = result.get("capture") or {}
+    win = cap.get("window") or {}
+    facts = [("capture file", str(src.get("path") or "")),
+             ("nsys version", str(src.get("nsys_version") or "unknown")),
+             ("export schema version", str(src.get("schema_version") or "unknown")),
+             ("capture duration", fmt_ms(cap.get("duration_ms"))),
+             ("analysis window", (f"{fmt_s(win.get('start_ns'))} → {fmt_s(win.get('end_ns'))} "
+                                  f"({fmt_ms(win.get('duration_ms'))})") if win.get("start_ns") is not None else "none"),
+             ("step markers", "found" if cap.get("has_step_markers") else "none found"),
+             ("step pattern", str(cap.get("step_pattern") or "")),
+             ("devices", str(cap.get("device_count"))), ("processes", str(cap.get("process_count"))),
+             ("profiler overhead", fmt_pct(cap.get("profiler_overhead_pct"), 2) + " of the window")]
+    traced = [(TRACED_LABELS.get(k, k), bool(v)) for k, v in (cap.get("traced") or {}).items()]
+    diag_rows = [[Cell(str(d.get("severity")), d.get("severity"), cls=f"sev-{d.get('severity')}"),
+                  Cell(str(d.get("text")), d.get("text")), Cell(fmt_num(d.get("count"), 0), d.get("count"), True)]
+                 for d in cap.get("diagnostics") or []]
+    ns_cmd, nsys_cmd, missing, advice = recapture_commands(result)
+    overhead = ("Profiling adds overhead: field reports measure step times 10–20% longer under "
+                "nsys --trace=cuda,nvtx,osrt than without it. Read the absolute times here as relative ones, and "
+                "re-measure the step time without the profiler after a fix. nsys's own recorded overhead "
+                f"(PROFILER_OVERHEAD) covers {fmt_pct(cap.get('profiler_overhead_pct'), 2)} of this window.")
+    return CaptureView(
+        facts=facts, traced=traced,
+        diagnostics=Table(id="diagnostics", title="nsys diagnostics", columns=[Column("severity"), Column("message"),
+                                                                               Column("count", True)],
+                          rows=diag_rows, empty="nsys recorded no warnings or errors."),
+        process_messages=[str(m) for m in cap.get("process_messages") or []],
+        warnings=[str(w) for w in cap.get("warnings") or []], missing=missing, nsysdoc_command=ns_cmd,
+        nsys_command=nsys_cmd, advice=advice, overhead=overhead)
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+# ---------------------------------------------------------------------------------------------
+def _static(name: str) -> str:
+    return (files("nsysdoc.report") / "static" / name).read_text(encoding="utf-8")
+
+
+def csp_for(js: str) -> str:
+    """Nothing may load; only the inlined script (matched by its hash) may run."""
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode()
+    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
+    result = analysis.to_dict()
+    src = result.get("source") or {}
+    ran, counts, skipped = rule_statuses(result)
+    tl = charts.timeline_view(analysis, worst=worst_step)
+    if tl is None:
+        reason = "No analysis window (no GPU activity and no step markers): nothing to draw."
+    else:
+        reason = ""
+    js = _static("report.js")
+    return ReportContext(
+        title=f"nsysdoc — {source_name(src.get('path'))}",
+        source_name=source_name(src.get("path")), source_path=str(src.get("path") or ""),
+        nsysdoc_version=str(result.get("nsysdoc_version") or __version__),
+        verdict=verdict(result), headline=headline(result), findings=finding_views(result),
+        rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
+        steps=steps_view(analysis, result, worst_step),
+        timeline=tl, timeline_reason=reason,
+        tables=[kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
+                nvtx_table(analysis), device_table(result), gaps_table(result)],
+        capture=capture_view(result),
+        glossary_html=glossary_html(),
+        report_terms=[(anchor(t), t, d) for t, d in REPORT_TERMS],
+        css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
+        result=result,
+    )

@@ -1,0 +1,414 @@
+"""What the report templates receive: typed, documented dataclasses, built from an ``Analysis``.
+
+Every field carries ``metadata={"help": ...}``; ``tests/test_report.py`` fails when one does not
+(the datasette ``template_contexts`` pattern). Templates only read these objects: every number is
+already formatted here, so the HTML, the markdown and the terminal summary say the same thing.
+
+Untrusted text (kernel names, NVTX text, process names, paths, finding texts from team rule files)
+stays plain ``str``: the Jinja environment autoescapes it. Only :attr:`ReportContext.glossary_html`,
+``css`` and ``js`` are :class:`markupsafe.Markup`, and they come from package files.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from markupsafe import Markup
+
+
+def _f(help_text: str, **kw):
+    """A dataclass field with its documentation."""
+    return field(metadata={"help": help_text}, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# generic pieces
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    """One table cell."""
+
+    text: str = _f("What the cell shows (already formatted; escaped by the template).")
+    sort: Any = _f("Value the table sorts by (number or text); None sorts last.", default=None)
+    numeric: bool = _f("Right-aligned numeric cell.", default=False)
+    cls: str = _f("Extra CSS class (e.g. a severity or a highlight).", default="")
+    title: str = _f("Tooltip (e.g. the untruncated text).", default="")
+
+
+@dataclass
+class Column:
+    """One table column header."""
+
+    label: str = _f("Header text.")
+    numeric: bool = _f("Right-aligned numeric column.", default=False)
+    help: str = _f("Tooltip: the column's definition.", default="")
+    anchor: str = _f("Glossary anchor id for the definition ('' for none).", default="")
+
+
+@dataclass
+class Table:
+    """A server-rendered table (readable without JavaScript; JS only adds sorting)."""
+
+    id: str = _f("HTML id of the table (also the section anchor).")
+    title: str = _f("Heading above the table.")
+    columns: list[Column] = _f("Column headers.")
+    rows: list[list[Cell]] = _f("Body rows.")
+    note: str = _f("One line under the table (definition, truncation, caveat).", default="")
+    empty: str = _f("Text shown instead of the table when it has no rows.", default="No rows.")
+
+
+@dataclass
+class LegendItem:
+    """One colour swatch of a chart legend."""
+
+    cls: str = _f("CSS class giving the colour (k-* span kinds, c-* breakdown/idle categories).")
+    label: str = _f("What the colour means.")
+    anchor: str = _f("Glossary anchor of its definition ('' for none).", default="")
+
+
+@dataclass
+class Tick:
+    """An axis tick."""
+
+    pos: str = _f("Position: SVG user units (bar chart y) or a percentage of the width (timeline x).")
+    label: str = _f("Tick label.")
+
+
+# ---------------------------------------------------------------------------------------------
+# verdict and headline numbers
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Headline:
+    """One of the four headline numbers (GPU busy, step time, host wait, kernels per step)."""
+
+    key: str = _f("JSON key it comes from (summary.* or metrics.host_wait_pct).")
+    label: str = _f("Short name shown above the value.")
+    value: str = _f("Formatted value with unit, or 'n/a'.")
+    raw: float | None = _f("The JSON number (None when it does not apply).")
+    note: str = _f("Qualifier under the value (median over N steps, mean over devices, why n/a).")
+    definition: str = _f("Plain-text definition from the glossary (tooltip).")
+    anchor: str = _f("Glossary anchor id of the definition (link target).")
+
+
+@dataclass
+class Verdict:
+    """The one-sentence verdict at the top of the page."""
+
+    sentence: str = _f("The verdict: the main bottleneck and what it costs per step, or what the numbers show.")
+    status: str = _f("'finding' (from the top finding), 'no-findings' (rules ran, none fired), "
+                     "'no-rules' (the rules engine did not run) or 'no-gpu' (nothing to diagnose).")
+    detail: str = _f("A second sentence: what the numbers show (always filled when there is GPU work).")
+    top_rule: str = _f("Rule id of the top finding ('' when none).", default="")
+    severity: str = _f("Severity of the top finding ('' when none).", default="")
+
+
+# ---------------------------------------------------------------------------------------------
+# findings
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TimeRange:
+    """A time range to open in the Nsight Systems GUI."""
+
+    label: str = _f("What happens in the range.")
+    start_ns: int = _f("Start on the export's timeline (ns, as the GUI shows it).")
+    end_ns: int = _f("End (ns).")
+    start_s: str = _f("Start in seconds with ns precision, as typed in the GUI.")
+    end_s: str = _f("End in seconds with ns precision.")
+    duration: str = _f("Formatted duration.")
+    device: str = _f("Device label ('' when not device-specific).")
+
+
+@dataclass
+class Evidence:
+    """A finding's evidence table."""
+
+    title: str = _f("Caption of the evidence table.")
+    columns: list[str] = _f("Column names.")
+    rows: list[list[str]] = _f("Formatted cell values.")
+    numeric: list[bool] = _f("Per column: whether every value is a number (right-aligned).")
+
+
+@dataclass
+class FindingView:
+    """One finding (``docs/json.md``), formatted."""
+
+    rank: int = _f("1-based rank by impact_ms (largest first; unknown impact last).")
+    anchor: str = _f("HTML id of the finding's card.")
+    rule: str = _f("Rule id (kebab-case).")
+    severity: str = _f("info, warning or critical.")
+    category: str = _f("Category (gpu-utilization, synchronization, ...).")
+    title: str = _f("One-line title.")
+    message: str = _f("What was found, with numbers, and why it costs time.")
+    impact: str = _f("Formatted impact: per step, total, share of the window ('' when unknown).")
+    impact_ms: float | None = _f("Estimated time lost in the analysis window (ms).")
+    impact_ms_per_step: float | None = _f("Estimated time lost per step (ms).")
+    impact_pct: float | None = _f("impact_ms / window × 100.")
+    evidence: Evidence | None = _f("Evidence table, or None.")
+    verify: str = _f("How to confirm it.")
+    fix: str = _f("What to try.")
+    references: list[str] = _f("References, shown as text (the page loads and links nothing external).")
+    time_ranges: list[TimeRange] = _f("Exact ranges to open in the Nsight Systems GUI.")
+    source: str = _f("'builtin' or the path of the team rule file.")
+    replaces_builtin: bool = _f("A team rule that replaces a built-in one.")
+
+
+@dataclass
+class RuleStatus:
+    """A rule's status line (``result["rules"]``)."""
+
+    rule: str = _f("Rule id.")
+    status: str = _f("fired, passed or skipped.")
+    reason: str = _f("Why (for skipped rules: what the capture lacks).")
+    source: str = _f("'builtin' or a rule file path.")
+
+
+# ---------------------------------------------------------------------------------------------
+# step breakdown
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class BarSegment:
+    """One coloured segment of a stacked step bar."""
+
+    y: str = _f("Top (SVG units).")
+    h: str = _f("Height (SVG units).")
+    cls: str = _f("Category CSS class (c-compute, c-idle_input, ...).")
+    title: str = _f("Tooltip: category, ms and share of the step.")
+
+
+@dataclass
+class Bar:
+    """One step (or the mean of a bucket of steps) in the stacked chart."""
+
+    x: str = _f("Left edge (SVG units).")
+    w: str = _f("Width (SVG units).")
+    cx: str = _f("Horizontal centre (SVG units), for the label.")
+    top: str = _f("Top of the stacked bar (SVG units), for the median/worst mark.")
+    label: str = _f("Step label under the bar ('' to skip).")
+    title: str = _f("Tooltip of the whole bar.")
+    segments: list[BarSegment] = _f("Stacked segments, bottom (compute) first.")
+    mark: str = _f("'median', 'worst' or '' (marked bars get an outline).")
+
+
+@dataclass
+class StepChart:
+    """Stacked bars of ``breakdown_ms`` for the primary steps of one step thread."""
+
+    title: str = _f("Which process / thread.")
+    width: int = _f("SVG viewBox width.")
+    height: int = _f("SVG viewBox height.")
+    plot_left: int = _f("x of the plot area's left edge.")
+    plot_bottom: int = _f("y of the plot area's bottom edge (the x axis).")
+    bars: list[Bar] = _f("Bars, in step order.")
+    yticks: list[Tick] = _f("Y axis ticks (ms).")
+    note: str = _f("E.g. how steps were bucketed.")
+    aria: str = _f("Text alternative of the chart.")
+
+
+@dataclass
+class StepsView:
+    """Section 3: the step breakdown."""
+
+    present: bool = _f("Whether any primary step has a breakdown.")
+    reason: str = _f("Why the section is empty (no step markers, no GPU work).")
+    legend: list[LegendItem] = _f("Category colours.")
+    charts: list[StepChart] = _f("One chart per step thread (process).")
+    table: Table = _f("Per-step table: times, kernels, breakdown ms per category.")
+    zero_categories: list[str] = _f("Categories that are 0 in every step (their columns are left out).")
+
+
+# ---------------------------------------------------------------------------------------------
+# timeline
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class TimelineRow:
+    """One row of the timeline (a header or a lane)."""
+
+    y: int = _f("Top (px).")
+    h: int = _f("Height (px).")
+    label: str = _f("Row label (device, stream, host thread, lane kind).")
+    sub: str = _f("Small text after the label (counts, merges).")
+    kind: str = _f("'device', 'stream', 'gaps', 'thread' or 'host'.")
+    title: str = _f("Tooltip of the label (the untruncated text).", default="")
+
+
+@dataclass
+class TimelineRect:
+    """One drawn span."""
+
+    x: str = _f("Left (viewBox units; the plot is `width_units` wide).")
+    w: str = _f("Width (viewBox units).")
+    y: int = _f("Top (px).")
+    h: int = _f("Height (px).")
+    cls: str = _f("CSS class: k-<span kind> or c-idle_<cause>; ' m' appended for merged spans.")
+    title: str = _f("Tooltip: name, duration, offset in the window.")
+
+
+@dataclass
+class TimelineLabel:
+    """Text drawn over a wide NVTX range (hidden while zoomed)."""
+
+    x: str = _f("Left as a percentage of the plot width.")
+    y: int = _f("Baseline (px).")
+    text: str = _f("Range name, truncated to fit.")
+
+
+@dataclass
+class TimelineView:
+    """Section 4: the timeline of one representative step."""
+
+    heading: str = _f("What window is shown (median/worst step name and time, or the capture middle).")
+    choice: str = _f("'median step', 'worst step' or 'middle of the capture'.")
+    start_ns: int = _f("Window start on the export's timeline (ns).")
+    end_ns: int = _f("Window end (ns).")
+    start_s: str = _f("Window start in seconds (GUI).")
+    end_s: str = _f("Window end in seconds (GUI).")
+    duration: str = _f("Formatted window length.")
+    width_units: int = _f("viewBox width of the plot (x = (t - start) / window × width_units).")
+    height: int = _f("Plot height (px).")
+    label_width: int = _f("Width of the label column (px).")
+    rows: list[TimelineRow] = _f("Headers and lanes, top to bottom.")
+    rects: list[TimelineRect] = _f("Every span and idle gap drawn.")
+    labels: list[TimelineLabel] = _f("Names over wide NVTX ranges.")
+    ticks: list[Tick] = _f("Time axis ticks (ms from the window start).")
+    legend: list[LegendItem] = _f("Span kind and idle cause colours.")
+    notes: list[str] = _f("Caps applied (merged spans, hidden streams), how to see the other step.")
+    span_count: int = _f("Number of rectangles drawn.")
+
+
+# ---------------------------------------------------------------------------------------------
+# capture
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class CaptureView:
+    """Section 6: what was captured, and how to capture what is missing."""
+
+    facts: list[tuple[str, str]] = _f("Label/value pairs: nsys and schema version, duration, window, devices ...")
+    traced: list[tuple[str, bool]] = _f("Trace type -> whether its tables exist.")
+    diagnostics: Table = _f("nsys DIAGNOSTIC_EVENT warnings and errors, grouped.")
+    process_messages: list[str] = _f("Error lines the profiled process wrote.")
+    warnings: list[str] = _f("nsysdoc's capture warnings (no markers, trace types missing).")
+    missing: list[str] = _f("Diagnoses this capture cannot make, and why.")
+    nsysdoc_command: str = _f("`nsysdoc capture` command line that re-captures with what is missing.")
+    nsys_command: str = _f("The equivalent `nsys profile` command line.")
+    advice: list[str] = _f("Advice that no flag gives (NVTX step markers, --step-marker).")
+    overhead: str = _f("The profiling-overhead caveat, with the measured PROFILER_OVERHEAD share.")
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class ReportContext:
+    """Everything ``templates/report.html.j2`` renders."""
+
+    title: str = _f("Page title.")
+    source_name: str = _f("File name of the capture (untrusted text).")
+    source_path: str = _f("Full path of the capture as given (untrusted text).")
+    nsysdoc_version: str = _f("nsysdoc version that made the report.")
+    verdict: Verdict = _f("Section 1: the verdict.")
+    headline: list[Headline] = _f("Section 1: the four headline numbers.")
+    findings: list[FindingView] = _f("Section 2: findings ranked by impact_ms.")
+    rules_ran: bool = _f("Whether the result has a 'rules' list (the rules engine ran).")
+    rule_counts: dict[str, int] = _f("Number of rules per status (fired, passed, skipped).")
+    skipped_rules: list[RuleStatus] = _f("Rules that could not run on this capture, with why.")
+    steps: StepsView = _f("Section 3: the step breakdown.")
+    timeline: TimelineView | None = _f("Section 4: timeline of one step (None without an analysis window).")
+    timeline_reason: str = _f("Why there is no timeline ('' when there is one).")
+    tables: list[Table] = _f("Section 5: kernels, copies, sync, launch path, NVTX, devices, idle gaps.")
+    capture: CaptureView = _f("Section 6: capture facts and the re-capture command.")
+    glossary_html: Markup = _f("Section 7: docs/glossary.md rendered (in-package copy).")
+    report_terms: list[tuple[str, str, str]] = _f("Section 7: numbers only this page shows: (anchor, term, definition).")
+    css: Markup = _f("Inlined stylesheet (static/report.css).")
+    js: Markup = _f("Inlined script (static/report.js): zoom/pan of the timeline, table sorting.")
+    csp: str = _f("Content-Security-Policy: nothing external; only the inlined script (by hash) runs.")
+    result: dict = _f("The JSON result (docs/json.md), embedded as application/json for tools.")
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting helpers (shared by html, markdown and terminal)
+# ---------------------------------------------------------------------------------------------
+def is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and not (isinstance(x, float) and
+                                                                            (math.isnan(x) or math.isinf(x)))
+
+
+def fmt_num(x, digits: int = 1) -> str:
+    if not is_num(x):
+        return "—" if x is None else str(x)
+    if isinstance(x, int) or float(x).is_integer() and abs(x) >= 1000:
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_ms(x, digits: int | None = None) -> str:
+    if not is_num(x):
+        return "n/a"
+    if digits is None:
+        digits = 3 if abs(x) < 0.1 else 2 if abs(x) < 10 else 1 if abs(x) < 1000 else 0
+    return f"{x:,.{digits}f} ms"
+
+
+def fmt_pct(x, digits: int = 1) -> str:
+    return f"{x:.{digits}f}%" if is_num(x) else "n/a"
+
+
+def fmt_us(x) -> str:
+    if not is_num(x):
+        return "n/a"
+    return f"{x:,.1f} µs" if abs(x) < 1000 else f"{x / 1000:,.2f} ms"
+
+
+def fmt_bytes(n) -> str:
+    if not is_num(n):
+        return "n/a"
+    n = float(n)
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_dur_ns(ns) -> str:
+    """A duration given in ns, in the unit that suits it."""
+    if not is_num(ns):
+        return "n/a"
+    if abs(ns) < 1_000:
+        return f"{int(ns)} ns"
+    if abs(ns) < 1_000_000:
+        return f"{ns / 1e3:.1f} µs"
+    return fmt_ms(ns / 1e6)
+
+
+def fmt_s(ns) -> str:
+    """Seconds with ns precision (as typed into the Nsight Systems GUI)."""
+    if not is_num(ns):
+        return "n/a"
+    ns = int(ns)
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    return f"{sign}{ns // 1_000_000_000}.{ns % 1_000_000_000:09d} s"
+
+
+def fmt_value(v) -> str:
+    """An evidence cell: numbers compact, None as a dash, anything else as text."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10_000 else str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return "—"
+        if v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}" if abs(v) >= 10_000 else str(int(v))
+        return f"{v:,.4g}" if abs(v) < 1e-3 or abs(v) >= 1e6 else f"{round(v, 3):,}"
+    return str(v)
+
+
+def source_name(path: str | None) -> str:
+    if not path:
+        return "(unknown capture)"
+    return PurePath(str(path)).name or str(path)

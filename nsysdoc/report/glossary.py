@@ -1,0 +1,207 @@
+"""The glossary shipped inside the package, rendered to HTML for the report's last section.
+
+``nsysdoc/report/glossary.md`` is a byte-for-byte copy of ``docs/glossary.md`` (a test fails when
+they drift), read with :mod:`importlib.resources` so an installed wheel works offline. The
+markdown is rendered by a small renderer for the subset the glossary uses (headings, paragraphs,
+``-`` lists with indented continuation lines, pipe tables, inline code, ``**bold**``, ``*em*``,
+``[text](url)`` rendered as its text only: the page links nowhere). Everything is HTML-escaped.
+
+Each bold term gets an anchor ``glossary-<slug>`` (first occurrence), so numbers elsewhere in the
+page link to their definition; :func:`definition` extracts a term's definition as plain text for
+tooltips.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib.resources import files
+
+from markupsafe import Markup, escape
+
+ANCHOR_PREFIX = "glossary-"
+
+
+@lru_cache(maxsize=1)
+def glossary_source() -> str:
+    """The in-package copy of ``docs/glossary.md``."""
+    return (files("nsysdoc.report") / "glossary.md").read_text(encoding="utf-8")
+
+
+def slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s or "term"
+
+
+def anchor(term: str) -> str:
+    """The HTML id of a glossary term or heading."""
+    return ANCHOR_PREFIX + slug(term)
+
+
+_CODE = re.compile(r"(`+)(.+?)\1")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_EM = re.compile(r"(?<![\*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![\*\w])")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def _inline(text: str, used: set[str]) -> str:
+    """Inline markdown -> escaped HTML."""
+    codes: list[str] = []
+
+    def keep_code(m: re.Match) -> str:
+        codes.append(f"<code>{escape(m.group(2).strip())}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    text = _CODE.sub(keep_code, text)
+    html = str(escape(text))
+    html = _LINK.sub(lambda m: m.group(1), html)
+
+    def bold(m: re.Match) -> str:
+        inner = m.group(1)
+        plain = re.sub(r"\x00\d+\x00", "", re.sub(r"<[^>]+>", "", inner))
+        a = anchor(plain)
+        if a in used or not plain.strip():
+            return f"<strong>{inner}</strong>"
+        used.add(a)
+        return f'<strong class="term" id="{a}">{inner}</strong>'
+
+    html = _BOLD.sub(bold, html)
+    html = _EM.sub(r"<em>\1</em>", html)
+    return re.sub(r"\x00(\d+)\x00", lambda m: codes[int(m.group(1))], html)
+
+
+def _split_row(line: str) -> list[str]:
+    line = line.strip()
+    if line.startswith("|"):
+        line = line[1:]
+    if line.endswith("|") and not line.endswith("\\|"):
+        line = line[:-1]
+    cells, cur, in_code = [], "", False
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "`":
+            in_code = not in_code
+        if ch == "\\" and i + 1 < len(line) and line[i + 1] == "|":
+            cur += "|"
+            i += 2
+            continue
+        if ch == "|" and not in_code:
+            cells.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    cells.append(cur.strip())
+    return cells
+
+
+def render_markdown_subset(text: str, *, heading_offset: int = 1, used: set[str] | None = None) -> Markup:
+    """Render the glossary's markdown subset to HTML (escaped; no outgoing links).
+
+    ``heading_offset`` shifts heading levels (``#`` -> ``h2`` with the default 1).
+    """
+    used = set() if used is None else used
+    out: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        m = re.match(r"^(#{1,6})\s+(.*)$", line)
+        if m:
+            level = min(6, len(m.group(1)) + heading_offset)
+            title = m.group(2).strip()
+            a = anchor(re.sub(r"[`*]", "", title))
+            attr = ""
+            if a not in used:
+                used.add(a)
+                attr = f' id="{a}"'
+            out.append(f"<h{level}{attr}>{_inline(title, used)}</h{level}>")
+            i += 1
+            continue
+        if line.lstrip().startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            cells = [_split_row(r) for r in rows]
+            head, body = cells[0], [c for c in cells[1:] if not all(re.fullmatch(r":?-+:?", x or "-") for x in c)]
+            out.append("<table class=\"glossary-table\"><thead><tr>" +
+                       "".join(f"<th>{_inline(c, used)}</th>" for c in head) + "</tr></thead><tbody>" +
+                       "".join("<tr>" + "".join(f"<td>{_inline(c, used)}</td>" for c in r) + "</tr>" for r in body) +
+                       "</tbody></table>")
+            continue
+        if re.match(r"^[-*]\s+", line):
+            items: list[str] = []
+            while i < len(lines) and (re.match(r"^[-*]\s+", lines[i]) or (lines[i].startswith("  ") and items)):
+                if re.match(r"^[-*]\s+", lines[i]):
+                    items.append(re.sub(r"^[-*]\s+", "", lines[i]))
+                else:
+                    items[-1] += " " + lines[i].strip()
+                i += 1
+            out.append("<ul>" + "".join(f"<li>{_inline(it, used)}</li>" for it in items) + "</ul>")
+            continue
+        para = []
+        while i < len(lines) and lines[i].strip() and not re.match(r"^(#{1,6}\s|[-*]\s|\s*\|)", lines[i]):
+            para.append(lines[i].strip())
+            i += 1
+        out.append(f"<p>{_inline(' '.join(para), used)}</p>")
+    return Markup("\n".join(out))
+
+
+def _plain(md: str) -> str:
+    md = _LINK.sub(lambda m: m.group(1), md)
+    md = re.sub(r"\*\*(.+?)\*\*", r"\1", md)
+    md = re.sub(r"(?<![\*\w])\*([^*]+?)\*", r"\1", md)
+    md = _CODE.sub(lambda m: m.group(2), md)
+    return re.sub(r"\s+", " ", md).strip()
+
+
+def _blocks(text: str) -> list[str]:
+    """Paragraphs and list items, continuation lines joined."""
+    blocks: list[str] = []
+    cur: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#") or line.lstrip().startswith("|"):
+            if cur:
+                blocks.append(" ".join(cur))
+                cur = []
+            continue
+        if re.match(r"^[-*]\s+", line):
+            if cur:
+                blocks.append(" ".join(cur))
+            cur = [re.sub(r"^[-*]\s+", "", line)]
+        else:
+            cur.append(line.strip())
+    if cur:
+        blocks.append(" ".join(cur))
+    return blocks
+
+
+def definition(term: str, text: str | None = None) -> str:
+    """Plain-text definition of a bold glossary term: from ``**term**`` to the next bold term that
+    starts a sentence, or the end of its paragraph / list item. Empty when the term is absent."""
+    text = glossary_source() if text is None else text
+    needle = f"**{term}**"
+    for block in _blocks(text):
+        pos = block.find(needle)
+        if pos < 0:
+            continue
+        rest = block[pos:]
+        nxt = re.search(r"(?<=[.:;])\s+\*\*(?!or\*\*)", rest[len(needle):])
+        if nxt:
+            rest = rest[:len(needle) + nxt.start()]
+        return _plain(rest)
+    return ""
+
+
+@lru_cache(maxsize=1)
+def glossary_html() -> Markup:
+    """The whole glossary as HTML (its top heading dropped: the page has its own)."""
+    src = glossary_source()
+    lines = src.splitlines()
+    if lines and lines[0].startswith("# "):
+        src = "\n".join(lines[1:])
+    return render_markdown_subset(src, heading_offset=1)

@@ -1,0 +1,174 @@
+"""Render a diagnosis: one self-contained HTML page, a markdown summary, a terminal summary.
+
+Pure: every function returns a string; nothing is printed or written (``nsysdoc/cli.py`` does
+that). Templates and static files are package data read with :mod:`importlib.resources`.
+
+* :func:`render_html` — the report page (``docs/report.md``): Jinja2 with autoescaping and
+  ``StrictUndefined``; CSS/JS inlined; a Content-Security-Policy that lets nothing load and only
+  the inlined script run; the JSON result embedded as ``application/json``.
+* :func:`render_markdown` — verdict, headline numbers, findings table; link-free (PR comments, CI
+  logs). Untrusted text is escaped for markdown.
+* :func:`terminal_summary` — plain text, no colour codes, control characters removed.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib.resources import files
+
+import jinja2
+
+from .build import build_context, headline, rank_findings, rule_statuses, verdict
+from .context import fmt_ms, fmt_pct, is_num, source_name
+
+
+def _load_template(name: str):
+    path = files("nsysdoc.report") / "templates" / name
+    if not path.is_file():
+        return None
+    return path.read_text(encoding="utf-8"), None, lambda: True
+
+
+def _json_default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return None if np.isnan(o) else float(o)
+        if isinstance(o, np.bool_):
+            return bool(o)
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    return str(o)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The report's Jinja environment: autoescape on for every template, undefined names fail."""
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(_load_template), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=False, lstrip_blocks=False,
+                             keep_trailing_newline=True)
+    # |tojson escapes <, >, &, ' as \u003c ... so embedded JSON can never close its <script>
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False, "default": _json_default, "ensure_ascii": False}
+    return env
+
+
+def _result(analysis_or_result) -> dict:
+    if isinstance(analysis_or_result, dict):
+        return analysis_or_result
+    return analysis_or_result.to_dict()
+
+
+def render_html(analysis, *, worst_step: bool = False) -> str:
+    """The HTML report of an :class:`~nsysdoc.analysis.Analysis` (findings from
+    ``analysis.to_dict()["findings"]``). ``worst_step`` shows the slowest step's timeline
+    instead of the median one."""
+    ctx = build_context(analysis, worst_step=worst_step)
+    return environment().get_template("report.html.j2").render(**ctx.__dict__)
+
+
+# ---------------------------------------------------------------------------------------------
+# markdown
+# ---------------------------------------------------------------------------------------------
+_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def _clean(text) -> str:
+    """One line of untrusted text: control characters (terminal escapes) and newlines removed."""
+    return re.sub(r"\s+", " ", _CTRL.sub("", str(text if text is not None else ""))).strip()
+
+
+def _md(text) -> str:
+    """Untrusted text as literal markdown: specials backslash-escaped (no HTML, no links, no
+    emphasis, safe inside table cells); URLs lose their '://' so nothing autolinks."""
+    s = _MD_SPECIAL.sub(r"\\\1", _clean(text))
+    return re.sub(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)", r"\1\\:", s).replace("www.", "www\\.")
+
+
+def render_markdown(analysis, *, max_findings: int = 10) -> str:
+    """Markdown summary: verdict, headline numbers, top findings, skipped rules. Link-free.
+
+    Accepts an ``Analysis`` or its result dict."""
+    r = _result(analysis)
+    v = verdict(r)
+    src = r.get("source") or {}
+    cap = r.get("capture") or {}
+    lines = [f"### nsysdoc: {_md(source_name(src.get('path')))}", "",
+             f"**Verdict:** {_md(v.sentence)}", "", _md(v.detail), ""]
+    hs = headline(r)
+    lines += ["| " + " | ".join(_md(h.label) for h in hs) + " |",
+              "|" + "|".join("---:" for _ in hs) + "|",
+              "| " + " | ".join(_md(h.value) for h in hs) + " |",
+              "| " + " | ".join(_md(h.note) for h in hs) + " |", ""]
+    findings = rank_findings(r.get("findings") or [])
+    if findings:
+        lines += [f"**Findings** ({len(findings)}, ranked by impact):", "",
+                  "| # | severity | finding | per step | in window | share |", "|---:|---|---|---:|---:|---:|"]
+        for i, f in enumerate(findings[:max_findings], 1):
+            lines.append(f"| {i} | {_md(f.get('severity'))} | {_md(f.get('title') or f.get('rule'))} | "
+                         f"{_md(fmt_ms(f.get('impact_ms_per_step')) if is_num(f.get('impact_ms_per_step')) else '—')} | "
+                         f"{_md(fmt_ms(f.get('impact_ms')) if is_num(f.get('impact_ms')) else '—')} | "
+                         f"{_md(fmt_pct(f.get('impact_pct')) if is_num(f.get('impact_pct')) else '—')} |")
+        if len(findings) > max_findings:
+            lines.append(f"| | | and {len(findings) - max_findings} more in the HTML report | | | |")
+        lines.append("")
+    ran, counts, skipped = rule_statuses(r)
+    if ran and skipped:
+        lines.append("Skipped rules: " + "; ".join(f"{_md(s.rule)} ({_md(s.reason)})" for s in skipped) + ".")
+        lines.append("")
+    win = (cap.get("window") or {}).get("duration_ms")
+    facts = [f"nsys {_md(src.get('nsys_version') or 'unknown')}", f"{cap.get('device_count', 0)} device(s)",
+             f"{(r.get('summary') or {}).get('step_count', 0)} steps" if cap.get("has_step_markers") else "no step markers",
+             f"analysis window {_md(fmt_ms(win))}"]
+    lines.append("Capture: " + ", ".join(facts) + ".")
+    for w in cap.get("warnings") or []:
+        lines.append(f"- {_md(w)}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# terminal
+# ---------------------------------------------------------------------------------------------
+def _ascii(text: str) -> str:
+    return text.replace("—", "-").replace("–", "-").replace("·", "|").replace("→", "->").replace("µs", "us")
+
+
+def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
+    """A few plain-text lines for the terminal: verdict, headline numbers, top findings (severity,
+    title, impact), the report path. No colour codes; untrusted text has control characters removed.
+
+    Accepts an ``Analysis`` or its result dict."""
+    r = _result(analysis)
+    v = verdict(r)
+    src = r.get("source") or {}
+    out = [f"nsysdoc: {_clean(source_name(src.get('path')))}", f"Verdict: {_clean(v.sentence)}"]
+    if v.detail:
+        out.append(f"  {_clean(v.detail)}")
+    hs = headline(r)
+    out.append("  " + " | ".join(f"{h.label} {h.value}" for h in hs))
+    findings = rank_findings(r.get("findings") or [])
+    if findings:
+        out.append(f"Findings ({len(findings)}):")
+        for i, f in enumerate(findings[:max_findings], 1):
+            imp = ""
+            if is_num(f.get("impact_ms_per_step")):
+                imp = f" - {fmt_ms(f['impact_ms_per_step'])}/step"
+            elif is_num(f.get("impact_ms")):
+                imp = f" - {fmt_ms(f['impact_ms'])}"
+            out.append(f"  {i}. [{_clean(f.get('severity') or 'info').upper()}] {_clean(f.get('title') or f.get('rule'))}{imp}")
+        if len(findings) > max_findings:
+            out.append(f"  ... and {len(findings) - max_findings} more")
+    ran, counts, skipped = rule_statuses(r)
+    if ran and skipped:
+        out.append(f"  ({len(skipped)} rule(s) skipped: {', '.join(_clean(s.rule) for s in skipped[:6])})")
+    if html_path is not None:
+        out.append(f"Report: {_clean(html_path)}")
+    return _ascii("\n".join(out)) + "\n"
+
+
+__all__ = ["render_html", "render_markdown", "terminal_summary", "environment"]
