@@ -24,7 +24,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 class Format(str, Enum):
+    html = "html"
     json = "json"
+    md = "md"
 
 
 class Severity(str, Enum):
@@ -72,10 +74,21 @@ def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
     return load_rules(rule_dirs, cfg), cfg
 
 
+def _render(analysis, fmt: "Format", worst_step: bool) -> str:
+    if fmt == Format.json:
+        return json.dumps(analysis.to_dict(), indent=2, allow_nan=False) + "\n"
+    from .report import render_html, render_markdown
+
+    if fmt == Format.md:
+        return render_markdown(analysis)
+    return render_html(analysis, worst_step=worst_step)
+
+
 def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
                   no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity | None", debug: bool,
                   nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
-                  no_config: bool = False) -> int:
+                  no_config: bool = False, quiet: bool = False, open_report: bool = False,
+                  worst_step: bool = False, json_beside: bool = False) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .analysis import analyze
     from .nsys import ensure_sqlite, expand_inputs
@@ -109,7 +122,9 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                 typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
                 path = ensure_sqlite(path, nsys=nsys)
             trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
-            result = apply_rules(analyze(trace, step_pattern=step_marker).to_dict(), ruleset)
+            analysis = analyze(trace, step_pattern=step_marker)
+            result = apply_rules(analysis.to_dict(), ruleset)  # fills analysis.result in place
+            text = _render(analysis, fmt, worst_step)
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
@@ -120,14 +135,25 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(f"{path}: internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
             worst = EXIT_ERROR
             continue
-        text = json.dumps(result, indent=2, allow_nan=False) + "\n"
         target = _target(Path(path), output, several, fmt)
         if target is None:
             sys.stdout.write(text)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+        if json_beside and target is not None and fmt != Format.json:
+            target.with_suffix(".json").write_text(_render(analysis, Format.json, worst_step), encoding="utf-8")
+        if not quiet:
+            from .report import terminal_summary
+
+            summary = terminal_summary(analysis, str(target) if target is not None else None)
+            typer.echo(summary.rstrip("\n"), err=target is None)
+        elif target is not None:
             typer.echo(f"nsysdoc: wrote {target}", err=True)
+        if open_report and target is not None and fmt == Format.html:
+            import webbrowser
+
+            webbrowser.open(target.resolve().as_uri())
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
     return worst
@@ -137,9 +163,12 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
 def report(
     inputs: list[Path] = typer.Argument(None, show_default=False,
                                         help="nsys exports (.sqlite) or reports (.nsys-rep), or folders of them."),
-    fmt: Format = typer.Option(Format.json, "--format", "-f", help="Output format."),
+    fmt: Optional[Format] = typer.Option(None, "--format", "-f",
+                                         help="html (one self-contained file), json (the contract in docs/json.md) or "
+                                              "md. Default: from the --output suffix, else html."),
     output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Output file (one input) or directory (several). Default: stdout for json."),
+                                          help="Output file (one input) or directory (several). Default: "
+                                               "<name>.nsysdoc.html here; json and md go to stdout."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker",
                                               help="Regex an NVTX range's whole text must match to mark a training step."),
     sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
@@ -151,9 +180,14 @@ def report(
     config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or [tool.nsysdoc] found upwards)."),
     no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    open_report: bool = typer.Option(False, "--open", help="Open the HTML report in a browser."),
+    worst_step: bool = typer.Option(False, "--worst-step", help="Show the slowest step in the timeline (default: median)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the terminal summary."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
 ) -> None:
     """Diagnose one or more captures."""
+    if fmt is None:
+        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
     paths = list(inputs or [])
     if sample:
         paths.insert(0, sample_path())
@@ -161,7 +195,7 @@ def report(
         _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
         raise typer.Exit(EXIT_ERROR)
     raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
-                                   rules, config, no_config))
+                                   rules, config, no_config, quiet, open_report, worst_step))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -214,8 +248,8 @@ def capture(
         raise typer.Exit(EXIT_ERROR)
     typer.echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
     sqlite = Path(result.sqlite_path)
-    code = _report_paths([sqlite], Format.json, sqlite.with_name(sqlite.stem + ".nsysdoc.json"), step_marker,
-                         False, None, fail_on, False, nsys=binary, rule_dirs=rules)
+    code = _report_paths([sqlite], Format.html, sqlite.with_name(sqlite.stem + ".nsysdoc.html"), step_marker,
+                         False, None, fail_on, False, nsys=binary, rule_dirs=rules, json_beside=True)
     if result.interrupted:
         raise typer.Exit(130)
     if result.program_exit_code:
@@ -233,10 +267,9 @@ def _fails(result: dict, fail_on: "Severity | None") -> bool:
 
 
 def _target(path: Path, output: Path | None, several: bool, fmt: Format) -> Path | None:
-    ext = {"json": "json"}[fmt.value]
-    name = f"{Path(path).stem}.nsysdoc.{ext}"
+    name = f"{Path(path).stem}.nsysdoc.{fmt.value}"
     if output is None:
-        return None if (fmt == Format.json and not several) else Path.cwd() / name
+        return None if (fmt != Format.html and not several) else Path.cwd() / name
     if several or output.is_dir():
         return output / name
     return output

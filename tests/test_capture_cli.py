@@ -51,6 +51,7 @@ def test_capture_profiles_exports_and_reports(env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "hello from training" in proc.stdout  # the program's output is streamed through
     assert (out / "train.nsys-rep").exists() and (out / "train.sqlite").exists()
+    assert (out / "train.nsysdoc.html").exists()
     report = json.loads((out / "train.nsysdoc.json").read_text())
     assert report["summary"]["step_count"] == 5
     profile = next(a for a in logged(env) if len(a) > 1 and a[1] == "profile" and "--help" not in a)
@@ -121,6 +122,6 @@ def test_report_directory_argument(env, tmp_path, build):
     d.mkdir()
     for name in ("healthy_training", "sync_storm"):
         (d / f"{name}.sqlite").write_bytes(build(name).read_bytes())
-    proc = nsysdoc(["report", d, "-o", tmp_path / "out"], env, tmp_path)
+    proc = nsysdoc(["report", d, "-o", tmp_path / "out", "--format", "json"], env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(list((tmp_path / "out").glob("*.nsysdoc.json"))) == 2

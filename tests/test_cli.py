@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -12,9 +13,13 @@ import pytest
 from nsysdoc.testing import Capture
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def run(*args, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+                          cwd=cwd, timeout=120, env=env)
 
 
 def assert_one_line_error(proc, *needles):
@@ -27,7 +32,7 @@ def assert_one_line_error(proc, *needles):
 
 
 def test_sample_report_json_to_stdout():
-    proc = run("report", "--sample", "--no-cache")
+    proc = run("report", "--sample", "--no-cache", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["summary"]["step_count"] == 12
@@ -38,14 +43,14 @@ def test_output_file(tmp_path):
     out = tmp_path / "r.json"
     proc = run("report", "--sample", "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(out.read_text())["source"]["nsys_version"] == "2026.2.1.210"
-    assert f"wrote {out}" in proc.stderr
+    assert json.loads(out.read_text())["source"]["nsys_version"] == "2026.2.1.210"  # format from the suffix
+    assert f"Report: {out}" in proc.stdout  # the terminal summary names the file
 
 
 def test_several_inputs_to_directory(tmp_path, build):
     a = build("healthy_training")
     b = build("sync_storm")
-    proc = run("report", a, b, "-o", tmp_path / "out")
+    proc = run("report", a, b, "-o", tmp_path / "out", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["healthy_training.nsysdoc.json",
                                                                    "sync_storm.nsysdoc.json"]
@@ -94,15 +99,15 @@ def test_custom_step_marker(build, tmp_path):
         with t.range(f"batch-{i}"):
             t.launch("k", 100)
     p = cap.write(tmp_path / "custom.sqlite")
-    default = json.loads(run("report", p).stdout)
-    custom = json.loads(run("report", p, "--step-marker", r"batch-\d+").stdout)
+    default = json.loads(run("report", p, "--format", "json").stdout)
+    custom = json.loads(run("report", p, "--format", "json", "--step-marker", r"batch-\d+").stdout)
     assert default["summary"]["step_count"] == 0
     assert custom["summary"]["step_count"] == 3
 
 
 def test_partial_failure_still_reports_others(tmp_path, build):
     good = build("healthy_training")
-    proc = run("report", good, tmp_path / "missing.sqlite", "-o", tmp_path / "o")
+    proc = run("report", good, tmp_path / "missing.sqlite", "-o", tmp_path / "o", "--format", "json")
     assert proc.returncode == 2
     assert (tmp_path / "o" / "healthy_training.nsysdoc.json").exists()
 
@@ -129,3 +134,18 @@ def test_input_file_untouched_by_report(build, tmp_path):
     before = (p.read_bytes(), p.stat().st_mtime_ns)
     assert run("report", p, "-o", tmp_path / "x.json").returncode == 0
     assert (p.read_bytes(), p.stat().st_mtime_ns) == before
+
+
+def test_default_is_html_next_to_cwd_with_terminal_summary(tmp_path, build):
+    p = build("dataloader_starvation")
+    proc = run("report", p, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    html = tmp_path / "dataloader_starvation.nsysdoc.html"
+    assert html.exists() and html.read_text().lstrip().lower().startswith("<!doctype html")
+    assert "DataLoader starvation" in proc.stdout and str(html) in proc.stdout
+
+
+def test_markdown_to_stdout(build):
+    proc = run("report", build("sync_storm"), "--format", "md")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("#") and "Host-blocking synchronisation" in proc.stdout

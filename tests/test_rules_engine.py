@@ -220,16 +220,17 @@ def run(*args, cwd=ROOT):
 
 def test_fail_on_sets_exit_code(build):
     p = build("sample_training")
-    assert run("report", p, "--no-config", "--fail-on", "critical").returncode == 1
-    assert run("report", p, "--no-config", "--fail-on", "never").returncode == 0
-    assert run("report", p, "--no-config").returncode == 0
+    j = ("--format", "json", "--no-config")
+    assert run("report", p, *j, "--fail-on", "critical").returncode == 1
+    assert run("report", p, *j, "--fail-on", "never").returncode == 0
+    assert run("report", p, *j).returncode == 0
     healthy = build("healthy_training")
-    assert run("report", healthy, "--no-config", "--fail-on", "info").returncode == 0
+    assert run("report", healthy, *j, "--fail-on", "info").returncode == 0
 
 
 def test_cli_bad_rule_folder_is_exit_2(tmp_path, build):
     write_rule(tmp_path / "bad", GOOD.replace("severity: warning", "severity: fatal"))
-    proc = run("report", build("healthy_training"), "--rules", tmp_path / "bad")
+    proc = run("report", build("healthy_training"), "--format", "json", "--rules", tmp_path / "bad")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "slow-step.yaml:7: severity" in proc.stderr
 

@@ -56,7 +56,8 @@ def test_wheel_contains_data_and_installs(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([str(env_dir / "bin" / "nsysdoc"), "report", "--sample", "--no-cache"], cwd=elsewhere,
+    proc = subprocess.run([str(env_dir / "bin" / "nsysdoc"), "report", "--sample", "--no-cache", "--format", "json"],
+                          cwd=elsewhere,
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert '"step_count": 12' in proc.stdout

@@ -18,8 +18,9 @@ TINY_KERNEL_NS = 10_000
 #: GEMM / convolution kernels (cuBLAS, cuDNN, CUTLASS, PyTorch, Triton matmuls).
 GEMM_LIKE = re.compile(r"gemm|conv|matmul|dgrad|wgrad|fprop|cutlass|cublas|xmma", re.IGNORECASE)
 #: Tensor-core or reduced-precision markers in kernel names.
-TENSOR_CORE = re.compile(r"tensorop|hmma|xmma|wgmma|mma|bf16|fp16|f16|h16|half|tf32|i8|s8|int8|fp8|e4m3|e5m2|"
-                         r"16816|1688|884|sm80_|sm90_|sm100_", re.IGNORECASE)
+TENSOR_CORE = re.compile(r"tensorop|hmma|xmma|wgmma|(?<![a-z])mma|bf16|fp16|f16|h16|half|tf32|i8|s8|int8|fp8|"
+                         r"e4m3|e5m2|16816|1688|884|sm80_|sm90_|sm100_", re.IGNORECASE)  # "mma" not inside
+                                                                                          # words (FusedAdamMath)
 #: FP32 math without tensor cores: SGEMM, SIMT FFMA, explicit f32 variants.
 FP32_MATH = re.compile(r"sgemm|scudnn|simt|ffma|f32|fp32|float", re.IGNORECASE)
 
