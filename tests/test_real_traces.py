@@ -129,3 +129,19 @@ def test_correlation_join_matches_sql():
     import numpy as np
 
     assert d["metrics"]["launch"]["launch_api_us_median"] == pytest.approx(float(np.median(api)) / 1e3, abs=1e-3)
+
+
+def test_fp32_ffma_gemms_on_h100_are_found():
+    """The FastVideo slice runs cuBLAS FP32 GEMMs (sm80_xmma_gemm_f32f32_..._ffma): the fp32-gemm
+    rule must fire, with the share of kernel time the rows say."""
+    path = SHARED_TRACES / "fastvideo_h100x2_sp2_slice.sqlite"
+    if not path.exists():
+        pytest.skip("file absent")
+    from nsysdoc.rules import apply_rules, load_rules
+
+    (fp32, total), = q(path, 'SELECT sum(CASE WHEN s.value LIKE \'%gemm%ffma%\' THEN k."end" - k.start ELSE 0 END), '
+                             'sum(k."end" - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k '
+                             'JOIN StringIds s ON s.id = k.demangledName WHERE k.start > 0')
+    d = apply_rules(analyze_path(path), load_rules())
+    assert d["metrics"]["values"]["fp32_gemm_share_pct"] == pytest.approx(fp32 / total * 100, abs=0.01)
+    assert "fp32-gemm" in [f["rule"] for f in d["findings"]]

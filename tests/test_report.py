@@ -446,7 +446,14 @@ def test_tables(sample):
 @pytest.mark.parametrize("name, label", [(GEMM, "yes"), (SGEMM, "no — FP32 GEMM"), (ADAM, "—"),
                                          ("ampere_fp16_s16816gemm_fp16_128x128", "yes"),
                                          ("cutlass_80_tensorop_bf16_s16816gemm", "yes"),
-                                         ("elementwise_kernel_f32", "no"), ("gamma_norm_kernel", "—")])
+                                         ("elementwise_kernel_f32", "no"), ("gamma_norm_kernel", "—"),
+                                         # FP32 FFMA GEMM although an "xmma"/sm80_ family kernel (real H100 trace)
+                                         ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_"
+                                          "warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+                                          "no — FP32 GEMM"),
+                                         ("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn", "yes"),
+                                         ("void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, "
+                                          "cutlass::bfloat16_t>>(Flash_fwd_params)", "yes")])
 def test_tensor_core_heuristic(name, label):
     assert tensor_core_label(name)[0] == label
 

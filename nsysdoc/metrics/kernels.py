@@ -17,21 +17,33 @@ TINY_KERNEL_NS = 10_000
 
 #: GEMM / convolution kernels (cuBLAS, cuDNN, CUTLASS, PyTorch, Triton matmuls).
 GEMM_LIKE = re.compile(r"gemm|conv|matmul|dgrad|wgrad|fprop|cutlass|cublas|xmma", re.IGNORECASE)
-#: Tensor-core or reduced-precision markers in kernel names.
-TENSOR_CORE = re.compile(r"tensorop|hmma|xmma|wgmma|(?<![a-z])mma|bf16|fp16|f16|h16|half|tf32|i8|s8|int8|fp8|"
-                         r"e4m3|e5m2|16816|1688|884|sm80_|sm90_|sm100_", re.IGNORECASE)  # "mma" not inside
-                                                                                          # words (FusedAdamMath)
-#: FP32 math without tensor cores: SGEMM, SIMT FFMA, explicit f32 variants.
-FP32_MATH = re.compile(r"sgemm|scudnn|simt|ffma|f32|fp32|float", re.IGNORECASE)
+#: Reduced-precision or tensor-core instruction markers (bf16/fp16/tf32/int8/fp8 types, HMMA/IMMA/WGMMA
+#: instructions, CUTLASS "tensorop", tensor-core tile shapes, flash attention).
+REDUCED_OR_TC = re.compile(r"tensorop|hmma|imma|wgmma|(?<![a-z])mma|bf16|bfloat16|fp16|f16|float16|h16|half|tf32|"
+                           r"i8|s8|int8|fp8|e4m3|e5m2|16816|1688|884|flash", re.IGNORECASE)
+#: Architecture-tuned cuBLAS/cuDNN kernel families that are tensor-core kernels unless marked FFMA.
+TC_FAMILY = re.compile(r"xmma|sm80_|sm86_|sm89_|sm90_|sm100_", re.IGNORECASE)
+#: FP32 SIMT math, definite: FFMA instructions, SGEMM, SIMT CUTLASS kernels, FP32 cuDNN kernels.
+FP32_STRONG = re.compile(r"ffma|sgemm|simt|scudnn", re.IGNORECASE)
+#: FP32 hints that only count when no tensor-core family marker is present.
+FP32_WEAK = re.compile(r"f32|fp32|float", re.IGNORECASE)
 
 
 def is_fp32_gemm(name: str) -> bool:
-    """GEMM/conv kernel running FP32 math without tensor cores (name heuristic, see glossary)."""
-    return bool(GEMM_LIKE.search(name) and FP32_MATH.search(name) and not TENSOR_CORE.search(name))
+    """GEMM/conv kernel running FP32 math without tensor cores (name heuristic, see glossary).
+
+    ``sm80_xmma_gemm_f32f32_..._ffma_...`` is FP32 (FFMA) although it is an "xmma" kernel;
+    ``sm80_xmma_gemm_tf32f32_...`` and ``..._bf16...`` are not.
+    """
+    if not GEMM_LIKE.search(name) or REDUCED_OR_TC.search(name):
+        return False
+    return bool(FP32_STRONG.search(name) or (FP32_WEAK.search(name) and not TC_FAMILY.search(name)))
 
 
 def uses_tensor_cores(name: str) -> bool:
-    return bool(TENSOR_CORE.search(name))
+    if FP32_STRONG.search(name) and not REDUCED_OR_TC.search(name):
+        return False
+    return bool(REDUCED_OR_TC.search(name) or TC_FAMILY.search(name))
 
 
 def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from .. import __version__
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
-from ..metrics.kernels import GEMM_LIKE
+from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from . import charts
 from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem, ReportContext, RuleStatus,
                       StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
@@ -47,11 +47,12 @@ HEADLINES = [
 #: Numbers only the page shows (not in the JSON): defined here and in docs/report.md.
 REPORT_TERMS = [
     ("Tensor cores (kernel table)",
-     "A name heuristic, not a measurement: 'yes' when the kernel name contains a tensor-core or "
-     "reduced-precision marker (tensorop, hmma, xmma, wgmma, imma, mma as a whole token, bf16, fp16, f16, "
-     "tf32, fp8, 16816, sm80_, sm90_, sm100_); otherwise 'no' when it contains an FP32 marker (sgemm, "
-     "ffma, f32, fp32, simt), written 'no — FP32 GEMM' for GEMM/convolution kernels; '—' when the name "
-     "says neither. Confirm with the Tensor Active GPU metric or Nsight Compute."),
+     "A name heuristic, not a measurement, shared with the fp32-gemm rule: 'yes' when the name has a "
+     "reduced-precision or tensor-core marker (bf16, fp16, tf32, int8, fp8, hmma, imma, wgmma, tensorop, "
+     "flash, ...) or is an architecture-tuned xmma/sm80_/sm90_ kernel without FFMA; 'no — FP32 GEMM' for "
+     "GEMM/convolution kernels doing FP32 math (ffma, sgemm, simt; or f32/float outside xmma kernels); "
+     "'no' for other FFMA/SIMT kernels; '—' when the name says neither (see the glossary, fp32_gemm_ms). "
+     "Confirm with the Tensor Active GPU metric or Nsight Compute."),
     ("NVTX range totals",
      "NVTX push/pop and start/end ranges overlapping the analysis window, grouped by domain and text: "
      "count, total (sum of the ranges' durations clipped to the window — nested ranges count at every "
@@ -327,20 +328,19 @@ def _marked_steps(primary: list[dict]) -> tuple[int | None, int | None]:
 # ---------------------------------------------------------------------------------------------
 # tables
 # ---------------------------------------------------------------------------------------------
-#: Tensor-core / reduced-precision markers in kernel names ("mma" only as a whole token:
-#: "FusedAdamMathFunctor" contains "mma").
-TC_NAME = re.compile(r"tensorop|hmma|xmma|wgmma|imma|(?<![a-z])mma(?![a-z])|bf16|fp16|(?<![a-z0-9])f16|tf32|"
-                     r"16816|sm80_|sm90_|sm100_|fp8|e4m3|e5m2", re.IGNORECASE)
-#: FP32 math without tensor cores.
+#: FP32 math markers for kernels that are not GEMMs (whole tokens: "f32" but not "bf16f32").
 FP32_NAME = re.compile(r"sgemm|ffma|(?<![a-z0-9])f32(?![a-z0-9])|fp32|(?<![a-z])simt", re.IGNORECASE)
 
 
 def tensor_core_label(name: str) -> tuple[str, str]:
-    """(label, css class) of the tensor-core name heuristic (see REPORT_TERMS)."""
-    if TC_NAME.search(name):
+    """(label, css class) of the tensor-core name heuristic; "yes" and "FP32 GEMM" are the ones the
+    fp32-gemm rule uses (``nsysdoc.metrics.kernels``, defined in the glossary)."""
+    if uses_tensor_cores(name):
         return "yes", "tc-yes"
+    if is_fp32_gemm(name):
+        return "no — FP32 GEMM", "tc-fp32"
     if FP32_NAME.search(name):
-        return ("no — FP32 GEMM", "tc-fp32") if GEMM_LIKE.search(name) else ("no", "tc-no")
+        return "no", "tc-no"
     return "—", ""
 
 
