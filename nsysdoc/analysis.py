@@ -109,8 +109,12 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
 
 
 def _in_window(start_ns: np.ndarray, w0: int | None, w1: int | None) -> np.ndarray:
+    """Operations that start inside ``[w0, w1)``, plus those starting exactly at ``w1`` when the
+    window is empty (a capture whose only GPU work is one zero-length kernel)."""
     if w0 is None or w1 is None:
         return np.zeros(len(start_ns), dtype=bool)
+    if w1 == w0:
+        return start_ns == w0
     return (start_ns >= w0) & (start_ns < w1)
 
 
@@ -351,9 +355,10 @@ def _comm_metrics(devices: list[dict]) -> dict:
 
 
 def _host_wait(devices: list[dict], window_ns: int) -> float | None:
-    """Mean over devices of the window share spent idle while the host waited (sync or input)."""
+    """Mean over devices with GPU work in the window of the window share spent idle while the host
+    waited (sync or input) — the same devices ``gpu_busy_pct`` averages over."""
     vals = [((d["idle_ms_by_cause"]["sync"] or 0) + (d["idle_ms_by_cause"]["input"] or 0)) * 1e6 / window_ns * 100
-            for d in devices if d.get("idle_ms_by_cause") and window_ns]
+            for d in devices if d.get("idle_ms_by_cause") and window_ns and d["kernel_count"] + d["copy_count"] > 0]
     return _num(float(np.mean(vals))) if vals else None
 
 

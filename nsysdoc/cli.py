@@ -113,10 +113,12 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
     several = len(files) > 1 or len(paths) > 1 or any(Path(p).is_dir() for p in paths)
+    names = _unique_names(files)
     if several and output is not None and output.suffix:
         _err("with several inputs, --output must be a directory")
         return EXIT_ERROR
     for path in files:
+        report_name = names.get(path, path)
         try:
             if Path(path).suffix in (".nsys-rep", ".qdrep"):
                 typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
@@ -135,14 +137,19 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(f"{path}: internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
             worst = EXIT_ERROR
             continue
-        target = _target(Path(path), output, several, fmt)
-        if target is None:
-            sys.stdout.write(text)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        if json_beside and target is not None and fmt != Format.json:
-            target.with_suffix(".json").write_text(_render(analysis, Format.json, worst_step), encoding="utf-8")
+        target = _target(Path(report_name), output, several, fmt)
+        try:
+            if target is None:
+                sys.stdout.write(text)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            if json_beside and target is not None and fmt != Format.json:
+                target.with_suffix(".json").write_text(_render(analysis, Format.json, worst_step), encoding="utf-8")
+        except OSError as exc:
+            _err(f"cannot write the report {target}: {exc.strerror or exc}")
+            worst = EXIT_ERROR
+            continue
         if not quiet:
             from .report import terminal_summary
 
@@ -255,6 +262,27 @@ def capture(
     if result.program_exit_code:
         raise typer.Exit(result.program_exit_code)
     raise typer.Exit(code)
+
+
+def _unique_names(files: list[str]) -> dict[str, str]:
+    """Report names per input: the file stem, prefixed by its folder(s) when two inputs share a stem
+    (rank0/run.sqlite and rank1/run.sqlite must not overwrite each other's report)."""
+    out: dict[str, str] = {}
+    stems: dict[str, list[str]] = {}
+    for f in files:
+        stems.setdefault(Path(f).stem, []).append(f)
+    for stem, group in stems.items():
+        if len(group) == 1:
+            out[group[0]] = group[0]
+            continue
+        for i, f in enumerate(group):
+            parts = Path(f).resolve().parts[:-1]
+            label = "-".join(parts[-2:]) if parts else str(i)
+            out[f] = str(Path(f).with_name(f"{label}-{stem}{Path(f).suffix}".lstrip("-")))
+        if len(set(Path(out[f]).stem for f in group)) < len(group):
+            for i, f in enumerate(group):
+                out[f] = str(Path(f).with_name(f"{stem}-{i + 1}{Path(f).suffix}"))
+    return out
 
 
 _RANK = {"info": 0, "warning": 1, "critical": 2}

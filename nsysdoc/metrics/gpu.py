@@ -165,7 +165,8 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int
     cause = np.full(n, CAUSE_UNATTR, dtype=np.int8)
     thread = np.zeros(n, dtype=np.int64)
     next_api = np.full(n, -1, dtype=np.int64)
-    if n == 0:
+    if n == 0 or len(ops) == 0:  # no GPU operation at all (e.g. only sync rows): every gap is a tail
+        cause[:] = CAUSE_TAIL
         return Gaps(gk, gs, ge, cause, thread, next_api)
     # the operation that starts at the gap end on the same device: look every op up among the
     # (few) gap ends instead of sorting all ops

@@ -35,10 +35,12 @@ def match_api(api_proc, api_corr, api_valid, op_proc, op_corr) -> np.ndarray:
         ac += ap.astype(np.int64) * span  # in place: the table slot of each API row
         table[ac] = idx
         del ac, ap, idx
-        slot = np.asarray(op_proc).astype(np.int64) * span
-        slot += np.asarray(op_corr)
-        ok = (np.asarray(op_corr) > 0) & (slot < nproc * span)
-        out[ok] = table[slot[ok]]
+        corr = np.asarray(op_corr)
+        # a correlation id beyond the process's largest API id has no API row in *this* process;
+        # without this check its slot would fall into the next process's block
+        ok = (corr > 0) & (corr < span)
+        slot = np.asarray(op_proc)[ok].astype(np.int64) * span + corr[ok]
+        out[ok] = table[slot]
         return out
     op_corr = np.asarray(op_corr, dtype=np.int64)
     op_proc = np.asarray(op_proc, dtype=np.int64)

@@ -140,7 +140,7 @@ def build_steps(ranges: pd.DataFrame, process_keys: np.ndarray, op_proc: np.ndar
         s = df["start_ns"].to_numpy(np.int64)[rows]
         r_end = df["range_end_ns"].to_numpy(np.int64)[rows]
         k = np.searchsorted(s, when, side="right") - 1
-        inside = (k >= 0) & (when <= r_end[np.maximum(k, 0)])
+        inside = (k >= 0) & (when < r_end[np.maximum(k, 0)])  # half-open, like every interval
         ext = r_end.copy()
         np.maximum.at(ext, k[inside], oend[inside])
         end[rows] = ext
@@ -167,6 +167,6 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
         s = st["start_ns"].to_numpy(np.int64)
         r_end = st["range_end_ns"].to_numpy(np.int64)
         k = np.searchsorted(s, op_when_ns[sel], side="right") - 1
-        inside = (k >= 0) & (op_when_ns[sel] <= r_end[np.maximum(k, 0)])
+        inside = (k >= 0) & (op_when_ns[sel] < r_end[np.maximum(k, 0)])
         out[sel[inside]] = st["step"].to_numpy()[k[inside]]
     return out

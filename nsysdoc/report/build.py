@@ -92,7 +92,9 @@ def headline(result: dict) -> list[Headline]:
     summary = result.get("summary") or {}
     metrics = result.get("metrics") or {}
     capture = result.get("capture") or {}
-    devices = [d for d in result.get("devices") or [] if d.get("busy_pct") is not None]
+    # the devices gpu_busy_pct and host_wait_pct average over: those with GPU work in the window
+    devices = [d for d in result.get("devices") or [] if d.get("busy_pct") is not None
+               and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
     primary = [s for s in result.get("steps") or [] if s.get("primary")]
     out = []
     for key, label, terms, where in HEADLINES:

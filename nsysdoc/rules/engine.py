@@ -250,24 +250,25 @@ def _extras(result: dict) -> dict:
     return extra
 
 
-class _Fmt(dict):
-    def __missing__(self, key):  # pragma: no cover - names are checked at load time
-        return "n/a"
-
-
 def _format(template: str, env: dict) -> str:
-    from .spec import template_fields
+    """Fill ``{name}`` / ``{name:spec}`` fields (plain names only, checked at load time). A missing
+    value prints ``n/a``; a value the spec does not fit (e.g. ``.1f`` on a kernel name) prints as is."""
+    import string
 
-    out = template
-    values = {}
-    for name, spec in template_fields(template):
+    out = []
+    for literal, name, spec, _ in string.Formatter().parse(template):
+        out.append(literal)
+        if name is None:
+            continue
         val = env.get(name)
         if val is None or (isinstance(val, float) and math.isnan(val)):
-            values[name] = "n/a"
-            out = out.replace("{" + name + (":" + spec if spec else "") + "}", "{" + name + "}")
-        else:
-            values[name] = val
-    return out.format_map(_Fmt(values))
+            out.append("n/a")
+            continue
+        try:
+            out.append(format(val, spec or ""))
+        except (ValueError, TypeError):
+            out.append(str(val))
+    return "".join(out)
 
 
 def _num(x):

@@ -5,15 +5,17 @@ node types; nothing is ever passed to ``eval``/``exec``. Allowed:
 
 * numbers, strings, ``true``/``false``/``null`` (also ``True``/``False``/``None``);
 * names of metric values and rule parameters;
-* arithmetic ``+ - * / // % **`` (``/`` by zero gives null), unary ``-``/``+``;
+* arithmetic ``+ - * / // % **`` on numbers only (``/`` by zero, overflow give null; ``**`` is
+  computed in floating point so it cannot run away), unary ``-``/``+``;
 * comparisons ``< <= > >= == !=`` (chains allowed), ``in``/``not in`` against a list literal;
 * ``and``, ``or``, ``not``; ``a if cond else b``; list literals ``[a, b]``;
 * calls of whitelisted functions: ``min``, ``max``, ``abs``, ``round``, ``coalesce(x, default)``,
   ``defined(x)`` (not null), ``matches(text, regex)``.
 
 No attribute access, subscripts, comprehensions, lambdas or imports. Comparisons and arithmetic
-with a null operand give null, and a null condition is false (a rule never fires on missing
-data; the engine reports it as skipped instead).
+with a null operand give null; ``and``/``or``/``not`` follow three-valued logic (``not null`` is
+null, ``null and false`` is false, ``null or true`` is true), and a null condition is false, so a
+missing value never makes a rule fire or a severity band match.
 """
 from __future__ import annotations
 
@@ -50,7 +52,12 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
 def _regex_match(text, pattern) -> bool | None:
     if text is None or pattern is None:
         return None
-    return re.search(str(pattern), str(text)) is not None
+    if len(str(pattern)) > MAX_REGEX_CHARS:
+        raise ExprError(f"matches(): pattern longer than {MAX_REGEX_CHARS} characters")
+    try:
+        return re.search(str(pattern), str(text)[:MAX_TEXT_CHARS]) is not None
+    except re.error as exc:
+        raise ExprError(f"matches(): bad regular expression {pattern!r}: {exc}") from None
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -173,29 +180,36 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
             return _CONSTS[node.id]
         return env.get(node.id)
     if isinstance(node, ast.BoolOp):
+        # three-valued logic (as SQL): a missing value never makes a condition true by accident
+        vals = [_eval(v, env) for v in node.values]
         if isinstance(node.op, ast.And):
-            for v in node.values:
-                if not _truthy(_eval(v, env)):
-                    return False
+            if any(v is not None and not v for v in vals):
+                return False
+            return None if any(v is None for v in vals) else True
+        if any(v is not None and v for v in vals):
             return True
-        return any(_truthy(_eval(v, env)) for v in node.values)
+        return None if any(v is None for v in vals) else False
     if isinstance(node, ast.UnaryOp):
         val = _eval(node.operand, env)
-        if isinstance(node.op, ast.Not):
-            return not _truthy(val)
         if val is None:
             return None
+        if isinstance(node.op, ast.Not):
+            return not val
+        _number(val, node)
         return -val if isinstance(node.op, ast.USub) else +val
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env), _eval(node.right, env)
         if left is None or right is None:
             return None
+        _number(left, node)
+        _number(right, node)
         try:
-            out = _BINOPS[type(node.op)](left, right)
-        except ZeroDivisionError:
+            if isinstance(node.op, ast.Pow):  # in floating point: 9 ** 9 ** 9 must not hang
+                out = math.pow(float(left), float(right))
+            else:
+                out = _BINOPS[type(node.op)](left, right)
+        except (ZeroDivisionError, OverflowError, ValueError):
             return None
-        except TypeError as exc:
-            raise ExprError(f"cannot compute {ast.unparse(node)}: {exc}") from None
         if isinstance(out, float) and (math.isnan(out) or math.isinf(out)):
             return None
         return out
@@ -226,6 +240,17 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
     if isinstance(node, ast.Call):
         return FUNCTIONS[node.func.id](*[_eval(a, env) for a in node.args])
     raise ExprError(f"{type(node).__name__} is not allowed")  # pragma: no cover - rejected by _check
+
+
+def _number(value: Any, node: ast.AST) -> None:
+    """Arithmetic is on numbers only (no string or list repetition that could exhaust memory)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ExprError(f"arithmetic on a non-number in {ast.unparse(node)}: {value!r}")
+
+
+#: Longest pattern and text ``matches()`` accepts (regexes come from rule files; keep them small).
+MAX_REGEX_CHARS = 200
+MAX_TEXT_CHARS = 4096
 
 
 def _truthy(value: Any) -> bool:

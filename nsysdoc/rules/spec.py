@@ -17,7 +17,7 @@ import yaml
 
 from ..errors import RuleError
 from .expr import Expr, ExprError, compile_expr
-from .values import TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
+from .values import STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 
 SEVERITIES = ("info", "warning", "critical")
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
@@ -310,13 +310,13 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
                 close = difflib.get_close_matches(name, sorted(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise _fail(path, lines, (key,), f"unknown name {name!r} in the {key} text{hint}")
+            sample = "text" if name in STRING_VALUES else (1 if isinstance(params.get(name, Param("", 1.5, "")).default,
+                                                                                int) else 1.5)
             try:
-                format(1.5, spec) if spec else None
-            except ValueError:
-                try:
-                    format("x", spec)
-                except ValueError:
-                    raise _fail(path, lines, (key,), f"bad format spec {spec!r} for {{{name}}}") from None
+                format(sample, spec)
+            except (ValueError, TypeError):
+                kind = "text" if isinstance(sample, str) else "a number"
+                raise _fail(path, lines, (key,), f"format spec {spec!r} does not fit {{{name}}}, which is {kind}") from None
     evidence = data.get("evidence")
     where = None
     if evidence:

@@ -30,6 +30,9 @@ VALUE_NAMES: tuple[str, ...] = (
     "ncu_command", "capture_problems", "capture_problem_count",
 )
 
+#: values that are text, not numbers (format specs are checked against this at load time)
+STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems"})
+
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": ["step", "index", "name", "pid", "tid", "start_ns", "end_ns", "step_time_ms", "duration_ms", "device",

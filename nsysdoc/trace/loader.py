@@ -34,7 +34,7 @@ from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 
 ProgressFn = Callable[[str], None]
 
@@ -229,8 +229,9 @@ def _uniq(values: np.ndarray) -> np.ndarray:
 
 
 def _valid_times(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Drop rows whose timestamps were not collected (CUPTI writes start = end = 0)."""
-    keep = (d["start_ns"] > 0) & (d["end_ns"] >= d["start_ns"])
+    """Drop rows whose timestamps were not collected (CUPTI writes start = end = 0) or are
+    inverted. Negative times are valid (``nsys export --ts-shift`` with a negative shift)."""
+    keep = ~((d["start_ns"] == 0) & (d["end_ns"] == 0)) & (d["end_ns"] >= d["start_ns"])
     if keep.all():
         return d
     return {k: v[keep] for k, v in d.items()}
