@@ -17,7 +17,6 @@ from . import __version__
 from .metrics import capture as capture_m
 from .metrics import gpu as gpu_m
 from .metrics import host as host_m
-from .metrics import intervals as iv
 from .metrics.copies import copy_table
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means

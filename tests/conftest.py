@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,10 @@ def analyze_path(path, **kwargs) -> dict:
     from nsysdoc.trace import load_trace
 
     return analyze(load_trace(path, cache=False), **kwargs).to_dict()
+
+
+def run_cli(*args, cwd=None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m nsysdoc ARGS`` in a fresh process that imports this checkout's package."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env=env)

@@ -2,24 +2,20 @@
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 
 from nsysdoc.testing import Capture
 
 
+from .conftest import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args, cwd=None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=env)
+def run(*args, cwd=None):
+    return run_cli(*args, cwd=cwd)
 
 
 def assert_one_line_error(proc, *needles):

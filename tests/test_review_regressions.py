@@ -1,11 +1,7 @@
 """Regressions for problems a review session reproduced (each test failed before its fix)."""
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -16,15 +12,13 @@ from nsysdoc.rules import apply_rules, load_rules
 from nsysdoc.rules.expr import compile_expr
 from nsysdoc.testing import Capture
 
-from .conftest import analyze_path
+from .conftest import analyze_path, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=120, env=env)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_missing_api_rows_are_not_matched_to_another_process(tmp_path):

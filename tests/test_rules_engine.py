@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from nsysdoc.rules.docs import explain
 from nsysdoc.rules.engine import builtin_rules_dir
 from nsysdoc.rules.expr import ExprError, compile_expr
 
-from .conftest import analyze_path
+from .conftest import analyze_path, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,8 +212,7 @@ def test_rule_docs_are_current():
 
 
 def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "nsysdoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+    return run_cli(*args, cwd=cwd)
 
 
 def test_fail_on_sets_exit_code(build):
