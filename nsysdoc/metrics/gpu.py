@@ -136,8 +136,13 @@ class Gaps:
         return len(self.start_ns)
 
     def unions(self) -> dict[str, iv.Union]:
-        return {c: iv.union(self.device[self.cause == i], self.start_ns[self.cause == i], self.end_ns[self.cause == i])
-                for i, c in enumerate(CAUSES)}
+        """Per-cause unions of the gaps (built once; the device and step breakdowns both use them)."""
+        cached = self.__dict__.get("_unions")
+        if cached is None:
+            cached = {c: iv.union(self.device[self.cause == i], self.start_ns[self.cause == i],
+                                  self.end_ns[self.cause == i]) for i, c in enumerate(CAUSES)}
+            self.__dict__["_unions"] = cached
+        return cached
 
 
 def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int) -> Gaps:

@@ -201,12 +201,6 @@ def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
 # --------------------------------------------------------------------------------------------
 # table builders
 # --------------------------------------------------------------------------------------------
-#: Narrow dtypes for id columns (times stay int64 ns; correlation ids are uint32 in CUPTI).
-_NARROW = {"correlation_id": "uint32", "device_id": "int32", "context_id": "int32", "stream_id": "int32", "name_id": "int32",
-           "short_id": "int32", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8", "mem_kind": "int8",
-           "sync_type": "int8", "event_class": "int16"}
-
-
 def _frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
     df = pd.DataFrame(cols, copy=False)
     if dtypes:
@@ -346,7 +340,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
             host_kind[h2d] = d["src_kind"][h2d]
             host_kind[d2h] = d["dst_kind"][d2h]
             d["host_kind"] = host_kind
-        out[k] = _frame(d, _NARROW)
+        out[k] = _frame(d, S.DTYPES)
         stream_parts.append(k)
     _assign_streams(out, stream_parts)
 
@@ -361,15 +355,17 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
     nvtx = _nvtx(exp, strings)
     # threads: every global_tid seen; each host table gets a dense ``thread`` index
+    thread_names = _thread_names(exp, strings)
     tids = np.unique(np.concatenate([_uniq(rt["global_tid"]), _uniq(os_["global_tid"]),
-                                     _uniq(nvtx["global_tid"].to_numpy(np.int64)), names_tids(exp)]))
+                                     _uniq(nvtx["global_tid"].to_numpy(np.int64)),
+                                     np.fromiter(thread_names, dtype=np.int64, count=len(thread_names))]))
     rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
     os_["thread"] = np.searchsorted(tids, os_["global_tid"]).astype(np.int32)
     nvtx["thread"] = np.searchsorted(tids, nvtx["global_tid"].to_numpy(np.int64)).astype(np.int32)
-    out["runtime"] = _frame(rt, _NARROW)
-    out["osrt"] = _frame(os_, _NARROW)
+    out["runtime"] = _frame(rt, S.DTYPES)
+    out["osrt"] = _frame(os_, S.DTYPES)
     out["nvtx"] = nvtx
-    out["threads"] = _threads(exp, strings, tids)
+    out["threads"] = _threads(tids, thread_names)
     return out
 
 
@@ -407,19 +403,17 @@ def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
                                    "device": table[:, 1], "context_id": table[:, 2], "stream_id": table[:, 3]})
 
 
-def names_tids(exp: ExportFile) -> np.ndarray:
-    if exp.has("ThreadNames") and "globalTid" in exp.columns("ThreadNames"):
-        return np.array([r[0] for r in _query(exp, 'SELECT globalTid FROM "ThreadNames"') if r[0] is not None],
-                        dtype=np.int64)
-    return np.zeros(0, dtype=np.int64)
-
-
-def _threads(exp: ExportFile, strings: StringTable, tids: np.ndarray) -> pd.DataFrame:
+def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
+    """``ThreadNames`` as global_tid -> name (one query; threads named but silent still count)."""
     names: dict[int, str] = {}
     if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
         for gtid, name_id in _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"'):
-            if gtid is not None and name_id is not None:
-                names[int(gtid)] = strings.get(int(name_id))
+            if gtid is not None:
+                names[int(gtid)] = strings.get(int(name_id)) if name_id is not None else ""
+    return names
+
+
+def _threads(tids: np.ndarray, names: dict[int, str]) -> pd.DataFrame:
     return pd.DataFrame({"thread": np.arange(len(tids), dtype=np.int32), "global_tid": tids,
                          "pid": S.decode_pid(tids), "tid": S.decode_tid(tids),
                          "name": np.array([names.get(int(t), "") for t in tids], dtype=object)})
