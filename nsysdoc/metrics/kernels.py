@@ -9,41 +9,183 @@ time — concurrent kernels are both counted). Median and p95 are exact, linear 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 TINY_KERNEL_NS = 10_000
 
-#: GEMM / convolution kernels (cuBLAS, cuDNN, CUTLASS, PyTorch, Triton matmuls).
-GEMM_LIKE = re.compile(r"gemm|conv|matmul|dgrad|wgrad|fprop|cutlass|cublas|xmma", re.IGNORECASE)
-#: Reduced-precision or tensor-core instruction markers (bf16/fp16/tf32/int8/fp8 types, HMMA/IMMA/WGMMA
-#: instructions, CUTLASS "tensorop", tensor-core tile shapes, flash attention).
-REDUCED_OR_TC = re.compile(r"tensorop|hmma|imma|wgmma|(?<![a-z])mma|bf16|bfloat16|fp16|f16|float16|h16|half|tf32|"
-                           r"i8|s8|int8|fp8|e4m3|e5m2|16816|1688|884|flash", re.IGNORECASE)
-#: Architecture-tuned cuBLAS/cuDNN kernel families that are tensor-core kernels unless marked FFMA.
-TC_FAMILY = re.compile(r"xmma|sm80_|sm86_|sm89_|sm90_|sm100_", re.IGNORECASE)
-#: FP32 SIMT math, definite: FFMA instructions, SGEMM, SIMT CUTLASS kernels, FP32 cuDNN kernels.
+# --- GEMM/convolution precision from the kernel name ---------------------------------------------
+# A name heuristic (glossary: fp32_gemm_ms). The name is first cut to the kernel's own qualified name
+# ("head": template arguments, parameter lists and lambdas removed, return type dropped), so that a
+# template argument such as ``CUDAFunctor_add<float>`` or a parameter type ``cublasSplitKParams`` never
+# makes a kernel a GEMM. Generic wrappers (``cutlass::Kernel<X>``, ``cutlass::device_kernel<X>``,
+# ``gemvx::kernel<...>``) and attention kernels are judged on their template arguments too.
+
+#: GEMM / convolution markers (searched in the head, and in the wrapped kernel's name for wrappers).
+#: ``fbgemm`` (embedding ops) is not a GEMM; ``convert`` is not a convolution; ``_mm_`` tokens are
+#: Triton/Inductor matmul templates (``triton_tem_fused_mm_0``).
+GEMM_LIKE = re.compile(r"(?<!fb)gemm|conv(?!ert)|matmul|dgrad|wgrad|fprop|bprop|xmma|nvjet|tensorop|wmma|hmma|"
+                       r"imma|simt|[shi]cudnn|\d{3,6}cudnn|winograd|(?:^|_)(?:b|add|baddb)?mm(?:_|\d|$)",
+                       re.IGNORECASE)
+#: Attention kernels built on matrix multiplies (FlashAttention, CUTLASS/xformers FMHA).
+ATTENTION = re.compile(r"flash|fmha", re.IGNORECASE)
+#: GEMM-named helpers that do no GEMM/convolution math tensor cores could speed up: matrix-vector
+#: products (cuBLAS gemv*, K=1 gemmk1), im2col/col2im-style unfolds, split-K reductions, cuDNN offset
+#: precomputation, layout conversions, FFT and Winograd transforms, depthwise/grouped direct
+#: convolutions (memory-bound CUDA-core kernels), Inductor pointwise/reduction kernels named after an
+#: ``addmm`` they follow, flash-attention split-KV combine / backward pre-processing kernels.
+NOT_GEMM = re.compile(r"gemv|gemmk1|im2col|col2im|vol2col|col2vol|split_?k_?reduce|reduce_?split_?k|reduction::|"
+                      r"reduce_1block|offsets|nchw_?to_?nhwc|nhwc_?to_?nchw|convert|transpose|depthwise|"
+                      r"grouped_direct|fft|winograd\w*?(?:data|filter|output|delta|tiles|transform)|scalepacked|"
+                      r"combine|dot_do_o|^triton_(?:poi|red|per)_", re.IGNORECASE)
+#: Tensor-core instruction markers: CUTLASS "tensorop", HMMA/IMMA/DMMA/WGMMA/GMMA/UMMA, cuDNN xmma
+#: MMA shapes ("tensor16x8x8"), Hopper warp-group tiles, MMA-shape kernels ("s1688gemm", "h884gemm",
+#: "i8816gemm", "s16816cudnn"), cuBLAS nvjet (Hopper/Blackwell), flash attention.
+TC_INSTR = re.compile(r"tensorop|hmma|imma|dmma|gmma|umma|(?<![a-z])mma|tensor\d+x\d+x\d+|warpgroupsize|"
+                      r"(?<![a-z0-9])[a-z]?\d{3,6}(?:gemm|cudnn|fprop|dgrad|wgrad)|nvjet|flash", re.IGNORECASE)
+#: Architecture-tuned families that are tensor-core kernels unless marked FFMA/SIMT.
+TC_FAMILY = re.compile(r"xmma|cutlass|nvjet|(?<![a-z0-9])sm\d{2,3}_", re.IGNORECASE)
+#: CUDA-core (SIMT) math markers: FFMA, SIMT CUTLASS, cuBLAS s/h/d/c/z-gemm, cuDNN s/h/i-cudnn, dp4a.
+SIMT = re.compile(r"ffma|simt|(?<![a-z0-9])[shdcz]gemm|_[shdcz]gemm|[shi]cudnn|int8x4|dp4a", re.IGNORECASE)
+#: FP32 SIMT math, definite.
 FP32_STRONG = re.compile(r"ffma|sgemm|simt|scudnn", re.IGNORECASE)
-#: FP32 hints that only count when no tensor-core family marker is present.
-FP32_WEAK = re.compile(r"f32|fp32|float", re.IGNORECASE)
+#: FP32 data without a SIMT marker: FP32 SIMT outside tensor-core families, TF32 with an MMA marker,
+#: undecided (None) in a tensor-core family without one.
+FP32_WEAK = re.compile(r"(?<![a-z0-9])(?:f32|fp32|float)(?![0-9])", re.IGNORECASE)
+#: Reduced-precision / other-precision markers, checked in this order (input type before output type).
+REDUCED_OR_TC = (
+    ("complex", re.compile(r"(?<![a-z0-9])[cz]\d{0,6}gemm|_[cz]\d{0,6}gemm|complex|float2|double2|cucomplex",
+                           re.IGNORECASE)),
+    ("fp64", re.compile(r"f64|fp64|(?<![a-z0-9])d\d{0,6}gemm|_d\d{0,6}gemm|dmma|double", re.IGNORECASE)),
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|(?<![a-z0-9])f8|qgmma|ue8m0|e2m1|fp4|nvf4|mxf[468]", re.IGNORECASE)),
+    ("int8", re.compile(r"int8|int4|imma|(?<![a-z0-9])[isu]8(?![0-9])|(?<![a-z0-9])i\d{3,6}(?:gemm|cudnn|fprop|dgrad|"
+                        r"wgrad)|icudnn|signed char", re.IGNORECASE)),
+    ("bf16", re.compile(r"bf16|bfloat", re.IGNORECASE)),
+    ("tf32", re.compile(r"tf32|tfloat32", re.IGNORECASE)),
+    ("fp16", re.compile(r"fp16|(?<![a-z0-9])f16|float16|half|(?<![a-z0-9])h\d{3,6}(?:gemm|cudnn|fprop|dgrad|wgrad)|"
+                        r"hgemm|hcudnn|hmma", re.IGNORECASE)),
+    # FP32 data through 16x8x8 tensor-core MMAs (Ampere+; FP16 names say fp16/f16, checked above)
+    ("tf32", re.compile(r"(?<![a-z0-9])s1688(?:gemm|cudnn|fprop|dgrad|wgrad)|tensor16x8x8", re.IGNORECASE)),
+    ("fp32-simt", FP32_STRONG),
+)
+#: cuBLAS "nvjet" kernels (Hopper/Blackwell, ``nvjet_[smNN_]<types>_<tile>...``): the first type
+#: letter is the A/B input type (observed: tst = BF16 in/out with FP32 accumulate, hsh/hss = FP16,
+#: qqtst = FP8, sss_tf32 = FP32 data through TF32). All are tensor-core kernels.
+NVJET = re.compile(r"nvjet_(?:sm\d+_)?([a-z]+)_", re.IGNORECASE)
+_NVJET_TYPE = {"q": "fp8", "o": "fp8", "e": "fp8", "t": "bf16", "h": "fp16", "d": "fp64", "c": "complex",
+               "z": "complex", "i": "int8"}
+#: First element type among template arguments (legacy kernels: ``gemmSN_TN_kernel<float, ...>``).
+ARG_TYPE = re.compile(r"(?<![a-z0-9_])(float2|double2|float|double|__half|half_t|half|__nv_bfloat16|bfloat16_t|"
+                      r"bfloat16|__bfloat|int8_t|signed char|__nv_fp8_e4m3|__nv_fp8_e5m2)(?![a-z0-9_])",
+                      re.IGNORECASE)
+_ARG_PRECISION = {"float2": "complex", "double2": "complex", "float": "fp32-simt", "double": "fp64",
+                  "int8_t": "int8", "signed char": "int8"}
+_BRACKETS = re.compile(r"[<>()\[\]{}]")
+_WRAPPER_LAST = re.compile(r"kernel\d*|device_kernel", re.IGNORECASE)
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    """(head, template arguments of the head): ``void ns::f<float, 4>(int, T2)`` → (``ns::f``, ``float, 4``).
+    ``(anonymous namespace)``/``<unnamed>`` scopes are dropped; the return type is dropped."""
+    depth, pos, opener, top = 0, 0, "", []
+    args = ""
+    for m in _BRACKETS.finditer(name):
+        ch, i = m.group(), m.start()
+        if depth == 0:
+            top.append(name[pos:i])
+            if ch == "(":
+                so_far = "".join(top)
+                if so_far.strip() and not so_far[-1].isspace() and not so_far.endswith("::"):
+                    break  # the parameter list (a scope such as "(anonymous namespace)::" follows "::" or a space)
+            opener, pos = ch, i + 1
+        if ch in "<([{":
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                if opener == "<":
+                    args = name[pos:i]
+                pos = i + 1
+    else:
+        if depth == 0:
+            top.append(name[pos:])
+    text = "".join(top).strip()
+    head = text.rsplit(None, 1)[-1] if text else ""
+    return head, args
+
+
+@lru_cache(maxsize=16384)
+def _classify(name: str) -> tuple[str | None, bool]:
+    """(gemm_precision, uses_tensor_cores) of a kernel name."""
+    head, args = _split_name(name)
+    last = head.rsplit("::", 1)[-1]
+    attention = bool(ATTENTION.search(head))
+    wrapper = bool(_WRAPPER_LAST.fullmatch(last)) or "cutlass" in head.lower()
+    # the kernel's identity: its head, plus the wrapped kernel's name for wrappers
+    ident = head + " " + re.split(r"[<,(]", args, 1)[0] if wrapper else head
+    if NOT_GEMM.search(ident) or not (attention or GEMM_LIKE.search(ident)):
+        return None, False
+    text = head + " " + args if (wrapper or attention) else head
+    precision = None
+    nv = NVJET.search(text)
+    if nv:
+        code = nv.group(1).lower()
+        precision = "tf32" if "tf32" in text.lower() else _NVJET_TYPE.get(code[0])
+    else:
+        for label, rx in REDUCED_OR_TC:
+            if rx.search(text):
+                precision = label
+                break
+        if precision is None:
+            weak = FP32_WEAK.search(text)
+            if not weak and not (wrapper or attention) and args:
+                t = ARG_TYPE.search(args)  # legacy kernels: the first template argument type
+                if t:
+                    precision = _ARG_PRECISION.get(t.group(1).lower())
+                    if precision is None:
+                        precision = next((lbl for lbl, rx in REDUCED_OR_TC if rx.search(t.group(1))), None)
+                    weak = precision == "fp32-simt"
+                    precision = None if weak else precision
+            if weak:
+                if TC_INSTR.search(text):
+                    precision = "tf32"
+                elif not (TC_FAMILY.search(text) or attention):
+                    precision = "fp32-simt"
+    if precision == "fp32-simt":
+        return precision, False
+    if SIMT.search(text) and not nv:
+        tc = False
+    elif TC_INSTR.search(text) or (TC_FAMILY.search(text) and precision is not None):
+        tc = True
+    else:
+        tc = precision in ("tf32", "bf16", "fp16", "fp8")
+    return precision, tc
+
+
+def gemm_precision(name: str) -> str | None:
+    """Math precision of a GEMM/convolution (or attention) kernel from its name: "fp32-simt" (FP32 on
+    CUDA cores: what TF32/AMP would speed up), "tf32", "bf16", "fp16", "fp8" (FP8 or narrower),
+    "int8", "fp64", "complex"; None when the kernel is not a GEMM/conv (gemv, im2col, split-K
+    reduce, layout transforms, FFT/Winograd transforms, depthwise conv, elementwise...) or the name
+    does not tell (Triton matmuls, ``cutlass::Kernel`` short names)."""
+    return _classify(name)[0]
 
 
 def is_fp32_gemm(name: str) -> bool:
     """GEMM/conv kernel running FP32 math without tensor cores (name heuristic, see glossary).
 
     ``sm80_xmma_gemm_f32f32_..._ffma_...`` is FP32 (FFMA) although it is an "xmma" kernel;
-    ``sm80_xmma_gemm_tf32f32_...`` and ``..._bf16...`` are not.
+    ``sm80_xmma_gemm_tf32f32_...`` and ``..._bf16...`` are not. Equals ``gemm_precision(name) == "fp32-simt"``.
     """
-    if not GEMM_LIKE.search(name) or REDUCED_OR_TC.search(name):
-        return False
-    return bool(FP32_STRONG.search(name) or (FP32_WEAK.search(name) and not TC_FAMILY.search(name)))
+    return _classify(name)[0] == "fp32-simt"
 
 
 def uses_tensor_cores(name: str) -> bool:
-    if FP32_STRONG.search(name) and not REDUCED_OR_TC.search(name):
-        return False
-    return bool(REDUCED_OR_TC.search(name) or TC_FAMILY.search(name))
+    """GEMM/conv/attention kernel whose name says it runs on tensor cores (MMA marker, tensor-core
+    family without an FFMA/SIMT marker, or TF32/BF16/FP16/FP8 math). Never true for other kernels."""
+    return _classify(name)[1]
 
 
 def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
