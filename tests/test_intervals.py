@@ -100,3 +100,41 @@ def test_fallback_path_for_unpackable_keys_matches(seed):
     b = iv.union(keys - 5, starts, ends)   # keys -5..-3 take the fallback
     assert a.total_by_key(3).tolist() == [int(b.lengths[b.keys == k - 5].sum()) for k in range(3)]
     assert sorted(zip(a.starts.tolist(), a.ends.tolist())) == sorted(zip(b.starts.tolist(), b.ends.tolist()))
+
+
+def test_paint_labels_each_instant_with_the_highest_priority_level():
+    # key 0: level 2 on [0,10), level 1 on [5,7), level 3 on [8,20); key 1: level 1 on [0,4)
+    p = iv.paint([0, 0, 0, 1], [0, 5, 8, 0], [10, 7, 20, 4], [2, 1, 3, 1], 3)
+    out = p.amounts([0, 0, 1, 1], [0, 6, 2, 10], [25, 9, 10, 20], 3)
+    # [0,25) on key 0: level 1 [5,7) = 2; level 2 [0,5)+[7,10) = 8; level 3 [10,20) = 10
+    assert out[0].tolist() == [0, 2, 8, 10]
+    # [6,9): level 1 [6,7) = 1, level 2 [7,9) = 2
+    assert out[1].tolist() == [0, 1, 2, 0]
+    assert out[2].tolist() == [0, 2, 0, 0]   # key 1 [2,10): level 1 [2,4)
+    assert out[3].tolist() == [0, 0, 0, 0]   # nothing on key 1 after 4
+
+
+def test_paint_matches_a_brute_force_sweep():
+    rng = np.random.default_rng(3)
+    n = 300
+    keys = rng.integers(0, 4, n)
+    s = rng.integers(0, 1000, n)
+    e = s + rng.integers(0, 80, n)
+    lv = rng.integers(1, 6, n)
+    p = iv.paint(keys, s, e, lv, 5)
+    for k in range(4):
+        lo, hi = 100 * k, 100 * k + 400
+        got = p.amounts([k], [lo], [hi], 5)[0]
+        want = np.zeros(6, dtype=np.int64)
+        for t in range(lo, hi):
+            cover = [lv[i] for i in range(n) if keys[i] == k and s[i] <= t < e[i]]
+            if cover:
+                want[min(cover)] += 1
+        assert got.tolist() == want.tolist()
+
+
+def test_interval_near_finds_the_merged_call_around_an_instant():
+    u = iv.union([0, 0, 1], [10, 50, 10], [20, 60, 30])
+    s, e = u.interval_near([0, 0, 0, 1, 1, 0], [20, 25, 45, 5, 31, 100], 2)
+    assert s.tolist() == [10, -1, -1, -1, 10, -1]
+    assert e.tolist() == [20, -1, -1, -1, 30, -1]

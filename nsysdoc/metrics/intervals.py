@@ -111,6 +111,21 @@ class Union:
             return np.zeros(np.broadcast(keys, lo, hi).shape, dtype=np.int64)
         return self._before(self._shift(keys, hi)) - self._before(self._shift(keys, lo))
 
+    def interval_near(self, keys, t, tol: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, the union interval of ``keys`` that covers any instant of ``[t - tol, t + tol]``
+        (the latest one starting by ``t + tol``): its raw ``(start, end)``, or ``(-1, -1)``."""
+        t = np.asarray(t, dtype=np.int64)
+        keys = np.asarray(keys, dtype=np.int64)
+        none = np.full(t.shape, -1, dtype=np.int64)
+        if len(self._s) == 0 or t.size == 0:
+            return none, none.copy()
+        p = np.searchsorted(self._s, self._shift(keys, t + tol), side="right") - 1
+        pc = np.maximum(p, 0)
+        back = keys * self.span - self.tmin
+        rs, re_ = self._s[pc] - back, self._e[pc] - back
+        hit = (p >= 0) & (self.keys[pc] == keys) & (rs <= t + tol) & (re_ >= t - tol)
+        return np.where(hit, rs, -1), np.where(hit, re_, -1)
+
     def contains(self, keys, t) -> np.ndarray:
         """Whether time ``t`` lies inside key ``keys``'s union."""
         t = np.asarray(t, dtype=np.int64)
@@ -217,3 +232,91 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
     keep = ge > gs
     gk, gs, ge = gk[keep], gs[keep], ge[keep]
     return take(sort_order(gk, gs), gk, gs, ge)
+
+
+class Partition:
+    """Disjoint labelled segments per key, from :func:`paint`: on each stretch of time the label
+    is the *smallest* level of the intervals covering it (level 1 outranks level 2, ...).
+    Uncovered time has no segment."""
+
+    def __init__(self, s_shifted: np.ndarray, e_shifted: np.ndarray, level: np.ndarray, tmin: int, span: int) -> None:
+        self._s, self._e, self.level, self.tmin, self.span = s_shifted, e_shifted, level, tmin, span
+
+    def __len__(self) -> int:
+        return len(self._s)
+
+    def amounts(self, keys, lo, hi, nlevels: int) -> np.ndarray:
+        """``out[i, l]`` = length of ``[lo[i], hi[i])`` on key ``keys[i]`` labelled level ``l``
+        (``l = 1..nlevels``; column 0 stays zero). Shape ``(len(lo), nlevels + 1)``, int64."""
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+        n = len(lo)
+        out = np.zeros((n, nlevels + 1), dtype=np.int64)
+        if n == 0 or len(self._s) == 0:
+            return out
+        keys = np.asarray(keys, dtype=np.int64)
+        top = self.tmin + self.span - 1
+        shift = keys * self.span - self.tmin
+        a = np.clip(lo, self.tmin, top) + shift
+        b = np.clip(hi, self.tmin, top) + shift
+        i0 = np.searchsorted(self._e, a, side="right")   # first segment ending after a
+        i1 = np.searchsorted(self._s, b, side="left")    # segments starting before b
+        count = np.maximum(i1 - i0, 0)
+        total = int(count.sum())
+        if total == 0:
+            return out
+        win = np.repeat(np.arange(n, dtype=np.int64), count)
+        first = np.cumsum(count) - count
+        seg = i0[win] + (np.arange(total, dtype=np.int64) - first[win])
+        ov = np.minimum(self._e[seg], b[win]) - np.maximum(self._s[seg], a[win])
+        ok = ov > 0
+        np.add.at(out, (win[ok], self.level[seg[ok]].astype(np.int64)), ov[ok])
+        return out
+
+
+def paint(keys, starts, ends, levels, nlevels: int) -> Partition:
+    """Label every stretch of time per key with the highest-priority (smallest) level among the
+    intervals covering it. One sort of tagged start/end events, then one running count per level."""
+    keys = np.asarray(keys, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    levels = np.asarray(levels, dtype=np.int64)
+    keep = ends > starts
+    if not keep.all():
+        keys, starts, ends, levels = keys[keep], starts[keep], ends[keep], levels[keep]
+    if len(keys) == 0:
+        return Partition(_EMPTY, _EMPTY, np.zeros(0, np.int8), 0, 1)
+    tmin = int(starts.min())
+    span = int(ends.max()) - tmin + 1
+    shift = keys * span - tmin
+    n = len(keys)
+    t = np.concatenate([starts + shift, ends + shift])
+    lev = np.concatenate([levels, levels])
+    delta = np.concatenate([np.ones(n, np.int32), -np.ones(n, np.int32)])
+    tag_bits = max(1, int(nlevels).bit_length()) + 1
+    if int(t.max()).bit_length() + tag_bits <= 62 and int(t.min()) >= 0:
+        packed = (t << tag_bits) | (lev << 1) | (delta < 0)
+        packed.sort()
+        t = packed >> tag_bits
+        lev = (packed >> 1) & ((1 << (tag_bits - 1)) - 1)
+        delta = np.where(packed & 1, -1, 1).astype(np.int32)
+        del packed
+    else:
+        order = np.argsort(t, kind="stable")
+        t, lev, delta = t[order], lev[order], delta[order]
+    top = np.zeros(len(t), dtype=np.int8)
+    for lv in range(int(nlevels), 0, -1):  # lowest priority first; higher ones overwrite
+        mine = lev == lv
+        if not mine.any():
+            continue
+        cnt = np.cumsum(np.where(mine, delta, 0), dtype=np.int32)
+        top[cnt > 0] = lv
+    s, e, lvl = t[:-1], t[1:], top[:-1]
+    ok = (e > s) & (lvl > 0)
+    s, e, lvl = s[ok], e[ok], lvl[ok]
+    if len(s) > 1:  # merge touching segments of the same level
+        new = np.concatenate(([True], (s[1:] != e[:-1]) | (lvl[1:] != lvl[:-1])))
+        idx = np.flatnonzero(new)
+        last = np.concatenate((idx[1:] - 1, [len(s) - 1]))
+        s, e, lvl = s[idx], e[last], lvl[idx]
+    return Partition(s, e, lvl, tmin, span)
