@@ -34,7 +34,7 @@ from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 7
+CACHE_FORMAT = 8
 
 ProgressFn = Callable[[str], None]
 
@@ -256,6 +256,10 @@ def _api_kind_codes(strings: StringTable):
             return S.API_ASYNC_COPY
         if S.LAUNCH_APIS.match(name):
             return S.API_LAUNCH
+        if S.ALLOC_APIS.match(name):
+            return S.API_ALLOC
+        if S.SETUP_APIS.match(name):
+            return S.API_SETUP
         return S.API_OTHER
 
     return strings.codes(code)
@@ -313,9 +317,11 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     all_dev = np.unique(np.concatenate(dev_keys)) if dev_keys else np.zeros(0, dtype=np.int64)
     gpu_names = {}
     if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
-        extra = ", smCount" if "smCount" in exp.columns("TARGET_INFO_GPU") else ", NULL"
-        for gid, name, sm in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
-            gpu_names[gid] = (name or "", sm)
+        have = set(exp.columns("TARGET_INFO_GPU"))
+        extra = "".join(f", {c}" if c in have else ", NULL" for c in ("smCount", "computeMajor", "computeMinor"))
+        for gid, name, sm, major, minor in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
+            cc = float(f"{major}.{minor or 0}") if isinstance(major, int) and major > 0 else None
+            gpu_names[gid] = (name or "", sm, cc)
     hosts = all_dev // 65536
     dev_ids = all_dev % 65536
     multi_host = len(np.unique(hosts)) > 1
@@ -324,8 +330,11 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
         "host": hosts,
         "device_id": dev_ids,
         "label": [f"{h}:{d}" if multi_host else str(d) for h, d in zip(hosts, dev_ids)],
-        "name": [gpu_names.get(int(d), ("", None))[0] if not multi_host else "" for d in dev_ids],
-        "sm_count": [gpu_names.get(int(d), ("", None))[1] if not multi_host else None for d in dev_ids],
+        "name": [gpu_names.get(int(d), ("", None, None))[0] if not multi_host else "" for d in dev_ids],
+        "sm_count": [gpu_names.get(int(d), ("", None, None))[1] if not multi_host else None for d in dev_ids],
+        # compute capability (e.g. 8.0 for A100), from TARGET_INFO_GPU; None when not exported
+        "compute_capability": [gpu_names.get(int(d), ("", None, None))[2] if not multi_host else None
+                               for d in dev_ids],
     })
 
     stream_parts = []

@@ -175,7 +175,30 @@ SYNC_ALWAYS_BLOCKING = re.compile(
     r"cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize)(_ptsz)?$"
 )
 #: Codes of ``runtime.api_kind``.
-API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY = 0, 1, 2, 3, 4, 5
+API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY, API_ALLOC, API_SETUP = range(8)
+#: Device, pinned-host and managed memory allocation and release (runtime and driver, incl. the
+#: virtual-memory API behind PyTorch's expandable segments and stream-ordered pools).
+ALLOC_APIS = re.compile(
+    r"^(cudaMalloc\w*|cudaFree\w*|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cudaMemPool(Create|Destroy|Trim\w*)|"
+    r"cuMemAlloc\w*|cuMemFree\w*|cuMemHostAlloc|cuMemHostRegister\w*|cuMemHostUnregister|cuMemCreate|cuMemRelease|"
+    r"cuMemMap|cuMemMapArrayAsync|cuMemUnmap|cuMemAddressReserve|cuMemAddressFree|cuMemSetAccess|"
+    r"cuMemPool(Create|Destroy|Trim\w*))(_ptsz)?$"
+)
+#: One-time set-up and tear-down: module/library loading and JIT linking, context and stream
+#: creation, driver entry-point lookup, device queries, peer access, CUDA-graph instantiation.
+#: (Per-launch queries such as cuKernelGetAttribute or the occupancy calculator are not set-up.)
+SETUP_APIS = re.compile(
+    r"^(cuModuleLoad\w*|cuModuleUnload|cuModuleGetFunction|cuModuleGetGlobal\w*|cuModuleGetLoadingMode|"
+    r"cuLibraryLoad\w*|cuLibraryUnload|cuLibraryGetKernel|cuLibraryGetModule|cuKernelGetFunction|cuLink\w*|"
+    r"cuInit|cuCtxCreate\w*|cuCtxDestroy\w*|cuDevicePrimaryCtx\w*|cudaSetDevice|cudaInitDevice|cudaDeviceReset|"
+    r"cudaGetDeviceProperties\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cudaStreamCreate\w*|"
+    r"cudaStreamDestroy|cuStreamCreate\w*|cuStreamDestroy\w*|cudaDeviceSetLimit|cudaDeviceEnablePeerAccess|"
+    r"cuCtxEnablePeerAccess|cudaIpcOpenMemHandle|cuIpcOpenMemHandle\w*|cudaGraphInstantiate\w*|"
+    r"cuGraphInstantiate\w*|cudaGraphUpload|cuGraphUpload|cudaProfilerStart|cudaProfilerStop)(_ptsz)?$"
+)
+#: Kernel and graph launches (a launch call this long while the GPU is idle is set-up work: see
+#: ``SETUP_LAUNCH_MIN_NS`` in nsysdoc.metrics.gpu).
+KERNEL_LAUNCH_APIS = re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*)$")
 #: Synchronous copies / memsets: no "Async" in the name.
 SYNC_COPY = re.compile(r"^(cudaMemcpy(?!\w*Async)\w*|cuMemcpy(?!\w*Async)\w*)$")
 SYNC_MEMSET = re.compile(r"^(cudaMemset(?!\w*Async)\w*|cuMemset(?!\w*Async)\w*)$")
@@ -191,6 +214,11 @@ OS_WAIT_CALLS = re.compile(
     r"pthread_mutex_lock|pthread_mutex_timedlock|pthread_rwlock_\w*lock|pthread_join|nanosleep|"
     r"clock_nanosleep|usleep|sleep|wait|waitpid|wait4|waitid|accept4?|pipe_read)$"
 )
+
+#: NVTX text of compilation, JIT, autotuning and warm-up ranges (nvFuser, NVRTC, Triton autotune,
+#: user "warmup" ranges). "Compiled ..." alone (torch.compile's compiled-region *execution*) is not.
+SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _-]?up|\blower(ing)?\b|"
+                        r"codegen|cudnnFind", re.IGNORECASE)
 
 #: NVTX text of data-loading ranges (PyTorch's DataLoader iterator, or user ranges).
 DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
