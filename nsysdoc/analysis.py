@@ -23,6 +23,7 @@ from .metrics.gpu_metrics import window_means
 from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
 from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
 from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, step_ranges
+from .metrics.window import steady_window
 from .trace import Trace
 from .trace import schema as S
 
@@ -64,9 +65,12 @@ class Analysis:
     op_step: np.ndarray
     activity: gpu_m.Activity | None
     gaps: gpu_m.Gaps | None
-    host: gpu_m.HostUnions | None
+    host: gpu_m.HostActivity | None
     blocking: np.ndarray
     scalar_reads: np.ndarray
+    #: GPU span (first to last GPU operation) and the parts of it left out of the analysis window
+    span: tuple[int | None, int | None] = (None, None)
+    excluded: list[dict] = field(default_factory=list)
     result: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -91,18 +95,37 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     ndev = len(trace.devices)
     # Kernel statistics do not depend on the interval work below: compute them on a second core
     # (numpy releases the GIL in sorts and reductions).
+    tuning = _launched_in_setup_ranges(trace, ops)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        kfut = pool.submit(_kernel_metrics, trace, kernel_is_nccl, w0, w1)
+        kfut = pool.submit(_kernel_metrics, trace, kernel_is_nccl, w0, w1, tuning)
         lfut = pool.submit(host_m.launch_path, ops, _in_window(ops.start_ns, w0, w1))
         blocking = host_m.blocking_api_mask(runtime, memcpy, ops)
         scalar = host_m.scalar_read_mask(runtime, memcpy, ops, blocking)
         activity = gaps = host = None
+        excluded: list[dict] = []
+        # GPU span (first to last GPU operation); gaps are classified over the span and the
+        # analysis window together, so one-time set-up before the first step is seen too
+        span = (int(ops.start_ns.min()), int(ops.end_ns.max())) if len(ops) else (w0, w1)
         if w0 is not None and w1 is not None and w1 > w0 and ndev:
-            activity = gpu_m.device_activity(ops, ndev, w0, w1)
-            host = host_m.host_unions(runtime, trace.osrt, trace.nvtx, blocking, trace.threads["global_tid"].to_numpy())
-            gaps = gpu_m.classify_gaps(ops, activity, host, w0, w1)
-        a = Analysis(trace, pattern.pattern, steps, ops, op_step, activity, gaps, host, blocking, scalar)
+            o0, o1 = min(w0, span[0]), max(w1, span[1])
+            activity = gpu_m.device_activity(ops, ndev, o0, o1)
+            host = host_m.host_activity(runtime, trace.osrt, trace.nvtx, blocking,
+                                        trace.threads["global_tid"].to_numpy(), strings)
+            gaps = gpu_m.classify_gaps(ops, activity, host, o0, o1)
+            if not steps.has_markers:
+                t0, t1, excluded = steady_window(activity, gaps, w0, w1)
+                # trimming only helps when what is left can be judged; else the span says more
+                if excluded and _enough_work_in(ops, activity, t0, t1):
+                    steps.window_start_ns, steps.window_end_ns = t0, t1
+                else:
+                    excluded = []
+        a = Analysis(trace, pattern.pattern, steps, ops, op_step, activity, gaps, host, blocking, scalar,
+                     span=span, excluded=excluded)
         kernel_metrics, launch = kfut.result(), lfut.result()
+    if excluded:  # the window shrank to its steady-state part: kernel and launch numbers follow it
+        v0, v1 = steps.window_start_ns, steps.window_end_ns
+        kernel_metrics = _kernel_metrics(trace, kernel_is_nccl, v0, v1, tuning)
+        launch = host_m.launch_path(ops, _in_window(ops.start_ns, v0, v1))
     a.result = _assemble(a, kernel_metrics, launch)
     return a
 
@@ -117,7 +140,32 @@ def _in_window(start_ns: np.ndarray, w0: int | None, w1: int | None) -> np.ndarr
     return (start_ns >= w0) & (start_ns < w1)
 
 
-def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int | None) -> dict:
+def _launched_in_setup_ranges(trace: Trace, ops: GpuOps) -> np.ndarray | None:
+    """Per kernel row: launched (API call start) inside a compile/autotune/warm-up NVTX range of
+    the launching thread — autotuning candidates, not the kernels the run uses. None when none is."""
+    nv = trace.nvtx
+    if not len(nv) or not len(trace.kernels):
+        return None
+    is_range = np.isin(nv["event_type"].to_numpy(), S.NVTX_RANGE_TYPES)
+    texts = nv["text"].astype(object)
+    setup = {t for t in pd.unique(texts[is_range]) if isinstance(t, str) and S.SETUP_NVTX.search(t)}
+    if not setup:
+        return None
+    sel = is_range & texts.isin(setup).to_numpy()
+    from .metrics import intervals as iv
+    u = iv.union(nv["thread"].to_numpy()[sel], nv["start_ns"].to_numpy(np.int64)[sel],
+                 nv["end_ns"].to_numpy(np.int64)[sel])
+    k = np.flatnonzero((ops.kind == KIND_KERNEL) & (ops.api >= 0))
+    thread = trace.runtime["thread"].to_numpy()[ops.api[k]]
+    start = ops.api_start_ns[k]
+    inside = u.covered(thread, start, start + 1) > 0
+    out = np.zeros(len(trace.kernels), dtype=bool)
+    out[ops.row[k[inside]]] = True
+    return out if out.any() else None
+
+
+def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int | None,
+                    tuning: np.ndarray | None = None) -> dict:
     k = trace.kernels
     start = k["start_ns"].to_numpy(np.int64)
     sel = _in_window(start, w0, w1)
@@ -129,13 +177,16 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
         nccl = is_nccl
     short = k["short_id"].to_numpy()
     name = k["name_id"].to_numpy()
+    tune = tuning if tuning is not None else None
     if not every:
         short, name = short[sel], name[sel]
-    # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name)
+        tune = tune[sel] if tune is not None else None
+    # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
+    # autotuning candidates (launched inside compile/autotune ranges) do not count
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []
     if len(dur):
-        totals = np.bincount(name, weights=dur)
+        totals = np.bincount(name, weights=dur if tune is None else np.where(tune, 0, dur))
         used = np.flatnonzero(totals)
         for nid, nm in zip(used, trace.strings.lookup(used)):
             if is_fp32_gemm(nm):
@@ -172,8 +223,10 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
     mrows = ops.row[in_win & (ops.kind == KIND_MEMCPY)]
     mem_in[mrows] = True
 
+    judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
     summary = {
-        "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals else None),
+        # a busy share of a window with a handful of GPU operations says nothing: null, with the reason
+        "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals and judgeable else None),
         "step_count": int(threads_steps.max()) if len(threads_steps) else 0,
         "step_time_ms_median": _num(_median([r["step_time_ms"] for r in primary])),
         "kernel_count": kernel_metrics["count"],
@@ -184,12 +237,14 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "launch": {k: _num(v) for k, v in launch.items()},
         "sync": _sync_metrics(a, primary),
         "copies": _records(copy_table(t.memcpy, mem_in)),
-        "idle_gaps": _gap_metrics(a),
+        "idle_gaps": _gap_metrics(a, devices),
+        "alloc_calls": _alloc_calls(a),
+        "setup": _setup_metrics(a, devices),
         "communication": _comm_metrics(devices),
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
     }
-    quality = _capture(a)
+    quality = _capture(a, judgeable, why_not)
     result = {
         "nsysdoc_version": __version__,
         "source": {"path": t.path, "nsys_version": t.nsys_version, "schema_version": t.schema_version},
@@ -208,35 +263,41 @@ def _devices(a: Analysis, window_ns: int) -> list[dict]:
     t, ops = a.trace, a.ops
     out = []
     ndev = len(t.devices)
-    if a.activity is None:
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    in_win = _in_window(ops.start_ns, w0, w1)
+    if a.activity is None or not window_ns:
         for r in t.devices.itertuples():
             out.append({"device": int(r.device), "label": r.label, "name": r.name, "busy_pct": None,
-                        "kernel_count": int(((ops.device == r.device) & (ops.kind == KIND_KERNEL)).sum()),
-                        "copy_count": int(((ops.device == r.device) & (ops.kind != KIND_KERNEL)).sum())})
+                        "kernel_count": int((in_win & (ops.device == r.device) & (ops.kind == KIND_KERNEL)).sum()),
+                        "copy_count": int((in_win & (ops.device == r.device) & (ops.kind != KIND_KERNEL)).sum())})
         return out
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     devs = np.arange(ndev)
-    bd = gpu_m.breakdown_ns(a.activity, a.gaps.unions(), devs, np.full(ndev, w0), np.full(ndev, w1))
-    busy = a.activity.busy.total_by_key(ndev)
-    comm = a.activity.comm.total_by_key(ndev)
-    in_win = (ops.start_ns >= w0) & (ops.start_ns < w1)
+    lo, hi = np.full(ndev, w0), np.full(ndev, w1)
+    bd = gpu_m.breakdown_ns(a.activity, a.gaps, devs, lo, hi)
+    busy = a.activity.busy.covered(devs, lo, hi)
+    comm = a.activity.comm.covered(devs, lo, hi)
+    cc = t.devices["compute_capability"].to_numpy() if "compute_capability" in t.devices else [None] * ndev
     for d in range(ndev):
         row = t.devices.iloc[d]
-        pct = lambda v: _num(v / window_ns * 100) if window_ns else None  # noqa: E731
+        pct = lambda v: _num(v / window_ns * 100)  # noqa: E731
         out.append({
             "device": d, "label": row["label"], "name": row["name"],
+            "compute_capability": _num(cc[d]) if cc[d] is not None and not pd.isna(cc[d]) else None,
             "busy_pct": pct(busy[d]),
             "compute_pct": pct(bd["compute_ns"][d]),
             "comm_pct": pct(comm[d]),
             "exposed_comm_pct": pct(bd["exposed_comm_ns"][d]),
             "copy_only_pct": pct(bd["copy_ns"][d]),
             "idle_pct": pct(window_ns - busy[d]),
+            "busy_ms": _num(busy[d] / 1e6),
+            "compute_ms": _num(bd["compute_ns"][d] / 1e6),
+            "copy_only_ms": _num(bd["copy_ns"][d] / 1e6),
             "idle_ms_by_cause": {c: _num(bd[f"idle_{c}_ns"][d] / 1e6) for c in gpu_m.CAUSES},
             "comm_ms": _num(comm[d] / 1e6),
             "exposed_comm_ms": _num(bd["exposed_comm_ns"][d] / 1e6),
             "kernel_count": int((in_win & (ops.device == d) & (ops.kind == KIND_KERNEL)).sum()),
             "copy_count": int((in_win & (ops.device == d) & (ops.kind != KIND_KERNEL)).sum()),
-            "gap_count": int((a.gaps.device == d).sum()),
+            "gap_count": int(((a.gaps.device == d) & (a.gaps.start_ns < w1) & (a.gaps.end_ns > w0)).sum()),
         })
     return out
 
@@ -274,7 +335,7 @@ def _steps(a: Analysis) -> list[dict]:
     sync_ms = np.full(nsteps, np.nan)
     if a.activity is not None and ok.any():
         idx = np.flatnonzero(ok)
-        bd = gpu_m.breakdown_ns(a.activity, a.gaps.unions(), dev[idx], s[idx], e[idx])
+        bd = gpu_m.breakdown_ns(a.activity, a.gaps, dev[idx], s[idx], e[idx])
         span = np.maximum(e[idx] - s[idx], 1)
         time_busy[idx] = a.activity.kernels.covered(dev[idx], s[idx], e[idx]) / span * 100
         fs = np.maximum(first_start[idx], s[idx])
@@ -330,25 +391,72 @@ def _sync_metrics(a: Analysis, primary: list[dict]) -> dict:
     return out
 
 
-def _gap_metrics(a: Analysis) -> dict:
+def _active(devices: list[dict]) -> list[dict]:
+    """Devices with GPU work in the window: the ones per-window numbers average over."""
+    return [d for d in devices if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _gap_metrics(a: Analysis, devices: list[dict]) -> dict:
     if a.gaps is None:
-        return {"count": 0, "idle_ms_by_cause": {}, "longest": []}
+        return {"count": 0, "idle_ms_by_cause": {}, "longest": [], "count_by_cause": {}}
     g = a.gaps
-    dur = g.end_ns - g.start_ns
-    by = {c: _num(dur[g.cause == i].sum() / 1e6) for i, c in enumerate(gpu_m.CAUSES)}
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
+    s0, s1 = np.maximum(g.start_ns[sel], w0), np.minimum(g.end_ns[sel], w1)
+    amounts = g.split(sel, w0, w1)
+    cause = np.argmax(amounts, axis=1) if len(sel) else np.zeros(0, np.int64)
+    active = _active(devices)
+    by = {c: _num(_mean([d["idle_ms_by_cause"][c] for d in active])) for c in gpu_m.CAUSES} if active else {}
     labels = a.trace.devices["label"].to_numpy()
+    dur = s1 - s0
     top = np.argsort(-dur, kind="stable")[:20]
-    longest = [{"device": labels[g.device[i]], "start_ns": int(g.start_ns[i]), "end_ns": int(g.end_ns[i]),
-                "duration_ms": _num(dur[i] / 1e6), "cause": gpu_m.CAUSES[g.cause[i]],
-                "pid": int(S.decode_pid(g.thread[i])) if g.thread[i] else None,
-                "tid": int(S.decode_tid(g.thread[i])) if g.thread[i] else None} for i in top]
-    return {"count": int(len(g)), "idle_ms_by_cause": by, "longest": longest,
-            "count_by_cause": {c: int((g.cause == i).sum()) for i, c in enumerate(gpu_m.CAUSES)}}
+    longest = []
+    for k in top:
+        i = sel[k]
+        longest.append({
+            "device": labels[g.device[i]], "start_ns": int(s0[k]), "end_ns": int(s1[k]),
+            "duration_ms": _num(dur[k] / 1e6), "cause": gpu_m.CAUSES[cause[k]],
+            "split_ms": {c: _num(amounts[k, j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if amounts[k, j]},
+            "pid": int(S.decode_pid(g.thread[i])) if g.thread[i] else None,
+            "tid": int(S.decode_tid(g.thread[i])) if g.thread[i] else None})
+    return {"count": int(len(sel)), "idle_ms_by_cause": by, "longest": longest,
+            "count_by_cause": {c: int((cause == j).sum()) for j, c in enumerate(gpu_m.CAUSES)}}
+
+
+def _alloc_calls(a: Analysis) -> list[dict]:
+    t = a.trace
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    if w0 is None or not len(t.runtime):
+        return []
+    mask = t.runtime["api_kind"].to_numpy() == S.API_ALLOC
+    return _records(host_m.api_calls_table(t.runtime, mask, t.strings, w0, w1))
+
+
+def _setup_metrics(a: Analysis, devices: list[dict]) -> dict:
+    """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
+    work) and the set-up work behind it."""
+    s0, s1 = a.span
+    if a.gaps is None or s0 is None or s1 is None or s1 <= s0:
+        return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
+    ms = _setup_ms(a, s0, s1)
+    g = a.gaps
+    ends_idle = (g.next_op >= 0) & (g.amounts[:, gpu_m.CAUSE_SETUP] > 0)
+    rows = a.ops.api[g.next_op[ends_idle]].astype(np.int64)
+    events = host_m.setup_events(a.trace.runtime, a.trace.nvtx, a.host, a.trace.strings, s0, s1, rows)
+    return {"setup_ms": _num(ms), "setup_pct_of_span": _num(ms / ((s1 - s0) / 1e6) * 100),
+            "events": _records(events)}
 
 
 def _comm_metrics(devices: list[dict]) -> dict:
-    comm = sum((d.get("comm_ms") or 0) for d in devices)
-    exposed = sum((d.get("exposed_comm_ms") or 0) for d in devices)
+    """Mean over the devices with GPU work (wall-clock time of one GPU, never a sum over GPUs)."""
+    active = _active(devices)
+    comm = _mean([d.get("comm_ms") or 0 for d in active]) or 0.0
+    exposed = _mean([d.get("exposed_comm_ms") or 0 for d in active]) or 0.0
     return {"comm_ms": _num(comm), "exposed_comm_ms": _num(exposed),
             "overlapped_pct": _num((comm - exposed) / comm * 100) if comm else None}
 
@@ -357,31 +465,91 @@ def _host_wait(devices: list[dict], window_ns: int) -> float | None:
     """Mean over devices with GPU work in the window of the window share spent idle while the host
     waited (sync or input) — the same devices ``gpu_busy_pct`` averages over."""
     vals = [((d["idle_ms_by_cause"]["sync"] or 0) + (d["idle_ms_by_cause"]["input"] or 0)) * 1e6 / window_ns * 100
-            for d in devices if d.get("idle_ms_by_cause") and window_ns and d["kernel_count"] + d["copy_count"] > 0]
+            for d in _active(devices) if d.get("idle_ms_by_cause") and window_ns]
     return _num(float(np.mean(vals))) if vals else None
 
 
-def _capture(a: Analysis) -> dict:
+#: Least GPU work in the window for a judgement: this many GPU operations, or this much GPU busy
+#: time (mean over devices with work), in a window at least ``MIN_WINDOW_MS`` long.
+MIN_GPU_OPS = 50
+MIN_GPU_BUSY_MS = 50.0
+MIN_WINDOW_MS = 1.0
+
+
+def _enough_work_in(ops: GpuOps, act: gpu_m.Activity, lo: int, hi: int) -> bool:
+    """The judgeability test of :func:`_judgeable` for a candidate window ``[lo, hi)``."""
+    if hi - lo < MIN_WINDOW_MS * 1e6:
+        return False
+    inside = (ops.start_ns >= lo) & (ops.start_ns < hi)
+    if int(inside.sum()) >= MIN_GPU_OPS:
+        return True
+    devs = np.unique(ops.device[inside])
+    if not len(devs):
+        return False
+    busy = act.busy.covered(devs, np.full(len(devs), lo), np.full(len(devs), hi))
+    return float(busy.mean()) / 1e6 >= MIN_GPU_BUSY_MS
+
+
+def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
+    active = _active(devices)
+    if not active or not window_ms:
+        return False, "no GPU activity in the window"
+    ops = sum(d["kernel_count"] + d["copy_count"] for d in active)
+    busy = _mean([d.get("busy_ms") or 0 for d in active]) or 0.0
+    if window_ms < MIN_WINDOW_MS or (ops < MIN_GPU_OPS and busy < MIN_GPU_BUSY_MS):
+        kernels = sum(d["kernel_count"] for d in active)
+        copies = sum(d["copy_count"] for d in active)
+        return False, (f"too little GPU work to judge: {kernels} kernel(s) and {copies} copy/memset operation(s), "
+                       f"{_fmt_ms(busy)} of GPU time in a {_fmt_ms(window_ms)} window (a judgement needs at least "
+                       f"{MIN_GPU_OPS} GPU operations or {MIN_GPU_BUSY_MS:.0f} ms of GPU time)")
+    return True, None
+
+
+def _fmt_ms(v: float) -> str:
+    if v < 0.01:
+        return f"{v * 1000:.1f} µs"
+    return f"{v:,.2f} ms" if v < 100 else f"{v:,.0f} ms"
+
+
+def _span_dict(lo, hi) -> dict:
+    return {"start_ns": lo, "end_ns": hi, "duration_ms": _num((hi - lo) / 1e6) if lo is not None and hi is not None else None}
+
+
+def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     notes = []
     if not t.has_gpu_activity:
         notes.append("no GPU activity: the capture has no kernel, memcpy or memset rows")
     if not a.steps.has_markers:
-        notes.append("no step markers found (NVTX ranges matching the step pattern); "
-                      "the analysis window is first to last GPU operation, and per-step numbers are absent")
+        notes.append("no step markers found (NVTX ranges matching the step pattern); the analysis window is the "
+                     "steady-state part of the GPU span (first to last GPU operation), and per-step numbers are absent")
     for kind, label in (("cuda_api", "CUDA API"), ("nvtx", "NVTX"), ("osrt", "OS runtime")):
         if not t.traced[kind]:
             notes.append(f"{label} not traced (no {label} table in the export)")
+    if not judgeable and t.has_gpu_activity and why_not:
+        notes.append(why_not)
+    kind = "steps" if a.steps.has_markers else ("steady-state" if a.excluded else "gpu-span")
+    excluded = []
+    for x in a.excluded:
+        item = {**x, "duration_ms": _num((x["end_ns"] - x["start_ns"]) / 1e6)}
+        if x["kind"] == "warm-up" and a.gaps is not None:
+            item["setup_ms"] = _num(_setup_ms(a, x["start_ns"], x["end_ns"]))
+        excluded.append(item)
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
         "traced": t.traced,
-        "window": {"start_ns": w0, "end_ns": w1, "duration_ms": _num((w1 - w0) / 1e6) if w0 is not None else None},
+        "window": {**_span_dict(w0, w1), "kind": kind},
+        "span": _span_dict(*a.span),
+        "excluded": excluded,
+        "enough_gpu_work": judgeable,
+        "not_judgeable_reason": None if judgeable else why_not,
         "has_step_markers": a.steps.has_markers,
         "step_pattern": a.step_pattern,
         "gpu_activity": t.has_gpu_activity,
         "profiler_overhead_pct": _num(capture_m.overhead_pct(t.overhead, w0, w1)),
         "diagnostics": capture_m.diagnostics_table(t.diagnostics),
+        "nsys_notes": capture_m.nsys_notes(t.diagnostics),
         "process_messages": t.process_messages,
         "warnings": notes,
         "device_count": int(len(t.devices)),
@@ -389,24 +557,40 @@ def _capture(a: Analysis) -> dict:
     }
 
 
+def _setup_ms(a: Analysis, lo: int, hi: int) -> float:
+    """Idle time of class ``setup`` in ``[lo, hi)``, mean over the devices with GPU work there."""
+    g = a.gaps
+    devs = np.unique(a.ops.device[(a.ops.start_ns >= lo) & (a.ops.start_ns < hi)]) if len(a.ops) else []
+    if len(devs) == 0:
+        return 0.0
+    amounts = g.amounts_in(devs, np.full(len(devs), lo), np.full(len(devs), hi))
+    return float(amounts[:, gpu_m.CAUSE_SETUP].mean()) / 1e6
+
+
 # ---------------------------------------------------------------------------------------------
 def _values(a: Analysis, r: dict) -> dict:
     """The flat metric namespace that rule conditions and messages use (``docs/glossary.md``,
-    "Rule values"). Every value is a number, bool, string or null."""
+    "Rule values"). Every value is a number, bool, string or null. Times of the window are
+    wall-clock per device: the mean over the devices with GPU work, never a sum over GPUs."""
     t = a.trace
     m, summ, cap = r["metrics"], r["summary"], r["capture"]
     window_ms = cap["window"]["duration_ms"]
     primary = [s for s in r["steps"] if s["primary"]]
-    active = [d for d in r["devices"] if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
+    active = _active(r["devices"])
     ndev = len(active)
+    mean = lambda key: _num(_mean([d.get(key) for d in active])) if ndev else None  # noqa: E731
+    pct_of_window = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
     v: dict = {
         "window_ms": window_ms,
+        "window_kind": cap["window"]["kind"],
         "device_count": ndev,
         "has_step_markers": cap["has_step_markers"],
         "step_count": summ["step_count"],
         "step_time_ms_median": summ["step_time_ms_median"],
         "gpu_busy_pct": summ["gpu_busy_pct"],
         "gpu_activity": cap["gpu_activity"],
+        "enough_gpu_work": cap["enough_gpu_work"],
+        "gpu_op_count": sum(d["kernel_count"] + d["copy_count"] for d in active),
         "host_wait_pct": m["host_wait_pct"],
         "kernel_count": summ["kernel_count"],
         "kernels_per_step_median": summ["kernels_per_step_median"],
@@ -420,28 +604,25 @@ def _values(a: Analysis, r: dict) -> dict:
         "profiler_overhead_pct": cap["profiler_overhead_pct"],
         "diagnostic_warning_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "warning"),
         "diagnostic_error_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "error"),
+        "lost_event_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] == "lost-events"),
+        "cuda_trace_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] != "lost-events"),
+        "launch_call_count": _kernel_launch_calls(t),
+        # the window split (mean over devices): busy = compute + exposed communication + copy-only
+        "busy_ms": mean("busy_ms"),
+        "compute_ms": mean("compute_ms"),
+        "compute_pct": mean("compute_pct"),
+        "copy_only_ms": mean("copy_only_ms"),
+        "copy_only_pct": mean("copy_only_pct"),
     }
-    # idle time by cause, summed over devices, and as a share of device-time in the window
-    denom = (window_ms or 0) * ndev
-    by = {c: sum((d["idle_ms_by_cause"][c] or 0) for d in active) for c in gpu_m.CAUSES} if ndev else {}
+    # idle time by class, per device (mean over devices), as a share of the window and per step
     for c in gpu_m.CAUSES:
-        v[f"idle_{c}_ms"] = _num(by.get(c)) if ndev else None
-        v[f"idle_{c}_pct"] = _num(by[c] / denom * 100) if ndev and denom else None
-    v["idle_pct"] = _num(float(np.mean([d["idle_pct"] for d in active]))) if ndev else None
-    late = (by.get("launch", 0) + by.get("host", 0)) if ndev else None
-    v["late_launch_idle_ms"] = _num(late)
-    v["late_launch_idle_pct"] = _num(late / denom * 100) if ndev and denom else None
-    late_med = late_mean = None
-    if a.gaps is not None and len(a.gaps):
-        sel = np.isin(a.gaps.cause, (gpu_m.CAUSE_LAUNCH, gpu_m.CAUSE_HOST))
-        if sel.any():
-            dur = (a.gaps.end_ns - a.gaps.start_ns)[sel]
-            late_med, late_mean = float(np.median(dur)) / 1e3, float(dur.mean()) / 1e3
-    v["late_gap_us_median"] = _num(late_med)
-    v["late_gap_us_mean"] = _num(late_mean)
-    kmed = m["kernels"]["median_us"]
-    # mean, not median gap: a few long holes among many short ones are where the time goes
-    v["late_gap_to_kernel_ratio"] = _num(late_mean / kmed) if late_mean is not None and kmed else None
+        ms = _mean([d["idle_ms_by_cause"][c] for d in active]) if ndev else None
+        v[f"idle_{c}_ms"] = _num(ms)
+        v[f"idle_{c}_pct"] = pct_of_window(ms)
+        v[f"idle_{c}_ms_per_step"] = _num(_median([(s["breakdown_ms"] or {}).get(f"idle_{c}", np.nan)
+                                                   for s in primary])) if primary else None
+    v["idle_pct"] = mean("idle_pct")
+    v.update(_gap_shape_values(a, m["kernels"]["median_us"]))
     per_step = lambda key: _median([s[key] if s[key] is not None else np.nan for s in primary])  # noqa: E731
     v["idle_before_first_op_ms_median"] = _num(per_step("idle_before_first_op_ms"))
     v["step_start_idle_pct_median"] = _num(_median([
@@ -451,28 +632,58 @@ def _values(a: Analysis, r: dict) -> dict:
     v["scalar_reads_per_step_median"] = m["sync"]["scalar_reads_per_step_median"]
     v["scalar_read_count"] = m["sync"]["scalar_read_count"]
     v["sync_call_count"] = sum(x["count"] for x in m["sync"]["sync_calls"])
-    # communication
+    v["host_sync_ms_max_thread"] = max((x["host_sync_ms"] for x in m["sync"]["host_sync_ms_by_thread"]), default=0.0)
+    # allocation calls in the window (every thread)
+    v["alloc_call_count"] = sum(x["count"] for x in m["alloc_calls"])
+    v["alloc_api_ms"] = _num(sum(x["total_ms"] for x in m["alloc_calls"]))
+    # one-time set-up over the whole GPU span (the window may exclude the warm-up)
+    setup = m["setup"]
+    v["span_ms"] = cap["span"]["duration_ms"]
+    v["setup_ms"] = setup["setup_ms"]
+    v["setup_pct"] = setup["setup_pct_of_span"]
+    v["warmup_ms"] = sum(x["duration_ms"] or 0 for x in cap["excluded"] if x["kind"] == "warm-up")
+    top_setup = (setup["events"] or [None])[0]
+    v["top_setup_name"] = top_setup["name"] if top_setup else None
+    v["top_setup_ms"] = top_setup["total_ms"] if top_setup else None
+    # communication (mean over devices)
     comm = m["communication"]
     v["comm_ms"], v["exposed_comm_ms"] = comm["comm_ms"], comm["exposed_comm_ms"]
     v["comm_overlapped_pct"] = comm["overlapped_pct"]
-    v["exposed_comm_pct"] = _num(float(np.mean([d["exposed_comm_pct"] for d in active]))) if ndev else None
+    v["exposed_comm_pct"] = mean("exposed_comm_pct")
     v["exposed_comm_ms_per_step"] = _num(_median([(s["breakdown_ms"] or {}).get("exposed_comm", np.nan)
                                                    for s in primary])) if primary else None
-    # copies
+    # copies (summed over devices in the table; per device here)
     copies = m["copies"]
+    n = max(ndev, 1)
+    c_ms, c_b = sum(c["time_ms"] for c in copies), sum(c["bytes"] for c in copies)
+    v["copy_count"] = sum(c["count"] for c in copies)
+    v["copy_ms"] = _num(c_ms / n)
+    v["copy_bytes"] = int(c_b / n)
+    v["copy_gbps"] = _num(c_b / (c_ms * 1e6)) if c_ms else None
+    top_copy = max(copies, key=lambda c: c["time_ms"], default=None)
+    v["top_copy_kind"] = top_copy["kind"] if top_copy else None
+    v["top_copy_host_memory"] = (top_copy["host_memory"] or None) if top_copy else None
+    v["top_copy_ms"] = _num(top_copy["time_ms"] / n) if top_copy else None
+    v["top_copy_bytes"] = int(top_copy["bytes"] / n) if top_copy else 0
+    v["top_copy_gib"] = _num(v["top_copy_bytes"] / 2**30)
+    v["top_copy_count"] = int(top_copy["count"] / n) if top_copy else 0
+    v["top_copy_gbps"] = top_copy["gbps"] if top_copy else None
     pageable = [c for c in copies if c["host_memory"] == "pageable"]
     # pinned host copies of at least 64 KiB on average: small copies are latency-bound and say
     # nothing about the bandwidth pinned memory reaches
     pinned = [c for c in copies if c["host_memory"] == "pinned" and c["kind"] in ("HtoD", "DtoH")
               and c["count"] and c["bytes"] / c["count"] >= 64 * 1024]
-    v["pageable_copy_count"] = sum(c["count"] for c in pageable)
-    v["pageable_copy_ms"] = _num(sum(c["time_ms"] for c in pageable))
-    v["pageable_copy_bytes"] = sum(c["bytes"] for c in pageable)
     p_ms, p_b = sum(c["time_ms"] for c in pageable), sum(c["bytes"] for c in pageable)
+    v["pageable_copy_count"] = sum(c["count"] for c in pageable)
+    v["pageable_copy_ms"] = _num(p_ms / n)
+    v["pageable_copy_bytes"] = int(p_b / n)
+    v["pageable_copy_gib"] = _num(p_b / n / 2**30)
     v["pageable_gbps"] = _num(p_b / (p_ms * 1e6)) if p_ms else None
     q_ms, q_b = sum(c["time_ms"] for c in pinned), sum(c["bytes"] for c in pinned)
     v["pinned_gbps"] = _num(q_b / (q_ms * 1e6)) if q_ms else None
-    v.update(_dtoh_values(a, primary))
+    v.update(_dtoh_values(a, primary, ndev))
+    b = v["dtoh_bytes_per_step_median"]
+    v["dtoh_mib_per_step_median"] = _num(b / 2**20) if b is not None else None
     # kernels: top kernel and FP32 GEMMs
     top = (m["kernels"]["by_name"] or [None])[0]
     v["top_kernel_name"] = top["name"] if top else None
@@ -487,8 +698,12 @@ def _values(a: Analysis, r: dict) -> dict:
     stm = summ["step_time_ms_median"]
     v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
     ktotal = m["kernels"]["total_ms"] or 0
-    v["fp32_gemm_ms"] = m["kernels"]["fp32_gemm_ms"]
-    v["fp32_gemm_share_pct"] = _num(m["kernels"]["fp32_gemm_ms"] / ktotal * 100) if ktotal else None
+    fp32_total = m["kernels"]["fp32_gemm_ms"] or 0
+    v["fp32_gemm_ms"] = _num(fp32_total / n)
+    v["fp32_gemm_share_pct"] = _num(fp32_total / ktotal * 100) if ktotal else None
+    ccs = [d.get("compute_capability") for d in active if d.get("compute_capability")]
+    v["compute_capability"] = min(ccs) if ccs else None
+    v["tf32_capable"] = (min(ccs) >= 8.0) if ccs else None
     # what nvidia-smi would say vs the truth
     v["time_busy_pct_median"] = _num(per_step("time_busy_pct")) if primary else None
     for g in GPU_METRIC_NAMES:
@@ -496,8 +711,45 @@ def _values(a: Analysis, r: dict) -> dict:
     return v
 
 
-def _dtoh_values(a: Analysis, primary: list[dict]) -> dict:
-    """Device-to-host copies that are not scalar reads (> 16 bytes), in the window and per step."""
+def _kernel_launch_calls(t: Trace) -> int:
+    """Kernel and graph launch calls in the whole capture (any thread)."""
+    if not len(t.runtime):
+        return 0
+    is_launch = t.strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+    return int(is_launch(t.runtime["name_id"].to_numpy()).sum())
+
+
+def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
+    """How the idle time of the larger classes is spread: many short gaps (per-launch overhead)
+    or a few long ones (host phases). Gaps inside the window, each counted for its largest class."""
+    out = {"launch_gap_count": 0, "launch_gap_us_mean": None, "launch_gap_us_median": None,
+           "launch_gap_to_kernel_ratio": None, "host_gap_count": 0, "host_gap_ms_max": None,
+           "host_gap_ms_median": None}
+    g = a.gaps
+    if g is None or not len(g):
+        return out
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
+    if not len(sel):
+        return out
+    dur = np.minimum(g.end_ns[sel], w1) - np.maximum(g.start_ns[sel], w0)
+    cause = g.cause[sel]
+    lg = dur[cause == gpu_m.CAUSE_LAUNCH]
+    if len(lg):
+        out.update(launch_gap_count=int(len(lg)), launch_gap_us_mean=_num(lg.mean() / 1e3),
+                   launch_gap_us_median=_num(float(np.median(lg)) / 1e3))
+        if kernel_median_us:
+            out["launch_gap_to_kernel_ratio"] = _num(lg.mean() / 1e3 / kernel_median_us)
+    hg = dur[cause == gpu_m.CAUSE_HOST]
+    if len(hg):
+        out.update(host_gap_count=int(len(hg)), host_gap_ms_max=_num(hg.max() / 1e6),
+                   host_gap_ms_median=_num(float(np.median(hg)) / 1e6))
+    return out
+
+
+def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
+    """Device-to-host copies that are not scalar reads (> 16 bytes): in the window (per device: the
+    mean over the ``ndev`` devices with GPU work) and per step."""
     t, ops = a.trace, a.ops
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     out = {"dtoh_bytes": 0, "dtoh_ms": None, "dtoh_count": 0, "dtoh_bytes_per_step_median": None,
@@ -511,7 +763,8 @@ def _dtoh_values(a: Analysis, primary: list[dict]) -> dict:
     sel = (kind == S.COPY_DTOH) & (nbytes > host_m.SCALAR_READ_MAX_BYTES)
     m, nbytes = m[sel], nbytes[sel]
     dur = ops.end_ns[m] - ops.start_ns[m]
-    out.update(dtoh_bytes=int(nbytes.sum()), dtoh_ms=_num(dur.sum() / 1e6), dtoh_count=int(len(m)))
+    n = max(ndev, 1)
+    out.update(dtoh_bytes=int(nbytes.sum() / n), dtoh_ms=_num(dur.sum() / 1e6 / n), dtoh_count=int(len(m)))
     if primary:
         ids = [s["step"] for s in primary]
         step = a.op_step[m]

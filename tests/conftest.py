@@ -48,6 +48,16 @@ def analyze_path(path, **kwargs) -> dict:
     return analyze(load_trace(path, cache=False), **kwargs).to_dict()
 
 
+def diagnose_path(path, **kwargs) -> dict:
+    """The full JSON result of ``nsysdoc report``: metrics, findings of the built-in rules (no project
+    config) and the verdict."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace
+
+    return apply_rules(analyze(load_trace(path, cache=False), **kwargs).to_dict(), load_rules())
+
+
 def run_cli(*args, cwd=None, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run ``python -m nsysdoc ARGS`` in a fresh process that imports this checkout's package."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))

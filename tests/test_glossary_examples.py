@@ -30,13 +30,14 @@ if str(ROOT) not in sys.path:
 from nsysdoc.analysis import analyze
 from nsysdoc.testing import Capture
 from nsysdoc.trace import load_trace
+from tests.conftest import analyze_path, diagnose_path
 
 T0 = 1_000_000_000
 DL = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
 A = 6e-5  # JSON rounds to 4 decimals: half a unit in the last place plus float slack
-CAUSES = ("sync", "input", "launch", "host", "dependency", "tail", "unattributed")
-BREAKDOWN_KEYS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_launch",
-                  "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")
+# Idle classes in the glossary's reporting order ("Idle gaps and what the host was doing").
+CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+BREAKDOWN_KEYS = ("compute", "exposed_comm", "copy") + tuple(f"idle_{c}" for c in CAUSES)
 
 
 def run(cap: Capture, tmp_path: Path, name: str = "t.sqlite", step_pattern: str | None = None) -> dict:
@@ -75,6 +76,14 @@ def assert_breakdown(step: dict, expected: dict) -> None:
     assert sum(step["breakdown_ms"].values()) == approx(step["duration_ms"], 1e-3)
 
 
+def assert_not_judgeable(d: dict) -> None:
+    """Fewer than 50 GPU operations and under 50 ms of GPU time: "Enough GPU work to judge" fails,
+    so summary.gpu_busy_pct is null and the reason is given."""
+    assert d["capture"]["enough_gpu_work"] is False
+    assert d["summary"]["gpu_busy_pct"] is None
+    assert d["capture"]["not_judgeable_reason"]
+
+
 def assert_device_identities(dv: dict) -> None:
     # Busy = compute + exposed communication + copy-only, exactly; idle = 100 - busy.
     assert dv["compute_pct"] + dv["exposed_comm_pct"] + dv["copy_only_pct"] == approx(dv["busy_pct"], 2e-4)
@@ -94,7 +103,10 @@ def test_busy_is_union_of_two_overlapping_streams(tmp_path):
     t.launch("kC", us=50, stream=7)   # API [210000,215000] GPU [215000,265000]
     d = run(cap, tmp_path)
 
-    # No markers: window = first GPU op start (5000) -> last GPU op end (265000) = 260000 ns
+    # No markers: window = first GPU op start (5000) -> last GPU op end (265000) = 260000 ns.
+    # Steady state leaves nothing out: no set-up idle time (no warm-up); the one stretch without GPU
+    # work [110000,215000) has 105000 of 155000 busy ns before it and 50000 after it (> 5 % each
+    # side), so it is no idle head/tail; and 3 ops / 0.155 ms is too little work to trim anyway.
     assert d["capture"]["has_step_markers"] is False
     assert d["capture"]["window"]["start_ns"] == T0 + 5_000
     assert d["capture"]["window"]["end_ns"] == T0 + 265_000
@@ -103,12 +115,16 @@ def test_busy_is_union_of_two_overlapping_streams(tmp_path):
     # (a sum of durations would give 250000/260000 = 96.15 %)
     dv = device(d, 0)
     assert dv["busy_pct"] == approx(155_000 / 260_000 * 100)
-    assert d["summary"]["gpu_busy_pct"] == approx(155_000 / 260_000 * 100)
+    # 3 operations and 0.155 ms of GPU time: not enough GPU work to judge -> summary value null
+    assert_not_judgeable(d)
     assert dv["compute_pct"] == approx(155_000 / 260_000 * 100)
     assert dv["copy_only_pct"] == approx(0.0)
     assert dv["idle_pct"] == approx(105_000 / 260_000 * 100)
-    # the one gap [110000, 215000): kC's call at 210000 >= g0 -> host late, no API/OS/sync -> host
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.105))
+    # the one gap [g0=110000, g1=215000): kC's call [a=210000, b=215000); x = max(g0, min(b, g1))
+    # = 215000 -> empty queue part. Host part [110000,215000): [110000,210000) nothing on the
+    # thread in a short window (a - g0 = 100 us < 1 ms) -> launch 100 us; [210000,215000) the
+    # ordinary launch call -> launch 5 us. All 105 us launch.
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.105))
     assert dv["kernel_count"] == 3
     assert d["summary"]["kernel_count"] == 3
     assert_device_identities(dv)
@@ -145,11 +161,12 @@ def test_nccl_partly_overlapped_in_a_step(tmp_path):
     assert d["metrics"]["communication"]["overlapped_pct"] == approx(overlapped / comm * 100)
     assert d["metrics"]["kernels"]["nccl_count"] == 1
     assert_device_identities(dv)
-    # gap [0,15000): call at 10000 >= g0=0, no API in [0,10000) -> host 0.015 ms
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.015))
+    # gap [g0=0, g1=15000): gemm call [10000,15000) -> x = 15000, no queue part. Host part:
+    # [0,10000) nothing, short window (a - g0 = 10 us) -> launch; [10000,15000) launch call -> launch
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.015))
     (s,) = primary_steps(d)
     assert s["end_ns"] == T0 + 221_800
-    assert_breakdown(s, {"compute": 0.1, "exposed_comm": 0.1068, "idle_host": 0.015})
+    assert_breakdown(s, {"compute": 0.1, "exposed_comm": 0.1068, "idle_launch": 0.015})
 
 
 def test_comm_pct_is_comm_over_window(tmp_path):
@@ -357,20 +374,25 @@ def test_step_end_extended_by_gpu_work_and_step_times(tmp_path):
     assert d["capture"]["window"]["end_ns"] == T0 + 1_115_000
     dv = device(d, 0)
     assert dv["busy_pct"] == approx(1_100_000 / 1_115_000 * 100)
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.015))
+    # only gap [0,15000): 10 us of nothing (short window) + the 5 us launch call -> launch 15 us
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.015))
     # time-busy: kernel union inside the step / duration
     assert s0["time_busy_pct"] == approx(1_000_000 / 1_015_000 * 100)
     assert s1["time_busy_pct"] == approx(100.0)
     # idle before first op: step 0 idle [0,15000); step 1's device is busy (k0) until its op starts
     assert s0["idle_before_first_op_ms"] == approx(0.015)
     assert s1["idle_before_first_op_ms"] == approx(0.0)
-    assert_breakdown(s0, {"compute": 1.0, "idle_host": 0.015})
+    assert_breakdown(s0, {"compute": 1.0, "idle_launch": 0.015})
     # step 1 [50000,1115000): k0 covers [50000,1015000) + k1 100000 = 1065000
     assert_breakdown(s1, {"compute": 1.065})
 
 
 # ------------------------------------------------------------------------------------------
-# Idle gaps: one scenario with host, sync, input, launch (both branches) and tail gaps
+# Idle gaps: one scenario with sync (call + budget), input, launch (host part, queue part,
+# other-API time in a short window) and tail gaps. Notation per gap: GPU idle from g0, the next
+# op starts at g1, launched by the call [a, b); x = max(g0, min(b, g1)); queue part [x, g1),
+# host part [g0, x). Every host window here is short (a - g0 < 1 ms), so uncovered time and
+# other-CUDA-call time are `launch`.
 # ------------------------------------------------------------------------------------------
 
 def causes_capture(variant: str = "2026") -> Capture:
@@ -379,38 +401,48 @@ def causes_capture(variant: str = "2026") -> Capture:
     with t.range("ProfilerStep#0"):             # push at 0
         t.cpu(us=20)                            # 20000
         t.launch("kA", us=100)                  # API [20000,25000] GPU [25000,125000]
-        # gap [0,25000): host late (a=20000), no API/OS/sync in [0,20000) -> host 25 us
+        # gap [0,25000): x = g1 = 25000; host part [0,20000) nothing (short, a-g0 = 20 us) -> launch
+        #   20, [20000,25000) launch call -> launch 5: launch 25 us
         t.item()                                # DtoH 4 B: API [25000,31000], GPU [125000,126000]
         #                                         sync_stream [31000, 126000+2000=128000]
         t.cpu(us=50)                            # 178000
         t.launch("kB", us=100)                  # API [178000,183000] GPU [183000,283000]
-        # gap [126000,183000): late; thread inside cudaStreamSynchronize at g0=126000 -> sync 57 us
+        # gap [126000,183000): x = g1 = 183000. [126000,128000) inside cudaStreamSynchronize (order
+        #   5) -> sync 2. T was in that blocking call at g0: B = 128000-31000 = 97000 (the pinned
+        #   async copy before it is not blocking), budget = min(B, a-g0 = 178000-126000 = 52000)
+        #   -> [126000,178000) sync (includes the 2 us above): sync 52; [178000,183000) launch 5
         with t.range(DL):
             t.os_call("poll", us=300)           # [183000,483000]
         t.launch("kC", us=100)                  # API [483000,488000] GPU [488000,588000]
-        # gap [283000,488000): late; poll + DataLoader cover all of [283000,483000) -> input 205 us
+        # gap [283000,488000): DataLoader range (order 2) + poll cover [283000,483000) -> input 200;
+        #   launch call [483000,488000) -> launch 5
         t.cpu(us=95)                            # 583000
         t.launch("kD", us=100, api_us=25)       # API [583000,608000] GPU 583000+15000+2000=600000
         #                                         -> [600000,700000]
-        # gap [588000,600000): call 583000 < g0, op starts 17 us after call (<= 20) -> launch 12 us
+        # gap [588000,600000): b = 608000 > g1 -> x = max(588000, 600000) = g1, empty queue part;
+        #   host part [588000,600000) inside the (25 us, not long) launch call -> launch 12 us
         t.cpu(us=92)                            # 700000
         for _ in range(10):
             t.wait_event(20, 21)                # 10 x (2+2 us) of API rows, [700000,740000), no GPU op
         t.cpu(us=10)                            # 750000
         t.launch("kE", us=100)                  # API [750000,755000] GPU [755000,855000]
-        # gap [700000,755000): late; API covers 40000 of [700000,750000) (>= half); the
-        # cudaStreamWaitEvent calls are not blocking syncs -> launch 55 us
+        # gap [700000,755000): cudaEventRecord/cudaStreamWaitEvent are neither blocking syncs nor
+        #   ordinary launches -> order 9 `api`, which is `launch` in a short window (a-g0 = 50 us):
+        #   40; [740000,750000) nothing -> launch 10; launch call -> launch 5: launch 55 us
         t.cpu(us=200)                           # 955000
         t.launch("kF", us=100)                  # API [955000,960000] GPU [960000,1060000]
-        # gap [855000,960000): late, nothing covers [855000,955000) -> host 105 us
+        # gap [855000,960000): nothing on T for 100 us (short window: a-g0 = 100 us) + 5 us call
+        #   -> launch 105 us
         t.cpu(us=150)                           # 1110000
     # pop at 1110000 > last op end 1060000: gap [1060000,1110000) -> tail 50 us
     return cap
 
 
-# window = [0, 1110000]; busy = 6 kernels x 100 us + 1 us copy = 601000
+# window = [0, 1110000]; busy = 6 kernels x 100 us + 1 us copy = 601000; idle 509000 =
+# launch (25 + 5 + 5 + 12 + 55 + 105 = 207) + sync 52 + input 200 + tail 50
 CAUSES_W = 1_110_000
-CAUSES_EXPECTED = causes(host=0.025 + 0.105, sync=0.057, input=0.205, launch=0.012 + 0.055, tail=0.050)
+CAUSES_EXPECTED = causes(sync=0.052, input=0.200, launch=0.025 + 0.005 + 0.005 + 0.012 + 0.055 + 0.105,
+                         tail=0.050)
 
 
 def test_idle_gap_causes(tmp_path):
@@ -424,8 +456,8 @@ def test_idle_gap_causes(tmp_path):
     assert dv["copy_only_pct"] == approx(1_000 / CAUSES_W * 100)       # 0.0901
     assert dv["idle_pct"] == approx(509_000 / CAUSES_W * 100)          # 45.8559
     assert_device_identities(dv)
-    # host wait = (sync + input) / window = 262000 / 1110000
-    assert d["metrics"]["host_wait_pct"] == approx(262_000 / CAUSES_W * 100)
+    # host wait = (sync + input) / window = (52000 + 200000) / 1110000
+    assert d["metrics"]["host_wait_pct"] == approx(252_000 / CAUSES_W * 100)
 
 
 def test_idle_gap_causes_step_view(tmp_path):
@@ -438,8 +470,8 @@ def test_idle_gap_causes_step_view(tmp_path):
     # only blocking call: cudaStreamSynchronize [31000,128000]; the 10 cudaStreamWaitEvent never count
     assert s["host_sync_ms"] == approx(0.097)
     assert s["scalar_reads"] == 1
-    assert_breakdown(s, {"compute": 0.6, "copy": 0.001, "idle_sync": 0.057, "idle_input": 0.205,
-                             "idle_launch": 0.067, "idle_host": 0.130, "idle_tail": 0.050})
+    assert_breakdown(s, {"compute": 0.6, "copy": 0.001, "idle_sync": 0.052, "idle_input": 0.200,
+                         "idle_launch": 0.207, "idle_tail": 0.050})
     sync = d["metrics"]["sync"]
     assert [c["api"] for c in sync["sync_calls"]] == ["cudaStreamSynchronize"]
     assert sync["sync_calls"][0]["count"] == 1
@@ -475,19 +507,23 @@ def test_idle_gap_dependency_on_other_device_event(tmp_path):
     d = run(cap, tmp_path)
     W = 420_000
     d0, d1 = device(d, 0), device(d, 1)
-    # dev0 gaps: [0,15000) host (call 10000 >= g0 0, no API before it);
-    #            [65000,320000): call 24000 < g0 65000, op starts 296 us after the call -> dependency
-    assert_causes(d0["idle_ms_by_cause"], causes(host=0.015, dependency=0.255))
-    # dev1 gaps: [0,20000): call 15000 >= 0; API covers only [10000,15000) = 1/3 -> host;
-    #            [320000,420000): tail
-    assert_causes(d1["idle_ms_by_cause"], causes(host=0.020, tail=0.100))
+    # dev0 gaps: [0,15000): k0 call [10000,15000) -> x = g1; host part: 10 us nothing (short
+    #            window) + 5 us launch call -> launch 15;
+    #            [65000,320000): e's call [24000,29000) returned before g0 -> x = max(65000,
+    #            min(29000, 320000)) = 65000; queue part [65000,320000) = 255 us > 20 us -> dependency
+    assert_causes(d0["idle_ms_by_cause"], causes(launch=0.015, dependency=0.255))
+    # dev1 gaps: [0,20000): x's call [15000,20000) -> x = g1; host part [0,10000) nothing,
+    #            [10000,15000) k0's launch call (order 8), [15000,20000) x's call; short window
+    #            (a - g0 = 15 us) -> launch 20;  [320000,420000): tail 100
+    assert_causes(d1["idle_ms_by_cause"], causes(launch=0.020, tail=0.100))
     assert d0["busy_pct"] == approx(150_000 / W * 100)   # 35.7143
     assert d1["busy_pct"] == approx(300_000 / W * 100)   # 71.4286
-    assert d["summary"]["gpu_busy_pct"] == approx((150_000 + 300_000) / 2 / W * 100)
+    # 4 operations, 0.45 ms of GPU time: not enough GPU work to judge
+    assert_not_judgeable(d)
     (s,) = primary_steps(d)
     assert s["device"] == "0"                   # 2 of the step's 3 ops ran on dev0
     assert s["end_ns"] == T0 + W
-    assert_breakdown(s, {"compute": 0.15, "idle_host": 0.015, "idle_dependency": 0.255})
+    assert_breakdown(s, {"compute": 0.15, "idle_launch": 0.015, "idle_dependency": 0.255})
 
 
 # ------------------------------------------------------------------------------------------
@@ -532,10 +568,17 @@ def test_pageable_async_copy_is_blocking_and_stream_wait_is_not(tmp_path):
     assert dv["compute_pct"] == approx(50_000 / W * 100)
     assert dv["copy_only_pct"] == approx(20_000 / W * 100)
     assert_device_identities(dv)
-    # gaps: [0,25600) host (call at 20000, nothing before); [35600,43200): call 37600 >= g0 and the
-    # thread is inside the pageable (blocking) cudaMemcpyAsync at g0 -> sync; [103200,105200) tail
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.0256, sync=0.0076, tail=0.002))
-    assert_breakdown(s, {"compute": 0.05, "copy": 0.02, "idle_host": 0.0256, "idle_sync": 0.0076, "idle_tail": 0.002})
+    # gaps: [0,25600): the pageable copy's call [20000,37600) has b > g1 -> x = g1 = 25600, all host
+    #   part. [0,20000) nothing, short window -> launch 20; [20000,25600) is inside the pageable
+    #   cudaMemcpyAsync, a blocking sync call (order 5 wins over order 8) -> sync 5.6.
+    # [35600,43200): pinned copy call [37600,43600) -> x = g1 = 43200. [35600,37600) still inside the
+    #   pageable call -> sync 2 (budget: B = 17600, a - g0 = 2000 -> min 2000, the same 2 us);
+    #   [37600,43200) ordinary async-copy call -> launch 5.6.
+    # [103200,105200): tail 2.
+    # sync 5.6 + 2 = 7.6 us; launch 20 + 5.6 = 25.6 us
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.0256, sync=0.0076, tail=0.002))
+    assert_breakdown(s, {"compute": 0.05, "copy": 0.02, "idle_launch": 0.0256, "idle_sync": 0.0076,
+                         "idle_tail": 0.002})
 
 
 def test_copies_by_kind_and_host_memory(tmp_path):
@@ -776,7 +819,9 @@ def test_schema_variants_identical(variant, tmp_path, causes_ref):
     # and the hand-computed values
     assert d["summary"]["step_count"] == 1
     assert d["summary"]["kernel_count"] == 6
-    assert d["summary"]["gpu_busy_pct"] == approx(601_000 / CAUSES_W * 100)
+    assert device(d, 0)["busy_pct"] == approx(601_000 / CAUSES_W * 100)
+    # 7 operations, 0.601 ms of GPU time: not enough GPU work to judge
+    assert_not_judgeable(d)
     assert d["summary"]["step_time_ms_median"] == approx(1.11)
     assert d["summary"]["kernels_per_step_median"] == approx(6.0)
     assert_causes(device(d, 0)["idle_ms_by_cause"], CAUSES_EXPECTED)
@@ -815,9 +860,11 @@ def test_correlation_ids_matched_within_process_only(tmp_path):
     # no markers: window [5000,170000]
     assert d["capture"]["window"]["start_ns"] == T0 + 5_000
     assert d["capture"]["window"]["end_ns"] == T0 + 170_000
-    # dev1 gap [5000,70000): b's call (pid 200) at 50000 >= g0 -> late; nothing covers it -> host.
-    # (matching pid 100's call at 0 < g0 would make it launch/dependency)
-    assert_causes(device(d, 1)["idle_ms_by_cause"], causes(host=0.065))
+    # dev1 gap [5000,70000): b's call (pid 200) [50000,80000) -> x = max(5000, min(80000, 70000)) =
+    # 70000: all host part on pid 200's thread: [5000,50000) nothing, short window -> launch 45;
+    # [50000,70000) launch call -> launch 20: launch 65.
+    # (matching pid 100's call [0,5000) would give x = 5000 and a 65 us queue part -> dependency)
+    assert_causes(device(d, 1)["idle_ms_by_cause"], causes(launch=0.065))
     # dev0: after a ends (105000) nothing follows before the window end -> tail
     assert_causes(device(d, 0)["idle_ms_by_cause"], causes(tail=0.065))
 
@@ -876,15 +923,20 @@ def test_sync_cause_tolerance_10us(tmp_path):
         t.sync_stream()                 # [70000,73000]: starts 5 us after g0=65000
         t.cpu(us=100)                   # 173000
         t.launch("k2", us=50)           # API [173000,178000] GPU [178000,228000]
-        # gap [65000,178000): late; T in a blocking sync within 10 us of g0 -> sync 113 us
+        # gap [65000,178000), x = g1: the sync call covers [70000,73000) -> sync 3 (order 5); T was
+        # in a blocking sync within 10 us of g0 -> budget min(B = 3000, a-g0 = 108000) = 3000 ->
+        # first 3 us of the host part [65000,68000) -> sync 3. Rest: [68000,70000) + [73000,173000)
+        # nothing (short window, a-g0 = 108 us) + [173000,178000) launch call -> launch 107.
         t.cpu(us=65)                    # 243000
         t.sync_stream()                 # [243000,246000]: 15 us after g0=228000 -> too late
         t.cpu(us=100)                   # 346000
         t.launch("k3", us=50)           # API [346000,351000] GPU [351000,401000]
-        # gap [228000,351000): late; sync not within 10 us; API covers 3 of 118 us -> host 123 us
+        # gap [228000,351000): the sync call itself [243000,246000) -> sync 3; no budget (not in a
+        # sync within 10 us of g0); the other 120 us (nothing / launch call, short window) -> launch
     d = run(cap, tmp_path)
-    # plus the leading gap [0,15000) -> host 15 us; step end 401000 (last op) -> no tail
-    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(sync=0.113, host=0.015 + 0.123))
+    # plus the leading gap [0,15000) -> launch 15 us; step end 401000 (last op) -> no tail
+    # sync 3 + 3 + 3 = 9 us (the budget adds 3 us only to the gap whose sync was within 10 us)
+    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(sync=0.009, launch=0.015 + 0.107 + 0.120))
 
 
 def test_sync_cause_needs_the_launching_thread_in_sync(tmp_path):
@@ -899,9 +951,12 @@ def test_sync_cause_needs_the_launching_thread_in_sync(tmp_path):
         w.sync_stream()                 # worker: [20000, 65000+2000=67000] (in sync at g0)
         m.cpu(us=135)                   # 150000
         m.launch("k2", us=50)           # API [150000,155000] GPU [155000,205000]
-    # gap [65000,155000): launched by the main thread, which runs untraced CPU code -> host 90 us
+    # gap [65000,155000): launched by the main thread, which runs untraced CPU code (only its own
+    # calls count; the worker's sync is ignored): [65000,150000) nothing, short window (a - g0 =
+    # 85 us) -> launch 85, launch call 5 -> launch 90. (Counting the worker's sync would give a
+    # sync budget of min(47000, 85000) = 47 us of sync.) Leading gap [0,15000) -> launch 15.
     d = run(cap, tmp_path)
-    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(host=0.015 + 0.090))
+    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(launch=0.015 + 0.090))
     (s,) = primary_steps(d)
     assert s["host_sync_ms"] == approx(0.0)          # worker sync is not the step thread's
     by_tid = {x["tid"]: x for x in d["metrics"]["sync"]["host_sync_ms_by_thread"]}
@@ -918,25 +973,30 @@ def test_input_cause_variants_and_precedence(tmp_path):
         t.cpu(us=50)                    # 65000
         t.os_call("futex", us=100)      # [65000,165000]
         t.launch("k2", us=50)           # API [165000,170000] GPU [170000,220000]
-        # gap [65000,170000): futex covers all of [65000,165000) -> input 105 us
+        # gap [65000,170000): futex (OS wait, order 6) covers [65000,165000) -> input 100;
+        #   launch call [165000,170000) -> launch 5
         t.cpu(us=50)                    # 220000
         with t.range(DL):
             t.cpu(us=100)               # DataLoader range [220000,320000], no OS call (collate in Python)
         t.launch("k3", us=50)           # API [320000,325000] GPU [325000,375000]
-        # gap [220000,325000): DataLoader range covers [220000,320000) -> input 105 us
+        # gap [220000,325000): DataLoader range (order 2) covers [220000,320000) -> input 100; launch 5
         t.cpu(us=50)                    # 375000
         t.os_call("poll", us=40)        # [375000,415000]
         t.cpu(us=60)                    # 475000
         t.launch("k4", us=50)           # API [475000,480000] GPU [480000,530000]
-        # gap [375000,480000): poll covers 40 of 100 us (< half), no sync, no API -> host 105 us
+        # gap [375000,480000): split, not all-or-nothing: poll [375000,415000) -> input 40;
+        #   [415000,475000) nothing, short window (a-g0 = 100 us) -> launch 60; launch call -> launch 5
         t.item()                        # DtoH API [480000,486000] GPU [530000,531000]; sync [486000,533000]
         t.os_call("poll", us=300)       # [533000,833000]
         t.launch("k5", us=50)           # API [833000,838000] GPU [838000,888000]
-        # gap [531000,838000): in sync at g0 but poll covers 300 of 302 us -> input first: 307 us
+        # gap [531000,838000): [531000,533000) inside cudaStreamSynchronize (order 5) -> sync 2; the
+        #   sync budget min(B = 47000, a-g0 = 302000) would cover [531000,578000), but poll (OS
+        #   wait, order 6) precedes the budget (order 7) -> [533000,833000) input 300; launch call 5
     d = run(cap, tmp_path)
-    # plus leading gap [0,15000) host
+    # plus leading gap [0,15000) -> launch 15
     assert_causes(device(d, 0)["idle_ms_by_cause"],
-                  causes(input=0.105 + 0.105 + 0.307, host=0.015 + 0.105))
+                  causes(input=0.100 + 0.100 + 0.040 + 0.300, sync=0.002,
+                         launch=0.015 + 0.005 + 0.005 + 0.065 + 0.005))
 
 
 def test_sync_takes_precedence_over_launch(tmp_path):
@@ -949,10 +1009,13 @@ def test_sync_takes_precedence_over_launch(tmp_path):
         for _ in range(10):
             t.wait_event(20, 21)        # API [67000,107000)
         t.launch("k2", us=50)           # API [107000,112000] GPU [112000,162000]
-    # gap [65000,112000): late; in sync at g0 (sync) and API covers all of [65000,107000) (launch);
-    # precedence: sync before launch -> sync 47 us
+    # gap [65000,112000), x = g1: [65000,67000) in the sync call (order 5) -> sync; in a blocking
+    # sync at g0: budget min(B = 67000-15000 = 52000, a-g0 = 107000-65000 = 42000) = 42000 ->
+    # [65000,107000) sync: the sync budget (order 7) precedes the other CUDA calls (order 9,
+    # `launch` in a short window) -> sync 42; the launch call [107000,112000) -> launch 5.
+    # Leading gap [0,15000) -> launch 15.
     d = run(cap, tmp_path)
-    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(sync=0.047, host=0.015))
+    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(sync=0.042, launch=0.015 + 0.005))
 
 
 def test_unattributed_when_launching_call_missing(tmp_path):
@@ -996,8 +1059,10 @@ def test_copy_only_memset_and_window_without_markers(tmp_path):
     assert dv["compute_pct"] == approx(10_000 / 27_000 * 100)
     assert dv["copy_only_pct"] == approx(17_000 / 27_000 * 100)   # copies 10000 + memset 5000 + 2000
     assert_device_identities(dv)
-    # mean over devices *with any GPU operation*: only device 0
-    assert d["summary"]["gpu_busy_pct"] == approx(100.0)
+    # 4 operations, 0.027 ms of GPU time: not enough GPU work to judge -> summary value null
+    assert_not_judgeable(d)
+    # the per-GPU means are over devices *with GPU work in the window*: only device 0
+    assert d["metrics"]["values"]["device_count"] == 1
     rows = {c["kind"]: c for c in d["metrics"]["copies"]}
     assert set(rows) == {"HtoD", "DtoD"}
     assert rows["DtoD"]["bytes"] == 1_000_000
@@ -1119,9 +1184,11 @@ def test_other_process_work_is_not_the_steps(tmp_path):
     # but the device is shared: busy = [15000,35000] + [55000,100000) = 65000 of 100000
     dv = device(d, 0)
     assert dv["busy_pct"] == approx(65.0)
-    # gaps [0,15000) host; [35000,55000): call of pid 200 at 50000 >= g0, nothing covers -> host
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.015 + 0.020))
-    assert_breakdown(s, {"compute": 0.065, "idle_host": 0.035})
+    # gaps [0,15000): 10 us nothing + 5 us launch call on t1, short window -> launch 15;
+    # [35000,55000): launched by pid 200's thread, call [50000,55000): 15 us nothing on that thread
+    # (short window) + 5 us launch call -> launch 20
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.015 + 0.020))
+    assert_breakdown(s, {"compute": 0.065, "idle_launch": 0.035})
 
 
 def test_same_pid_on_two_hosts_are_two_processes_and_devices(tmp_path):
@@ -1270,8 +1337,9 @@ def test_copy_only_excludes_copies_under_any_kernel(tmp_path):
     assert dv["exposed_comm_pct"] == approx(106_800 / W * 100)
     assert dv["copy_only_pct"] == approx(10_000 / W * 100)
     assert_device_identities(dv)
-    # gap [211800,255600): call at 250000 >= g0, nothing covers -> host
-    assert_causes(dv["idle_ms_by_cause"], causes(host=0.0438))
+    # gap [211800,255600): copy call [250000,256000) -> x = g1 = 255600; [211800,250000) nothing,
+    # short window (a - g0 = 38.2 us) -> launch 38.2; [250000,255600) async-copy call -> launch 5.6
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.0438))
 
 
 def test_op_without_launching_call_assigned_by_gpu_start(tmp_path):
@@ -1361,12 +1429,17 @@ def test_host_wait_pct_is_mean_over_devices(tmp_path):
     t2.launch("k2", us=50)                           # API [125000,130000] GPU1 [130000,180000]
     d = run(cap, tmp_path)
     W = 223_000
-    # GPU0: [0,15000) host, [66000,173000) sync (in cudaStreamSynchronize at g0)
-    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(host=0.015, sync=0.107))
-    # GPU1: [0,25000) host, [55000,130000) input (futex covers it), [180000,223000) tail
-    assert_causes(device(d, 1)["idle_ms_by_cause"], causes(host=0.025, input=0.075, tail=0.043))
-    # host wait = mean(107000/W, 75000/W) * 100
-    assert d["metrics"]["host_wait_pct"] == approx((107_000 + 75_000) / 2 / W * 100)
+    # GPU0: [0,15000) launch 15 (10 us nothing, short window + 5 us call);
+    #       [66000,173000): [66000,68000) in cudaStreamSynchronize; budget min(B = 68000-21000 =
+    #       47000, a-g0 = 168000-66000 = 102000) = 47000 -> [66000,113000) sync 47;
+    #       [113000,168000) nothing, short window -> launch 55; launch call -> launch 5
+    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(launch=0.015 + 0.055 + 0.005, sync=0.047))
+    # GPU1: [0,25000) launch 25 (20 us nothing + 5 us call, on pid 200's thread);
+    #       [55000,130000): futex covers [55000,125000) -> input 70, launch call -> launch 5;
+    #       [180000,223000) tail 43
+    assert_causes(device(d, 1)["idle_ms_by_cause"], causes(launch=0.025 + 0.005, input=0.070, tail=0.043))
+    # host wait = mean over devices of (sync + input) / W = mean(47000/W, 70000/W) * 100
+    assert d["metrics"]["host_wait_pct"] == approx((47_000 + 70_000) / 2 / W * 100)
 
 
 # ------------------------------------------------------------------------------------------
@@ -1393,3 +1466,233 @@ def test_identities_on_scenarios(name, kwargs, tmp_path):
         assert dv["exposed_comm_ms"] <= dv["comm_ms"] + 1e-4
     for s in primary_steps(d):
         assert sum(s["breakdown_ms"].values()) == approx(s["duration_ms"], 1e-3)
+
+
+# ------------------------------------------------------------------------------------------
+# New definitions: the split of a gap into idle classes (precedence table, sync budget, short
+# windows), set-up and allocation classes, positional step cuts, per-GPU window numbers.
+# All gaps: GPU idle from g0, next op starts at g1, launched by the call [a, b);
+# x = max(g0, min(b, g1)); queue part [x, g1), host part [g0, x).
+# ------------------------------------------------------------------------------------------
+
+def gap_split(d: dict, start_rel_ns: int) -> dict:
+    """The gap of metrics.idle_gaps.longest starting at T0 + start_rel_ns (cause, split_ms, ...)."""
+    (g,) = [g for g in d["metrics"]["idle_gaps"]["longest"] if g["start_ns"] == T0 + start_rel_ns]
+    return g
+
+
+def test_sync_budget_caps_sync_share_when_cpu_work_follows(tmp_path):
+    # The glossary's "Sync then CPU work" example on the builder.
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    with t.range("step_0"):                     # push at 0
+        t.launch("k0", us=193)                  # API [0,5000) GPU [5000,198000]
+        t.sync_stream()                         # [5000, 198000+2000=200000): B = 195000
+        t.cpu(us=5000)                          # Python needing the result: 5,200,000
+        t.launch("k1", us=100)                  # API [5200000,5205000) GPU [5205000,5305000]
+    # pop at 5,205,000; step end = window end = 5,305,000
+    d = analyze_path(cap.write(tmp_path / "budget.sqlite"))
+    # leading gap [0,5000): host part inside k0's launch call -> launch 5 us
+    # gap [198000,5205000): x = g1. [198000,200000) inside the sync call -> sync 2; T was in that
+    #   blocking call at g0 -> budget min(B = 195000, a - g0 = 5200000 - 198000 = 5002000) = 195000
+    #   -> [198000,393000) sync (includes the 2 us): sync 195 us. a - g0 = 5.002 ms >= 1 ms: a long
+    #   window, so [393000,5200000) with nothing on T -> host 4807 us; launch call -> launch 5 us.
+    #   (The old whole-gap rule gave all 5007 us to sync.)
+    dv = device(d, 0)
+    assert_causes(dv["idle_ms_by_cause"], causes(sync=0.195, host=4.807, launch=0.005 + 0.005))
+    g = gap_split(d, 198_000)
+    assert g["duration_ms"] == approx(5.007)
+    assert g["cause"] == "host"                 # largest class of the gap
+    split = {c: g["split_ms"].get(c, 0.0) for c in CAUSES}
+    assert split == {c: approx(v) for c, v in causes(sync=0.195, host=4.807, launch=0.005).items()}
+    (s,) = primary_steps(d)
+    assert_breakdown(s, {"compute": 0.293, "idle_sync": 0.195, "idle_host": 4.807, "idle_launch": 0.010})
+
+
+def long_first_launch_capture() -> Capture:
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    with t.range("step_0"):                     # push at 0
+        t.launch("k0", us=10)                   # API [0,5000) GPU [5000,15000]
+        t.cpu(us=20)                            # 25000
+        t.launch("load_kernel", us=1000, api_us=2000)
+        # module loading on first launch: API [25000,2025000); GPU 25000 + 0.6*2000000 + 2000 =
+        # 1227000 -> [1227000,2227000] (it starts while the call is still running)
+        for _ in range(3):                      # typical launches, queued behind load_kernel:
+            t.launch("k", us=100)               # API [2025000..2040000) GPU [2227000,2527000]
+    # launch calls 5, 2000, 5, 5, 5 us -> typical (median) 5 us; long = max(1 ms, 20 x 5 us) = 1 ms
+    # window [0, 2527000]
+    return cap
+
+
+def test_long_first_launch_is_setup_typical_launch_is_not(tmp_path):
+    d = analyze_path(long_first_launch_capture().write(tmp_path / "setup.sqlite"))
+    # leading gap [0,5000): launch 5.
+    # gap [15000,1227000): b = 2025000 > g1 -> x = g1, no queue part. [15000,25000) nothing, short
+    #   window (a - g0 = 10 us) -> launch 10; [25000,1227000) inside a launch call lasting 2 ms >=
+    #   1 ms (order 3) -> setup 1202 us. The three 5 us launches never start a gap.
+    dv = device(d, 0)
+    assert_causes(dv["idle_ms_by_cause"], causes(launch=0.005 + 0.010, setup=1.202))
+    g = gap_split(d, 15_000)
+    assert g["cause"] == "setup"
+    # metrics.setup is over the GPU span [5000,2527000]; the gap lies inside it
+    st = d["metrics"]["setup"]
+    assert st["setup_ms"] == approx(1.202)
+    # the long launch ended a gap with set-up time -> one event of 2 ms
+    (ev,) = st["events"]
+    assert (ev["count"], ev["max_ms"], ev["total_ms"]) == (1, approx(2.0), approx(2.0))
+
+
+def test_setup_pct_is_of_the_gpu_span_not_the_step_window(tmp_path):
+    d = analyze_path(long_first_launch_capture().write(tmp_path / "setup_span.sqlite"))
+    # first GPU op k0 starts at 5000 (the step starts at 0), last op ends at 2527000
+    assert d["capture"]["span"]["start_ns"] == T0 + 5_000
+    assert d["capture"]["span"]["end_ns"] == T0 + 2_527_000
+    assert d["metrics"]["setup"]["setup_pct_of_span"] == approx(1_202_000 / 2_522_000 * 100)
+
+
+def test_malloc_and_free_in_a_gap_are_alloc(tmp_path):
+    # The glossary's "Allocation churn" example on the builder.
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    with t.range("step_0"):                     # push at 0
+        t.launch("k0", us=10)                   # API [0,5000) GPU [5000,15000]
+        t.cpu(us=10)                            # 15000 = g0
+        t.free(us=300)                          # cudaFree [15000,315000)
+        t.malloc(us=200)                        # cudaMalloc [315000,515000)
+        t.launch("k1", us=10)                   # API [515000,520000) GPU [520000,530000]
+    d = analyze_path(cap.write(tmp_path / "alloc.sqlite"))
+    # leading gap [0,5000): launch 5. Gap [15000,520000): x = g1; cudaFree + cudaMalloc cover
+    # [15000,515000) (order 4; a short window relabels only `api`/`host` time) -> alloc 500;
+    # launch call [515000,520000) -> launch 5.
+    dv = device(d, 0)
+    assert_causes(dv["idle_ms_by_cause"], causes(alloc=0.5, launch=0.005 + 0.005))
+    assert gap_split(d, 15_000)["cause"] == "alloc"
+    (s,) = primary_steps(d)
+    assert_breakdown(s, {"compute": 0.02, "idle_alloc": 0.5, "idle_launch": 0.01})
+    # metrics.alloc_calls / values: 2 allocation calls in the window, 300 + 200 us of API time
+    v = d["metrics"]["values"]
+    assert v["alloc_call_count"] == 2
+    assert v["alloc_api_ms"] == approx(0.5)
+    assert v["idle_alloc_ms"] == approx(0.5)
+
+
+def test_compile_nvtx_range_is_setup_compiled_function_is_not(tmp_path):
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    with t.range("step_0"):                     # push at 0
+        t.launch("k0", us=10)                   # API [0,5000) GPU [5000,15000]
+        t.cpu(us=10)                            # 15000 = g0
+        with t.range("compileFusion"):          # [15000,1515000): a compile range (order 1)
+            t.cpu(us=1500)
+        t.launch("fused", us=10)                # API [1515000,1520000) GPU [1520000,1530000]
+        t.cpu(us=10)                            # 1530000 = g0
+        with t.range("CompiledFunction"):       # [1530000,3030000): "Compiled..." is excluded
+            t.cpu(us=1500)
+        t.launch("k2", us=10)                   # API [3030000,3035000) GPU [3035000,3045000]
+    d = analyze_path(cap.write(tmp_path / "compile.sqlite"))
+    # leading gap [0,5000): launch 5.
+    # gap [15000,1520000): compileFusion covers [15000,1515000) -> setup 1500; call -> launch 5.
+    # gap [1530000,3035000): CompiledFunction is neither a compile nor a DataLoader range; nothing
+    #   else on T and a - g0 = 1.5 ms >= 1 ms (long window) -> host 1500; call -> launch 5.
+    dv = device(d, 0)
+    assert_causes(dv["idle_ms_by_cause"], causes(setup=1.5, host=1.5, launch=0.015))
+    assert gap_split(d, 15_000)["cause"] == "setup"
+    assert gap_split(d, 1_530_000)["cause"] == "host"
+    # one-time set-up over the span [5000,3045000]: the compile range, grouped by its text
+    st = d["metrics"]["setup"]
+    assert st["setup_ms"] == approx(1.5)
+    (ev,) = st["events"]
+    assert (ev["count"], ev["total_ms"]) == (1, approx(1.5))
+
+
+def test_long_host_window_is_host_short_one_is_launch(tmp_path):
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    q = "cudaEventQuery_v3020"                  # an "other" CUDA call (order 9)
+    with t.range("step_0"):                     # push at 0
+        t.launch("k0", us=10)                   # API [0,5000) GPU [5000,15000]
+        t.cpu(us=10)                            # 15000 = g0
+        t.api(q, us=200)                        # [15000,215000)
+        t.cpu(us=1000)                          # 1215000
+        t.launch("k1", us=10)                   # API [1215000,1220000) GPU [1220000,1230000]
+        # gap A [15000,1220000): a - g0 = 1200 us >= 1 ms (long): api 200, host 1000, launch 5
+        t.cpu(us=10)                            # 1230000 = g0
+        t.api(q, us=200)                        # [1230000,1430000)
+        t.cpu(us=600)                           # 2030000
+        t.launch("k2", us=10)                   # API [2030000,2035000) GPU [2035000,2045000]
+        # gap B [1230000,2035000): a - g0 = 800 us < 1 ms (short): the other call and the
+        #   uncovered time are launch: 200 + 600 + 5 = launch 805
+        t.cpu(us=1010)                          # 3045000
+        t.launch("k3", us=10)                   # API [3045000,3050000) GPU [3050000,3060000]
+        # gap C [2045000,3050000): a - g0 = 1000 us exactly: not "less than 1 ms" -> long: host 1000,
+        #   launch 5
+    d = analyze_path(cap.write(tmp_path / "hostwin.sqlite"))
+    # leading gap [0,5000): launch 5. Idle 5 + 1205 + 805 + 1005 = 3020 us; busy 40 us; window 3060 us.
+    dv = device(d, 0)
+    assert_causes(dv["idle_ms_by_cause"], causes(api=0.2, host=1.0 + 1.0, launch=0.005 + 0.005 + 0.805 + 0.005))
+    assert gap_split(d, 15_000)["cause"] == "host"
+    assert gap_split(d, 1_230_000)["cause"] == "launch"
+    assert gap_split(d, 2_045_000)["cause"] == "host"
+    v = d["metrics"]["values"]
+    # gaps whose largest class is host: A (1.205 ms) and C (1.005 ms); launch: the leading gap and B
+    assert v["host_gap_count"] == 2
+    assert v["host_gap_ms_max"] == approx(1.205)
+    assert v["host_gap_ms_median"] == approx((1.205 + 1.005) / 2)
+    assert v["launch_gap_count"] == 2
+
+
+def test_gap_cut_by_step_boundary_split_positionally(tmp_path):
+    cap = Capture()
+    t = cap.process(pid=100).thread()
+    with t.range("step_0"):                     # [0,300000)
+        t.launch("k0", us=100)                  # API [0,5000) GPU [5000,105000]
+        t.cpu(us=295)                           # 300000
+    with t.range("step_1"):                     # push at 300000
+        with t.range(DL):
+            t.os_call("poll", us=1000)          # DataLoader + poll [300000,1300000)
+        t.launch("k1", us=100)                  # API [1300000,1305000) GPU [1305000,1405000]
+    # step_0 end = max(range end 300000, k0 end 105000) = 300000; step_1 end = 1405000 = window end
+    d = analyze_path(cap.write(tmp_path / "cut.sqlite"))
+    # gap [105000,1305000): a - g0 = 1195 us >= 1 ms (long window). [105000,300000) nothing on T ->
+    #   host 195; [300000,1300000) DataLoader range -> input 1000; [1300000,1305000) launch 5.
+    #   The gap's cause is input, but step_0 holds only its host part.
+    s0, s1 = primary_steps(d)
+    assert s0["end_ns"] == T0 + 300_000
+    # step_0 [0,300000): leading gap [0,5000) launch 5 + k0 100 + host 195 = 300
+    assert_breakdown(s0, {"compute": 0.1, "idle_launch": 0.005, "idle_host": 0.195})
+    # step_1 [300000,1405000): input 1000 + launch 5 + k1 100 = 1105
+    assert_breakdown(s1, {"compute": 0.1, "idle_input": 1.0, "idle_launch": 0.005})
+    assert s1["idle_before_first_op_ms"] == approx(1.005)
+    assert gap_split(d, 105_000)["cause"] == "input"
+    assert_causes(device(d, 0)["idle_ms_by_cause"], causes(launch=0.010, host=0.195, input=1.0))
+
+
+def test_two_gpus_each_losing_x_ms_lose_x_per_window(tmp_path):
+    # Two ranks, one GPU each, identical timelines: each waits 2 ms for input.
+    cap = Capture(gpu_names={0: "GPU0", 1: "GPU1"})
+    for pid, dev in ((100, 0), (200, 1)):
+        t = cap.process(pid=pid, device=dev).thread()
+        with t.range("step_0"):                 # push at 0
+            t.launch("k0", us=100)              # API [0,5000) GPU [5000,105000]
+            t.os_call("futex", us=2100)         # [5000,2105000)
+            t.launch("k1", us=100)              # API [2105000,2110000) GPU [2110000,2210000]
+    # window [0,2210000] (both steps primary, same times). Per device: leading gap [0,5000) launch 5;
+    # gap [105000,2110000): futex (order 6) covers [105000,2105000) -> input 2000; call -> launch 5.
+    W = 2_210_000
+    path = cap.write(tmp_path / "two_gpus.sqlite")
+    d = analyze_path(path)
+    for dev in (0, 1):
+        assert_causes(device(d, dev)["idle_ms_by_cause"], causes(input=2.0, launch=0.010))
+    # window numbers are per GPU: mean over the 2 devices = 2 ms, not 2 + 2 = 4 ms
+    assert_causes(d["metrics"]["idle_gaps"]["idle_ms_by_cause"], causes(input=2.0, launch=0.010))
+    v = d["metrics"]["values"]
+    assert v["device_count"] == 2
+    assert v["idle_input_ms"] == approx(2.0)
+    assert v["idle_input_pct"] == approx(2_000_000 / W * 100)
+    assert v["idle_input_ms_per_step"] == approx(2.0)     # median over the 2 primary steps
+    assert d["metrics"]["host_wait_pct"] == approx(2_000_000 / W * 100)
+    # the data-starvation finding's impact (impact_ms: idle_input_ms) is one GPU's wall-clock time
+    dx = diagnose_path(path)
+    (f,) = [f for f in dx["findings"] if f.get("id", f.get("rule")) == "data-starvation"]
+    assert f["impact_ms"] == approx(2.0, 1e-3)

@@ -91,12 +91,13 @@ def test_launch_bound_is_host_side_not_sync(build):
 def test_exposed_vs_overlapped_nccl(build):
     exposed = analyze_path(build("ddp_nccl", name="exposed", overlapped=False))
     overlapped = analyze_path(build("ddp_nccl", name="overlapped", overlapped=True))
-    assert exposed["metrics"]["communication"]["comm_ms"] == pytest.approx(2 * 4 * 6.0, rel=1e-6)
-    assert exposed["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(48.0, rel=1e-6)
+    # per GPU (mean over the 2 ranks), never summed over GPUs: 4 steps x 6 ms
+    assert exposed["metrics"]["communication"]["comm_ms"] == pytest.approx(4 * 6.0, rel=1e-6)
+    assert exposed["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(24.0, rel=1e-6)
     # overlapped: each of the 4 buckets' all-reduce (1.5 ms) runs under the next bucket's backward
     # GEMM, except the last one, which the optimizer waits for: 1.5 ms exposed per step and rank
-    assert overlapped["metrics"]["communication"]["comm_ms"] == pytest.approx(48.0, rel=1e-6)
-    assert overlapped["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(2 * 4 * 1.5, rel=1e-6)
+    assert overlapped["metrics"]["communication"]["comm_ms"] == pytest.approx(24.0, rel=1e-6)
+    assert overlapped["metrics"]["communication"]["exposed_comm_ms"] == pytest.approx(4 * 1.5, rel=1e-6)
     assert overlapped["metrics"]["communication"]["overlapped_pct"] == pytest.approx(75.0, abs=0.01)
 
 

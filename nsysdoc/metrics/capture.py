@@ -6,6 +6,8 @@ intervals (all threads merged) inside the analysis window, over the window lengt
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -31,3 +33,32 @@ def diagnostics_table(diagnostics: pd.DataFrame) -> list[dict]:
     g = d.groupby(["severity", "text"]).size().reset_index(name="count")
     g = g.sort_values(["severity", "count"], ascending=[True, False])
     return [{"severity": r.severity, "text": str(r.text)[:500], "count": int(r.count)} for r in g.itertuples()]
+
+
+#: nsys messages (any severity) that change what the capture can be trusted for, by kind. Matched
+#: on nsys's own wording; the report quotes the message rather than paraphrasing it.
+NSYS_NOTES = (
+    ("lost-events", re.compile(r"not all \w+ events might have been collected|events might be missing|"
+                               r"\bdropped\b|\blost\b|buffer overflow", re.IGNORECASE)),
+    ("cuda-not-started", re.compile(r"CUDA profiling might have not been started correctly", re.IGNORECASE)),
+    ("no-cuda", re.compile(r"No CUDA events collected", re.IGNORECASE)),
+    ("driver-unsupported", re.compile(r"driver version .* is not supported", re.IGNORECASE)),
+)
+
+
+def nsys_notes(diagnostics: pd.DataFrame) -> list[dict]:
+    """``DIAGNOSTIC_EVENT`` rows (any severity) whose text is one of :data:`NSYS_NOTES`, grouped by
+    text: ``kind``, ``severity``, ``text`` (nsys's words), ``count``."""
+    if len(diagnostics) == 0:
+        return []
+    rows: dict[tuple, dict] = {}
+    for sev, text in zip(diagnostics["severity"].to_numpy(), diagnostics["text"].to_numpy()):
+        text = str(text)
+        for kind, pat in NSYS_NOTES:
+            if pat.search(text):
+                key = (kind, text)
+                if key not in rows:
+                    rows[key] = {"kind": kind, "severity": str(sev), "text": text.strip()[:300], "count": 0}
+                rows[key]["count"] += 1
+                break
+    return sorted(rows.values(), key=lambda r: [k for k, _ in NSYS_NOTES].index(r["kind"]))

@@ -1,4 +1,5 @@
-"""Device activity: busy time as interval unions, communication overlap, idle gaps and their causes.
+"""Device activity: busy time as interval unions, communication overlap, idle gaps and what the
+host was doing during them.
 
 Definitions (``docs/glossary.md``):
 
@@ -7,26 +8,31 @@ Definitions (``docs/glossary.md``):
 * **Compute** = union of non-NCCL kernels; **communication** = union of NCCL kernels;
   **exposed communication** = communication not overlapped by compute
   (= |compute ∪ comm| − |compute|); **copy-only** = busy time with no kernel running.
-* **Idle gap** = a stretch of the window with no GPU operation on the device. Each gap gets one
-  cause from the host thread that launched the operation ending the gap (see :func:`classify_gaps`).
+* **Idle gap** = a stretch of the window with no GPU operation on the device. Its time is split
+  into idle classes by what the thread that launched the next GPU operation was doing (see
+  :func:`classify_gaps`): an instant of the gap belongs to exactly one class.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import intervals as iv
 from .ops import KIND_KERNEL, GpuOps
 
-# gap causes (order = reporting order)
-CAUSES = ("sync", "input", "launch", "host", "dependency", "tail", "unattributed")
-CAUSE_SYNC, CAUSE_INPUT, CAUSE_LAUNCH, CAUSE_HOST, CAUSE_DEP, CAUSE_TAIL, CAUSE_UNATTR = range(7)
+# idle classes (order = reporting order)
+CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+(CAUSE_SYNC, CAUSE_INPUT, CAUSE_ALLOC, CAUSE_SETUP, CAUSE_LAUNCH, CAUSE_API, CAUSE_HOST, CAUSE_DEP, CAUSE_TAIL,
+ CAUSE_UNATTR) = range(len(CAUSES))
 CAUSE_LABELS = {
-    "sync": "waiting on a host sync",
+    "sync": "host blocked in a sync",
     "input": "host waiting for input",
-    "launch": "launch overhead",
-    "host": "host busy (Python/CPU)",
+    "alloc": "memory allocation/free",
+    "setup": "one-time setup (module load, JIT, compile)",
+    "launch": "launch and dispatch overhead",
+    "api": "other CUDA API calls",
+    "host": "host CPU work (no CUDA call)",
     "dependency": "GPU-side dependency",
     "tail": "after the last GPU operation",
     "unattributed": "no launching API known",
@@ -34,12 +40,24 @@ CAUSE_LABELS = {
 
 #: A blocking sync call counts for a gap when it covers the instant the GPU ran dry, ± this much.
 SYNC_TOLERANCE_NS = 10_000
-#: An operation already submitted when the GPU went idle, and started within this time of its
-#: API call, was simply in flight: the gap is launch latency, not a GPU-side dependency.
+#: The next operation starting at most this long after its launching call returned (or after the
+#: GPU went idle, whichever is later) is launch latency; longer, it waited on other GPU work.
 LAUNCH_LATENCY_NS = 20_000
-#: Share of the host's late window that must be covered by waits / API calls for those causes.
-MAJORITY = 0.5
+#: Host windows (GPU idle → the next launching call) shorter than this are per-launch dispatch:
+#: Python/framework time between ordinary launches. Longer ones are host phases.
+DISPATCH_MAX_NS = 1_000_000
+#: A kernel or graph launch call at least this long is set-up work (first-launch module loading,
+#: JIT), not launch overhead: ordinary launch calls take microseconds, and a launch call blocked by
+#: a full launch queue only happens while the GPU is busy (never inside an idle gap).
+SETUP_LAUNCH_MIN_NS = 1_000_000
 
+# Painting levels of the host timeline: where several activities overlap, the smallest level wins.
+(LV_SETUP_NVTX, LV_INPUT_NVTX, LV_SETUP_API, LV_ALLOC, LV_SYNC, LV_WAIT, LV_SYNC_BUDGET, LV_LAUNCH,
+ LV_API) = range(1, 10)
+NLEVELS = 9
+#: Idle class of each level (index 0 = uncovered: host CPU work, or dispatch in a short window).
+LEVEL_CAUSE = np.array([CAUSE_HOST, CAUSE_SETUP, CAUSE_INPUT, CAUSE_SETUP, CAUSE_ALLOC, CAUSE_SYNC, CAUSE_INPUT,
+                        CAUSE_SYNC, CAUSE_LAUNCH, CAUSE_API], dtype=np.int64)
 
 @dataclass
 class Activity:
@@ -69,10 +87,10 @@ def device_activity(ops: GpuOps, ndev: int, w0: int, w1: int) -> Activity:
     return Activity(ndev=ndev, busy=busy, kernels=kernels, compute=compute, comm=comm)
 
 
-def breakdown_ns(act: Activity, gap_unions: dict[str, iv.Union], dev, lo, hi) -> dict[str, np.ndarray]:
+def breakdown_ns(act: Activity, gaps: "Gaps", dev, lo, hi) -> dict[str, np.ndarray]:
     """Exclusive split of ``[lo, hi)`` on device ``dev`` (arrays allowed) — sums to ``hi - lo``.
 
-    compute, exposed communication, copies (no kernel running), then idle split by gap cause.
+    compute, exposed communication, copies (no kernel running), then idle split by idle class.
     """
     dev = np.asarray(dev, dtype=np.int64)
     lo = np.asarray(lo, dtype=np.int64)
@@ -82,140 +100,252 @@ def breakdown_ns(act: Activity, gap_unions: dict[str, iv.Union], dev, lo, hi) ->
     busy = act.busy.covered(dev, lo, hi)
     out = {"compute_ns": compute, "exposed_comm_ns": kern - compute, "copy_ns": busy - kern}
     idle_total = (hi - lo) - busy
+    split = gaps.amounts_in(dev, lo, hi)
     assigned = np.zeros_like(idle_total)
-    for cause in CAUSES:
-        u = gap_unions.get(cause)
-        val = u.covered(dev, lo, hi) if u is not None else np.zeros_like(idle_total)
-        out[f"idle_{cause}_ns"] = val
-        assigned += val
-    # idle outside any classified gap cannot happen inside the window; keep the split exact
+    for i, cause in enumerate(CAUSES):
+        out[f"idle_{cause}_ns"] = split[:, i]
+        assigned += split[:, i]
+    # idle outside any gap cannot happen inside the window; keep the split exact
     out["idle_unattributed_ns"] = out["idle_unattributed_ns"] + (idle_total - assigned)
     return out
 
 
 @dataclass
-class HostUnions:
-    """Per-thread unions used to explain gaps. Keys are indices into ``thread_keys``.
+class HostActivity:
+    """What each host thread was doing, as interval sources for :func:`classify_gaps`. Thread
+    keys are indices into ``thread_keys`` (sorted global_tid values).
 
-    The union of *all* CUDA API calls (millions of rows) is only needed inside the host windows of
-    late launches, so it is built on demand from the calls that overlap those windows.
+    ``sync`` (the union of blocking sync calls per thread) is built at once; everything else is
+    painted on demand, only from the rows that overlap the host windows of idle gaps.
     """
 
-    thread_keys: np.ndarray  # sorted global_tid values
+    thread_keys: np.ndarray
     sync: iv.Union
-    waits: iv.Union
-    api_thread: np.ndarray   # per CUDA API row: thread index, start, end
-    api_start_ns: np.ndarray
-    api_end_ns: np.ndarray
-
-    def api_covered(self, thread: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Length of each ``[lo, hi)`` covered by CUDA API calls of ``thread`` (element-wise)."""
-        if len(thread) == 0 or len(self.api_start_ns) == 0:
-            return np.zeros(len(thread), dtype=np.int64)
-        windows = iv.union(thread, lo, hi)
-        rows = np.flatnonzero(windows.covered(self.api_thread, self.api_start_ns, self.api_end_ns) > 0)
-        calls = iv.union(self.api_thread[rows], self.api_start_ns[rows], self.api_end_ns[rows])
-        return calls.covered(thread, lo, hi)
+    #: painting sources: (level per row or scalar, thread index, start, end); the runtime source
+    #: carries one level per row
+    sources: list[tuple] = field(default_factory=list)
+    #: painting level of each CUDA API row, and which NVTX rows are compile/autotune/warm-up ranges
+    runtime_level: np.ndarray | None = None
+    setup_nvtx: np.ndarray | None = None
 
     def index(self, gtid: np.ndarray) -> np.ndarray:
-        pos = np.clip(np.searchsorted(self.thread_keys, gtid), 0, max(len(self.thread_keys) - 1, 0))
-        ok = (len(self.thread_keys) > 0) & (self.thread_keys[pos] == gtid) if len(self.thread_keys) else np.zeros(len(gtid), bool)
-        return np.where(ok, pos, -1)
+        gtid = np.asarray(gtid, dtype=np.int64)
+        if len(self.thread_keys) == 0:
+            return np.full(len(gtid), -1, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.thread_keys, gtid), 0, len(self.thread_keys) - 1)
+        return np.where(self.thread_keys[pos] == gtid, pos, -1)
+
+    def paint(self, keys: np.ndarray, lo: np.ndarray, hi: np.ndarray, extra: tuple | None = None) -> iv.Partition:
+        """Partition of the host timeline, painted from the rows that overlap the windows
+        ``[lo, hi)`` of threads ``keys`` (plus ``extra`` intervals: level, keys, starts, ends)."""
+        parts_k, parts_s, parts_e, parts_l = [], [], [], []
+        if len(keys):
+            windows = iv.union(keys, lo, hi)
+            for level, k, s, e in self.sources:
+                if len(s) == 0:
+                    continue
+                hit = np.flatnonzero(windows.covered(k, s, e) > 0)
+                if len(hit) == 0:
+                    continue
+                parts_k.append(np.asarray(k)[hit]); parts_s.append(np.asarray(s)[hit]); parts_e.append(np.asarray(e)[hit])
+                parts_l.append(np.asarray(level)[hit] if np.ndim(level) else np.full(len(hit), level, dtype=np.int64))
+        if extra is not None and len(extra[1]):
+            level, k, s, e = extra
+            parts_k.append(k); parts_s.append(s); parts_e.append(e); parts_l.append(np.full(len(k), level, np.int64))
+        if not parts_k:
+            return iv.paint([], [], [], [], NLEVELS)
+        return iv.paint(np.concatenate(parts_k), np.concatenate(parts_s), np.concatenate(parts_e),
+                        np.concatenate(parts_l), NLEVELS)
 
 
 @dataclass
 class Gaps:
+    """Idle gaps (sorted by device, then time) and how their time splits into idle classes.
+
+    ``amounts[:, j]`` is the time of gap ``i`` in class ``CAUSES[j]`` (ns, sums to the gap);
+    ``cause`` is the gap's largest class (for colouring and for picking example gaps).
+    """
+
     device: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
-    cause: np.ndarray       # index into CAUSES
-    thread: np.ndarray      # global_tid of the launching thread (0 if unknown)
-    next_api_start_ns: np.ndarray
+    thread: np.ndarray          # global_tid of the launching thread (0 if unknown)
+    next_api_start_ns: np.ndarray  # start of the launching call of the op ending the gap (-1 if unknown)
+    kind: np.ndarray            # 0 attributed, 1 tail, 2 unattributed
+    thread_index: np.ndarray    # index into HostActivity.thread_keys (-1 if unknown)
+    painted_end_ns: np.ndarray  # end of the painted host part [start, painted_end)
+    host_window_ns: np.ndarray  # time from the GPU going idle to the launching call's start (W)
+    queue_is_dependency: np.ndarray
+    partition: iv.Partition
+    next_op: np.ndarray = None  # index in GpuOps of the operation ending the gap (-1 for tails)
+    amounts: np.ndarray = None  # (n, len(CAUSES)) int64, filled by classify_gaps
+    cause: np.ndarray = None
 
     def __len__(self) -> int:
         return len(self.start_ns)
 
-    def unions(self) -> dict[str, iv.Union]:
-        """Per-cause unions of the gaps (built once; the device and step breakdowns both use them)."""
-        cached = self.__dict__.get("_unions")
-        if cached is None:
-            cached = {c: iv.union(self.device[self.cause == i], self.start_ns[self.cause == i],
-                                  self.end_ns[self.cause == i]) for i, c in enumerate(CAUSES)}
-            self.__dict__["_unions"] = cached
-        return cached
+    def split(self, idx: np.ndarray, lo, hi) -> np.ndarray:
+        """Class amounts (shape ``(len(idx), len(CAUSES))``) of the parts of gaps ``idx`` inside
+        ``[lo, hi)`` (scalars or arrays aligned with ``idx``)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        m = len(idx)
+        out = np.zeros((m, len(CAUSES)), dtype=np.int64)
+        if m == 0:
+            return out
+        g0, g1 = self.start_ns[idx], self.end_ns[idx]
+        p0 = np.maximum(g0, np.broadcast_to(np.asarray(lo, dtype=np.int64), (m,)))
+        p1 = np.maximum(np.minimum(g1, np.broadcast_to(np.asarray(hi, dtype=np.int64), (m,))), p0)
+        kind = self.kind[idx]
+        rows = np.arange(m)
+        out[kind == 1, CAUSE_TAIL] = (p1 - p0)[kind == 1]
+        out[kind == 2, CAUSE_UNATTR] = (p1 - p0)[kind == 2]
+        att = np.flatnonzero(kind == 0)
+        if len(att) == 0:
+            return out
+        x_end = self.painted_end_ns[idx[att]]
+        h0, h1 = p0[att], np.maximum(np.minimum(p1[att], x_end), p0[att])
+        q0, q1 = np.maximum(p0[att], x_end), p1[att]
+        qlen = np.maximum(q1 - q0, 0)
+        dep = self.queue_is_dependency[idx[att]]
+        out[att[dep], CAUSE_DEP] += qlen[dep]
+        out[att[~dep], CAUSE_LAUNCH] += qlen[~dep]
+        hlen = h1 - h0
+        lv = self.partition.amounts(self.thread_index[idx[att]], h0, h1, NLEVELS)  # (k, NLEVELS + 1)
+        uncovered = hlen - lv[:, 1:].sum(axis=1)
+        short = self.host_window_ns[idx[att]] < DISPATCH_MAX_NS
+        for level in range(1, NLEVELS + 1):
+            col = lv[:, level]
+            if not col.any():
+                continue
+            cause = LEVEL_CAUSE[level]
+            if level == LV_API:  # in a short window other CUDA calls are part of the dispatch
+                out[att[short], CAUSE_LAUNCH] += col[short]
+                out[att[~short], CAUSE_API] += col[~short]
+            else:
+                out[att, cause] += col
+        out[att[short], CAUSE_LAUNCH] += uncovered[short]
+        out[att[~short], CAUSE_HOST] += uncovered[~short]
+        del rows
+        return out
+
+    def amounts_in(self, dev, lo, hi) -> np.ndarray:
+        """Class amounts of the idle time inside ``[lo, hi)`` on device ``dev`` (arrays aligned),
+        shape ``(len(lo), len(CAUSES))``: whole gaps from prefix sums, the (at most two) gaps cut
+        by the range's ends by :meth:`split`."""
+        dev = np.asarray(dev, dtype=np.int64)
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+        q = len(lo)
+        out = np.zeros((q, len(CAUSES)), dtype=np.int64)
+        n = len(self.start_ns)
+        if n == 0 or q == 0:
+            return out
+        cum = self.__dict__.get("_cum")
+        if cum is None:
+            cum = np.zeros((n + 1, len(CAUSES)), dtype=np.int64)
+            np.cumsum(self.amounts, axis=0, out=cum[1:])
+            self.__dict__["_cum"] = cum
+        # gaps are sorted by (device, start) and disjoint per device: key them on one axis
+        base = int(min(self.start_ns.min(), lo.min()))
+        span = int(max(self.end_ns.max(), hi.max())) - base + 1
+        gs = self.device.astype(np.int64) * span + (self.start_ns - base)
+        ge = self.device.astype(np.int64) * span + (self.end_ns - base)
+        a = dev * span + (lo - base)
+        b = dev * span + (hi - base)
+        i0 = np.searchsorted(ge, a, side="right")  # first gap ending after lo
+        i1 = np.searchsorted(gs, b, side="left")   # gaps starting before hi
+        i1 = np.maximum(i1, i0)
+        out += cum[i1] - cum[i0]
+        for first in (True, False):  # correct the gaps cut by lo, then by hi
+            j = i0 if first else i1 - 1
+            has = i1 > i0
+            jj = np.where(has, j, 0)
+            cut = has & ((self.start_ns[jj] < lo) if first else (self.end_ns[jj] > hi))
+            if first is False:  # a single gap cut at both ends was already fixed in the first pass
+                cut &= ~((i1 - i0 == 1) & (self.start_ns[jj] < lo))
+            w = np.flatnonzero(cut)
+            if len(w) == 0:
+                continue
+            out[w] += self.split(jj[w], lo[w], hi[w]) - self.amounts[jj[w]]
+        return out
 
 
-def classify_gaps(ops: GpuOps, act: Activity, host: HostUnions, w0: int, w1: int) -> Gaps:
-    """Find idle gaps per device inside the window and give each one cause.
+def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: int) -> Gaps:
+    """Find idle gaps per device inside ``[w0, w1)`` and split each by what the host was doing.
 
-    For the GPU operation that ends a gap ``[g0, g1)``, launched by thread T whose API call
-    started at ``a``:
+    For the GPU operation that ends a gap ``[g0, g1)``, launched by thread T with a call
+    ``[a, b)``:
 
-    1. no more GPU work before the window end → ``tail``; launching API unknown → ``unattributed``;
-    2. ``a <= g0`` (already submitted when the GPU went idle): ``launch`` if it started within
-       ``LAUNCH_LATENCY_NS`` of its API call (launch latency), else ``dependency`` (it waited on
-       other GPU work: an event, another stream or device);
-    3. otherwise (``a > g0``) the host launched late. Over the host window ``[g0, a)`` on T (only
-       T's own calls and ranges count):
-       ``input`` if OS waits (poll, futex, read, ...) or DataLoader NVTX ranges cover at least half;
-       else ``sync`` if T was inside a blocking sync call when the GPU went idle (± 10 µs);
-       else ``launch`` if CUDA API calls cover at least half (the host was busy issuing work);
-       else ``host`` (untraced CPU work: Python, data preparation).
+    1. no more GPU work before the window end → ``tail``; launching call unknown → ``unattributed``;
+    2. the **queue part** ``[x, g1)``, where ``x = max(g0, min(b, g1))`` (the op was submitted and
+       the call returned): ``launch`` (latency) when at most ``LAUNCH_LATENCY_NS`` long, else
+       ``dependency`` (it waited on other GPU work: an event, another stream or device);
+    3. the **host part** ``[g0, x)`` is labelled instant by instant by T's own activity, the first
+       that applies: compile/autotune/warm-up NVTX ranges (setup); DataLoader NVTX ranges (input);
+       set-up CUDA calls and launch calls far longer than the capture's typical launch (setup);
+       allocation calls (alloc); blocking sync calls (sync); OS waits (input); the *sync budget*
+       — after a blocking sync that covered ``g0``, the first ``min(blocked time, a − g0)`` of the
+       host part (sync); ordinary launch calls (launch); other CUDA calls (api); nothing (host).
+       When the host reached the launching call less than ``DISPATCH_MAX_NS`` after ``g0``, the
+       ``api`` and uncovered time is per-launch dispatch (launch).
     """
     ndev = act.ndev
     lo = np.full(ndev, w0, dtype=np.int64)
     hi = np.full(ndev, w1, dtype=np.int64)
     gk, gs, ge = iv.gaps(act.busy, ndev, lo, hi)
     n = len(gs)
-    cause = np.full(n, CAUSE_UNATTR, dtype=np.int8)
+    kind = np.full(n, 2, dtype=np.int8)
     thread = np.zeros(n, dtype=np.int64)
     next_api = np.full(n, -1, dtype=np.int64)
-    if n == 0 or len(ops) == 0:  # no GPU operation at all (e.g. only sync rows): every gap is a tail
-        cause[:] = CAUSE_TAIL
-        return Gaps(gk, gs, ge, cause, thread, next_api)
+    empty_part = iv.paint([], [], [], [], NLEVELS)
+
+    def done(tindex, x_end, hostw, dep, part, next_op):
+        g = Gaps(gk, gs, ge, thread, next_api, kind, tindex, x_end, hostw, dep, part, next_op)
+        g.amounts = g.split(np.arange(n), gs, ge)
+        g.cause = np.argmax(g.amounts, axis=1).astype(np.int8) if n else np.zeros(0, np.int8)
+        return g
+
+    if n == 0 or len(ops) == 0:  # no GPU operation at all: every gap is a tail
+        kind[:] = 1
+        z = np.zeros(n, dtype=np.int64)
+        return done(z - 1, gs.copy(), z, np.zeros(n, bool), empty_part, z - 1)
     # the operation that starts at the gap end on the same device: look every op up among the
     # (few) gap ends instead of sorting all ops
-    span = max(int(ge.max()), int(ops.start_ns.max()) if len(ops) else 0) - w0 + 1
+    span = max(int(ge.max()), int(ops.start_ns.max())) - w0 + 1
     gap_key = gk * span + (ge - w0)
     order = np.argsort(gap_key, kind="stable")
     sorted_keys = gap_key[order]
     j = np.full(n, -1, dtype=np.int64)
-    if len(ops):
-        in_range = (ops.start_ns >= w0)
-        op_key = ops.device.astype(np.int64) * span + (ops.start_ns - w0)
-        pos = np.searchsorted(sorted_keys, op_key)
-        pos_c = np.minimum(pos, n - 1)
-        hit = np.flatnonzero(in_range & (pos < n) & (sorted_keys[pos_c] == op_key))
-        # several ops may start at the same instant: keep the first row (any is a valid witness)
-        first = hit[::-1]
-        j[order[pos_c[first]]] = first
+    in_range = ops.start_ns >= w0
+    op_key = ops.device.astype(np.int64) * span + (ops.start_ns - w0)
+    pos = np.searchsorted(sorted_keys, op_key)
+    pos_c = np.minimum(pos, n - 1)
+    hit = np.flatnonzero(in_range & (pos < n) & (sorted_keys[pos_c] == op_key))
+    first = hit[::-1]  # several ops may start at the same instant: keep the first row
+    j[order[pos_c[first]]] = first
     has_next = j >= 0
     j = np.maximum(j, 0)
-    is_tail = ~has_next
-    cause[is_tail] = CAUSE_TAIL
+    kind[~has_next] = 1
     a = np.where(has_next, ops.api_start_ns[j], -1)
+    b = np.where(has_next, ops.api_end_ns(j), -1)
     t = np.where(has_next, ops.api_tid(j), 0)
-    known = ~is_tail & (a >= 0)
+    known = has_next & (a >= 0)
+    kind[known] = 0
     thread[known] = t[known]
     next_api[known] = a[known]
-    early = known & (a <= gs)  # submitted no later than the GPU went idle: the host was not late
-    in_flight = early & (ge - a <= LAUNCH_LATENCY_NS)
-    cause[in_flight] = CAUSE_LAUNCH
-    cause[early & ~in_flight] = CAUSE_DEP
-    late = known & ~early
-    if late.any():
-        idx = np.flatnonzero(late)
-        ti = host.index(t[idx])
-        has_t = ti >= 0
-        g0, aa = gs[idx], a[idx]
-        win = np.maximum(aa - g0, 1)
-        tk = np.maximum(ti, 0)
-        wait = np.where(has_t, host.waits.covered(tk, g0, aa), 0)
-        sync_hit = np.where(has_t, host.sync.covered(tk, g0 - SYNC_TOLERANCE_NS, g0 + SYNC_TOLERANCE_NS) > 0, False)
-        api = np.where(has_t, host.api_covered(tk, g0, aa), 0)
-        c = np.full(len(idx), CAUSE_HOST, dtype=np.int8)
-        c[api >= MAJORITY * win] = CAUSE_LAUNCH
-        c[sync_hit] = CAUSE_SYNC
-        c[wait >= MAJORITY * win] = CAUSE_INPUT
-        cause[idx] = c
-    return Gaps(gk, gs, ge, cause, thread, next_api)
+    tindex = np.where(known, host.index(t), -1)
+    x_end = np.where(known, np.clip(np.minimum(b, ge), gs, ge), gs)
+    hostw = np.where(known, np.clip(a, gs, ge) - gs, 0)
+    dep = known & (ge - x_end > LAUNCH_LATENCY_NS)
+    # sync budget: the host was late and sat in a blocking sync when the GPU went idle
+    late = np.flatnonzero(known & (hostw > 0) & (tindex >= 0))
+    extra = None
+    if len(late):
+        s0, s1 = host.sync.interval_near(tindex[late], gs[late], SYNC_TOLERANCE_NS)
+        ok = s0 >= 0
+        late, s0, s1 = late[ok], s0[ok], s1[ok]
+        budget = np.minimum(s1 - s0, hostw[late])
+        extra = (LV_SYNC_BUDGET, tindex[late], gs[late], gs[late] + budget)
+    paint_rows = np.flatnonzero(known & (tindex >= 0) & (x_end > gs))
+    part = host.paint(tindex[paint_rows], gs[paint_rows], x_end[paint_rows], extra) if len(paint_rows) else empty_part
+    return done(tindex, x_end, hostw, dep, part, np.where(has_next, j, -1))

@@ -17,13 +17,17 @@ Definitions (``docs/glossary.md``):
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from ..trace import schema as S
-from ..trace.schema import API_ASYNC_COPY, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET
+from ..trace.schema import (API_ALLOC, API_ASYNC_COPY, API_LAUNCH, API_SETUP, API_SYNC, API_SYNC_COPY,
+                            API_SYNC_MEMSET)
 from . import intervals as iv
-from .gpu import HostUnions
+from .gpu import (LV_ALLOC, LV_API, LV_INPUT_NVTX, LV_LAUNCH, LV_SETUP_API, LV_SETUP_NVTX, LV_SYNC, LV_WAIT,
+                  SETUP_LAUNCH_MIN_NS, HostActivity)
 from .ops import KIND_KERNEL, KIND_MEMCPY, GpuOps
 
 SCALAR_READ_MAX_BYTES = 16
@@ -43,27 +47,109 @@ def blocking_api_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps) 
     return blocking
 
 
-def host_unions(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame, blocking: np.ndarray,
-                thread_keys: np.ndarray) -> HostUnions:
-    """Per-thread unions of blocking sync calls, waits (OS waits + DataLoader NVTX ranges) and
-    all CUDA API calls. Tables carry a dense ``thread`` index into the sorted ``thread_keys``."""
+def runtime_levels(runtime: pd.DataFrame, blocking: np.ndarray, strings) -> np.ndarray:
+    """Painting level of each CUDA API row (see :func:`nsysdoc.metrics.gpu.classify_gaps`)."""
+    kind = runtime["api_kind"].to_numpy()
+    level = np.full(len(kind), LV_API, dtype=np.int8)
+    level[np.isin(kind, (API_LAUNCH, API_ASYNC_COPY))] = LV_LAUNCH
+    level[kind == API_ALLOC] = LV_ALLOC
+    level[kind == API_SETUP] = LV_SETUP_API
+    if len(kind):
+        dur = runtime["end_ns"].to_numpy(np.int64) - runtime["start_ns"].to_numpy(np.int64)
+        threshold = SETUP_LAUNCH_MIN_NS
+        is_kernel_launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+        long_launch = (kind == API_LAUNCH) & (dur >= threshold)
+        if long_launch.any():
+            long_launch &= is_kernel_launch(runtime["name_id"].to_numpy())
+            level[long_launch] = LV_SETUP_API
+    level[blocking] = LV_SYNC
+    return level
+
+
+def host_activity(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame, blocking: np.ndarray,
+                  thread_keys: np.ndarray, strings) -> HostActivity:
+    """Per-thread blocking-sync union, plus the painting sources: CUDA API rows (by class), OS
+    waits, DataLoader NVTX ranges and compile/autotune/warm-up NVTX ranges. Tables carry a dense
+    ``thread`` index into the sorted ``thread_keys``."""
     is_range = np.isin(nvtx["event_type"].to_numpy(), S.NVTX_RANGE_TYPES) & (nvtx["end_ns"].to_numpy() >= nvtx["start_ns"].to_numpy())
     texts = nvtx["text"].astype(object)
     uniq = pd.unique(texts[is_range])
     loader_texts = {t for t in uniq if isinstance(t, str) and S.DATALOADER_NVTX.search(t)}
+    setup_texts = {t for t in uniq if isinstance(t, str) and S.SETUP_NVTX.search(t)} - loader_texts
     dl = is_range & texts.isin(loader_texts).to_numpy()
+    st = is_range & texts.isin(setup_texts).to_numpy()
     rt_thread = runtime["thread"].to_numpy()
     rs, re_ = runtime["start_ns"].to_numpy(np.int64), runtime["end_ns"].to_numpy(np.int64)
     wait = osrt["is_wait"].to_numpy(bool)
-    w_keys = np.concatenate([osrt["thread"].to_numpy()[wait], nvtx["thread"].to_numpy()[dl]])
-    w_s = np.concatenate([osrt["start_ns"].to_numpy(np.int64)[wait], nvtx["start_ns"].to_numpy(np.int64)[dl]])
-    w_e = np.concatenate([osrt["end_ns"].to_numpy(np.int64)[wait], nvtx["end_ns"].to_numpy(np.int64)[dl]])
-    return HostUnions(
+    nv_thread = nvtx["thread"].to_numpy()
+    nv_s = nvtx["start_ns"].to_numpy(np.int64)
+    nv_e = nvtx["end_ns"].to_numpy(np.int64)
+    levels = runtime_levels(runtime, blocking, strings)
+    sources = [
+        (levels, rt_thread, rs, re_),
+        (LV_WAIT, osrt["thread"].to_numpy()[wait], osrt["start_ns"].to_numpy(np.int64)[wait],
+         osrt["end_ns"].to_numpy(np.int64)[wait]),
+        (LV_INPUT_NVTX, nv_thread[dl], nv_s[dl], nv_e[dl]),
+        (LV_SETUP_NVTX, nv_thread[st], nv_s[st], nv_e[st]),
+    ]
+    return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),
         sync=iv.union(rt_thread[blocking], rs[blocking], re_[blocking]),
-        waits=iv.union(w_keys, w_s, w_e),
-        api_thread=rt_thread, api_start_ns=rs, api_end_ns=re_,
+        sources=sources, runtime_level=levels, setup_nvtx=st,
     )
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, strings, lo: int, hi: int,
+                 idle_launch_rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Set-up work overlapping ``[lo, hi)`` on any thread: set-up CUDA calls, and launch calls long
+    enough to be set-up that launched an operation ending a GPU-idle gap (``idle_launch_rows``: a
+    long launch while the GPU is busy is a full launch queue, not set-up), grouped by API name; and
+    compile/autotune/warm-up NVTX ranges (grouped by text with digits folded). ``count``, ``max_ms``
+    and ``total_ms`` (wall-clock time the group's events cover: nested or concurrent events count
+    once) of the parts inside the range."""
+    parts = []
+    if len(runtime) and host.runtime_level is not None:
+        s, e = runtime["start_ns"].to_numpy(np.int64), runtime["end_ns"].to_numpy(np.int64)
+        sel = (host.runtime_level == LV_SETUP_API) & (s < hi) & (e > lo)
+        is_launch = runtime["api_kind"].to_numpy() == API_LAUNCH
+        if idle_launch_rows is not None:
+            ok = np.zeros(len(sel), dtype=bool)
+            ok[idle_launch_rows[(idle_launch_rows >= 0) & (idle_launch_rows < len(ok))]] = True
+            sel &= ~is_launch | ok
+        if sel.any():
+            kind = runtime["api_kind"].to_numpy()[sel]
+            names = [S.strip_api_suffix(x) for x in strings.lookup(runtime["name_id"].to_numpy()[sel])]
+            names = [f"{n} (launch far longer than usual: first-launch loading/JIT)" if k == API_LAUNCH else n
+                     for n, k in zip(names, kind)]
+            s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
+            parts.append(pd.DataFrame({"name": names, "kind": "CUDA API", "s": s0, "e": e0, "dur": e0 - s0}))
+    if host.setup_nvtx is not None and host.setup_nvtx.any():
+        s, e = nvtx["start_ns"].to_numpy(np.int64), nvtx["end_ns"].to_numpy(np.int64)
+        sel = host.setup_nvtx & (s < hi) & (e > lo)
+        if sel.any():
+            texts = [_DIGITS.sub("N", str(x)) for x in nvtx["text"].to_numpy()[sel]]
+            s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
+            parts.append(pd.DataFrame({"name": texts, "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0}))
+    if not parts:
+        return pd.DataFrame({"name": [], "kind": [], "count": [], "total_ms": [], "max_ms": []})
+    df = pd.concat(parts, ignore_index=True)
+    # total = wall-clock time covered by the name's events (nested or concurrent ones count once)
+    codes, uniq = pd.factorize(df["name"] + "\x00" + df["kind"])
+    cover = iv.union(codes, df["s"].to_numpy(np.int64), df["e"].to_numpy(np.int64)).total_by_key(len(uniq))
+    df["code"] = codes
+    g = df.groupby(["name", "kind"]).agg(count=("dur", "size"), code=("code", "first"), mx=("dur", "max")).reset_index()
+    g["total"] = cover[g["code"].to_numpy()]
+    g = g.sort_values("total", ascending=False).head(20)
+    return pd.DataFrame({"name": g["name"], "kind": g["kind"], "count": g["count"].astype(int),
+                         "total_ms": g["total"] / 1e6, "max_ms": g["mx"] / 1e6}).reset_index(drop=True)
+
+
+def api_calls_table(runtime: pd.DataFrame, mask: np.ndarray, strings, w0: int, w1: int) -> pd.DataFrame:
+    """CUDA API calls selected by ``mask`` overlapping the window, grouped by API name."""
+    return sync_calls_table(runtime, mask, strings, w0, w1)
 
 
 def scalar_read_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps, blocking: np.ndarray) -> np.ndarray:

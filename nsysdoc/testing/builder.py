@@ -261,6 +261,21 @@ class Thread:
         self.cap._sync.append((a0, a1, dev, waiting_stream, corr, self.process.global_pid, SYNC_STREAM_WAIT))
         return a0, a1
 
+    def api(self, name: str, us: float = 5.0) -> tuple[int, int]:
+        """Any other CUDA API call on this thread (no GPU work): ``cudaMalloc``, ``cudaFree``,
+        ``cuModuleLoadData``, ``cudaStreamCreate``, ``cudaEventQuery`` ... The ``_vNNNN`` suffix is
+        optional; runtime calls are written as nsys names them."""
+        a0, a1, _ = self._api(name, us)
+        return a0, a1
+
+    def malloc(self, us: float = 200.0, api: str = "cudaMalloc_v3020") -> tuple[int, int]:
+        """``cudaMalloc`` (or another allocation call) taking ``us`` on the host."""
+        return self.api(api, us)
+
+    def free(self, us: float = 300.0, api: str = "cudaFree_v3020") -> tuple[int, int]:
+        """``cudaFree`` (synchronising, expensive) taking ``us`` on the host."""
+        return self.api(api, us)
+
     def item(self, stream: int = 7, device: int | None = None, nbytes: int = 4) -> GpuOp:
         """``tensor.item()``: a tiny DtoH copy followed by ``cudaStreamSynchronize``."""
         op = self.memcpy("DtoH", nbytes, asynchronous=True, pageable=False, stream=stream, device=device)

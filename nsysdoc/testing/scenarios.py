@@ -195,6 +195,84 @@ def pseudo_busy(steps: int = 4, kernels: int = 400) -> Capture:
     return cap
 
 
+def weight_streaming(steps: int = 4, layers: int = 4, layer_bytes: int = 120_000_000, layer_kernel_us: float = 1000.0,
+                     gbps: float = 12.0) -> Capture:
+    """Transfer-bound: each layer's weights are copied host→device (pinned) right before its kernel
+    on the same stream, as CPU offloading does without prefetch. A copy takes ``layer_bytes / gbps``
+    ns (10 ms by default), its kernel 1 ms: the GPU mostly copies."""
+    cap = Capture()
+    t = cap.process(pid=5200).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for _ in range(layers):
+                t.memcpy("HtoD", layer_bytes, pageable=False, gbps=gbps)
+                t.launch(GEMM, layer_kernel_us, tensor_active=0.6)
+            t.item()
+    return cap
+
+
+def allocator_churn(steps: int = 4, iters: int = 20, kernel_us: float = 100.0, free_us: float = 300.0,
+                    malloc_us: float = 200.0) -> Capture:
+    """The loop frees and re-allocates a device buffer after each kernel (no caching allocator):
+    ``cudaFree`` then ``cudaMalloc`` run while the GPU has nothing queued."""
+    cap = Capture()
+    t = cap.process(pid=5300).thread()
+    for i in range(steps):
+        with t.range(f"step {i}"):
+            for _ in range(iters):
+                t.launch(ELEMENTWISE, kernel_us)
+                t.free(us=free_us)
+                t.malloc(us=malloc_us)
+            t.item()
+    return cap
+
+
+def jit_warmup_then_steady(module_load_ms: float = 50.0, first_launch_ms: float = 300.0, kernels: int = 400,
+                           kernel_us: float = 500.0) -> Capture:
+    """No NVTX: start-up loads a module (``cuModuleLoadData``), the first launch JIT-compiles for
+    ``first_launch_ms``, then a steady, healthy stream of 500 µs kernels with the CPU far ahead."""
+    cap = Capture()
+    t = cap.process(pid=5400).thread()
+    t.launch(ELEMENTWISE, 20)                  # context warm-up kernel
+    t.api("cuModuleLoadData", us=module_load_ms * 1000)
+    t.launch(GEMM, kernel_us, api_us=first_launch_ms * 1000)  # first launch: lazy loading / JIT
+    for _ in range(kernels):
+        t.launch(GEMM, kernel_us)
+    t.sync_device()
+    return cap
+
+
+def host_work_between_steps(steps: int = 10, cpu_ms: float = 8.0, kernels: int = 8, kernel_us: float = 250.0) -> Capture:
+    """Each step runs ``cpu_ms`` of Python with no CUDA call (pre-processing, logging) before it
+    launches ``kernels`` kernels; no sync: the GPU finishes its 2 ms and waits for the host."""
+    cap = Capture()
+    t = cap.process(pid=5500).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.cpu(us=cpu_ms * 1000)
+            for _ in range(kernels):
+                t.launch(GEMM, kernel_us)
+    t.sync_device()
+    return cap
+
+
+def sync_then_dependent_cpu_work(steps: int = 8, kernels: int = 6, kernel_us: float = 500.0,
+                                 cpu_before_sync_us: float = 2900.0, cpu_after_sync_us: float = 5000.0) -> Capture:
+    """The host overlaps its own work with 3 ms of GPU work, then reads a result (``.item()``): the
+    sync blocks only ~0.1 ms, and the 5 ms of Python after it need the value (early stopping,
+    dynamic control flow). The sync is not what costs the 5 ms."""
+    cap = Capture()
+    t = cap.process(pid=5600).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for _ in range(kernels):
+                t.launch(GEMM, kernel_us)
+            t.cpu(us=cpu_before_sync_us)
+            t.item()
+            t.cpu(us=cpu_after_sync_us)
+    return cap
+
+
 def sample_training() -> Capture:
     """The bundled sample: a 1-GPU training loop that starves on its DataLoader, copies the batch
     from pageable memory, and reads the loss with ``.item()`` every step."""
@@ -224,6 +302,7 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
-        pseudo_busy, sample_training,
+        pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
+        host_work_between_steps, sync_then_dependent_cpu_work,
     )
 }
