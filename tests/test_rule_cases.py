@@ -31,4 +31,6 @@ def test_every_rule_has_positive_and_negative_cases():
 def test_builtin_rule_ids_are_the_public_contract():
     assert sorted(r.id for r in RULES.rules) == sorted([
         "launch-bound", "tiny-kernels", "host-sync", "data-starvation", "nccl-exposed", "pageable-memcpy",
-        "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality"])
+        "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality",
+        # issue 8: what the host does in GPU-idle gaps, and copies that dominate the GPU
+        "transfer-bound", "allocation-churn", "one-time-setup", "host-bound"])

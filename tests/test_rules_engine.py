@@ -89,7 +89,7 @@ def test_team_rule_loads_and_fires(tmp_path, build):
 @pytest.mark.parametrize("mutation, needle", [
     (("when: step_time_ms_median > budget_ms", "when: step_time_ms_mediam > budget_ms"), ":6: when: unknown name 'step_time_ms_mediam'"),
     (("category: gpu-utilization", "category: gpu"), ":3: category: 'gpu' is not one of"),
-    (("severity: warning", "severity: fatal"), ":7: severity: must be one of info, warning, critical or a mapping"),
+    (("severity: warning", "severity: fatal"), ":7: severity: must be one of info, warning, critical, by-impact or a mapping"),
     (("verify: Compare", "verfy: Compare"), "unknown field 'verfy'; did you mean 'verify'"),
     (("message: Median step {step_time_ms_median:.1f}", "message: Median step {step_time_ms_median.real}"), ":9: message:"),
     (("when: step_time_ms_median > budget_ms", "when: __import__('os').getcwd()"), ":6: when:"),
@@ -187,7 +187,7 @@ def test_seed_case_1_names_python_augmentation_and_tiny_kernels(build):
     result = apply_rules(analyze_path(build("seed_case_augmentation")), load_rules())
     rules = [f["rule"] for f in result["findings"]]
     assert rules[0] == "launch-bound"  # the CPU (Python augmentation) leaves periodic holes
-    assert "launch the next kernel" in result["findings"][0]["message"]
+    assert "short gaps between ordinary launches" in result["findings"][0]["message"]
 
 
 def test_seed_case_2_names_input_wait_logits_copy_and_item_syncs(build):
@@ -238,7 +238,7 @@ def test_cli_rules_commands(tmp_path):
     bad = run("rules", "explain", "host-synk")
     assert bad.returncode == 2 and "did you mean 'host-sync'" in bad.stderr
     assert json.loads(run("rules", "schema").stdout)["properties"]["id"]["pattern"]
-    assert run("rules", "check", ROOT / "rules").stdout.strip() == "12 rule(s) OK"
+    assert run("rules", "check", ROOT / "rules").stdout.strip() == "16 rule(s) OK"
 
 
 def test_cli_rules_test_on_a_team_folder(tmp_path):

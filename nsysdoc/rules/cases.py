@@ -23,7 +23,8 @@ A cases file::
         expect: {fires: false}
 
 ``expect`` keys: ``fires`` (bool), ``status`` (fired / passed / skipped / disabled), ``severity``,
-``message_contains``, ``impact_ms_min``, ``impact_ms_max``. Inline actions are the methods of
+``message_contains``, ``impact_ms_min``, ``impact_ms_max``, ``impact_ms_per_step_min``,
+``impact_ms_per_step_max``. Inline actions are the methods of
 :class:`nsysdoc.testing.Thread` (``launch``, ``nccl``, ``memcpy``, ``memset``, ``cpu``, ``os_call``,
 ``item``, ``sync_stream``, ``sync_device``, ``sync_event``, ``wait_event``, ``at``, ``mark``) with
 their keyword arguments, plus ``range`` (with ``do``) and ``repeat`` (with ``do``; ``{i}`` in range
@@ -41,10 +42,11 @@ from .engine import RuleSet, evaluate
 from .spec import load_yaml, validate
 
 ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
-           "sync_event", "wait_event", "at", "mark")
+           "sync_event", "wait_event", "at", "mark", "api", "malloc", "free")
 EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled"]},
                "severity": {"enum": ["info", "warning", "critical"]}, "message_contains": {"type": "string"},
-               "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"}}
+               "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"},
+               "impact_ms_per_step_min": {"type": "number"}, "impact_ms_per_step_max": {"type": "number"}}
 CASES_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["rule", "cases"],
     "properties": {
@@ -212,7 +214,13 @@ def run_case(case: Case, rs: RuleSet, workdir: Path | None = None) -> CaseResult
             problems.append(f"impact_ms {imp} < {exp['impact_ms_min']}")
         if "impact_ms_max" in exp and (imp is None or imp > exp["impact_ms_max"]):
             problems.append(f"impact_ms {imp} > {exp['impact_ms_max']}")
-    elif any(k in exp for k in ("severity", "message_contains", "impact_ms_min", "impact_ms_max")):
+        per = finding.get("impact_ms_per_step")
+        if "impact_ms_per_step_min" in exp and (per is None or per < exp["impact_ms_per_step_min"]):
+            problems.append(f"impact_ms_per_step {per} < {exp['impact_ms_per_step_min']}")
+        if "impact_ms_per_step_max" in exp and (per is None or per > exp["impact_ms_per_step_max"]):
+            problems.append(f"impact_ms_per_step {per} > {exp['impact_ms_per_step_max']}")
+    elif any(k in exp for k in ("severity", "message_contains", "impact_ms_min", "impact_ms_max",
+                                "impact_ms_per_step_min", "impact_ms_per_step_max")):
         problems.append("expected a finding to check, got none")
     return CaseResult(case, not problems, "; ".join(problems) or "ok", status, finding)
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RuleError
+from . import policy
 from .spec import SEVERITIES, Rule, load_rule, load_yaml, validate
+from .values import IDLE_CLASSES
 
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -197,22 +199,30 @@ def tables(result: dict) -> dict[str, list[dict]]:
             continue
         row = dict(s)
         bd = s.get("breakdown_ms") or {}
-        for k in ("idle_input", "idle_sync", "idle_launch", "idle_host", "exposed_comm", "compute", "copy"):
+        for k in [f"idle_{c}" for c in IDLE_CLASSES] + ["exposed_comm", "compute", "copy"]:
             row[f"{k}_ms"] = bd.get(k)
         steps.append(row)
 
     def kern(rows):
         return [{**r, "fp32_gemm": is_fp32_gemm(r["name"]), "tensor_cores": uses_tensor_cores(r["name"])} for r in rows]
 
+    gaps = []
+    for g in m["idle_gaps"]["longest"]:
+        row = dict(g)
+        for c, v in (g.get("split_ms") or {}).items():
+            row[f"{c}_ms"] = v
+        gaps.append(row)
     return {
         "steps": steps,
         "devices": result["devices"],
+        "alloc_calls": m.get("alloc_calls") or [],
+        "setup_events": (m.get("setup") or {}).get("events") or [],
         "kernels": kern(m["kernels"]["by_short_name"]),
         "kernels_by_name": kern(m["kernels"]["by_name"]),
         "copies": m["copies"],
         "sync_calls": m["sync"]["sync_calls"],
         "sync_threads": m["sync"]["host_sync_ms_by_thread"],
-        "gaps": m["idle_gaps"]["longest"],
+        "gaps": gaps,
     }
 
 
@@ -230,21 +240,61 @@ def _extras(result: dict) -> dict:
     else:
         extra["ncu_command"] = None
     problems = []
+    cap = result["capture"]
     if not v.get("gpu_activity"):
         problems.append("no GPU activity was recorded")
+    elif not v.get("kernel_count") and v.get("launch_call_count"):
+        problems.append(f"{v['launch_call_count']} kernel launch call(s) were recorded but no kernel execution: "
+                        "GPU activity was not recorded")
+    elif not v.get("kernel_count"):
+        problems.append(f"no kernel ran: the GPU activity is {v.get('gpu_op_count') or 0} copy/memset operation(s)")
+    elif cap.get("not_judgeable_reason"):
+        problems.append(cap["not_judgeable_reason"])
+    for n in cap.get("nsys_notes") or []:
+        if n["kind"] == "no-cuda" and v.get("kernel_count"):
+            continue  # said by processes that did no CUDA work (a launcher, pytest workers)
+        times = f" ({n['count']} times)" if n["count"] > 1 else ""
+        problems.append(f'nsys says: "{n["text"].rstrip(".")}"{times}')
     if not v.get("has_step_markers"):
         problems.append("no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step")
     elif (v.get("step_count") or 0) < 3:
         problems.append(f"only {v.get('step_count')} step(s) captured; capture at least 3-5 after warm-up")
+    if not v.get("has_step_markers") and (v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"):
+        problems.append(f"one-time set-up runs through the capture ({v['setup_pct']:.0f}% of the GPU span), so no "
+                        "steady state could be separated from it")
+    for x in cap.get("excluded") or []:
+        what = {"warm-up": "one-time set-up at the start", "idle head": "an idle stretch at the start",
+                "idle tail": "an idle stretch at the end"}.get(x["kind"], x["kind"])
+        problems.append(f"the analysis window leaves out {x['duration_ms']:,.1f} ms of {what}")
     if (v.get("profiler_overhead_pct") or 0) >= 5:
         problems.append(f"profiler overhead covers {v['profiler_overhead_pct']:.1f}% of the window")
-    if v.get("diagnostic_error_count") or v.get("diagnostic_warning_count"):
-        problems.append(f"nsys reported {v.get('diagnostic_error_count') or 0} error(s) and "
-                        f"{v.get('diagnostic_warning_count') or 0} warning(s) (dropped events distort the timeline)")
     for flag, what in (("cuda_api_traced", "CUDA API (--trace=cuda)"), ("nvtx_traced", "NVTX (--trace=nvtx)"),
                        ("osrt_traced", "OS runtime (--trace=osrt)")):
         if not v.get(flag):
             problems.append(f"{what} was not traced")
+    cc, tf32 = v.get("compute_capability"), v.get("tf32_capable")
+    if tf32 is True:
+        extra["fp32_advice"] = (f"This GPU (compute capability {cc:.1f}) runs them on tensor cores with TF32, or with "
+                                "bf16/fp16, several times faster.")
+        extra["fp32_fix"] = ("Enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True and "
+                             "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision(\"high\")), "
+                             "or train with AMP (torch.autocast with bf16 or fp16).")
+    elif tf32 is False and cc is not None and cc >= 7.0:
+        extra["fp32_advice"] = (f"This GPU (compute capability {cc:.1f}) has no TF32, but its tensor cores run fp16 "
+                                "several times faster than FP32.")
+        extra["fp32_fix"] = ("Train with AMP: torch.autocast(device_type=\"cuda\", dtype=torch.float16) with a "
+                             "GradScaler (TF32 needs compute capability 8.0, Ampere, or newer).")
+    elif tf32 is False:
+        extra["fp32_advice"] = (f"This GPU (compute capability {cc:.1f}) has no tensor cores: fp16 (AMP) may still "
+                                "help where the GPU has fast fp16 math; otherwise the gain needs a newer GPU.")
+        extra["fp32_fix"] = ("Try AMP (torch.autocast with fp16) and measure; tensor cores need compute capability "
+                             "7.0 (Volta) or newer, TF32 needs 8.0 (Ampere).")
+    else:
+        extra["fp32_advice"] = ("On GPUs with tensor cores, TF32 (compute capability 8.0, Ampere, and newer) or "
+                                "bf16/fp16 (7.0 and newer) run these several times faster.")
+        extra["fp32_fix"] = ("On Ampere or newer enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+                             "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision(\"high\")); "
+                             "on any GPU with tensor cores train with AMP (torch.autocast with bf16 or fp16).")
     extra["capture_problems"] = "; ".join(problems) if problems else None
     extra["capture_problem_count"] = len(problems)
     return extra
@@ -310,20 +360,26 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
         if not fired:
             statuses.append({**status, "status": "passed", "reason": None})
             continue
-        severity = _severity(rule, env, rs.forced_severity.get(rule.id))
         impact = _num(rule.impact_ms.evaluate(env)) if rule.impact_ms else None
         steps_n = values.get("step_count") or 0
         if rule.impact_ms_per_step is not None:
             per_step = _num(rule.impact_ms_per_step.evaluate(env))
+        elif "impact_ms_per_step" in rule.raw:  # explicitly null: the cost does not recur per step
+            per_step = None
         else:
             per_step = _num(impact / steps_n) if impact is not None and steps_n else None
         win = window.get("duration_ms")
-        ndev = max(values.get("device_count") or 1, 1)
+        if rule.impact_pct is not None:
+            impact_pct = _num(rule.impact_pct.evaluate(env))
+        else:  # impacts are wall-clock time of one GPU (values average over devices)
+            impact_pct = _num(impact / win * 100) if impact is not None and win else None
+        severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct,
+                             bool(values.get("enough_gpu_work", True)))
         finding = {
             "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,
             "message": _format(rule.message, env).strip(),
             "impact_ms": impact, "impact_ms_per_step": per_step,
-            "impact_pct": _num(impact / (win * ndev) * 100) if impact is not None and win else None,
+            "impact_pct": impact_pct,
             "evidence": _evidence(rule, tabs, env),
             "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
             "references": list(rule.references),
@@ -336,16 +392,26 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
     return findings, statuses
 
 
-def _severity(rule: Rule, env: dict, forced: str | None) -> str:
+def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | None, judgeable: bool) -> str:
+    """The project config's forced severity, else the rule's: ``by-impact`` (the policy in
+    :mod:`nsysdoc.rules.policy`, capped at info when there is too little GPU work to judge), a fixed
+    severity, or the first band that holds; then capped at the rule's ``max_severity``."""
     if forced:
         return forced
-    if isinstance(rule.severity, str):
-        return rule.severity
-    for level in reversed(SEVERITIES):  # critical, warning, info
-        e = rule.severity.get(level)
-        if e is not None and e.evaluate(env):
-            return level
-    return "info"
+    if rule.severity == "by-impact":
+        sev = policy.by_impact(impact_pct)
+        if not judgeable:
+            sev = "info"
+    elif isinstance(rule.severity, str):
+        sev = rule.severity
+    else:
+        sev = "info"
+        for level in reversed(SEVERITIES):  # critical, warning, info
+            e = rule.severity.get(level)
+            if e is not None and e.evaluate(env):
+                sev = level
+                break
+    return policy.cap(sev, rule.max_severity)
 
 
 def _evidence(rule: Rule, tabs: dict, env: dict) -> dict | None:
@@ -382,6 +448,14 @@ def _time_ranges(rule: Rule, result: dict, tabs: dict) -> list[dict]:
         gaps = [g for g in tabs["gaps"] if not arg or g["cause"] == arg][:3]
         return [{"label": f"{g['duration_ms']:.3f} ms idle ({g['cause']})", "start_ns": g["start_ns"],
                  "end_ns": g["end_ns"], "device": g["device"]} for g in gaps]
+    if kind == "setup":
+        out = [{"label": f"warm-up left out of the window ({x['duration_ms']:,.1f} ms)", "start_ns": x["start_ns"],
+                "end_ns": x["end_ns"], "device": None}
+               for x in result["capture"].get("excluded") or [] if x["kind"] == "warm-up"]
+        gaps = sorted((g for g in tabs["gaps"] if (g.get("setup_ms") or 0) > 0), key=lambda g: -g["setup_ms"])
+        out += [{"label": f"{g['setup_ms']:.3f} ms of set-up in a {g['duration_ms']:.3f} ms gap", "start_ns": g["start_ns"],
+                 "end_ns": g["end_ns"], "device": g["device"]} for g in gaps[:3 - len(out)]]
+        return out
     if kind == "evidence" and rule.evidence:
         rows = [r for r in tabs.get(rule.evidence["table"], []) if r.get("start_ns") is not None][:3]
         return [{"label": str(r.get("name") or r.get("cause") or "range"), "start_ns": r["start_ns"],
@@ -391,9 +465,12 @@ def _time_ranges(rule: Rule, result: dict, tabs: dict) -> list[dict]:
 
 def apply_rules(result: dict, rs: RuleSet) -> dict:
     """Fill ``result["findings"]`` and ``result["rules"]``; returns the result."""
+    from .verdict import verdict
+
     findings, statuses = evaluate(rs, result)
     result["findings"] = findings
     result["rules"] = statuses
+    result["verdict"] = verdict(result)
     return result
 
 

@@ -52,15 +52,19 @@ RULE_SCHEMA: dict[str, Any] = {
         },
         "when": {"type": ["string", "boolean"], "description": "condition (safe expression) for the rule to fire"},
         "severity": {
-            "description": "a fixed severity, or bands checked from critical down to info",
+            "description": "a fixed severity, 'by-impact' (the built-in policy: critical from 15% of the window, "
+                           "warning from 3%), or bands checked from critical down to info",
             "oneOf": [
-                {"enum": list(SEVERITIES)},
+                {"enum": list(SEVERITIES) + ["by-impact"]},
                 {"type": "object", "additionalProperties": False, "minProperties": 1,
                  "properties": {s: {"type": ["string", "boolean"]} for s in SEVERITIES}},
             ],
         },
         "impact_ms": {"type": ["string", "number", "null"], "description": "expression: time lost in the window (ms)"},
         "impact_ms_per_step": {"type": ["string", "number", "null"]},
+        "impact_pct": {"type": ["string", "number", "null"],
+                       "description": "expression: impact as a % of the window (default impact_ms / window_ms * 100)"},
+        "max_severity": {"enum": list(SEVERITIES), "description": "the highest severity the rule may reach"},
         "message": {"type": "string", "description": "template with {value} or {value:.1f} fields"},
         "evidence": {
             "type": "object", "additionalProperties": False, "required": ["table", "columns"],
@@ -118,6 +122,8 @@ class Rule:
     references: list[str] = field(default_factory=list)
     raw: dict = field(default_factory=dict)
     replaces_builtin: bool = False
+    impact_pct: Expr | None = None
+    max_severity: str | None = None
 
 
 # --- YAML with line numbers --------------------------------------------------------------------
@@ -298,6 +304,7 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
     impact = expr(("impact_ms",), data["impact_ms"]) if data.get("impact_ms") is not None else None
     impact_step = expr(("impact_ms_per_step",), data["impact_ms_per_step"]) \
         if data.get("impact_ms_per_step") is not None else None
+    impact_pct = expr(("impact_pct",), data["impact_pct"]) if data.get("impact_pct") is not None else None
     for key in ("message", "verify", "fix"):
         try:
             fields = template_fields(data[key])
@@ -337,6 +344,7 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
         id=data["id"], title=data["title"], category=data["category"], path=path, source=source,
         summary=data.get("summary", ""), requires=tuple(data.get("requires") or ()), params=params, when=when,
         severity=severity, impact_ms=impact, impact_ms_per_step=impact_step, message=data["message"],
+        impact_pct=impact_pct, max_severity=data.get("max_severity"),
         evidence=evidence, evidence_where=where, time_ranges=data.get("time_ranges", "window"),
         verify=data["verify"], fix=data["fix"], docs=data.get("docs") or {}, references=data.get("references") or [],
         raw=data,

@@ -1,0 +1,153 @@
+"""The verdict: one headline for the whole capture, from the findings and the window split.
+
+``result["verdict"]`` (``docs/json.md``):
+
+* ``no-gpu``: no GPU kernel ran (headline ``no-gpu-activity``);
+* ``too-little-work``: too little GPU work in the window to judge (headline ``capture-quality``);
+  the sentence says so and the detail names what the capture does show;
+* ``bottleneck``: the finding with the largest impact among those at warning or critical
+  (headline = its rule id), with its cost per step or per window;
+* ``bound``: no such finding; the headline names what bounds the run — the largest part of the
+  window split (mean over devices): ``compute-bound``, ``communication-bound`` (exposed
+  communication), ``transfer-bound`` (copy-only time) or ``gpu-idle`` (idle, with its largest class).
+
+Findings are ranked by ``impact_ms`` (wall-clock time of one GPU), unknown impacts last.
+"""
+from __future__ import annotations
+
+from ..fmt import fmt_ms, fmt_pct, is_num
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+IDLE_LABELS = {
+    "sync": "the host blocked in syncs",
+    "input": "the host waiting for input",
+    "alloc": "memory allocation and release",
+    "setup": "one-time set-up (module loading, JIT, compilation)",
+    "launch": "per-launch overhead between kernels",
+    "api": "other CUDA API calls",
+    "host": "host CPU work with no CUDA call",
+    "dependency": "GPU-side dependencies",
+    "tail": "after the last GPU operation",
+    "unattributed": "no known launching call",
+}
+
+
+def rank_findings(findings: list[dict]) -> list[dict]:
+    """Largest ``impact_ms`` first; unknown impact last; ties by severity, then input order."""
+    def key(item):
+        i, f = item
+        imp = f.get("impact_ms")
+        return (0 if is_num(imp) else 1, -(imp if is_num(imp) else 0), -SEVERITY_RANK.get(f.get("severity"), -1), i)
+    return [f for _, f in sorted(enumerate(findings or []), key=key)]
+
+
+def _cost(f: dict, window_ms) -> str:
+    if is_num(f.get("impact_ms_per_step")):
+        text = f"It costs about {fmt_ms(f['impact_ms_per_step'])} per step"
+        if is_num(f.get("impact_pct")):
+            text += f" ({fmt_pct(f['impact_pct'])} of the analysis window)"
+        return text + "."
+    if is_num(f.get("impact_ms")):
+        text = f"It costs about {fmt_ms(f['impact_ms'])}"
+        if f.get("rule") == "one-time-setup" and is_num(f.get("impact_pct")):
+            return text + f", {fmt_pct(f['impact_pct'])} of the time between the first and last GPU operation."
+        if is_num(window_ms):
+            text += f" of the {fmt_ms(window_ms)} analysis window"
+            if is_num(f.get("impact_pct")):
+                text += f" ({fmt_pct(f['impact_pct'])})"
+        return text + "."
+    return ""
+
+
+def window_split(result: dict) -> dict:
+    """Mean over devices with GPU work of the window split (% of the window): compute, exposed
+    communication, copy-only and idle by class."""
+    devs = [d for d in result.get("devices") or [] if d.get("busy_pct") is not None
+            and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
+    if not devs:
+        return {}
+    n = len(devs)
+    out = {k: sum(d.get(f"{k}_pct") or 0 for d in devs) / n for k in ("busy", "compute", "exposed_comm", "copy_only",
+                                                                        "idle")}
+    window = (result.get("capture") or {}).get("window", {}).get("duration_ms") or 0
+    idle = {}
+    for d in devs:
+        for c, v in (d.get("idle_ms_by_cause") or {}).items():
+            idle[c] = idle.get(c, 0) + (v or 0) / n
+    out["idle_by_class"] = {c: v / window * 100 for c, v in idle.items()} if window else {}
+    return out
+
+
+def _top_kernels(result: dict, k: int = 3) -> str:
+    rows = ((result.get("metrics") or {}).get("kernels") or {}).get("by_short_name") or []
+    parts = [f"{r['name']} ({r['share_of_kernel_time_pct']:.0f}% of kernel time)" for r in rows[:k]
+             if is_num(r.get("share_of_kernel_time_pct"))]
+    return ", ".join(parts)
+
+
+def bound(result: dict) -> tuple[str, str]:
+    """(headline, sentence) naming what bounds the run, from the window split."""
+    s = window_split(result)
+    if not s:
+        return "gpu-idle", "No GPU activity in the analysis window."
+    parts = {"compute-bound": s["compute"], "communication-bound": s["exposed_comm"],
+             "transfer-bound": s["copy_only"], "gpu-idle": s["idle"]}
+    head = max(parts, key=parts.get)
+    busy = f"GPU busy {fmt_pct(s['busy'])}"
+    if head == "compute-bound":
+        top = _top_kernels(result)
+        text = f"Compute-bound: {busy}, compute {fmt_pct(s['compute'])} of the window."
+        if top:
+            text += f" Top kernels: {top}."
+    elif head == "communication-bound":
+        text = (f"Communication-bound: {busy}; communication with no compute running takes "
+                f"{fmt_pct(s['exposed_comm'])} of the window, compute {fmt_pct(s['compute'])}.")
+    elif head == "transfer-bound":
+        text = (f"Transfer-bound: {busy}, but memory copies with no kernel running take {fmt_pct(s['copy_only'])} "
+                f"of the window and compute {fmt_pct(s['compute'])}.")
+    else:
+        idle = s.get("idle_by_class") or {}
+        c = max(idle, key=idle.get) if idle else None
+        text = f"The GPU is mostly idle: {busy}, idle {fmt_pct(s['idle'])} of the window"
+        text += f", most of it {IDLE_LABELS.get(c, c)} ({fmt_pct(idle[c])})." if c and idle[c] > 0 else "."
+    return head, text
+
+
+def verdict(result: dict) -> dict:
+    """The verdict of a result with findings (see the module docstring)."""
+    findings = rank_findings(result.get("findings") or [])
+    cap = result.get("capture") or {}
+    summary = result.get("summary") or {}
+    window_ms = (cap.get("window") or {}).get("duration_ms")
+    base = {"rule": None, "severity": None, "impact_ms": None, "impact_ms_per_step": None, "impact_pct": None}
+    if not cap.get("gpu_activity", True) or not summary.get("kernel_count"):
+        why = "the capture has no GPU activity" if not cap.get("gpu_activity", True) else \
+            "no GPU kernel ran in the capture"
+        f = next((x for x in findings if x.get("rule") == "no-gpu-activity"), None)
+        return {**base, "status": "no-gpu", "headline": "no-gpu-activity", "rule": f and f["rule"],
+                "severity": f and f["severity"], "sentence": f"Nothing to diagnose: {why}.",
+                "detail": (f or {}).get("message") or ""}
+    if cap.get("enough_gpu_work") is False:
+        reason = cap.get("not_judgeable_reason") or "too little GPU work to judge"
+        shown = [x for x in findings if x.get("rule") not in ("capture-quality",) and is_num(x.get("impact_ms"))]
+        detail = f"What the capture shows: {shown[0]['message']}" if shown else ""
+        q = next((x for x in findings if x.get("rule") == "capture-quality"), None)
+        return {**base, "status": "too-little-work", "headline": "capture-quality", "rule": q and q["rule"],
+                "severity": q and q["severity"], "sentence": reason[:1].upper() + reason[1:] + ".", "detail": detail}
+    costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
+              and f.get("severity") in ("warning", "critical")]
+    head, bound_text = bound(result)
+    if costly:
+        f = costly[0]
+        title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
+        return {"status": "bottleneck", "headline": str(f.get("rule")), "rule": f.get("rule"),
+                "severity": f.get("severity"), "impact_ms": f.get("impact_ms"),
+                "impact_ms_per_step": f.get("impact_ms_per_step"), "impact_pct": f.get("impact_pct"),
+                "sentence": f"Main bottleneck: {title}. {_cost(f, window_ms)}".strip(), "detail": bound_text}
+    small = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0]
+    detail = ""
+    if small:
+        detail = "Smaller findings (under 3% of the window each): " + ", ".join(
+            f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in small[:4]) + "."
+    return {**base, "status": "bound", "headline": head, "sentence": bound_text, "detail": detail}
