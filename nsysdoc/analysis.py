@@ -613,6 +613,8 @@ def _values(a: Analysis, r: dict) -> dict:
         "compute_pct": mean("compute_pct"),
         "copy_only_ms": mean("copy_only_ms"),
         "copy_only_pct": mean("copy_only_pct"),
+        "copy_only_ms_per_step": _num(_median([(s["breakdown_ms"] or {}).get("copy", np.nan) for s in primary]))
+        if primary else None,
     }
     # idle time by class, per device (mean over devices), as a share of the window and per step
     for c in gpu_m.CAUSES:

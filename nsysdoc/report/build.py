@@ -17,6 +17,8 @@ from markupsafe import Markup
 from .. import __version__
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
+from ..rules.verdict import rank_findings as _rank
+from ..rules.verdict import verdict as verdict_of
 from . import charts
 from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem, ReportContext, RuleStatus,
                       StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
@@ -32,6 +34,7 @@ BREAKDOWN = [("compute", "compute"), ("exposed_comm", "exposed communication"), 
 #: Short column headers for the step table (the full label is the tooltip).
 SHORT_LABELS = {"exposed_comm": "exposed comm", "copy": "copies", "idle_sync": "idle: sync", "idle_input": "idle: input",
                 "idle_launch": "idle: launch", "idle_host": "idle: host", "idle_dependency": "idle: dependency",
+                "idle_alloc": "idle: alloc", "idle_setup": "idle: setup", "idle_api": "idle: other API",
                 "idle_tail": "idle: tail", "idle_unattributed": "idle: unattributed"}
 BREAKDOWN_ANCHORS = {"compute": anchor("Compute"), "exposed_comm": anchor("Exposed communication"),
                      "copy": anchor("Copy-only"), **{f"idle_{c}": anchor("Idle gap") for c in CAUSES}}
@@ -47,12 +50,13 @@ HEADLINES = [
 #: Numbers only the page shows (not in the JSON): defined here and in docs/report.md.
 REPORT_TERMS = [
     ("Tensor cores (kernel table)",
-     "A name heuristic, not a measurement, shared with the fp32-gemm rule: 'yes' when the name has a "
-     "reduced-precision or tensor-core marker (bf16, fp16, tf32, int8, fp8, hmma, imma, wgmma, tensorop, "
-     "flash, ...) or is an architecture-tuned xmma/sm80_/sm90_ kernel without FFMA; 'no — FP32 GEMM' for "
-     "GEMM/convolution kernels doing FP32 math (ffma, sgemm, simt; or f32/float outside xmma kernels); "
-     "'no' for other FFMA/SIMT kernels; '—' when the name says neither (see the glossary, fp32_gemm_ms). "
-     "Confirm with the Tensor Active GPU metric or Nsight Compute."),
+     "A name heuristic, not a measurement, shared with the fp32-gemm rule: 'yes' for GEMM, convolution "
+     "and attention kernels whose own name (template arguments aside) shows tensor-core math (tensorop, "
+     "hmma/imma/wgmma/mma, nvjet, flash, MMA tile shapes, or a bf16/fp16/tf32/fp8 precision) and no "
+     "FFMA/SIMT marker; 'no — FP32 GEMM' for GEMM/convolution kernels doing FP32 math on CUDA cores (ffma, "
+     "sgemm, simt, scudnn); 'no' for other FP32 kernels; '—' when the name says neither. Helpers such as "
+     "gemv, im2col, split-K reduction and layout transforms are never GEMMs (see the glossary, "
+     "fp32_gemm_ms). Confirm with the Tensor Active GPU metric or Nsight Compute."),
     ("NVTX range totals",
      "NVTX push/pop and start/end ranges overlapping the analysis window, grouped by domain and text: "
      "count, total (sum of the ranges' durations clipped to the window — nested ranges count at every "
@@ -70,11 +74,7 @@ REPORT_TERMS = [
 # ---------------------------------------------------------------------------------------------
 def rank_findings(findings: list[dict]) -> list[dict]:
     """Largest ``impact_ms`` first; unknown impact last; ties by severity, then input order."""
-    def key(item):
-        i, f = item
-        imp = f.get("impact_ms")
-        return (0 if is_num(imp) else 1, -(imp if is_num(imp) else 0), -SEVERITY_RANK.get(f.get("severity"), -1), i)
-    return [f for _, f in sorted(enumerate(findings or []), key=key)]
+    return _rank(findings)
 
 
 def impact_text(f: dict, window_ms=None) -> str:
@@ -96,20 +96,24 @@ def headline(result: dict) -> list[Headline]:
     devices = [d for d in result.get("devices") or [] if d.get("busy_pct") is not None
                and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
     primary = [s for s in result.get("steps") or [] if s.get("primary")]
+    too_little = capture.get("enough_gpu_work") is False and capture.get("gpu_activity", True)
     out = []
     for key, label, terms, where in HEADLINES:
         raw = (summary if where == "summary" else metrics).get(key)
+        if too_little and key in ("gpu_busy_pct", "host_wait_pct"):
+            raw = None  # a share of a window with a handful of GPU operations says nothing
         note = ""
         if key == "gpu_busy_pct":
             value = fmt_pct(raw)
             note = (f"mean over {len(devices)} devices" if len(devices) > 1 else "of the analysis window") \
-                if is_num(raw) else "no GPU activity in the capture"
+                if is_num(raw) else ("too little GPU work to judge" if too_little else "no GPU activity in the capture")
         elif key == "step_time_ms_median":
             value = fmt_ms(raw)
             note = f"median over {len(primary)} steps" if is_num(raw) else "no step markers"
         elif key == "host_wait_pct":
             value = fmt_pct(raw)
-            note = "GPU idle while the host waited on a sync or input" if is_num(raw) else "no analysis window"
+            note = "GPU idle while the host waited on a sync or input" if is_num(raw) else \
+                ("too little GPU work to judge" if too_little else "no analysis window")
         else:
             value = fmt_num(raw, 0) if is_num(raw) else "n/a"
             note = "median over steps" if is_num(raw) else ("no step markers" if not capture.get("has_step_markers")
@@ -162,36 +166,20 @@ def numbers_show(result: dict) -> str:
 
 
 def verdict(result: dict) -> Verdict:
-    findings = rank_findings(result.get("findings") or [])
-    detail = numbers_show(result)
-    capture = result.get("capture") or {}
-    costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0]
-    if costly:
-        f = costly[0]
-        title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
-        if is_num(f.get("impact_ms_per_step")):
-            cost = f" It costs about {fmt_ms(f['impact_ms_per_step'])} per step"
-            if is_num(f.get("impact_pct")):
-                cost += f" ({fmt_pct(f['impact_pct'])} of the analysis window)"
-            cost += "."
-        else:
-            window = (capture.get("window") or {}).get("duration_ms")
-            cost = f" It costs about {fmt_ms(f['impact_ms'])} of the {fmt_ms(window)} analysis window."
-        return Verdict(sentence=f"Main bottleneck: {title}.{cost}", status="finding", detail=detail,
-                       top_rule=str(f.get("rule") or ""), severity=str(f.get("severity") or ""))
-    if findings:  # only findings without an estimated cost (e.g. capture quality)
-        f = findings[0]
-        title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
-        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        return Verdict(sentence=f"No bottleneck with an estimated cost. Top finding: {title}{more}.",
-                       status="finding", detail=detail, top_rule=str(f.get("rule") or ""),
-                       severity=str(f.get("severity") or ""))
-    if not capture.get("gpu_activity", True):
-        return Verdict(sentence="Nothing to diagnose: the capture has no GPU activity.", status="no-gpu", detail=detail)
-    if "rules" not in result:
+    """The verdict the rules engine wrote (``result["verdict"]``, see nsysdoc.rules.verdict); for a
+    result without it (older JSON, or findings injected by hand) it is derived the same way."""
+    detail_numbers = numbers_show(result)
+    if "rules" not in result and not result.get("verdict") and not result.get("findings"):
+        if not (result.get("capture") or {}).get("gpu_activity", True):
+            return Verdict(sentence="Nothing to diagnose: the capture has no GPU activity.", status="no-gpu",
+                           detail=detail_numbers, headline="no-gpu-activity")
         return Verdict(sentence="No findings: the rules engine did not run on this result.", status="no-rules",
-                       detail=detail)
-    return Verdict(sentence="No rule fired: no known bottleneck pattern found.", status="no-findings", detail=detail)
+                       detail=detail_numbers)
+    v = result.get("verdict") if isinstance(result.get("verdict"), dict) else verdict_of(result)
+    detail = str(v.get("detail") or "") or detail_numbers
+    return Verdict(sentence=str(v.get("sentence") or ""), status=str(v.get("status") or ""), detail=detail,
+                   top_rule=str(v.get("rule") or ""), severity=str(v.get("severity") or ""),
+                   headline=str(v.get("headline") or ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -560,6 +548,28 @@ def recapture_commands(result: dict) -> tuple[str, str, list[str], list[str]]:
     return ns_cmd, nsys_cmd, missing, advice
 
 
+WINDOW_KINDS = {"steps": "first to last training step", "gpu-span": "first to last GPU operation",
+                "steady-state": "the steady-state part of the GPU span"}
+
+
+def _span_facts(cap: dict) -> list[tuple[str, str]]:
+    """The GPU span and what the window leaves out of it (no step markers), as facts."""
+    span = cap.get("span") or {}
+    out = []
+    if span.get("start_ns") is not None:
+        out.append(("GPU span", f"{fmt_s(span['start_ns'])} → {fmt_s(span['end_ns'])} ({fmt_ms(span.get('duration_ms'))})"))
+    for x in cap.get("excluded") or []:
+        what = {"warm-up": "left out: warm-up", "idle head": "left out: idle start",
+                "idle tail": "left out: idle end"}.get(x.get("kind"), f"left out: {x.get('kind')}")
+        text = f"{fmt_s(x.get('start_ns'))} → {fmt_s(x.get('end_ns'))} ({fmt_ms(x.get('duration_ms'))})"
+        if is_num(x.get("setup_ms")):
+            text += f", {fmt_ms(x['setup_ms'])} of one-time set-up with the GPU idle"
+        out.append((what, text))
+    if cap.get("enough_gpu_work") is False and cap.get("not_judgeable_reason"):
+        out.append(("judgement", str(cap["not_judgeable_reason"])))
+    return out
+
+
 def capture_view(result: dict) -> CaptureView:
     src = result.get("source") or {}
     cap = result.get("capture") or {}
@@ -569,7 +579,9 @@ def capture_view(result: dict) -> CaptureView:
              ("export schema version", str(src.get("schema_version") or "unknown")),
              ("capture duration", fmt_ms(cap.get("duration_ms"))),
              ("analysis window", (f"{fmt_s(win.get('start_ns'))} → {fmt_s(win.get('end_ns'))} "
-                                  f"({fmt_ms(win.get('duration_ms'))})") if win.get("start_ns") is not None else "none"),
+                                  f"({fmt_ms(win.get('duration_ms'))}, {WINDOW_KINDS.get(win.get('kind'), win.get('kind') or '')})")
+              if win.get("start_ns") is not None else "none"),
+             *_span_facts(cap),
              ("step markers", "found" if cap.get("has_step_markers") else "none found"),
              ("step pattern", str(cap.get("step_pattern") or "")),
              ("devices", str(cap.get("device_count"))), ("processes", str(cap.get("process_count"))),

@@ -97,11 +97,13 @@ class Verdict:
     """The one-sentence verdict at the top of the page."""
 
     sentence: str = _f("The verdict: the main bottleneck and what it costs per step, or what the numbers show.")
-    status: str = _f("'finding' (from the top finding), 'no-findings' (rules ran, none fired), "
-                     "'no-rules' (the rules engine did not run) or 'no-gpu' (nothing to diagnose).")
-    detail: str = _f("A second sentence: what the numbers show (always filled when there is GPU work).")
+    status: str = _f("'bottleneck' (a costly finding), 'bound' (none: what bounds the run), 'too-little-work', "
+                     "'no-gpu' (nothing to diagnose) or 'no-rules' (the rules engine did not run).")
+    detail: str = _f("A second sentence: what bounds the run, what the capture shows, or what the numbers show.")
     top_rule: str = _f("Rule id of the top finding ('' when none).", default="")
     severity: str = _f("Severity of the top finding ('' when none).", default="")
+    headline: str = _f("The verdict's headline id: a rule id, compute-bound, communication-bound, transfer-bound, "
+                       "gpu-idle, capture-quality or no-gpu-activity ('' without rules).", default="")
 
 
 # ---------------------------------------------------------------------------------------------

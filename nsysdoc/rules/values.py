@@ -16,6 +16,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "nvtx_traced", "osrt_traced", "cuda_api_traced", "gpu_metrics_present", "profiler_overhead_pct",
     "diagnostic_warning_count", "diagnostic_error_count", "lost_event_notes", "cuda_trace_notes",
     "launch_call_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
+    "copy_only_ms_per_step",
     *(f"idle_{c}_{u}" for c in IDLE_CLASSES for u in ("ms", "pct", "ms_per_step")),
     "idle_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
     "host_gap_count", "host_gap_ms_max", "host_gap_ms_median", "idle_before_first_op_ms_median",

@@ -81,7 +81,10 @@ def window_split(result: dict) -> dict:
 
 def _top_kernels(result: dict, k: int = 3) -> str:
     rows = ((result.get("metrics") or {}).get("kernels") or {}).get("by_short_name") or []
-    parts = [f"{r['name']} ({r['share_of_kernel_time_pct']:.0f}% of kernel time)" for r in rows[:k]
+    def short(name: str) -> str:
+        name = str(name)
+        return name if len(name) <= 60 else name[:57] + "..."
+    parts = [f"{short(r['name'])} ({r['share_of_kernel_time_pct']:.0f}% of kernel time)" for r in rows[:k]
              if is_num(r.get("share_of_kernel_time_pct"))]
     return ", ".join(parts)
 
@@ -97,7 +100,13 @@ def bound(result: dict) -> tuple[str, str]:
     busy = f"GPU busy {fmt_pct(s['busy'])}"
     if head == "compute-bound":
         top = _top_kernels(result)
-        text = f"Compute-bound: {busy}, compute {fmt_pct(s['compute'])} of the window."
+        if s["compute"] >= 50:
+            text = f"Compute-bound: {busy}, compute {fmt_pct(s['compute'])} of the window."
+        else:  # the largest part, but not most of the window
+            idle = s.get("idle_by_class") or {}
+            c = max(idle, key=idle.get) if idle else None
+            text = (f"No single bound: compute is the largest part ({fmt_pct(s['compute'])} of the window), "
+                    f"{busy}; idle {fmt_pct(s['idle'])}" + (f", mostly {IDLE_LABELS.get(c, c)}" if c else "") + ".")
         if top:
             text += f" Top kernels: {top}."
     elif head == "communication-bound":
