@@ -10,9 +10,7 @@ stays plain ``str``: the Jinja environment autoescapes it. Only :attr:`ReportCon
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 from markupsafe import Markup
