@@ -433,6 +433,17 @@ def test_timeline_of_the_median_and_the_worst_step(sample):
     assert worst.by_id("timeline-heading").norm().startswith("Worst step: ProfilerStep#2 — step time 39.6 ms")
 
 
+def test_timeline_gap_tooltip_gives_the_idle_class_split(tmp_path):
+    from nsysdoc.testing.scenarios import sync_then_dependent_cpu_work
+
+    a = analyze(load_trace(sync_then_dependent_cpu_work().write(tmp_path / "s.sqlite"), cache=False))
+    plot = parse(render_html(a)).by_id("timeline").find("svg", cls="tl-plot")
+    titles = [r.find("title").norm() for r in plot.find_all("rect") if "c-idle_host" in r.attrs.get("class", "")
+              and r.find("title") is not None]
+    # the median step's long gap: 72 us of sync (the time the .item() blocked), then Python (host)
+    assert any("(sync 72.0 µs, host 4.93 ms" in t for t in titles), titles
+
+
 def test_tables(sample):
     doc = parse(render_html(sample))
     ids = [s.attrs["id"] for s in doc.by_id("tables").find_all("section", cls="table-block")]

@@ -302,12 +302,19 @@ def _gpu_devices(analysis, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS
         if gaps is not None and len(gaps):
             gm = np.flatnonzero((gaps.device == d) & (gaps.start_ns < w1) & (gaps.end_ns > w0))
             gap_total = len(gm)
-            c = coalesce(np.maximum(gaps.start_ns[gm], w0), np.minimum(gaps.end_ns[gm], w1),
+            g0 = np.maximum(gaps.start_ns[gm], w0)
+            c = coalesce(g0, np.minimum(gaps.end_ns[gm], w1),
                          np.zeros(len(gm), np.int64), gaps.cause[gm].astype(np.int64), window_ns=w1 - w0, cap=cap)
-            for a, b, cause, cnt, busy, same in zip(c["start"].tolist(), c["end"].tolist(), c["kind"].tolist(),
-                                                   c["count"].tolist(), c["busy"].tolist(), c["same_kind"].tolist()):
+            single = [i for i, n in enumerate(c["count"].tolist()) if n == 1]
+            # the idle-class split of gaps drawn on their own (clipped to the window), for tooltips
+            pos = np.searchsorted(g0, np.asarray(c["start"])[single]) if single else np.zeros(0, np.int64)
+            amounts = gaps.split(gm[pos], w0, w1) if single else None
+            split_of = {i: {CAUSES[j]: int(v) for j, v in enumerate(amounts[k]) if v} for k, i in enumerate(single)}
+            for i, (a, b, cause, cnt, busy, same) in enumerate(zip(
+                    c["start"].tolist(), c["end"].tolist(), c["kind"].tolist(), c["count"].tolist(),
+                    c["busy"].tolist(), c["same_kind"].tolist())):
                 gap_rows.append({"start_ns": a, "end_ns": b, "cause": CAUSES[cause] if same else "mixed",
-                                 "count": cnt, "busy_ns": min(int(busy), b - a)})
+                                 "count": cnt, "busy_ns": min(int(busy), b - a), "split_ns": split_of.get(i)})
         r = devs.iloc[d]
         out.append({"device": int(d), "label": str(r["label"]), "name": str(r["name"] or ""), "lanes": lanes,
                     "hidden_lanes": max(0, len(st_ids) - len(kept)), "gaps": gap_rows,

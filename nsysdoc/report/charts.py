@@ -209,6 +209,9 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
                 title = f"{g['count']} idle gaps ({label}) · {_dur(d)} at +{off:.3f} ms · {share * 100:.0f}% idle"
             else:
                 title = f"idle {_dur(d)} — {label} at +{off:.3f} ms"
+                split = g.get("split_ns") or {}
+                if len(split) > 1:
+                    title += " (" + ", ".join(f"{c} {_dur(v)}" for c, v in split.items()) + ")"
             rects.append(TimelineRect(x=f"{x:.1f}", w=f"{w:.2f}" if w < 10 else f"{w:.1f}", y=y, h=GAP_LANE_H,
                                       cls=cls, title=title))
         y += GAP_LANE_H + PAD + 4
