@@ -34,3 +34,20 @@ def test_builtin_rule_ids_are_the_public_contract():
         "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality",
         # issue 8: what the host does in GPU-idle gaps, and copies that dominate the GPU
         "transfer-bound", "allocation-churn", "one-time-setup", "host-bound"])
+
+
+PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",
+               "https://docs.cupy.dev/")
+
+
+@pytest.mark.parametrize("rule", RULES.rules, ids=[r.id for r in RULES.rules])
+def test_references_are_public_documentation(rule):
+    """Every reference a finding cites is a public NVIDIA/PyTorch/CuPy page a user can open; no text
+    points to internal notes (the field articles the rules were built from are not public)."""
+    assert rule.references, rule.id
+    for ref in rule.references:
+        urls = [w for w in str(ref).split() if w.startswith("http")]
+        assert urls and all(u.startswith(PUBLIC_DOCS) for u in urls), (rule.id, ref)
+    text = " ".join([rule.title, rule.summary, rule.message, rule.verify, rule.fix,
+                     *map(str, rule.docs.values()), *map(str, rule.references)]).lower()
+    assert "seed" not in text and "article" not in text, rule.id
