@@ -37,8 +37,12 @@ from nsysdoc.testing.builder import global_tid  # noqa: E402
 KERNEL_NAMES = 400
 
 
-def generate(path: Path, n: int, seed: int = 7) -> None:
-    """N kernels + N cudaLaunchKernel rows, 2 processes x 1 device x 3 streams, ~80% busy."""
+def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
+    """N kernels + N cudaLaunchKernel rows, 2 processes x 1 device x 3 streams.
+
+    ``busy``: 2-400 µs kernels with the host ahead (the GPU is almost never idle); ``launch-bound``:
+    2-10 µs kernels with ~30 µs of host time between launches, so nearly every kernel ends an idle
+    gap (the worst case for the gap classification)."""
     rng = np.random.default_rng(seed)
     tmp = path.with_suffix(".tmp")
     if tmp.exists():
@@ -70,9 +74,10 @@ def generate(path: Path, n: int, seed: int = 7) -> None:
         corr = 0
         while done < per_dev:
             m = min(chunk, per_dev - done)
-            dur = np.exp(rng.uniform(np.log(2_000), np.log(400_000), m)).astype(np.int64)
+            hi = 400_000 if shape == "busy" else 10_000
+            dur = np.exp(rng.uniform(np.log(2_000), np.log(hi), m)).astype(np.int64)
             api_dur = rng.integers(3_000, 9_000, m)
-            host_gap = rng.exponential(8_000, m).astype(np.int64)
+            host_gap = rng.exponential(8_000 if shape == "busy" else 30_000, m).astype(np.int64)
             stall = rng.random(m) < 0.002
             host_gap[stall] += rng.integers(1_000_000, 20_000_000, stall.sum())
             api_start = api_t + np.cumsum(host_gap + api_dur) - api_dur
@@ -127,12 +132,15 @@ def main() -> int:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--shape", choices=("busy", "launch-bound"), default="busy",
+                    help="busy: the GPU is almost never idle; launch-bound: nearly every kernel ends an idle gap")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    db = args.out / f"bench_{args.kernels}.sqlite"
+    db = args.out / (f"bench_{args.kernels}.sqlite" if args.shape == "busy" else
+                     f"bench_{args.shape}_{args.kernels}.sqlite")
     if not db.exists():
         t = time.perf_counter()
-        generate(db, args.kernels)
+        generate(db, args.kernels, shape=args.shape)
         print(f"generated {db} ({db.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
     sqlite = shutil.which("sqlite3")
     floor_sql = ('SELECT sum(start), sum("end"), sum(deviceId), sum(contextId), sum(streamId), sum(correlationId), '
@@ -156,8 +164,8 @@ def main() -> int:
         b = best.get(name)
         best[name] = (min(secs, b[0]) if b else secs, max(mb, b[1]) if b else mb)
     floor = best.get("floor (sqlite3 shell)", (float("nan"), 0))[0]
-    print(f"\nN = {args.kernels:,} kernels + {args.kernels:,} runtime rows, {db.stat().st_size / 1e6:.0f} MB, "
-          f"best of {args.repeat}")
+    print(f"\nN = {args.kernels:,} kernels + {args.kernels:,} runtime rows ({args.shape}), "
+          f"{db.stat().st_size / 1e6:.0f} MB, best of {args.repeat}")
     print(f"{'run':24} {'seconds':>8} {'x floor':>8} {'peak MB':>8}")
     for name, (secs, mb) in best.items():
         print(f"{name:24} {secs:8.2f} {secs / floor:8.2f} {mb:8.0f}")

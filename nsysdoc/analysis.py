@@ -408,20 +408,26 @@ def _gap_metrics(a: Analysis, devices: list[dict]) -> dict:
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
     s0, s1 = np.maximum(g.start_ns[sel], w0), np.minimum(g.end_ns[sel], w1)
-    amounts = g.split(sel, w0, w1)
-    cause = np.argmax(amounts, axis=1) if len(sel) else np.zeros(0, np.int64)
+    cut = np.flatnonzero((g.start_ns[sel] < w0) | (g.end_ns[sel] > w1))  # only gaps cut by the window
+    cause = g.cause[sel].astype(np.int64)
+    if len(cut):
+        part = g.split(sel[cut], w0, w1)
+        cause[cut] = np.argmax(part, axis=1)
     active = _active(devices)
     by = {c: _num(_mean([d["idle_ms_by_cause"][c] for d in active])) for c in gpu_m.CAUSES} if active else {}
     labels = a.trace.devices["label"].to_numpy()
     dur = s1 - s0
-    top = np.argsort(-dur, kind="stable")[:20]
+    top = np.argpartition(-dur, 20)[:20] if len(dur) > 20 else np.arange(len(dur))
+    top = top[np.lexsort((top, -dur[top]))]  # longest first, ties in time order
     longest = []
-    for k in top:
+    top_amounts = g.split(sel[top], w0, w1)
+    for n_, k in enumerate(top):
         i = sel[k]
+        am = top_amounts[n_]
         longest.append({
             "device": labels[g.device[i]], "start_ns": int(s0[k]), "end_ns": int(s1[k]),
             "duration_ms": _num(dur[k] / 1e6), "cause": gpu_m.CAUSES[cause[k]],
-            "split_ms": {c: _num(amounts[k, j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if amounts[k, j]},
+            "split_ms": {c: _num(am[j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if am[j]},
             "pid": int(S.decode_pid(g.thread[i])) if g.thread[i] else None,
             "tid": int(S.decode_tid(g.thread[i])) if g.thread[i] else None})
     return {"count": int(len(sel)), "idle_ms_by_cause": by, "longest": longest,

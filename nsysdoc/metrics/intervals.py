@@ -248,12 +248,22 @@ class Partition:
     def amounts(self, keys, lo, hi, nlevels: int) -> np.ndarray:
         """``out[i, l]`` = length of ``[lo[i], hi[i])`` on key ``keys[i]`` labelled level ``l``
         (``l = 1..nlevels``; column 0 stays zero). Shape ``(len(lo), nlevels + 1)``, int64."""
+        n = len(np.asarray(lo))
+        out = np.zeros((n, nlevels + 1), dtype=np.int64)
+        win, lev, ov = self.overlaps(keys, lo, hi)
+        np.add.at(out, (win, lev), ov)
+        return out
+
+    def overlaps(self, keys, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The labelled pieces of the windows ``[lo[i], hi[i])`` on keys ``keys[i]``, as aligned
+        arrays ``(window index, level, length)`` (only pieces of non-zero length; a window crossing
+        k segments gives k pieces). Memory is proportional to the pieces, not windows x levels."""
         lo = np.asarray(lo, dtype=np.int64)
         hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
         n = len(lo)
-        out = np.zeros((n, nlevels + 1), dtype=np.int64)
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         if n == 0 or len(self._s) == 0:
-            return out
+            return none
         keys = np.asarray(keys, dtype=np.int64)
         top = self.tmin + self.span - 1
         shift = keys * self.span - self.tmin
@@ -264,14 +274,16 @@ class Partition:
         count = np.maximum(i1 - i0, 0)
         total = int(count.sum())
         if total == 0:
-            return out
+            return none
         win = np.repeat(np.arange(n, dtype=np.int64), count)
         first = np.cumsum(count) - count
         seg = i0[win] + (np.arange(total, dtype=np.int64) - first[win])
+        del first
         ov = np.minimum(self._e[seg], b[win]) - np.maximum(self._s[seg], a[win])
         ok = ov > 0
-        np.add.at(out, (win[ok], self.level[seg[ok]].astype(np.int64)), ov[ok])
-        return out
+        if not ok.all():
+            win, seg, ov = win[ok], seg[ok], ov[ok]
+        return win, self.level[seg].astype(np.int64), ov
 
 
 def paint(keys, starts, ends, levels, nlevels: int) -> Partition:

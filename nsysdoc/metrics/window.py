@@ -52,7 +52,13 @@ def steady_window(act: Activity, gaps: Gaps, w0: int, w1: int) -> tuple[int, int
             excluded.append({"kind": "warm-up", "start_ns": w0, "end_ns": end})
             t0 = end
     # stretches with no GPU work on any device
-    busy = iv.union(np.zeros(len(act.busy), np.int64), act.busy.starts, act.busy.ends, lo=t0, hi=t1)
+    if act.ndev == 1:  # already one merged union: just clip it
+        keep = (act.busy.ends > t0) & (act.busy.starts < t1)
+        s_, e_ = np.maximum(act.busy.starts[keep], t0), np.minimum(act.busy.ends[keep], t1)
+        busy = iv.union(np.zeros(len(s_), np.int64), s_, e_) if len(s_) < 2 else \
+            iv.Union(np.zeros(len(s_), np.int64), s_, e_, int(s_.min()), int(e_.max()) - int(s_.min()) + 1)
+    else:
+        busy = iv.union(np.zeros(len(act.busy), np.int64), act.busy.starts, act.busy.ends, lo=t0, hi=t1)
     if len(busy) >= 2:
         gs, ge = busy.ends[:-1], busy.starts[1:]
         lens = busy.lengths

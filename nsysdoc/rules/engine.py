@@ -295,6 +295,10 @@ def _extras(result: dict) -> dict:
         extra["fp32_fix"] = ("On Ampere or newer enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
                              "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision(\"high\")); "
                              "on any GPU with tensor cores train with AMP (torch.autocast with bf16 or fp16).")
+    wu = v.get("warmup_ms") or 0
+    extra["warmup_note"] = (f"The analysis window leaves out the first {wu:,.1f} ms (warm-up), so the other "
+                            "findings describe the steady state." if wu else
+                            "The analysis window still contains it: capture after warm-up to see the steady state.")
     extra["capture_problems"] = "; ".join(problems) if problems else None
     extra["capture_problem_count"] = len(problems)
     return extra
