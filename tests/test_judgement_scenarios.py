@@ -245,6 +245,8 @@ def test_jit_warmup_left_out_then_compute_bound(build):
     assert f is not None
     assert f["impact_ms"] == approx(JIT_SETUP_MS)
     assert f["impact_pct"] == approx(JIT_SETUP_PCT)        # share of the span, not of the window
+    assert f["impact_of"] == "GPU span"
+    assert r["verdict"]["sentence"].endswith("of the GPU span.")
     assert f["impact_ms_per_step"] is None
     # 63.5 % would be critical; one-time-setup is capped at warning
     assert by_impact(JIT_SETUP_PCT) == "critical"

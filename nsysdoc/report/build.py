@@ -81,10 +81,13 @@ def impact_text(f: dict, window_ms=None) -> str:
     parts = []
     if is_num(f.get("impact_ms_per_step")):
         parts.append(f"{fmt_ms(f['impact_ms_per_step'])} per step")
+    basis = str(f.get("impact_of") or "analysis window")
+    if basis == "analysis window":
+        basis = "window"
     if is_num(f.get("impact_ms")):
-        parts.append(f"{fmt_ms(f['impact_ms'])} in the window")
+        parts.append(f"{fmt_ms(f['impact_ms'])} in the {basis}")
     if is_num(f.get("impact_pct")):
-        parts.append(f"{fmt_pct(f['impact_pct'])} of the window")
+        parts.append(f"{fmt_pct(f['impact_pct'])} of the {basis}")
     return " · ".join(parts)
 
 
@@ -161,7 +164,8 @@ def numbers_show(result: dict) -> str:
     if idle and any(v for v in idle.values()):
         c, v = max(idle.items(), key=lambda kv: kv[1] or 0)
         return (f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} window (no per-step numbers: no step markers); "
-                f"the largest idle cause is {CAUSE_LABELS.get(c, c)}: {fmt_ms(v)} summed over devices.")
+                f"the largest idle class is {CAUSE_LABELS.get(c, c)}: {fmt_ms(v)}"
+                + (" per GPU." if len(result.get("devices") or []) > 1 else "."))
     return f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} analysis window."
 
 

@@ -384,6 +384,7 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
             "message": _format(rule.message, env).strip(),
             "impact_ms": impact, "impact_ms_per_step": per_step,
             "impact_pct": impact_pct,
+            "impact_of": str(rule.raw.get("impact_of") or "analysis window"),
             "evidence": _evidence(rule, tabs, env),
             "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
             "references": list(rule.references),

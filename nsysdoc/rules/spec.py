@@ -65,6 +65,8 @@ RULE_SCHEMA: dict[str, Any] = {
         "impact_pct": {"type": ["string", "number", "null"],
                        "description": "expression: impact as a % of the window (default impact_ms / window_ms * 100)"},
         "max_severity": {"enum": list(SEVERITIES), "description": "the highest severity the rule may reach"},
+        "impact_of": {"type": "string", "description": "what impact_ms and impact_pct are measured over when not the "
+                                                      "analysis window (e.g. 'GPU span')"},
         "message": {"type": "string", "description": "template with {value} or {value:.1f} fields"},
         "evidence": {
             "type": "object", "additionalProperties": False, "required": ["table", "columns"],

@@ -50,8 +50,8 @@ def _cost(f: dict, window_ms) -> str:
         return text + "."
     if is_num(f.get("impact_ms")):
         text = f"It costs about {fmt_ms(f['impact_ms'])}"
-        if f.get("rule") == "one-time-setup" and is_num(f.get("impact_pct")):
-            return text + f", {fmt_pct(f['impact_pct'])} of the time between the first and last GPU operation."
+        if (f.get("impact_of") or "analysis window") != "analysis window" and is_num(f.get("impact_pct")):
+            return text + f", {fmt_pct(f['impact_pct'])} of the {f['impact_of']}."
         if is_num(window_ms):
             text += f" of the {fmt_ms(window_ms)} analysis window"
             if is_num(f.get("impact_pct")):
