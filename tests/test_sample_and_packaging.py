@@ -5,6 +5,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -47,10 +48,17 @@ def test_wheel_contains_data_and_installs(tmp_path):
     packages = {str(p.parent.relative_to(ROOT)).replace("/", ".") for p in (ROOT / "nsysdoc").rglob("__init__.py")}
     assert packages <= {str(Path(n).parent).replace("/", ".") for n in names}, "a package is missing from pyproject"
     assert not any(n.startswith("tests/") for n in names)
-    # install the wheel (not editable) in a venv that reuses this interpreter's dependencies
+    # install the wheel (not editable) in a fresh venv whose dependencies come from this
+    # environment's installed packages, whatever this environment is (system Python or a venv):
+    # a .pth file adds this interpreter's site-packages after the venv's own (its own .pth files,
+    # e.g. an editable nsysdoc, are not processed), so the wheel's copy of nsysdoc is the one found
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
+    own = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(own) / "_outer_env.pth").write_text("\n".join(sorted(here)) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--ignore-installed", "-q", str(whl)],
                    check=True, timeout=300)
     elsewhere = tmp_path / "elsewhere"
