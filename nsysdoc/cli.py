@@ -100,6 +100,9 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         return EXIT_ERROR
+    for d in list(rule_dirs or []) + list(cfg.rule_dirs):
+        if Path(d).is_dir() and not any(p for p in Path(d).glob("*.y*ml") if ".cases." not in p.name):
+            typer.echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
     if fail_on is None:
         fail_on = Severity(cfg.fail_on) if cfg.fail_on else Severity.never
     step_marker = step_marker or cfg.step_marker
@@ -112,6 +115,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
+    if not files:  # every input was refused, each with its own error line
+        return EXIT_ERROR
     several = len(files) > 1 or len(paths) > 1 or any(Path(p).is_dir() for p in paths)
     names = _unique_names(files)
     if several and output is not None and output.suffix:
@@ -160,7 +165,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         if open_report and target is not None and fmt == Format.html:
             import webbrowser
 
-            webbrowser.open(target.resolve().as_uri())
+            if not webbrowser.open(target.resolve().as_uri()):
+                typer.echo(f"nsysdoc: no web browser found; open {target.resolve()} yourself", err=True)
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
     return worst
@@ -184,7 +190,7 @@ def report(
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on",
                                                help="Exit 1 when a finding has at least this severity (default: never)."),
     rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable); same id replaces a built-in."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or [tool.nsysdoc] found upwards)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml, or pyproject.toml with a \\[tool.nsysdoc] table, found upwards)."),
     no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
     open_report: bool = typer.Option(False, "--open", help="Open the HTML report in a browser."),

@@ -145,3 +145,35 @@ def test_markdown_to_stdout(build):
     proc = run("report", build("sync_storm"), "--format", "md")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("#") and "Host-blocking synchronisation" in proc.stdout
+
+
+def test_folder_without_traces_and_a_file_output_is_one_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = run_cli("report", tmp_path / "empty", "-o", tmp_path / "out.json")
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("nsysdoc: error")]
+    assert len(lines) == 1 and "no .nsys-rep or .sqlite files" in lines[0], r.stderr
+
+
+def test_rules_folder_without_rule_files_warns(tmp_path):
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "x.cases.yaml").write_text("rule: x\ncases: []\n")
+    r = run_cli("report", "--sample", "--rules", tmp_path / "team", "-o", tmp_path / "s.json", "--no-config")
+    assert r.returncode == 0
+    assert "holds no rule files" in r.stderr
+
+
+def test_help_shows_the_pyproject_table_name():
+    r = run_cli("report", "--help")
+    assert "[tool.nsysdoc]" in " ".join(r.stdout.split()), r.stdout
+
+
+def test_fixture_builder_help_does_not_write_a_folder(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, str(root / "fixtures" / "build.py"), "--help"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "OUT_DIR" in r.stdout
+    assert list(tmp_path.iterdir()) == []
