@@ -22,7 +22,7 @@ from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
 from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
 from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
-from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, step_ranges
+from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, pick_steps, step_ranges
 from .metrics.window import steady_window
 from .trace import Trace
 from .trace import schema as S
@@ -243,6 +243,7 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "communication": _comm_metrics(devices),
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
+        "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
     }
     quality = _capture(a, judgeable, why_not)
     result = {

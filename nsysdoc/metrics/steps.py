@@ -170,3 +170,22 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
         inside = (k >= 0) & (op_when_ns[sel] < r_end[np.maximum(k, 0)])
         out[sel[inside]] = st["step"].to_numpy()[k[inside]]
     return out
+
+
+def pick_steps(table: pd.DataFrame) -> tuple[int | None, int | None]:
+    """``(median, worst)`` step ids among the primary steps: the **median step** has the lower-median
+    step time (steps sorted by step time, then step id; of an even count, the lower middle one);
+    the **worst step** has the longest step time (ties: the earlier step). Every section, finding
+    and time range uses these two."""
+    if table is None or len(table) == 0:
+        return None, None
+    prim = table[table["primary"].to_numpy(bool)]
+    if len(prim) == 0:
+        return None, None
+    st = prim["step_time_ns"].to_numpy(np.int64)
+    ids = prim["step"].to_numpy(np.int64)
+    order = np.lexsort((ids, st))  # by step time, then step id
+    median = int(ids[order[(len(order) - 1) // 2]])
+    top = st.max()
+    worst = int(ids[st == top].min())
+    return median, worst

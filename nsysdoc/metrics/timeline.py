@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..trace import schema as S
 from .gpu import CAUSES
+from .steps import pick_steps
 from .ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
 #: Spans kept per lane; beyond it spans are merged (a lane ~1000 px wide cannot show more).
@@ -83,17 +84,11 @@ def pick_step(steps_table: pd.DataFrame, *, worst: bool = False) -> dict | None:
     """
     if steps_table is None or len(steps_table) == 0:
         return None
-    prim = steps_table[steps_table["primary"].to_numpy(bool)]
-    if len(prim) == 0:
+    median, worst_id = pick_steps(steps_table)
+    if median is None:
         return None
-    st = prim["step_time_ns"].to_numpy(np.int64)
-    order = np.lexsort((prim["step"].to_numpy(), st))  # by step time, then step id
-    if worst:
-        top = st.max()
-        i = int(np.flatnonzero(st == top)[0])
-    else:
-        i = int(order[(len(order) - 1) // 2])
-    r = prim.iloc[i]
+    prim = steps_table[steps_table["primary"].to_numpy(bool)]
+    r = prim[prim["step"].to_numpy() == (worst_id if worst else median)].iloc[0]
     return {"step": int(r["step"]), "index": int(r["index"]), "name": str(r["name"]), "pid": int(r["pid"]),
             "tid": int(r["tid"]), "global_tid": int(r["global_tid"]), "start_ns": int(r["start_ns"]),
             "end_ns": int(r["end_ns"]), "step_time_ns": int(r["step_time_ns"])}

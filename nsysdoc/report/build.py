@@ -128,11 +128,15 @@ def headline(result: dict) -> list[Headline]:
 
 
 def _median_breakdown(result: dict) -> tuple[dict | None, dict | None]:
-    """The median primary step (by step time) that has a breakdown, and its breakdown."""
+    """The median primary step (``metrics.step_picks``) and its breakdown."""
     rows = [s for s in result.get("steps") or [] if s.get("primary") and s.get("breakdown_ms")
             and is_num(s.get("step_time_ms"))]
     if not rows:
         return None, None
+    want = ((result.get("metrics") or {}).get("step_picks") or {}).get("median_step")
+    for s in rows:
+        if s["step"] == want:
+            return s, s["breakdown_ms"]
     rows.sort(key=lambda s: (s["step_time_ms"], s.get("step", 0)))
     s = rows[(len(rows) - 1) // 2]
     return s, s["breakdown_ms"]
@@ -267,7 +271,7 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
     nonzero = {k for s in with_bd for k, v in (s["breakdown_ms"] or {}).items() if v}
     cats = [(k, lab) for k, lab in BREAKDOWN if k in nonzero or k == "compute"]
     zero = [lab for k, lab in BREAKDOWN if k not in nonzero and k != "compute"]
-    median_id, worst_id = _marked_steps(primary)
+    median_id, worst_id = _marked_steps(primary, result)
     cols = [Column("step"), Column("pid", True), Column("step time", True, "start of the next step − start of this one",
                                                         anchor("Step time")),
             Column("duration", True, "step end − step start", anchor("Step duration")),
@@ -308,7 +312,10 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
                      charts=chart_list, table=table, zero_categories=zero)
 
 
-def _marked_steps(primary: list[dict]) -> tuple[int | None, int | None]:
+def _marked_steps(primary: list[dict], result: dict | None = None) -> tuple[int | None, int | None]:
+    picks = ((result or {}).get("metrics") or {}).get("step_picks") or {}
+    if picks.get("median_step") is not None:
+        return picks["median_step"], picks.get("worst_step")
     rows = [s for s in primary if is_num(s.get("step_time_ms"))]
     if not rows:
         return None, None

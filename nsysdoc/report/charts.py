@@ -246,8 +246,9 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
         other = pick_step(analysis.steps.table, worst=not worst)
         if other is not None and other["step"] != step["step"]:
             notes.append(f"The {'median' if worst else 'worst'} step is {other['name']} "
-                         f"({fmt_ms(other['step_time_ns'] / 1e6)}); a report made with the "
-                         f"{'default' if worst else 'worst-step'} option shows it here.")
+                         f"({fmt_ms(other['step_time_ns'] / 1e6)}); "
+                         + ("a report made without --worst-step shows it here." if worst else
+                            "nsysdoc report --worst-step shows it here."))
     else:
         n_ops = sum(ln["total"] for d in tl["devices"] for ln in d["lanes"])
         heading = (f"Middle of the capture (no step markers): {fmt_num(n_ops, 0)} GPU operations, {fmt_ms(dur_ms)}")

@@ -117,6 +117,15 @@ def render_markdown(analysis, *, max_findings: int = 10) -> str:
         if len(findings) > max_findings:
             lines.append(f"| | | and {len(findings) - max_findings} more in the HTML report | | | |")
         lines.append("")
+        # the PR-comment format: what each finding means and what to do about it
+        for i, f in enumerate(findings[:max_findings], 1):
+            lines += [f"**{i}. {_md(f.get('title') or f.get('rule'))}** ({_md(f.get('severity'))}, "
+                      f"`{_md(f.get('rule'))}`)", "", _md(f.get("message") or ""), ""]
+            if f.get("verify"):
+                lines += [f"- *How to verify:* {_md(f['verify'])}"]
+            if f.get("fix"):
+                lines += [f"- *What to try:* {_md(f['fix'])}"]
+            lines.append("")
     ran, counts, skipped = rule_statuses(r)
     if ran and skipped:
         lines.append("Skipped rules: " + "; ".join(f"{_md(s.rule)} ({_md(s.reason)})" for s in skipped) + ".")
@@ -165,7 +174,9 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
             out.append(f"  ... and {len(findings) - max_findings} more")
     ran, counts, skipped = rule_statuses(r)
     if ran and skipped:
-        out.append(f"  ({len(skipped)} rule(s) skipped: {', '.join(_clean(s.rule) for s in skipped[:6])})")
+        names = ", ".join(_clean(s.rule) for s in skipped[:6])
+        more = f" and {len(skipped) - 6} more" if len(skipped) > 6 else ""
+        out.append(f"  ({len(skipped)} rule(s) skipped: {names}{more})")
     if html_path is not None:
         out.append(f"Report: {_clean(html_path)}")
     return _ascii("\n".join(out)) + "\n"

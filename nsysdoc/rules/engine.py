@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RuleError
-from . import policy
+from . import policy, text
 from .spec import SEVERITIES, Rule, load_rule, load_yaml, validate
 from .values import IDLE_CLASSES
 
@@ -300,29 +300,43 @@ def _extras(result: dict) -> dict:
                             "findings describe the steady state." if wu else
                             "The analysis window still contains it: capture after warm-up to see the steady state.")
     extra["capture_problems"] = "; ".join(problems) if problems else None
+    extra["capture_fix"] = _capture_fix(v, cap)
     extra["capture_problem_count"] = len(problems)
     return extra
 
 
-def _format(template: str, env: dict) -> str:
-    """Fill ``{name}`` / ``{name:spec}`` fields (plain names only, checked at load time). A missing
-    value prints ``n/a``; a value the spec does not fit (e.g. ``.1f`` on a kernel name) prints as is."""
-    import string
+def _capture_fix(v: dict, cap: dict) -> str:
+    """What to change in the capture, only for what this capture actually lacks."""
+    todo = []
+    if not v.get("kernel_count") and v.get("cuda_api_traced"):
+        todo.append("Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
+                    "CUPTI), give containers the /dev/nvidia* devices and SYS_ADMIN, and trace the process that "
+                    "does the GPU work (with launchers such as torchrun, the whole process tree).")
+    if not v.get("cuda_api_traced") or not v.get("nvtx_traced") or not v.get("osrt_traced"):
+        missing = [t for t, flag in (("cuda", "cuda_api_traced"), ("nvtx", "nvtx_traced"), ("osrt", "osrt_traced"))
+                   if not v.get(flag)]
+        todo.append(f"Trace {', '.join(missing)} as well (nsysdoc capture traces cuda,nvtx,osrt).")
+    if not v.get("has_step_markers"):
+        todo.append('Mark training steps with NVTX ranges (the PyTorch profiler\'s ProfilerStep#N, or '
+                    'torch.cuda.nvtx.range("step N") around each step).')
+    elif (v.get("step_count") or 0) < 3:
+        todo.append("Capture at least 3-5 steps after warm-up.")
+    if v.get("kernel_count") and (cap.get("enough_gpu_work") is False or
+                                  ((v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"))):
+        todo.append("Capture the steady state after warm-up: nsysdoc capture --delay SECONDS, or "
+                    "--capture-range=cudaProfilerApi with torch.cuda.profiler.start()/stop() around 5-10 steps.")
+    if v.get("lost_event_notes"):
+        todo.append("Nsight Systems may have lost events: let the program exit normally (buffers are flushed "
+                    "at exit), flush periodically, or capture a shorter range.")
+    if (v.get("profiler_overhead_pct") or 0) >= 5:
+        todo.append("Keep the capture short and the trace types few: profiler overhead inflates step times.")
+    return " ".join(todo) or "Nothing to change in the capture."
 
-    out = []
-    for literal, name, spec, _ in string.Formatter().parse(template):
-        out.append(literal)
-        if name is None:
-            continue
-        val = env.get(name)
-        if val is None or (isinstance(val, float) and math.isnan(val)):
-            out.append("n/a")
-            continue
-        try:
-            out.append(format(val, spec or ""))
-        except (ValueError, TypeError):
-            out.append(str(val))
-    return "".join(out)
+
+def _format(template: str, env: dict) -> str:
+    """Fill a message template (``nsysdoc.rules.text``: ``{name:spec}``, ``:time``, ``:bytes``,
+    optional ``[[ ... ]]`` parts)."""
+    return text.render(template, env)
 
 
 def _num(x):
@@ -445,8 +459,13 @@ def _time_ranges(rule: Rule, result: dict, tabs: dict) -> list[dict]:
             return []
         return [{"label": "analysis window", "start_ns": w["start_ns"], "end_ns": w["end_ns"], "device": None}]
     if kind in ("worst_step", "median_step"):
-        steps = sorted(tabs["steps"], key=lambda s: s["step_time_ms"] or 0)
-        s = steps[-1] if kind == "worst_step" else steps[len(steps) // 2]
+        picks = result["metrics"].get("step_picks") or {}
+        want = picks.get(kind)
+        s = next((x for x in tabs["steps"] if x["step"] == want), None)
+        if s is None:  # a result without picks (older JSON): the same rule
+            by = sorted(tabs["steps"], key=lambda x: (x["step_time_ms"] or 0, x["step"]))
+            s = by[(len(by) - 1) // 2] if kind == "median_step" else \
+                min((x for x in by if x["step_time_ms"] == by[-1]["step_time_ms"]), key=lambda x: x["step"])
         return [{"label": f"{'slowest' if kind == 'worst_step' else 'median'} step {s['name']}",
                  "start_ns": s["start_ns"], "end_ns": s["end_ns"], "device": s.get("device")}]
     if kind == "gaps":

@@ -17,6 +17,8 @@ import yaml
 
 from ..errors import RuleError
 from .expr import Expr, ExprError, compile_expr
+from .text import check_spec
+from .text import fields as text_fields
 from .values import STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 
 SEVERITIES = ("info", "warning", "critical")
@@ -268,14 +270,7 @@ def _fail(path: Path, lines: dict, key_path: tuple, message: str) -> RuleError:
 
 def template_fields(template: str) -> list[tuple[str, str]]:
     """(name, format spec) of each ``{...}`` field; only plain identifiers are allowed."""
-    out = []
-    for _, name, spec, conv in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or conv:
-            raise ValueError(f"field {{{name}}} is not a plain name (no attributes, indexes or conversions)")
-        out.append((name, spec or ""))
-    return out
+    return text_fields(template)
 
 
 def load_rule(path: Path, source: str = "builtin") -> Rule:
@@ -319,13 +314,10 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
                 close = difflib.get_close_matches(name, sorted(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise _fail(path, lines, (key,), f"unknown name {name!r} in the {key} text{hint}")
-            sample = "text" if name in STRING_VALUES else (1 if isinstance(params.get(name, Param("", 1.5, "")).default,
-                                                                                int) else 1.5)
-            try:
-                format(sample, spec)
-            except (ValueError, TypeError):
-                kind = "text" if isinstance(sample, str) else "a number"
-                raise _fail(path, lines, (key,), f"format spec {spec!r} does not fit {{{name}}}, which is {kind}") from None
+            is_text = name in STRING_VALUES or isinstance(params.get(name, Param("", 1.5, "")).default, str)
+            problem = check_spec(name, spec, is_text) if spec else None
+            if problem:
+                raise _fail(path, lines, (key,), problem)
     evidence = data.get("evidence")
     where = None
     if evidence:

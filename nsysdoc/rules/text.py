@@ -1,0 +1,108 @@
+"""Rule message templates: ``{name}``, ``{name:spec}`` and optional ``[[ ... ]]`` segments.
+
+* ``{name:.1f}`` and the other Python format specs;
+* ``{name:time}``: a duration whose unit is in its name (``_ns``, ``_us``, ``_ms``, ``_s``),
+  written with the unit that suits its size (``223.6 ms``, never ``223608.6 us``);
+* ``{name:bytes}``: a byte count in binary units (``1.5 GiB``, ``24.0 MiB``);
+* ``[[ ... ]]``: an optional part, left out when a value in it is missing (a rule never prints
+  ``n/a`` inside a sentence that way; a missing value outside such a part prints ``n/a``).
+"""
+from __future__ import annotations
+
+import math
+import re
+import string
+
+CUSTOM_SPECS = ("time", "bytes")
+OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_UNIT_IN_NAME = re.compile(r"_(ns|us|ms|s)(?=_|$)")
+
+
+def _unit(name: str) -> str | None:
+    """The time unit a value's name carries (``idle_sync_ms`` and ``dtoh_ms_per_step_median``: ms)."""
+    m = _UNIT_IN_NAME.search(name)
+    return m.group(1) if m else None
+
+
+def fields(template: str) -> list[tuple[str, str]]:
+    """(name, spec) of every ``{...}`` field, optional segments included."""
+    out = []
+    for _, name, spec, conv in string.Formatter().parse(template.replace("[[", "").replace("]]", "")):
+        if name is None:
+            continue
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or conv:
+            raise ValueError(f"field {{{name}}} is not a plain name (no attributes, indexes or conversions)")
+        out.append((name, spec or ""))
+    return out
+
+
+def check_spec(name: str, spec: str, is_text: bool) -> str | None:
+    """Why ``{name:spec}`` cannot format this value, or None."""
+    if spec == "time":
+        if is_text or _unit(name) is None:
+            return f"format spec 'time' needs a duration whose name carries _ns, _us, _ms or _s, not {{{name}}}"
+        return None
+    if spec == "bytes":
+        return "format spec 'bytes' needs a number" if is_text else None
+    try:
+        format("text" if is_text else 1.5, spec)
+    except (ValueError, TypeError):
+        return f"format spec {spec!r} does not fit {{{name}}}, which is {'text' if is_text else 'a number'}"
+    return None
+
+
+def duration(ns: float) -> str:
+    """A duration in the unit that suits it."""
+    a = abs(ns)
+    if a < 1_000:
+        return f"{ns:.0f} ns"
+    if a < 1_000_000:
+        return f"{ns / 1e3:.1f} us"
+    if a < 1_000_000_000:
+        v = ns / 1e6
+        return f"{v:.2f} ms" if abs(v) < 10 else f"{v:,.1f} ms"
+    return f"{ns / 1e9:,.2f} s"
+
+
+def size(n: float) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= div:
+            return f"{n / div:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _missing(val) -> bool:
+    return val is None or (isinstance(val, float) and math.isnan(val))
+
+
+def _one(name: str, spec: str, val) -> str:
+    if _missing(val):
+        return "n/a"
+    if spec == "time" and isinstance(val, (int, float)) and not isinstance(val, bool):
+        return duration(val * _UNIT_NS[_unit(name) or "ns"])
+    if spec == "bytes" and isinstance(val, (int, float)) and not isinstance(val, bool):
+        return size(val)
+    try:
+        return format(val, spec or "")
+    except (ValueError, TypeError):
+        return str(val)
+
+
+def render(template: str, env: dict) -> str:
+    """Fill the template (see the module docstring)."""
+    def optional(m: re.Match) -> str:
+        part = m.group(1)
+        if any(_missing(env.get(n)) for n, _ in fields(part)):
+            return ""
+        return part
+
+    text = OPTIONAL.sub(optional, template)
+    out = []
+    for literal, name, spec, _ in string.Formatter().parse(text):
+        out.append(literal)
+        if name is not None:
+            out.append(_one(name, spec or "", env.get(name)))
+    # tidy the seams a left-out optional part leaves: double spaces, a space before . or ,
+    joined = re.sub(r"[ \t]{2,}", " ", "".join(out))
+    return re.sub(r" +([.,;])(?=\s|$)", r"\1", joined)
