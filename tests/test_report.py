@@ -21,6 +21,7 @@ import pytest
 from nsysdoc.analysis import analyze
 from nsysdoc.report import render_html, render_markdown, terminal_summary
 from nsysdoc.report import context as ctx_mod
+from nsysdoc.report import columns
 from nsysdoc.report.build import tensor_core_label
 from nsysdoc.report.glossary import anchor, definition, glossary_source, render_markdown_subset
 from nsysdoc.report.render import environment
@@ -237,7 +238,9 @@ def test_every_finding_rendered_ranked_with_its_evidence(with_findings):
         assert card.find(cls="badge").norm() == f["severity"]
         table = card.find("table", cls="evidence")
         assert table.find("caption").norm() == f["evidence"]["title"]
-        assert [th.norm() for th in table.find("thead").find_all("th")] == f["evidence"]["columns"]
+        # human headers with units for known columns (the JSON keeps the machine names)
+        assert [th.norm() for th in table.find("thead").find_all("th")] == \
+            [columns.header(c) for c in f["evidence"]["columns"]]
         rows = [[td.norm() for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
         assert len(rows) == len(f["evidence"]["rows"])
         assert rows[0][0] == str(f["evidence"]["rows"][0][0])
@@ -339,7 +342,10 @@ def test_untrusted_text_renders_as_text(hostile):
     kernels = [td.norm() for td in doc.by_id("kernels").find_all("td")]
     assert EVIL_KERNEL in kernels
     nvtx = [td.norm() for td in doc.by_id("nvtx").find_all("td")]
-    assert EVIL in nvtx and EVIL_ATTR in nvtx
+    from nsysdoc.trace.schema import fold_nvtx_text
+
+    # NVTX texts are folded (standalone numbers as N) but still rendered as text, never markup
+    assert fold_nvtx_text(EVIL) in nvtx and fold_nvtx_text(EVIL_ATTR) in nvtx
     titles = [t.text() for t in doc.by_id("timeline").find_all("title")]
     assert any(t.startswith(EVIL_KERNEL) for t in titles), "kernel name in the timeline tooltip, as text"
     assert any(t.endswith("· " + EVIL_ATTR) for t in titles), "thread name in the timeline labels, as text"
@@ -751,3 +757,42 @@ def test_with_the_rules_engine(tmp_path):
     assert len(doc.by_id("findings").find_all("li")) >= len(skipped)
     md = render_markdown(a)
     assert f"| 1 | {ranked[0]['severity']} |" in md
+
+
+def test_evidence_headers_have_units_and_ids_no_separators():
+    from nsysdoc.rules.values import TABLE_COLUMNS
+
+    for table, cols in TABLE_COLUMNS.items():
+        for c in cols:
+            assert c in columns.COLUMNS, f"{table}.{c} has no human header"
+            h = columns.header(c)
+            assert "_" not in h, h
+            if c.endswith("_ms"):
+                assert h.endswith("(ms)"), h
+            if c.endswith("_us"):
+                assert h.endswith("(µs)"), h
+            if c.endswith("_pct"):
+                assert h.endswith("(%)"), h
+    assert columns.header("idle_before_first_op_ms") == "Idle before first op (ms)"
+    assert columns.cell("pid", 3426262) == "3426262"
+    assert columns.cell("start_ns", 6268310751) == "6.268310751 s"
+    assert columns.cell("bytes", 25475252224) == "23.7 GiB"
+    assert columns.cell("gbps", 27.66) == "27.7"
+    assert columns.cell("total_ms", 959.909) == "959.9"
+    assert columns.cell("duration_ms", 0.0123) == "0.012"
+
+
+def test_nvtx_table_groups_pytorch_ranges(tmp_path):
+    from nsysdoc.report.tables import nvtx_summary
+
+    cap = Capture()
+    t = cap.process(pid=7).thread()
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range(f"aten::linear, seq = {40 + i}, op_id = {900 + i}, sizes = [[8, 16], [16, 16]]"):
+                t.launch("gemm_kernel", 100)
+            with t.range(f"FSDP::pre_forward (blocks.{i}.attn)"):
+                t.cpu(us=10)
+    a = analyze(load_trace(cap.write(tmp_path / "n.sqlite"), cache=False))
+    rows = {r["text"]: r["count"] for r in nvtx_summary(a.trace.nvtx, a.steps.window_start_ns, a.steps.window_end_ns)}
+    assert rows == {"ProfilerStep#N": 3, "aten::linear": 3, "FSDP::pre_forward (blocks.N.attn)": 3}

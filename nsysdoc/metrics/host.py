@@ -17,7 +17,6 @@ Definitions (``docs/glossary.md``):
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -99,9 +98,6 @@ def host_activity(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame,
     )
 
 
-_DIGITS = re.compile(r"\d+")
-
-
 def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, strings, lo: int, hi: int,
                  idle_launch_rows: np.ndarray | None = None) -> pd.DataFrame:
     """Set-up work overlapping ``[lo, hi)`` on any thread: set-up CUDA calls, and launch calls long
@@ -130,7 +126,7 @@ def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, 
         s, e = nvtx["start_ns"].to_numpy(np.int64), nvtx["end_ns"].to_numpy(np.int64)
         sel = host.setup_nvtx & (s < hi) & (e > lo)
         if sel.any():
-            texts = [_DIGITS.sub("N", str(x)) for x in nvtx["text"].to_numpy()[sel]]
+            texts = [S.fold_nvtx_text(str(x)) for x in nvtx["text"].to_numpy()[sel]]
             s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
             parts.append(pd.DataFrame({"name": texts, "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0}))
     if not parts:

@@ -19,10 +19,10 @@ from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from ..rules.verdict import rank_findings as _rank
 from ..rules.verdict import verdict as verdict_of
-from . import charts
+from . import charts, columns
 from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem, ReportContext, RuleStatus,
                       StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
-                      fmt_dur_ns, fmt_s, fmt_us, fmt_value, is_num, source_name)
+                      fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
 from .tables import nvtx_summary
 
@@ -196,13 +196,14 @@ def verdict(result: dict) -> Verdict:
 def _evidence(ev) -> Evidence | None:
     if not isinstance(ev, dict):
         return None
-    cols = [str(c) for c in ev.get("columns") or []]
+    names = [str(c) for c in ev.get("columns") or []]
     rows = [list(r) if isinstance(r, (list, tuple)) else [r] for r in ev.get("rows") or []]
-    width = max([len(cols)] + [len(r) for r in rows]) if (cols or rows) else 0
-    cols += [""] * (width - len(cols))
+    width = max([len(names)] + [len(r) for r in rows]) if (names or rows) else 0
+    names += [""] * (width - len(names))
     numeric = [bool(rows) and all(is_num(r[i]) for r in rows if i < len(r)) for i in range(width)]
-    text_rows = [[fmt_value(r[i]) if i < len(r) else "" for i in range(width)] for r in rows]
-    return Evidence(title=str(ev.get("title") or "Evidence"), columns=cols, rows=text_rows, numeric=numeric)
+    text_rows = [[columns.cell(names[i], r[i]) if i < len(r) else "" for i in range(width)] for r in rows]
+    return Evidence(title=str(ev.get("title") or "Evidence"), columns=[columns.header(n) for n in names],
+                    rows=text_rows, numeric=numeric)
 
 
 def _time_ranges(ranges) -> list[TimeRange]:
@@ -272,12 +273,12 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
     cats = [(k, lab) for k, lab in BREAKDOWN if k in nonzero or k == "compute"]
     zero = [lab for k, lab in BREAKDOWN if k not in nonzero and k != "compute"]
     median_id, worst_id = _marked_steps(primary, result)
-    cols = [Column("step"), Column("pid", True), Column("step time", True, "start of the next step − start of this one",
+    cols = [Column("Step"), Column("PID", True), Column("Step time (ms)", True, "start of the next step − start of this one",
                                                         anchor("Step time")),
-            Column("duration", True, "step end − step start", anchor("Step duration")),
-            Column("kernels", True, "kernels launched in the step", anchor("Kernels per step")),
-            Column("time-busy", True, "union of kernels ÷ step duration", anchor("Time-busy %")),
-            Column("host sync", True, "union of blocking sync calls in the step", anchor("Host sync time"))]
+            Column("Duration (ms)", True, "step end − step start", anchor("Step duration")),
+            Column("Kernels", True, "kernels launched in the step", anchor("Kernels per step")),
+            Column("Time-busy (%)", True, "union of kernels ÷ step duration", anchor("Time-busy %")),
+            Column("Host sync (ms)", True, "union of blocking sync calls in the step", anchor("Host sync time"))]
     cols += [Column(SHORT_LABELS.get(k, lab), True, f"{lab} (breakdown_ms.{k}, ms)", BREAKDOWN_ANCHORS.get(k, ""))
              for k, lab in cats]
     shown = primary
@@ -297,7 +298,7 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
                Cell(fmt_ms(s.get("step_time_ms")), s.get("step_time_ms"), True),
                Cell(fmt_ms(s.get("duration_ms")), s.get("duration_ms"), True),
                Cell(fmt_num(s.get("kernel_count"), 0), s.get("kernel_count"), True),
-               Cell(fmt_pct(s.get("time_busy_pct")), s.get("time_busy_pct"), True),
+               Cell(_pct(s.get("time_busy_pct")), s.get("time_busy_pct"), True),
                Cell(fmt_ms(s.get("host_sync_ms")), s.get("host_sync_ms"), True)]
         dur = s.get("duration_ms") or 0
         for k, _ in cats:
@@ -345,6 +346,11 @@ def tensor_core_label(name: str) -> tuple[str, str]:
     return "—", ""
 
 
+def _pct(v, digits: int = 1) -> str:
+    """A percentage cell under a header that already says (%)."""
+    return f"{v:.{digits}f}" if is_num(v) else "—"
+
+
 def _trunc(s: str, n: int = 120) -> str:
     s = str(s)
     return s if len(s) <= n else s[: n - 1] + "…"
@@ -362,8 +368,8 @@ def kernel_table(result: dict) -> Table:
                      Cell(fmt_num(r.get("mean_us"), 1), r.get("mean_us"), True),
                      Cell(fmt_num(r.get("median_us"), 1), r.get("median_us"), True),
                      Cell(fmt_num(r.get("p95_us"), 1), r.get("p95_us"), True),
-                     Cell(fmt_pct(r.get("share_of_kernel_time_pct")), r.get("share_of_kernel_time_pct"), True),
-                     Cell(fmt_pct(r.get("under_10us_pct"), 0), r.get("under_10us_pct"), True),
+                     Cell(_pct(r.get("share_of_kernel_time_pct")), r.get("share_of_kernel_time_pct"), True),
+                     Cell(_pct(r.get("under_10us_pct"), 0), r.get("under_10us_pct"), True),
                      Cell(tc, tc, cls=cls),
                      Cell("yes" if r.get("is_nccl") else "", 1 if r.get("is_nccl") else 0)])
     note = (f"{fmt_num(k.get('count'), 0)} kernels in the window, {fmt_ms(k.get('total_ms'))} of kernel time; "
@@ -371,11 +377,11 @@ def kernel_table(result: dict) -> Table:
             f"{fmt_pct(k.get('under_10us_pct'))} shorter than 10 µs. Top {len(rows)} names by total time "
             "(nsys shortName). 'Tensor cores' is a name heuristic (glossary, end of page).")
     return Table(id="kernels", title="Top kernels", columns=[
-        Column("kernel"), Column("count", True), Column("total ms", True), Column("mean µs", True),
-        Column("median µs", True), Column("p95 µs", True),
-        Column("share", True, "share of kernel time (not of wall time)", anchor("Kernels (metrics.kernels)")),
-        Column("< 10 µs", True, "share of this name's kernels shorter than 10 µs"),
-        Column("tensor cores", False, "name heuristic", anchor("Tensor cores (kernel table)")),
+        Column("Kernel"), Column("Count", True), Column("Total (ms)", True), Column("Mean (µs)", True),
+        Column("Median (µs)", True), Column("p95 (µs)", True),
+        Column("Share (%)", True, "share of kernel time (not of wall time)", anchor("Kernels (metrics.kernels)")),
+        Column("Under 10 µs (%)", True, "share of this name's kernels shorter than 10 µs"),
+        Column("Tensor cores", False, "name heuristic", anchor("Tensor cores (kernel table)")),
         Column("NCCL")], rows=rows, note=note, empty="No kernels in the analysis window.")
 
 
@@ -390,10 +396,10 @@ def copies_table(result: dict) -> Table:
                      Cell(fmt_num(r.get("time_ms"), 2), r.get("time_ms"), True),
                      Cell(fmt_num(r.get("gbps"), 2), r.get("gbps"), True)])
     return Table(id="copies", title="Copies by kind and host memory", columns=[
-        Column("direction"), Column("host memory", False, "nsys ENUM_CUDA_MEM_KIND: 0 = pageable, 1 = pinned",
+        Column("Direction"), Column("Host memory", False, "nsys ENUM_CUDA_MEM_KIND: 0 = pageable, 1 = pinned",
                                     anchor("Copies (metrics.copies)")),
-        Column("count", True), Column("bytes", True), Column("time ms", True, "summed copy durations"),
-        Column("GB/s", True, "bytes ÷ summed duration (10^9 B/s)")], rows=rows,
+        Column("Count", True), Column("Size", True), Column("Time (ms)", True, "summed copy durations"),
+        Column("Bandwidth (GB/s)", True, "bytes ÷ summed duration (10^9 B/s)")], rows=rows,
         note="Pageable host memory makes cudaMemcpyAsync synchronous and slow; pin it (pin_memory=True).",
         empty="No memory copies in the analysis window.")
 
@@ -405,7 +411,7 @@ def sync_tables(result: dict) -> list[Table]:
               Cell(fmt_num(r.get("max_ms"), 2), r.get("max_ms"), True)] for r in sync.get("sync_calls") or []]
     threads = [[Cell(str(r.get("pid")), r.get("pid"), True), Cell(str(r.get("tid")), r.get("tid"), True),
                 Cell(fmt_num(r.get("host_sync_ms"), 2), r.get("host_sync_ms"), True),
-                Cell(fmt_pct(r.get("share_of_window_pct")), r.get("share_of_window_pct"), True)]
+                Cell(_pct(r.get("share_of_window_pct")), r.get("share_of_window_pct"), True)]
                for r in sync.get("host_sync_ms_by_thread") or []]
     note = (f"Scalar reads (.item()-like): {fmt_num(sync.get('scalar_read_count'), 0)} in the window, median "
             f"{fmt_num(sync.get('scalar_reads_per_step_median'), 1)} per step; host sync per step (median): "
@@ -413,12 +419,12 @@ def sync_tables(result: dict) -> list[Table]:
     return [
         Table(id="sync-calls", title="Blocking sync calls", columns=[
             Column("API", False, "blocking calls as the glossary defines them", anchor("Blocking sync call")),
-            Column("count", True), Column("total ms", True, "their parts inside the window"), Column("max ms", True)],
+            Column("Count", True), Column("Total (ms)", True, "their parts inside the window"), Column("Longest (ms)", True)],
             rows=calls, note=note, empty="No blocking sync calls in the analysis window."),
         Table(id="sync-threads", title="Host sync time per thread", columns=[
-            Column("pid", True), Column("tid", True),
-            Column("host sync ms", True, "union of the thread's blocking calls in the window", anchor("Host sync time")),
-            Column("share of window", True, "per thread; never summed over threads")], rows=threads,
+            Column("PID", True), Column("TID", True),
+            Column("Host sync (ms)", True, "union of the thread's blocking calls in the window", anchor("Host sync time")),
+            Column("Share of window (%)", True, "per thread; never summed over threads")], rows=threads,
             empty="No thread made blocking sync calls in the analysis window."),
     ]
 
@@ -432,7 +438,7 @@ def launch_table(result: dict) -> Table:
              ("queue delay, p95", fmt_us(la.get("queue_delay_us_p95"))),
              ("launches with queue delay < 10 µs", fmt_pct(la.get("queue_delay_under_10us_pct")))]
     return Table(id="launch", title="Launch path", columns=[Column("", False, "", anchor("Launch path (metrics.launch)")),
-                                                             Column("value", True)],
+                                                             Column("Value", True)],
                  rows=[[Cell(k, k), Cell(v, v, True)] for k, v in items],
                  note="A long queue delay is good: the CPU runs ahead of the GPU. Mostly < 10 µs means the GPU "
                       "waits for launches.")
@@ -450,10 +456,10 @@ def nvtx_table(analysis) -> Table:
                      Cell(fmt_num(r["mean_ms"], 3), r["mean_ms"], True),
                      Cell(fmt_num(r["max_ms"], 3), r["max_ms"], True)])
     return Table(id="nvtx", title="NVTX ranges (top by total time)", columns=[
-        Column("range"), Column("domain"), Column("count", True),
-        Column("total ms", True, "sum of durations clipped to the window (inclusive of nested ranges)",
+        Column("Range"), Column("Domain"), Column("Count", True),
+        Column("Total (ms)", True, "sum of durations clipped to the window (inclusive of nested ranges)",
                anchor("NVTX range totals")),
-        Column("mean ms", True), Column("max ms", True)], rows=rows,
+        Column("Mean (ms)", True), Column("Longest (ms)", True)], rows=rows,
         note="Inclusive times: nested ranges count at every level, ranges on several threads add up. "
              "Step markers are grouped into one row (digits shown as N).",
         empty="No NVTX ranges in the analysis window (NVTX not traced, or none recorded).")
@@ -466,23 +472,23 @@ def device_table(result: dict) -> Table:
         top = max(idle.items(), key=lambda kv: kv[1] or 0) if idle else None
         top_txt = f"{CAUSE_LABELS.get(top[0], top[0])} ({fmt_ms(top[1])})" if top and top[1] else "—"
         rows.append([Cell(str(d.get("label")), d.get("device")), Cell(str(d.get("name") or "—"), d.get("name")),
-                     Cell(fmt_pct(d.get("busy_pct")), d.get("busy_pct"), True),
-                     Cell(fmt_pct(d.get("compute_pct")), d.get("compute_pct"), True),
-                     Cell(fmt_pct(d.get("comm_pct")), d.get("comm_pct"), True),
-                     Cell(fmt_pct(d.get("exposed_comm_pct")), d.get("exposed_comm_pct"), True),
-                     Cell(fmt_pct(d.get("copy_only_pct")), d.get("copy_only_pct"), True),
-                     Cell(fmt_pct(d.get("idle_pct")), d.get("idle_pct"), True),
+                     Cell(_pct(d.get("busy_pct")), d.get("busy_pct"), True),
+                     Cell(_pct(d.get("compute_pct")), d.get("compute_pct"), True),
+                     Cell(_pct(d.get("comm_pct")), d.get("comm_pct"), True),
+                     Cell(_pct(d.get("exposed_comm_pct")), d.get("exposed_comm_pct"), True),
+                     Cell(_pct(d.get("copy_only_pct")), d.get("copy_only_pct"), True),
+                     Cell(_pct(d.get("idle_pct")), d.get("idle_pct"), True),
                      Cell(fmt_num(d.get("kernel_count"), 0), d.get("kernel_count"), True),
                      Cell(fmt_num(d.get("copy_count"), 0), d.get("copy_count"), True),
                      Cell(fmt_num(d.get("gap_count"), 0), d.get("gap_count"), True),
                      Cell(top_txt, top[1] if top else None)])
     return Table(id="devices", title="Per device", columns=[
-        Column("device"), Column("GPU"), Column("busy", True, "union of GPU work ÷ window", anchor("GPU busy")),
-        Column("compute", True, "", anchor("Compute")), Column("comm", True, "", anchor("Communication")),
-        Column("exposed comm", True, "", anchor("Exposed communication")),
-        Column("copy-only", True, "", anchor("Copy-only")), Column("idle", True, "", anchor("Idle")),
-        Column("kernels", True), Column("copies", True), Column("idle gaps", True, "", anchor("Idle gap")),
-        Column("largest idle cause")], rows=rows, note="Shares of the analysis window.",
+        Column("Device"), Column("GPU"), Column("Busy (%)", True, "union of GPU work ÷ window", anchor("GPU busy")),
+        Column("Compute (%)", True, "", anchor("Compute")), Column("Comm (%)", True, "", anchor("Communication")),
+        Column("Exposed comm (%)", True, "", anchor("Exposed communication")),
+        Column("Copies only (%)", True, "", anchor("Copy-only")), Column("Idle (%)", True, "", anchor("Idle")),
+        Column("Kernels", True), Column("Copies", True), Column("Idle gaps", True, "", anchor("Idle gap")),
+        Column("Largest idle class")], rows=rows, note="Shares of the analysis window.",
         empty="No GPU devices in the capture.")
 
 
@@ -503,8 +509,8 @@ def gaps_table(result: dict) -> Table:
     note = (f"{fmt_num(gaps.get('count'), 0)} idle gaps; idle time by cause (all devices): "
             + ("; ".join(parts) if parts else "none") + ". Start/end in seconds as the Nsight Systems GUI shows them.")
     return Table(id="idle-gaps", title="Longest idle gaps", columns=[
-        Column("device"), Column("start", True), Column("end", True), Column("ms", True),
-        Column("cause", False, "", anchor("Idle gap")), Column("launching pid/tid")], rows=rows, note=note,
+        Column("Device"), Column("Start (s)", True), Column("End (s)", True), Column("Duration (ms)", True),
+        Column("Largest class", False, "", anchor("Idle gap")), Column("Launching PID/TID")], rows=rows, note=note,
         empty="No idle gaps in the analysis window.")
 
 
@@ -608,8 +614,8 @@ def capture_view(result: dict) -> CaptureView:
                 f"(PROFILER_OVERHEAD) covers {fmt_pct(cap.get('profiler_overhead_pct'), 2)} of this window.")
     return CaptureView(
         facts=facts, traced=traced,
-        diagnostics=Table(id="diagnostics", title="nsys diagnostics", columns=[Column("severity"), Column("message"),
-                                                                               Column("count", True)],
+        diagnostics=Table(id="diagnostics", title="nsys diagnostics", columns=[Column("Severity"), Column("Message"),
+                                                                               Column("Count", True)],
                           rows=diag_rows, empty="nsys recorded no warnings or errors."),
         process_messages=[str(m) for m in cap.get("process_messages") or []],
         warnings=[str(w) for w in cap.get("warnings") or []], missing=missing, nsysdoc_command=ns_cmd,

@@ -1,7 +1,6 @@
 """Report-only tables computed from the trace (pure functions, no I/O)."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -15,8 +14,9 @@ def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int 
 
     Each row: ``text, domain, count, total_ms, mean_ms, max_ms`` — durations clipped to the window;
     nested ranges count at every level and threads add up (inclusive times, not a share of wall time).
-    Texts that are step markers (whole text matches ``step_pattern``, case-insensitively) are grouped
-    into one row per shape, digits shown as ``N`` (``ProfilerStep#N``).
+    Texts are folded (``nsysdoc.trace.schema.fold_nvtx_text``): PyTorch's ``seq = N``, ``op_id = N``
+    and ``sizes = ...`` fields are dropped and standalone numbers shown as ``N``, so ``aten::linear``
+    is one row with a count and step markers one row per shape (``ProfilerStep#N``).
     """
     if nvtx is None or len(nvtx) == 0 or w0 is None or w1 is None:
         return []
@@ -30,12 +30,8 @@ def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int 
                        "dur": dur})
     df["text"] = df["text"].map(lambda t: t if isinstance(t, str) else "")
     df["domain"] = df["domain"].map(lambda t: t if isinstance(t, str) else "")
-    if step_pattern:
-        pat = re.compile(step_pattern, re.IGNORECASE)
-        uniq = pd.unique(df["text"])
-        shape = {t: re.sub(r"\d+", "N", t.strip()) for t in uniq if pat.fullmatch(t.strip())}
-        if shape:
-            df["text"] = df["text"].map(lambda t: shape.get(t, t))
+    folded = {t: S.fold_nvtx_text(t) for t in pd.unique(df["text"])}
+    df["text"] = df["text"].map(folded)
     g = df.groupby(["domain", "text"], sort=False)["dur"].agg(n="count", total="sum", mx="max").reset_index()
     g = g.sort_values(["total", "n", "text"], ascending=[False, False, True], kind="stable").head(limit)
     return [{"text": r.text, "domain": r.domain, "count": int(r.n), "total_ms": float(r.total) / 1e6,

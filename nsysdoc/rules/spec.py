@@ -8,7 +8,6 @@ and the field, with a suggestion for unknown names.
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -224,6 +224,19 @@ SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _
 DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
                              r"_SingleProcessDataLoaderIter|__next__|get_batch|next_batch|fetch", re.IGNORECASE)
 
+#: Per-call parts of PyTorch's NVTX range texts (torch.autograd.profiler.emit_nvtx):
+#: "aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2], [2, 3]], input_op_ids = [(1, 0)]".
+_NVTX_CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids)\s*=.*$")
+_NVTX_NUMBER = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
+
+
+def fold_nvtx_text(text: str) -> str:
+    """One name for the ranges of one operation: PyTorch's per-call fields (seq, op_id, sizes,
+    input_op_ids) dropped, and numbers standing alone shown as N ("blocks.15" -> "blocks.N",
+    "ProfilerStep#12" -> "ProfilerStep#N"; "conv2d" and "fp16" keep their digits)."""
+    return _NVTX_NUMBER.sub("N", _NVTX_CALL_FIELDS.sub("", text)).strip()
+
+
 #: NVTX domains owned by libraries: their ranges never mark training steps.
 LIBRARY_NVTX_DOMAINS = frozenset({
     "nccl", "cub", "cudnn", "cublas", "cublaslt", "cufft", "cusparse", "cusolver", "nvshmem",

@@ -1,0 +1,82 @@
+"""Human column headers (with units) and cell formats for the evidence tables of findings.
+
+The JSON keeps the machine names (``idle_before_first_op_ms``); the page shows "Idle before first
+op (ms)". Times are in ms or µs as the header says, timestamps in seconds with ns precision (as
+typed into the Nsight Systems GUI), ids without thousands separators, sizes in binary units
+(KiB/MiB/GiB), bandwidth in GB/s (10^9 bytes per second).
+"""
+from __future__ import annotations
+
+import math
+
+from ..fmt import fmt_bytes, fmt_s, is_num
+
+IDLE_CLASS_NAMES = {"sync": "sync", "input": "input wait", "alloc": "allocation", "setup": "set-up",
+                    "launch": "launch/dispatch", "api": "other CUDA API", "host": "host CPU work",
+                    "dependency": "GPU dependency", "tail": "tail", "unattributed": "unattributed"}
+
+#: machine name -> (header, kind); kind decides the cell format
+COLUMNS: dict[str, tuple[str, str]] = {
+    "step": ("Step #", "id"), "index": ("Index", "id"), "name": ("Name", "text"), "pid": ("PID", "id"),
+    "tid": ("TID", "id"), "start_ns": ("Start (s)", "ts"), "end_ns": ("End (s)", "ts"),
+    "step_time_ms": ("Step time (ms)", "ms"), "duration_ms": ("Duration (ms)", "ms"), "device": ("Device", "text"),
+    "kernel_count": ("Kernels", "count"), "time_busy_pct": ("Time-busy (%)", "pct"),
+    "idle_before_first_op_ms": ("Idle before first op (ms)", "ms"), "host_sync_ms": ("Host sync (ms)", "ms"),
+    "scalar_reads": ("Scalar reads", "count"), "sm_active_pct": ("SM Active (%)", "pct"),
+    "sm_issue_pct": ("SM Issue (%)", "pct"), "tensor_active_pct": ("Tensor Active (%)", "pct"),
+    "dram_read_pct": ("DRAM read (%)", "pct"), "exposed_comm_ms": ("Exposed comm (ms)", "ms"),
+    "compute_ms": ("Compute (ms)", "ms"), "copy_ms": ("Copies only (ms)", "ms"),
+    "label": ("Device", "text"), "compute_capability": ("Compute capability", "cc"),
+    "busy_pct": ("Busy (%)", "pct"), "compute_pct": ("Compute (%)", "pct"), "comm_pct": ("Comm (%)", "pct"),
+    "exposed_comm_pct": ("Exposed comm (%)", "pct"), "copy_only_pct": ("Copies only (%)", "pct"),
+    "idle_pct": ("Idle (%)", "pct"), "busy_ms": ("Busy (ms)", "ms"), "copy_only_ms": ("Copies only (ms)", "ms"),
+    "comm_ms": ("Comm (ms)", "ms"), "copy_count": ("Copies", "count"), "gap_count": ("Idle gaps", "count"),
+    "count": ("Count", "count"), "total_ms": ("Total (ms)", "ms"), "mean_us": ("Mean (µs)", "us"),
+    "median_us": ("Median (µs)", "us"), "p95_us": ("p95 (µs)", "us"),
+    "share_of_kernel_time_pct": ("Share of kernel time (%)", "pct"), "under_10us_pct": ("Under 10 µs (%)", "pct"),
+    "is_nccl": ("NCCL", "bool"), "fp32_gemm": ("FP32 GEMM", "bool"), "tensor_cores": ("Tensor cores", "bool"),
+    "kind": ("Kind", "text"), "host_memory": ("Host memory", "text"), "bytes": ("Size", "bytes"),
+    "time_ms": ("Time (ms)", "ms"), "gbps": ("Bandwidth (GB/s)", "gbps"), "api": ("API", "text"),
+    "max_ms": ("Longest (ms)", "ms"), "share_of_window_pct": ("Share of window (%)", "pct"),
+    "cause": ("Largest class", "text"),
+    **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
+    **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
+}
+
+
+def header(name: str) -> str:
+    """The header shown for a column (unknown names, e.g. a team table's, as they are)."""
+    return COLUMNS.get(name, (name, ""))[0]
+
+
+def _ms(v: float) -> str:
+    a = abs(v)
+    return f"{v:,.3f}" if a < 1 else f"{v:,.2f}" if a < 100 else f"{v:,.1f}"
+
+
+def cell(name: str, value) -> str:
+    """A value formatted for its column."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    kind = COLUMNS.get(name, ("", ""))[1]
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not is_num(value):
+        return str(value)
+    if kind == "id":
+        return str(int(value))
+    if kind == "ts":
+        return fmt_s(value)
+    if kind in ("ms", "us"):
+        return _ms(value)
+    if kind in ("pct", "gbps"):
+        return f"{value:,.1f}"
+    if kind == "bytes":
+        return fmt_bytes(value)
+    if kind == "cc":
+        return f"{value:.1f}"
+    if kind == "count":
+        return f"{int(value):,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1e-3 or abs(value) >= 1e6 else f"{round(value, 3):,}"
+    return str(value)
