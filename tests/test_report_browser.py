@@ -356,6 +356,70 @@ def test_report_without_findings_in_chromium(tmp_path, browser_binary):
     assert state["findings"] == []
 
 
+LAYOUT_JS = r"""
+(() => {
+  const g = document.getElementById('glossary-body');
+  const wrap = document.querySelector('#steps-table .scroll');
+  return {
+    pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth,
+    glossaryOpen: g ? g.open : null,
+    stepsOverflow: wrap ? wrap.scrollWidth - wrap.clientWidth : 0,
+    pageHeight: document.documentElement.scrollHeight,
+  };
+})()
+"""
+
+
+def _report_page(tmp_path, capture_path, name: str) -> Path:
+    from nsysdoc.analysis import analyze
+    from nsysdoc.report import render_html
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace
+
+    a = analyze(load_trace(capture_path, cache=False))
+    apply_rules(a.to_dict(), load_rules())
+    page = tmp_path / f"{name}.html"
+    page.write_text(render_html(a), encoding="utf-8")
+    return page
+
+
+@pytest.mark.parametrize("which", ["sample", "fastvideo_h100x2_sp2_slice", "ddp_2_ranks"])
+def test_pages_at_1400px(tmp_path, browser_binary, which):
+    """The pages a new user sees first, at 1400 px: full-page screenshots saved as artefacts
+    (report-1400-<which>.png); no horizontal scrolling, the glossary collapsed until a link into it
+    is followed, the 2-rank steps table fits."""
+    from nsysdoc.cli import sample_path
+    from nsysdoc.testing.scenarios import ddp_nccl
+
+    from .conftest import SHARED_TRACES
+
+    if which == "sample":
+        src = sample_path()
+    elif which == "ddp_2_ranks":
+        src = ddp_nccl(steps=6).write(tmp_path / "ddp.sqlite")
+    else:
+        src = SHARED_TRACES / f"{which}.sqlite"
+        if not src.exists():
+            pytest.skip(f"no real traces at {SHARED_TRACES}")
+    page = _report_page(tmp_path, src, which)
+    url = page.resolve().as_uri()
+    b = Browser(browser_binary)
+    try:
+        b.open(url, width=1400, height=1000)
+        before = b.evaluate(LAYOUT_JS)
+        b.screenshot(artifacts_dir() / f"report-1400-{which}.png", full_page=True)
+        b.evaluate("document.querySelector('#verdict .metric dt a').click(); true")
+        b.pump(0.3)
+        after = b.evaluate(LAYOUT_JS)
+        problems = b.problems(url)
+    finally:
+        b.close()
+    assert problems == {"errors": [], "requests": [], "dialogs": []}, problems
+    assert before["pageWidth"] <= before["viewport"], before
+    assert before["glossaryOpen"] is False and after["glossaryOpen"] is True
+    assert before["stepsOverflow"] <= 0, before
+
+
 def test_harness_sees_requests_and_errors(tmp_path, browser_binary):
     """Negative control: the checks above would notice a request and a console error."""
     page = tmp_path / "bad.html"

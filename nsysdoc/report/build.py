@@ -295,11 +295,11 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
         name = str(s.get("name") or s.get("step"))
         row = [Cell(name + (f" ({mark})" if mark else ""), s.get("step"), cls=f"nowrap mark-{mark}" if mark else "nowrap"),
                Cell(str(s.get("pid")), s.get("pid"), True),
-               Cell(fmt_ms(s.get("step_time_ms")), s.get("step_time_ms"), True),
-               Cell(fmt_ms(s.get("duration_ms")), s.get("duration_ms"), True),
+               Cell(fmt_num(s.get("step_time_ms"), 2), s.get("step_time_ms"), True),
+               Cell(fmt_num(s.get("duration_ms"), 2), s.get("duration_ms"), True),
                Cell(fmt_num(s.get("kernel_count"), 0), s.get("kernel_count"), True),
                Cell(_pct(s.get("time_busy_pct")), s.get("time_busy_pct"), True),
-               Cell(fmt_ms(s.get("host_sync_ms")), s.get("host_sync_ms"), True)]
+               Cell(fmt_num(s.get("host_sync_ms"), 2), s.get("host_sync_ms"), True)]
         dur = s.get("duration_ms") or 0
         for k, _ in cats:
             v = bd.get(k)

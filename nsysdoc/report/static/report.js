@@ -116,6 +116,20 @@
     });
   }
 
+  // the glossary is collapsed; a link to one of its definitions opens it and scrolls there
+  function openTarget(hash) {
+    if (!hash || hash.length < 2) { return; }
+    var el = document.getElementById(decodeURIComponent(hash.slice(1)));
+    var d = el && el.closest ? el.closest("details") : null;
+    if (d && !d.open) { d.open = true; el.scrollIntoView(); }
+  }
+  document.addEventListener("click", function (e) {
+    var a = e.target && e.target.closest ? e.target.closest("a[href^='#']") : null;
+    if (a) { openTarget(a.getAttribute("href")); }
+  });
+  window.addEventListener("hashchange", function () { openTarget(location.hash); });
+  openTarget(location.hash);
+
   Array.prototype.forEach.call(document.querySelectorAll(".tl"), initTimeline);
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), initSort);
   document.documentElement.setAttribute("data-js", "ready");
