@@ -21,6 +21,7 @@ from .metrics.copies import copy_table
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
 from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
+from .metrics import intervals as iv
 from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
 from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, pick_steps, step_ranges
 from .metrics.window import steady_window
@@ -85,7 +86,7 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     kernel_is_nccl = nccl_flag(kernels["short_id"].to_numpy()) | nccl_flag(kernels["name_id"].to_numpy()) \
         if len(kernels) else np.zeros(0, dtype=bool)
     ops = build_gpu_ops(kernels, memcpy, memset, runtime, kernel_is_nccl, trace.threads["global_tid"].to_numpy())
-    when = np.where(ops.api_start_ns >= 0, ops.api_start_ns, ops.start_ns)
+    when = np.where(ops.api >= 0, ops.api_start_ns, ops.start_ns)  # by row: negative times are valid
     ranges = step_ranges(trace.nvtx, pattern)
     steps = build_steps(ranges, trace.processes["global_pid"].to_numpy(np.int64), ops.proc, when,
                         ops.start_ns, ops.end_ns)
@@ -98,7 +99,7 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     tuning = _launched_in_setup_ranges(trace, ops)
     with ThreadPoolExecutor(max_workers=1) as pool:
         kfut = pool.submit(_kernel_metrics, trace, kernel_is_nccl, w0, w1, tuning)
-        lfut = pool.submit(host_m.launch_path, ops, _in_window(ops.start_ns, w0, w1))
+        lfut = pool.submit(host_m.launch_path, ops, _in_window(ops.start_ns, w0, w1, ops.end_ns))
         blocking = host_m.blocking_api_mask(runtime, memcpy, ops)
         scalar = host_m.scalar_read_mask(runtime, memcpy, ops, blocking)
         activity = gaps = host = None
@@ -109,8 +110,9 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
         if w0 is not None and w1 is not None and w1 > w0 and ndev:
             o0, o1 = min(w0, span[0]), max(w1, span[1])
             activity = gpu_m.device_activity(ops, ndev, o0, o1)
+            setup_launch = host_m.setup_launch_mask(runtime, strings, ops, kernels["name_id"].to_numpy())
             host = host_m.host_activity(runtime, trace.osrt, trace.nvtx, blocking,
-                                        trace.threads["global_tid"].to_numpy(), strings)
+                                        trace.threads["global_tid"].to_numpy(), strings, setup_launch)
             gaps = gpu_m.classify_gaps(ops, activity, host, o0, o1)
             if not steps.has_markers:
                 t0, t1, excluded = steady_window(activity, gaps, w0, w1)
@@ -121,23 +123,28 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
                     excluded = []
         a = Analysis(trace, pattern.pattern, steps, ops, op_step, activity, gaps, host, blocking, scalar,
                      span=span, excluded=excluded)
+        a.__dict__["tuning"] = tuning
         kernel_metrics, launch = kfut.result(), lfut.result()
     if excluded:  # the window shrank to its steady-state part: kernel and launch numbers follow it
         v0, v1 = steps.window_start_ns, steps.window_end_ns
         kernel_metrics = _kernel_metrics(trace, kernel_is_nccl, v0, v1, tuning)
-        launch = host_m.launch_path(ops, _in_window(ops.start_ns, v0, v1))
+        launch = host_m.launch_path(ops, _in_window(ops.start_ns, v0, v1, ops.end_ns))
     a.result = _assemble(a, kernel_metrics, launch)
     return a
 
 
-def _in_window(start_ns: np.ndarray, w0: int | None, w1: int | None) -> np.ndarray:
+def _in_window(start_ns: np.ndarray, w0: int | None, w1: int | None, end_ns: np.ndarray | None = None) -> np.ndarray:
     """Operations that start inside ``[w0, w1)``, plus those starting exactly at ``w1`` when the
-    window is empty (a capture whose only GPU work is one zero-length kernel)."""
+    window is empty (a capture whose only GPU work is one zero-length kernel) or, with ``end_ns``,
+    zero-length operations at ``w1`` (a step ending in a zero-length kernel)."""
     if w0 is None or w1 is None:
         return np.zeros(len(start_ns), dtype=bool)
     if w1 == w0:
         return start_ns == w0
-    return (start_ns >= w0) & (start_ns < w1)
+    inside = (start_ns >= w0) & (start_ns < w1)
+    if end_ns is not None:
+        inside |= (start_ns == w1) & (end_ns == w1)
+    return inside
 
 
 def _launched_in_setup_ranges(trace: Trace, ops: GpuOps) -> np.ndarray | None:
@@ -168,7 +175,7 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
                     tuning: np.ndarray | None = None) -> dict:
     k = trace.kernels
     start = k["start_ns"].to_numpy(np.int64)
-    sel = _in_window(start, w0, w1)
+    sel = _in_window(start, w0, w1, k["end_ns"].to_numpy(np.int64))
     every = bool(sel.all())
     dur = k["end_ns"].to_numpy(np.int64) - start
     if not every:
@@ -211,7 +218,7 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
     steps, ops = a.steps, a.ops
     w0, w1 = steps.window_start_ns, steps.window_end_ns
     window_ns = steps.window_ns
-    in_win = _in_window(ops.start_ns, w0, w1)
+    in_win = _in_window(ops.start_ns, w0, w1, ops.end_ns)
 
     devices = _devices(a, window_ns)
     step_rows = _steps(a)
@@ -265,7 +272,7 @@ def _devices(a: Analysis, window_ns: int) -> list[dict]:
     out = []
     ndev = len(t.devices)
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    in_win = _in_window(ops.start_ns, w0, w1)
+    in_win = _in_window(ops.start_ns, w0, w1, ops.end_ns)
     if a.activity is None or not window_ns:
         for r in t.devices.itertuples():
             out.append({"device": int(r.device), "label": r.label, "name": r.name, "busy_pct": None,
@@ -318,8 +325,11 @@ def _steps(a: Analysis) -> list[dict]:
     dev = np.full(nsteps, -1, dtype=np.int64)
     first_start = np.full(nsteps, -1, dtype=np.int64)
     if has.any():
-        df = pd.DataFrame({"step": sid[has], "device": ops.device[has], "start": ops.start_ns[has]})
-        top = df.groupby(["step", "device"]).size().reset_index(name="n").sort_values(["step", "n"], ascending=[True, False])
+        df = pd.DataFrame({"step": sid[has], "device": ops.device[has], "start": ops.start_ns[has],
+                           "dur": ops.end_ns[has] - ops.start_ns[has]})
+        # most operations; ties: the device with the most GPU time (the one that sets the pace)
+        top = df.groupby(["step", "device"]).agg(n=("start", "size"), d=("dur", "sum")).reset_index()
+        top = top.sort_values(["step", "n", "d"], ascending=[True, False, False], kind="stable")
         top = top.drop_duplicates("step")
         dev[top["step"].to_numpy()] = top["device"].to_numpy()
         df = df[df["device"].to_numpy() == dev[df["step"].to_numpy()]]
@@ -500,6 +510,11 @@ def _enough_work_in(ops: GpuOps, act: gpu_m.Activity, lo: int, hi: int) -> bool:
 def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
     active = _active(devices)
     if not active or not window_ms:
+        kernels = sum(d["kernel_count"] for d in devices)
+        copies = sum(d["copy_count"] for d in devices)
+        if kernels + copies:
+            return False, (f"too little GPU work to judge: {kernels} kernel(s) and {copies} copy/memset "
+                           f"operation(s) in a window of {_fmt_ms(window_ms or 0)}")
         return False, "no GPU activity in the window"
     ops = sum(d["kernel_count"] + d["copy_count"] for d in active)
     busy = _mean([d.get("busy_ms") or 0 for d in active]) or 0.0
@@ -620,16 +635,14 @@ def _values(a: Analysis, r: dict) -> dict:
         "compute_pct": mean("compute_pct"),
         "copy_only_ms": mean("copy_only_ms"),
         "copy_only_pct": mean("copy_only_pct"),
-        "copy_only_ms_per_step": _num(_median([(s["breakdown_ms"] or {}).get("copy", np.nan) for s in primary]))
-        if primary else None,
+        "copy_only_ms_per_step": _num(_step_mean(primary, "copy")),
     }
     # idle time by class, per device (mean over devices), as a share of the window and per step
     for c in gpu_m.CAUSES:
         ms = _mean([d["idle_ms_by_cause"][c] for d in active]) if ndev else None
         v[f"idle_{c}_ms"] = _num(ms)
         v[f"idle_{c}_pct"] = pct_of_window(ms)
-        v[f"idle_{c}_ms_per_step"] = _num(_median([(s["breakdown_ms"] or {}).get(f"idle_{c}", np.nan)
-                                                   for s in primary])) if primary else None
+        v[f"idle_{c}_ms_per_step"] = _num(_step_mean(primary, f"idle_{c}"))
     v["idle_pct"] = mean("idle_pct")
     v.update(_gap_shape_values(a, m["kernels"]["median_us"]))
     per_step = lambda key: _median([s[key] if s[key] is not None else np.nan for s in primary])  # noqa: E731
@@ -659,8 +672,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v["comm_ms"], v["exposed_comm_ms"] = comm["comm_ms"], comm["exposed_comm_ms"]
     v["comm_overlapped_pct"] = comm["overlapped_pct"]
     v["exposed_comm_pct"] = mean("exposed_comm_pct")
-    v["exposed_comm_ms_per_step"] = _num(_median([(s["breakdown_ms"] or {}).get("exposed_comm", np.nan)
-                                                   for s in primary])) if primary else None
+    v["exposed_comm_ms_per_step"] = _num(_step_mean(primary, "exposed_comm"))
     # copies (summed over devices in the table; per device here)
     copies = m["copies"]
     n = max(ndev, 1)
@@ -684,7 +696,10 @@ def _values(a: Analysis, r: dict) -> dict:
               and c["count"] and c["bytes"] / c["count"] >= 64 * 1024]
     p_ms, p_b = sum(c["time_ms"] for c in pageable), sum(c["bytes"] for c in pageable)
     v["pageable_copy_count"] = sum(c["count"] for c in pageable)
-    v["pageable_copy_ms"] = _num(p_ms / n)
+    # wall-clock copy time per GPU (copies overlapping each other or running past the window count
+    # once, clipped): what pinned memory could shorten
+    v["pageable_copy_ms"] = _num(_wall_ms_per_gpu(a, _copy_mask(a, host_kind=S.MEM_PAGEABLE), ndev)) \
+        if pageable else 0.0
     v["pageable_copy_bytes"] = int(p_b / n)
     v["pageable_copy_gib"] = _num(p_b / n / 2**30)
     v["pageable_gbps"] = _num(p_b / (p_ms * 1e6)) if p_ms else None
@@ -708,7 +723,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
     ktotal = m["kernels"]["total_ms"] or 0
     fp32_total = m["kernels"]["fp32_gemm_ms"] or 0
-    v["fp32_gemm_ms"] = _num(fp32_total / n)
+    v["fp32_gemm_ms"] = _num(_wall_ms_per_gpu(a, _fp32_mask(a), ndev)) if fp32_total else 0.0
     v["fp32_gemm_share_pct"] = _num(fp32_total / ktotal * 100) if ktotal else None
     ccs = [d.get("compute_capability") for d in active if d.get("compute_capability")]
     v["compute_capability"] = min(ccs) if ccs else None
@@ -720,12 +735,76 @@ def _values(a: Analysis, r: dict) -> dict:
     return v
 
 
+def _wall_ms_per_gpu(a: Analysis, sel: np.ndarray, ndev: int, *, without_kernels: bool = False) -> float:
+    """Wall-clock time per GPU of the GPU operations ``sel`` that start in the window: the union of
+    their intervals clipped to the window on each device (concurrent or overlapping operations
+    count once), optionally without the time a kernel runs, as the mean over the ``ndev`` devices
+    with GPU work. Never more than the window."""
+    ops = a.ops
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    m = np.flatnonzero(sel & _in_window(ops.start_ns, w0, w1, ops.end_ns))
+    if not len(m) or a.activity is None:
+        return 0.0
+    u = iv.union(ops.device[m], np.maximum(ops.start_ns[m], w0), np.minimum(ops.end_ns[m], w1))
+    total = float(u.lengths.sum())
+    if without_kernels and len(u):
+        total -= float(a.activity.kernels.covered(u.keys, u.starts, u.ends).sum())
+    return total / max(ndev, 1) / 1e6
+
+
+def _copy_mask(a: Analysis, host_kind: int | None = None, copy_kind: int | None = None,
+               min_bytes: int | None = None) -> np.ndarray:
+    """GPU operations that are memcpy rows of the given host memory kind / direction / size."""
+    ops, mc = a.ops, a.trace.memcpy
+    out = np.zeros(len(ops), dtype=bool)
+    m = np.flatnonzero(ops.kind == KIND_MEMCPY)
+    if not len(m):
+        return out
+    rows = ops.row[m]
+    keep = np.ones(len(m), dtype=bool)
+    if host_kind is not None:
+        hk = mc["host_kind"].to_numpy()[rows]
+        ck = mc["copy_kind"].to_numpy()[rows]
+        keep &= (hk == host_kind) & np.isin(ck, (S.COPY_HTOD, S.COPY_DTOH))
+    if copy_kind is not None:
+        keep &= mc["copy_kind"].to_numpy()[rows] == copy_kind
+    if min_bytes is not None:
+        keep &= mc["bytes"].to_numpy()[rows] > min_bytes
+    out[m[keep]] = True
+    return out
+
+
+def _fp32_mask(a: Analysis) -> np.ndarray:
+    """Kernels whose name is an FP32 GEMM/conv without tensor cores (not autotuning candidates)."""
+    ops, k = a.ops, a.trace.kernels
+    out = np.zeros(len(ops), dtype=bool)
+    m = np.flatnonzero(ops.kind == KIND_KERNEL)
+    if not len(m):
+        return out
+    flag = a.trace.strings.flags(is_fp32_gemm)
+    rows = ops.row[m]
+    sel = flag(k["name_id"].to_numpy()[rows])
+    tuning = a.__dict__.get("tuning")
+    if tuning is not None:
+        sel &= ~tuning[rows]
+    out[m[sel]] = True
+    return out
+
+
 def _kernel_launch_calls(t: Trace) -> int:
     """Kernel and graph launch calls in the whole capture (any thread)."""
     if not len(t.runtime):
         return 0
     is_launch = t.strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
     return int(is_launch(t.runtime["name_id"].to_numpy()).sum())
+
+
+def _step_mean(primary: list[dict], part: str) -> float | None:
+    """Mean over the primary steps that have a breakdown of one part of it (ms): a cost per step
+    that a single large stall does not hide, as a median would."""
+    vals = [s["breakdown_ms"].get(part) for s in primary if s.get("breakdown_ms")]
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else None
 
 
 def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
@@ -749,7 +828,9 @@ def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
                    launch_gap_us_median=_num(float(np.median(lg)) / 1e3))
         if kernel_median_us:
             out["launch_gap_to_kernel_ratio"] = _num(lg.mean() / 1e3 / kernel_median_us)
-    hg = dur[cause == gpu_m.CAUSE_HOST]
+    # host phases: every gap with host CPU time (a host window of 1 ms or more), by that time
+    hg = g.amounts[sel, gpu_m.CAUSE_HOST].astype(np.int64)
+    hg = hg[hg > 0]
     if len(hg):
         out.update(host_gap_count=int(len(hg)), host_gap_ms_max=_num(hg.max() / 1e6),
                    host_gap_ms_median=_num(float(np.median(hg)) / 1e6))
@@ -757,28 +838,29 @@ def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
 
 
 def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
-    """Device-to-host copies that are not scalar reads (> 16 bytes): in the window (per device: the
-    mean over the ``ndev`` devices with GPU work) and per step."""
+    """Device-to-host copies that are not scalar reads (> 16 bytes): bytes, and the copy time with
+    no kernel running (a copy hidden under compute costs nothing), in the window (per GPU: the mean
+    over the ``ndev`` devices with GPU work) and per step."""
     t, ops = a.trace, a.ops
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     out = {"dtoh_bytes": 0, "dtoh_ms": None, "dtoh_count": 0, "dtoh_bytes_per_step_median": None,
-           "dtoh_ms_per_step_median": None}
-    if w0 is None or len(t.memcpy) == 0:
+           "dtoh_ms_per_step_median": None, "dtoh_ms_per_step": None}
+    if w0 is None or len(t.memcpy) == 0 or a.activity is None:
         return out
-    m = np.flatnonzero((ops.kind == KIND_MEMCPY) & _in_window(ops.start_ns, w0, w1))
-    rows = ops.row[m]
-    kind = t.memcpy["copy_kind"].to_numpy()[rows]
-    nbytes = t.memcpy["bytes"].to_numpy()[rows]
-    sel = (kind == S.COPY_DTOH) & (nbytes > host_m.SCALAR_READ_MAX_BYTES)
-    m, nbytes = m[sel], nbytes[sel]
-    dur = ops.end_ns[m] - ops.start_ns[m]
+    mask = _copy_mask(a, copy_kind=S.COPY_DTOH, min_bytes=host_m.SCALAR_READ_MAX_BYTES)
+    m = np.flatnonzero(mask & _in_window(ops.start_ns, w0, w1, ops.end_ns))
+    nbytes = t.memcpy["bytes"].to_numpy()[ops.row[m]]
     n = max(ndev, 1)
-    out.update(dtoh_bytes=int(nbytes.sum() / n), dtoh_ms=_num(dur.sum() / 1e6 / n), dtoh_count=int(len(m)))
+    out.update(dtoh_bytes=int(nbytes.sum() / n), dtoh_count=int(len(m)),
+               dtoh_ms=_num(_wall_ms_per_gpu(a, mask, ndev, without_kernels=True)))
     if primary:
+        s0, s1 = np.maximum(ops.start_ns[m], w0), np.minimum(ops.end_ns[m], w1)
+        exposed = (s1 - s0) - a.activity.kernels.covered(ops.device[m], s0, s1)
         ids = [s["step"] for s in primary]
         step = a.op_step[m]
         b = [int(nbytes[step == i].sum()) for i in ids]
-        d = [float(dur[step == i].sum()) / 1e6 for i in ids]
+        d = [float(exposed[step == i].sum()) / 1e6 for i in ids]
         out["dtoh_bytes_per_step_median"] = _num(_median(b))
         out["dtoh_ms_per_step_median"] = _num(_median(d))
+        out["dtoh_ms_per_step"] = _num(float(np.mean(d)))
     return out

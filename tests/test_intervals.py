@@ -135,6 +135,9 @@ def test_paint_matches_a_brute_force_sweep():
 
 def test_interval_near_finds_the_merged_call_around_an_instant():
     u = iv.union([0, 0, 1], [10, 50, 10], [20, 60, 30])
-    s, e = u.interval_near([0, 0, 0, 1, 1, 0], [20, 25, 45, 5, 31, 100], 2)
-    assert s.tolist() == [10, -1, -1, -1, 10, -1]
-    assert e.tolist() == [20, -1, -1, -1, 30, -1]
+    found, s, e = u.interval_near([0, 0, 0, 1, 1, 0], [20, 25, 45, 5, 31, 100], 2)
+    assert found.tolist() == [True, False, False, False, True, False]
+    assert s[found].tolist() == [10, 10] and e[found].tolist() == [20, 30]
+    # negative times are valid (nsys export --ts-shift)
+    found, s, e = iv.union([0], [-50], [-30]).interval_near([0, 0], [-31, -10], 2)
+    assert found.tolist() == [True, False] and (s[0], e[0]) == (-50, -30)

@@ -296,16 +296,15 @@ def test_host_work_between_steps_is_host_bound(build):
         assert b["idle_host"] == approx(host)
         assert b["idle_launch"] == approx(0.005)
         assert b["idle_sync"] == approx(0.0)
-    assert r["metrics"]["values"]["idle_host_ms_per_step"] == approx(6.035)   # median of the above
+    assert r["metrics"]["values"]["idle_host_ms_per_step"] == approx((8.0 + 9 * 6.035) / 10)   # mean of the above
     assert r["metrics"]["values"]["idle_host_ms"] == approx(HW_HOST_MS)
     assert r["metrics"]["values"]["idle_launch_ms"] == approx(0.05)
 
     f = finding(r, "host-bound")
     assert f is not None
     assert f["impact_ms"] == approx(HW_HOST_MS)
-    # per step: the median step's idle_host (8.0 once, 6.035 nine times), as the breakdown shows it
-    # (lead: rules whose cost is a breakdown part use its per-step median, not impact / step_count)
-    assert f["impact_ms_per_step"] == approx(6.035)
+    # per step: the mean of the steps' idle_host (8.0 once, 6.035 nine times) = 62.315 / 10
+    assert f["impact_ms_per_step"] == approx(HW_HOST_MS / HW_STEPS)
     assert f["impact_pct"] == approx(HW_HOST_PCT)
     assert f["severity"] == by_impact(HW_HOST_PCT) == "critical"
     assert "launch-bound" not in fired(r)
@@ -355,15 +354,15 @@ def test_sync_then_dependent_cpu_work_charges_only_blocked_time(build):
     v = r["metrics"]["values"]
     assert v["idle_sync_ms"] == approx(ST_SYNC_MS)
     assert v["idle_host_ms"] == approx(ST_HOST_MS)
-    assert v["idle_sync_ms_per_step"] == approx(ST_SYNC_STEP_MS)   # median of 7 x 0.072 and 0
+    assert v["idle_sync_ms_per_step"] == approx(7 * ST_SYNC_STEP_MS / 8)   # mean of 7 x 0.072 and 0
     assert v["idle_sync_pct"] == approx(ST_SYNC_MS / ST_WINDOW_MS * 100)
 
     assert "host-sync" not in fired(r)
     f = finding(r, "host-bound")
     assert f is not None
     assert f["impact_ms"] == approx(ST_HOST_MS)
-    # per step: median of 7 x 4.93 and the last step's 0 (its idle is tail) = 4.93 ms
-    assert f["impact_ms_per_step"] == approx(ST_HOST_STEP_MS)
+    # per step: mean of 7 x 4.93 and the last step's 0 (its idle is tail) = 4.31375 ms
+    assert f["impact_ms_per_step"] == approx(ST_HOST_MS / ST_STEPS)
     assert f["impact_pct"] == approx(ST_HOST_PCT)
     assert f["severity"] == by_impact(ST_HOST_PCT) == "critical"
 

@@ -71,23 +71,45 @@ def test_same_file_names_in_several_folders_get_distinct_reports(build, tmp_path
     assert len(outs) == 2 and all("run.nsysdoc.json" in o for o in outs) and outs[0] != outs[1]
 
 
+def _shift_all_times(p, shifted, shift):
+    shifted.write_bytes(p.read_bytes())
+    con = sqlite3.connect(shifted)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for table, cols in (("CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end")), ("CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end")),
+                        ("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end")), ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", ("start", "end")),
+                        ("NVTX_EVENTS", ("start", "end")), ("OSRT_API", ("start", "end")), ("GPU_METRICS", ("timestamp",))):
+        if table in tables:
+            sets = ", ".join(f'"{c}" = "{c}" + {shift}' for c in cols)
+            con.execute(f"UPDATE {table} SET {sets}")
+    con.commit()
+    con.close()
+
+
 def test_negative_timestamps_are_kept(tmp_path, build):
     p = build("healthy_training")
     base = analyze_path(p)
     shifted = tmp_path / "neg.sqlite"
-    shifted.write_bytes(p.read_bytes())
-    con = sqlite3.connect(shifted)
-    shift = -1_005_000_000
-    for table, cols in (("CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end")), ("CUPTI_ACTIVITY_KIND_MEMCPY", ("start", "end")),
-                        ("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end")), ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", ("start", "end")),
-                        ("NVTX_EVENTS", ("start", "end")), ("OSRT_API", ("start", "end")), ("GPU_METRICS", ("timestamp",))):
-        sets = ", ".join(f'"{c}" = "{c}" + {shift}' for c in cols)
-        con.execute(f"UPDATE {table} SET {sets}")
-    con.commit()
-    con.close()
+    _shift_all_times(p, shifted, -1_005_000_000)
     d = analyze_path(shifted)
     assert d["summary"] == base["summary"]
     assert d["devices"][0]["busy_pct"] == base["devices"][0]["busy_pct"]
+
+
+@pytest.mark.parametrize("name", ["sync_storm", "dataloader_starvation", "host_work_between_steps"])
+def test_negative_timestamps_keep_the_judgement(tmp_path, build, name):
+    """Review: a launching call before time 0 (nsys export --ts-shift) was taken for 'no launching
+    call', so every idle gap became unattributed and the headline changed."""
+    from .conftest import diagnose_path
+
+    p = build(name)
+    shifted = tmp_path / "neg.sqlite"
+    _shift_all_times(p, shifted, -2_000_000_000)
+    base, neg = diagnose_path(p), diagnose_path(shifted)
+    assert neg["verdict"]["headline"] == base["verdict"]["headline"]
+    assert neg["devices"][0]["idle_ms_by_cause"] == base["devices"][0]["idle_ms_by_cause"]
+    assert [s["kernel_count"] for s in neg["steps"]] == [s["kernel_count"] for s in base["steps"]]
+    assert [(f["rule"], f["severity"], f["impact_ms"]) for f in neg["findings"]] == \
+        [(f["rule"], f["severity"], f["impact_ms"]) for f in base["findings"]]
 
 
 def test_host_wait_averages_only_active_devices(tmp_path):

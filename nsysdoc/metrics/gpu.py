@@ -46,9 +46,10 @@ LAUNCH_LATENCY_NS = 20_000
 #: Host windows (GPU idle → the next launching call) shorter than this are per-launch dispatch:
 #: Python/framework time between ordinary launches. Longer ones are host phases.
 DISPATCH_MAX_NS = 1_000_000
-#: A kernel or graph launch call at least this long is set-up work (first-launch module loading,
-#: JIT), not launch overhead: ordinary launch calls take microseconds, and a launch call blocked by
-#: a full launch queue only happens while the GPU is busy (never inside an idle gap).
+#: A kernel or graph launch call at least this long that is the first launch of one of its kernels
+#: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
+#: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
+#: the same thread feeds): launch time (see ``nsysdoc.metrics.host.setup_launch_mask``).
 SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.
@@ -190,7 +191,7 @@ class Gaps:
     start_ns: np.ndarray
     end_ns: np.ndarray
     thread: np.ndarray          # global_tid of the launching thread (0 if unknown)
-    next_api_start_ns: np.ndarray  # start of the launching call of the op ending the gap (-1 if unknown)
+    next_api_start_ns: np.ndarray  # start of the launching call of the op ending the gap (kind 0 only)
     kind: np.ndarray            # 0 attributed, 1 tail, 2 unattributed
     thread_index: np.ndarray    # index into HostActivity.thread_keys (-1 if unknown)
     painted_end_ns: np.ndarray  # end of the painted host part [start, painted_end)
@@ -313,7 +314,7 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: i
        ``dependency`` (it waited on other GPU work: an event, another stream or device);
     3. the **host part** ``[g0, x)`` is labelled instant by instant by T's own activity, the first
        that applies: compile/autotune/warm-up NVTX ranges (setup); DataLoader NVTX ranges (input);
-       set-up CUDA calls and launch calls far longer than the capture's typical launch (setup);
+       set-up CUDA calls and first launches of a kernel lasting 1 ms or more (setup);
        allocation calls (alloc); blocking sync calls (sync); OS waits (input); the *sync budget*
        — after a blocking sync that covered ``g0``, the first ``min(blocked time, a − g0)`` of the
        host part (sync); ordinary launch calls (launch); other CUDA calls (api); nothing (host).
@@ -359,10 +360,12 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: i
     has_next = j >= 0
     j = np.maximum(j, 0)
     kind[~has_next] = 1
-    a = np.where(has_next, ops.api_start_ns[j], -1)
-    b = np.where(has_next, ops.api_end_ns(j), -1)
-    t = np.where(has_next, ops.api_tid(j), 0)
-    known = has_next & (a >= 0)
+    # a launching call is known by its row, never by the sign of its time (negative times are valid:
+    # nsys export --ts-shift)
+    known = has_next & (ops.api[j] >= 0)
+    a = np.where(known, ops.api_start_ns[j], 0)
+    b = np.where(known, ops.api_end_ns(j), 0)
+    t = np.where(known, ops.api_tid(j), 0)
     kind[known] = 0
     thread[known] = t[known]
     next_api[known] = a[known]
@@ -374,8 +377,7 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: i
     late = np.flatnonzero(known & (hostw > 0) & (tindex >= 0))
     extra = None
     if len(late):
-        s0, s1 = host.sync.interval_near(tindex[late], gs[late], SYNC_TOLERANCE_NS)
-        ok = s0 >= 0
+        ok, s0, s1 = host.sync.interval_near(tindex[late], gs[late], SYNC_TOLERANCE_NS)
         late, s0, s1 = late[ok], s0[ok], s1[ok]
         budget = np.minimum(s1 - s0, hostw[late])
         extra = (LV_SYNC_BUDGET, tindex[late], gs[late], gs[late] + budget)

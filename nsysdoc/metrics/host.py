@@ -46,27 +46,77 @@ def blocking_api_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps) 
     return blocking
 
 
-def runtime_levels(runtime: pd.DataFrame, blocking: np.ndarray, strings) -> np.ndarray:
-    """Painting level of each CUDA API row (see :func:`nsysdoc.metrics.gpu.classify_gaps`)."""
+def setup_launch_mask(runtime: pd.DataFrame, strings, ops: GpuOps, kernel_name_id: np.ndarray) -> np.ndarray:
+    """Kernel/graph launch calls that are set-up work: at least ``SETUP_LAUNCH_MIN_NS`` long and the
+    *first* launch of one of the kernels they launch in their process (CUDA lazy loading and JIT
+    happen on a kernel's first launch). A later launch that long is back-pressure (a full launch
+    queue, possibly of another GPU the thread also feeds): ordinary launch time. A long launch whose
+    kernels are unknown counts as set-up."""
+    kind = runtime["api_kind"].to_numpy()
+    out = np.zeros(len(kind), dtype=bool)
+    if not len(kind):
+        return out
+    dur = runtime["end_ns"].to_numpy(np.int64) - runtime["start_ns"].to_numpy(np.int64)
+    cand = (kind == API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
+    if not cand.any():
+        return out
+    is_kernel_launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+    cand &= is_kernel_launch(runtime["name_id"].to_numpy())
+    if not cand.any():
+        return out
+    k = np.flatnonzero((ops.kind == KIND_KERNEL) & (ops.api >= 0))
+    rows = ops.api[k].astype(np.int64)
+    key = (ops.proc[k].astype(np.int64) << 32) | kernel_name_id[ops.row[k]].astype(np.int64)
+    mine = cand[rows]                       # kernels launched by candidate calls
+    out[cand] = True                        # unknown kernels: set-up
+    if not mine.any():
+        return out
+    out[np.unique(rows[mine])] = False      # known kernels: only a first launch is set-up
+    keys = np.unique(key[mine])
+    rel = np.isin(key, keys)                # every launch of those kernels, to find the first one
+    df = pd.DataFrame({"key": key[rel], "start": ops.api_start_ns[k][rel], "row": rows[rel]})
+    first = df.loc[df.groupby("key")["start"].idxmin(), "row"].to_numpy()
+    first = first[cand[first]]
+    out[first] = True
+    return out
+
+
+def runtime_levels(runtime: pd.DataFrame, blocking: np.ndarray, setup_launch: np.ndarray | None = None) -> np.ndarray:
+    """Painting level of each CUDA API row (see :func:`nsysdoc.metrics.gpu.classify_gaps`);
+    ``setup_launch`` marks the launch calls that are set-up work (:func:`setup_launch_mask`)."""
     kind = runtime["api_kind"].to_numpy()
     level = np.full(len(kind), LV_API, dtype=np.int8)
     level[np.isin(kind, (API_LAUNCH, API_ASYNC_COPY))] = LV_LAUNCH
     level[kind == API_ALLOC] = LV_ALLOC
     level[kind == API_SETUP] = LV_SETUP_API
-    if len(kind):
-        dur = runtime["end_ns"].to_numpy(np.int64) - runtime["start_ns"].to_numpy(np.int64)
-        threshold = SETUP_LAUNCH_MIN_NS
-        is_kernel_launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
-        long_launch = (kind == API_LAUNCH) & (dur >= threshold)
-        if long_launch.any():
-            long_launch &= is_kernel_launch(runtime["name_id"].to_numpy())
-            level[long_launch] = LV_SETUP_API
+    if setup_launch is not None and len(setup_launch):
+        level[setup_launch] = LV_SETUP_API
     level[blocking] = LV_SYNC
     return level
 
 
+def _outside_cuda_calls(osrt: pd.DataFrame, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarray:
+    """OS wait rows that are not mostly inside a CUDA call of the same thread: a futex or poll the
+    driver makes inside cudaLaunchKernel or cudaStreamSynchronize is that call's time, not an input
+    wait. Only the CUDA calls that overlap a wait are unioned."""
+    idx = np.flatnonzero(wait)
+    if not len(idx) or not len(rs):
+        return wait
+    ot = osrt["thread"].to_numpy()[idx]
+    os_, oe = osrt["start_ns"].to_numpy(np.int64)[idx], osrt["end_ns"].to_numpy(np.int64)[idx]
+    waits = iv.union(ot, os_, oe)
+    near = np.flatnonzero(waits.covered(rt_thread, rs, re_) > 0)
+    if not len(near):
+        return wait
+    calls = iv.union(rt_thread[near], rs[near], re_[near])
+    inside = calls.covered(ot, os_, oe) * 2 > np.maximum(oe - os_, 1)
+    out = wait.copy()
+    out[idx[inside]] = False
+    return out
+
+
 def host_activity(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame, blocking: np.ndarray,
-                  thread_keys: np.ndarray, strings) -> HostActivity:
+                  thread_keys: np.ndarray, strings, setup_launch: np.ndarray | None = None) -> HostActivity:
     """Per-thread blocking-sync union, plus the painting sources: CUDA API rows (by class), OS
     waits, DataLoader NVTX ranges and compile/autotune/warm-up NVTX ranges. Tables carry a dense
     ``thread`` index into the sorted ``thread_keys``."""
@@ -83,7 +133,8 @@ def host_activity(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame,
     nv_thread = nvtx["thread"].to_numpy()
     nv_s = nvtx["start_ns"].to_numpy(np.int64)
     nv_e = nvtx["end_ns"].to_numpy(np.int64)
-    levels = runtime_levels(runtime, blocking, strings)
+    levels = runtime_levels(runtime, blocking, setup_launch)
+    wait = _outside_cuda_calls(osrt, wait, rt_thread, rs, re_)
     sources = [
         (levels, rt_thread, rs, re_),
         (LV_WAIT, osrt["thread"].to_numpy()[wait], osrt["start_ns"].to_numpy(np.int64)[wait],

@@ -111,20 +111,20 @@ class Union:
             return np.zeros(np.broadcast(keys, lo, hi).shape, dtype=np.int64)
         return self._before(self._shift(keys, hi)) - self._before(self._shift(keys, lo))
 
-    def interval_near(self, keys, t, tol: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def interval_near(self, keys, t, tol: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per query, the union interval of ``keys`` that covers any instant of ``[t - tol, t + tol]``
-        (the latest one starting by ``t + tol``): its raw ``(start, end)``, or ``(-1, -1)``."""
+        (the latest one starting by ``t + tol``): ``(found, start, end)`` — times may be negative, so
+        ``found`` says which queries have one (start and end are 0 where not)."""
         t = np.asarray(t, dtype=np.int64)
         keys = np.asarray(keys, dtype=np.int64)
-        none = np.full(t.shape, -1, dtype=np.int64)
         if len(self._s) == 0 or t.size == 0:
-            return none, none.copy()
+            return np.zeros(t.shape, dtype=bool), np.zeros(t.shape, np.int64), np.zeros(t.shape, np.int64)
         p = np.searchsorted(self._s, self._shift(keys, t + tol), side="right") - 1
         pc = np.maximum(p, 0)
         back = keys * self.span - self.tmin
         rs, re_ = self._s[pc] - back, self._e[pc] - back
         hit = (p >= 0) & (self.keys[pc] == keys) & (rs <= t + tol) & (re_ >= t - tol)
-        return np.where(hit, rs, -1), np.where(hit, re_, -1)
+        return hit, np.where(hit, rs, 0), np.where(hit, re_, 0)
 
     def contains(self, keys, t) -> np.ndarray:
         """Whether time ``t`` lies inside key ``keys``'s union."""

@@ -2,11 +2,12 @@
 
 ``result["verdict"]`` (``docs/json.md``):
 
-* ``no-gpu``: no GPU kernel ran (headline ``no-gpu-activity``);
+* ``no-gpu``: no GPU activity, or no kernel and too little GPU work (headline ``no-gpu-activity``);
 * ``too-little-work``: too little GPU work in the window to judge (headline ``capture-quality``);
   the sentence says so and the detail names what the capture does show;
 * ``bottleneck``: the finding with the largest impact among those at warning or critical
-  (headline = its rule id), with its cost per step or per window;
+  (headline = its rule id), with its cost per step or per window; a finding measured over the GPU
+  span (one-time set-up) comes after the window's findings when most of it lies outside the window;
 * ``bound``: no such finding; the headline names what bounds the run — the largest part of the
   window split (mean over devices): ``compute-bound``, ``communication-bound`` (exposed
   communication), ``transfer-bound`` (copy-only time) or ``gpu-idle`` (idle, with its largest class).
@@ -130,7 +131,7 @@ def verdict(result: dict) -> dict:
     summary = result.get("summary") or {}
     window_ms = (cap.get("window") or {}).get("duration_ms")
     base = {"rule": None, "severity": None, "impact_ms": None, "impact_ms_per_step": None, "impact_pct": None}
-    if not cap.get("gpu_activity", True) or not summary.get("kernel_count"):
+    if not cap.get("gpu_activity", True) or (not summary.get("kernel_count") and cap.get("enough_gpu_work") is False):
         why = "the capture has no GPU activity" if not cap.get("gpu_activity", True) else \
             "no GPU kernel ran in the capture"
         f = next((x for x in findings if x.get("rule") == "no-gpu-activity"), None)
@@ -146,6 +147,12 @@ def verdict(result: dict) -> dict:
                 "severity": q and q["severity"], "sentence": reason[:1].upper() + reason[1:] + ".", "detail": detail}
     costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
               and f.get("severity") in ("warning", "critical")]
+    # a cost measured outside the analysis window (one-time set-up over the GPU span) ranks after
+    # the window's own findings when most of it lies outside the window: it does not recur there
+    values = (result.get("metrics") or {}).get("values") or {}
+    outside = max((values.get("setup_ms") or 0) - (values.get("idle_setup_ms") or 0), 0)
+    mostly_outside = outside > 0.5 * (values.get("setup_ms") or 0)
+    costly.sort(key=lambda f: (mostly_outside and (f.get("impact_of") or "analysis window") != "analysis window",))
     head, bound_text = bound(result)
     if costly:
         f = costly[0]

@@ -222,7 +222,8 @@ SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _
 
 #: NVTX text of data-loading ranges (PyTorch's DataLoader iterator, or user ranges).
 DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
-                             r"_SingleProcessDataLoaderIter|__next__|get_batch|next_batch|fetch", re.IGNORECASE)
+                             r"_SingleProcessDataLoaderIter|__next__|\bget_batch\b|\bnext_batch\b|\bfetch\b",
+                             re.IGNORECASE)
 
 #: Per-call parts of PyTorch's NVTX range texts (torch.autograd.profiler.emit_nvtx):
 #: "aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2], [2, 3]], input_op_ids = [(1, 0)]".
