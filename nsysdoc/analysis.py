@@ -21,6 +21,7 @@ from .metrics.copies import copy_table
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
 from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
+from .metrics.nvtx import nvtx_summary
 from .metrics import intervals as iv
 from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
 from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, pick_steps, step_ranges
@@ -29,6 +30,10 @@ from .trace import Trace
 from .trace import schema as S
 
 TOP_N = 50
+#: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
+CONTRACT = 2
+#: Kernel names kept in ``metrics.kernels.names`` (every name up to this many, for ``nsysdoc diff``).
+ALL_NAMES_MAX = 5000
 
 
 def _num(x):
@@ -209,6 +214,9 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
         "tensor_core_ms": _num(tc_ms),
         "by_short_name": _records(kernels_by_name(short, dur, trace.strings, nccl, limit=TOP_N)),
         "by_name": _records(kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N)),
+        # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
+        "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
+                  _records(kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX))],
     }
 
 
@@ -251,10 +259,12 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
         "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
+        "nvtx": nvtx_summary(t.nvtx, w0, w1),
     }
     quality = _capture(a, judgeable, why_not)
     result = {
         "nsysdoc_version": __version__,
+        "contract": CONTRACT,
         "source": {"path": t.path, "nsys_version": t.nsys_version, "schema_version": t.schema_version},
         "capture": quality,
         "summary": summary,

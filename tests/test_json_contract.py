@@ -11,7 +11,7 @@ from nsysdoc.testing.scenarios import SCENARIOS
 from .conftest import analyze_path
 
 SUMMARY_KEYS = ["gpu_busy_pct", "step_count", "step_time_ms_median", "kernel_count", "kernels_per_step_median"]
-TOP_KEYS = {"nsysdoc_version", "source", "capture", "summary", "devices", "steps", "metrics", "findings"}
+TOP_KEYS = {"nsysdoc_version", "contract", "source", "capture", "summary", "devices", "steps", "metrics", "findings"}
 
 
 def _plain(value, path="$"):
@@ -48,6 +48,22 @@ def test_contract_on_every_scenario(build, name):
             assert 0 <= dev["busy_pct"] <= 100
             parts = dev["compute_pct"] + dev["exposed_comm_pct"] + dev["copy_only_pct"]
             assert parts == pytest.approx(dev["busy_pct"], abs=1e-3)
+
+
+def test_contract_version_and_every_kernel_name(build):
+    """``contract`` is what ``nsysdoc diff`` checks; ``kernels.names`` lists every short name, so
+    its counts and times add up to the window's kernels (the top-50 tables do not)."""
+    from nsysdoc.analysis import CONTRACT
+
+    d = analyze_path(build("sample_training"))
+    assert d["contract"] == CONTRACT == 2
+    k = d["metrics"]["kernels"]
+    assert sum(r["count"] for r in k["names"]) == k["count"]
+    assert sum(r["total_ms"] for r in k["names"]) == pytest.approx(k["total_ms"], abs=1e-3)
+    assert len({r["name"] for r in k["names"]}) == len(k["names"])
+    # NVTX: step markers folded into one row; 12 steps
+    rows = {r["text"]: r for r in d["metrics"]["nvtx"]}
+    assert rows["ProfilerStep#N"]["count"] == 12
 
 
 def test_absent_numbers_are_null(build):

@@ -783,7 +783,7 @@ def test_evidence_headers_have_units_and_ids_no_separators():
 
 
 def test_nvtx_table_groups_pytorch_ranges(tmp_path):
-    from nsysdoc.report.tables import nvtx_summary
+    from nsysdoc.metrics.nvtx import nvtx_summary
 
     cap = Capture()
     t = cap.process(pid=7).thread()

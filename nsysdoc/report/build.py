@@ -24,7 +24,6 @@ from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem,
                       StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
-from .tables import nvtx_summary
 
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 
@@ -444,10 +443,9 @@ def launch_table(result: dict) -> Table:
                       "waits for launches.")
 
 
-def nvtx_table(analysis) -> Table:
-    w0, w1 = analysis.steps.window_start_ns, analysis.steps.window_end_ns
+def nvtx_table(result: dict) -> Table:
     rows = []
-    for r in nvtx_summary(analysis.trace.nvtx, w0, w1, step_pattern=getattr(analysis, "step_pattern", None)):
+    for r in ((result.get("metrics") or {}).get("nvtx") or [])[:25]:
         text = r["text"] or "(no text)"
         rows.append([Cell(_trunc(text), text, title=text[:1000] if len(text) > 120 else ""),
                      Cell(r["domain"] or "—", r["domain"]),
@@ -461,7 +459,8 @@ def nvtx_table(analysis) -> Table:
                anchor("NVTX range totals")),
         Column("Mean (ms)", True), Column("Longest (ms)", True)], rows=rows,
         note="Inclusive times: nested ranges count at every level, ranges on several threads add up. "
-             "Step markers are grouped into one row (digits shown as N).",
+             "Texts are folded: numbers shown as N and PyTorch's seq/op_id/sizes fields dropped, so each step "
+             "marker shape and each aten op is one row.",
         empty="No NVTX ranges in the analysis window (NVTX not traced, or none recorded).")
 
 
@@ -655,7 +654,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
         tables=[kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
-                nvtx_table(analysis), device_table(result), gaps_table(result)],
+                nvtx_table(result), device_table(result), gaps_table(result)],
         capture=capture_view(result),
         glossary_html=glossary_html(),
         report_terms=[(anchor(t), t, d) for t, d in REPORT_TERMS],

@@ -1,6 +1,5 @@
-"""Report-only tables computed from the trace (pure functions, no I/O)."""
+"""NVTX ranges in the window, grouped by folded name (``metrics.nvtx`` of the JSON result)."""
 from __future__ import annotations
-
 
 import numpy as np
 import pandas as pd
@@ -8,8 +7,7 @@ import pandas as pd
 from ..trace import schema as S
 
 
-def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int = 25,
-                 step_pattern: str | None = None) -> list[dict]:
+def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
     """NVTX ranges overlapping ``[w0, w1)`` grouped by (domain, text), top ``limit`` by total.
 
     Each row: ``text, domain, count, total_ms, mean_ms, max_ms`` — durations clipped to the window;
