@@ -205,3 +205,16 @@ def glossary_html() -> Markup:
     if lines and lines[0].startswith("# "):
         src = "\n".join(lines[1:])
     return render_markdown_subset(src, heading_offset=1)
+
+
+def glossary_sections_html(*titles: str) -> Markup:
+    """The glossary's ``## `` sections whose heading starts with one of ``titles``, as HTML."""
+    parts, keep = [], False
+    for line in glossary_source().splitlines():
+        if line.startswith("## "):
+            keep = any(line[3:].startswith(t) for t in titles)
+        elif line.startswith("# "):
+            keep = False
+        if keep:
+            parts.append(line)
+    return render_markdown_subset("\n".join(parts), heading_offset=1)

@@ -6,6 +6,7 @@ maps names to functions (used by ``fixtures/build.py``, rule cases and the bundl
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 from .builder import Capture, Thread
@@ -273,6 +274,32 @@ def sync_then_dependent_cpu_work(steps: int = 8, kernels: int = 6, kernel_us: fl
     return cap
 
 
+def steady_training(steps: int = 20, gemm_us: float = 1500.0, jitter_pct: float = 0.0, seed: int = 0,
+                    extra_kernel_us: float = 0.0, step_markers: bool = True) -> Capture:
+    """A GPU-bound loop for before/after diffs: per step an 8 MiB pinned copy, 8 GEMMs of
+    ``gemm_us`` with 16 elementwise kernels of 40 µs, an optimizer kernel of 300 µs and one
+    ``loss.item()``. ``jitter_pct`` scales every step's GEMMs by a factor drawn uniformly from
+    ``1 ± jitter_pct/100`` (``random.Random(seed)``: deterministic run-to-run noise);
+    ``extra_kernel_us`` adds one softmax kernel per step (a new kernel); without ``step_markers``
+    the loop has no NVTX step ranges."""
+    import random
+
+    rng = random.Random(seed)
+    cap = Capture()
+    t = cap.process(pid=4700).thread()
+    for i in range(steps):
+        scale = 1 + rng.uniform(-jitter_pct, jitter_pct) / 100
+        with (t.range(f"ProfilerStep#{i}") if step_markers else contextlib.nullcontext()):
+            t.memcpy("HtoD", 8 << 20, pageable=False)
+            compute_block(t, gemms=8, gemm_us=gemm_us * scale, small=16, small_us=40, py_us=10)
+            if extra_kernel_us:
+                t.cpu(us=10)
+                t.launch(SOFTMAX, extra_kernel_us)
+            t.launch(ADAM, 300)
+            t.item()
+    return cap
+
+
 def sample_training() -> Capture:
     """The bundled sample: a 1-GPU training loop that starves on its DataLoader, copies the batch
     from pageable memory, and reads the loss with ``.item()`` every step."""
@@ -303,6 +330,6 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
-        host_work_between_steps, sync_then_dependent_cpu_work,
+        host_work_between_steps, sync_then_dependent_cpu_work, steady_training,
     )
 }

@@ -1,0 +1,390 @@
+"""Compare two diagnoses: did the change make training faster, and why (``nsysdoc diff``).
+
+Works on two JSON results of ``nsysdoc report`` (``docs/json.md``), however they were obtained
+(a capture analysed now, or a saved ``--format json`` file), so a team can keep a small JSON
+baseline. Definitions (``docs/diff.md``):
+
+* **Verdict** (with step markers on both sides): the change of the median step time, with a
+  bootstrap 95% interval (both sides' steps resampled with replacement, ``RESAMPLES`` times, fixed
+  seed). ``"faster"`` or ``"slower"`` only when the interval excludes 0 and the change is at least
+  ``NEGLIGIBLE_PCT`` %; else ``"no significant change"``. With fewer than ``MIN_STEPS`` steps on a side the verdict is marked weak.
+* Without step markers on a side there is no unit of work to time: the **work rate** compares how
+  often the same kernels run per second of the window on each GPU (per-name launch rates, weighted
+  by the base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` %
+  and is marked weak. Every per-unit number is then per **unit of work** (the work the base does
+  in one second), so the candidate's numbers are scaled by its time per unit of work: a kernel
+  that is unchanged shows no change even though it runs less often per second.
+* **Why**: the step breakdown side by side (mean per step, per GPU), kernels matched by short name
+  (time and launches per step, per GPU; new and vanished ones), NVTX ranges matched by folded name,
+  copies by direction and host memory, sync calls and launches per step, and the findings resolved,
+  new and changed. Every list is sorted by the size of its change, largest first.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import __version__
+from .errors import InputError
+
+#: version of the diff JSON (``docs/diff.md``)
+DIFF_CONTRACT = 1
+#: report JSON contract versions this diff reads (``nsysdoc.analysis.CONTRACT``)
+READABLE_CONTRACTS = (2,)
+RESAMPLES = 2000
+SEED = 0
+MIN_STEPS = 5
+WEAK_THRESHOLD_PCT = 5.0
+#: a median step time change smaller than this is "no significant change" even when its interval excludes 0
+NEGLIGIBLE_PCT = 1.0
+#: a finding changed when its severity changed or its impact moved by this many points of the window
+FINDING_CHANGE_PCT = 1.0
+
+BREAKDOWN_LABELS = {
+    "compute": "compute", "exposed_comm": "exposed communication", "copy": "copies only",
+    "idle_sync": "idle: host blocked in a sync", "idle_input": "idle: waiting for input",
+    "idle_alloc": "idle: memory allocation", "idle_setup": "idle: one-time set-up",
+    "idle_launch": "idle: launch/dispatch overhead", "idle_api": "idle: other CUDA API",
+    "idle_host": "idle: host CPU work", "idle_dependency": "idle: GPU-side dependency",
+    "idle_tail": "idle: after the last GPU operation", "idle_unattributed": "idle: unattributed",
+}
+
+
+#: what the *_per_unit fields are per
+UNITS = {"step": "per step per GPU",
+         "work": "per unit of work per GPU (a unit: the work the base does in one second of its window)",
+         "second": "per second of the analysis window per GPU"}
+
+
+def check_report(result, what: str) -> None:
+    """Refuse what is not an nsysdoc report of a contract this diff reads (one line, exit 2)."""
+    if not isinstance(result, dict) or "nsysdoc_version" not in result or "metrics" not in result:
+        raise InputError(f"{what}: not an nsysdoc report (expected the JSON of 'nsysdoc report --format json')")
+    contract = result.get("contract")
+    if contract not in READABLE_CONTRACTS:
+        raise InputError(f"{what}: report of JSON contract {contract!r} (nsysdoc {result.get('nsysdoc_version')}); "
+                         f"this nsysdoc reads contract {', '.join(map(str, READABLE_CONTRACTS))}",
+                         hint="re-run 'nsysdoc report --format json' on the capture with this version")
+    if "findings" not in result or "verdict" not in result:
+        raise InputError(f"{what}: the report has no findings (made without the rules engine)")
+
+
+def _num(x, digits: int = 4):
+    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))):
+        return None
+    return round(float(x), digits)
+
+
+def _primary(result: dict) -> list[dict]:
+    return [s for s in result.get("steps") or [] if s.get("primary")]
+
+
+def _step_times(result: dict) -> np.ndarray:
+    return np.array([s["step_time_ms"] for s in _primary(result) if s.get("step_time_ms") is not None], dtype=float)
+
+
+def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
+                            seed: int = SEED) -> tuple[float, float, float]:
+    """``(change_pct, lo_pct, hi_pct)``: the change of the median from ``a`` to ``b`` and its
+    bootstrap 95% interval (percentile method; each side resampled with replacement)."""
+    ma, mb = float(np.median(a)), float(np.median(b))
+    change = (mb / ma - 1) * 100 if ma else float("nan")
+    rng = np.random.default_rng(seed)
+    ra = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    rb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
+    ratio = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
+    lo, hi = np.nanpercentile(ratio, [2.5, 97.5])
+    return change, float(lo), float(hi)
+
+
+def _devices(result: dict) -> int:
+    return max(int(((result.get("metrics") or {}).get("values") or {}).get("device_count") or 1), 1)
+
+
+def _window_s(result: dict) -> float:
+    window = ((result.get("capture") or {}).get("window") or {}).get("duration_ms") or 0
+    return (window / 1000.0) or 1.0
+
+
+def _units(result: dict, per: str, time_per_work: float = 1.0) -> float:
+    """How many units a result spans: steps (per process: each process's step thread times the
+    same steps), seconds of window, or units of work (the work the base does in one second of its
+    window: the candidate's window ÷ its time per unit of work relative to the base)."""
+    if per == "step":
+        prim = _primary(result)
+        return float(len(prim) / max(len({s.get("pid") for s in prim}), 1)) or 1.0
+    if per == "work":
+        return _window_s(result) / time_per_work
+    return _window_s(result)
+
+
+def _work_rate_change(base: dict, cand: dict) -> tuple[float | None, int]:
+    """Change (%) of the time per unit of work, from the launch rates of the kernels both runs
+    run (count per second of window), weighted by the base's time in each; positive = slower."""
+    wa, wb = _window_s(base) * _devices(base), _window_s(cand) * _devices(cand)
+    kb = {k["name"]: k for k in base["metrics"]["kernels"].get("names") or []}
+    kc = {k["name"]: k for k in cand["metrics"]["kernels"].get("names") or []}
+    num = den = 0.0
+    used = 0
+    for name, a in kb.items():
+        b = kc.get(name)
+        if b is None or a["count"] < 3 or b["count"] < 3 or not a["total_ms"]:
+            continue
+        ratio = (b["count"] / wb) / (a["count"] / wa)
+        num += a["total_ms"] * math.log(ratio)
+        den += a["total_ms"]
+        used += 1
+    if not den:
+        return None, 0
+    return (1 / math.exp(num / den) - 1) * 100, used
+
+
+def _verdict(base: dict, cand: dict) -> tuple[dict, str]:
+    ta, tb = _step_times(base), _step_times(cand)
+    out = {"base": None, "candidate": None, "change_pct": None, "ci95_pct": None, "significant": False,
+           "base_steps": int(len(ta)), "candidate_steps": int(len(tb))}
+    if len(ta) >= 2 and len(tb) >= 2:
+        change, lo, hi = bootstrap_median_change(ta, tb)
+        significant = bool((lo > 0 or hi < 0) and abs(change) >= NEGLIGIBLE_PCT)
+        out.update(base=_num(np.median(ta)), candidate=_num(np.median(tb)), change_pct=_num(change, 2),
+                   ci95_pct=[_num(lo, 2), _num(hi, 2)], significant=significant)
+        strength = "strong" if min(len(ta), len(tb)) >= MIN_STEPS else "weak"
+        return {"per": "step", "strength": strength, "step_time_ms_median": out, "work_rate": None}, \
+            ("slower" if change > 0 else "faster") if significant else "no significant change"
+    change, used = _work_rate_change(base, cand)
+    wr = {"time_per_work_change_pct": _num(change, 2), "kernels_compared": used,
+          "threshold_pct": WEAK_THRESHOLD_PCT}
+    significant = change is not None and abs(change) >= WEAK_THRESHOLD_PCT
+    wr["significant"] = significant
+    verdict = ("slower" if change > 0 else "faster") if significant else "no significant change"
+    per = "second" if change is None else "work"
+    return {"per": per, "strength": "weak", "step_time_ms_median": out, "work_rate": wr}, verdict
+
+
+def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[dict]:
+    def parts(r: dict, units: float) -> dict[str, float]:
+        if per == "step":
+            rows = [s["breakdown_ms"] for s in _primary(r) if s.get("breakdown_ms")]
+            keys = set().union(*rows) if rows else set()
+            return {k: float(np.mean([x.get(k) or 0 for x in rows])) for k in keys}
+        # per unit of work or second of window, per GPU: the device split of each GPU with work
+        devs = [d for d in r.get("devices") or [] if d.get("busy_pct") is not None
+                and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
+        out: dict[str, float] = {}
+        for d in devs:
+            ms = {"compute": d.get("compute_ms") or 0, "exposed_comm": d.get("exposed_comm_ms") or 0,
+                  "copy": d.get("copy_only_ms") or 0,
+                  **{f"idle_{c}": v or 0 for c, v in (d.get("idle_ms_by_cause") or {}).items()}}
+            for k, v in ms.items():
+                out[k] = out.get(k, 0.0) + v / units / max(len(devs), 1)
+        return out
+
+    pa, pb = parts(base, ua), parts(cand, ub)
+    rows = []
+    for k in BREAKDOWN_LABELS:
+        a, b = pa.get(k, 0.0), pb.get(k, 0.0)
+        if not a and not b:
+            continue
+        rows.append({"part": k, "label": BREAKDOWN_LABELS[k], "base_ms_per_unit": _num(a),
+                     "candidate_ms_per_unit": _num(b), "delta_ms_per_unit": _num(b - a)})
+    rows.sort(key=lambda r: -abs(r["delta_ms_per_unit"] or 0))
+    return rows
+
+
+def _matched(rows_a: list[dict], rows_b: list[dict], key: str, ua: float, ub: float, na: int, nb: int,
+             extra=None) -> list[dict]:
+    """Rows matched by ``key``: time and count per unit per GPU on each side, new/vanished marked."""
+    a = {r[key]: r for r in rows_a}
+    b = {r[key]: r for r in rows_b}
+    out = []
+    for name in set(a) | set(b):
+        ra, rb = a.get(name), b.get(name)
+        ta = (ra["total_ms"] / na / ua) if ra else 0.0
+        tb = (rb["total_ms"] / nb / ub) if rb else 0.0
+        ca = (ra["count"] / na / ua) if ra else 0.0
+        cb = (rb["count"] / nb / ub) if rb else 0.0
+        row = {"name": name, "status": "new" if ra is None else "vanished" if rb is None else "matched",
+               "base_ms_per_unit": _num(ta), "candidate_ms_per_unit": _num(tb), "delta_ms_per_unit": _num(tb - ta),
+               "base_count_per_unit": _num(ca, 2), "candidate_count_per_unit": _num(cb, 2),
+               "base_mean_us": _num(ra["total_ms"] / ra["count"] * 1000) if ra and ra["count"] else None,
+               "candidate_mean_us": _num(rb["total_ms"] / rb["count"] * 1000) if rb and rb["count"] else None}
+        if extra:
+            row.update(extra(ra, rb))
+        out.append(row)
+    out.sort(key=lambda r: (-abs(r["delta_ms_per_unit"] or 0), r["name"]))
+    return out
+
+
+def _copies(base: dict, cand: dict, ua: float, ub: float) -> list[dict]:
+    def rows(r):
+        out = {}
+        for c in r["metrics"].get("copies") or []:
+            out[f"{c['kind']} {c['host_memory'] or ''}".strip()] = c
+        return out
+
+    ra, rb = rows(base), rows(cand)
+    na, nb = _devices(base), _devices(cand)
+    out = []
+    for k in sorted(set(ra) | set(rb)):
+        a, b = ra.get(k), rb.get(k)
+        out.append({"kind": k,
+                    "base_bytes_per_unit": int(a["bytes"] / na / ua) if a else 0,
+                    "candidate_bytes_per_unit": int(b["bytes"] / nb / ub) if b else 0,
+                    "base_ms_per_unit": _num(a["time_ms"] / na / ua) if a else 0.0,
+                    "candidate_ms_per_unit": _num(b["time_ms"] / nb / ub) if b else 0.0,
+                    "base_gbps": a["gbps"] if a else None, "candidate_gbps": b["gbps"] if b else None})
+    out.sort(key=lambda r: -abs((r["candidate_ms_per_unit"] or 0) - (r["base_ms_per_unit"] or 0)))
+    return out
+
+
+def _pageable_share(r: dict) -> float | None:
+    host = [c for c in r["metrics"].get("copies") or [] if c["kind"] in ("HtoD", "DtoH")]
+    total = sum(c["bytes"] for c in host)
+    return _num(sum(c["bytes"] for c in host if c["host_memory"] == "pageable") / total * 100) if total else None
+
+
+def _findings(base: dict, cand: dict) -> dict:
+    fa = {f["rule"]: f for f in base.get("findings") or []}
+    fb = {f["rule"]: f for f in cand.get("findings") or []}
+    brief = lambda f: {"rule": f["rule"], "title": f.get("title"), "severity": f.get("severity"),  # noqa: E731
+                       "impact_ms_per_step": f.get("impact_ms_per_step"), "impact_pct": f.get("impact_pct")}
+    changed = []
+    for rule in sorted(set(fa) & set(fb)):
+        a, b = fa[rule], fb[rule]
+        da = (b.get("impact_pct") or 0) - (a.get("impact_pct") or 0)
+        if a.get("severity") != b.get("severity") or abs(da) >= FINDING_CHANGE_PCT:
+            changed.append({"rule": rule, "title": b.get("title"), "base_severity": a.get("severity"),
+                            "candidate_severity": b.get("severity"), "base_impact_pct": a.get("impact_pct"),
+                            "candidate_impact_pct": b.get("impact_pct"), "delta_impact_pct": _num(da, 2)})
+    changed.sort(key=lambda c: -abs(c["delta_impact_pct"] or 0))
+    return {"resolved": [brief(fa[r]) for r in sorted(set(fa) - set(fb))],
+            "new": [brief(fb[r]) for r in sorted(set(fb) - set(fa))], "changed": changed}
+
+
+def _side(r: dict, name: str | None) -> dict:
+    v = r["metrics"].get("values") or {}
+    cap = r.get("capture") or {}
+    return {"input": name, "path": (r.get("source") or {}).get("path"),
+            "nsys_version": (r.get("source") or {}).get("nsys_version"),
+            "nsysdoc_version": r.get("nsysdoc_version"), "steps": len(_primary(r)),
+            "step_pattern": cap.get("step_pattern"),
+            "window_ms": (cap.get("window") or {}).get("duration_ms"),
+            "gpu_busy_pct": v.get("gpu_busy_pct"), "device_count": v.get("device_count"),
+            "verdict": (r.get("verdict") or {}).get("headline")}
+
+
+def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
+    out = []
+    if (a["device_count"] or 0) != (b["device_count"] or 0):
+        out.append(f"The runs use different GPU counts ({a['device_count']} and {b['device_count']}): kernels, copies "
+                   "and the breakdown are compared per GPU; the step time is the job's.")
+    if per == "step" and a["step_pattern"] != b["step_pattern"]:
+        out.append("The step markers were found with different patterns; check that a step is the same work in both.")
+    if per != "step":
+        missing = [w for w, r in (("base", a), ("candidate", b)) if (r["steps"] or 0) < 2]
+        out.append(f"Fewer than 2 timed steps in the {' and '.join(missing)}: the verdict compares kernel launch rates, which "
+                   "assumes both runs do the same work at the same batch size. Add step markers (NVTX ranges or "
+                   "torch.profiler's ProfilerStep) for a timed verdict.")
+    for what, r in (("base", base), ("candidate", cand)):
+        if (r.get("verdict") or {}).get("status") in ("no-gpu", "too-little-work"):
+            out.append(f"The {what} has too little GPU work to judge (see its report's capture-quality finding): "
+                       "compare longer captures.")
+    return out
+
+
+def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides") -> str:
+    st = head["step_time_ms_median"]
+    if head["per"] == "step":
+        lo, hi = st["ci95_pct"]
+        text = (f"median step {st['base']:.2f} ms → {st['candidate']:.2f} ms ({st['change_pct']:+.1f}%, "
+                f"95% interval {lo:+.1f}% to {hi:+.1f}%, {st['base_steps']} and {st['candidate_steps']} steps)")
+        if verdict != "no significant change":
+            text = f"{verdict.capitalize()}: {text}."
+        elif lo > 0 or hi < 0:
+            text = f"No significant change: {text}; a change under {NEGLIGIBLE_PCT:.0f}% counts as none."
+        else:
+            text = f"No significant change: {text}; the interval includes 0."
+        if head["strength"] == "weak":
+            text += f" Weak: fewer than {MIN_STEPS} steps on a side."
+    else:
+        wr = head["work_rate"]
+        if wr["time_per_work_change_pct"] is None:
+            text = ("No verdict possible: a side has no step markers and the two runs share no kernel launched at "
+                    "least 3 times to compare rates.")
+        else:
+            c = wr["time_per_work_change_pct"]
+            text = (f"{'No significant change' if verdict == 'no significant change' else verdict.capitalize()} "
+                    f"(weak): without step markers on {missing}, time per unit of work {c:+.1f}% — the kernels "
+                    f"both runs share run {'less' if c > 0 else 'more'} often per second per GPU "
+                    f"({wr['kernels_compared']} kernels compared; {WEAK_THRESHOLD_PCT:.0f}% needed).")
+    if why:
+        text += " Largest moves: " + "; ".join(why) + "."
+    return text
+
+
+def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dict:
+    """The diff of two report results (see the module docstring and ``docs/diff.md``). ``names``:
+    how the user named the two inputs (shown instead of the capture paths)."""
+    check_report(base, "base")
+    check_report(cand, "candidate")
+    names = names or (None, None)
+    head, verdict = _verdict(base, cand)
+    per = head["per"]
+    factor = 1 + head["work_rate"]["time_per_work_change_pct"] / 100 if per == "work" else 1.0
+    ua, ub, na, nb = _units(base, per), _units(cand, per, factor), _devices(base), _devices(cand)
+    breakdown = _breakdown(base, cand, per, ua, ub)
+    kernels = _matched(base["metrics"]["kernels"].get("names") or [], cand["metrics"]["kernels"].get("names") or [],
+                       "name", ua, ub, na, nb)
+    nvtx_a = [dict(r, name=r["text"]) for r in base["metrics"].get("nvtx") or []]
+    nvtx_b = [dict(r, name=r["text"]) for r in cand["metrics"].get("nvtx") or []]
+    nvtx = _matched(nvtx_a, nvtx_b, "name", ua, ub, na, nb)
+
+    def per_unit(n, u, x):
+        return _num(x / n / u, 2) if x is not None else None
+
+    sync_a = sum(x["count"] for x in base["metrics"]["sync"].get("sync_calls") or [])
+    sync_b = sum(x["count"] for x in cand["metrics"]["sync"].get("sync_calls") or [])
+    launch_a = (base["metrics"].get("launch") or {}).get("launch_count") or 0
+    launch_b = (cand["metrics"].get("launch") or {}).get("launch_count") or 0
+    unit = {"step": "ms/step", "work": "ms/unit of work", "second": "ms/s"}[per]
+    why = [f"{b['label']} {b['delta_ms_per_unit']:+.2f} {unit}" for b in breakdown[:2]
+           if abs(b["delta_ms_per_unit"] or 0) >= 0.005]
+    why += [f"kernel {k['name'][:60]} {k['delta_ms_per_unit']:+.2f} {unit}" for k in kernels[:1]
+            if abs(k["delta_ms_per_unit"] or 0) >= 0.005]
+    a, b = _side(base, names[0]), _side(cand, names[1])
+    return {
+        "nsysdoc_version": __version__,
+        "kind": "diff",
+        "contract": DIFF_CONTRACT,
+        "base": a,
+        "candidate": b,
+        "per": per,
+        "unit": UNITS[per],
+        "verdict": verdict,
+        "strength": head["strength"],
+        "sentence": _sentence(verdict, head, why, " and ".join(
+            w for w, n in (("the base", len(_step_times(base))), ("the candidate", len(_step_times(cand)))) if n < 2)
+            or "both sides"),
+        "warnings": _warnings(base, cand, a, b, per),
+        "step_time_ms_median": head["step_time_ms_median"],
+        "work_rate": head["work_rate"],
+        "breakdown": breakdown,
+        "kernels": kernels,
+        "nvtx": nvtx,
+        "copies": _copies(base, cand, ua, ub),
+        "pageable_share_pct": {"base": _pageable_share(base), "candidate": _pageable_share(cand)},
+        "sync_calls_per_unit": {"base": per_unit(na, ua, sync_a), "candidate": per_unit(nb, ub, sync_b)},
+        "launches_per_unit": {"base": per_unit(na, ua, launch_a), "candidate": per_unit(nb, ub, launch_b)},
+        "findings": _findings(base, cand),
+    }
+
+
+def regression(diff: dict, pct: float) -> bool:
+    """``--fail-on-regression PCT``: the verdict is "slower" and the median step time (or, without
+    steps, the time per unit of work) grew by more than ``pct`` percent."""
+    if diff["verdict"] != "slower":
+        return False
+    change = diff["step_time_ms_median"]["change_pct"] if diff["per"] == "step" else \
+        (diff["work_rate"] or {}).get("time_per_work_change_pct")
+    return change is not None and change > pct
