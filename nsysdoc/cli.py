@@ -1,7 +1,8 @@
 """Command line. The only module that prints and chooses exit codes.
 
-Exit codes: 0 = no finding at or above ``--fail-on``; 1 = findings at or above it;
-2 = usage or input error (bad file, bad option, nsys missing ...).
+Exit codes: 0 = no finding at or above ``--fail-on``; 1 = findings at or above it (``diff``: the
+candidate is slower beyond ``--fail-on-regression``); 2 = usage or input error (bad file, bad
+option, nsys missing ...).
 """
 from __future__ import annotations
 
@@ -84,16 +85,30 @@ def _render(analysis, fmt: "Format", worst_step: bool) -> str:
     return render_html(analysis, worst_step=worst_step)
 
 
+def _diagnose(path: str, ruleset, step_marker: Optional[str], no_cache: bool, cache_dir: Optional[Path],
+              nsys: Optional[str]):
+    """Export (a .nsys-rep), load, analyse and apply the rules: the Analysis with its result filled."""
+    from .analysis import analyze
+    from .nsys import ensure_sqlite
+    from .rules import apply_rules
+    from .trace import load_trace
+
+    if Path(path).suffix in (".nsys-rep", ".qdrep"):
+        typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
+        path = ensure_sqlite(path, nsys=nsys)
+    trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
+    analysis = analyze(trace, step_pattern=step_marker)
+    apply_rules(analysis.to_dict(), ruleset)  # fills analysis.result in place
+    return analysis
+
+
 def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
                   no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity | None", debug: bool,
                   nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
                   no_config: bool = False, quiet: bool = False, open_report: bool = False,
                   worst_step: bool = False, json_beside: bool = False) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
-    from .analysis import analyze
-    from .nsys import ensure_sqlite, expand_inputs
-    from .rules import apply_rules
-    from .trace import load_trace
+    from .nsys import expand_inputs
 
     try:
         ruleset, cfg = _ruleset(list(rule_dirs or []), config, no_config)
@@ -125,12 +140,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     for path in files:
         report_name = names.get(path, path)
         try:
-            if Path(path).suffix in (".nsys-rep", ".qdrep"):
-                typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
-                path = ensure_sqlite(path, nsys=nsys)
-            trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
-            analysis = analyze(trace, step_pattern=step_marker)
-            result = apply_rules(analysis.to_dict(), ruleset)  # fills analysis.result in place
+            analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
+            result = analysis.to_dict()
             text = _render(analysis, fmt, worst_step)
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
@@ -209,6 +220,105 @@ def report(
         raise typer.Exit(EXIT_ERROR)
     raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
                                    rules, config, no_config, quiet, open_report, worst_step))
+
+
+def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cache: bool,
+               cache_dir: Optional[Path], nsys: Optional[str]) -> dict:
+    """One side of a diff: a saved report JSON, or a capture (file, or a folder holding one) to diagnose."""
+    from .errors import InputError
+    from .nsys import expand_inputs
+
+    if raw.is_file():
+        try:
+            with open(raw, "rb") as fh:
+                head = fh.read(64).lstrip()
+        except OSError as exc:
+            raise InputError(f"{raw}: cannot read: {exc.strerror or exc}")
+        if raw.suffix.lower() == ".json" or head.startswith(b"{"):
+            try:
+                return json.loads(raw.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise InputError(f"{raw}: not valid JSON ({exc})",
+                                 hint="pass a saved 'nsysdoc report --format json' file or a capture")
+    files = expand_inputs([raw])
+    if len(files) != 1:
+        raise InputError(f"{raw}: holds {len(files)} captures; the {what} must be one capture",
+                         hint="name the capture file itself")
+    return _diagnose(files[0], ruleset, step_marker, no_cache, cache_dir, nsys).to_dict()
+
+
+@app.command()
+def diff(
+    base: Path = typer.Argument(..., help="The run before the change: a capture (.sqlite, .nsys-rep) or a saved "
+                                          "report JSON (nsysdoc report --format json)."),
+    candidate: Path = typer.Argument(..., help="The run after the change: a capture or a saved report JSON."),
+    fmt: Optional[Format] = typer.Option(None, "--format", "-f",
+                                         help="html (one self-contained file), json (docs/diff.md) or md (a PR "
+                                              "comment). Default: from the --output suffix, else html."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Output file. Default: <base>-vs-<candidate>.nsysdoc-diff.html here; "
+                                               "json and md go to stdout."),
+    fail_on_regression: Optional[float] = typer.Option(
+        None, "--fail-on-regression", metavar="PCT", min=0.0,
+        help="Exit 1 when the candidate is significantly slower by more than PCT percent (median step time, or "
+             "time per unit of work without step markers)."),
+    step_marker: Optional[str] = typer.Option(None, "--step-marker",
+                                              help="Regex an NVTX range's whole text must match to mark a training step."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the Parquet cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable); same id replaces a built-in."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or pyproject.toml, found upwards)."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
+    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+) -> None:
+    """Compare two runs: is the candidate faster than the base, by how much, and why."""
+    from .diff import compare, regression
+    from .report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
+
+    if fmt is None:
+        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
+    try:
+        ruleset, cfg = _ruleset(list(rules), config, no_config)
+        marker = step_marker or cfg.step_marker
+        sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
+                 for p, what in ((base, "base"), (candidate, "candidate"))]
+        result = compare(*sides, names=(str(base), str(candidate)))
+        if fmt == Format.json:
+            text = json.dumps(result, indent=2, allow_nan=False) + "\n"
+        elif fmt == Format.md:
+            text = render_diff_markdown(result)
+        else:
+            text = render_diff_html(result)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+    except Exception as exc:  # never a traceback for the user unless asked
+        if debug:
+            traceback.print_exc()
+        _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
+        raise typer.Exit(EXIT_ERROR)
+    target = output
+    if target is None and fmt == Format.html:
+        target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
+    try:
+        if target is None:
+            sys.stdout.write(text)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _err(f"cannot write the diff {target}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_ERROR)
+    if not quiet:
+        typer.echo(diff_terminal_summary(result, str(target) if target is not None else None).rstrip("\n"),
+                   err=target is None)
+    elif target is not None:
+        typer.echo(f"nsysdoc: wrote {target}", err=True)
+    if fail_on_regression is not None and regression(result, fail_on_regression):
+        raise typer.Exit(EXIT_FINDINGS)
+    raise typer.Exit(EXIT_OK)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

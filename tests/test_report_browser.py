@@ -450,3 +450,57 @@ if __name__ == "__main__":  # screenshot a page by hand
         print(json.dumps(br.evaluate(VISIBLE_JS), indent=1)[:2000])
     finally:
         br.close()
+
+
+DIFF_JS = r"""
+(() => {
+  const g = document.getElementById('glossary-body');
+  const v = document.getElementById('verdict-sentence');
+  return {
+    js: document.documentElement.getAttribute('data-js'), verdict: v ? v.textContent : null,
+    pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth,
+    glossaryOpen: g ? g.open : null, bars: document.querySelectorAll('.pair-chart rect').length,
+    moverRows: document.querySelectorAll('#kernels-movers tbody tr').length,
+    injected: document.querySelectorAll('img[src="x"]').length,
+  };
+})()
+"""
+
+
+def test_diff_page_at_1400px(tmp_path, browser_binary):
+    """The diff page (``nsysdoc diff``) in a browser: script runs, nothing loads, untrusted kernel
+    and NVTX names stay text, no horizontal scrolling at 1400 px, a definition link opens the
+    collapsed definitions. Saves artifacts/diff-1400.png."""
+    from nsysdoc.diff import compare
+    from nsysdoc.report.diff_page import render_diff_html
+    from nsysdoc.testing.scenarios import steady_training
+
+    from .conftest import diagnose_path
+    from .test_report import EVIL, EVIL_KERNEL
+
+    base = diagnose_path(steady_training().write(tmp_path / "base.sqlite"))
+    cand = diagnose_path(steady_training(gemm_us=1650, extra_kernel_us=400).write(tmp_path / "cand.sqlite"))
+    cand["metrics"]["kernels"]["names"].append({"name": EVIL_KERNEL, "count": 20, "total_ms": 5.0})
+    cand["metrics"]["nvtx"].append({"text": EVIL, "domain": "", "count": 20, "total_ms": 3.0, "mean_ms": 0.15,
+                                    "max_ms": 0.2})
+    d = compare(base, cand, names=(EVIL + "base.sqlite", "cand.sqlite"))
+    page = tmp_path / "diff.html"
+    page.write_text(render_diff_html(d), encoding="utf-8")
+    url = page.resolve().as_uri()
+    b = Browser(browser_binary)
+    try:
+        b.open(url, width=1400, height=1000)
+        state = b.evaluate(DIFF_JS)
+        b.screenshot(artifacts_dir() / "diff-1400.png", full_page=True)
+        b.evaluate("document.querySelector('#breakdown-table th a.def').click(); true")
+        b.pump(0.3)
+        after = b.evaluate(DIFF_JS)
+        problems = b.problems(url)
+    finally:
+        b.close()
+    assert problems == {"errors": [], "requests": [], "dialogs": []}, problems
+    assert state["js"] == "ready" and state["verdict"].startswith("Slower: median step")
+    assert state["injected"] == 0
+    assert state["pageWidth"] <= state["viewport"], state
+    assert state["bars"] >= 4 and state["moverRows"] >= 3
+    assert state["glossaryOpen"] is False and after["glossaryOpen"] is True

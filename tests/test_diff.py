@@ -1,0 +1,387 @@
+"""``nsysdoc diff``: verdicts and "why" on fixture pairs with hand-computed truth, the definitions
+on hand examples, the CLI (formats, exit codes, errors), and one real before/after pair.
+
+Fixture pairs come from ``steady_training`` (nsysdoc/testing/scenarios.py): per step 8 GEMMs of
+``gemm_us``, 16 elementwise kernels of 40 µs, an optimizer kernel of 300 µs, an 8 MiB copy and one
+``.item()``; GPU-bound, so a step lasts 13.6477 ms with the defaults (the GPU work plus the copy,
+the item round trip and the first launch latency).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from .conftest import SHARED_TRACES, diagnose_path, run_cli
+from nsysdoc.diff import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
+from nsysdoc.errors import InputError
+from nsysdoc.testing.scenarios import GEMM, SOFTMAX, dataloader_starvation, steady_training
+
+SOFTMAX_SHORT = SOFTMAX  # the builder's short name of a demangled kernel is its whole name here
+STEP_MS = 13.6477
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Diagnosed fixture captures, built once: name -> (path, result)."""
+    d = tmp_path_factory.mktemp("diff-runs")
+    specs = {
+        "base": dict(),
+        "gemm_slower": dict(gemm_us=1650),
+        "noise_a": dict(jitter_pct=3, seed=1),
+        "noise_b": dict(jitter_pct=3, seed=2),
+        "noise_slower": dict(jitter_pct=3, seed=3, gemm_us=1650),
+        "twelve_steps": dict(steps=12),
+        "new_kernel": dict(extra_kernel_us=500),
+        "few_steps": dict(steps=3, gemm_us=1650),
+        "no_markers": dict(step_markers=False),
+        "no_markers_slower": dict(step_markers=False, gemm_us=1800),
+    }
+    out = {}
+    for name, kw in specs.items():
+        path = steady_training(**kw).write(d / f"{name}.sqlite")
+        out[name] = (path, diagnose_path(path))
+    for name, wait in (("starved", 40.0), ("fed", 2.0)):
+        path = dataloader_starvation(wait_ms=wait).write(d / f"{name}.sqlite")
+        out[name] = (path, diagnose_path(path))
+    return out
+
+
+def _diff(runs, a, b):
+    return compare(runs[a][1], runs[b][1], names=(a, b))
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts on fixture pairs
+# ---------------------------------------------------------------------------------------------
+def test_base_step_time_is_what_the_docstring_says(runs):
+    steps = [s["step_time_ms"] for s in runs["base"][1]["steps"] if s["primary"]]
+    assert len(steps) == 20 and all(abs(t - STEP_MS) < 1e-3 for t in steps)
+
+
+def test_dataloader_fix_is_faster_and_input_wait_explains_it(runs):
+    d = _diff(runs, "starved", "fed")
+    assert d["per"] == "step" and d["verdict"] == "faster" and d["strength"] == "strong"
+    st = d["step_time_ms_median"]
+    # each step loses 40 - 2 = 38 ms of DataLoader wait, nothing else changes
+    assert st["candidate"] == pytest.approx(st["base"] - 38.0, abs=1e-3)
+    top = d["breakdown"][0]
+    assert top["part"] == "idle_input"
+    assert top["base_ms_per_unit"] == pytest.approx(40.0, abs=1e-3)
+    assert top["candidate_ms_per_unit"] == pytest.approx(2.0, abs=1e-3)
+    assert top["delta_ms_per_unit"] == pytest.approx(-38.0, abs=1e-3)
+    assert all(abs(r["delta_ms_per_unit"]) < 1e-3 for r in d["breakdown"][1:])
+    # the DataLoader NVTX range moves by the same 38 ms; kernels do not move
+    dl = next(r for r in d["nvtx"] if r["name"].startswith("enumerate(DataLoader)"))
+    assert dl["delta_ms_per_unit"] == pytest.approx(-38.0, abs=1e-3)
+    assert all(abs(k["delta_ms_per_unit"]) < 1e-6 for k in d["kernels"])
+    ch = {c["rule"]: c for c in d["findings"]["changed"]}
+    assert ch["data-starvation"]["base_severity"] == "critical"
+    assert ch["data-starvation"]["candidate_impact_pct"] < ch["data-starvation"]["base_impact_pct"]
+    assert "idle: waiting for input -38.00 ms/step" in d["sentence"]
+
+
+def test_slower_gemm_is_slower_and_that_kernel_moves_first(runs):
+    d = _diff(runs, "base", "gemm_slower")
+    assert d["verdict"] == "slower" and d["strength"] == "strong"
+    st = d["step_time_ms_median"]
+    # 8 GEMMs per step, each 150 µs longer: +1.2 ms per step
+    assert st["candidate"] - st["base"] == pytest.approx(1.2, abs=1e-3)
+    assert st["change_pct"] == pytest.approx(1.2 / STEP_MS * 100, abs=0.01)
+    k = d["kernels"][0]
+    assert k["name"] == GEMM and k["status"] == "matched"
+    assert k["base_ms_per_unit"] == pytest.approx(12.0, abs=1e-6)
+    assert k["candidate_ms_per_unit"] == pytest.approx(13.2, abs=1e-6)
+    assert k["delta_ms_per_unit"] == pytest.approx(1.2, abs=1e-6)
+    assert k["base_count_per_unit"] == 8 and k["candidate_count_per_unit"] == 8
+    assert k["base_mean_us"] == pytest.approx(1500) and k["candidate_mean_us"] == pytest.approx(1650)
+    assert d["breakdown"][0]["part"] == "compute"
+    assert d["breakdown"][0]["delta_ms_per_unit"] == pytest.approx(1.2, abs=1e-3)
+    assert regression(d, 2.0) and not regression(d, 9.0)
+
+
+def test_noise_only_pair_is_no_significant_change(runs):
+    d = _diff(runs, "noise_a", "noise_b")
+    st = d["step_time_ms_median"]
+    assert d["verdict"] == "no significant change"
+    lo, hi = st["ci95_pct"]
+    assert lo <= 0 <= hi or abs(st["change_pct"]) < NEGLIGIBLE_PCT
+    assert not regression(d, 2.0)
+
+
+def test_real_change_is_found_through_noise(runs):
+    d = _diff(runs, "noise_a", "noise_slower")
+    assert d["verdict"] == "slower"
+    lo, hi = d["step_time_ms_median"]["ci95_pct"]
+    assert lo > 0
+    assert d["kernels"][0]["name"] == GEMM
+
+
+def test_same_work_with_different_step_counts_changes_nothing(runs):
+    d = _diff(runs, "base", "twelve_steps")
+    st = d["step_time_ms_median"]
+    assert (st["base_steps"], st["candidate_steps"]) == (20, 12)
+    assert d["verdict"] == "no significant change" and st["change_pct"] == 0
+    # per-step normalisation: 20 and 12 steps of the same work give the same per-step numbers
+    for k in d["kernels"]:
+        assert k["delta_ms_per_unit"] == pytest.approx(0, abs=1e-6)
+        assert k["base_count_per_unit"] == k["candidate_count_per_unit"]
+    # kernel launches per step: 8 GEMMs + 16 elementwise + 1 optimizer = 25 (copies are not launches)
+    assert d["launches_per_unit"]["base"] == d["launches_per_unit"]["candidate"] == 25
+    assert d["sync_calls_per_unit"]["base"] == d["sync_calls_per_unit"]["candidate"]
+
+
+def test_new_kernel_is_reported_as_new(runs):
+    d = _diff(runs, "base", "new_kernel")
+    assert d["verdict"] == "slower"
+    k = d["kernels"][0]
+    assert k["name"] == SOFTMAX_SHORT and k["status"] == "new"
+    assert k["base_ms_per_unit"] == 0 and k["candidate_ms_per_unit"] == pytest.approx(0.5, abs=1e-6)
+    assert k["base_mean_us"] is None and k["candidate_mean_us"] == pytest.approx(500)
+    back = _diff(runs, "new_kernel", "base")
+    assert back["verdict"] == "faster"
+    assert back["kernels"][0]["status"] == "vanished"
+
+
+def test_capture_against_itself_changes_nothing(runs):
+    d = _diff(runs, "base", "base")
+    assert d["verdict"] == "no significant change"
+    assert d["step_time_ms_median"]["change_pct"] == 0
+    assert d["step_time_ms_median"]["ci95_pct"] == [0, 0]
+    assert all(r["delta_ms_per_unit"] == 0 for r in d["breakdown"] + d["kernels"] + d["nvtx"])
+    assert d["findings"] == {"resolved": [], "new": [], "changed": []}
+    assert not regression(d, 0.0)
+
+
+def test_few_steps_make_a_weak_verdict(runs):
+    d = _diff(runs, "base", "few_steps")
+    assert d["per"] == "step" and d["verdict"] == "slower" and d["strength"] == "weak"
+    assert "Weak: fewer than 5 steps" in d["sentence"]
+
+
+def test_without_markers_on_one_side_the_verdict_is_per_unit_of_work(runs):
+    d = _diff(runs, "base", "no_markers")
+    assert d["per"] == "work" and d["strength"] == "weak"
+    assert d["verdict"] == "no significant change"
+    assert abs(d["work_rate"]["time_per_work_change_pct"]) < 1
+    assert d["work_rate"]["kernels_compared"] == 3
+    assert "without step markers on the candidate" in d["sentence"]
+    assert any("Fewer than 2 timed steps in the candidate" in w for w in d["warnings"])
+
+
+def test_without_markers_a_slower_run_is_slower_per_unit_of_work(runs):
+    d = _diff(runs, "no_markers", "no_markers_slower")
+    assert d["per"] == "work" and d["verdict"] == "slower" and d["strength"] == "weak"
+    # same kernels, 8 GEMMs 300 µs longer: a step takes 13.6477 + 2.4 ms, so each kernel runs
+    # 13.6477 / 16.0477 as often per second; the window edges move the estimate by < 0.2 point
+    expected = (16.0477 / STEP_MS - 1) * 100
+    assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx(expected, abs=0.2)
+    # per unit of work (the base's second), the unchanged kernels do not move; the GEMM does:
+    # 12 ms of GEMM per 13.6477 ms step = 879.3 ms/unit, 14.4 ms per step = 1055.1 ms/unit
+    k = {r["name"]: r for r in d["kernels"]}
+    assert k[GEMM]["base_ms_per_unit"] == pytest.approx(12 / STEP_MS * 1000, rel=0.005)
+    assert k[GEMM]["candidate_ms_per_unit"] == pytest.approx(14.4 / STEP_MS * 1000, rel=0.005)
+    others = [r for r in d["kernels"] if r["name"] != GEMM]
+    assert all(abs(r["delta_ms_per_unit"]) / r["base_ms_per_unit"] < 0.005 for r in others)
+    assert regression(d, 10) and not regression(d, 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# definitions on hand examples
+# ---------------------------------------------------------------------------------------------
+def test_bootstrap_of_constant_samples_is_exact():
+    change, lo, hi = bootstrap_median_change(np.array([10.0, 10, 10]), np.array([11.0, 11, 11, 11]))
+    assert (change, lo, hi) == pytest.approx((10.0, 10.0, 10.0))
+
+
+def test_bootstrap_interval_is_the_percentiles_of_resampled_median_changes():
+    a = np.array([10.0, 11, 12, 13, 14])
+    b = np.array([10.0, 11, 12, 13, 14])
+    change, lo, hi = bootstrap_median_change(a, b, resamples=4000, seed=5)
+    assert change == 0
+    # resampled medians of 5 values range over 10..14: the change of two of them lies within
+    # (10/14 - 1, 14/10 - 1); the interval is symmetric-ish around 0 and excludes neither end
+    assert -28.6 <= lo < 0 < hi <= 40.0
+    # deterministic for a fixed seed
+    assert bootstrap_median_change(a, b, resamples=4000, seed=5) == (change, lo, hi)
+
+
+def _fake(window_ms: float, kernels: dict[str, tuple[int, float]], devices: int = 1) -> dict:
+    """A minimal report result without steps: window, kernel names (count, total_ms)."""
+    return {"nsysdoc_version": "test", "contract": 2, "findings": [], "verdict": {"status": "bound"},
+            "capture": {"window": {"duration_ms": window_ms}}, "steps": [], "devices": [],
+            "metrics": {"values": {"device_count": devices}, "copies": [], "nvtx": [],
+                        "sync": {"sync_calls": []}, "launch": {"launch_count": 0},
+                        "kernels": {"names": [{"name": n, "count": c, "total_ms": t} for n, (c, t) in kernels.items()]}}}
+
+
+def test_work_rate_is_the_time_weighted_geometric_mean_of_rate_ratios():
+    # A runs half as often per second, B as often; equal base time in each:
+    # geometric mean of (0.5, 1) = sqrt(0.5); time per work = 1/sqrt(0.5) = 1.4142 -> +41.42%
+    base = _fake(1000, {"A": (100, 50.0), "B": (10, 50.0)})
+    cand = _fake(1000, {"A": (50, 25.0), "B": (10, 50.0)})
+    d = compare(base, cand)
+    assert d["per"] == "work" and d["verdict"] == "slower"
+    assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx((1 / math.sqrt(0.5) - 1) * 100, abs=0.01)
+    # weights are the base's kernel time: 90 ms in A, 10 in B -> 0.5 ** 0.9
+    base = _fake(1000, {"A": (100, 90.0), "B": (10, 10.0)})
+    d = compare(base, cand)
+    assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx((0.5 ** -0.9 - 1) * 100, abs=0.01)
+
+
+def test_work_rate_is_per_gpu_and_per_second():
+    # the candidate runs twice as long on two GPUs with four times the launches: the same rate per GPU
+    base = _fake(1000, {"A": (100, 50.0)})
+    cand = _fake(2000, {"A": (400, 200.0)}, devices=2)
+    d = compare(base, cand)
+    assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx(0, abs=1e-9)
+    assert d["verdict"] == "no significant change"
+    assert any("different GPU counts" in w for w in d["warnings"])
+
+
+def test_work_rate_ignores_rare_and_unshared_kernels():
+    base = _fake(1000, {"A": (100, 50.0), "rare": (2, 500.0), "gone": (50, 500.0)})
+    cand = _fake(1000, {"A": (100, 50.0), "rare": (1, 500.0), "new": (50, 5.0)})
+    d = compare(base, cand)
+    assert d["work_rate"]["kernels_compared"] == 1
+    assert d["work_rate"]["time_per_work_change_pct"] == 0
+    st = {r["name"]: r["status"] for r in d["kernels"]}
+    assert st == {"A": "matched", "rare": "matched", "gone": "vanished", "new": "new"}
+
+
+def test_no_shared_kernels_gives_no_verdict():
+    d = compare(_fake(1000, {"A": (100, 50.0)}), _fake(1000, {"B": (100, 50.0)}))
+    assert d["per"] == "second" and d["verdict"] == "no significant change"
+    assert d["sentence"].startswith("No verdict possible")
+    assert not regression(d, 0)
+
+
+def test_findings_resolved_new_and_changed():
+    base = _fake(1000, {})
+    cand = _fake(1000, {})
+    base["findings"] = [{"rule": "host-sync", "severity": "warning", "impact_pct": 5.0},
+                        {"rule": "pageable-memcpy", "severity": "warning", "impact_pct": 4.0},
+                        {"rule": "small-kernels", "severity": "info", "impact_pct": 1.0}]
+    cand["findings"] = [{"rule": "host-sync", "severity": "critical", "impact_pct": 20.0},
+                        {"rule": "launch-bound", "severity": "warning", "impact_pct": 6.0},
+                        {"rule": "small-kernels", "severity": "info", "impact_pct": 1.5}]
+    f = compare(base, cand)["findings"]
+    assert [x["rule"] for x in f["resolved"]] == ["pageable-memcpy"]
+    assert [x["rule"] for x in f["new"]] == ["launch-bound"]
+    # small-kernels moved 0.5 point (< 1) at the same severity: not changed
+    assert [(x["rule"], x["base_severity"], x["candidate_severity"], x["delta_impact_pct"]) for x in f["changed"]] == \
+        [("host-sync", "warning", "critical", 15.0)]
+
+
+def test_check_report_refuses_other_json():
+    with pytest.raises(InputError, match="not an nsysdoc report"):
+        check_report({"traceEvents": []}, "base")
+    with pytest.raises(InputError, match="JSON contract 1"):
+        check_report(dict(_fake(1, {}), contract=1), "base")
+    with pytest.raises(InputError, match="JSON contract None"):
+        check_report({k: v for k, v in _fake(1, {}).items() if k != "contract"}, "candidate")
+    bare = _fake(1, {})
+    del bare["findings"]
+    with pytest.raises(InputError, match="no findings"):
+        check_report(bare, "base")
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+def test_cli_diff_of_saved_json_equals_diff_of_captures(runs, tmp_path):
+    a, b = runs["base"][0], runs["gemm_slower"][0]
+    for src, dst in ((a, tmp_path / "base.json"), (b, tmp_path / "cand.json")):
+        r = run_cli("report", src, "--format", "json", "-o", dst, "-q", "--no-config")
+        assert r.returncode == 0, r.stderr
+    r1 = run_cli("diff", a, b, "-f", "json", "-q", "--no-config")
+    r2 = run_cli("diff", tmp_path / "base.json", tmp_path / "cand.json", "-f", "json", "-q", "--no-config")
+    assert r1.returncode == r2.returncode == 0, r1.stderr + r2.stderr
+    d1, d2 = json.loads(r1.stdout), json.loads(r2.stdout)
+    for d in (d1, d2):  # the names are how the inputs were given
+        d["base"].pop("input"), d["candidate"].pop("input")
+    assert d1 == d2
+    assert d1["verdict"] == "slower" and d1["kind"] == "diff" and d1["contract"] == 1
+
+
+def test_cli_fail_on_regression_exit_codes(runs, tmp_path):
+    base, slow = runs["base"][0], runs["gemm_slower"][0]
+    r = run_cli("diff", base, slow, "-o", tmp_path / "d.md", "--fail-on-regression", "2", "--no-config")
+    assert r.returncode == 1, r.stderr  # +8.8% > 2%
+    assert "Slower: median step 13.65 ms -> 14.85 ms" in r.stdout
+    text = (tmp_path / "d.md").read_text()
+    assert text.startswith("### nsysdoc diff: base.sqlite → gemm_slower.sqlite")
+    assert "| Median step time | 13.65 ms | 14.85 ms |" in text
+    r = run_cli("diff", base, slow, "-o", tmp_path / "d.md", "--fail-on-regression", "10", "-q", "--no-config")
+    assert r.returncode == 0, r.stderr  # +8.8% < 10%
+    r = run_cli("diff", slow, base, "-o", tmp_path / "d.md", "--fail-on-regression", "0", "-q", "--no-config")
+    assert r.returncode == 0, r.stderr  # faster
+    noise_a, noise_b = runs["noise_a"][0], runs["noise_b"][0]
+    r = run_cli("diff", noise_a, noise_b, "-f", "json", "--fail-on-regression", "2", "-q", "--no-config")
+    assert r.returncode == 0 and json.loads(r.stdout)["verdict"] == "no significant change"
+
+
+def test_cli_default_output_is_an_html_page(runs, tmp_path):
+    r = run_cli("diff", runs["base"][0], runs["new_kernel"][0], "--no-config", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    page = tmp_path / "base-vs-new_kernel.nsysdoc-diff.html"
+    html = page.read_text()
+    assert "Diff: " + str(page) in r.stdout
+    assert 'id="verdict-sentence">Slower: median step 13.65 ms → 14.15 ms' in html
+    assert "cunn_SoftMaxForward" in html and 'st-new" data-sort="new">new</td>' in html
+    assert 'http-equiv="Content-Security-Policy"' in html and "<script src" not in html and "<link" not in html
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"traceEvents": []}', "not an nsysdoc report"),
+    ('{"nsysdoc_version": "0.0.1", "metrics": {}}', "JSON contract None"),
+    ('{"broken', "not valid JSON"),
+])
+def test_cli_refuses_bad_json_with_one_line(runs, tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    r = run_cli("diff", bad, runs["base"][0], "-f", "json", "--no-config")
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_cli_refuses_missing_and_ambiguous_inputs(runs, tmp_path):
+    r = run_cli("diff", tmp_path / "nope.sqlite", runs["base"][0], "--no-config")
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    folder = tmp_path / "two"
+    folder.mkdir()
+    for name in ("x", "y"):
+        (folder / f"{name}.sqlite").write_bytes(runs["base"][0].read_bytes())
+    r = run_cli("diff", folder, runs["base"][0], "--no-config")
+    assert r.returncode == 2 and "holds 2 captures" in r.stderr
+    not_sqlite = tmp_path / "notes.txt"
+    not_sqlite.write_text("hello")
+    r = run_cli("diff", runs["base"][0], not_sqlite, "--no-config")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# a real before/after pair
+# ---------------------------------------------------------------------------------------------
+FASTVIDEO = ("fastvideo_torchrun_h100x2_before.sqlite", "fastvideo_torchrun_h100x2_after.sqlite")
+
+
+@pytest.mark.skipif(not all((SHARED_TRACES / f).is_file() for f in FASTVIDEO), reason="shared traces absent")
+def test_real_fastvideo_before_after():
+    """Expert reading (SQL in docs/diff.md): no step markers; in 0.3 s windows the after-run launches
+    flash_fwd_kernel 60 times per GPU against 68 (same 4.0 ms mean), i.e. ~12% less work per second,
+    and its GPUs idle on launches instead: slower (weak), launch idle and exposed NCCL explain it,
+    compute per unit of work unchanged."""
+    a, b = (diagnose_path(SHARED_TRACES / f) for f in FASTVIDEO)
+    d = compare(a, b)
+    assert d["per"] == "work" and d["verdict"] == "slower" and d["strength"] == "weak"
+    assert 9 < d["work_rate"]["time_per_work_change_pct"] < 15
+    parts = {r["part"]: r for r in d["breakdown"]}
+    assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_unit"] > 50
+    assert abs(parts["compute"]["delta_ms_per_unit"]) < 0.01 * parts["compute"]["base_ms_per_unit"]
+    flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
+    assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
+    assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]
