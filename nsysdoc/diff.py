@@ -51,7 +51,7 @@ BREAKDOWN_LABELS = {
 }
 
 
-#: what the *_per_unit fields are per
+#: what the *_per_step fields are per (without step markers a "step" is a unit of work, or a second)
 UNITS = {"step": "per step per GPU",
          "work": "per unit of work per GPU (a unit: the work the base does in one second of its window)",
          "second": "per second of the analysis window per GPU"}
@@ -186,9 +186,9 @@ def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[d
         a, b = pa.get(k, 0.0), pb.get(k, 0.0)
         if not a and not b:
             continue
-        rows.append({"part": k, "label": BREAKDOWN_LABELS[k], "base_ms_per_unit": _num(a),
-                     "candidate_ms_per_unit": _num(b), "delta_ms_per_unit": _num(b - a)})
-    rows.sort(key=lambda r: -abs(r["delta_ms_per_unit"] or 0))
+        rows.append({"part": k, "label": BREAKDOWN_LABELS[k], "base_ms_per_step": _num(a),
+                     "candidate_ms_per_step": _num(b), "delta_ms_per_step": _num(b - a)})
+    rows.sort(key=lambda r: -abs(r["delta_ms_per_step"] or 0))
     return rows
 
 
@@ -205,14 +205,14 @@ def _matched(rows_a: list[dict], rows_b: list[dict], key: str, ua: float, ub: fl
         ca = (ra["count"] / na / ua) if ra else 0.0
         cb = (rb["count"] / nb / ub) if rb else 0.0
         row = {"name": name, "status": "new" if ra is None else "vanished" if rb is None else "matched",
-               "base_ms_per_unit": _num(ta), "candidate_ms_per_unit": _num(tb), "delta_ms_per_unit": _num(tb - ta),
-               "base_count_per_unit": _num(ca, 2), "candidate_count_per_unit": _num(cb, 2),
+               "base_ms_per_step": _num(ta), "candidate_ms_per_step": _num(tb), "delta_ms_per_step": _num(tb - ta),
+               "base_count_per_step": _num(ca, 2), "candidate_count_per_step": _num(cb, 2),
                "base_mean_us": _num(ra["total_ms"] / ra["count"] * 1000) if ra and ra["count"] else None,
                "candidate_mean_us": _num(rb["total_ms"] / rb["count"] * 1000) if rb and rb["count"] else None}
         if extra:
             row.update(extra(ra, rb))
         out.append(row)
-    out.sort(key=lambda r: (-abs(r["delta_ms_per_unit"] or 0), r["name"]))
+    out.sort(key=lambda r: (-abs(r["delta_ms_per_step"] or 0), r["name"]))
     return out
 
 
@@ -229,12 +229,12 @@ def _copies(base: dict, cand: dict, ua: float, ub: float) -> list[dict]:
     for k in sorted(set(ra) | set(rb)):
         a, b = ra.get(k), rb.get(k)
         out.append({"kind": k,
-                    "base_bytes_per_unit": int(a["bytes"] / na / ua) if a else 0,
-                    "candidate_bytes_per_unit": int(b["bytes"] / nb / ub) if b else 0,
-                    "base_ms_per_unit": _num(a["time_ms"] / na / ua) if a else 0.0,
-                    "candidate_ms_per_unit": _num(b["time_ms"] / nb / ub) if b else 0.0,
+                    "base_bytes_per_step": int(a["bytes"] / na / ua) if a else 0,
+                    "candidate_bytes_per_step": int(b["bytes"] / nb / ub) if b else 0,
+                    "base_ms_per_step": _num(a["time_ms"] / na / ua) if a else 0.0,
+                    "candidate_ms_per_step": _num(b["time_ms"] / nb / ub) if b else 0.0,
                     "base_gbps": a["gbps"] if a else None, "candidate_gbps": b["gbps"] if b else None})
-    out.sort(key=lambda r: -abs((r["candidate_ms_per_unit"] or 0) - (r["base_ms_per_unit"] or 0)))
+    out.sort(key=lambda r: -abs((r["candidate_ms_per_step"] or 0) - (r["base_ms_per_step"] or 0)))
     return out
 
 
@@ -348,10 +348,10 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     launch_a = (base["metrics"].get("launch") or {}).get("launch_count") or 0
     launch_b = (cand["metrics"].get("launch") or {}).get("launch_count") or 0
     unit = {"step": "ms/step", "work": "ms/unit of work", "second": "ms/s"}[per]
-    why = [f"{b['label']} {b['delta_ms_per_unit']:+.2f} {unit}" for b in breakdown[:2]
-           if abs(b["delta_ms_per_unit"] or 0) >= 0.005]
-    why += [f"kernel {k['name'][:60]} {k['delta_ms_per_unit']:+.2f} {unit}" for k in kernels[:1]
-            if abs(k["delta_ms_per_unit"] or 0) >= 0.005]
+    why = [f"{b['label']} {b['delta_ms_per_step']:+.2f} {unit}" for b in breakdown[:2]
+           if abs(b["delta_ms_per_step"] or 0) >= 0.005]
+    why += [f"kernel {k['name'][:60]} {k['delta_ms_per_step']:+.2f} {unit}" for k in kernels[:1]
+            if abs(k["delta_ms_per_step"] or 0) >= 0.005]
     a, b = _side(base, names[0]), _side(cand, names[1])
     return {
         "nsysdoc_version": __version__,
@@ -374,8 +374,8 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
         "nvtx": nvtx,
         "copies": _copies(base, cand, ua, ub),
         "pageable_share_pct": {"base": _pageable_share(base), "candidate": _pageable_share(cand)},
-        "sync_calls_per_unit": {"base": per_unit(na, ua, sync_a), "candidate": per_unit(nb, ub, sync_b)},
-        "launches_per_unit": {"base": per_unit(na, ua, launch_a), "candidate": per_unit(nb, ub, launch_b)},
+        "sync_calls_per_step": {"base": per_unit(na, ua, sync_a), "candidate": per_unit(nb, ub, sync_b)},
+        "launches_per_step": {"base": per_unit(na, ua, launch_a), "candidate": per_unit(nb, ub, launch_b)},
         "findings": _findings(base, cand),
     }
 

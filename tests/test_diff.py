@@ -69,14 +69,14 @@ def test_dataloader_fix_is_faster_and_input_wait_explains_it(runs):
     assert st["candidate"] == pytest.approx(st["base"] - 38.0, abs=1e-3)
     top = d["breakdown"][0]
     assert top["part"] == "idle_input"
-    assert top["base_ms_per_unit"] == pytest.approx(40.0, abs=1e-3)
-    assert top["candidate_ms_per_unit"] == pytest.approx(2.0, abs=1e-3)
-    assert top["delta_ms_per_unit"] == pytest.approx(-38.0, abs=1e-3)
-    assert all(abs(r["delta_ms_per_unit"]) < 1e-3 for r in d["breakdown"][1:])
+    assert top["base_ms_per_step"] == pytest.approx(40.0, abs=1e-3)
+    assert top["candidate_ms_per_step"] == pytest.approx(2.0, abs=1e-3)
+    assert top["delta_ms_per_step"] == pytest.approx(-38.0, abs=1e-3)
+    assert all(abs(r["delta_ms_per_step"]) < 1e-3 for r in d["breakdown"][1:])
     # the DataLoader NVTX range moves by the same 38 ms; kernels do not move
     dl = next(r for r in d["nvtx"] if r["name"].startswith("enumerate(DataLoader)"))
-    assert dl["delta_ms_per_unit"] == pytest.approx(-38.0, abs=1e-3)
-    assert all(abs(k["delta_ms_per_unit"]) < 1e-6 for k in d["kernels"])
+    assert dl["delta_ms_per_step"] == pytest.approx(-38.0, abs=1e-3)
+    assert all(abs(k["delta_ms_per_step"]) < 1e-6 for k in d["kernels"])
     ch = {c["rule"]: c for c in d["findings"]["changed"]}
     assert ch["data-starvation"]["base_severity"] == "critical"
     assert ch["data-starvation"]["candidate_impact_pct"] < ch["data-starvation"]["base_impact_pct"]
@@ -92,13 +92,13 @@ def test_slower_gemm_is_slower_and_that_kernel_moves_first(runs):
     assert st["change_pct"] == pytest.approx(1.2 / STEP_MS * 100, abs=0.01)
     k = d["kernels"][0]
     assert k["name"] == GEMM and k["status"] == "matched"
-    assert k["base_ms_per_unit"] == pytest.approx(12.0, abs=1e-6)
-    assert k["candidate_ms_per_unit"] == pytest.approx(13.2, abs=1e-6)
-    assert k["delta_ms_per_unit"] == pytest.approx(1.2, abs=1e-6)
-    assert k["base_count_per_unit"] == 8 and k["candidate_count_per_unit"] == 8
+    assert k["base_ms_per_step"] == pytest.approx(12.0, abs=1e-6)
+    assert k["candidate_ms_per_step"] == pytest.approx(13.2, abs=1e-6)
+    assert k["delta_ms_per_step"] == pytest.approx(1.2, abs=1e-6)
+    assert k["base_count_per_step"] == 8 and k["candidate_count_per_step"] == 8
     assert k["base_mean_us"] == pytest.approx(1500) and k["candidate_mean_us"] == pytest.approx(1650)
     assert d["breakdown"][0]["part"] == "compute"
-    assert d["breakdown"][0]["delta_ms_per_unit"] == pytest.approx(1.2, abs=1e-3)
+    assert d["breakdown"][0]["delta_ms_per_step"] == pytest.approx(1.2, abs=1e-3)
     assert regression(d, 2.0) and not regression(d, 9.0)
 
 
@@ -109,6 +109,36 @@ def test_noise_only_pair_is_no_significant_change(runs):
     lo, hi = st["ci95_pct"]
     assert lo <= 0 <= hi or abs(st["change_pct"]) < NEGLIGIBLE_PCT
     assert not regression(d, 2.0)
+
+
+@pytest.fixture(scope="module")
+def noisy15(tmp_path_factory):
+    """15-step runs with ±3% per-step GEMM jitter: seeds 1..10 unchanged, 11..13 with GEMMs of
+    1585.3 µs instead of 1500 (8 x 85.3 µs = +0.682 ms per 13.6477 ms step = +5.0%)."""
+    d = tmp_path_factory.mktemp("noisy15")
+    out = {}
+    for seed in range(1, 14):
+        gemm = 1585.3 if seed > 10 else 1500.0
+        out[seed] = diagnose_path(steady_training(steps=15, jitter_pct=3, seed=seed, gemm_us=gemm)
+                                  .write(d / f"seed{seed}.sqlite"))
+    return out
+
+
+@pytest.mark.parametrize("a, b", [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10)])
+def test_noise_is_never_a_regression(noisy15, a, b):
+    d = compare(noisy15[a], noisy15[b])
+    assert d["verdict"] == "no significant change", d["sentence"]
+    assert not regression(d, 2.0)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_a_real_five_percent_regression_on_15_steps_is_slower(noisy15, seed):
+    d = compare(noisy15[1], noisy15[seed])
+    assert d["verdict"] == "slower" and d["strength"] == "strong", d["sentence"]
+    assert d["step_time_ms_median"]["ci95_pct"][0] > 0
+    assert 3 < d["step_time_ms_median"]["change_pct"] < 7
+    assert d["kernels"][0]["name"] == GEMM
+    assert regression(d, 2.0)
 
 
 def test_real_change_is_found_through_noise(runs):
@@ -126,11 +156,11 @@ def test_same_work_with_different_step_counts_changes_nothing(runs):
     assert d["verdict"] == "no significant change" and st["change_pct"] == 0
     # per-step normalisation: 20 and 12 steps of the same work give the same per-step numbers
     for k in d["kernels"]:
-        assert k["delta_ms_per_unit"] == pytest.approx(0, abs=1e-6)
-        assert k["base_count_per_unit"] == k["candidate_count_per_unit"]
+        assert k["delta_ms_per_step"] == pytest.approx(0, abs=1e-6)
+        assert k["base_count_per_step"] == k["candidate_count_per_step"]
     # kernel launches per step: 8 GEMMs + 16 elementwise + 1 optimizer = 25 (copies are not launches)
-    assert d["launches_per_unit"]["base"] == d["launches_per_unit"]["candidate"] == 25
-    assert d["sync_calls_per_unit"]["base"] == d["sync_calls_per_unit"]["candidate"]
+    assert d["launches_per_step"]["base"] == d["launches_per_step"]["candidate"] == 25
+    assert d["sync_calls_per_step"]["base"] == d["sync_calls_per_step"]["candidate"]
 
 
 def test_new_kernel_is_reported_as_new(runs):
@@ -138,7 +168,7 @@ def test_new_kernel_is_reported_as_new(runs):
     assert d["verdict"] == "slower"
     k = d["kernels"][0]
     assert k["name"] == SOFTMAX_SHORT and k["status"] == "new"
-    assert k["base_ms_per_unit"] == 0 and k["candidate_ms_per_unit"] == pytest.approx(0.5, abs=1e-6)
+    assert k["base_ms_per_step"] == 0 and k["candidate_ms_per_step"] == pytest.approx(0.5, abs=1e-6)
     assert k["base_mean_us"] is None and k["candidate_mean_us"] == pytest.approx(500)
     back = _diff(runs, "new_kernel", "base")
     assert back["verdict"] == "faster"
@@ -150,7 +180,7 @@ def test_capture_against_itself_changes_nothing(runs):
     assert d["verdict"] == "no significant change"
     assert d["step_time_ms_median"]["change_pct"] == 0
     assert d["step_time_ms_median"]["ci95_pct"] == [0, 0]
-    assert all(r["delta_ms_per_unit"] == 0 for r in d["breakdown"] + d["kernels"] + d["nvtx"])
+    assert all(r["delta_ms_per_step"] == 0 for r in d["breakdown"] + d["kernels"] + d["nvtx"])
     assert d["findings"] == {"resolved": [], "new": [], "changed": []}
     assert not regression(d, 0.0)
 
@@ -181,10 +211,10 @@ def test_without_markers_a_slower_run_is_slower_per_unit_of_work(runs):
     # per unit of work (the base's second), the unchanged kernels do not move; the GEMM does:
     # 12 ms of GEMM per 13.6477 ms step = 879.3 ms/unit, 14.4 ms per step = 1055.1 ms/unit
     k = {r["name"]: r for r in d["kernels"]}
-    assert k[GEMM]["base_ms_per_unit"] == pytest.approx(12 / STEP_MS * 1000, rel=0.005)
-    assert k[GEMM]["candidate_ms_per_unit"] == pytest.approx(14.4 / STEP_MS * 1000, rel=0.005)
+    assert k[GEMM]["base_ms_per_step"] == pytest.approx(12 / STEP_MS * 1000, rel=0.005)
+    assert k[GEMM]["candidate_ms_per_step"] == pytest.approx(14.4 / STEP_MS * 1000, rel=0.005)
     others = [r for r in d["kernels"] if r["name"] != GEMM]
-    assert all(abs(r["delta_ms_per_unit"]) / r["base_ms_per_unit"] < 0.005 for r in others)
+    assert all(abs(r["delta_ms_per_step"]) / r["base_ms_per_step"] < 0.005 for r in others)
     assert regression(d, 10) and not regression(d, 20)
 
 
@@ -380,8 +410,8 @@ def test_real_fastvideo_before_after():
     assert d["per"] == "work" and d["verdict"] == "slower" and d["strength"] == "weak"
     assert 9 < d["work_rate"]["time_per_work_change_pct"] < 15
     parts = {r["part"]: r for r in d["breakdown"]}
-    assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_unit"] > 50
-    assert abs(parts["compute"]["delta_ms_per_unit"]) < 0.01 * parts["compute"]["base_ms_per_unit"]
+    assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_step"] > 50
+    assert abs(parts["compute"]["delta_ms_per_step"]) < 0.01 * parts["compute"]["base_ms_per_step"]
     flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
     assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
     assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]

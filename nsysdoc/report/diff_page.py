@@ -116,8 +116,8 @@ def facts(diff: dict) -> list[Fact]:
     gb, gc = a.get("gpu_busy_pct"), b.get("gpu_busy_pct")
     out.append(Fact("GPU busy", fmt_pct(gb), fmt_pct(gc),
                     f"{gc - gb:+.1f} points" if is_num(gb) and is_num(gc) else "—"))
-    for key, label in (("sync_calls_per_unit", f"Host sync calls per {u} per GPU"),
-                       ("launches_per_unit", f"Launches per {u} per GPU")):
+    for key, label in (("sync_calls_per_step", f"Host sync calls per {u} per GPU"),
+                       ("launches_per_step", f"Launches per {u} per GPU")):
         x = diff.get(key) or {}
         xa, xb = x.get("base"), x.get("candidate")
         out.append(Fact(label, fmt_num(xa, 1), fmt_num(xb, 1),
@@ -141,7 +141,7 @@ def breakdown_bars(diff: dict) -> tuple[list[Bar], list[LegendItem], int]:
     """Two stacked bars (base, candidate) of the breakdown, on one scale, parts in a fixed order."""
     rows = {r["part"]: r for r in diff.get("breakdown") or []}
     order = [k for k in BREAKDOWN_LABELS if k in rows]
-    totals = [sum(rows[k][f"{s}_ms_per_unit"] or 0 for k in order) for s in ("base", "candidate")]
+    totals = [sum(rows[k][f"{s}_ms_per_step"] or 0 for k in order) for s in ("base", "candidate")]
     scale = (CHART_W - LABEL_W - 20) / max(max(totals), 1e-9)
     unit = _ms_unit(diff)
     bars = []
@@ -149,7 +149,7 @@ def breakdown_bars(diff: dict) -> tuple[list[Bar], list[LegendItem], int]:
         bar = Bar(label=side, y=10 + i * (BAR_H + GAP), total=f"{fmt_num(total, 2)} {unit}")
         x = float(LABEL_W)
         for k in order:
-            v = rows[k][f"{side}_ms_per_unit"] or 0
+            v = rows[k][f"{side}_ms_per_step"] or 0
             if v <= 0:
                 continue
             w = v * scale
@@ -165,10 +165,10 @@ def breakdown_table(diff: dict) -> Table:
     unit = _ms_unit(diff)
     rows = []
     for r in diff.get("breakdown") or []:
-        d = r["delta_ms_per_unit"]
+        d = r["delta_ms_per_step"]
         rows.append([Cell(r["label"], r["label"], cls=f"cause c-{r['part']}"),
-                     Cell(fmt_num(r["base_ms_per_unit"], 3), r["base_ms_per_unit"], True),
-                     Cell(fmt_num(r["candidate_ms_per_unit"], 3), r["candidate_ms_per_unit"], True),
+                     Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
+                     Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
                      Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005))])
     return Table(id="breakdown-table", title="Where the time went, side by side", columns=[
         Column("Part"), Column(f"Base ({unit})", True), Column(f"Candidate ({unit})", True),
@@ -181,18 +181,18 @@ def movers_table(diff: dict, key: str, title: str, what: str) -> Table:
     unit = _ms_unit(diff)
     cunit = f"per {_unit_word(diff)}"
     all_rows = diff.get(key) or []
-    moving = [r for r in all_rows if abs(r.get("delta_ms_per_unit") or 0) >= 0.0005 or r["status"] != "matched"]
+    moving = [r for r in all_rows if abs(r.get("delta_ms_per_step") or 0) >= 0.0005 or r["status"] != "matched"]
     rows = []
     for r in moving[:TOP_MOVERS]:
-        d = r["delta_ms_per_unit"]
+        d = r["delta_ms_per_step"]
         name = r["name"] or "(no text)"
         rows.append([Cell(name if len(name) <= 120 else name[:119] + "…", name, title=name[:1000] if len(name) > 120 else ""),
                      Cell(r["status"], r["status"], cls=f"st-{r['status']}"),
-                     Cell(fmt_num(r["base_ms_per_unit"], 3), r["base_ms_per_unit"], True),
-                     Cell(fmt_num(r["candidate_ms_per_unit"], 3), r["candidate_ms_per_unit"], True),
+                     Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
+                     Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
                      Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005)),
-                     Cell(f"{fmt_num(r['base_count_per_unit'], 1)} → {fmt_num(r['candidate_count_per_unit'], 1)}",
-                          r["candidate_count_per_unit"], True),
+                     Cell(f"{fmt_num(r['base_count_per_step'], 1)} → {fmt_num(r['candidate_count_per_step'], 1)}",
+                          r["candidate_count_per_step"], True),
                      Cell(f"{fmt_num(r['base_mean_us'], 1)} → {fmt_num(r['candidate_mean_us'], 1)}",
                           r["candidate_mean_us"], True)])
     new = sum(r["status"] == "new" for r in all_rows)
@@ -211,12 +211,12 @@ def copies_table(diff: dict) -> Table:
     unit = f"per {_unit_word(diff)}"
     rows = []
     for r in diff.get("copies") or []:
-        d = (r["candidate_ms_per_unit"] or 0) - (r["base_ms_per_unit"] or 0)
+        d = (r["candidate_ms_per_step"] or 0) - (r["base_ms_per_step"] or 0)
         rows.append([Cell(r["kind"], r["kind"]),
-                     Cell(fmt_bytes(r["base_bytes_per_unit"]), r["base_bytes_per_unit"], True),
-                     Cell(fmt_bytes(r["candidate_bytes_per_unit"]), r["candidate_bytes_per_unit"], True),
-                     Cell(fmt_num(r["base_ms_per_unit"], 3), r["base_ms_per_unit"], True),
-                     Cell(fmt_num(r["candidate_ms_per_unit"], 3), r["candidate_ms_per_unit"], True),
+                     Cell(fmt_bytes(r["base_bytes_per_step"]), r["base_bytes_per_step"], True),
+                     Cell(fmt_bytes(r["candidate_bytes_per_step"]), r["candidate_bytes_per_step"], True),
+                     Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
+                     Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
                      Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005)),
                      Cell(f"{fmt_num(r['base_gbps'], 1)} → {fmt_num(r['candidate_gbps'], 1)}", r["candidate_gbps"], True)])
     return Table(id="copies-diff", title="Copies by direction and host memory", columns=[
@@ -268,23 +268,23 @@ def render_diff_markdown(diff: dict) -> str:
     for f in facts(diff):
         lines.append(f"| {_md(f.label)} | {_md(f.base)} | {_md(f.candidate)} | {_md(f.change or '')} |")
     lines.append("")
-    moved = [r for r in diff.get("breakdown") or [] if abs(r.get("delta_ms_per_unit") or 0) >= 0.0005]
+    moved = [r for r in diff.get("breakdown") or [] if abs(r.get("delta_ms_per_step") or 0) >= 0.0005]
     if moved:
         lines += [f"**Where the time went** ({_md(unit)}, per GPU):", "", "| part | base | candidate | change |",
                   "|---|---:|---:|---:|"]
         for r in moved:
-            lines.append(f"| {_md(r['label'])} | {fmt_num(r['base_ms_per_unit'], 3)} | "
-                         f"{fmt_num(r['candidate_ms_per_unit'], 3)} | {_md(_delta(r['delta_ms_per_unit'], '', 3))} |")
+            lines.append(f"| {_md(r['label'])} | {fmt_num(r['base_ms_per_step'], 3)} | "
+                         f"{fmt_num(r['candidate_ms_per_step'], 3)} | {_md(_delta(r['delta_ms_per_step'], '', 3))} |")
         lines.append("")
-    kern = [r for r in diff.get("kernels") or [] if abs(r.get("delta_ms_per_unit") or 0) >= 0.0005
+    kern = [r for r in diff.get("kernels") or [] if abs(r.get("delta_ms_per_step") or 0) >= 0.0005
             or r["status"] != "matched"][:MD_MOVERS]
     if kern:
         lines += [f"**Kernels that moved most** ({_md(unit)}, per GPU):", "", "| kernel | status | base | candidate | change |",
                   "|---|---|---:|---:|---:|"]
         for r in kern:
             name = r["name"] if len(r["name"]) <= 80 else r["name"][:79] + "…"
-            lines.append(f"| `{_md(name).replace('`', '')}` | {_md(r['status'])} | {fmt_num(r['base_ms_per_unit'], 3)} | "
-                         f"{fmt_num(r['candidate_ms_per_unit'], 3)} | {_md(_delta(r['delta_ms_per_unit'], '', 3))} |")
+            lines.append(f"| `{_md(name).replace('`', '')}` | {_md(r['status'])} | {fmt_num(r['base_ms_per_step'], 3)} | "
+                         f"{fmt_num(r['candidate_ms_per_step'], 3)} | {_md(_delta(r['delta_ms_per_step'], '', 3))} |")
         lines.append("")
     f = findings_view(diff)
     for key, label in (("resolved", "Resolved"), ("new", "New")):
