@@ -125,3 +125,19 @@ def test_report_directory_argument(env, tmp_path, build):
     proc = nsysdoc(["report", d, "-o", tmp_path / "out", "--format", "json"], env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(list((tmp_path / "out").glob("*.nsysdoc.json"))) == 2
+
+
+def test_diff_exports_a_nsys_rep_side(env, tmp_path, build):
+    """``nsysdoc diff run.nsys-rep base.sqlite``: the .nsys-rep side is exported with nsys export
+    (the fake writes the sync_storm fixture), then compared."""
+    rep = tmp_path / "after.nsys-rep"
+    rep.write_bytes(b"fake report")
+    base = build("healthy_training")
+    proc = nsysdoc(["diff", base, rep, "-f", "json", "-q", "--no-config"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["candidate"]["input"] == str(rep) and d["candidate"]["path"].endswith("after.sqlite")
+    assert any(argv[1] == "export" and argv[-1] == str(rep) for argv in logged(env))
+    # sync_storm reads 40 scalars per step where healthy_training reads one
+    assert d["sync_calls_per_step"] == {"base": 1.0, "candidate": 40.0}
+    assert "host-sync" in {f["rule"] for f in d["findings"]["new"]}
