@@ -236,7 +236,7 @@ def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cac
             raise InputError(f"{raw}: cannot read: {exc.strerror or exc}")
         if raw.suffix.lower() == ".json" or head.startswith(b"{"):
             try:
-                return json.loads(raw.read_text(encoding="utf-8"))
+                return json.loads(raw.read_text(encoding="utf-8-sig"))  # a BOM is harmless
             except (UnicodeDecodeError, ValueError) as exc:
                 raise InputError(f"{raw}: not valid JSON ({exc})",
                                  hint="pass a saved 'nsysdoc report --format json' file or a capture")

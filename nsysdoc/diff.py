@@ -30,7 +30,7 @@ from .errors import InputError
 
 #: version of the diff JSON (``docs/diff.md``)
 DIFF_CONTRACT = 1
-#: report JSON contract versions this diff reads (``nsysdoc.analysis.CONTRACT``)
+#: report JSON contract versions this diff reads (the fields it reads are checked by check_report) (``nsysdoc.analysis.CONTRACT``)
 READABLE_CONTRACTS = (2,)
 RESAMPLES = 2000
 SEED = 0
@@ -57,17 +57,88 @@ UNITS = {"step": "per step per GPU",
          "second": "per second of the analysis window per GPU"}
 
 
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _malformed(what: str, field: str, why: str) -> InputError:
+    return InputError(f"{what}: malformed nsysdoc report: {field} {why}",
+                      hint="re-run 'nsysdoc report --format json' on the capture")
+
+
+def _check_rows(what: str, rows, field: str, required: dict[str, tuple], optional: dict[str, tuple] = {}) -> None:
+    """``rows`` must be a list of objects whose ``required`` keys hold one of the given kinds
+    ("str", "num", "none", "dict") and whose ``optional`` keys, when present, do."""
+    kinds = {"str": lambda v: isinstance(v, str), "num": _is_num, "none": lambda v: v is None,
+             "dict": lambda v: isinstance(v, dict), "bool": lambda v: isinstance(v, bool),
+             "list": lambda v: isinstance(v, list)}
+    if not isinstance(rows, list):
+        raise _malformed(what, field, "is not a list")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise _malformed(what, f"{field}[{i}]", "is not an object")
+        for key, allowed in {**required, **optional}.items():
+            if key not in row:
+                if key in required:
+                    raise _malformed(what, f"{field}[{i}].{key}", "is missing")
+                continue
+            if not any(kinds[k](row[key]) for k in allowed):
+                raise _malformed(what, f"{field}[{i}].{key}", f"is not {' or '.join(allowed)}")
+
+
 def check_report(result, what: str) -> None:
-    """Refuse what is not an nsysdoc report of a contract this diff reads (one line, exit 2)."""
+    """Refuse what is not an nsysdoc report of a contract this diff reads, or a report missing or
+    mistyping a field the diff reads (one line, exit 2)."""
     if not isinstance(result, dict) or "nsysdoc_version" not in result or "metrics" not in result:
         raise InputError(f"{what}: not an nsysdoc report (expected the JSON of 'nsysdoc report --format json')")
     contract = result.get("contract")
     if contract not in READABLE_CONTRACTS:
-        raise InputError(f"{what}: report of JSON contract {contract!r} (nsysdoc {result.get('nsysdoc_version')}); "
-                         f"this nsysdoc reads contract {', '.join(map(str, READABLE_CONTRACTS))}",
+        raise InputError(f"{what}: report of JSON contract {str(contract)[:20]} (nsysdoc "
+                         f"{str(result.get('nsysdoc_version'))[:20]}); this nsysdoc reads contract "
+                         f"{', '.join(map(str, READABLE_CONTRACTS))}",
                          hint="re-run 'nsysdoc report --format json' on the capture with this version")
     if "findings" not in result or "verdict" not in result:
         raise InputError(f"{what}: the report has no findings (made without the rules engine)")
+    m = result["metrics"]
+    for field, value, kind in (("metrics", m, dict), ("verdict", result["verdict"], dict),
+                               ("capture", result.get("capture"), dict)):
+        if not isinstance(value, kind):
+            raise _malformed(what, field, "is not an object")
+    for field in ("kernels", "sync", "values"):
+        if not isinstance(m.get(field), dict):
+            raise _malformed(what, f"metrics.{field}", "is missing or not an object")
+    if not isinstance(m.get("launch"), (dict, type(None))):
+        raise _malformed(what, "metrics.launch", "is not an object")
+    window = result["capture"].get("window")
+    if not isinstance(window, (dict, type(None))) or (window and not _is_num(window.get("duration_ms", 0) or 0)):
+        raise _malformed(what, "capture.window", "is not an object with a number duration_ms")
+    dc = m["values"].get("device_count")
+    if dc is not None and not (_is_num(dc) and dc >= 0):
+        raise _malformed(what, "metrics.values.device_count", "is not a count")
+    _check_rows(what, m["kernels"].get("names"), "metrics.kernels.names", {"name": ("str",), "count": ("num",),
+                                                                            "total_ms": ("num",)})
+    _check_rows(what, m.get("nvtx"), "metrics.nvtx", {"text": ("str",), "count": ("num",), "total_ms": ("num",)})
+    _check_rows(what, m.get("copies"), "metrics.copies", {"kind": ("str",), "bytes": ("num",), "time_ms": ("num",)},
+                {"host_memory": ("str", "none"), "gbps": ("num", "none")})
+    _check_rows(what, m["sync"].get("sync_calls"), "metrics.sync.sync_calls", {"count": ("num",)})
+    _check_rows(what, result.get("findings"), "findings", {"rule": ("str",)},
+                {"severity": ("str", "none"), "impact_pct": ("num", "none"), "impact_ms_per_step": ("num", "none"),
+                 "title": ("str", "none")})
+    _check_rows(what, result.get("steps") or [], "steps", {"primary": ("bool",)},
+                {"step_time_ms": ("num", "none"), "breakdown_ms": ("dict", "none"), "index": ("num",),
+                 "pid": ("num", "none")})
+    _check_rows(what, result.get("devices") or [], "devices", {},
+                {"busy_pct": ("num", "none"), "kernel_count": ("num", "none"), "copy_count": ("num", "none"),
+                 "compute_ms": ("num", "none"), "exposed_comm_ms": ("num", "none"), "copy_only_ms": ("num", "none"),
+                 "idle_ms_by_cause": ("dict", "none")})
+    for i, st in enumerate(result.get("steps") or []):
+        for k, v in (st.get("breakdown_ms") or {}).items():
+            if not (_is_num(v) or v is None):
+                raise _malformed(what, f"steps[{i}].breakdown_ms.{k}", "is not a number")
+    for i, d in enumerate(result.get("devices") or []):
+        for k, v in (d.get("idle_ms_by_cause") or {}).items():
+            if not (_is_num(v) or v is None):
+                raise _malformed(what, f"devices[{i}].idle_ms_by_cause.{k}", "is not a number")
 
 
 def _num(x, digits: int = 4):
@@ -81,7 +152,16 @@ def _primary(result: dict) -> list[dict]:
 
 
 def _step_times(result: dict) -> np.ndarray:
-    return np.array([s["step_time_ms"] for s in _primary(result) if s.get("step_time_ms") is not None], dtype=float)
+    """The job's step times: for each step index, the longest of the processes' primary steps
+    (a synchronous data-parallel step ends when its slowest rank does). One process: its steps."""
+    by_index: dict = {}
+    for i, s in enumerate(_primary(result)):
+        t = s.get("step_time_ms")
+        if t is None or not t > 0:
+            continue
+        key = s.get("index", i)
+        by_index[key] = max(by_index.get(key, 0.0), float(t))
+    return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
 
 
 def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
@@ -159,7 +239,7 @@ def _verdict(base: dict, cand: dict) -> tuple[dict, str]:
     wr["significant"] = significant
     verdict = ("slower" if change > 0 else "faster") if significant else "no significant change"
     per = "second" if change is None else "work"
-    return {"per": per, "strength": "weak", "step_time_ms_median": out, "work_rate": wr}, verdict
+    return {"per": per, "strength": "weak" if change is not None else "none", "step_time_ms_median": out, "work_rate": wr}, verdict
 
 
 def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[dict]:
@@ -267,7 +347,7 @@ def _side(r: dict, name: str | None) -> dict:
     cap = r.get("capture") or {}
     return {"input": name, "path": (r.get("source") or {}).get("path"),
             "nsys_version": (r.get("source") or {}).get("nsys_version"),
-            "nsysdoc_version": r.get("nsysdoc_version"), "steps": len(_primary(r)),
+            "nsysdoc_version": r.get("nsysdoc_version"), "steps": len(_step_times(r)),
             "step_pattern": cap.get("step_pattern"),
             "window_ms": (cap.get("window") or {}).get("duration_ms"),
             "gpu_busy_pct": v.get("gpu_busy_pct"), "device_count": v.get("device_count"),
@@ -281,11 +361,15 @@ def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
                    "and the breakdown are compared per GPU; the step time is the job's.")
     if per == "step" and a["step_pattern"] != b["step_pattern"]:
         out.append("The step markers were found with different patterns; check that a step is the same work in both.")
-    if per != "step":
-        missing = [w for w, r in (("base", a), ("candidate", b)) if (r["steps"] or 0) < 2]
-        out.append(f"Fewer than 2 timed steps in the {' and '.join(missing)}: the verdict compares kernel launch rates, which "
+    missing = " and ".join(w for w, r in (("base", a), ("candidate", b)) if (r["steps"] or 0) < 2)
+    if per == "work":
+        out.append(f"Fewer than 2 timed steps in the {missing}: the verdict compares kernel launch rates, which "
                    "assumes both runs do the same work at the same batch size. Add step markers (NVTX ranges or "
                    "torch.profiler's ProfilerStep) for a timed verdict.")
+    elif per == "second":
+        out.append(f"Fewer than 2 timed steps in the {missing}, and the runs share no kernel launched at least 3 times: "
+                   "there is nothing to measure work by, so no verdict. The numbers below are per second of window "
+                   "and do not say which run is faster.")
     for what, r in (("base", base), ("candidate", cand)):
         if (r.get("verdict") or {}).get("status") in ("no-gpu", "too-little-work"):
             out.append(f"The {what} has too little GPU work to judge (see its report's capture-quality finding): "
@@ -310,13 +394,14 @@ def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sid
     else:
         wr = head["work_rate"]
         if wr["time_per_work_change_pct"] is None:
-            text = ("No verdict possible: a side has no step markers and the two runs share no kernel launched at "
-                    "least 3 times to compare rates.")
+            text = (f"No verdict possible: without timed steps on {missing}, work is measured by the kernels both "
+                    "runs launch at least 3 times, and they share none.")
         else:
             c = wr["time_per_work_change_pct"]
+            often = "as often" if abs(c) < 0.05 else "less often" if c > 0 else "more often"
             text = (f"{'No significant change' if verdict == 'no significant change' else verdict.capitalize()} "
-                    f"(weak): without step markers on {missing}, time per unit of work {c:+.1f}% — the kernels "
-                    f"both runs share run {'less' if c > 0 else 'more'} often per second per GPU "
+                    f"(weak): without timed steps on {missing}, time per unit of work {c:+.1f}% — the kernels "
+                    f"both runs share run {often} per second per GPU "
                     f"({wr['kernels_compared']} kernels compared; {WEAK_THRESHOLD_PCT:.0f}% needed).")
     if why:
         text += " Largest moves: " + "; ".join(why) + "."
@@ -352,6 +437,8 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
            if abs(b["delta_ms_per_step"] or 0) >= 0.005]
     why += [f"kernel {k['name'][:60]} {k['delta_ms_per_step']:+.2f} {unit}" for k in kernels[:1]
             if abs(k["delta_ms_per_step"] or 0) >= 0.005]
+    if per == "second":  # no common measure of work: per-second moves say nothing about speed
+        why = []
     a, b = _side(base, names[0]), _side(cand, names[1])
     return {
         "nsysdoc_version": __version__,
@@ -363,6 +450,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
         "unit": UNITS[per],
         "verdict": verdict,
         "strength": head["strength"],
+        "comparable": per != "second",
         "sentence": _sentence(verdict, head, why, " and ".join(
             w for w, n in (("the base", len(_step_times(base))), ("the candidate", len(_step_times(cand)))) if n < 2)
             or "both sides"),

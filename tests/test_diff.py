@@ -197,7 +197,7 @@ def test_without_markers_on_one_side_the_verdict_is_per_unit_of_work(runs):
     assert d["verdict"] == "no significant change"
     assert abs(d["work_rate"]["time_per_work_change_pct"]) < 1
     assert d["work_rate"]["kernels_compared"] == 3
-    assert "without step markers on the candidate" in d["sentence"]
+    assert "without timed steps on the candidate" in d["sentence"]
     assert any("Fewer than 2 timed steps in the candidate" in w for w in d["warnings"])
 
 
@@ -284,8 +284,14 @@ def test_work_rate_ignores_rare_and_unshared_kernels():
 def test_no_shared_kernels_gives_no_verdict():
     d = compare(_fake(1000, {"A": (100, 50.0)}), _fake(1000, {"B": (100, 50.0)}))
     assert d["per"] == "second" and d["verdict"] == "no significant change"
-    assert d["sentence"].startswith("No verdict possible")
+    assert d["comparable"] is False and d["strength"] == "none"
+    assert d["sentence"].startswith("No verdict possible") and "Largest moves" not in d["sentence"]
+    assert any("nothing to measure work by" in w for w in d["warnings"])
+    assert not any("compares kernel launch rates" in w for w in d["warnings"])
     assert not regression(d, 0)
+    from nsysdoc.report.diff_page import render_diff_markdown
+
+    assert "*(no verdict)*" in render_diff_markdown(d)
 
 
 def test_findings_resolved_new_and_changed():
@@ -303,6 +309,107 @@ def test_findings_resolved_new_and_changed():
     # small-kernels moved 0.5 point (< 1) at the same severity: not changed
     assert [(x["rule"], x["base_severity"], x["candidate_severity"], x["delta_impact_pct"]) for x in f["changed"]] == \
         [("host-sync", "warning", "critical", 15.0)]
+
+
+def test_data_parallel_steps_count_once_per_job(tmp_path):
+    """Two ranks time the same 3 steps: the job has 3 steps (each the slower rank's), not 6, so
+    the verdict is weak; +1 ms of all-reduce per step is +1 ms on the job's median step."""
+    from nsysdoc.testing.scenarios import ddp_nccl
+
+    a = diagnose_path(ddp_nccl(steps=3, ranks=2).write(tmp_path / "a.sqlite"))
+    b = diagnose_path(ddp_nccl(steps=3, ranks=2, allreduce_us=7000).write(tmp_path / "b.sqlite"))
+    d = compare(a, b)
+    st = d["step_time_ms_median"]
+    assert (st["base_steps"], st["candidate_steps"]) == (3, 3)
+    assert d["base"]["steps"] == 3 and d["strength"] == "weak"
+    assert st["candidate"] - st["base"] == pytest.approx(1.0, abs=1e-3)
+    job = [max(s["step_time_ms"] for s in a["steps"] if s["primary"] and s["index"] == i) for i in range(3)]
+    assert st["base"] == pytest.approx(float(np.median(job)), abs=1e-4)
+
+
+def _mutations():
+    """(name, how to break a valid report): each must be refused as malformed, never crash."""
+    def put(path, value):
+        def f(r):
+            obj = r
+            for k in path[:-1]:
+                obj = obj[k]
+            obj[path[-1]] = value
+        return f
+
+    def drop(path):
+        def f(r):
+            obj = r
+            for k in path[:-1]:
+                obj = obj[k]
+            del obj[path[-1]]
+        return f
+
+    return [
+        ("metrics empty", put(["metrics"], {})), ("metrics null", put(["metrics"], None)),
+        ("kernels null", put(["metrics", "kernels"], None)), ("names missing", drop(["metrics", "kernels", "names"])),
+        ("kernel count null", put(["metrics", "kernels", "names", 0, "count"], None)),
+        ("kernel total text", put(["metrics", "kernels", "names", 0, "total_ms"], "12")),
+        ("sync missing", drop(["metrics", "sync"])), ("values null", put(["metrics", "values"], None)),
+        ("nvtx row without total", drop(["metrics", "nvtx", 0, "total_ms"])),
+        ("copy gbps text", put(["metrics", "copies", 0, "gbps"], "fast")),
+        ("finding without rule", put(["findings"], [{"severity": "warning"}])),
+        ("findings null", put(["findings"], None)),
+        ("step null", put(["steps"], [None])), ("step time text", put(["steps", 0, "step_time_ms"], "abc")),
+        ("step time NaN", put(["steps", 0, "step_time_ms"], float("nan"))),
+        ("breakdown text", put(["steps", 0, "breakdown_ms", "compute"], "x")),
+        ("verdict text", put(["verdict"], "str")), ("capture null", put(["capture"], None)),
+        ("window text", put(["capture", "window"], "long")),
+        ("device count text", put(["metrics", "values", "device_count"], "two")),
+        ("devices null entries", put(["devices"], [None])),
+    ]
+
+
+@pytest.mark.parametrize("name, mutate", _mutations(), ids=[m[0] for m in _mutations()])
+def test_malformed_reports_are_refused_by_field(runs, name, mutate):
+    import copy
+
+    r = copy.deepcopy(runs["starved"][1])
+    mutate(r)
+    with pytest.raises(InputError, match="malformed nsysdoc report|no findings"):
+        compare(runs["base"][1], r)
+
+
+def test_malformed_report_json_is_one_line_exit_2(runs, tmp_path):
+    import copy
+
+    r = copy.deepcopy(runs["base"][1])
+    r["metrics"]["kernels"]["names"][0]["count"] = None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(r))
+    p = run_cli("diff", runs["base"][0], bad, "-f", "json", "--no-config")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "internal error" not in p.stderr
+    assert "malformed nsysdoc report: metrics.kernels.names[0].count is not num" in p.stderr
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(runs["base"][1]).encode())
+    p = run_cli("diff", runs["base"][0], bom, "-f", "json", "-q", "--no-config")
+    assert p.returncode == 0, p.stderr
+
+
+def test_colours_only_significant_changes_of_at_least_one_percent(runs):
+    from nsysdoc.report.diff_page import breakdown_table, movers_table
+
+    noise = _diff(runs, "noise_a", "noise_b")  # the GEMM moves +0.05 ms, inside the noise
+    assert noise["verdict"] == "no significant change"
+    assert all(c.cls == "" for row in movers_table(noise, "kernels", "", "kernels").rows for c in row[4:5])
+    assert all(row[3].cls == "" for row in breakdown_table(noise).rows)
+    slow = _diff(runs, "base", "gemm_slower")  # +1.2 ms of a 13.6 ms step: coloured; 0 ms moves are not
+    rows = {row[0].sort: row[4].cls for row in movers_table(slow, "kernels", "", "kernels").rows}
+    assert rows[GEMM] == "worse"
+    assert {row[0].sort: row[3].cls for row in breakdown_table(slow).rows}["compute"] == "worse"
+
+
+def test_markdown_kernel_names_are_plain_escaped_text(runs):
+    from nsysdoc.report.diff_page import render_diff_markdown
+
+    md = render_diff_markdown(_diff(runs, "base", "new_kernel"))
+    row = next(line for line in md.splitlines() if line.startswith("| void") and "cunn_SoftMaxForward" in line)
+    assert "`" not in row and "\\<4, float" in row  # '<' escaped once, outside a code span
 
 
 def test_check_report_refuses_other_json():

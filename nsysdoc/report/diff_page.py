@@ -40,10 +40,22 @@ def _ms_unit(diff: dict) -> str:
     return {"step": "ms/step", "work": "ms/unit"}.get(diff.get("per"), "ms/s")
 
 
-def _cls(diff: dict, x, tolerance: float = 0.0) -> str:
-    """Colour a change only where less is better: per step or per unit of work (per second of
-    window, less kernel time can mean less work done)."""
-    return _delta_cls(x, tolerance) if diff.get("per") in ("step", "work") else ""
+#: a change is coloured when it is at least this share of its reference (the base's total)
+COLOUR_MIN_SHARE = 0.01
+
+
+def _ref_total(diff: dict) -> float:
+    """The base's time per unit (sum of its breakdown): the reference for time changes."""
+    return sum(r.get("base_ms_per_step") or 0 for r in diff.get("breakdown") or [])
+
+
+def _cls(diff: dict, x, ref: float) -> str:
+    """Colour a change red (more time) or green (less) only when the verdict is significant
+    (faster/slower), the numbers are per step or per unit of work (per second of window, less
+    kernel time can mean less work done), and the change is at least 1% of ``ref``."""
+    if diff.get("verdict") not in ("faster", "slower") or diff.get("per") not in ("step", "work"):
+        return ""
+    return _delta_cls(x, COLOUR_MIN_SHARE * abs(ref or 0))
 
 
 def _delta(x, unit: str = "ms", digits: int | None = None) -> str:
@@ -122,7 +134,7 @@ def facts(diff: dict) -> list[Fact]:
         xa, xb = x.get("base"), x.get("candidate")
         out.append(Fact(label, fmt_num(xa, 1), fmt_num(xb, 1),
                         _delta(xb - xa, "", 1) if is_num(xa) and is_num(xb) else "—",
-                        _cls(diff, (xb - xa) if is_num(xa) and is_num(xb) else None, 0.05)))
+                        _cls(diff, (xb - xa) if is_num(xa) and is_num(xb) else None, xa if is_num(xa) else 0)))
     ps = diff.get("pageable_share_pct") or {}
     if ps.get("base") is not None or ps.get("candidate") is not None:
         out.append(Fact("Pageable share of host copies", fmt_pct(ps.get("base")), fmt_pct(ps.get("candidate"))))
@@ -169,7 +181,7 @@ def breakdown_table(diff: dict) -> Table:
         rows.append([Cell(r["label"], r["label"], cls=f"cause c-{r['part']}"),
                      Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
                      Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
-                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005))])
+                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, _ref_total(diff)))])
     return Table(id="breakdown-table", title="Where the time went, side by side", columns=[
         Column("Part"), Column(f"Base ({unit})", True), Column(f"Candidate ({unit})", True),
         Column(f"Change ({unit})", True, "candidate − base", anchor("Breakdown change"))], rows=rows,
@@ -190,7 +202,7 @@ def movers_table(diff: dict, key: str, title: str, what: str) -> Table:
                      Cell(r["status"], r["status"], cls=f"st-{r['status']}"),
                      Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
                      Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
-                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005)),
+                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, _ref_total(diff))),
                      Cell(f"{fmt_num(r['base_count_per_step'], 1)} → {fmt_num(r['candidate_count_per_step'], 1)}",
                           r["candidate_count_per_step"], True),
                      Cell(f"{fmt_num(r['base_mean_us'], 1)} → {fmt_num(r['candidate_mean_us'], 1)}",
@@ -217,7 +229,7 @@ def copies_table(diff: dict) -> Table:
                      Cell(fmt_bytes(r["candidate_bytes_per_step"]), r["candidate_bytes_per_step"], True),
                      Cell(fmt_num(r["base_ms_per_step"], 3), r["base_ms_per_step"], True),
                      Cell(fmt_num(r["candidate_ms_per_step"], 3), r["candidate_ms_per_step"], True),
-                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, 0.0005)),
+                     Cell(_delta(d, "", 3), d, True, cls=_cls(diff, d, _ref_total(diff))),
                      Cell(f"{fmt_num(r['base_gbps'], 1)} → {fmt_num(r['candidate_gbps'], 1)}", r["candidate_gbps"], True)])
     return Table(id="copies-diff", title="Copies by direction and host memory", columns=[
         Column("Kind"), Column(f"Base bytes {unit}", True), Column(f"Candidate bytes {unit}", True),
@@ -259,7 +271,8 @@ def render_diff_markdown(diff: dict) -> str:
     unit = _ms_unit(diff)
     icon = {"faster": "✅", "slower": "❌"}.get(diff["verdict"], "➖")
     lines = [f"### nsysdoc diff: {_md(_name(a))} → {_md(_name(b))}", "",
-             f"{icon} {_md(diff['sentence'])} *({_md(diff['strength'])} evidence)*", ""]
+             f"{icon} {_md(diff['sentence'])} "
+             f"*({_md(diff['strength']) + ' evidence' if diff.get('comparable', True) else 'no verdict'})*", ""]
     for w in diff.get("warnings") or []:
         lines.append(f"> {_md(w)}")
     if diff.get("warnings"):
@@ -283,7 +296,7 @@ def render_diff_markdown(diff: dict) -> str:
                   "|---|---|---:|---:|---:|"]
         for r in kern:
             name = r["name"] if len(r["name"]) <= 80 else r["name"][:79] + "…"
-            lines.append(f"| `{_md(name).replace('`', '')}` | {_md(r['status'])} | {fmt_num(r['base_ms_per_step'], 3)} | "
+            lines.append(f"| {_md(name)} | {_md(r['status'])} | {fmt_num(r['base_ms_per_step'], 3)} | "
                          f"{fmt_num(r['candidate_ms_per_step'], 3)} | {_md(_delta(r['delta_ms_per_step'], '', 3))} |")
         lines.append("")
     f = findings_view(diff)
