@@ -570,6 +570,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         excluded.append(item)
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
+        "session_start_utc_ns": t.session_start_utc_ns,
         "traced": t.traced,
         "window": {**_span_dict(w0, w1), "kind": kind},
         "span": _span_dict(*a.span),

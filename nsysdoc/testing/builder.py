@@ -331,6 +331,8 @@ class Capture:
     variant: str = "2026"
     trace: tuple[str, ...] = ("cuda", "nvtx", "osrt")
     start_ns: int = 1_000_000_000
+    #: TARGET_INFO_SESSION_START_TIME.utcEpochNs: the wall clock (of the capturing node) at session start
+    utc_epoch_ns: int = 1_764_000_000_000_000_000
     queue_ns: int = 2_000
     gpu_names: dict[int, str] = field(default_factory=lambda: {0: "NVIDIA H100 80GB HBM3"})
     gpu_metrics_hz: int | None = None
@@ -384,7 +386,7 @@ class Capture:
         w.meta(product, schema)
         w.table("ANALYSIS_DETAILS", ddl.OTHER_TABLES["ANALYSIS_DETAILS"], [(0, stop - 0, 0, stop)])
         w.table("TARGET_INFO_SESSION_START_TIME", ddl.OTHER_TABLES["TARGET_INFO_SESSION_START_TIME"],
-                [(1_764_000_000_000_000_000, "2026-11-29 00:00:00", "2026-11-29 00:00:00")])
+                [(self.utc_epoch_ns, "2026-11-29 00:00:00", "2026-11-29 00:00:00")])
         w.table("TARGET_INFO_GPU", ddl.OTHER_TABLES["TARGET_INFO_GPU"],
                 [(0, d, name, f"0000:{d:02x}:00.0", 85899345920, 3352320000000, 132, 9, 0, d)
                  for d, name in sorted(self.gpu_names.items())])

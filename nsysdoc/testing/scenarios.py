@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Callable
 
-from .builder import Capture, Thread
+from .builder import MS, US, Capture, Thread
 
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
 ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char *, 3>>(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char *, 3>)"
@@ -323,6 +323,65 @@ def sample_training() -> Capture:
             t.item()
             t.cpu(us=300)  # logging
     return cap
+
+
+def ddp_job(ranks: int = 8, steps: int = 8, slow_rank: int | None = 5, input_ms: float = 2.0,
+            slow_input_ms: float = 12.0, ranks_per_node: int = 4, node_skew_ms: float = 37.5,
+            allreduce_us: float = 3000.0, jitter_us: float = 0.0, seed: int = 0, one_capture: bool = False,
+            session_stagger_ms: float = 0.25) -> list[Capture]:
+    """One synchronous data-parallel job, played on a shared true timeline: per step each rank waits
+    ``input_ms`` in its DataLoader (``slow_input_ms`` on ``slow_rank``; plus a uniform 0..``jitter_us``
+    µs, seeded), copies a 4 MiB batch, runs 8 GEMMs of 1.5 ms and 8 elementwise kernels of 40 µs,
+    then joins an all-reduce that ends ``allreduce_us`` after the *last* rank joins (so every
+    other rank's NCCL kernel spins while it waits), then the optimizer and ``.item()``.
+
+    Per-rank captures (default): rank r's session starts ``r * session_stagger_ms`` after rank 0's
+    (the first step still starts at the same true time on every rank), and ranks of the second and
+    later nodes (``ranks_per_node`` per node) record a wall clock ``node_skew_ms`` ahead per node in
+    ``utcEpochNs``: clock offsets of 0 and +37.5 ms by default. ``one_capture``: one capture holding
+    ``ranks`` processes on ``ranks`` GPUs (one clock). Returns the captures (one, or one per rank)."""
+    import random
+
+    rng = random.Random(seed)
+    stagger = int(round(session_stagger_ms * MS))
+    threads, true0, caps = [], [], []
+    if one_capture:
+        cap = Capture(gpu_names={d: "NVIDIA H100 80GB HBM3" for d in range(ranks)})
+        caps.append(cap)
+        for r in range(ranks):
+            threads.append(cap.process(pid=6000 + r, device=r).thread())
+            true0.append(0)
+    else:
+        base = Capture().utc_epoch_ns
+        for r in range(ranks):
+            skew = int(round((r // ranks_per_node) * node_skew_ms * MS))
+            cap = Capture(utc_epoch_ns=base + r * stagger + skew)
+            caps.append(cap)
+            t = cap.process(pid=7000 + r, device=0).thread()
+            t.at(cap.start_ns + (ranks - 1 - r) * stagger)  # every rank's first step at the same true time
+            threads.append(t)
+            true0.append(r * stagger)
+    for i in range(steps):
+        joined = []
+        for r, t in enumerate(threads):
+            t.push(f"ProfilerStep#{i}")
+            with t.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"):
+                wait_ms = (slow_input_ms if r == slow_rank else input_ms) + rng.uniform(0, jitter_us) / 1000
+                t.os_call("poll", us=wait_ms * 1000)
+            t.memcpy("HtoD", 4 << 20, pageable=False)
+            compute_block(t, gemms=8, gemm_us=1500, small=8, small_us=40)
+            t.wait_event(13, 7)
+            joined.append(t.nccl("AllReduce", allreduce_us, stream=13))
+        last = max(true0[r] + op.start for r, op in enumerate(joined))
+        for r, (t, op) in enumerate(zip(threads, joined)):
+            op.end = last + int(round(allreduce_us * US)) - true0[r]
+            t.process.stream(t.process.default_device, 13).free_at = op.end
+        for t in threads:
+            t.wait_event(7, 13)
+            t.launch(ADAM, 300)
+            t.item()
+            t.pop()
+    return caps
 
 
 SCENARIOS: dict[str, Callable[..., Capture]] = {

@@ -34,7 +34,7 @@ from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 8
+CACHE_FORMAT = 9
 
 ProgressFn = Callable[[str], None]
 
@@ -511,6 +511,12 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
         rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
         if rows and rows[0][0] is not None:
             res["duration_ns"] = int(rows[0][0])
+    # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
+    res["session_start_utc_ns"] = None
+    if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
+        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
+        if rows and isinstance(rows[0][0], int):
+            res["session_start_utc_ns"] = int(rows[0][0])
     # messages the profiled process wrote (shows why a capture failed: e.g. injection errors)
     msgs: list[str] = []
     if exp.has("ProcessStreams") and "contentId" in exp.columns("ProcessStreams"):
@@ -654,7 +660,8 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         small = _small_tables(exp, strings)
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
-                "duration_ns": small["duration_ns"], "process_messages": small["process_messages"]}
+                "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
+                "session_start_utc_ns": small["session_start_utc_ns"]}
         from_cache = False
         if entry is not None:
             # Written in the background while the caller analyses (the two use different cores).
@@ -669,6 +676,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         tables=tables, traced=traced, strings=strings,
         **{name: frames[name] for name in _FRAMES},
         duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
+        session_start_utc_ns=meta.get("session_start_utc_ns"),
         from_cache=from_cache,
     )
     trace.load_seconds = time.perf_counter() - t0

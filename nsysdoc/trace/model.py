@@ -109,6 +109,8 @@ class Trace:
     diagnostics: pd.DataFrame
     overhead: pd.DataFrame
     duration_ns: int | None = None
+    #: UTC epoch (ns) at the start of the capture session (TARGET_INFO_SESSION_START_TIME), or None
+    session_start_utc_ns: int | None = None
     process_messages: list[str] = field(default_factory=list)
     load_seconds: float = 0.0
     from_cache: bool = False
