@@ -1,0 +1,57 @@
+"""Multi-rank jobs (``nsysdoc job``): per-rank summaries computed in parallel (process pool or
+Dask), then the job view — ranks, clock offsets, straggler, roll-up, verdict (``docs/job.md``).
+
+:func:`run_job` is the library entry point; ``nsysdoc/cli.py`` only parses options and prints.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from .analysis import JOB_CONTRACT, analyze_job
+from .ranks import assign_ranks, rank_from_name
+from .run import Progress, run_dask, run_local
+from .summary import summarize_file, summarize_trace
+
+__all__ = ["run_job", "analyze_job", "assign_ranks", "rank_from_name", "summarize_file", "summarize_trace",
+           "JOB_CONTRACT"]
+
+
+def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None = None, dask: str | None = None,
+            rank_pattern: str | None = None, progress: Progress | None = None) -> dict:
+    """Analyse a job from per-rank captures (files or folders), or from captures holding several
+    processes each (one capture of a node, or of the whole job): then every GPU process is a rank,
+    numbered in file order then pid order. Raises InputError when no input can be read or ranks
+    collide."""
+    from ..nsys import expand_inputs
+
+    files = expand_inputs(inputs)
+    seen: dict[str, str] = {}
+    unique = []
+    for f in files:
+        key = str(Path(f).resolve())
+        if key in seen:
+            continue
+        seen[key] = f
+        unique.append(f)
+    files = unique
+    options = dict(options or {})
+    options["split_processes"] = True  # a capture of several GPU processes (one node) is several ranks
+    one = len(files) == 1
+    ranks, source = ([], "processes") if one else assign_ranks(files, rank_pattern)
+    results = run_dask(files, options, dask, progress) if dask else run_local(files, options, jobs, progress)
+    summaries = []
+    if not one and all(len(recs) == 1 for recs in results):
+        for i, recs in enumerate(results):  # one rank per file: ids from the file names
+            recs[0]["rank"] = ranks[i]
+            summaries.append(recs[0])
+    else:  # one capture, or per-node captures of several processes: ranks in file order, then pid order
+        source = "processes"
+        for recs in results:
+            for rec in recs:
+                rec["rank"] = len(summaries)
+                summaries.append(rec)
+    if not any(s.get("ok") for s in summaries):
+        errors = "; ".join(f"{Path(s['file']).name}: {s['error']}" for s in summaries[:3])
+        raise InputError(f"no rank could be read ({errors})")
+    return analyze_job(summaries, source, one_clock=one)

@@ -1,0 +1,288 @@
+"""The job view over per-rank summaries: ranks table, clock offsets, straggler, roll-up, verdict.
+
+Pure functions over the summaries of :mod:`nsysdoc.job.summary` (definitions in the glossary's
+"Multi-rank jobs" section and ``docs/job.md``):
+
+* **Join time** of a rank in a collective: its NCCL kernel's start on the reference clock (the
+  kernel starts when the rank reaches the collective and spins until the others arrive). **Wait**
+  of a rank in a collective = the last join − its join.
+* **Straggler**: the rank that joins last in at least ``STRAGGLER_LATE_PCT`` % of the matched
+  collectives, when the others' mean wait caused by it is at least ``STRAGGLER_WAIT_PCT`` % of the
+  median job step (with steps) or of the window (without): a rank that is last by noise is not one.
+  ``wait_ms_per_step`` = the other ranks' mean of their summed waits in the collectives where the
+  straggler was last ÷ the number of steps (median over ranks). **Cause** = the step breakdown part
+  (communication excluded: waiting shows there on the others) where the straggler exceeds the
+  median of the other ranks the most, per step.
+* **Roll-up**: a finding firing on k of N ranks is one row with the rank list, its highest
+  severity and the median of its impact over those k ranks.
+* **Job verdict**: the costlier of the straggler (its ``wait_pct_of_step``; severity warning from
+  3%, critical from 15%) and the most costly finding at warning or above on at least half the
+  ranks (its median ``impact_pct``; for exposed NCCL, minus the straggler's wait, which it
+  contains): ``straggler``, else ``communication`` (exposed NCCL) or ``shared`` (another
+  finding), else ``balanced``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import __version__
+from ..diff import BREAKDOWN_LABELS
+from .align import clock_offsets, match_collectives
+
+JOB_CONTRACT = 1
+STRAGGLER_LATE_PCT = 50.0
+STRAGGLER_WAIT_PCT = 3.0
+MIN_COLLECTIVES = 3
+SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+COMM_RULES = ("nccl-exposed",)
+#: how a straggler's cause reads in a sentence ("it is late because of ...")
+CAUSE_PHRASES = {
+    "compute": "more compute", "copy": "more copies", "idle_sync": "host synchronisation",
+    "idle_input": "waiting for input data", "idle_alloc": "memory allocation", "idle_setup": "one-time set-up",
+    "idle_launch": "launch overhead", "idle_api": "other CUDA API calls", "idle_host": "host CPU work",
+    "idle_dependency": "GPU-side dependencies", "idle_tail": "idle time after its last GPU operation",
+    "idle_unattributed": "unattributed idle time",
+}
+
+
+def _num(x, digits: int = 4):
+    if x is None:
+        return None
+    x = float(x)
+    return round(x, digits) if np.isfinite(x) else None
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return float(np.median(xs)) if xs else None
+
+
+def _step_of(steps: list[dict], t_local: np.ndarray) -> np.ndarray:
+    """Index into ``steps`` of the step containing each local time, -1 outside every step."""
+    if not steps:
+        return np.full(len(t_local), -1)
+    starts = np.array([s["start_ns"] for s in steps], dtype=np.int64)
+    ends = np.array([s["end_ns"] for s in steps], dtype=np.int64)
+    pos = np.searchsorted(starts, t_local, side="right") - 1
+    inside = (pos >= 0) & (t_local < ends[np.clip(pos, 0, len(ends) - 1)])
+    return np.where(inside, pos, -1)
+
+
+def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: float | None) -> tuple[dict | None, dict]:
+    J = m["join_ns"]
+    C, R = J.shape
+    stats = {"matched_collectives": int(C), "last_count": [0] * R, "wait_ms_total": [0.0] * R}
+    if C == 0:
+        return None, stats
+    last = np.argmax(J, axis=1)
+    wait = J.max(axis=1, keepdims=True) - J  # (C, R) ns
+    counts = np.bincount(last, minlength=R)
+    stats["last_count"] = [int(c) for c in counts]
+    stats["wait_ms_total"] = [float(w) / 1e6 for w in wait.sum(axis=0)]
+    top = int(np.argmax(counts))
+    late_pct = counts[top] / C * 100
+    steps_n = _median([len(s["steps"]) for s in ok if s.get("steps")])
+    others = [r for r in range(R) if r != top]
+    rows = last == top
+    caused_ms = float(wait[rows][:, others].sum() / 1e6 / max(len(others), 1)) if others else 0.0
+    per_step = caused_ms / steps_n if steps_n else None
+    per_s = caused_ms / (window_ms / 1000) if window_ms else None
+    ref = (per_step / job_step_ms * 100) if per_step is not None and job_step_ms else \
+        (per_s / 10 if per_s is not None else None)  # ms per s -> % of the window
+    stats["straggler_candidate"] = {"rank": ok[top]["rank"], "late_pct": _num(late_pct, 2),
+                                    "wait_ms_per_step": _num(per_step), "wait_pct": _num(ref, 2)}
+    if C < MIN_COLLECTIVES or late_pct < STRAGGLER_LATE_PCT or ref is None or ref < STRAGGLER_WAIT_PCT:
+        return None, stats
+    cause, excess = None, None
+    mine = ok[top].get("breakdown_ms_per_step")
+    if mine:
+        best = None
+        for part in BREAKDOWN_LABELS:
+            if part == "exposed_comm":
+                continue
+            med = _median([(s.get("breakdown_ms_per_step") or {}).get(part) for i, s in enumerate(ok) if i != top])
+            d = (mine.get(part) or 0) - (med or 0)
+            if best is None or d > best[1]:
+                best = (part, d)
+        if best and best[1] > 0:
+            cause, excess = best
+    else:  # no steps: the device split, % of the window -> ms per second
+        shares = {"compute": "compute_pct", "copy": "copy_only_pct"}
+        best = None
+        for part in BREAKDOWN_LABELS:
+            if part == "exposed_comm":
+                continue
+            key = shares.get(part)
+
+            def val(s, part=part, key=key):
+                return s.get(key) if key else (s.get("idle_pct_by_cause") or {}).get(part.replace("idle_", ""))
+            med = _median([val(s) for i, s in enumerate(ok) if i != top])
+            d = ((val(ok[top]) or 0) - (med or 0)) * 10  # % of window -> ms per second
+            if best is None or d > best[1]:
+                best = (part, d)
+        if best and best[1] > 0:
+            cause, excess = best
+    return {"rank": ok[top]["rank"], "severity": "critical" if ref >= 15 else "warning",
+            "late_pct": _num(late_pct, 2), "last_count": int(counts[top]),
+            "matched_collectives": int(C), "wait_ms_per_step": _num(per_step), "wait_ms_per_s": _num(per_s),
+            "wait_pct_of_step": _num(ref, 2),
+            "cause": cause, "cause_label": BREAKDOWN_LABELS.get(cause) if cause else None,
+            "cause_excess_ms_per_step": _num(excess) if mine else None,
+            "cause_excess_ms_per_s": None if mine else _num(excess)}, stats
+
+
+def _rollup(ok: list[dict]) -> list[dict]:
+    by: dict[str, dict] = {}
+    shared = ok and all(s.get("shared_capture") for s in ok)
+    for s in ok:
+        for f in s.get("findings") or []:
+            g = by.setdefault(f["rule"], {"rule": f["rule"], "title": f.get("title"), "severity": f.get("severity"),
+                                          "ranks": [], "impacts": [], "pcts": []})
+            g["ranks"].append(s["rank"])
+            if SEVERITY_RANK.get(f.get("severity"), -1) > SEVERITY_RANK.get(g["severity"], -1):
+                g["severity"] = f.get("severity")
+            g["impacts"].append(f.get("impact_ms_per_step"))
+            g["pcts"].append(f.get("impact_pct"))
+    out = []
+    for g in by.values():
+        out.append({"rule": g["rule"], "title": g["title"], "severity": g["severity"],
+                    "ranks": sorted(g["ranks"]), "rank_count": len(g["ranks"]),
+                    "impact_ms_per_step_median": _num(_median(g["impacts"])),
+                    "impact_pct_median": _num(_median(g["pcts"]), 2),
+                    "scope": "capture" if shared else "rank"})
+    out.sort(key=lambda f: (-SEVERITY_RANK.get(f["severity"], -1), -f["rank_count"],
+                            -(f["impact_pct_median"] or 0), f["rule"]))
+    return out
+
+
+def _verdict(ok: list[dict], straggler: dict | None, findings: list[dict], job_step_ms, n_ranks: int) -> dict:
+    serious = [f for f in findings if SEVERITY_RANK.get(f["severity"], -1) >= 1 and f["rank_count"] * 2 >= n_ranks]
+
+    def cost(f):  # exposed communication is partly the straggler's wait: only the rest competes with it
+        pct = f["impact_pct_median"] or 0
+        if straggler and f["rule"] in COMM_RULES:
+            pct -= straggler["wait_pct_of_step"] or 0
+        return pct
+    top = max(serious, key=lambda f: (cost(f), f["rank_count"])) if serious else None
+    if straggler and top is not None and cost(top) > (straggler["wait_pct_of_step"] or 0):
+        straggler = None  # a shared bottleneck costs more than the straggler; it stays in its own section
+    if straggler:
+        s = straggler
+        per = (f"{s['wait_ms_per_step']:.2f} ms per step ({s['wait_pct_of_step']:.1f}% of the {job_step_ms:.2f} ms step)"
+               if s["wait_ms_per_step"] is not None and job_step_ms else
+               f"{s['wait_ms_per_s']:.1f} ms per second" if s.get("wait_ms_per_s") is not None else "")
+        why = ""
+        if s["cause"]:
+            amount = s["cause_excess_ms_per_step"] if s["cause_excess_ms_per_step"] is not None else s["cause_excess_ms_per_s"]
+            unit = "ms per step" if s["cause_excess_ms_per_step"] is not None else "ms per second"
+            why = (f" It is late because of {CAUSE_PHRASES.get(s['cause'], s['cause_label'])}: {amount:.2f} {unit} "
+                   f"more than the median of the other ranks.")
+        comm = next((f for f in findings if f["rule"] in COMM_RULES), None)
+        detail = ""
+        if comm and comm["impact_ms_per_step_median"] is not None:
+            detail = (f"The exposed communication the other ranks report ({comm['rule']}, median "
+                      f"{comm['impact_ms_per_step_median']:.2f} ms per step) is mostly this wait: fix rank {s['rank']} first.")
+        return {"status": "straggler", "rank": s["rank"], "detail": detail,
+                "sentence": f"{'Limited by a straggler' if s['severity'] == 'critical' else 'A straggler'}: rank {s['rank']} joins last in {s['late_pct']:.0f}% of "
+                            f"{s['matched_collectives']} matched collectives, and the other ranks wait {per} for it.{why}"}
+    if top is not None:
+        f = top
+        status = "communication" if f["rule"] in COMM_RULES else "shared"
+        lead = ("Limited by communication itself, not by a late rank" if status == "communication" else
+                "Every rank is limited by the same thing")
+        imp = f", median {f['impact_ms_per_step_median']:.2f} ms per step" if f["impact_ms_per_step_median"] is not None else ""
+        return {"status": status, "rule": f["rule"], "detail": "",
+                "sentence": f"{lead}: {f['title'] or f['rule']} ({f['severity']}, on {f['rank_count']} of {n_ranks} "
+                            f"ranks{imp})."}
+    return {"status": "balanced", "detail": "",
+            "sentence": "No straggler and no bottleneck shared by most ranks at warning or above."}
+
+
+def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dict:
+    """The job result (``docs/job.md``) from rank summaries that carry their ``rank``."""
+    ok = sorted([s for s in summaries if s.get("ok")], key=lambda s: s["rank"])
+    failed = [{"rank": s.get("rank"), "file": s.get("file"), "error": s.get("error")} for s in summaries
+              if not s.get("ok")]
+    warnings = [f"rank {f['rank']} ({f['file']}) could not be read: {f['error']}" for f in failed]
+    clock = clock_offsets(ok, one_clock)
+    warnings += clock["warnings"]
+    matched = match_collectives(ok, clock) if clock["method"] in ("collective ends", "same capture") and len(ok) > 1 \
+        else {"join_ns": np.zeros((0, len(ok)), dtype=np.int64), "local_start_ns": np.zeros((0, len(ok)), dtype=np.int64),
+              "name_of": []}
+    job_steps = _job_step_times(ok)
+    job_step_ms = float(np.median(job_steps)) if len(job_steps) else None
+    window_ms = _median([s.get("window_ms") for s in ok])
+    straggler, stats = _straggler(ok, matched, job_step_ms, window_ms)
+    if len(ok) > 1 and stats["matched_collectives"] == 0 and clock["method"] != "session start":
+        warnings.append("no collective matched on every rank: no straggler can be named")
+    findings = _rollup(ok)
+    heat = _heatmap(ok, matched)
+    ranks = []
+    for i, s in enumerate(ok):
+        w = stats["wait_ms_total"][i] if stats["wait_ms_total"] else 0.0
+        ranks.append({
+            "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"), "ok": True,
+            "error": None, "steps": len(s.get("steps") or []), "step_time_ms_median": s.get("step_time_ms_median"),
+            "gpu_busy_pct": s.get("gpu_busy_pct"), "compute_pct": s.get("compute_pct"),
+            "exposed_comm_pct": s.get("exposed_comm_pct"), "copy_only_pct": s.get("copy_only_pct"),
+            "idle_pct_by_cause": s.get("idle_pct_by_cause"), "breakdown_ms_per_step": s.get("breakdown_ms_per_step"),
+            "clock_offset_ms": _num(clock["offsets_ns"][i] / 1e6),
+            "clock_mad_us": clock["mad_us"][i],
+            "last_count": stats["last_count"][i] if stats["last_count"] else 0,
+            "wait_ms_per_step": _num(w / len(s["steps"])) if s.get("steps") and stats["matched_collectives"] else None,
+            "findings": [f["rule"] for f in s.get("findings") or []],
+            "verdict": (s.get("verdict") or {}).get("headline"),
+            "kernel_count": s.get("kernel_count"),
+            "report": s.get("report"),
+        })
+    for f in failed:
+        ranks.append({"rank": f["rank"], "file": f["file"], "ok": False, "error": f["error"]})
+    ranks.sort(key=lambda r: (r["rank"] is None, r["rank"]))
+    return {
+        "nsysdoc_version": __version__, "kind": "job", "contract": JOB_CONTRACT,
+        "rank_source": rank_source, "rank_count": len(ok), "failed_count": len(failed),
+        "ranks": ranks,
+        "clock": {"method": clock["method"], "reference_rank": ok[0]["rank"] if ok else None,
+                  "collective": clock["name"], "session_start_used": clock["use_utc"]},
+        "step_time_ms_median": _num(job_step_ms), "job_steps": int(len(job_steps)),
+        "collectives": {"matched": stats["matched_collectives"], "names": sorted(set(matched["name_of"]))},
+        "straggler": straggler,
+        "straggler_candidate": stats.get("straggler_candidate"),
+        "findings": findings,
+        "verdict": _verdict(ok, straggler, findings, job_step_ms, len(ok)),
+        "heatmap": heat,
+        "warnings": warnings,
+    }
+
+
+def _job_step_times(ok: list[dict]) -> np.ndarray:
+    """Per step index, the longest rank's step (a synchronous step ends with its slowest rank)."""
+    by: dict[int, float] = {}
+    for s in ok:
+        for st in s.get("steps") or []:
+            by[st["index"]] = max(by.get(st["index"], 0.0), float(st["step_time_ms"]))
+    return np.array([by[k] for k in sorted(by)], dtype=float)
+
+
+def _heatmap(ok: list[dict], m: dict) -> dict:
+    """Rank x step matrices: step time and wait in collectives (ms), None where a rank lacks the step."""
+    index = sorted({st["index"] for s in ok for st in s.get("steps") or []})
+    pos = {k: i for i, k in enumerate(index)}
+    st_ms = [[None] * len(index) for _ in ok]
+    wait = [[None] * len(index) for _ in ok]
+    J, L = m["join_ns"], m["local_start_ns"]
+    W = (J.max(axis=1, keepdims=True) - J) if len(J) else J
+    for r, s in enumerate(ok):
+        steps = s.get("steps") or []
+        for st in steps:
+            st_ms[r][pos[st["index"]]] = st["step_time_ms"]
+            wait[r][pos[st["index"]]] = 0.0 if len(J) else None
+        if len(J) and steps:
+            where = _step_of(steps, L[:, r])
+            for c in np.flatnonzero(where >= 0):
+                k = pos[steps[where[c]]["index"]]
+                wait[r][k] = (wait[r][k] or 0.0) + float(W[c, r]) / 1e6
+    rnd = lambda v: None if v is None else round(v, 4)  # noqa: E731
+    return {"ranks": [s["rank"] for s in ok], "steps": index,
+            "step_time_ms": [[rnd(v) for v in row] for row in st_ms],
+            "wait_ms": [[rnd(v) for v in row] for row in wait]}
