@@ -321,6 +321,94 @@ def diff(
     raise typer.Exit(EXIT_OK)
 
 
+@app.command()
+def job(
+    inputs: list[Path] = typer.Argument(..., show_default=False,
+                                        help="Per-rank captures (files or folders), or one capture holding several "
+                                             "processes."),
+    fmt: Optional[Format] = typer.Option(None, "--format", "-f",
+                                         help="html, json (docs/job.md) or md. Default: from the --output suffix, else html."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",
+                                          help="Output file. Default: job.nsysdoc.html here; json and md go to stdout."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
+                                       help="Ranks analysed in parallel on this machine (default: CPU count)."),
+    dask: Optional[str] = typer.Option(None, "--dask", envvar="DASK_SCHEDULER_ADDRESS", show_envvar=True,
+                                       help="Run the per-rank analyses on this Dask scheduler (tcp://host:8786); "
+                                            "workers must see the capture paths. Needs pip install 'nsysdoc[dask]'."),
+    rank_pattern: Optional[str] = typer.Option(None, "--rank-pattern",
+                                               help="Regex finding the rank number in a file name (first group)."),
+    rank_reports: Optional[Path] = typer.Option(None, "--rank-reports",
+                                                help="Also write each rank's HTML report into this folder (linked from the page)."),
+    step_marker: Optional[str] = typer.Option(None, "--step-marker",
+                                              help="Regex an NVTX range's whole text must match to mark a training step."),
+    fail_on: Optional[Severity] = typer.Option(None, "--fail-on",
+                                               help="Exit 1 when a rolled-up finding has at least this severity."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the Parquet cache."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or pyproject.toml, found upwards)."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
+    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary or progress."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+) -> None:
+    """Analyse a multi-rank job: per-rank summaries, clock offsets, straggler, rolled-up findings."""
+    from .job import run_job
+    from .report.job_page import job_terminal_summary, render_job_html, render_job_markdown
+    from .rules.engine import find_config
+
+    if fmt is None:
+        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
+    target = output if output is not None else (Path.cwd() / "job.nsysdoc.html" if fmt == Format.html else None)
+
+    def progress(done: int, total: int, recs: list) -> None:
+        if quiet:
+            return
+        for rec in recs:
+            state = "ok" if rec.get("ok") else f"failed: {rec.get('error')}"
+            typer.echo(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}: {state}", err=True)
+
+    try:
+        _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
+        cfg_path = config if config is not None else (None if no_config else find_config())
+        options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in rules],
+                   "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": no_cache,
+                   "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
+                   "rank_reports_dir": str(rank_reports.resolve()) if rank_reports else None}
+        result = run_job([str(p) for p in inputs], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
+                         progress=progress)
+        if fmt == Format.json:
+            text = json.dumps(result, indent=2, allow_nan=False) + "\n"
+        elif fmt == Format.md:
+            text = render_job_markdown(result)
+        else:
+            text = render_job_html(result, str(target) if target else None)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
+    except Exception as exc:  # never a traceback for the user unless asked
+        if debug:
+            traceback.print_exc()
+        _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
+        raise typer.Exit(EXIT_ERROR)
+    try:
+        if target is None:
+            sys.stdout.write(text)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _err(f"cannot write {target}: {exc.strerror or exc}")
+        raise typer.Exit(EXIT_ERROR)
+    if not quiet:
+        typer.echo(job_terminal_summary(result, str(target) if target else None).rstrip("\n"), err=target is None)
+    if fail_on is None:
+        from .rules import load_config
+
+        fail_on = Severity((load_config(cfg_path).fail_on if cfg_path else None) or "never")
+    raise typer.Exit(EXIT_FINDINGS if _fails(result, fail_on) else EXIT_OK)
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def capture(
     command: list[str] = typer.Argument(..., help="The program to profile, after --: nsysdoc capture -- python train.py"),
