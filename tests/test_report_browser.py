@@ -504,3 +504,33 @@ def test_diff_page_at_1400px(tmp_path, browser_binary):
     assert state["pageWidth"] <= state["viewport"], state
     assert state["bars"] >= 4 and state["moverRows"] >= 3
     assert state["glossaryOpen"] is False and after["glossaryOpen"] is True
+
+
+def test_job_page_at_1400px(tmp_path, browser_binary):
+    """The job page (``nsysdoc job``) of the 8-rank slow-rank fixture: script runs, nothing loads,
+    no horizontal scrolling at 1400 px, heat maps drawn. Saves artifacts/job-1400.png."""
+    from nsysdoc.job import run_job
+    from nsysdoc.report.job_page import render_job_html
+    from nsysdoc.testing.scenarios import ddp_job
+
+    files = [c.write(tmp_path / f"rank{r}.sqlite") for r, c in enumerate(ddp_job())]
+    d = run_job([str(f) for f in files], {"no_cache": True}, jobs=1)
+    page = tmp_path / "job.html"
+    page.write_text(render_job_html(d, str(page)), encoding="utf-8")
+    url = page.resolve().as_uri()
+    b = Browser(browser_binary)
+    try:
+        b.open(url, width=1400, height=1000)
+        state = b.evaluate("""(() => ({js: document.documentElement.getAttribute('data-js'),
+            verdict: document.getElementById('verdict-sentence').textContent,
+            width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+            cells: document.querySelectorAll('svg.heat rect').length,
+            straggler: !!document.getElementById('straggler-card')}))()""")
+        b.screenshot(artifacts_dir() / "job-1400.png", full_page=True)
+        problems = b.problems(url)
+    finally:
+        b.close()
+    assert problems == {"errors": [], "requests": [], "dialogs": []}, problems
+    assert state["js"] == "ready" and state["verdict"].startswith("Limited by a straggler: rank 5")
+    assert state["width"] <= state["viewport"], state
+    assert state["cells"] == 2 * 8 * 8 and state["straggler"]
