@@ -23,7 +23,7 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
     processes each (one capture of a node, or of the whole job): then every GPU process is a rank,
     numbered in file order then pid order. Raises InputError when no input can be read or ranks
     collide."""
-    from ..nsys import expand_inputs
+    from ..inputs import expand_inputs
 
     files = expand_inputs(inputs)
     seen: dict[str, str] = {}

@@ -1,5 +1,6 @@
 """Trace loading: the only layer that knows the nsys SQLite schema."""
-from .loader import default_cache_dir, load_trace
+from ..cache import default_cache_dir
+from .loader import load_trace
 from .model import StringTable, Trace
 from .open import ExportFile, open_export
 

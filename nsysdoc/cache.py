@@ -1,0 +1,175 @@
+"""nsysdoc's one cache: where it lives, how entries are keyed, and how it stays bounded.
+
+Two kinds of entries live side by side in the cache folder, one folder each:
+
+* ``trace-<key>/``: the canonical tables of an export as Parquet (:mod:`nsysdoc.trace.loader`);
+* ``export-<key>/``: an SQLite export of an ``.nsys-rep`` made when the report's own folder is
+  not writable (:mod:`nsysdoc.nsys.export`).
+
+Guarantees, each enforced here and nowhere else:
+
+* **Keyed by identity, not by name.** A key hashes the resolved path with the file's size, mtime,
+  *ctime* and inode (ctime cannot be set back with ``utime``, so content changed in place and the
+  mtime restored is a new key), the user id (entries are per user: another user's entries are never
+  read, and a cache folder shared by several users cannot break anybody's report) and a format
+  version.
+* **Private.** Folders are created with mode 0700.
+* **Bounded.** After a write, least-recently-used entries are removed until the cache is under
+  ``NSYSDOC_CACHE_MAX_MB`` (default 4096 MB). A read marks the entry used.
+* **Never fatal.** Readers treat any unreadable or wrong-shaped entry as a miss and rebuild it;
+  writers that fail only cost speed next time.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+CACHE_ENV = "NSYSDOC_CACHE_DIR"
+MAX_ENV = "NSYSDOC_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 4096
+KINDS = ("trace", "export")
+#: temporary folders of interrupted writes older than this are removed by :func:`evict`
+STALE_TMP_S = 3600
+#: the only folder names the cache ever creates (older versions used 20 hex digits); nothing else
+#: in the folder is counted, evicted or cleared, whatever ``NSYSDOC_CACHE_DIR`` points at
+_ENTRY_NAME = re.compile(r"^(?:(?:trace|export)-[0-9a-f]{24}|[0-9a-f]{20})$")
+_TMP_NAME = re.compile(r"^\.tmp-[a-z0-9_]+$")
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$NSYSDOC_CACHE_DIR``, else ``$XDG_CACHE_HOME/nsysdoc``, else ``~/.cache/nsysdoc``."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_ENV):
+        return Path(env[CACHE_ENV]).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]).expanduser() / "nsysdoc"
+    return Path("~/.cache/nsysdoc").expanduser()
+
+
+def max_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The size cap in bytes (``NSYSDOC_CACHE_MAX_MB``; a bad value falls back to the default)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(MAX_ENV, "")
+    try:
+        mb = float(raw) if raw.strip() else DEFAULT_MAX_MB
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return max(0, int(mb * 1024 * 1024)) if mb == mb else DEFAULT_MAX_MB << 20  # NaN -> default
+
+
+def file_identity(path: str | os.PathLike) -> dict:
+    """What identifies a file's content without reading it (see the module docstring)."""
+    p = Path(path).resolve()
+    st = p.stat()
+    return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
+            "inode": st.st_ino, "device": st.st_dev}
+
+
+def entry_key(identity: dict, kind: str, version: int | str) -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    raw = "\0".join(f"{k}={identity[k]}" for k in sorted(identity)) + f"\0uid={uid}\0kind={kind}\0v={version}"
+    return hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+def entry_path(cache_dir: str | os.PathLike, path: str | os.PathLike, kind: str, version: int | str) -> Path:
+    """``<cache_dir>/<kind>-<key>`` for the file at ``path`` (which must exist)."""
+    assert kind in KINDS
+    return Path(cache_dir) / f"{kind}-{entry_key(file_identity(path), kind, version)}"
+
+
+def make_dir(folder: Path) -> None:
+    """Create ``folder`` (and parents) private to the user."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def touch(entry: Path) -> None:
+    """Mark an entry as just used (its folder's mtime is the LRU clock)."""
+    try:
+        os.utime(entry)
+    except OSError:
+        pass
+
+
+def _entries(cache_dir: Path) -> list[tuple[float, int, Path]]:
+    """(last use, bytes, folder) of every entry, oldest first; temporary folders excluded."""
+    out = []
+    try:
+        children = list(cache_dir.iterdir())
+    except OSError:
+        return []
+    for child in children:
+        if not _ENTRY_NAME.match(child.name) or child.is_symlink() or not child.is_dir():
+            continue
+        size = 0
+        try:
+            for root, _dirs, files in os.walk(child):
+                for f in files:
+                    try:
+                        size += os.lstat(os.path.join(root, f)).st_size
+                    except OSError:
+                        pass
+            used = child.stat().st_mtime
+        except OSError:
+            continue
+        out.append((used, size, child))
+    out.sort(key=lambda e: e[0])
+    return out
+
+
+def evict(cache_dir: str | os.PathLike, limit: int | None = None, keep: Path | None = None) -> int:
+    """Remove least-recently-used entries until the cache holds at most ``limit`` bytes (default
+    :func:`max_bytes`); ``keep`` (the entry just written) is removed last. Returns bytes freed."""
+    folder = Path(cache_dir)
+    limit = max_bytes() if limit is None else limit
+    now = time.time()
+    try:
+        for child in folder.iterdir():  # leftovers of interrupted writes
+            if _TMP_NAME.match(child.name) and not child.is_symlink() and now - child.stat().st_mtime > STALE_TMP_S:
+                shutil.rmtree(child, ignore_errors=True)
+    except OSError:
+        return 0
+    entries = _entries(folder)
+    total = sum(e[1] for e in entries)
+    if keep is not None:
+        entries.sort(key=lambda e: (e[2] == keep, e[0]))
+    freed = 0
+    for _used, size, path in entries:
+        if total <= limit:
+            break
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            total -= size
+            freed += size
+    return freed
+
+
+def info(cache_dir: str | os.PathLike | None = None) -> dict:
+    """Location, entry count, size and cap of the cache (``nsysdoc cache info``)."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    entries = _entries(folder)
+    kinds = {k: sum(1 for e in entries if e[2].name.startswith(k + "-")) for k in KINDS}
+    kinds["older"] = len(entries) - sum(kinds.values())  # written by an older nsysdoc; never read again
+    return {"location": str(folder), "exists": folder.is_dir(), "entries": len(entries),
+            "bytes": sum(e[1] for e in entries), "max_bytes": max_bytes(), "by_kind": kinds}
+
+
+def clear(cache_dir: str | os.PathLike | None = None) -> tuple[int, int]:
+    """Remove every entry (``nsysdoc cache clear``); returns (entries, bytes) removed."""
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    n = b = 0
+    for _used, size, path in _entries(folder):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            n, b = n + 1, b + size
+    try:
+        for child in folder.iterdir():
+            if _TMP_NAME.match(child.name) and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+    except OSError:
+        pass
+    return n, b

@@ -1,0 +1,170 @@
+"""Every path a user hands nsysdoc goes through here: captures, rule files, config files, outputs.
+
+Guarantees, each enforced here and nowhere else:
+
+* an input is a regular file (after following links): FIFOs, devices and sockets are refused at
+  once, before anything opens them (opening a FIFO blocks forever);
+* a folder that cannot be listed, or a file that cannot be read, is a one-line error;
+* the same file given twice (by two names, links or a folder and a file in it) is used once;
+* nothing is ever written to a path that is, or links to, an input (:func:`check_outputs`).
+"""
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .errors import InputError, UsageError
+
+REP_SUFFIX = ".nsys-rep"
+CAPTURE_SUFFIXES = (REP_SUFFIX, ".sqlite")
+#: the largest rule or config file read (rule files are a few kB; a cap keeps hostile ones cheap)
+MAX_TEXT_BYTES = 1 << 20
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def regular_file(path: str | os.PathLike, what: str = "input") -> Path:
+    """``path`` if it is a readable regular file (links followed), else a one-line InputError.
+    Never opens a non-regular file."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file or directory" + ("" if what == "input" else f" ({what})")) from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{p}: is {_kind(st.st_mode)}, not {'an' if what[0] in 'aeiou' else 'a'} {what} file")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"{p}: cannot read the {what}: permission denied")
+    return p
+
+
+def read_text(path: str | os.PathLike, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a small regular file (rule, config), with one-line errors for a
+    non-regular file, a file over ``max_bytes``, or bytes that are not UTF-8. Errors never quote
+    the file's content."""
+    p = regular_file(path, what)
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{p}: {what} file is larger than {max_bytes // 1024} kB; refusing to read it")
+    if b"\x00" in data:
+        raise InputError(f"{p}: {what} file is binary (holds NUL bytes), not YAML text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError(f"{p}:{line}: {what} file is not UTF-8 text (byte {exc.start})") from None
+    return text.removeprefix("\ufeff")
+
+
+def _identity(p: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _list_dir(p: Path) -> list[Path]:
+    try:
+        return sorted(p.iterdir())
+    except OSError as exc:
+        raise InputError(f"{p}: cannot list this folder: {exc.strerror or exc}") from None
+
+
+def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -> list[str]:
+    """Expand CLI inputs: files are kept (in order); a folder stands for all ``*.nsys-rep`` and
+    ``*.sqlite`` in it (sorted), keeping one of ``x.nsys-rep``/``x.sqlite``: the sqlite when it is
+    newer, else the report. A file met twice (same device and inode) is kept once; pass the same
+    ``seen`` set to several calls to dedupe across them. Missing, unreadable and non-regular
+    inputs raise InputError."""
+    out: list[str] = []
+    seen = set() if seen is None else seen
+
+    def add(p: Path) -> None:
+        p = regular_file(p, "input")
+        key = _identity(p)
+        if key is not None and key in seen:
+            return
+        if key is not None:
+            seen.add(key)
+        out.append(str(p))
+
+    for raw in paths:
+        p = Path(raw)
+        try:
+            is_dir = p.is_dir()
+        except OSError as exc:
+            raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+        if not is_dir:
+            add(p)
+            continue
+        by_stem: dict[str, dict[str, Path]] = {}
+        for child in _list_dir(p):
+            if child.name.startswith(".") or child.suffix not in CAPTURE_SUFFIXES:
+                continue
+            try:
+                if not stat.S_ISREG(os.stat(child).st_mode):
+                    continue
+            except OSError:
+                continue
+            by_stem.setdefault(child.stem, {})[child.suffix] = child
+        if not by_stem:
+            raise InputError(f"{p}: no .nsys-rep or .sqlite files in this folder")
+        for stem in sorted(by_stem):
+            pair = by_stem[stem]
+            rep, db = pair.get(REP_SUFFIX), pair.get(".sqlite")
+            if rep and db:
+                add(db if db.stat().st_mtime_ns > rep.stat().st_mtime_ns else rep)
+            else:
+                add(rep or db)  # type: ignore[arg-type]
+    return out
+
+
+def _resolved(p: Path) -> Path:
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):
+        return p.absolute()
+
+
+def check_outputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse (UsageError, before any work) to write an output over an input: the same path, a
+    symlink or hard link to it, or an input that a later output name would replace. Also refuses
+    two outputs that are one file."""
+    ins = [Path(i) for i in inputs]
+    in_ids = {}
+    for i in ins:
+        ident = _identity(i)
+        if ident is not None:
+            in_ids[ident] = i
+        in_ids.setdefault(str(_resolved(i)), i)  # type: ignore[arg-type]
+    seen_out: dict[str, Path] = {}
+    for raw in outputs:
+        o = Path(raw)
+        ident = _identity(o)
+        hit = in_ids.get(ident) if ident is not None else None
+        hit = hit or in_ids.get(str(_resolved(o)))  # type: ignore[call-overload]
+        if hit is not None:
+            raise UsageError(f"{o}: the output would overwrite the input {hit}; choose another -o")
+        key = str(_resolved(o))
+        if key in seen_out:
+            raise UsageError(f"{o}: two outputs would be written to the same file")
+        seen_out[key] = o
