@@ -561,6 +561,10 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
             notes.append(f"{label} not traced (no {label} table in the export)")
     if not judgeable and t.has_gpu_activity and why_not:
         notes.append(why_not)
+    for d in t.dropped_rows:
+        if d["reason"].startswith("no timestamps"):
+            continue  # CUPTI writes such rows in normal captures; counted in dropped_rows only
+        notes.append(f"{d['rows']:,} row(s) of {d['table']} ignored: {d['reason']}")
     kind = "steps" if a.steps.has_markers else ("steady-state" if a.excluded else "gpu-span")
     excluded = []
     for x in a.excluded:
@@ -571,6 +575,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
         "session_start_utc_ns": t.session_start_utc_ns,
+        "dropped_rows": [dict(d) for d in t.dropped_rows],
         "traced": t.traced,
         "window": {**_span_dict(w0, w1), "kind": kind},
         "span": _span_dict(*a.span),

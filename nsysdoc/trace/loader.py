@@ -8,12 +8,12 @@ How (and why this way — measured in ``shared/reference/loading-performance.md`
 * Big tables go through the ADBC SQLite driver straight into Arrow (about 5x faster and 3x less
   memory than ``pandas.read_sql``); the kernel and runtime tables are read concurrently on two
   connections. If ADBC is unavailable the stdlib ``sqlite3`` cursor is used (slower, same result).
-* The canonical tables are cached as Parquet in a cache folder (never next to the input) keyed by
-  the file's resolved path, size and mtime, so a second report on the same capture skips SQLite.
+* The canonical tables are cached as Parquet in the cache folder (never next to the input; keys,
+  validation and the size cap are :mod:`nsysdoc.cache`'s), so a second report on the same capture
+  skips SQLite.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,13 +28,14 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
 from .model import StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
 
 #: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 9
+CACHE_FORMAT = 10
 
 ProgressFn = Callable[[str], None]
 
@@ -62,11 +63,21 @@ def _select_list(exp: ExportFile, table: str, cols: tuple[S.Col, ...]) -> tuple[
     return [f'"{src}"' for src in chosen.values()], chosen
 
 
-def _fill(batch_col, default: int) -> np.ndarray:
-    """An Arrow (chunked) column as numpy, NULLs replaced by ``default``."""
+#: Stands for a NULL, non-integer or out-of-range value in a column that must hold one (times,
+#: device ids): rows holding it are dropped and counted (:func:`_validate`). No real nsys time
+#: comes near it.
+BAD = np.iinfo(np.int64).min
+#: Columns whose bad values make the row unusable (the others fall back to their default).
+_MUST = {"start_ns", "end_ns", "device_id"}
+
+
+def _fill(batch_col, col: S.Col) -> np.ndarray:
+    """An Arrow (chunked) integer column as int64 numpy: NULLs, and values that do not fit the
+    column's dtype, become the column's default, or :data:`BAD` for a column that must hold one."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    default = BAD if col.name in _MUST else col.default
     arr = batch_col
     if pa.types.is_null(arr.type):
         return np.full(len(arr), default, dtype=np.int64)
@@ -74,7 +85,24 @@ def _fill(batch_col, default: int) -> np.ndarray:
         arr = pc.fill_null(arr, pa.scalar(default, type=arr.type) if pa.types.is_integer(arr.type) else default)
     if not pa.types.is_int64(arr.type):
         arr = arr.cast(pa.int64(), safe=False)
-    return arr.to_numpy(zero_copy_only=False)
+    out = arr.to_numpy(zero_copy_only=False)
+    if col.dtype != "int64":
+        info = np.iinfo(col.dtype)
+        lo, hi = (0, 65535) if col.name == "device_id" else (info.min, info.max)
+        bad = (out < lo) | (out > hi)
+        if bad.any():
+            out = out.copy() if not out.flags.writeable else out
+            out[bad] = default
+    return out
+
+
+def _safe_expr(src: str) -> str:
+    """The column as SQL that yields only integers or NULL (text, real and blob values -> NULL)."""
+    return f"CASE WHEN typeof({src}) = 'integer' THEN {src} END"
+
+
+def _is_type_error(exc: Exception) -> bool:
+    return "type mismatch" in str(exc).lower()
 
 
 #: Rows per rowid-range chunk: bounds memory (one chunk's Arrow table per worker) and lets
@@ -100,6 +128,9 @@ class _ColumnReader:
         self.spec = {c.name: c for c in cols}
         cond = where.replace("WHERE", "AND", 1) if where else ""
         self.sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ? {cond}'
+        # for chunks whose columns hold non-integer values (damaged or hand-edited exports)
+        self.safe_sql = (f'SELECT {", ".join(_safe_expr(e) for e in exprs)} FROM "{table}" '
+                         f'WHERE rowid >= ? AND rowid < ? {cond}')
         # two queries: SQLite answers a lone min()/max() of rowid from the b-tree edge (O(log n)),
         # but scans the table for both in one statement
         lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
@@ -107,22 +138,37 @@ class _ColumnReader:
         self.lo = int(lo or 1)
         self.hi = int(hi or 0) + 1
         n = max(self.hi - self.lo, 0)
-        self.out = {name: np.empty(n, dtype=self.spec[name].dtype) for name in self.chosen}
+        # columns that must hold a value stay int64 here (room for BAD) until validated
+        self.out = {name: np.empty(n, dtype=np.int64 if name in _MUST else self.spec[name].dtype)
+                    for name in self.chosen}
         self.ranges = [(lo, min(lo + CHUNK_ROWS, self.hi)) for lo in range(self.lo, self.hi, CHUNK_ROWS)]
         self.got: dict[int, int] = {}
 
-    def read_chunk(self, lo: int, hi: int) -> None:
-        with _adbc.connect(readonly_uri(self.exp.path)) as con:
+    def _fetch(self, sql: str, lo: int, hi: int):
+        with _adbc.connect(readonly_uri(self.exp.read_path)) as con:
             cur = con.cursor()
             try:
-                cur.execute(self.sql, parameters=(lo, hi))
-                tbl = cur.fetch_arrow_table()
+                cur.execute(sql, parameters=(lo, hi))
+                return cur.fetch_arrow_table()
             finally:
                 cur.close()
+
+    def read_chunk(self, lo: int, hi: int) -> None:
+        import pyarrow as pa
+
+        try:
+            tbl = self._fetch(self.sql, lo, hi)
+            clean = all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in tbl.columns)
+        except Exception as exc:  # the driver refuses a column whose storage class changes mid-chunk
+            if not _is_type_error(exc):
+                raise
+            clean = False
+        if not clean:  # text, real or blob values in integer columns: read them as NULL
+            tbl = self._fetch(self.safe_sql, lo, hi)
         off, m = lo - self.lo, tbl.num_rows
         for i, name in enumerate(self.chosen):
             # one C++ pass per column: fill NULLs, cast, concatenate the record batches
-            self.out[name][off:off + m] = _fill(tbl.column(i), self.spec[name].default)
+            self.out[name][off:off + m] = _fill(tbl.column(i), self.spec[name])
         self.got[lo] = m
 
     def finish(self) -> dict[str, np.ndarray]:
@@ -146,11 +192,16 @@ def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str,
             res = {}
             for key, (table, cols, where) in jobs.items():
                 _, chosen = _select_list(exp, table, cols)
-                exprs = ", ".join(f'"{c}"' for c in chosen.values())
+                exprs = ", ".join(_safe_expr(f'"{c}"') for c in chosen.values())
                 out, n = _read_with_sqlite3(exp, f'SELECT {exprs} FROM "{table}" {where}', list(chosen),
-                                            {c.name: c.default for c in cols})
+                                            {c.name: BAD if c.name in _MUST else c.default for c in cols})
                 spec = {c.name: c for c in cols}
-                out = {k: v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
+                for k, v in out.items():
+                    if spec[k].dtype != "int64":
+                        info = np.iinfo(spec[k].dtype)
+                        lo, hi = (0, 65535) if k == "device_id" else (info.min, info.max)
+                        v[(v < lo) | (v > hi)] = BAD if k in _MUST else spec[k].default
+                out = {k: v if k in _MUST else v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
                 for c in cols:
                     out.setdefault(c.name, np.full(n, c.default, dtype=c.dtype))
                 res[key] = out
@@ -171,7 +222,7 @@ def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str,
 
 
 def _read_with_sqlite3(exp: ExportFile, sql: str, names: list[str], defaults: dict[str, int]):
-    con = sqlite3.connect(readonly_uri(exp.path), uri=True)
+    con = sqlite3.connect(readonly_uri(exp.read_path), uri=True)
     try:
         cur = con.execute(sql)
         chunks = []
@@ -222,23 +273,89 @@ def _uniq(values: np.ndarray) -> np.ndarray:
     return np.unique(pd.unique(np.asarray(values, dtype=np.int64)))
 
 
-def _valid_times(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Drop rows whose timestamps were not collected (CUPTI writes start = end = 0) or are
-    inverted. Negative times are valid (``nsys export --ts-shift`` with a negative shift)."""
-    keep = ~((d["start_ns"] == 0) & (d["end_ns"] == 0)) & (d["end_ns"] >= d["start_ns"])
-    if keep.all():
+#: Times this far from zero are not nanoseconds of any real session (2^61 ns is the year 2043 as a
+#: UNIX epoch, the largest an ``nsys export --ts-normalize`` time can be for a while).
+TIME_LIMIT_NS = 1 << 61
+#: Slack around the session span for rows a flush writes just after it ends.
+SESSION_SLACK_NS = 1_000_000_000
+
+
+class Drops:
+    """Rows the loader refused, counted per (table, reason); shown in the report's capture quality."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def add(self, table: str, reason: str, n: int) -> None:
+        if n:
+            self.counts[(table, reason)] = self.counts.get((table, reason), 0) + int(n)
+
+    def as_list(self) -> list[dict]:
+        return [{"table": t, "reason": r, "rows": n} for (t, r), n in self.counts.items()]
+
+
+def _session_duration(exp: ExportFile) -> int | None:
+    if exp.has("ANALYSIS_DETAILS") and "duration" in exp.columns("ANALYSIS_DETAILS"):
+        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
+        if rows and isinstance(rows[0][0], int) and not isinstance(rows[0][0], bool) and 0 < rows[0][0] < TIME_LIMIT_NS:
+            return int(rows[0][0])
+    return None
+
+
+def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, drops: Drops,
+              end_optional: bool = False) -> dict[str, np.ndarray]:
+    """Drop rows no session can hold, counting each reason in ``drops``:
+
+    * start or end NULL or not an integer (or deviceId NULL, negative or >= 65536);
+    * start = end = 0: CUPTI wrote no timestamps for the row;
+    * end before start;
+    * a time outside the session: farther than the session's duration (``ANALYSIS_DETAILS``) from
+      the table's median start, or beyond +-2^61 ns.
+
+    Negative times are valid (``nsys export --ts-shift`` with a negative shift)."""
+    start, end = d["start_ns"], d["end_ns"]
+    n = len(start)
+    if n == 0:
         return d
-    return {k: v[keep] for k, v in d.items()}
+    null_end = (end == BAD) if end_optional else np.zeros(n, dtype=bool)
+    end_c = np.where(null_end, start, end) if end_optional else end
+    missing = (start == BAD) | ((end == BAD) & ~null_end)
+    if "device_id" in d:
+        bad_dev = (d["device_id"] == BAD) & ~missing
+    else:
+        bad_dev = np.zeros(n, dtype=bool)
+    zero = (start == 0) & (end_c == 0) & ~missing & ~bad_dev
+    ok = ~(missing | bad_dev | zero)
+    inverted = ok & (end_c < start)
+    ok &= ~inverted
+    far = ok & ((np.abs(start) >= TIME_LIMIT_NS) | (np.abs(end_c) >= TIME_LIMIT_NS))
+    ok &= ~far
+    if duration_ns and ok.any():
+        sample = start[ok][:: max(1, int(ok.sum()) // 100_000)]
+        anchor = int(np.median(sample))
+        bound = duration_ns + SESSION_SLACK_NS
+        outside = ok & ((np.abs(start - anchor) > bound) | (np.abs(end_c - anchor) > bound) | (end_c - start > bound))
+        ok &= ~outside
+        far |= outside
+    if ok.all():
+        return d
+    drops.add(table, "start or end NULL or not an integer", int(missing.sum()))
+    drops.add(table, "deviceId NULL, negative or >= 65536", int(bad_dev.sum()))
+    drops.add(table, "no timestamps (start = end = 0)", int(zero.sum()))
+    drops.add(table, "end before start", int(inverted.sum()))
+    drops.add(table, "time outside the capture's session", int(far.sum()))
+    return {k: v[ok] for k, v in d.items()}
 
 
 def _strings(exp: ExportFile) -> StringTable:
     if not exp.has(S.STRINGS):
         return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
     rows = _query(exp, 'SELECT id, value FROM "StringIds"')
+    rows = [r for r in rows if type(r[0]) is int]  # a NULL or non-integer id names nothing
     if not rows:
         return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    vals = np.array([("" if r[1] is None else str(r[1])) for r in rows], dtype=object)
+    vals = np.array([_text(r[1]) for r in rows], dtype=object)
     return StringTable(ids, vals)
 
 
@@ -284,13 +401,35 @@ def _load_tables(exp: ExportFile, progress: ProgressFn | None) -> dict:
         jobs["osrt"] = (S.OSRT, S.OSRT_COLS, where)
     say(f"reading {', '.join(jobs) or 'metadata'}")
     raw = _read_tables(exp, jobs)
-    return {"strings": strings, "raw": raw}
+    return {"strings": _unknown_names(raw, strings), "raw": raw}
 
 
-def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.ndarray]]) -> dict[str, pd.DataFrame]:
+UNKNOWN_NAME = "<name missing from the export>"
+
+
+def _unknown_names(raw: dict[str, dict[str, np.ndarray]], strings: StringTable) -> StringTable:
+    """Name ids that are NULL, negative or too large (read as -1) point at one added string, so
+    per-name statistics keep the row's time under a visible name instead of failing."""
+    cols = [(d, c) for d in raw.values() for c in ("name_id", "short_id") if c in d and len(d[c])]
+    if not any((d[c] < 0).any() for d, c in cols):
+        return strings
+    uid = int(strings.ids.max()) + 1 if len(strings) else 0
+    for d, c in cols:
+        d[c][d[c] < 0] = uid
+    return StringTable(np.append(strings.ids, uid), np.append(strings.values, np.array([UNKNOWN_NAME], dtype=object)))
+
+
+_TABLE_OF = {"kernels": S.KERNEL, "memcpy": S.MEMCPY, "memset": S.MEMSET, "sync": S.SYNC, "runtime": S.RUNTIME,
+             "osrt": S.OSRT}
+
+
+def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.ndarray]],
+           duration_ns: int | None = None, drops: Drops | None = None) -> dict[str, pd.DataFrame]:
     out: dict[str, pd.DataFrame] = {}
+    drops = drops if drops is not None else Drops()
+    raw = {k: _validate(v, _TABLE_OF[k], duration_ns, drops) for k, v in raw.items()}
     gpu_cols = {"kernels": S.KERNEL_COLS, "memcpy": S.MEMCPY_COLS, "memset": S.MEMSET_COLS, "sync": S.SYNC_COLS}
-    gpu = {k: _valid_times(raw[k]) if k in raw else _empty(cols) for k, cols in gpu_cols.items()}
+    gpu = {k: raw[k] if k in raw else _empty(cols) for k, cols in gpu_cols.items()}
     rt = raw.get("runtime", _empty(S.RUNTIME_COLS))
     os_ = raw.get("osrt", _empty(S.OSRT_COLS))
 
@@ -301,8 +440,8 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     proc_names = {}
     if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
         for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
-            if gp is not None:
-                proc_names[int(gp) & S.PROCESS_MASK] = name or ""
+            if type(gp) is int:
+                proc_names[gp & S.PROCESS_MASK] = name if isinstance(name, str) else ""
     out["processes"] = pd.DataFrame({
         "global_pid": all_keys,
         "pid": S.decode_pid(all_keys),
@@ -320,8 +459,11 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
         have = set(exp.columns("TARGET_INFO_GPU"))
         extra = "".join(f", {c}" if c in have else ", NULL" for c in ("smCount", "computeMajor", "computeMinor"))
         for gid, name, sm, major, minor in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
-            cc = float(f"{major}.{minor or 0}") if isinstance(major, int) and major > 0 else None
-            gpu_names[gid] = (name or "", sm, cc)
+            if type(gid) is not int:
+                continue
+            cc = float(f"{major}.{_int(minor, 0)}") if type(major) is int and 0 < major < 100 \
+                and 0 <= _int(minor, 0) < 100 else None
+            gpu_names[gid] = (name if isinstance(name, str) else "", sm if type(sm) is int and sm > 0 else None, cc)
     hosts = all_dev // 65536
     dev_ids = all_dev % 65536
     multi_host = len(np.unique(hosts)) > 1
@@ -362,7 +504,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     os_ = dict(os_)
     is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
     os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
-    nvtx = _nvtx(exp, strings)
+    nvtx = _nvtx(exp, strings, duration_ns, drops)
     # threads: every global_tid seen; each host table gets a dense ``thread`` index
     thread_names = _thread_names(exp, strings)
     tids = np.unique(np.concatenate([_uniq(rt["global_tid"]), _uniq(os_["global_tid"]),
@@ -417,8 +559,8 @@ def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
     names: dict[int, str] = {}
     if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
         for gtid, name_id in _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"'):
-            if gtid is not None:
-                names[int(gtid)] = strings.get(int(name_id)) if name_id is not None else ""
+            if type(gtid) is int:
+                names[gtid] = strings.get(name_id) if type(name_id) is int else ""
     return names
 
 
@@ -428,11 +570,43 @@ def _threads(tids: np.ndarray, names: dict[int, str]) -> pd.DataFrame:
                          "name": np.array([names.get(int(t), "") for t in tids], dtype=object)})
 
 
-def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
+#: Longest name or NVTX text kept (the longest demangled C++ kernel names in real captures are a
+#: few thousand characters); longer ones are cut, saying how much, so one hostile 1 MB string
+#: cannot fill the report, its JSON and the cache.
+MAX_STRING_CHARS = 8192
+
+
+def _cap(s: str) -> str:
+    return s if len(s) <= MAX_STRING_CHARS else f"{s[:MAX_STRING_CHARS]}... [{len(s) - MAX_STRING_CHARS:,} more characters]"
+
+
+def _text(v) -> str:
+    """A string cell as text: bytes are decoded with replacement characters, NULL is "", and the
+    length is capped (:data:`MAX_STRING_CHARS`)."""
+    if isinstance(v, str):
+        return _cap(v)
+    if isinstance(v, bytes):
+        return _cap(v.decode("utf-8", "replace"))
+    return "" if v is None else _cap(str(v))
+
+
+def _int(v, default: int) -> int:
+    """``v`` if SQLite gave an integer, else ``default`` (NULL, text, real and blob values)."""
+    return v if type(v) is int else default
+
+
+def _nvtx(exp: ExportFile, strings: StringTable, duration_ns: int | None = None,
+          drops: Drops | None = None) -> pd.DataFrame:
     cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
+    empty = pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_type", "_tid")) else object) for c in cols})
+    drops = drops if drops is not None else Drops()
     if not exp.has(S.NVTX):
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_type", "_tid")) else object) for c in cols})
+        return empty
     present = set(exp.columns(S.NVTX))
+    if not {"start", "eventType"} <= present:  # a quoted missing column would read as a string literal
+        n = _query(exp, f'SELECT count(*) FROM "{S.NVTX}"')[0][0]
+        drops.add(S.NVTX, "table lacks its start or eventType column", n)
+        return empty
     sel = ['"start"', '"end"' if "end" in present else "NULL", '"eventType"',
            '"globalTid"' if "globalTid" in present else "0",
            '"text"' if "text" in present else "NULL",
@@ -442,14 +616,14 @@ def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
     rows = _query(exp, f'SELECT {", ".join(sel)} FROM "{S.NVTX}" WHERE eventType IN ({types})')
     if not rows:
         return pd.DataFrame({c: [] for c in cols})
-    start = np.array([r[0] for r in rows], dtype=np.int64)
-    end = np.array([-1 if r[1] is None else r[1] for r in rows], dtype=np.int64)
-    etype = np.array([r[2] for r in rows], dtype=np.int64)
-    gtid = np.array([0 if r[3] is None else r[3] for r in rows], dtype=np.int64)
-    text_id = np.array([-1 if r[5] is None else r[5] for r in rows], dtype=np.int64)
+    start = np.array([_int(r[0], BAD) for r in rows], dtype=np.int64)
+    end = np.array([_int(r[1], BAD) for r in rows], dtype=np.int64)
+    etype = np.array([_int(r[2], -1) for r in rows], dtype=np.int64)
+    gtid = np.array([_int(r[3], 0) for r in rows], dtype=np.int64)
+    text_id = np.array([_int(r[5], -1) for r in rows], dtype=np.int64)
     looked = strings.lookup(text_id)
-    text = np.array([r[4] if r[4] is not None else looked[i] for i, r in enumerate(rows)], dtype=object)
-    dom_id = np.array([0 if r[6] is None else r[6] for r in rows], dtype=np.int64)
+    text = np.array([_cap(r[4]) if isinstance(r[4], str) else looked[i] for i, r in enumerate(rows)], dtype=object)
+    dom_id = np.array([_int(r[6], 0) for r in rows], dtype=np.int64)
     # domain names: DomainCreate rows, matched on (process bits, domainId)
     pbits = gtid & S.PROCESS_MASK
     is_dom = etype == S.NVTX_DOMAIN_CREATE
@@ -458,8 +632,12 @@ def _nvtx(exp: ExportFile, strings: StringTable) -> pd.DataFrame:
     domain = np.array([names.get((int(p), int(d)), any_proc.get(int(d), "")) if d else ""
                        for p, d in zip(pbits, dom_id)], dtype=object)
     keep = ~is_dom
-    return pd.DataFrame({"start_ns": start[keep], "end_ns": end[keep], "event_type": etype[keep],
-                         "global_tid": gtid[keep], "text": text[keep], "domain": domain[keep]})
+    d = {"start_ns": start[keep], "end_ns": end[keep], "event_type": etype[keep], "global_tid": gtid[keep],
+         "text": text[keep], "domain": domain[keep]}
+    # marks have no end: validate them with end = start; a range without an end keeps -1 (open)
+    d = _validate(d, S.NVTX, duration_ns, drops, end_optional=True)
+    d["end_ns"] = np.where(d["end_ns"] == BAD, -1, d["end_ns"])
+    return pd.DataFrame(d)
 
 
 def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
@@ -468,18 +646,19 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
     diag = {"timestamp_ns": [], "severity": [], "text": []}
     if exp.has("DIAGNOSTIC_EVENT") and {"severity", "text"} <= set(exp.columns("DIAGNOSTIC_EVENT")):
         for ts, sev, text in _query(exp, 'SELECT timestamp, severity, text FROM "DIAGNOSTIC_EVENT"'):
-            diag["timestamp_ns"].append(ts or 0)
-            diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)))
-            diag["text"].append(text or "")
+            diag["timestamp_ns"].append(_int(ts, 0))
+            diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)) if type(sev) is int else str(sev))
+            diag["text"].append(text if isinstance(text, str) else "")
     res["diagnostics"] = pd.DataFrame(diag)
     # profiler overhead
     ov = {"start_ns": [], "end_ns": [], "global_tid": [], "name": []}
     if exp.has("PROFILER_OVERHEAD"):
         rows = _query(exp, 'SELECT start, "end", globalTid, nameId FROM "PROFILER_OVERHEAD"')
-        names = strings.lookup(np.array([r[3] if r[3] is not None else -1 for r in rows], dtype=np.int64))
+        names = strings.lookup(np.array([_int(r[3], -1) for r in rows], dtype=np.int64))
         for r, n in zip(rows, names):
-            if r[0] is not None and r[1] is not None:
-                ov["start_ns"].append(r[0]); ov["end_ns"].append(r[1]); ov["global_tid"].append(r[2] or 0); ov["name"].append(n)
+            if type(r[0]) is int and type(r[1]) is int and r[0] <= r[1] and abs(r[0]) < TIME_LIMIT_NS \
+                    and abs(r[1]) < TIME_LIMIT_NS:
+                ov["start_ns"].append(r[0]); ov["end_ns"].append(r[1]); ov["global_tid"].append(_int(r[2], 0)); ov["name"].append(n)
     res["overhead"] = pd.DataFrame(ov).astype({"start_ns": "int64", "end_ns": "int64", "global_tid": "int64"})
     # GPU metrics (only the metrics we summarise)
     gm = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
@@ -488,7 +667,9 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
         info = _query(exp, f'SELECT typeId, metricId, metricName FROM "{S.GPU_METRICS_INFO}"')
         wanted = {}
         for type_id, metric_id, name in info:
-            lname = (name or "").lower()
+            if type(type_id) is not int or type(metric_id) is not int:
+                continue  # ids are pasted into SQL below: integers only
+            lname = (name if isinstance(name, str) else "").lower()
             for canon, prefixes in S.GPU_METRIC_PREFIXES.items():
                 if lname.startswith(prefixes):
                     wanted[(type_id, metric_id)] = canon
@@ -496,7 +677,8 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
             ids = sorted({m for _, m in wanted})
             rows = _query(exp, f'SELECT timestamp, typeId, metricId, value FROM "{S.GPU_METRICS}" '
                                f'WHERE metricId IN ({",".join(str(i) for i in ids)})')
-            rows = [r for r in rows if (r[1], r[2]) in wanted and r[0] is not None]
+            rows = [r for r in rows if (r[1], r[2]) in wanted and type(r[0]) is int
+                    and isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
             gm = {
                 "timestamp_ns": np.array([r[0] for r in rows], dtype=np.int64),
                 # UNVERIFIED in NVIDIA docs: the low byte of typeId is the GPU index (nsys2prv).
@@ -506,25 +688,21 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
             }
     res["gpu_metrics"] = pd.DataFrame(gm)
     # capture duration
-    res["duration_ns"] = None
-    if exp.has("ANALYSIS_DETAILS") and "duration" in exp.columns("ANALYSIS_DETAILS"):
-        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
-        if rows and rows[0][0] is not None:
-            res["duration_ns"] = int(rows[0][0])
+    res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
     res["session_start_utc_ns"] = None
     if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
         rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
-        if rows and isinstance(rows[0][0], int):
+        if rows and type(rows[0][0]) is int:
             res["session_start_utc_ns"] = int(rows[0][0])
     # messages the profiled process wrote (shows why a capture failed: e.g. injection errors)
     msgs: list[str] = []
     if exp.has("ProcessStreams") and "contentId" in exp.columns("ProcessStreams"):
         rows = _query(exp, 'SELECT contentId FROM "ProcessStreams"')
         for (cid,) in rows:
-            if cid is None:
+            if type(cid) is not int:
                 continue
-            text = strings.get(int(cid))
+            text = strings.get(cid)
             for line in text.splitlines():
                 low = line.lower()
                 if "error" in low or "cupti" in low or "injection" in low:
@@ -536,20 +714,6 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
 # --------------------------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------------------------
-def default_cache_dir() -> Path:
-    env = os.environ.get("NSYSDOC_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "nsysdoc"
-
-
-def cache_key(path: Path) -> str:
-    st = path.stat()
-    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{CACHE_FORMAT}"
-    return hashlib.sha1(ident.encode()).hexdigest()[:20]
-
-
 _FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "devices", "processes", "streams",
            "threads", "gpu_metrics", "diagnostics", "overhead")
 
@@ -569,19 +733,66 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     return pd.DataFrame(cols, copy=False)
 
 
+#: The columns of each cached frame (a fresh load produces exactly these: tests/test_loader.py).
+#: An entry whose frames differ is ignored and rebuilt.
+FRAME_COLUMNS = {
+    "kernels": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "name_id",
+                "short_id", "device", "proc", "stream"),
+    "memcpy": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "bytes", "copy_kind",
+               "src_kind", "dst_kind", "device", "proc", "host_kind", "stream"),
+    "memset": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "bytes", "mem_kind",
+               "device", "proc", "stream"),
+    "runtime": ("start_ns", "end_ns", "correlation_id", "name_id", "event_class", "api_kind", "proc", "thread"),
+    "sync": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "sync_type", "device",
+             "proc", "stream"),
+    "osrt": ("start_ns", "end_ns", "global_tid", "name_id", "is_wait", "thread"),
+    "nvtx": ("start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"),
+    "devices": ("device", "host", "device_id", "label", "name", "sm_count", "compute_capability"),
+    "processes": ("global_pid", "pid", "name"),
+    "streams": ("stream", "proc", "device", "context_id", "stream_id"),
+    "threads": ("thread", "global_tid", "pid", "tid", "name"),
+    "gpu_metrics": ("timestamp_ns", "device_id", "metric", "value"),
+    "diagnostics": ("timestamp_ns", "severity", "text"),
+    "overhead": ("start_ns", "end_ns", "global_tid", "name"),
+}
+#: frames whose every column but the text ones must be integer (or bool) in a usable entry
+_EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "streams")
+_META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version": (str, type(None)),
+              "duration_ns": (int, type(None)), "process_messages": list,
+              "session_start_utc_ns": (int, type(None)), "dropped_rows": list}
+
+
+def _entry_ok(meta, frames: dict[str, pd.DataFrame]) -> bool:
+    """True when a cache entry has the shape this version writes (else it is rebuilt)."""
+    if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
+        return False
+    if any(not isinstance(meta.get(k), typ) for k, typ in _META_KEYS.items()):
+        return False
+    for name, cols in FRAME_COLUMNS.items():
+        df = frames[name]
+        if tuple(df.columns) != cols:
+            return False
+        if name in _EVENT_FRAMES and any(df[c].dtype.kind not in "iub" for c in cols if c not in ("text", "domain")):
+            return False
+    return True
+
+
 def _cache_read(entry: Path) -> dict | None:
     meta_path = entry / "meta.json"
-    if not meta_path.exists():
-        return None
     try:
+        if not meta_path.is_file():
+            return None
         import pyarrow.parquet as pq
 
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
         frames = {name: _read_parquet(entry / f"{name}.parquet") for name in _FRAMES}
         st = pq.read_table(entry / "strings.parquet")
         strings = StringTable(st.column("id").to_numpy(), np.array(st.column("value").to_pylist(), dtype=object))
+        if not _entry_ok(meta, frames) or strings.ids.dtype.kind not in "iu":
+            return None
     except Exception:
-        return None  # a damaged cache entry is ignored and rebuilt
+        return None  # an unreadable, damaged or foreign cache entry is ignored and rebuilt
+    cache_m.touch(entry)
     return {"meta": meta, "frames": frames, "strings": strings}
 
 
@@ -605,7 +816,7 @@ def _cache_write(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strin
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    cache_m.make_dir(entry.parent)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
     try:
         for name in _FRAMES:
@@ -614,13 +825,14 @@ def _cache_write(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strin
             pq.write_table(table, tmp / f"{name}.parquet", compression="lz4")
         pq.write_table(pa.table({"id": strings.ids, "value": pa.array(list(strings.values), type=pa.string())}),
                        tmp / "strings.parquet", compression="lz4")
-        (tmp / "meta.json").write_text(json.dumps(meta))
+        (tmp / "meta.json").write_text(json.dumps({**meta, "format": CACHE_FORMAT}), encoding="utf-8")
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)
     except Exception:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    cache_m.evict(entry.parent, keep=entry)
 
 
 # --------------------------------------------------------------------------------------------
@@ -636,7 +848,10 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     exp = open_export(path)
     tables = frozenset(exp.tables)
     traced = {k: any(t in tables for t in ts) for k, ts in S.TRACE_TYPES.items()}
-    entry = Path(cache_dir or default_cache_dir()) / cache_key(exp.path) if cache else None
+    # an export with a -wal/-journal beside it is read from a settled private copy, never cached
+    # (the sidecar's content is not part of the file's identity)
+    entry = cache_m.entry_path(cache_dir or cache_m.default_cache_dir(), exp.path, "trace", CACHE_FORMAT) \
+        if cache and exp.read_path == exp.path else None
     if entry is not None and entry in _PENDING:
         _PENDING.pop(entry).join()  # a write of this entry is still running in this process
     cached = _cache_read(entry) if entry is not None else None
@@ -652,16 +867,23 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
                 hint=(f"the profiled process reported: {why}" if why else
                       "check that the program ran under nsys with --trace=cuda,nvtx,osrt and did GPU work"),
             )
-        loaded = _load_tables(exp, progress)
-        strings = loaded["strings"]
-        if progress:
-            progress("decoding tables")
-        frames = _build(exp, strings, loaded["raw"])
-        small = _small_tables(exp, strings)
+        try:
+            loaded = _load_tables(exp, progress)
+            strings = loaded["strings"]
+            if progress:
+                progress("decoding tables")
+            drops = Drops()
+            frames = _build(exp, strings, loaded["raw"], _session_duration(exp), drops)
+            small = _small_tables(exp, strings)
+        except (ValueError, TypeError, OverflowError, KeyError, IndexError, UnicodeError) as exc:
+            # values no export of nsys holds, in a place the row checks do not cover: refuse in one line
+            raise CorruptFileError(f"{exp.path}: damaged export: unexpected values ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
+                                   hint="export again with nsys export --type sqlite") from None
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
-                "session_start_utc_ns": small["session_start_utc_ns"]}
+                "session_start_utc_ns": small["session_start_utc_ns"], "dropped_rows": drops.as_list()}
         from_cache = False
         if entry is not None:
             # Written in the background while the caller analyses (the two use different cores).
@@ -677,6 +899,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         **{name: frames[name] for name in _FRAMES},
         duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
         session_start_utc_ns=meta.get("session_start_utc_ns"),
+        dropped_rows=list(meta.get("dropped_rows", [])),
         from_cache=from_cache,
     )
     trace.load_seconds = time.perf_counter() - t0

@@ -112,6 +112,8 @@ class Trace:
     #: UTC epoch (ns) at the start of the capture session (TARGET_INFO_SESSION_START_TIME), or None
     session_start_utc_ns: int | None = None
     process_messages: list[str] = field(default_factory=list)
+    #: rows the loader refused: [{"table", "reason", "rows"}] (bad values no session can hold)
+    dropped_rows: list[dict] = field(default_factory=list)
     load_seconds: float = 0.0
     from_cache: bool = False
 

@@ -1,17 +1,24 @@
 """Open an nsys SQLite export read-only and decide whether it is one.
 
 Never writes to the input: connections use ``mode=ro`` and ``immutable=1`` URIs (no journal, no
-lock files, nothing created next to the file).
+lock files, nothing created next to the file). ``immutable=1`` tells SQLite to ignore a ``-wal`` or
+hot ``-journal`` beside the file, which would hide committed rows (or show rolled-back ones); so
+when either exists, the export and its sidecar are copied to a private temporary folder, settled
+there by SQLite (WAL checkpointed, hot journal rolled back), and the copy is read instead.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sqlite3
+import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptFileError, InputError, NotNsysExportError, NotSqliteError
+from ..inputs import regular_file
 from . import schema as S
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -26,10 +33,9 @@ def readonly_uri(path: str | os.PathLike) -> str:
 def check_sqlite_file(path: str | os.PathLike) -> Path:
     """Raise a one-line error unless ``path`` is a readable, complete SQLite file."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: is a directory, not an nsys export", hint="pass a .sqlite or .nsys-rep file")
+    p = regular_file(p, "input")  # never opens a FIFO or device
     try:
         with open(p, "rb") as fh:
             header = fh.read(100)
@@ -67,6 +73,12 @@ class ExportFile:
     path: Path
     tables: dict[str, list[str]] = field(default_factory=dict)
     meta: dict[str, str] = field(default_factory=dict)
+    #: the file SQLite reads: ``path``, or a settled private copy when a -wal/-journal is beside it
+    read_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.read_path is None:
+            self.read_path = self.path
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -75,7 +87,7 @@ class ExportFile:
         return self.tables.get(table, [])
 
     def connect(self) -> sqlite3.Connection:
-        return connect_readonly(self.path)
+        return connect_readonly(self.read_path)
 
     @property
     def nsys_version(self) -> str | None:
@@ -86,15 +98,74 @@ class ExportFile:
         return self.meta.get("EXPORT_SCHEMA_VERSION")
 
 
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")  # one bad string must not refuse the whole capture
+
+
 def connect_readonly(path: str | os.PathLike) -> sqlite3.Connection:
-    return sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
+    con = sqlite3.connect(readonly_uri(path), uri=True, check_same_thread=False)
+    con.text_factory = _decode
+    return con
+
+
+SIDECARS = ("-wal", "-journal")
+_COPIES: list[str] = []
+
+
+def _cleanup_copies() -> None:
+    while _COPIES:
+        shutil.rmtree(_COPIES.pop(), ignore_errors=True)
+
+
+atexit.register(_cleanup_copies)
+
+
+def _sidecars(p: Path) -> list[Path]:
+    out = []
+    for suffix in SIDECARS:
+        s = p.with_name(p.name + suffix)
+        try:
+            if s.is_file() and s.stat().st_size > 0:
+                out.append(s)
+        except OSError:
+            pass
+    return out
+
+
+def settled_copy(p: Path, sidecars: list[Path]) -> Path:
+    """A private copy of ``p`` with its sidecars applied by SQLite (the input is only read)."""
+    folder = tempfile.mkdtemp(prefix="nsysdoc-settle-")
+    _COPIES.append(folder)
+    copy = Path(folder) / "export.sqlite"
+    try:
+        shutil.copyfile(p, copy)
+        for s in sidecars:
+            shutil.copyfile(s, Path(folder) / ("export.sqlite" + s.name[len(p.name):]))
+        con = sqlite3.connect(str(copy))
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # replays WAL / rolls back journal
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            con.execute("PRAGMA journal_mode=DELETE").fetchall()
+        finally:
+            con.close()
+    except OSError as exc:
+        raise InputError(f"{p}: has a {sidecars[0].name[len(p.name):]} file beside it and no private copy "
+                         f"could be made to read it safely ({exc.strerror or exc})",
+                         hint="set TMPDIR to a folder with free space, or open the export once in sqlite3 "
+                              "to checkpoint it") from None
+    except sqlite3.DatabaseError as exc:
+        raise CorruptFileError(f"{p}: damaged SQLite file or sidecar ({exc})",
+                               hint="export again with nsys export --type sqlite") from None
+    return copy
 
 
 def open_export(path: str | os.PathLike) -> ExportFile:
     """Validate ``path`` and return its table layout; refuses non-nsys SQLite files."""
     p = check_sqlite_file(path)
+    sidecars = _sidecars(p)
+    read = settled_copy(p, sidecars) if sidecars else p
     try:
-        con = connect_readonly(p)
+        con = connect_readonly(read)
         try:
             names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")]
             tables: dict[str, list[str]] = {}
@@ -128,4 +199,4 @@ def open_export(path: str | os.PathLike) -> ExportFile:
             f"{p}: SQLite file but not an Nsight Systems export (no StringIds/metadata tables)",
             hint="export the capture with: nsys export --type sqlite run.nsys-rep",
         )
-    return ExportFile(p, tables, meta)
+    return ExportFile(p, tables, meta, read)
