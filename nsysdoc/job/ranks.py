@@ -38,11 +38,13 @@ def rank_from_name(path: str, pattern: str | None = None) -> int | None:
     """The rank a file name claims, or None."""
     stem = _stem(path)
     if pattern:
-        m = re.search(pattern, stem)
+        from .. import safe_regex
+
+        m = safe_regex.compile(pattern).search(stem)
         if not m:
             return None
         text = m.group(1) if m.groups() else m.group(0)
-        return int(text) if text.isdigit() else None
+        return int(text) if text and text.isdigit() and len(text) < 10 else None
     for rx in PATTERNS:
         m = rx.search(stem)
         if m:
@@ -55,9 +57,11 @@ def assign_ranks(files: list[str], pattern: str | None = None) -> tuple[list[int
 
     Raises InputError when two files claim the same rank, or when ``pattern`` does not match a file."""
     if pattern:
+        from .. import safe_regex
+
         try:
-            re.compile(pattern)
-        except re.error as exc:
+            safe_regex.compile(pattern)
+        except safe_regex.PatternError as exc:
             raise InputError(f"--rank-pattern: not a valid regular expression ({exc})")
     found = [rank_from_name(f, pattern) for f in files]
     if pattern and any(r is None for r in found):

@@ -22,7 +22,7 @@ A cases file::
         params: {min_idle_pct: 5}       # parameter overrides for this case
         expect: {fires: false}
 
-``expect`` keys: ``fires`` (bool), ``status`` (fired / passed / skipped / disabled), ``severity``,
+``expect`` keys: ``fires`` (bool), ``status`` (fired / passed / skipped / disabled / broken), ``severity``,
 ``message_contains``, ``impact_ms_min``, ``impact_ms_max``, ``impact_ms_per_step_min``,
 ``impact_ms_per_step_max``. Inline actions are the methods of
 :class:`nsysdoc.testing.Thread` (``launch``, ``nccl``, ``memcpy``, ``memset``, ``cpu``, ``os_call``,
@@ -43,7 +43,7 @@ from .spec import load_yaml, validate
 
 ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
            "sync_event", "wait_event", "at", "mark", "api", "malloc", "free")
-EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled"]},
+EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled", "broken"]},
                "severity": {"enum": ["info", "warning", "critical"]}, "message_contains": {"type": "string"},
                "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"},
                "impact_ms_per_step_min": {"type": "number"}, "impact_ms_per_step_max": {"type": "number"}}

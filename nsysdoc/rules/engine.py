@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import RuleError
 from . import policy, text
-from .spec import SEVERITIES, Rule, load_rule, load_yaml, validate
+from .expr import ExprError
+from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
 from .values import IDLE_CLASSES
 
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -72,7 +73,7 @@ def find_config(start: Path | None = None) -> Path | None:
     here = (start or Path.cwd()).resolve()
     for d in (here, *here.parents):
         for name in ("nsysdoc.yaml", ".nsysdoc.yaml"):
-            if (d / name).is_file():
+            if (d / name).exists():  # a FIFO or device is refused by load_config, not opened
                 return d / name
         pp = d / "pyproject.toml"
         if pp.is_file():
@@ -88,22 +89,29 @@ def load_config(path: Path | None) -> Config:
     if path is None:
         return Config()
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise RuleError(f"{path}: config file not found")
     if path.suffix == ".toml":
+        from ..errors import InputError
+        from ..inputs import read_text
+
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("nsysdoc", {})
+            doc = tomllib.loads(read_text(path, "config"))
+        except InputError as exc:
+            raise RuleError(exc.message) from None
         except tomllib.TOMLDecodeError as exc:
-            raise RuleError(f"{path}: invalid TOML: {exc}") from None
+            raise RuleError(f"{path}: invalid TOML: {str(exc)[:120]}") from None
+        tool = doc.get("tool", {})
+        data = tool.get("nsysdoc", {}) if isinstance(tool, dict) else {}
         lines: dict = {}
     else:
-        data, lines = load_yaml(path)
+        data, lines = load_yaml(path, "config")
         data = data or {}
     errs = validate(data, CONFIG_SCHEMA)
     if errs:
         key_path, msg = errs[0]
         line = lines.get(key_path) or lines.get(key_path[:1]) or 1
-        raise RuleError(f"{path}:{line}: {'.'.join(map(str, key_path)) or '(top)'}: {msg}")
+        raise RuleError(f"{path}:{line}: {'.'.join(_key(k) for k in key_path) or '(top)'}: {msg}")
     base = path.parent
     return Config(path=path, rule_dirs=[(base / d) for d in data.get("rule_dirs", [])],
                   rules=data.get("rules", {}), fail_on=data.get("fail_on"), step_marker=data.get("step_marker"))
@@ -164,7 +172,7 @@ def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None,
             import difflib
 
             close = difflib.get_close_matches(rid, list(by_id), n=1)
-            raise RuleError(f"{where}: rules.{rid}: no such rule" + (f"; did you mean {close[0]!r}?" if close else ""))
+            raise RuleError(f"{where}: rules.{str(rid)[:40]}: no such rule" + (f"; did you mean {close[0]!r}?" if close else ""))
         rule = by_id[rid]
         if over.get("enabled") is False:
             rs.disabled.add(rid)
@@ -180,9 +188,9 @@ def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None,
             default = rule.params[pname].default
             if isinstance(default, (int, float)) and not isinstance(default, bool):
                 if not isinstance(pval, (int, float)) or isinstance(pval, bool):
-                    raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected a number, got {pval!r}")
+                    raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected a number, got {_short(pval)}")
             elif type(pval) is not type(default):
-                raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected {type(default).__name__}, got {pval!r}")
+                raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected {type(default).__name__}, got {_short(pval)}")
             rs.param_values.setdefault(rid, {})[pname] = pval
     return rs
 
@@ -373,43 +381,53 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
                              "reason": "metric(s) not available in this capture: " + ", ".join(absent)})
             continue
         try:
-            fired = rule.when.evaluate(env)
-        except Exception as exc:  # bad types at run time (e.g. comparing text with a number)
-            raise RuleError(f"{rule.path}: when: {exc}") from None
-        if not fired:
+            finding = _evaluate_rule(rule, rs, env, values, tabs, result, window)
+        except (ExprError, ArithmeticError, TypeError, ValueError, KeyError, RecursionError, MemoryError) as exc:
+            # one broken team rule must not take the report down: it is reported, the rest run
+            reason = exc.args[0] if isinstance(exc, ExprError) and exc.args else f"{type(exc).__name__}: {exc}"
+            statuses.append({**status, "status": "broken", "reason": f"{rule.path}: {str(reason)[:200]}"})
+            continue
+        if finding is None:
             statuses.append({**status, "status": "passed", "reason": None})
             continue
-        impact = _num(rule.impact_ms.evaluate(env)) if rule.impact_ms else None
-        steps_n = values.get("step_count") or 0
-        if rule.impact_ms_per_step is not None:
-            per_step = _num(rule.impact_ms_per_step.evaluate(env))
-        elif "impact_ms_per_step" in rule.raw:  # explicitly null: the cost does not recur per step
-            per_step = None
-        else:
-            per_step = _num(impact / steps_n) if impact is not None and steps_n else None
-        win = window.get("duration_ms")
-        if rule.impact_pct is not None:
-            impact_pct = _num(rule.impact_pct.evaluate(env))
-        else:  # impacts are wall-clock time of one GPU (values average over devices)
-            impact_pct = _num(impact / win * 100) if impact is not None and win else None
-        severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct,
-                             bool(values.get("enough_gpu_work", True)))
-        finding = {
-            "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,
-            "message": _format(rule.message, env).strip(),
-            "impact_ms": impact, "impact_ms_per_step": per_step,
-            "impact_pct": impact_pct,
-            "impact_of": str(rule.raw.get("impact_of") or "analysis window"),
-            "evidence": _evidence(rule, tabs, env),
-            "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
-            "references": list(rule.references),
-            "time_ranges": _time_ranges(rule, result, tabs),
-            "source": rule.source, "replaces_builtin": rule.replaces_builtin,
-        }
         findings.append(finding)
         statuses.append({**status, "status": "fired", "reason": None})
     findings.sort(key=lambda f: (f["impact_ms"] is None, -(f["impact_ms"] or 0), -SEVERITY_RANK[f["severity"]]))
     return findings, statuses
+
+
+def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict, result: dict, window: dict) -> dict | None:
+    """The rule's finding, or None when its condition does not hold. Raises on a broken rule."""
+    if not rule.when.evaluate(env):
+        return None
+    impact = _num(rule.impact_ms.evaluate(env)) if rule.impact_ms else None
+    steps_n = values.get("step_count") or 0
+    if rule.impact_ms_per_step is not None:
+        per_step = _num(rule.impact_ms_per_step.evaluate(env))
+    elif "impact_ms_per_step" in rule.raw:  # explicitly null: the cost does not recur per step
+        per_step = None
+    else:
+        per_step = _num(impact / steps_n) if impact is not None and steps_n else None
+    win = window.get("duration_ms")
+    if rule.impact_pct is not None:
+        impact_pct = _num(rule.impact_pct.evaluate(env))
+    else:  # impacts are wall-clock time of one GPU (values average over devices)
+        impact_pct = _num(impact / win * 100) if impact is not None and win else None
+    severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct,
+                         bool(values.get("enough_gpu_work", True)))
+    finding = {
+        "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,
+        "message": _format(rule.message, env).strip(),
+        "impact_ms": impact, "impact_ms_per_step": per_step,
+        "impact_pct": impact_pct,
+        "impact_of": str(rule.raw.get("impact_of") or "analysis window"),
+        "evidence": _evidence(rule, tabs, env),
+        "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
+        "references": list(rule.references),
+        "time_ranges": _time_ranges(rule, result, tabs),
+        "source": rule.source, "replaces_builtin": rule.replaces_builtin,
+    }
+    return finding
 
 
 def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | None, judgeable: bool) -> str:

@@ -23,7 +23,6 @@ import ast
 import difflib
 import math
 import operator
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,22 +48,33 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
+def _round(x, n=0):
+    if x is None or n is None:
+        return None
+    if not isinstance(n, (int, float)) or isinstance(n, bool) or not abs(n) <= MAX_ROUND_DIGITS:
+        # round(x, -10**9) would build 10**(10**9): over budget, the rule is reported broken
+        raise ExprError(f"round(): the digits argument must be within -{MAX_ROUND_DIGITS}..{MAX_ROUND_DIGITS}")
+    return round(x, int(n))
+
+
 def _regex_match(text, pattern) -> bool | None:
     if text is None or pattern is None:
         return None
     if len(str(pattern)) > MAX_REGEX_CHARS:
         raise ExprError(f"matches(): pattern longer than {MAX_REGEX_CHARS} characters")
+    from .. import safe_regex  # RE2: linear time, so no pattern can hang a report
+
     try:
-        return re.search(str(pattern), str(text)[:MAX_TEXT_CHARS]) is not None
-    except re.error as exc:
-        raise ExprError(f"matches(): bad regular expression {pattern!r}: {exc}") from None
+        return safe_regex.compile(str(pattern)).search(str(text)[:MAX_TEXT_CHARS]) is not None
+    except safe_regex.PatternError as exc:
+        raise ExprError(f"matches(): bad regular expression {str(pattern)[:40]!r}: {exc}") from None
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": lambda *a: None if any(x is None for x in a) else min(a),
     "max": lambda *a: None if any(x is None for x in a) else max(a),
     "abs": lambda x: None if x is None else abs(x),
-    "round": lambda x, n=0: None if x is None else round(x, int(n)),
+    "round": lambda x, n=0: _round(x, n),
     "coalesce": lambda *a: next((x for x in a if x is not None), None),
     "defined": lambda x: x is not None,
     "matches": _regex_match,
@@ -95,10 +105,21 @@ def compile_expr(source: str, known: set[str] | None = None) -> Expr:
     if not isinstance(source, (str, int, float)):
         raise ExprError(f"expected an expression, got {type(source).__name__}")
     text = str(source)
+    if len(text) > MAX_EXPR_CHARS:
+        raise ExprError(f"expression longer than {MAX_EXPR_CHARS} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
-        raise ExprError(f"syntax error in {text!r}: {exc.msg}") from None
+        raise ExprError(f"syntax error in {_short(text)}: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression nested deeper than {MAX_EXPR_DEPTH} levels") from None
+    depth, stack = 0, [(tree, 1)]
+    while stack:  # iterative: a deep tree must not overflow the checker's own stack
+        node, d = stack.pop()
+        depth = max(depth, d)
+        if depth > MAX_EXPR_DEPTH:
+            raise ExprError(f"expression nested deeper than {MAX_EXPR_DEPTH} levels")
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
     names: set[str] = set()
     _check(tree, names)
     unguarded: set[str] = set()
@@ -108,7 +129,7 @@ def compile_expr(source: str, known: set[str] | None = None) -> Expr:
             if name not in known:
                 close = difflib.get_close_matches(name, sorted(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ExprError(f"unknown name {name!r} in {text!r}{hint}", name, close[0] if close else None)
+                raise ExprError(f"unknown name {name!r} in {_short(text)}{hint}", name, close[0] if close else None)
     return Expr(text, tree, frozenset(names), frozenset(names - unguarded))
 
 
@@ -124,7 +145,7 @@ def _collect_unguarded(node: ast.AST, out: set[str]) -> None:
 def _check(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Constant):
         if not isinstance(node.value, (int, float, str, bool, type(None))):
-            raise ExprError(f"constant {node.value!r} is not allowed")
+            raise ExprError(f"constant {_short(node.value, 40)} is not allowed")
     elif isinstance(node, ast.Name):
         if node.id not in _CONSTS:
             names.add(node.id)
@@ -210,6 +231,8 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
                 out = _BINOPS[type(node.op)](left, right)
         except (ZeroDivisionError, OverflowError, ValueError):
             return None
+        if isinstance(out, int) and not isinstance(out, bool) and out.bit_length() > MAX_INT_BITS:
+            out = float(out) if out.bit_length() < 1024 else None
         if isinstance(out, float) and (math.isnan(out) or math.isinf(out)):
             return None
         return out
@@ -228,7 +251,7 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
                 try:
                     res = _CMPOPS[type(op)](left, right)
                 except TypeError as exc:
-                    raise ExprError(f"cannot compare in {ast.unparse(node)}: {exc}") from None
+                    raise ExprError(f"cannot compare in {_short(ast.unparse(node))}: {str(exc)[:80]}") from None
             if not res:
                 return False
             left = right
@@ -245,12 +268,24 @@ def _eval(node: ast.AST, env: dict[str, Any]) -> Any:
 def _number(value: Any, node: ast.AST) -> None:
     """Arithmetic is on numbers only (no string or list repetition that could exhaust memory)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ExprError(f"arithmetic on a non-number in {ast.unparse(node)}: {value!r}")
+        raise ExprError(f"arithmetic on a non-number in {_short(ast.unparse(node))}: {_short(value, 40)}")
 
 
+#: ``round(x, n)`` clamps ``n`` to +-this (``round(x, -10**9)`` would compute 10**(10**9)).
+MAX_ROUND_DIGITS = 30
+#: Longest expression source and deepest nesting a rule may use (real rules: < 300 chars, depth < 10).
+MAX_EXPR_CHARS = 2000
+MAX_EXPR_DEPTH = 40
+#: Integers beyond this many bits become floats (no arithmetic on ever-growing integers).
+MAX_INT_BITS = 256
 #: Longest pattern and text ``matches()`` accepts (regexes come from rule files; keep them small).
 MAX_REGEX_CHARS = 200
 MAX_TEXT_CHARS = 4096
+
+
+def _short(text: str, n: int = 60) -> str:
+    r = repr(text)
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 def _truthy(value: Any) -> bool:

@@ -130,14 +130,57 @@ class Rule:
 
 
 # --- YAML with line numbers --------------------------------------------------------------------
+#: Limits on rule and config YAML (real rule files are a few kB, nested 4 deep): a hostile file is
+#: refused in one line before PyYAML builds anything from it.
+MAX_DEPTH = 32
+MAX_INT_DIGITS = 30
+MAX_EVENTS = 100_000
+_SAFE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq")}
+_INTLIKE = re.compile(r"^[-+]?(?:0[xob])?[0-9a-fA-F_]+$")
+
+
+def _check_events(text: str, path: Path) -> None:
+    """Refuse aliases (a "billion laughs" file expands exponentially), tags other than the plain
+    YAML types (``!!python/name:...``), nesting deeper than :data:`MAX_DEPTH` and integers longer
+    than :data:`MAX_INT_DIGITS` digits. Iterative: the parser keeps its own stack."""
+    depth = 0
+    try:
+        for i, ev in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+            line = ev.start_mark.line + 1 if ev.start_mark else 1
+            if i > MAX_EVENTS:
+                raise RuleError(f"{path}:{line}: YAML file has more than {MAX_EVENTS:,} nodes; refusing it")
+            if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
+                raise RuleError(f"{path}:{line}: YAML anchors and aliases (&name, *name) are not allowed here")
+            tag = getattr(ev, "tag", None)
+            if tag and tag not in _SAFE_TAGS and tag not in ("!", "?") and not (
+                    isinstance(ev, yaml.ScalarEvent) and ev.implicit[0]):
+                raise RuleError(f"{path}:{line}: YAML tag {tag[:40]!r} is not allowed here")
+            if isinstance(ev, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise RuleError(f"{path}:{line}: YAML nested deeper than {MAX_DEPTH} levels; refusing it")
+            elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(ev, yaml.ScalarEvent) and ev.implicit[0] and ev.style is None \
+                    and len(ev.value) > MAX_INT_DIGITS and _INTLIKE.match(ev.value) and any(c.isdigit() for c in ev.value):
+                raise RuleError(f"{path}:{line}: number with more than {MAX_INT_DIGITS} digits")
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, path) from None
+
+
+def _yaml_error(exc: "yaml.YAMLError", path: Path) -> RuleError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return RuleError(f"{path}{where}: invalid YAML: {str(problem)[:100]}")
+
+
 def _compose(text: str, path: Path):
+    _check_events(text, path)
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise RuleError(f"{path}{where}: invalid YAML: {problem}") from None
+        raise _yaml_error(exc, path) from None
 
 
 def _to_python(node, path_lines: dict, key_path: tuple = (), loader=None):  # noqa: ANN001
@@ -147,6 +190,8 @@ def _to_python(node, path_lines: dict, key_path: tuple = (), loader=None):  # no
     if isinstance(node, yaml.MappingNode):
         out = {}
         for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode):
+                raise RuleError(f"{k.start_mark.line + 1}: a key must be plain text")
             out[k.value] = _to_python(v, path_lines, key_path + (k.value,), loader)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -154,16 +199,42 @@ def _to_python(node, path_lines: dict, key_path: tuple = (), loader=None):  # no
     return loader.construct_object(node, deep=True)
 
 
-def load_yaml(path: Path) -> tuple[Any, dict]:
-    """Parse a YAML file; returns the data and a map from key path to line number."""
+def load_yaml(path: Path, what: str = "rule") -> tuple[Any, dict]:
+    """Parse a rule or config YAML file; returns the data and a map from key path to line number.
+    Refuses, in one line that never quotes the file's content: a non-regular file, more than
+    1 MB, bytes that are not UTF-8, and what :func:`_check_events` refuses."""
+    from ..errors import InputError
+    from ..inputs import read_text
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RuleError(f"{path}: cannot read ({exc.strerror})") from None
+        text = read_text(path, what)
+    except InputError as exc:
+        raise RuleError(exc.message) from None
     node = _compose(text, path)
     lines: dict = {}
-    data = _to_python(node, lines) if node is not None else None
+    try:
+        data = _to_python(node, lines) if node is not None else None
+    except RuleError as exc:
+        raise RuleError(f"{path}:{exc.message}") from None
+    except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as exc:
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise RuleError(f"{path}: invalid YAML: {str(problem)[:100]}") from None
     return data, lines
+
+
+_NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
+
+
+def _key(k) -> str:
+    """A key for an error message: quoted when it looks like a field name, else not quoted at all
+    (a file that is not a rule, e.g. a symlink to a password file, must not be echoed to a CI log)."""
+    return str(k) if isinstance(k, int) or (isinstance(k, str) and _NAME_LIKE.fullmatch(k)) else "<key>"
+
+
+def _short(value, n: int = 40) -> str:
+    """A value for an error message: its repr, shortened (errors never echo a file at length)."""
+    r = repr(value)
+    return r if len(r) <= n else r[: n - 3] + "..."
 
 
 # --- JSON-schema subset validation (the subset RULE_SCHEMA uses) -------------------------------
@@ -200,14 +271,14 @@ def validate(value, schema: dict, where: tuple = ()) -> list[tuple[tuple, str]]:
 
         close = difflib.get_close_matches(str(value), [str(e) for e in schema["enum"]], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        errs.append((where, f"{value!r} is not one of {', '.join(map(str, schema['enum']))}{hint}"))
+        errs.append((where, f"{_short(value)} is not one of {', '.join(map(str, schema['enum']))}{hint}"))
         return errs
     if "type" in schema and not _type_ok(value, schema["type"]):
         errs.append((where, f"must be {_describe(schema)}, got {type(value).__name__}"))
         return errs
     if isinstance(value, str):
         if "pattern" in schema and not re.match(schema["pattern"], value):
-            errs.append((where, f"{value!r} does not match {schema['pattern']}"))
+            errs.append((where, f"{_short(value)} does not match {schema['pattern']}"))
         if "minLength" in schema and len(value) < schema["minLength"]:
             errs.append((where, "is too short"))
     if isinstance(value, int) and not isinstance(value, bool):
@@ -226,7 +297,7 @@ def validate(value, schema: dict, where: tuple = ()) -> list[tuple[tuple, str]]:
 
                 close = difflib.get_close_matches(str(k), list(props), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                errs.append((where + (k,), f"unknown field {k!r}{hint}"))
+                errs.append((where + (k,), f"unknown field {_key(k)!r}{hint}" if _key(k) != "<key>" else "a key that is not a field name"))
             elif isinstance(addl, dict):
                 errs += validate(v, addl, where + (k,))
         for req in schema.get("required", []):
@@ -263,7 +334,7 @@ def _fail(path: Path, lines: dict, key_path: tuple, message: str) -> RuleError:
         if line is None:
             kp = kp[:-1]
     line = line or lines.get((), 1)
-    field_name = ".".join(str(k) for k in key_path) or "(top)"
+    field_name = ".".join(_key(k) for k in key_path) or "(top)"
     return RuleError(f"{path}:{line}: {field_name}: {message}")
 
 

@@ -37,6 +37,13 @@ def fields(template: str) -> list[tuple[str, str]]:
     return out
 
 
+#: Python's format-spec mini-language; width (group 1) and precision (group 2) are capped so that
+#: a rule message can never ask for a gigabyte of padding or digits.
+_SPEC = re.compile(r"^(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)[,_]?(?:\.(\d+))?[bcdeEfFgGnosxX%]?$", re.S)
+MAX_WIDTH = 200
+MAX_PRECISION = 30
+
+
 def check_spec(name: str, spec: str, is_text: bool) -> str | None:
     """Why ``{name:spec}`` cannot format this value, or None."""
     if spec == "time":
@@ -45,6 +52,12 @@ def check_spec(name: str, spec: str, is_text: bool) -> str | None:
         return None
     if spec == "bytes":
         return "format spec 'bytes' needs a number" if is_text else None
+    m = _SPEC.match(spec)
+    if not m:
+        return f"format spec {spec[:20]!r} is not a Python format spec (e.g. .1f, ,.0f, >8)"
+    if len(m.group(1) or "") > 3 or int(m.group(1) or 0) > MAX_WIDTH or len(m.group(2) or "") > 2 \
+            or int(m.group(2) or 0) > MAX_PRECISION:
+        return f"format spec {spec[:20]!r}: width is capped at {MAX_WIDTH} and precision at {MAX_PRECISION}"
     try:
         format("text" if is_text else 1.5, spec)
     except (ValueError, TypeError):
