@@ -77,7 +77,9 @@ def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
 
 def _render(analysis, fmt: "Format", worst_step: bool) -> str:
     if fmt == Format.json:
-        return json.dumps(analysis.to_dict(), indent=2, allow_nan=False) + "\n"
+        from .report.render import capped_result
+
+        return json.dumps(capped_result(analysis.to_dict()), indent=2, allow_nan=False) + "\n"
     from .report import render_html, render_markdown
 
     if fmt == Format.md:
@@ -108,7 +110,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                   no_config: bool = False, quiet: bool = False, open_report: bool = False,
                   worst_step: bool = False, json_beside: bool = False) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
-    from .nsys import expand_inputs
+    from .inputs import check_outputs, expand_inputs
 
     try:
         ruleset, cfg = _ruleset(list(rule_dirs or []), config, no_config)
@@ -124,9 +126,10 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
 
     files: list[str] = []
     worst = EXIT_OK
+    seen: set = set()
     for raw in paths:
         try:
-            files.extend(expand_inputs([raw]))
+            files.extend(expand_inputs([raw], seen))
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
@@ -137,8 +140,16 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     if several and output is not None and output.suffix:
         _err("with several inputs, --output must be a directory")
         return EXIT_ERROR
+    targets = {path: _target(Path(names.get(path, path)), output, several, fmt) for path in files}
+    planned = [t for t in targets.values() if t is not None]
+    if json_beside:
+        planned += [t.with_suffix(".json") for t in planned if fmt != Format.json]
+    try:  # before any work: no output may replace an input (or a later input's file)
+        check_outputs(planned, files)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        return EXIT_ERROR
     for path in files:
-        report_name = names.get(path, path)
         try:
             analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
             result = analysis.to_dict()
@@ -153,7 +164,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(f"{path}: internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
             worst = EXIT_ERROR
             continue
-        target = _target(Path(report_name), output, several, fmt)
+        target = targets[path]
         try:
             if target is None:
                 sys.stdout.write(text)
@@ -166,6 +177,10 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(f"cannot write the report {target}: {exc.strerror or exc}")
             worst = EXIT_ERROR
             continue
+        for st in result.get("rules") or []:
+            if st.get("status") == "broken":  # a CI log must show it even with -q
+                typer.echo(f"nsysdoc: warning: rule {st.get('rule')} is broken and did not run: {st.get('reason')}",
+                           err=True)
         if not quiet:
             from .report import terminal_summary
 
@@ -226,7 +241,7 @@ def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cac
                cache_dir: Optional[Path], nsys: Optional[str]) -> dict:
     """One side of a diff: a saved report JSON, or a capture (file, or a folder holding one) to diagnose."""
     from .errors import InputError
-    from .nsys import expand_inputs
+    from .inputs import expand_inputs
 
     if raw.is_file():
         try:
@@ -279,7 +294,14 @@ def diff(
 
     if fmt is None:
         fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
+    target = output
+    if target is None and fmt == Format.html:
+        target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
     try:
+        if target is not None:
+            from .inputs import check_outputs
+
+            check_outputs([target], [base, candidate])
         ruleset, cfg = _ruleset(list(rules), config, no_config)
         marker = step_marker or cfg.step_marker
         sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
@@ -299,9 +321,6 @@ def diff(
             traceback.print_exc()
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
-    target = output
-    if target is None and fmt == Format.html:
-        target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
     try:
         if target is None:
             sys.stdout.write(text)
@@ -369,6 +388,14 @@ def job(
             typer.echo(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}: {state}", err=True)
 
     try:
+        if target is not None or rank_reports is not None:
+            from .inputs import check_outputs, expand_inputs
+
+            files = expand_inputs(inputs)
+            planned = [target] if target is not None else []
+            if rank_reports is not None:
+                planned += [rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files]
+            check_outputs(planned, files)
         _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
         cfg_path = config if config is not None else (None if no_config else find_config())
         options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in rules],
@@ -505,6 +532,40 @@ def _target(path: Path, output: Path | None, several: bool, fmt: Format) -> Path
     if several or output.is_dir():
         return output / name
     return output
+
+
+cache_app = typer.Typer(no_args_is_help=True, help="Show or clear nsysdoc's cache of loaded captures and exports.")
+app.add_typer(cache_app, name="cache")
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MB"
+
+
+@cache_app.command("info")
+def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+               as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Where the cache is, how many entries and how much disk it holds, and its size cap."""
+    from . import cache
+
+    d = cache.info(cache_dir)
+    if as_json:
+        typer.echo(json.dumps(d, indent=2))
+        raise typer.Exit(EXIT_OK)
+    typer.echo(f"location: {d['location']}{'' if d['exists'] else ' (not created yet)'}")
+    k = d["by_kind"]
+    older = f", {k['older']} from an older nsysdoc" if k["older"] else ""
+    typer.echo(f"entries:  {d['entries']} ({k['trace']} loaded captures, {k['export']} exports{older})")
+    typer.echo(f"size:     {_mb(d['bytes'])} of {_mb(d['max_bytes'])} ({cache.MAX_ENV}; least recently used go first)")
+
+
+@cache_app.command("clear")
+def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc).")) -> None:
+    """Remove every cache entry (only folders nsysdoc itself created)."""
+    from . import cache
+
+    n, size = cache.clear(cache_dir)
+    typer.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_mb(size)}) from {cache.info(cache_dir)['location']}")
 
 
 rules_app = typer.Typer(no_args_is_help=True, help="List, explain, validate and test bottleneck rules.")

@@ -148,6 +148,16 @@ def _num(x, digits: int = 4):
 
 
 def _primary(result: dict) -> list[dict]:
+    """Primary step records; from a saved report whose per-step records were capped, every step's
+    index, pid and time come from its ``step_series`` (breakdowns then cover the records kept)."""
+    series = result.get("step_series")
+    if isinstance(series, dict) and result.get("steps_truncated"):
+        idx, pid, ms = (series.get(k) or [] for k in ("index", "pid", "step_time_ms"))
+        if isinstance(idx, list) and isinstance(pid, list) and isinstance(ms, list) and len(idx) == len(pid) == len(ms):
+            kept = {(s.get("pid"), s.get("index")): s for s in result.get("steps") or [] if s.get("primary")}
+            return [kept.get((p, i)) or {"primary": True, "index": i, "pid": p,
+                                         "step_time_ms": m if _is_num(m) else None}
+                    for i, p, m in zip(idx, pid, ms)]
     return [s for s in result.get("steps") or [] if s.get("primary")]
 
 

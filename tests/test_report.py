@@ -641,7 +641,7 @@ def test_markdown_summary(with_findings):
     assert len(rows) == 3
     assert rows[0] == "| 1 | critical | GPU waits for the DataLoader at the start of every step | 12.8 ms | 153.6 ms | 33.6% |"
     assert rows[2].startswith("| 3 | info | \\<script\\>alert(1)\\</script\\> |")
-    assert "Skipped rules: nccl-exposed (no NCCL kernels in the capture)" in md
+    assert "Rules that did not run: nccl-exposed (no NCCL kernels in the capture)" in md
     assert "](" not in md and "http" not in md
 
 

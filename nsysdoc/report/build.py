@@ -234,6 +234,27 @@ def finding_views(result: dict) -> list[FindingView]:
     return out
 
 
+#: Per-step records kept in the JSON output (and the copy embedded in the HTML page). Beyond it,
+#: every primary step's time stays in the compact ``step_series`` (docs/json.md).
+MAX_STEP_RECORDS = 2000
+
+
+def capped_result(result: dict) -> dict:
+    """The result as written out: per-step records capped at :data:`MAX_STEP_RECORDS`, with
+    ``steps_truncated`` and ``step_series`` (index, pid, step time of every primary step) when
+    cut, so output size stays O(cap) in steps while diff still sees every step time."""
+    steps = result.get("steps") or []
+    if len(steps) <= MAX_STEP_RECORDS:
+        return result
+    primary = [s for s in steps if s.get("primary")]
+    out = dict(result)
+    out["steps"] = steps[:MAX_STEP_RECORDS]
+    out["steps_truncated"] = {"shown": MAX_STEP_RECORDS, "total": len(steps)}
+    out["step_series"] = {"index": [s.get("index") for s in primary], "pid": [s.get("pid") for s in primary],
+                          "step_time_ms": [s.get("step_time_ms") for s in primary]}
+    return out
+
+
 def rule_statuses(result: dict) -> tuple[bool, dict[str, int], list[RuleStatus]]:
     rules = result.get("rules")
     if not isinstance(rules, list):
@@ -243,9 +264,10 @@ def rule_statuses(result: dict) -> tuple[bool, dict[str, int], list[RuleStatus]]
     for r in rules:
         st = str(r.get("status") or "")
         counts[st] = counts.get(st, 0) + 1
-        if st == "skipped":
+        if st in ("skipped", "broken"):  # rules that did not run, with why (broken ones first)
             skipped.append(RuleStatus(rule=str(r.get("rule") or ""), status=st, reason=str(r.get("reason") or ""),
                                       source=str(r.get("source") or "builtin")))
+    skipped.sort(key=lambda s: s.status != "broken")
     return True, counts, skipped
 
 
@@ -659,5 +681,5 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         glossary_html=glossary_html(),
         report_terms=[(anchor(t), t, d) for t, d in REPORT_TERMS],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
-        result=result,
+        result=capped_result(result),
     )

@@ -159,7 +159,7 @@ class RuleStatus:
     """A rule's status line (``result["rules"]``)."""
 
     rule: str = _f("Rule id.")
-    status: str = _f("fired, passed or skipped.")
+    status: str = _f("fired, passed, skipped, disabled or broken (a team rule that failed at run time).")
     reason: str = _f("Why (for skipped rules: what the capture lacks).")
     source: str = _f("'builtin' or a rule file path.")
 
@@ -311,8 +311,8 @@ class ReportContext:
     headline: list[Headline] = _f("Section 1: the four headline numbers.")
     findings: list[FindingView] = _f("Section 2: findings ranked by impact_ms.")
     rules_ran: bool = _f("Whether the result has a 'rules' list (the rules engine ran).")
-    rule_counts: dict[str, int] = _f("Number of rules per status (fired, passed, skipped).")
-    skipped_rules: list[RuleStatus] = _f("Rules that could not run on this capture, with why.")
+    rule_counts: dict[str, int] = _f("Number of rules per status (fired, passed, skipped, disabled, broken).")
+    skipped_rules: list[RuleStatus] = _f("Rules that could not run on this capture (skipped or broken), with why.")
     steps: StepsView = _f("Section 3: the step breakdown.")
     timeline: TimelineView | None = _f("Section 4: timeline of one step (None without an analysis window).")
     timeline_reason: str = _f("Why there is no timeline ('' when there is one).")

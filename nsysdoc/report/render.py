@@ -12,13 +12,15 @@ that). Templates and static files are package data read with :mod:`importlib.res
 """
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from importlib.resources import files
 
 import jinja2
+import markupsafe
 
-from .build import build_context, headline, rank_findings, rule_statuses, verdict
+from .build import build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
 from .context import fmt_ms, fmt_pct, is_num, source_name
 
 
@@ -51,9 +53,10 @@ def environment() -> jinja2.Environment:
     """The report's Jinja environment: autoescape on for every template, undefined names fail."""
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load_template), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=False, lstrip_blocks=False,
-                             keep_trailing_newline=True)
+                             keep_trailing_newline=True, finalize=_display)
     # |tojson escapes <, >, &, ' as \u003c ... so embedded JSON can never close its <script>
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "default": _json_default, "ensure_ascii": False}
+    env.policies["json.dumps_function"] = _dumps
     return env
 
 
@@ -75,12 +78,52 @@ def render_html(analysis, *, worst_step: bool = False) -> str:
 # markdown
 # ---------------------------------------------------------------------------------------------
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Bidirectional controls and invisible characters: a kernel name or NVTX text holding U+202E
+#: could make a report read differently from what it says, so they are shown as ``<U+202E>``.
+_INVISIBLE = re.compile("[\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
+                        "\u3164\ufeff\ufff9-\ufffb]")
+#: The longest single text a page shows (a hostile 1 MB kernel name is cut, with the count).
+MAX_DISPLAY_CHARS = 2000
+
+
+def visible(text: str) -> str:
+    """``text`` with bidi controls and invisible characters written out as ``<U+XXXX>``."""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def shorten(text: str, limit: int = MAX_DISPLAY_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit:,} more characters]"
+
+
+def _display(value):
+    """Jinja ``finalize``: every plain string a template prints is made visible and capped
+    (Markup, i.e. our own HTML and |tojson output, is handled where it is made)."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return shorten(visible(value))
+    return value
+
+
+def _json_strings(obj):
+    """Strings in data embedded as JSON: visible and capped like text."""
+    if isinstance(obj, str):
+        return shorten(visible(obj))
+    if isinstance(obj, dict):
+        return {k: _json_strings(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_strings(v) for v in obj]
+    return obj
+
+
+def _dumps(obj, **kwargs) -> str:
+    return json.dumps(_json_strings(obj), **kwargs)
 _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def _clean(text) -> str:
     """One line of untrusted text: control characters (terminal escapes) and newlines removed."""
-    return re.sub(r"\s+", " ", _CTRL.sub("", str(text if text is not None else ""))).strip()
+    return shorten(visible(re.sub(r"\s+", " ", _CTRL.sub("", str(text if text is not None else ""))).strip()))
 
 
 def _md(text) -> str:
@@ -128,7 +171,8 @@ def render_markdown(analysis, *, max_findings: int = 10) -> str:
             lines.append("")
     ran, counts, skipped = rule_statuses(r)
     if ran and skipped:
-        lines.append("Skipped rules: " + "; ".join(f"{_md(s.rule)} ({_md(s.reason)})" for s in skipped) + ".")
+        lines.append("Rules that did not run: " + "; ".join(
+            f"{_md(s.rule)}{' (broken rule)' if s.status == 'broken' else ''} ({_md(s.reason)})" for s in skipped) + ".")
         lines.append("")
     win = (cap.get("window") or {}).get("duration_ms")
     facts = [f"nsys {_md(src.get('nsys_version') or 'unknown')}", f"{cap.get('device_count', 0)} device(s)",
@@ -176,7 +220,9 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
     if ran and skipped:
         names = ", ".join(_clean(s.rule) for s in skipped[:6])
         more = f" and {len(skipped) - 6} more" if len(skipped) > 6 else ""
-        out.append(f"  ({len(skipped)} rule(s) skipped: {names}{more})")
+        broken = sum(1 for s in skipped if s.status == "broken")
+        what = f"{broken} broken, {len(skipped) - broken} skipped" if broken else "skipped"
+        out.append(f"  ({len(skipped)} rule(s) did not run ({what}): {names}{more})")
     if html_path is not None:
         out.append(f"Report: {_clean(html_path)}")
     return _ascii("\n".join(out)) + "\n"
