@@ -1,0 +1,241 @@
+"""Unit tests of the hardening pieces (issue 12) on hand-computed examples; the end-to-end hostile
+cases run the CLI in tests/test_hostile_inputs.py."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsysdoc import cache, safe_regex
+from nsysdoc.errors import InputError, UsageError
+from nsysdoc.inputs import check_outputs, expand_inputs, read_text, regular_file
+from nsysdoc.trace import loader as L
+
+
+# --------------------------------------------------------------------------------------------
+# row validation
+# --------------------------------------------------------------------------------------------
+def _rows(start, end, dev=None):
+    d = {"start_ns": np.array(start, dtype=np.int64), "end_ns": np.array(end, dtype=np.int64)}
+    if dev is not None:
+        d["device_id"] = np.array(dev, dtype=np.int64)
+    return d
+
+
+def test_validate_counts_each_reason_by_hand():
+    B = L.BAD
+    start = [100, 200, B, 300, 0, 500, 400, 600, 1 << 62]
+    end = [150, 250, 10, 290, 0, 550, 450, (1 << 63) - 1, (1 << 62) + 5]
+    dev = [0, 0, 0, 0, 0, B, 0, 0, 0]
+    drops = L.Drops()
+    out = L._validate(_rows(start, end, dev), "K", None, drops)
+    # kept: rows 0, 1, 6 (row 7 ends beyond 2^61, row 8 starts beyond it)
+    assert out["start_ns"].tolist() == [100, 200, 400]
+    assert {(r["reason"], r["rows"]) for r in drops.as_list()} == {
+        ("start or end NULL or not an integer", 1), ("deviceId NULL, negative or >= 65536", 1),
+        ("no timestamps (start = end = 0)", 1), ("end before start", 1),
+        ("time outside the capture's session", 2)}
+
+
+def test_validate_uses_the_session_duration_around_the_median():
+    # 5 rows around t = 10 s and one at 10 s + 3 s; duration 1 s (+1 s slack) -> the last is outside
+    s = 10_000_000_000
+    start = [s, s + 1000, s + 2000, s + 3000, s + 4000, s + 3_000_000_000]
+    drops = L.Drops()
+    out = L._validate(_rows(start, [x + 10 for x in start]), "K", 1_000_000_000, drops)
+    assert len(out["start_ns"]) == 5
+    assert drops.as_list() == [{"table": "K", "reason": "time outside the capture's session", "rows": 1}]
+    # negative times (nsys export --ts-shift) are valid
+    drops = L.Drops()
+    assert len(L._validate(_rows([-50, -40], [-45, -30]), "K", 1000, drops)["start_ns"]) == 2
+    assert drops.as_list() == []
+
+
+def test_nvtx_marks_without_an_end_are_kept():
+    drops = L.Drops()
+    out = L._validate(_rows([100, 200], [L.BAD, 250]), "NVTX_EVENTS", None, drops, end_optional=True)
+    assert out["start_ns"].tolist() == [100, 200] and drops.as_list() == []
+
+
+def test_a_fresh_load_has_exactly_the_cached_frame_columns(build):
+    from nsysdoc.trace import load_trace
+
+    t = load_trace(build("ddp_nccl"), cache=False)
+    for name, cols in L.FRAME_COLUMNS.items():
+        assert tuple(getattr(t, name).columns) == cols, name
+
+
+# --------------------------------------------------------------------------------------------
+# cache
+# --------------------------------------------------------------------------------------------
+def test_cache_key_changes_when_content_changes_with_mtime_restored(tmp_path):
+    f = tmp_path / "x.sqlite"
+    f.write_bytes(b"a" * 100)
+    before = cache.entry_path(tmp_path / "c", f, "trace", 1)
+    st = f.stat()
+    time.sleep(0.01)
+    with open(f, "r+b") as fh:  # same size, same inode
+        fh.write(b"b")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_mtime_ns == st.st_mtime_ns and f.stat().st_size == st.st_size
+    assert cache.entry_path(tmp_path / "c", f, "trace", 1) != before  # ctime moved
+    assert cache.entry_path(tmp_path / "c", f, "trace", 2) != cache.entry_path(tmp_path / "c", f, "trace", 1)
+
+
+def _entry(folder: Path, name: str, size: int, used: float) -> Path:
+    e = folder / name
+    e.mkdir(parents=True)
+    (e / "data").write_bytes(b"x" * size)
+    os.utime(e, (used, used))
+    return e
+
+
+def test_eviction_removes_least_recently_used_until_under_the_cap(tmp_path):
+    old = _entry(tmp_path, "trace-" + "a" * 24, 1000, 1000)
+    mid = _entry(tmp_path, "export-" + "b" * 24, 1000, 2000)
+    new = _entry(tmp_path, "trace-" + "c" * 24, 1000, 3000)
+    mine = tmp_path / "my-notes"  # not an entry: never counted or touched
+    mine.mkdir()
+    (mine / "keep.txt").write_text("x" * 5000)
+    freed = cache.evict(tmp_path, limit=2000, keep=new)
+    assert freed == 1000 and not old.exists() and mid.exists() and new.exists() and mine.exists()
+    cache.touch(mid)  # now the most recent: new goes next
+    os.utime(new, (1500, 1500))
+    cache.evict(tmp_path, limit=1000)
+    assert mid.exists() and not new.exists()
+    info = cache.info(tmp_path)
+    assert info["entries"] == 1 and info["bytes"] == 1000
+    assert cache.clear(tmp_path) == (1, 1000) and mine.exists()
+
+
+def test_cache_size_cap_from_the_environment():
+    assert cache.max_bytes({"NSYSDOC_CACHE_MAX_MB": "1"}) == 1 << 20
+    assert cache.max_bytes({"NSYSDOC_CACHE_MAX_MB": "lots"}) == cache.DEFAULT_MAX_MB << 20
+    assert cache.max_bytes({}) == cache.DEFAULT_MAX_MB << 20
+
+
+def test_a_wrong_shaped_cache_entry_is_rebuilt(build, tmp_path):
+    from nsysdoc.trace import load_trace
+
+    path = build("healthy_training")
+    first = load_trace(path, cache_dir=tmp_path)
+    L.wait_for_cache_writes()
+    (entry,) = [p for p in tmp_path.iterdir() if p.name.startswith("trace-")]
+    assert load_trace(path, cache_dir=tmp_path).from_cache
+    (entry / "meta.json").write_text("{}")
+    again = load_trace(path, cache_dir=tmp_path)
+    assert not again.from_cache and len(again.kernels) == len(first.kernels)
+    L.wait_for_cache_writes()
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"wrong": [1, 2]}), entry / "kernels.parquet")
+    third = load_trace(path, cache_dir=tmp_path)
+    assert not third.from_cache and len(third.kernels) == len(first.kernels)
+
+
+# --------------------------------------------------------------------------------------------
+# inputs and outputs
+# --------------------------------------------------------------------------------------------
+def test_non_regular_inputs_are_refused_without_opening(tmp_path):
+    fifo = tmp_path / "p.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="named pipe"):
+        regular_file(fifo)
+    with pytest.raises(InputError, match="is a device"):
+        regular_file("/dev/null", "rule")
+    with pytest.raises(InputError, match="named pipe"):
+        read_text(fifo, "config")
+
+
+def test_read_text_refuses_binary_big_and_non_utf8(tmp_path):
+    f = tmp_path / "r.yaml"
+    f.write_bytes(b"id: x\n\xff\xfe\n")
+    with pytest.raises(InputError, match=r"r.yaml:2: rule file is not UTF-8"):
+        read_text(f, "rule")
+    f.write_bytes(b"a\x00b")
+    with pytest.raises(InputError, match="binary"):
+        read_text(f, "rule")
+    f.write_bytes(b"a" * 2000)
+    with pytest.raises(InputError, match="larger than 1 kB"):
+        read_text(f, "rule", max_bytes=1024)
+
+
+def test_outputs_never_replace_inputs(tmp_path):
+    a = tmp_path / "a.sqlite"
+    a.write_bytes(b"x")
+    (tmp_path / "link.sqlite").symlink_to(a)
+    os.link(a, tmp_path / "hard.sqlite")
+    for out in (a, tmp_path / "link.sqlite", tmp_path / "hard.sqlite", tmp_path / "." / "a.sqlite"):
+        with pytest.raises(UsageError, match="would overwrite the input"):
+            check_outputs([out], [a])
+    with pytest.raises(UsageError, match="same file"):
+        check_outputs([tmp_path / "o.json", tmp_path / "o.json"], [a])
+    check_outputs([tmp_path / "a.nsysdoc.json"], [a])  # a new file is fine
+
+
+def test_the_same_file_twice_is_one_input(tmp_path):
+    a = tmp_path / "a.sqlite"
+    a.write_bytes(b"x")
+    (tmp_path / "l.sqlite").symlink_to(a)
+    seen: set = set()
+    assert expand_inputs([a], seen) + expand_inputs([tmp_path / "l.sqlite"], seen) == [str(a)]
+
+
+# --------------------------------------------------------------------------------------------
+# regexes, expressions, display
+# --------------------------------------------------------------------------------------------
+def test_re2_is_linear_where_backtracking_is_not():
+    t0 = time.perf_counter()
+    assert safe_regex.compile("(a+)+$").search("a" * 5000 + "!") is None
+    assert time.perf_counter() - t0 < 0.5
+    with pytest.raises(safe_regex.PatternError, match="backreferences"):
+        safe_regex.compile(r"(a)\1")
+    assert safe_regex.compile(r"step#(\d+)", ignore_case=True).fullmatch("STEP#12").group(1) == "12"
+
+
+def test_expression_budgets():
+    from nsysdoc.rules.expr import ExprError, compile_expr
+
+    with pytest.raises(ExprError, match="longer than 2000"):
+        compile_expr("+".join(["1"] * 3000))
+    with pytest.raises(ExprError, match="nested deeper"):
+        compile_expr("not " * 100 + "true")
+    e = compile_expr("round(x, n)")
+    assert e.evaluate({"x": 1234.5678, "n": 2}) == 1234.57
+    with pytest.raises(ExprError, match="within -30..30"):
+        e.evaluate({"x": 1, "n": -1_000_000_000})
+    assert compile_expr("x * x").evaluate({"x": 1 << 200}) == pytest.approx(float(1 << 400))
+
+
+def test_format_spec_caps():
+    from nsysdoc.rules.text import check_spec
+
+    assert check_spec("gpu_busy_pct", ".1f", False) is None
+    assert "capped" in check_spec("gpu_busy_pct", ".100000000f", False)
+    assert "capped" in check_spec("gpu_busy_pct", ">2000000000", False)
+
+
+def test_invisible_characters_are_shown_and_long_text_cut():
+    from nsysdoc.report.render import _clean, shorten, visible
+
+    assert visible("ab\u202ec\u200b") == "ab<U+202E>c<U+200B>"
+    assert _clean("x\u202ey") == "x<U+202E>y"
+    assert shorten("a" * 2010) == "a" * 2000 + "... [10 more characters]"
+
+
+def test_capped_result_keeps_every_step_time():
+    from nsysdoc.diff import _primary
+    from nsysdoc.report.build import MAX_STEP_RECORDS, capped_result
+
+    n = MAX_STEP_RECORDS + 5
+    steps = [{"primary": True, "index": i, "pid": 1, "step_time_ms": float(i)} for i in range(n)]
+    out = capped_result({"steps": steps})
+    assert len(out["steps"]) == MAX_STEP_RECORDS and out["steps_truncated"] == {"shown": MAX_STEP_RECORDS, "total": n}
+    assert json.loads(json.dumps(out))["step_series"]["step_time_ms"][-1] == float(n - 1)
+    assert [s["step_time_ms"] for s in _primary(out)] == [float(i) for i in range(n)]
+    assert capped_result({"steps": steps[:3]}) == {"steps": steps[:3]}
