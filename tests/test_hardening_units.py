@@ -36,7 +36,7 @@ def test_validate_counts_each_reason_by_hand():
     # kept: rows 0, 1, 6 (row 7 ends beyond 2^61, row 8 starts beyond it)
     assert out["start_ns"].tolist() == [100, 200, 400]
     assert {(r["reason"], r["rows"]) for r in drops.as_list()} == {
-        ("start or end NULL or not an integer", 1), ("deviceId NULL, negative or >= 65536", 1),
+        ("start or end NULL or not an integer", 1), ("deviceId, contextId or streamId NULL or out of range", 1),
         ("no timestamps (start = end = 0)", 1), ("end before start", 1),
         ("time outside the capture's session", 2)}
 

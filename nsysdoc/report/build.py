@@ -308,7 +308,8 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
         slow = sorted(primary, key=lambda s: -(s.get("step_time_ms") or 0))[:STEP_TABLE_MAX - 1]
         keep = {s["step"] for s in slow} | {median_id}
         shown = [s for s in primary if s["step"] in keep]
-        note += f" {len(shown)} of {len(primary)} steps shown: the slowest and the median step."
+        note += (f" {len(shown)} of {len(primary)} steps shown, {len(primary) - len(shown):,} more not shown: "
+                 "the slowest and the median step.")
     rows = []
     for s in shown:
         bd = s.get("breakdown_ms") or {}

@@ -68,7 +68,12 @@ def _select_list(exp: ExportFile, table: str, cols: tuple[S.Col, ...]) -> tuple[
 #: comes near it.
 BAD = np.iinfo(np.int64).min
 #: Columns whose bad values make the row unusable (the others fall back to their default).
-_MUST = {"start_ns", "end_ns", "device_id"}
+_MUST = {"start_ns", "end_ns", "device_id", "context_id", "stream_id"}
+
+
+def _must(col: S.Col) -> bool:
+    """A bad value in this column makes its row unusable (an optional column falls back to its default)."""
+    return col.name in _MUST and col.required
 
 
 def _fill(batch_col, col: S.Col) -> np.ndarray:
@@ -77,7 +82,7 @@ def _fill(batch_col, col: S.Col) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    default = BAD if col.name in _MUST else col.default
+    default = BAD if _must(col) else col.default
     arr = batch_col
     if pa.types.is_null(arr.type):
         return np.full(len(arr), default, dtype=np.int64)
@@ -139,7 +144,7 @@ class _ColumnReader:
         self.hi = int(hi or 0) + 1
         n = max(self.hi - self.lo, 0)
         # columns that must hold a value stay int64 here (room for BAD) until validated
-        self.out = {name: np.empty(n, dtype=np.int64 if name in _MUST else self.spec[name].dtype)
+        self.out = {name: np.empty(n, dtype=np.int64 if _must(self.spec[name]) else self.spec[name].dtype)
                     for name in self.chosen}
         self.ranges = [(lo, min(lo + CHUNK_ROWS, self.hi)) for lo in range(self.lo, self.hi, CHUNK_ROWS)]
         self.got: dict[int, int] = {}
@@ -194,14 +199,14 @@ def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str,
                 _, chosen = _select_list(exp, table, cols)
                 exprs = ", ".join(_safe_expr(f'"{c}"') for c in chosen.values())
                 out, n = _read_with_sqlite3(exp, f'SELECT {exprs} FROM "{table}" {where}', list(chosen),
-                                            {c.name: BAD if c.name in _MUST else c.default for c in cols})
+                                            {c.name: BAD if _must(c) else c.default for c in cols})
                 spec = {c.name: c for c in cols}
                 for k, v in out.items():
                     if spec[k].dtype != "int64":
                         info = np.iinfo(spec[k].dtype)
                         lo, hi = (0, 65535) if k == "device_id" else (info.min, info.max)
-                        v[(v < lo) | (v > hi)] = BAD if k in _MUST else spec[k].default
-                out = {k: v if k in _MUST else v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
+                        v[(v < lo) | (v > hi)] = BAD if _must(spec[k]) else spec[k].default
+                out = {k: v if _must(spec[k]) else v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
                 for c in cols:
                     out.setdefault(c.name, np.full(n, c.default, dtype=c.dtype))
                 res[key] = out
@@ -306,7 +311,8 @@ def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, dro
               end_optional: bool = False) -> dict[str, np.ndarray]:
     """Drop rows no session can hold, counting each reason in ``drops``:
 
-    * start or end NULL or not an integer (or deviceId NULL, negative or >= 65536);
+    * start or end NULL or not an integer; deviceId NULL or outside 0-65535; contextId or streamId
+      NULL, not an integer or beyond 32 bits;
     * start = end = 0: CUPTI wrote no timestamps for the row;
     * end before start;
     * a time outside the session: farther than the session's duration (``ANALYSIS_DETAILS``) from
@@ -320,10 +326,11 @@ def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, dro
     null_end = (end == BAD) if end_optional else np.zeros(n, dtype=bool)
     end_c = np.where(null_end, start, end) if end_optional else end
     missing = (start == BAD) | ((end == BAD) & ~null_end)
-    if "device_id" in d:
-        bad_dev = (d["device_id"] == BAD) & ~missing
-    else:
-        bad_dev = np.zeros(n, dtype=bool)
+    bad_dev = np.zeros(n, dtype=bool)
+    for c in ("device_id", "context_id", "stream_id"):
+        if c in d:
+            bad_dev |= d[c] == BAD
+    bad_dev &= ~missing
     zero = (start == 0) & (end_c == 0) & ~missing & ~bad_dev
     ok = ~(missing | bad_dev | zero)
     inverted = ok & (end_c < start)
@@ -340,7 +347,7 @@ def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, dro
     if ok.all():
         return d
     drops.add(table, "start or end NULL or not an integer", int(missing.sum()))
-    drops.add(table, "deviceId NULL, negative or >= 65536", int(bad_dev.sum()))
+    drops.add(table, "deviceId, contextId or streamId NULL or out of range", int(bad_dev.sum()))
     drops.add(table, "no timestamps (start = end = 0)", int(zero.sum()))
     drops.add(table, "end before start", int(inverted.sum()))
     drops.add(table, "time outside the capture's session", int(far.sum()))
@@ -843,7 +850,13 @@ EVENT_TABLES = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.NVTX, S.OSRT)
 
 def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
                progress: ProgressFn | None = None) -> Trace:
-    """Load an nsys SQLite export. Raises :mod:`nsysdoc.errors` exceptions on bad input."""
+    """Load an nsys SQLite export, or a PyTorch Profiler (Kineto) trace (JSON or gzip-compressed
+    JSON: :mod:`nsysdoc.trace.kineto`, cached the same way). Raises :mod:`nsysdoc.errors`
+    exceptions on bad input."""
+    from . import kineto
+
+    if kineto.routes_here(path):
+        return kineto.load_kineto(path, cache=cache, cache_dir=cache_dir, progress=progress)
     t0 = time.perf_counter()
     exp = open_export(path)
     tables = frozenset(exp.tables)
