@@ -170,7 +170,9 @@ def union(keys, starts, ends, *, lo=None, hi=None, presorted: bool = False) -> U
         del shift
         ev <<= 1
         ev[n:] |= 1                      # tag: 0 = start, 1 = end (a start sorts first on ties)
-        ev.sort()
+        # kind="stable" (timsort on int64) exploits the two nearly sorted runs (starts, then
+        # ends): 5-20x faster than the default introsort on GPU rows in time order
+        ev.sort(kind="stable")
         step = 1 - 2 * (ev & 1).astype(np.int32)  # +1 start, -1 end
         open_after = np.cumsum(step, dtype=np.int32)
         del step
@@ -308,7 +310,7 @@ def paint(keys, starts, ends, levels, nlevels: int) -> Partition:
     tag_bits = max(1, int(nlevels).bit_length()) + 1
     if int(t.max()).bit_length() + tag_bits <= 62 and int(t.min()) >= 0:
         packed = (t << tag_bits) | (lev << 1) | (delta < 0)
-        packed.sort()
+        packed.sort(kind="stable")  # nearly sorted runs: see union()
         t = packed >> tag_bits
         lev = (packed >> 1) & ((1 << (tag_bits - 1)) - 1)
         delta = np.where(packed & 1, -1, 1).astype(np.int32)

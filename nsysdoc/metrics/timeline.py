@@ -98,7 +98,7 @@ def default_window(start_ns: np.ndarray, end_ns: np.ndarray, w0: int, w1: int, n
     """Without steps: the window spanning ``n_ops`` GPU operations around the middle of ``[w0, w1)``
     (the whole analysis window when it holds no more than that)."""
     inside = (start_ns >= w0) & (start_ns < w1)
-    s = np.sort(start_ns[inside])
+    s = np.sort(start_ns[inside], kind="stable")  # nearly sorted: timsort is linear-ish
     if len(s) <= n_ops:
         return int(w0), int(w1)
     mid = len(s) // 2
