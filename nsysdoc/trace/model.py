@@ -84,6 +84,10 @@ class IdMap:
         return out
 
 
+#: ``Trace.source_tool`` values and their names for people.
+SOURCE_TOOLS = {"nsys": "Nsight Systems", "pytorch-profiler": "PyTorch Profiler"}
+
+
 @dataclass
 class Trace:
     """A loaded capture. Build it with :func:`nsysdoc.trace.load_trace`."""
@@ -116,6 +120,19 @@ class Trace:
     dropped_rows: list[dict] = field(default_factory=list)
     load_seconds: float = 0.0
     from_cache: bool = False
+    #: the tool that made the trace: "nsys" (an Nsight Systems SQLite export) or "pytorch-profiler"
+    #: (a PyTorch Profiler / Kineto Chrome-trace JSON, :mod:`nsysdoc.trace.kineto`)
+    source_tool: str = "nsys"
+    #: trace types the tool cannot record (a ``traced`` key -> what they are), e.g. OS runtime
+    #: calls for the PyTorch Profiler; empty for nsys, where any trace type can be switched on
+    not_recorded: dict[str, str] = field(default_factory=dict)
+    #: ``{"rank", "world_size", "backend"}`` from a PyTorch Profiler trace's distributedInfo, else None
+    distributed: dict | None = None
+
+    @property
+    def source_label(self) -> str:
+        """The tool's name for people: "Nsight Systems" or "PyTorch Profiler"."""
+        return SOURCE_TOOLS.get(self.source_tool, self.source_tool)
 
     @property
     def has_gpu_activity(self) -> bool:

@@ -1,0 +1,1047 @@
+"""Read a PyTorch Profiler (Kineto) Chrome-trace JSON into a :class:`~nsysdoc.trace.model.Trace`.
+
+The only module that knows the Kineto trace format (``docs/kineto.md``). It produces exactly the
+frames and columns the nsys loader produces (:data:`nsysdoc.trace.loader.FRAME_COLUMNS`), so every
+metric, rule and report above it is the same for both inputs.
+
+How:
+
+* **Streaming.** ``traceEvents`` is parsed one event at a time with
+  :meth:`json.JSONDecoder.raw_decode` over a buffered text stream (``gzip.open`` for ``.gz``), and
+  each event goes straight into compact typed columns (:class:`array.array`): the file is never
+  held as Python objects (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
+* **Times.** ``ts``/``dur`` are microseconds, written by Kineto as decimal text with 3 digits
+  (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
+  and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
+  and ordering is kept; other decimal forms are rounded half-even to the nanosecond.
+* **Validation.** The nsys loader's row checks (:func:`nsysdoc.trace.loader._validate`): rows no
+  capture can hold are dropped and counted in ``dropped_rows``.
+* **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
+  trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
+  so rules needing it are skipped with the reason.
+* The canonical tables are cached as Parquet like an nsys export's (the same cache functions and
+  key, with this module's format number in the key's version).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import stat
+import threading
+import time
+import zlib
+from array import array
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from json import JSONDecodeError
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import cache as cache_m
+from ..errors import CorruptFileError, EmptyCaptureError, InputError
+from ..inputs import regular_file
+from . import loader as L
+from . import schema as S
+from .model import StringTable, Trace
+
+#: ``Trace.source_tool`` of traces read here.
+SOURCE_TOOL = "pytorch-profiler"
+#: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
+KINETO_FORMAT = 1
+GZIP_MAGIC = b"\x1f\x8b"
+#: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
+CHUNK_CHARS = 1 << 20
+SNIFF_CHARS = 4 << 20
+#: The largest single JSON value (one event, or one metadata value) accepted.
+MAX_VALUE_CHARS = 256 << 20
+
+#: What Kineto cannot record (``traced`` key -> what it is); ``cuda_sync`` only when absent.
+NOT_RECORDED = {
+    "osrt": "OS runtime calls (poll, futex, read, ...)",
+    "gpu_metrics": "GPU metrics (SM active, tensor-core activity)",
+    "cuda_sync": "CUDA synchronization records",
+}
+
+# event kinds (by ``cat``: PyTorch >= 1.13 names, and the 1.8-1.12 names)
+K_KERNEL, K_MEMCPY, K_MEMSET, K_RUNTIME, K_DRIVER, K_SYNC, K_HOST, K_SPAN, K_OVERHEAD = range(9)
+CATEGORIES = {
+    "kernel": K_KERNEL, "Kernel": K_KERNEL,
+    "gpu_memcpy": K_MEMCPY, "Memcpy": K_MEMCPY,
+    "gpu_memset": K_MEMSET, "Memset": K_MEMSET,
+    "cuda_runtime": K_RUNTIME, "Runtime": K_RUNTIME,
+    "cuda_driver": K_DRIVER, "Driver": K_DRIVER,
+    "cuda_sync": K_SYNC,
+    "cpu_op": K_HOST, "Operator": K_HOST, "user_annotation": K_HOST, "python_function": K_HOST,
+    "Trace": K_SPAN,
+    "overhead": K_OVERHEAD,
+}
+#: ``domain`` of host ranges by category (user annotations are like NVTX ranges of no domain).
+HOST_DOMAIN = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "", "python_function": "python_function"}
+#: canonical category name of each kind (``Trace.tables``, dropped-row labels)
+TABLE_NAMES = {K_KERNEL: "kernel", K_MEMCPY: "gpu_memcpy", K_MEMSET: "gpu_memset", K_RUNTIME: "cuda_runtime",
+               K_DRIVER: "cuda_driver", K_SYNC: "cuda_sync", K_HOST: "host ranges"}
+#: flow categories that link a launch call to its GPU operation (PyTorch >= 1.13, and before)
+FLOW_CATEGORIES = frozenset({"ac2g", "async"})
+
+#: Kineto's memory kind names (CUPTI) -> nsys ``ENUM_CUDA_MEM_KIND`` numbering (0 = pageable).
+MEM_KINDS = {"pageable": 0, "pinned": 1, "device": 2, "array": 3, "managed": 4, "device static": 5,
+             "managed static": 6, "unknown": 7}
+COPY_KINDS = {v: k for k, v in S.COPY_KIND_LABELS.items() if not v.startswith("UVM")}
+_MEMCPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)\s*(?:\(\s*([^)]*?)\s*->\s*([^)]*?)\s*\))?", re.IGNORECASE)
+_MEMSET_NAME = re.compile(r"^\s*Memset\s*\(\s*([^)]*?)\s*\)", re.IGNORECASE)
+_SYNC_TYPES = (("wait event", 2), ("event sync", 1), ("stream sync", 3), ("context sync", 4), ("device sync", 4))
+
+_WS = re.compile(r"[ \t\n\r]*")
+_AFTER = re.compile(r"[ \t\n\r]*([,\]])")
+_AFTER_KEY = re.compile(r"[ \t\n\r]*([,}])")
+_COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
+_STREAM_TID = re.compile(r"^\s*stream\s+(\d+)\s*$", re.IGNORECASE)
+BAD = L.BAD
+_I32 = 1 << 31
+_LIM = 1 << 62
+
+
+class NotJsonError(InputError):
+    """The file is not JSON (nor gzip-compressed JSON)."""
+
+
+class NotATraceError(InputError):
+    """The file is JSON, but not a Chrome trace (no ``traceEvents``)."""
+
+
+class TruncatedTraceError(CorruptFileError):
+    """The gzip stream or the JSON ends before the trace does."""
+
+
+class EmptyTraceError(EmptyCaptureError):
+    """The trace holds no event nsysdoc can use."""
+
+
+# --------------------------------------------------------------------------------------------
+# detection
+# --------------------------------------------------------------------------------------------
+def _is_regular(path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _head(path, n: int = 4096) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError:
+        return b""
+
+
+def _json_start(head: bytes) -> bool:
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+    return text[:1] in (b"{", b"[")
+
+
+def routes_here(path) -> bool:
+    """Whether :func:`nsysdoc.trace.load_trace` should hand ``path`` to this loader: a regular file
+    that is gzip-compressed, starts with a JSON object or array, or is named ``*.json``/``*.json.gz``
+    (so that a damaged one gets this loader's refusal, not "not SQLite"). Never true for SQLite,
+    for missing or non-regular paths (the nsys path's checks refuse those), and never opens a FIFO."""
+    if not _is_regular(path):
+        return False
+    head = _head(path)
+    if head.startswith(b"SQLite format 3\x00"):
+        return False
+    if head.startswith(GZIP_MAGIC) or _json_start(head):
+        return True
+    name = Path(path).name.lower()
+    return name.endswith((".json", ".json.gz"))
+
+
+def is_kineto_trace(path) -> bool:
+    """True when ``path`` is (gzip-compressed) JSON whose top-level object has ``traceEvents``.
+    Looks at the first :data:`SNIFF_CHARS` characters only (Kineto writes its few metadata keys
+    first); never loads the file, never raises."""
+    if not _is_regular(path):
+        return False
+    head = _head(path, 4)
+    try:
+        if head.startswith(GZIP_MAGIC):
+            with gzip.open(path, "rb") as gz:
+                raw = gz.read(SNIFF_CHARS)
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read(SNIFF_CHARS)
+    except (OSError, EOFError, zlib.error):
+        return False
+    text = raw.decode("utf-8", "ignore").removeprefix("\ufeff")
+    try:
+        return _top_keys_have_events(text)
+    except (JSONDecodeError, ValueError, IndexError, RecursionError):
+        return False
+
+
+def _top_keys_have_events(text: str) -> bool:
+    dec = json.JSONDecoder(parse_float=str)
+    pos = _WS.match(text, 0).end()
+    if text[pos:pos + 1] != "{":
+        return False
+    pos += 1
+    while True:
+        pos = _WS.match(text, pos).end()
+        if text[pos:pos + 1] != '"':
+            return False
+        key, pos = json.decoder.scanstring(text, pos + 1)
+        m = _COLON.match(text, pos)
+        if m is None:
+            return False
+        pos = m.end()
+        if key == "traceEvents":
+            return text[pos:pos + 1] == "["
+        _, pos = dec.raw_decode(text, pos)
+        m = _AFTER_KEY.match(text, pos)
+        if m is None or m.group(1) == "}":
+            return False
+        pos = m.end()
+
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+def _ns_slow(v) -> int:
+    """Microseconds (decimal text or a number) -> integer ns, rounded half-even; BAD if not a
+    finite number within +-2^62 ns."""
+    if v.__class__ is int:
+        x = v * 1000
+    elif v.__class__ is str:
+        try:
+            d = Decimal(v.strip())
+        except InvalidOperation:
+            return BAD
+        if not d.is_finite():
+            return BAD
+        x = int((d * 1000).to_integral_value(ROUND_HALF_EVEN))
+    else:
+        return BAD
+    return x if -_LIM < x < _LIM else BAD
+
+
+def us_to_ns(v) -> int:
+    """A Kineto ``ts``/``dur`` value (microseconds) as integer nanoseconds, exactly: floats arrive
+    as their decimal text (``parse_float=str``), and Kineto's ``"{}.{:03}"`` form is one integer
+    parse. :data:`BAD` for anything that is not a number."""
+    if v.__class__ is str:
+        if len(v) > 4 and v[-4] == "." and len(v) < 20:
+            try:
+                return int(v[:-4] + v[-3:])
+            except ValueError:
+                return _ns_slow(v)
+        return _ns_slow(v)
+    if v.__class__ is int and -_LIM < v < (_LIM // 1000):
+        return v * 1000
+    return _ns_slow(v) if v.__class__ is int else BAD
+
+
+def _small_int(v, lo: int, hi: int, default: int) -> int:
+    if v.__class__ is int and lo <= v < hi:
+        return v
+    if v.__class__ is str:
+        t = v.strip()
+        if t.isdigit() and len(t) < 12 and lo <= int(t) < hi:
+            return int(t)
+    return default
+
+
+def _stream_of(tid) -> int:
+    """A GPU event's stream when ``args.stream`` is missing: its tid (``7`` or ``"stream 7"``)."""
+    if tid.__class__ is int and -_I32 <= tid < _I32:
+        return tid
+    if tid.__class__ is str:
+        m = _STREAM_TID.match(tid)
+        if m and len(m.group(1)) < 10:
+            return int(m.group(1))
+        return _small_int(tid, -_I32, _I32, 0)
+    return 0
+
+
+def short_kernel_name(name: str) -> str:
+    """nsys's ``shortName`` of a demangled kernel name: the function's own name, without return
+    type, namespaces, template arguments and parameters (``void at::native::(anonymous
+    namespace)::multi_tensor_apply_kernel<...>(...)`` -> ``multi_tensor_apply_kernel``)."""
+    s = name.strip()
+    out = []
+    angle = 0
+    i, n = 0, len(s)
+    while i < n:
+        ch = s[i]
+        if ch == "(" and angle == 0:
+            if s.startswith("(anonymous namespace)", i):
+                out.append("(anonymous namespace)")
+                i += len("(anonymous namespace)")
+                continue
+            break  # the parameter list
+        if ch == "<":
+            angle += 1
+        elif ch == ">":
+            angle = max(0, angle - 1)
+        elif angle == 0:
+            out.append(ch)
+        i += 1
+    base = "".join(out).strip()
+    base = base.replace("(anonymous namespace)", "anonymous_namespace")
+    base = base.split()[-1] if base.split() else ""
+    short = base.split("::")[-1]
+    return short or name
+
+
+def _copy_kinds(name: str) -> tuple[int, int, int]:
+    """(copyKind, srcKind, dstKind) from ``Memcpy HtoD (Pinned -> Device)``; nsys numbering."""
+    m = _MEMCPY_NAME.match(name)
+    if not m:
+        return 0, -1, -1
+    kind = COPY_KINDS.get(m.group(1), 0)
+    src = MEM_KINDS.get((m.group(2) or "").lower(), -1)
+    dst = MEM_KINDS.get((m.group(3) or "").lower(), -1)
+    return kind, src, dst
+
+
+def _memset_kind(name: str) -> int:
+    m = _MEMSET_NAME.match(name)
+    return MEM_KINDS.get(m.group(1).lower(), -1) if m else -1
+
+
+def _sync_type(name: str) -> int:
+    low = name.lower()
+    return next((code for text, code in _SYNC_TYPES if text in low), 0)
+
+
+# --------------------------------------------------------------------------------------------
+# streaming parse
+# --------------------------------------------------------------------------------------------
+class _Acc:
+    """Typed columns of every event kind, filled while the events stream by."""
+
+    def __init__(self) -> None:
+        q = lambda: array("q")  # noqa: E731
+        i = lambda: array("i")  # noqa: E731
+        # GPU tables: start, end, device, context, stream, correlation, name, bytes
+        self.gpu = {k: {"s": q(), "e": q(), "dev": q(), "ctx": i(), "st": i(), "corr": q(), "name": i(), "bytes": q()}
+                    for k in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC)}
+        self.rt = {"s": q(), "e": q(), "thr": i(), "corr": q(), "name": i(), "drv": array("b")}
+        self.host = {"s": q(), "e": q(), "thr": i(), "name": i(), "dom": array("b")}
+        self.flow_s = {"id": q(), "thr": i(), "ts": q()}
+        self.flow_f = {"id": q(), "dev": q(), "st": i(), "ts": q()}
+        self.spans: list[tuple[int, int]] = []
+        self.overhead: list[tuple[int, int, str]] = []
+        self.names: dict[str, int] = {}
+        self.threads: dict[tuple, int] = {}
+        self.proc_names: dict = {}
+        self.thread_names: dict = {}
+        self.cats: set[str] = set()
+        self.events = 0
+        self.ignored = 0
+
+    def name_id(self, v) -> int:
+        if v.__class__ is not str:
+            v = L.UNKNOWN_NAME if v is None else str(v)
+        got = self.names.get(v)
+        if got is None:
+            got = self.names[v] = len(self.names)
+        return got
+
+
+_DOMAINS = ("", "cpu_op", "python_function")
+_DOM_CODE = {d: i for i, d in enumerate(_DOMAINS)}
+_EMPTY: dict = {}
+
+
+class _Stream:
+    """Buffered text over the file, with helpers to decode whole JSON values across refills."""
+
+    def __init__(self, fh, path: Path) -> None:
+        self.fh = fh
+        self.path = path
+        self.buf = ""
+        self.pos = 0
+        self.offset = 0  # characters consumed before ``buf``
+        self.eof = False
+        self.in_trace = False  # inside traceEvents: errors are damage, not "not JSON"
+        self.decode = json.JSONDecoder(parse_float=str).raw_decode
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            chunk = self.fh.read(CHUNK_CHARS)
+        except EOFError:
+            raise TruncatedTraceError(f"{self.path}: truncated gzip file: the compressed data ends before the trace does",
+                                      hint="the file was cut while being written or copied; profile or copy it again") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise CorruptFileError(f"{self.path}: damaged gzip file ({str(exc)[:100]})",
+                                   hint="decompress it with gunzip to see how much is readable") from None
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
+        if not chunk:
+            self.eof = True
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character ("" at the end of the file)."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def value(self):
+        """Decode the JSON value at the current position (refilling the buffer as needed)."""
+        self.peek()
+        while True:
+            try:
+                obj, end = self.decode(self.buf, self.pos)
+            except JSONDecodeError as exc:
+                if self._incomplete(exc) and self.more():
+                    continue
+                self.fail(exc)
+            except RecursionError:
+                raise CorruptFileError(f"{self.path}: JSON nested too deeply to be a trace") from None
+            if end >= len(self.buf) and not isinstance(obj, (dict, list, str)) and self.more():
+                continue  # a number (or literal) at the end of the buffer may go on
+            self.pos = end
+            return obj
+
+    def _incomplete(self, exc: JSONDecodeError) -> bool:
+        if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+            raise CorruptFileError(f"{self.path}: a JSON value longer than {MAX_VALUE_CHARS >> 20} M characters: "
+                                   "not a trace nsysdoc can read")
+        return exc.pos >= len(self.buf) - 8 or exc.msg.startswith("Unterminated string")
+
+    def fail(self, exc: JSONDecodeError | None = None, what: str = "", truncated: bool | None = None):
+        """Raise the one-line refusal for a syntax error at the current position."""
+        if truncated is None:
+            truncated = self.eof and exc is not None and self._incomplete(exc)
+        if truncated:
+            raise TruncatedTraceError(f"{self.path}: truncated JSON: the file ends inside the trace",
+                                      hint="the trace was cut while being written or copied; profile again")
+        why = exc.msg if exc is not None else what
+        where = self.offset + (exc.pos if exc is not None else self.pos)
+        if self.in_trace:
+            raise CorruptFileError(f"{self.path}: damaged trace JSON ({why} at character {where:,})")
+        raise NotJsonError(f"{self.path}: not JSON ({why} at character {where:,}), so not a PyTorch "
+                           "Profiler trace", hint="pass a torch.profiler trace (*.pt.trace.json[.gz]) or an nsys export")
+
+
+def _open_text(path: Path):
+    head = _head(path, 4)
+    if head.startswith(GZIP_MAGIC):
+        raw = gzip.open(path, "rb")
+    else:
+        raw = open(path, "rb")
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+
+
+def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
+    """Stream the file: top-level metadata (every key but ``traceEvents``) and the events."""
+    acc = _Acc()
+    meta: dict = {}
+    with _open_text(path) as fh:
+        st = _Stream(fh, path)
+        first = st.peek()
+        if first == "":
+            raise NotJsonError(f"{path}: file is empty, not a PyTorch Profiler trace")
+        if first != "{":
+            if first in '["-0123456789tfn':  # another JSON value? (decoded only to tell which refusal)
+                st.value()
+                if st.peek() == "":
+                    raise NotATraceError(f"{path}: JSON, but not a PyTorch Profiler trace: the top level is not an "
+                                         "object with traceEvents",
+                                         hint="pass a torch.profiler trace (*.pt.trace.json[.gz]) or an nsys export")
+            raise NotJsonError(f"{path}: not JSON, so not a PyTorch Profiler trace (*.pt.trace.json[.gz])",
+                               hint="pass a torch.profiler trace or an nsys export (.sqlite, .nsys-rep)")
+        st.pos += 1
+        seen_events = False
+        while True:
+            c = st.peek()
+            if c == "}":
+                st.pos += 1
+                break
+            if c != '"':
+                st.fail(what="expected a key", truncated=c == "")
+            key = st.value()
+            m = _COLON.match(st.buf, st.pos)
+            if m is None:
+                c = st.peek()
+                if c == ":":
+                    st.pos += 1
+                else:
+                    st.fail(what="expected ':'", truncated=c == "")
+            else:
+                st.pos = m.end()
+            if key == "traceEvents" and not seen_events:
+                if st.peek() != "[":
+                    raise NotATraceError(f"{path}: JSON, but traceEvents is not a list of events")
+                st.pos += 1
+                st.in_trace = True
+                _events(st, acc, progress)
+                seen_events = True
+            else:
+                val = st.value()
+                if key != "traceEvents":
+                    meta[key] = val
+            c = st.peek()
+            if c == ",":
+                st.pos += 1
+            elif c != "}":
+                st.fail(what="expected ',' or '}'", truncated=c == "")
+        if not seen_events:
+            raise NotATraceError(f"{path}: JSON, but not a PyTorch Profiler trace (no traceEvents)",
+                                 hint="pass a torch.profiler trace (*.pt.trace.json[.gz]) or an nsys export")
+    return meta, acc
+
+
+def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the hot loop, kept flat on purpose
+    """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'."""
+    decode = st.decode
+    ws = _WS.match
+    after = _AFTER.match
+    cats = CATEGORIES
+    ns = us_to_ns
+    name_id = acc.name_id
+    threads = acc.threads
+    gk, gm, gs, gy = (acc.gpu[k] for k in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC))
+    gpu_tabs = {K_KERNEL: gk, K_MEMCPY: gm, K_MEMSET: gs, K_SYNC: gy}
+    rt, host, fs, ff = acc.rt, acc.host, acc.flow_s, acc.flow_f
+    rt_s, rt_e, rt_thr, rt_corr, rt_name, rt_drv = (rt[k].append for k in ("s", "e", "thr", "corr", "name", "drv"))
+    h_s, h_e, h_thr, h_name, h_dom = (host[k].append for k in ("s", "e", "thr", "name", "dom"))
+    seen_cats = acc.cats
+    n = ignored = 0
+    tick = time.monotonic() + 2.0
+    # the first item may be ']' (an empty list)
+    if st.peek() == "]":
+        st.pos += 1
+        return
+    while True:
+        # ---- one item -------------------------------------------------------------------
+        pos = ws(st.buf, st.pos).end()
+        if pos >= len(st.buf):
+            st.pos = pos
+            if not st.more():
+                st.fail(truncated=True)
+            continue
+        try:
+            ev, end = decode(st.buf, pos)
+        except JSONDecodeError as exc:
+            st.pos = pos
+            if st._incomplete(exc) and st.more():
+                continue
+            st.fail(exc)
+        except RecursionError:
+            raise CorruptFileError(f"{st.path}: JSON nested too deeply to be a trace") from None
+        st.pos = end
+        n += 1
+        if ev.__class__ is dict:
+            ph = ev.get("ph")
+            if ph == "X":
+                cat = ev.get("cat")
+                kind = cats.get(cat) if cat.__class__ is str else None
+                if kind is None:
+                    ignored += 1
+                else:
+                    seen_cats.add(cat)
+                    s = ns(ev.get("ts"))
+                    d = ns(ev.get("dur"))
+                    e = s + d if s != BAD and d != BAD else BAD
+                    if e != BAD and not -_LIM < e < _LIM:
+                        e = BAD
+                    a = ev.get("args")
+                    if a.__class__ is not dict:
+                        a = _EMPTY
+                    if kind == K_RUNTIME or kind == K_DRIVER:
+                        tkey = (ev.get("pid"), ev.get("tid"))
+                        try:
+                            ti = threads.get(tkey)
+                        except TypeError:  # an unhashable pid/tid (a list): one thread for all such rows
+                            tkey = (repr(tkey[0])[:64], repr(tkey[1])[:64])
+                            ti = threads.get(tkey)
+                        if ti is None:
+                            ti = threads[tkey] = len(threads)
+                        c = a.get("correlation")
+                        if c.__class__ is not int or not 0 < c < 4294967296:
+                            c = 0
+                        rt_s(s)
+                        rt_e(e)
+                        rt_thr(ti)
+                        rt_corr(c)
+                        rt_name(name_id(ev.get("name")))
+                        rt_drv(1 if kind == K_DRIVER else 0)
+                    elif kind == K_HOST:
+                        tkey = (ev.get("pid"), ev.get("tid"))
+                        try:
+                            ti = threads.get(tkey)
+                        except TypeError:
+                            tkey = (repr(tkey[0])[:64], repr(tkey[1])[:64])
+                            ti = threads.get(tkey)
+                        if ti is None:
+                            ti = threads[tkey] = len(threads)
+                        h_s(s)
+                        h_e(e)
+                        h_thr(ti)
+                        h_name(name_id(ev.get("name")))
+                        h_dom(_DOM_CODE[HOST_DOMAIN[cat]])
+                    elif kind == K_SPAN:
+                        if s != BAD and e != BAD:
+                            acc.spans.append((s, e))
+                    elif kind == K_OVERHEAD:
+                        if s != BAD and e != BAD and len(acc.overhead) < 100_000:
+                            acc.overhead.append((s, e, L._cap(str(ev.get("name") or ""))))
+                    else:  # GPU rows
+                        g = gpu_tabs[kind]
+                        pid = ev.get("pid")
+                        dev = a.get("device", pid)
+                        if dev.__class__ is not int or not 0 <= dev < 65536:
+                            dev = _small_int(dev, 0, 65536, BAD)
+                        stream = a.get("stream")
+                        if stream.__class__ is not int or not -_I32 <= stream < _I32:
+                            stream = _stream_of(ev.get("tid"))
+                        ctx = a.get("context", 0)
+                        if ctx.__class__ is not int or not -_I32 <= ctx < _I32:
+                            ctx = 0
+                        c = a.get("correlation")
+                        if c.__class__ is not int or not 0 < c < 4294967296:
+                            c = 0
+                        nb = a.get("bytes", 0)
+                        if nb.__class__ is not int or not 0 <= nb < _LIM:
+                            nb = 0
+                        g["s"].append(s)
+                        g["e"].append(e)
+                        g["dev"].append(dev)
+                        g["ctx"].append(ctx)
+                        g["st"].append(stream)
+                        g["corr"].append(c)
+                        g["name"].append(name_id(ev.get("name")))
+                        g["bytes"].append(nb)
+            elif (ph == "s" or ph == "f") and ev.get("cat") in FLOW_CATEGORIES:
+                fid = ev.get("id")
+                ts = ns(ev.get("ts"))
+                if fid.__class__ is int and 0 < fid < 4294967296 and ts != BAD:
+                    if ph == "s":
+                        tkey = (ev.get("pid"), ev.get("tid"))
+                        try:
+                            ti = threads.get(tkey)
+                            if ti is None:
+                                ti = threads[tkey] = len(threads)
+                        except TypeError:  # unhashable ids bind to no call
+                            ti = None
+                        if ti is not None:
+                            fs["id"].append(fid)
+                            fs["thr"].append(ti)
+                            fs["ts"].append(ts)
+                    else:
+                        dev = _small_int(ev.get("pid"), 0, 65536, -1)
+                        if dev >= 0:
+                            ff["id"].append(fid)
+                            ff["dev"].append(dev)
+                            ff["st"].append(_stream_of(ev.get("tid")))
+                            ff["ts"].append(ts)
+            elif ph == "M":
+                _metadata_event(ev, acc)
+            else:
+                ignored += 1
+        else:
+            ignored += 1
+        # ---- separator ------------------------------------------------------------------
+        m = after(st.buf, st.pos)
+        while m is None:
+            if st.buf[st.pos:].strip(" \t\r\n"):
+                st.fail(what="expected ',' or ']' after an event", truncated=False)
+            if not st.more():
+                st.fail(truncated=True)
+            m = after(st.buf, st.pos)
+        st.pos = m.end()
+        if m.group(1) == "]":
+            break
+        if progress is not None and n % 65536 == 0 and time.monotonic() > tick:
+            progress(f"read {n:,} trace events")
+            tick = time.monotonic() + 2.0
+    acc.events += n
+    acc.ignored += ignored
+
+
+def _metadata_event(ev: dict, acc: _Acc) -> None:
+    a = ev.get("args")
+    if a.__class__ is not dict:
+        return
+    name = ev.get("name")
+    label = a.get("name")
+    if not isinstance(label, str):
+        return
+    try:
+        if name == "process_name":
+            acc.proc_names[ev.get("pid")] = L._cap(label)
+        elif name == "thread_name":
+            acc.thread_names[(ev.get("pid"), ev.get("tid"))] = L._cap(label)
+    except TypeError:  # unhashable ids
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# building the canonical tables
+# --------------------------------------------------------------------------------------------
+def _np(a: array, dtype) -> np.ndarray:
+    """The column as a writable numpy array of ``dtype``; the array's memory is released."""
+    out = np.array(np.frombuffer(a, dtype=a.typecode), dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
+    del a[:]
+    return out
+
+
+class _Ids:
+    """OS process/thread ids as nsys's 24-bit fields: numbers (or digit strings) that fit are kept
+    (a negative tid, from Kineto before it wrote absolute values, by its absolute value); any
+    other value gets a stable made-up id from the top of the range (0xFFFFFF, 0xFFFFFE, ...)."""
+
+    def __init__(self) -> None:
+        self.made: dict = {}
+
+    def __call__(self, v) -> int:
+        if v.__class__ is str and v.strip().lstrip("-").isdigit() and len(v.strip()) < 12:
+            v = int(v.strip())
+        if v.__class__ is int and abs(v) <= S.TID_MASK:
+            return abs(v)
+        key = repr(v)[:64]
+        if key not in self.made:
+            self.made[key] = S.TID_MASK - len(self.made)
+        return self.made[key]
+
+
+def _sorted_by_start(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    s = d["start_ns"]
+    if len(s) < 2 or bool(np.all(s[1:] >= s[:-1])):
+        return d
+    order = np.argsort(s, kind="stable")
+    return {k: v[order] for k, v in d.items()}
+
+
+def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
+    """Every frame of :data:`nsysdoc.trace.loader.FRAME_COLUMNS`, plus the trace's metadata."""
+    names = list(acc.names)
+    n_names = len(names)
+    # ---- time base -------------------------------------------------------------------------
+    base = meta.get("baseTimeNanoseconds")
+    base = base if base.__class__ is int and 0 < base < (1 << 63) else None
+    shift, session_start = 0, base
+    if base is None:
+        if acc.spans:
+            anchor = min(s for s, _ in acc.spans)
+        else:  # views, not copies
+            starts = [np.frombuffer(a, dtype=np.int64) for a in
+                      [t["s"] for t in acc.gpu.values()] + [acc.rt["s"], acc.host["s"]] if len(a)]
+            mins = [int(x[x != BAD].min()) for x in starts if (x != BAD).any()]
+            del starts
+            anchor = min(mins) if mins else 0
+        if anchor >= 10 ** 18:  # nanoseconds since the UNIX epoch: PyTorch < 2.0 wrote absolute times
+            shift, session_start = anchor, anchor
+
+    def times(a: array) -> np.ndarray:
+        x = _np(a, np.int64)
+        if shift:
+            x = np.where(x != BAD, x - shift, BAD)
+        return x
+
+    spans = [(s - shift, e - shift) for s, e in acc.spans]
+    span_duration = (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else None
+    if span_duration is not None and not 0 < span_duration < L.TIME_LIMIT_NS:
+        span_duration = None
+
+    # ---- threads and processes ---------------------------------------------------------------
+    ids = _Ids()
+    thread_keys = list(acc.threads)
+    t_pid = np.array([ids(k[0]) for k in thread_keys], dtype=np.int64)
+    t_tid = np.array([ids(k[1]) for k in thread_keys], dtype=np.int64)
+    t_gtid = (t_pid << S.PID_SHIFT) | t_tid
+    thread_names = {}
+    for (pid, tid), label in acc.thread_names.items():
+        thread_names[(ids(pid) << S.PID_SHIFT) | ids(tid)] = label
+
+    rt_thr = _np(acc.rt["thr"], np.int64)
+    rt = {"start_ns": times(acc.rt["s"]), "end_ns": times(acc.rt["e"]),
+          "global_tid": t_gtid[rt_thr] if len(rt_thr) else np.zeros(0, np.int64),
+          "correlation_id": _np(acc.rt["corr"], np.int64), "name_id": _np(acc.rt["name"], np.int64),
+          "event_class": _np(acc.rt["drv"], np.int64)}
+    h_thr = _np(acc.host["thr"], np.int64)
+    host = {"start_ns": times(acc.host["s"]), "end_ns": times(acc.host["e"]),
+            "global_tid": t_gtid[h_thr] if len(h_thr) else np.zeros(0, np.int64),
+            "name_id": _np(acc.host["name"], np.int32), "dom": _np(acc.host["dom"], np.int8)}
+    del h_thr
+    gpu = {}
+    for kind, key in ((K_KERNEL, "kernels"), (K_MEMCPY, "memcpy"), (K_MEMSET, "memset"), (K_SYNC, "sync")):
+        t = acc.gpu[kind]
+        gpu[key] = {"start_ns": times(t["s"]), "end_ns": times(t["e"]), "device_id": _np(t["dev"], np.int64),
+                    "context_id": _np(t["ctx"], np.int64), "stream_id": _np(t["st"], np.int64),
+                    "correlation_id": _np(t["corr"], np.int64), "name_id": _np(t["name"], np.int32),
+                    "bytes": _np(t["bytes"], np.int64)}
+
+    # ---- launch -> GPU join: ``correlation`` args, else the ac2g flow events ---------------------
+    _flow_correlations(acc, rt, rt_thr, gpu, times)
+    del rt_thr
+
+    # ---- validation (the nsys loader's row checks) ------------------------------------------
+    rt = L._validate(rt, TABLE_NAMES[K_RUNTIME], span_duration, drops)
+    host = L._validate(host, TABLE_NAMES[K_HOST], span_duration, drops)
+    for kind, key in ((K_KERNEL, "kernels"), (K_MEMCPY, "memcpy"), (K_MEMSET, "memset"), (K_SYNC, "sync")):
+        gpu[key] = L._validate(gpu[key], TABLE_NAMES[kind], span_duration, drops)
+    rt = _sorted_by_start(rt)
+    host = _sorted_by_start(host)
+    gpu = {k: _sorted_by_start(v) for k, v in gpu.items()}
+
+    # ---- processes: the launching process of each GPU row (by correlation), else the main one --
+    rt_pkey = rt["global_tid"] & S.PROCESS_MASK
+    if len(rt_pkey):
+        keys, counts = np.unique(rt_pkey, return_counts=True)
+        main = int(keys[np.argmax(counts)])
+    elif len(host["global_tid"]):
+        keys, counts = np.unique(host["global_tid"] & S.PROCESS_MASK, return_counts=True)
+        main = int(keys[np.argmax(counts)])
+    else:
+        main = 0
+    ok = rt["correlation_id"] > 0
+    rc, rp = rt["correlation_id"][ok], rt_pkey[ok]
+    order = np.argsort(rc, kind="stable")
+    rc, rp = rc[order], rp[order]
+    for d in gpu.values():
+        c = d["correlation_id"]
+        gp = np.full(len(c), main, dtype=np.int64)
+        if len(rc) and len(c):
+            pos = np.clip(np.searchsorted(rc, c), 0, len(rc) - 1)
+            hit = (rc[pos] == c) & (c > 0)
+            gp[hit] = rp[pos[hit]]
+        d["global_pid"] = gp
+    all_keys = np.unique(np.concatenate([L._uniq(rt_pkey)] + [L._uniq(d["global_pid"]) for d in gpu.values()]))
+    pid_name = {}
+    for pid, label in acc.proc_names.items():
+        pid_name.setdefault(ids(pid) << S.PID_SHIFT, label)
+    processes = pd.DataFrame({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
+                              "name": [pid_name.get(int(k), "") for k in all_keys]})
+
+    # ---- devices: those that ran GPU work, named from deviceProperties ------------------------
+    props = {}
+    for p in meta.get("deviceProperties") or []:
+        if isinstance(p, dict) and p.get("id").__class__ is int:
+            props[p["id"]] = p
+    dev_ids = np.unique(np.concatenate([L._uniq(d["device_id"]) for d in gpu.values()]))
+
+    def prop(d, key, ok):
+        v = props.get(int(d), {}).get(key)
+        return v if ok(v) else None
+
+    def cc(d):
+        major = prop(d, "computeMajor", lambda v: v.__class__ is int and 0 < v < 100)
+        minor = prop(d, "computeMinor", lambda v: v.__class__ is int and 0 <= v < 100)
+        return float(f"{major}.{minor or 0}") if major is not None else None
+
+    devices = pd.DataFrame({
+        "device": np.arange(len(dev_ids), dtype=np.int32), "host": np.zeros(len(dev_ids), dtype=np.int64),
+        "device_id": dev_ids.astype(np.int64), "label": [str(int(d)) for d in dev_ids],
+        "name": [L._cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids],
+        "sm_count": [prop(d, "numSms", lambda v: v.__class__ is int and v > 0) for d in dev_ids],
+        "compute_capability": [cc(d) for d in dev_ids],
+    })
+
+    # ---- names: kernel short names, copy and memset kinds ------------------------------------
+    short_of: dict[int, int] = {}
+    for nid in np.unique(gpu["kernels"]["name_id"]).tolist():
+        short = L._cap(short_kernel_name(names[nid]))
+        sid = acc.names.get(short)
+        if sid is None:
+            sid = acc.names[short] = len(acc.names)
+            names.append(short)
+        short_of[nid] = sid
+    names = [L._cap(x) for x in names]
+    strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
+
+    out: dict[str, pd.DataFrame] = {}
+    for key, d in gpu.items():
+        nid = d.pop("name_id")
+        nbytes = d.pop("bytes")
+        d["device"] = np.searchsorted(dev_ids, d["device_id"]).astype(np.int32)
+        d["proc"] = np.searchsorted(all_keys, d.pop("global_pid") & S.PROCESS_MASK).astype(np.int32)
+        uniq = np.unique(nid)
+        if key == "kernels":
+            lut = np.array([short_of.get(int(i), int(i)) for i in uniq], dtype=np.int64)
+            d["name_id"] = nid
+            d["short_id"] = lut[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
+        elif key == "memcpy":
+            kinds = np.array([_copy_kinds(names[int(i)]) for i in uniq], dtype=np.int64).reshape(-1, 3)
+            pos = np.searchsorted(uniq, nid)
+            d["bytes"] = nbytes
+            d["copy_kind"], d["src_kind"], d["dst_kind"] = (kinds[pos, j] if len(nid) else np.zeros(0, np.int64)
+                                                           for j in range(3))
+            host_kind = np.full(len(nid), -1, dtype=np.int8)
+            h2d, d2h = d["copy_kind"] == S.COPY_HTOD, d["copy_kind"] == S.COPY_DTOH
+            host_kind[h2d] = d["src_kind"][h2d]
+            host_kind[d2h] = d["dst_kind"][d2h]
+            d["host_kind"] = host_kind
+        elif key == "memset":
+            mk = np.array([_memset_kind(names[int(i)]) for i in uniq], dtype=np.int64)
+            d["bytes"] = nbytes
+            d["mem_kind"] = mk[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
+        else:
+            st = np.array([_sync_type(names[int(i)]) for i in uniq], dtype=np.int64)
+            d["sync_type"] = st[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
+        out[key] = L._frame(d, S.DTYPES)
+    L._assign_streams(out, ["kernels", "memcpy", "memset", "sync"])
+
+    # ---- host tables ------------------------------------------------------------------------
+    tids = np.unique(np.concatenate([L._uniq(rt["global_tid"]), L._uniq(host["global_tid"])]))
+    rt["api_kind"] = L._api_kind_codes(strings)(rt["name_id"]).astype(np.int8) if len(rt["name_id"]) \
+        else np.zeros(0, np.int8)
+    rt["proc"] = np.searchsorted(all_keys, rt["global_tid"] & S.PROCESS_MASK).astype(np.int32)
+    rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
+    out["runtime"] = L._frame(rt, S.DTYPES)
+    text = strings.values[host["name_id"]] if len(host["name_id"]) else np.zeros(0, dtype=object)
+    domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
+    out["nvtx"] = pd.DataFrame({
+        "start_ns": host["start_ns"], "end_ns": host["end_ns"],
+        "event_type": np.full(len(host["start_ns"]), S.NVTX_PUSHPOP, dtype=np.int64),
+        "global_tid": host["global_tid"], "text": text, "domain": domain,
+        "thread": np.searchsorted(tids, host["global_tid"]).astype(np.int32)})
+    out["osrt"] = pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+                                "global_tid": np.zeros(0, np.int64), "name_id": np.zeros(0, np.int32),
+                                "is_wait": np.zeros(0, dtype=bool), "thread": np.zeros(0, np.int32)})
+    out["threads"] = L._threads(tids, {k: v for k, v in thread_names.items()})
+    out["processes"] = processes
+    out["devices"] = devices
+    out["gpu_metrics"] = pd.DataFrame({"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+                                       "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)})
+    out["diagnostics"] = pd.DataFrame({"timestamp_ns": [], "severity": [], "text": []})
+    ov = [(s - shift, e - shift, name) for s, e, name in acc.overhead if s <= e]
+    out["overhead"] = pd.DataFrame({"start_ns": np.array([o[0] for o in ov], dtype=np.int64),
+                                    "end_ns": np.array([o[1] for o in ov], dtype=np.int64),
+                                    "global_tid": np.zeros(len(ov), dtype=np.int64),
+                                    "name": np.array([o[2] for o in ov], dtype=object)})
+    for key, cols in L.FRAME_COLUMNS.items():
+        if tuple(out[key].columns) != cols:
+            out[key] = out[key][list(cols)]
+
+    # ---- what was recorded --------------------------------------------------------------------
+    counts = {k: len(out[k]) for k in ("kernels", "memcpy", "memset", "runtime", "sync", "nvtx")}
+    traced = {k: False for k in S.TRACE_TYPES}
+    traced.update({"cuda_api": counts["runtime"] > 0, "cuda_kernels": counts["kernels"] > 0,
+                   "cuda_memcpy": counts["memcpy"] > 0, "cuda_memset": counts["memset"] > 0,
+                   "cuda_sync": counts["sync"] > 0, "nvtx": counts["nvtx"] > 0})
+    not_recorded = {k: v for k, v in NOT_RECORDED.items() if not traced[k]}
+    ends = [int(out[k]["end_ns"].max()) for k in ("kernels", "memcpy", "memset", "runtime", "nvtx") if counts[k]]
+    begins = [int(out[k]["start_ns"].min()) for k in ("kernels", "memcpy", "memset", "runtime", "nvtx") if counts[k]]
+    duration = span_duration if span_duration is not None else (max(ends) - min(begins) if ends else None)
+    dist = meta.get("distributedInfo")
+    distributed = None
+    if isinstance(dist, dict):
+        rank, world = dist.get("rank"), dist.get("world_size")
+        backend = dist.get("backend")
+        distributed = {"rank": _small_int(rank, 0, 1 << 24, None),
+                       "world_size": _small_int(world, 1, 1 << 24, None),
+                       "backend": L._cap(backend)[:64] if isinstance(backend, str) else None}
+        if distributed["rank"] is None:
+            distributed = None
+    schema = meta.get("schemaVersion")
+    info = {"schema_version": None if schema is None or isinstance(schema, (dict, list)) else str(schema)[:32],
+            "duration_ns": duration, "session_start_utc_ns": session_start, "traced": traced,
+            "not_recorded": not_recorded, "distributed": distributed,
+            "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
+    return {"frames": out, "strings": strings, "info": info, "n_names": n_names}
+
+
+def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times) -> None:
+    """Rows without a ``correlation`` arg get the id of the ``ac2g`` flow bound to them: a flow
+    start on the launching call's thread at its ``ts``, a flow end on the GPU row's device and
+    stream at its ``ts`` (Kineto's flow id is the correlation id)."""
+    fs, ff = acc.flow_s, acc.flow_f
+    need_rt = bool(len(rt["correlation_id"]) and (rt["correlation_id"] == 0).any())
+    need_gpu = any(len(d["correlation_id"]) and (d["correlation_id"] == 0).any() for d in gpu.values())
+    if need_rt and len(fs["id"]):
+        _fill_from_flows(rt["correlation_id"], rt_thr, rt["start_ns"],
+                         _np(fs["thr"], np.int64), times(fs["ts"]), _np(fs["id"], np.int64))
+    if need_gpu and len(ff["id"]):
+        fkey = (_np(ff["dev"], np.int64) << 32) | (_np(ff["st"], np.int64) & 0xFFFFFFFF)
+        fts, fid = times(ff["ts"]), _np(ff["id"], np.int64)
+        for d in gpu.values():
+            if len(d["correlation_id"]) and (d["correlation_id"] == 0).any():
+                key = (np.where(d["device_id"] == BAD, -1, d["device_id"]) << 32) | (d["stream_id"] & 0xFFFFFFFF)
+                _fill_from_flows(d["correlation_id"], key, d["start_ns"], fkey, fts, fid)
+    acc.flow_s = acc.flow_f = None  # type: ignore[assignment]
+
+
+def _fill_from_flows(corr: np.ndarray, key: np.ndarray, ts: np.ndarray, fkey: np.ndarray, fts: np.ndarray,
+                     fid: np.ndarray) -> None:
+    miss = np.flatnonzero(corr == 0)
+    flows = pd.DataFrame({"k": fkey, "t": fts, "id": fid}).drop_duplicates(["k", "t"], keep="last")
+    rows = pd.DataFrame({"k": key[miss], "t": ts[miss], "row": miss})
+    hit = rows.merge(flows, on=["k", "t"], how="inner")
+    corr[hit["row"].to_numpy()] = hit["id"].to_numpy()
+
+
+# --------------------------------------------------------------------------------------------
+# public
+# --------------------------------------------------------------------------------------------
+def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
+                progress=None) -> Trace:
+    """Load a PyTorch Profiler (Kineto) trace. Raises :mod:`nsysdoc.errors` exceptions (one line,
+    exit 2 at the CLI) on input that is not JSON, not a trace, truncated, damaged or empty."""
+    t0 = time.perf_counter()
+    p = regular_file(path, "input")
+    entry = cache_m.entry_path(cache_dir or cache_m.default_cache_dir(), p, "trace",
+                               f"{L.CACHE_FORMAT}-kineto{KINETO_FORMAT}") if cache else None
+    if entry is not None and entry in L._PENDING:
+        L._PENDING.pop(entry).join()
+    cached = L._cache_read(entry) if entry is not None else None
+    if cached is not None and cached["meta"].get("source_tool") == SOURCE_TOOL:
+        meta, frames, strings, from_cache = cached["meta"], cached["frames"], cached["strings"], True
+    else:
+        if progress:
+            progress("reading the PyTorch Profiler trace")
+        try:
+            top, acc = _parse(p, progress)
+            if not (len(acc.rt["s"]) or len(acc.host["s"]) or any(len(t["s"]) for t in acc.gpu.values())):
+                raise EmptyTraceError(
+                    f"{p}: empty trace: no kernel, CUDA API, memcpy/memset or CPU-op events were recorded "
+                    f"({acc.events:,} trace events in all)",
+                    hint="profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] around steps that run")
+            if progress:
+                progress("building tables")
+            drops = L.Drops()
+            built = _frames(top, acc, p, drops)
+        except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+            raise CorruptFileError(f"{p}: damaged trace: unexpected values ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
+        except MemoryError:
+            raise InputError(f"{p}: not enough memory to load this trace") from None
+        frames, strings, info = built["frames"], built["strings"], built["info"]
+        meta = {"nsys_version": None, "schema_version": info["schema_version"], "duration_ns": info["duration_ns"],
+                "process_messages": [], "session_start_utc_ns": info["session_start_utc_ns"],
+                "dropped_rows": drops.as_list(), "source_tool": SOURCE_TOOL, "traced": info["traced"],
+                "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"]}
+        from_cache = False
+        if entry is not None:
+            th = threading.Thread(target=L._cache_write_quietly, args=(entry, meta, dict(frames), strings),
+                                  name="nsysdoc-cache-write", daemon=False)
+            L._PENDING[entry] = th
+            th.start()
+    traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}
+    trace = Trace(
+        path=str(p), nsys_version=None, schema_version=meta.get("schema_version"),
+        tables=frozenset(meta.get("tables") or ()), traced=traced, strings=strings,
+        **{name: frames[name] for name in L._FRAMES},
+        duration_ns=meta.get("duration_ns"), process_messages=[],
+        session_start_utc_ns=meta.get("session_start_utc_ns"),
+        dropped_rows=list(meta.get("dropped_rows") or []), from_cache=from_cache,
+        source_tool=SOURCE_TOOL, not_recorded=dict(meta.get("not_recorded") or {}),
+        distributed=meta.get("distributed"),
+    )
+    trace.load_seconds = time.perf_counter() - t0
+    return trace
