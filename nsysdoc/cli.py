@@ -37,10 +37,17 @@ class Severity(str, Enum):
     never = "never"
 
 
+def _one_line(text: str, limit: int = 600) -> str:
+    """An error or hint as one line: messages can quote SQLite or nsys text that holds newlines
+    (a malformed schema), and a CI log must get exactly one error line."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
 def _err(message: str, hint: str | None = None) -> None:
-    typer.echo(f"nsysdoc: error: {message}", err=True)
+    typer.echo(f"nsysdoc: error: {_one_line(message)}", err=True)
     if hint:
-        typer.echo(f"nsysdoc: hint: {hint}", err=True)
+        typer.echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
 
 
 def _progress(msg: str) -> None:

@@ -218,7 +218,7 @@ def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str,
         for f in futures:
             f.result()
         return {key: r.finish() for key, r in readers.items()}
-    except (sqlite3.DatabaseError, OSError) as exc:
+    except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
         raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
     except Exception as exc:  # ADBC raises its own DB-API error classes
         if type(exc).__module__.startswith("adbc_driver"):
@@ -248,7 +248,7 @@ def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
     con = exp.connect()
     try:
         return con.execute(sql, params).fetchall()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
         raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
     finally:
         con.close()

@@ -178,7 +178,7 @@ def open_export(path: str | os.PathLike) -> ExportFile:
                     meta.update({str(k): str(v) for k, v in con.execute(f'SELECT name, value FROM "{mt}"')})
         finally:
             con.close()
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite error texts may quote broken bytes
         raise CorruptFileError(f"{p}: damaged SQLite file ({exc})",
                                hint="export again with nsys export --type sqlite") from None
     if not tables:
