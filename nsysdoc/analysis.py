@@ -265,7 +265,8 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
     result = {
         "nsysdoc_version": __version__,
         "contract": CONTRACT,
-        "source": {"path": t.path, "nsys_version": t.nsys_version, "schema_version": t.schema_version},
+        "source": {"path": t.path, "tool": t.source_tool, "nsys_version": t.nsys_version,
+                   "schema_version": t.schema_version},
         "capture": quality,
         "summary": summary,
         "devices": devices,
@@ -557,7 +558,9 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         notes.append("no step markers found (NVTX ranges matching the step pattern); the analysis window is the "
                      "steady-state part of the GPU span (first to last GPU operation), and per-step numbers are absent")
     for kind, label in (("cuda_api", "CUDA API"), ("nvtx", "NVTX"), ("osrt", "OS runtime")):
-        if not t.traced[kind]:
+        if kind in t.not_recorded:
+            notes.append(f"{t.not_recorded[kind]} not recorded: the {t.source_label} does not record them")
+        elif not t.traced[kind]:
             notes.append(f"{label} not traced (no {label} table in the export)")
     if not judgeable and t.has_gpu_activity and why_not:
         notes.append(why_not)
@@ -577,6 +580,11 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         "session_start_utc_ns": t.session_start_utc_ns,
         "dropped_rows": [dict(d) for d in t.dropped_rows],
         "traced": t.traced,
+        # what the tool that made the trace cannot record at all (the PyTorch Profiler: OS runtime
+        # calls, GPU metrics ...); [] for nsys, where every trace type can be switched on
+        "not_recorded": [{"kind": k, "what": w, "why": f"not recorded by the {t.source_label}"}
+                         for k, w in t.not_recorded.items()],
+        "distributed": dict(t.distributed) if t.distributed else None,
         "window": {**_span_dict(w0, w1), "kind": kind},
         "span": _span_dict(*a.span),
         "excluded": excluded,
@@ -638,6 +646,10 @@ def _values(a: Analysis, r: dict) -> dict:
         "tiny_kernel_count": (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
                               if m["kernels"]["under_10us_pct"] is not None else 0),
         "nvtx_traced": t.traced["nvtx"], "osrt_traced": t.traced["osrt"], "cuda_api_traced": t.traced["cuda_api"],
+        # rules whose evidence differs without OS runtime calls (e.g. a PyTorch Profiler trace) say so
+        "os_wait_note": None if t.traced["osrt"] else (
+            "OS runtime calls were not recorded in this capture, so input waits are seen only inside "
+            "DataLoader ranges and any other wait counts as host time"),
         "gpu_metrics_present": bool(len(t.gpu_metrics)),
         "profiler_overhead_pct": cap["profiler_overhead_pct"],
         "diagnostic_warning_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "warning"),

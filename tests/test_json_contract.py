@@ -34,7 +34,8 @@ def test_contract_on_every_scenario(build, name):
     d = analyze_path(build(name))
     assert TOP_KEYS <= set(d)
     assert list(d["summary"]) == SUMMARY_KEYS
-    assert set(d["source"]) == {"path", "nsys_version", "schema_version"}
+    assert set(d["source"]) == {"path", "tool", "nsys_version", "schema_version"}
+    assert d["source"]["tool"] == "nsys" and d["capture"]["not_recorded"] == []
     assert {"duration_ms", "traced", "warnings"} <= set(d["capture"])
     assert isinstance(d["findings"], list)
     _plain(d)

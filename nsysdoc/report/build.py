@@ -545,6 +545,10 @@ TRACED_LABELS = {"cuda_api": "CUDA API", "cuda_kernels": "CUDA kernels", "cuda_m
                  "mpi": "MPI", "cuda_graphs": "CUDA graphs (node trace)"}
 
 
+#: ``source.tool`` -> the tool's name on the page
+TOOL_LABELS = {"nsys": "Nsight Systems", "pytorch-profiler": "PyTorch Profiler"}
+
+
 def recapture_commands(result: dict) -> tuple[str, str, list[str], list[str]]:
     """(nsysdoc capture command, nsys profile command, what cannot be diagnosed, advice)."""
     capture = result.get("capture") or {}
@@ -613,9 +617,12 @@ def capture_view(result: dict) -> CaptureView:
     src = result.get("source") or {}
     cap = result.get("capture") or {}
     win = cap.get("window") or {}
-    facts = [("capture file", str(src.get("path") or "")),
-             ("nsys version", str(src.get("nsys_version") or "unknown")),
-             ("export schema version", str(src.get("schema_version") or "unknown")),
+    tool = str(src.get("tool") or "nsys")
+    made_by = [("made by", "Nsight Systems")] if tool == "nsys" else \
+        [("made by", f"{TOOL_LABELS.get(tool, tool)} (trace schemaVersion {src.get('schema_version') or 'unknown'})")]
+    facts = [("capture file", str(src.get("path") or "")), *made_by,
+             *([("nsys version", str(src.get("nsys_version") or "unknown")),
+                ("export schema version", str(src.get("schema_version") or "unknown"))] if tool == "nsys" else []),
              ("capture duration", fmt_ms(cap.get("duration_ms"))),
              ("analysis window", (f"{fmt_s(win.get('start_ns'))} → {fmt_s(win.get('end_ns'))} "
                                   f"({fmt_ms(win.get('duration_ms'))}, {WINDOW_KINDS.get(win.get('kind'), win.get('kind') or '')})")
@@ -641,6 +648,8 @@ def capture_view(result: dict) -> CaptureView:
                           rows=diag_rows, empty="nsys recorded no warnings or errors."),
         process_messages=[str(m) for m in cap.get("process_messages") or []],
         warnings=[str(w) for w in cap.get("warnings") or []], missing=missing, nsysdoc_command=ns_cmd,
+        tool=TOOL_LABELS.get(tool, tool),
+        not_recorded=[str(n.get("what")) for n in cap.get("not_recorded") or [] if isinstance(n, dict)],
         nsys_command=nsys_cmd, advice=advice, overhead=overhead)
 
 

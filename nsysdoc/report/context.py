@@ -294,6 +294,8 @@ class CaptureView:
     nsys_command: str = _f("The equivalent `nsys profile` command line.")
     advice: list[str] = _f("Advice that no flag gives (NVTX step markers, --step-marker).")
     overhead: str = _f("The profiling-overhead caveat, with the measured PROFILER_OVERHEAD share.")
+    tool: str = _f("The tool that made the trace: Nsight Systems or PyTorch Profiler.")
+    not_recorded: list[str] = _f("What that tool cannot record at all (PyTorch Profiler: OS runtime calls ...).")
 
 
 # ---------------------------------------------------------------------------------------------

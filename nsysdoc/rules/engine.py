@@ -30,6 +30,17 @@ REQUIREMENT_REASONS = {
 }
 
 
+def _not_recorded(result: dict) -> dict[str, dict]:
+    """Trace types the tool that made the capture cannot record (``capture.not_recorded``)."""
+    return {n["kind"]: n for n in (result.get("capture") or {}).get("not_recorded") or [] if isinstance(n, dict)}
+
+
+def _requirement_reason(req: str, result: dict) -> str:
+    """Why a rule needing ``req`` is skipped: the tool cannot record it, or it was not traced."""
+    n = _not_recorded(result).get(req)  # requirement names are ``traced`` keys where they overlap
+    return f"needs {n['what']}; {n['why']}" if n else REQUIREMENT_REASONS[req][1]
+
+
 def builtin_rules_dir() -> Path:
     """The built-in catalogue: top-level ``rules/`` in the repository, installed as the package
     data folder ``nsysdoc/builtin_rules`` (see pyproject.toml)."""
@@ -276,9 +287,13 @@ def _extras(result: dict) -> dict:
         problems.append(f"the analysis window leaves out {x['duration_ms']:,.1f} ms of {what}")
     if (v.get("profiler_overhead_pct") or 0) >= 5:
         problems.append(f"profiler overhead covers {v['profiler_overhead_pct']:.1f}% of the window")
-    for flag, what in (("cuda_api_traced", "CUDA API (--trace=cuda)"), ("nvtx_traced", "NVTX (--trace=nvtx)"),
-                       ("osrt_traced", "OS runtime (--trace=osrt)")):
-        if not v.get(flag):
+    unrecordable = _not_recorded(result)
+    for flag, kind, what in (("cuda_api_traced", "cuda_api", "CUDA API (--trace=cuda)"),
+                             ("nvtx_traced", "nvtx", "NVTX (--trace=nvtx)"),
+                             ("osrt_traced", "osrt", "OS runtime (--trace=osrt)")):
+        if kind in unrecordable:
+            problems.append(f"{unrecordable[kind]['what']} are {unrecordable[kind]['why']}")
+        elif not v.get(flag):
             problems.append(f"{what} was not traced")
     cc, tf32 = v.get("compute_capability"), v.get("tf32_capable")
     if tf32 is True:
@@ -309,22 +324,27 @@ def _extras(result: dict) -> dict:
                             "The analysis window still contains most of it: capture after warm-up to see the "
                             "steady state.")
     extra["capture_problems"] = "; ".join(problems) if problems else None
-    extra["capture_fix"] = _capture_fix(v, cap)
+    extra["capture_fix"] = _capture_fix(v, cap, unrecordable)
     extra["capture_problem_count"] = len(problems)
     return extra
 
 
-def _capture_fix(v: dict, cap: dict) -> str:
+def _capture_fix(v: dict, cap: dict, unrecordable: dict | None = None) -> str:
     """What to change in the capture, only for what this capture actually lacks."""
     todo = []
+    unrecordable = unrecordable or {}
     if not v.get("kernel_count") and v.get("cuda_api_traced"):
         todo.append("Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
                     "CUPTI), give containers the /dev/nvidia* devices and SYS_ADMIN, and trace the process that "
                     "does the GPU work (with launchers such as torchrun, the whole process tree).")
-    if not v.get("cuda_api_traced") or not v.get("nvtx_traced") or not v.get("osrt_traced"):
-        missing = [t for t, flag in (("cuda", "cuda_api_traced"), ("nvtx", "nvtx_traced"), ("osrt", "osrt_traced"))
-                   if not v.get(flag)]
+    missing = [t for t, kind, flag in (("cuda", "cuda_api", "cuda_api_traced"), ("nvtx", "nvtx", "nvtx_traced"),
+                                       ("osrt", "osrt", "osrt_traced")) if not v.get(flag) and kind not in unrecordable]
+    if missing:
         todo.append(f"Trace {', '.join(missing)} as well (nsysdoc capture traces cuda,nvtx,osrt).")
+    wanted = [n["what"] for k, n in unrecordable.items() if k in ("cuda_api", "nvtx", "osrt", "gpu_metrics")]
+    if wanted:
+        todo.append(f"For {' and '.join(wanted)}, capture with Nsight Systems as "
+                    "well (nsysdoc capture traces cuda,nvtx,osrt; add --gpu-metrics-devices all for GPU metrics).")
     if not v.get("has_step_markers"):
         todo.append('Mark training steps with NVTX ranges (the PyTorch profiler\'s ProfilerStep#N, or '
                     'torch.cuda.nvtx.range("step N") around each step).')
@@ -368,7 +388,7 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
         if rule.id in rs.disabled:
             statuses.append({**status, "status": "disabled", "reason": "disabled in the project config"})
             continue
-        missing = [REQUIREMENT_REASONS[r][1] for r in rule.requires if not values.get(REQUIREMENT_REASONS[r][0])]
+        missing = [_requirement_reason(r, result) for r in rule.requires if not values.get(REQUIREMENT_REASONS[r][0])]
         if missing:
             statuses.append({**status, "status": "skipped", "reason": "; ".join(missing)})
             continue

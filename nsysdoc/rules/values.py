@@ -13,7 +13,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "window_ms", "window_kind", "device_count", "has_step_markers", "step_count", "step_time_ms_median",
     "gpu_busy_pct", "gpu_activity", "enough_gpu_work", "gpu_op_count", "host_wait_pct", "kernel_count",
     "kernels_per_step_median", "kernel_mean_us", "kernel_median_us", "kernel_under_10us_pct", "tiny_kernel_count",
-    "nvtx_traced", "osrt_traced", "cuda_api_traced", "gpu_metrics_present", "profiler_overhead_pct",
+    "nvtx_traced", "osrt_traced", "cuda_api_traced", "os_wait_note", "gpu_metrics_present", "profiler_overhead_pct",
     "diagnostic_warning_count", "diagnostic_error_count", "lost_event_notes", "cuda_trace_notes",
     "launch_call_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
     "copy_only_ms_per_step",
@@ -41,7 +41,7 @@ VALUE_NAMES: tuple[str, ...] = (
 #: values that are text, not numbers (format specs are checked against this at load time)
 STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
-                           "warmup_note", "capture_fix"})
+                           "warmup_note", "capture_fix", "os_wait_note"})
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
