@@ -256,7 +256,10 @@ def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cac
                 head = fh.read(64).lstrip()
         except OSError as exc:
             raise InputError(f"{raw}: cannot read: {exc.strerror or exc}")
-        if raw.suffix.lower() == ".json" or head.startswith(b"{"):
+        from .trace.kineto import is_kineto_trace
+
+        # a PyTorch Profiler trace (*.pt.trace.json) is a capture, told from a saved report by content
+        if (raw.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(raw):
             try:
                 return json.loads(raw.read_text(encoding="utf-8-sig"))  # a BOM is harmless
             except (UnicodeDecodeError, ValueError) as exc:

@@ -19,6 +19,16 @@ from .errors import InputError, UsageError
 
 REP_SUFFIX = ".nsys-rep"
 CAPTURE_SUFFIXES = (REP_SUFFIX, ".sqlite")
+#: PyTorch Profiler (Kineto) traces a folder stands for (``torch.profiler.tensorboard_trace_handler``
+#: names); never nsysdoc's own ``*.nsysdoc.json`` reports or other JSON
+KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+#: TensorBoard's layout: ``<logdir>/plugins/profile/<run>/<worker>.pt.trace.json[.gz]``
+TENSORBOARD_RUNS = ("plugins", "profile")
+
+
+def is_kineto_name(name: str) -> bool:
+    low = name.lower()
+    return low.endswith(KINETO_SUFFIXES) and not low.endswith(".nsysdoc.json")
 #: the largest rule or config file read (rule files are a few kB; a cap keeps hostile ones cheap)
 MAX_TEXT_BYTES = 1 << 20
 
@@ -92,9 +102,10 @@ def _list_dir(p: Path) -> list[Path]:
 def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -> list[str]:
     """Expand CLI inputs: files are kept (in order); a folder stands for all ``*.nsys-rep`` and
     ``*.sqlite`` in it (sorted), keeping one of ``x.nsys-rep``/``x.sqlite``: the sqlite when it is
-    newer, else the report. A file met twice (same device and inode) is kept once; pass the same
-    ``seen`` set to several calls to dedupe across them. Missing, unreadable and non-regular
-    inputs raise InputError."""
+    newer, else the report; and for its PyTorch Profiler traces (``*.pt.trace.json[.gz]``, also
+    in TensorBoard's ``plugins/profile/<run>/`` folders). A file met twice (same device and inode)
+    is kept once; pass the same ``seen`` set to several calls to dedupe across them. Missing,
+    unreadable and non-regular inputs raise InputError."""
     out: list[str] = []
     seen = set() if seen is None else seen
 
@@ -117,21 +128,32 @@ def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -
             add(p)
             continue
         by_stem: dict[str, dict[str, Path]] = {}
-        for child in _list_dir(p):
-            if child.name.startswith(".") or child.suffix not in CAPTURE_SUFFIXES:
+        children = _list_dir(p)
+        tb = p.joinpath(*TENSORBOARD_RUNS)
+        if tb.is_dir():
+            children += [c for run in _list_dir(tb) if run.is_dir() for c in _list_dir(run) if is_kineto_name(c.name)]
+        for child in children:
+            kineto = is_kineto_name(child.name)
+            if child.name.startswith(".") or (child.suffix not in CAPTURE_SUFFIXES and not kineto):
                 continue
             try:
                 if not stat.S_ISREG(os.stat(child).st_mode):
                     continue
             except OSError:
                 continue
-            by_stem.setdefault(child.stem, {})[child.suffix] = child
+            if kineto:  # no .sqlite/.nsys-rep pairing: a trace stands alone
+                by_stem.setdefault(str(child.relative_to(p)), {})[".pt.trace"] = child
+            else:
+                by_stem.setdefault(child.stem, {})[child.suffix] = child
         if not by_stem:
-            raise InputError(f"{p}: no .nsys-rep or .sqlite files in this folder")
+            raise InputError(f"{p}: no .nsys-rep or .sqlite files in this folder (nor PyTorch Profiler traces, "
+                             "*.pt.trace.json[.gz])")
         for stem in sorted(by_stem):
             pair = by_stem[stem]
             rep, db = pair.get(REP_SUFFIX), pair.get(".sqlite")
-            if rep and db:
+            if ".pt.trace" in pair:
+                add(pair[".pt.trace"])
+            elif rep and db:
                 add(db if db.stat().st_mtime_ns > rep.stat().st_mtime_ns else rep)
             else:
                 add(rep or db)  # type: ignore[arg-type]

@@ -472,7 +472,8 @@ def test_cli_default_output_is_an_html_page(runs, tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    ('{"traceEvents": []}', "not an nsysdoc report"),
+    ('{"schemaVersion": 1, "events": []}', "not an nsysdoc report"),
+    ('{"traceEvents": []}', "empty trace"),  # a PyTorch Profiler trace (by content), with no events
     ('{"nsysdoc_version": "0.0.1", "metrics": {}}', "JSON contract None"),
     ('{"broken', "not valid JSON"),
 ])

@@ -38,9 +38,22 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
     options = dict(options or {})
     options["split_processes"] = True  # a capture of several GPU processes (one node) is several ranks
     one = len(files) == 1
-    ranks, source = ([], "processes") if one else assign_ranks(files, rank_pattern)
+    name_error = None
+    try:
+        ranks, source = ([], "processes") if one else assign_ranks(files, rank_pattern)
+    except InputError as exc:  # two names claim one rank: the traces' own distributedInfo may settle it
+        if rank_pattern:
+            raise
+        ranks, source, name_error = list(range(len(files))), "order", exc
     results = run_dask(files, options, dask, progress) if dask else run_local(files, options, jobs, progress)
     summaries = []
+    if not one and all(len(recs) == 1 for recs in results) and not rank_pattern:
+        # PyTorch Profiler traces record their rank (distributedInfo): it wins over file names
+        recorded = [recs[0].get("distributed_rank") for recs in results]
+        if all(isinstance(r, int) for r in recorded) and len(set(recorded)) == len(recorded):
+            ranks, source, name_error = recorded, "distributedInfo", None
+    if name_error is not None:
+        raise name_error
     if not one and all(len(recs) == 1 for recs in results):
         for i, recs in enumerate(results):  # one rank per file: ids from the file names
             recs[0]["rank"] = ranks[i]

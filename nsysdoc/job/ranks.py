@@ -1,6 +1,8 @@
 """Rank ids of per-rank captures, from their file names (``docs/job.md``).
 
-Tried in order on the file name without its suffixes (``.nsys-rep``, ``.sqlite``):
+(A PyTorch Profiler trace that records its rank in ``distributedInfo`` gets that rank instead, when
+every input does: :func:`nsysdoc.job.run_job`.) Tried in order on the file name without its
+suffixes (``.nsys-rep``, ``.sqlite``, ``.pt.trace.json[.gz]``):
 
 1. ``rank`` followed by the number, optionally after ``_``, ``-`` or ``.``: ``rank5``, ``rank_5``,
    ``Rank-05``, ``trace.rank.5``;
@@ -28,7 +30,7 @@ PATTERNS = (
 
 def _stem(path: str) -> str:
     name = Path(path).name
-    for suffix in (".nsys-rep", ".qdrep", ".sqlite", ".json"):
+    for suffix in (".nsys-rep", ".qdrep", ".sqlite", ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
         if name.lower().endswith(suffix):
             return name[: -len(suffix)]
     return Path(name).stem

@@ -123,6 +123,8 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             "devices": sorted(labels),
             "shared_capture": len(groups) > 1,
             "session_start_utc_ns": trace.session_start_utc_ns,
+            # the rank a PyTorch Profiler trace records (distributedInfo); None for nsys captures
+            "distributed_rank": (trace.distributed or {}).get("rank") if len(groups) == 1 else None,
             "window_ms": ((result.get("capture") or {}).get("window") or {}).get("duration_ms"),
             "steps": steps,
             "step_time_ms_median": _num(float(np.median(times))) if times else None,
