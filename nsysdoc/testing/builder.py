@@ -377,6 +377,13 @@ class Capture:
             w.con.close()
         return path
 
+    def write_kineto(self, path: str | os.PathLike, form: str = "new", distributed: dict | None = None) -> Path:
+        """Write the capture as a PyTorch Profiler (Kineto) trace instead: ``form`` "new" (PyTorch
+        >= 2.0) or "old" (1.8-1.12); ``.gz`` compresses. See :mod:`nsysdoc.testing.kineto`."""
+        from .kineto import write_kineto
+
+        return write_kineto(self, path, form=form, distributed=distributed)
+
     def _write_all(self, w: "_Writer") -> None:
         v = self.variant
         all_ends = [op.end for op in self._gpu] + [r[1] for r in self._runtime] + [n["end"] or n["start"] for n in self._nvtx]

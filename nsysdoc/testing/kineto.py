@@ -1,0 +1,234 @@
+"""Write a builder :class:`~nsysdoc.testing.Capture` as a PyTorch Profiler (Kineto) trace.
+
+The same scenario then exists in both of nsysdoc's input forms, an nsys SQLite export
+(``Capture.write``) and a Kineto Chrome-trace JSON (``Capture.write_kineto``), so tests can check
+that both give the same diagnosis. What the program did maps to what ``torch.profiler`` records:
+
+* CUDA runtime rows -> ``cuda_runtime`` events (driver calls ``cu*`` -> ``cuda_driver``), without
+  nsys's ``_vNNNN`` suffix; each inside a ``cpu_op`` (``aten::mm``, ``aten::copy_`` ...), as the
+  ATen op that made the call;
+* kernels, copies and memsets -> ``kernel``, ``gpu_memcpy`` (``Memcpy HtoD (Pinned -> Device)``),
+  ``gpu_memset`` events with device, context, stream, correlation and bytes; an ``ac2g`` flow
+  links each launch to its GPU operation;
+* NVTX push/pop and start/end ranges -> ``user_annotation`` ranges (``record_function``), on the
+  thread that opened them; NVTX marks and domains have no Kineto counterpart and are left out;
+* OS runtime calls, synchronization records, GPU metrics, nsys diagnostics: not written (Kineto
+  does not record them).
+
+Two forms: ``"new"`` (PyTorch >= 2.0: categories ``kernel``/``cuda_runtime``/``cpu_op``/
+``gpu_memcpy``, ``baseTimeNanoseconds`` and microsecond times relative to it with 3 decimals,
+``External id``, ``ac2g`` flows, ``distributedInfo``) and ``"old"`` (PyTorch 1.8-1.12:
+``Kernel``/``Runtime``/``Operator``/``Memcpy``, absolute integer microseconds since the UNIX
+epoch, ``external id``, string thread ids, ``stream N`` GPU rows, ``async`` flows). A path ending
+in ``.gz`` is written gzip-compressed.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from ..trace import schema as S
+from ..trace.loader import _api_kind_codes
+from ..trace.model import StringTable
+
+FORMS = ("new", "old")
+#: nsys ENUM_CUDA_MEM_KIND -> Kineto's (CUPTI's) memory kind names
+MEM_KIND_NAMES = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+                  6: "Managed Static"}
+#: the ATen op around each CUDA call (the host range Kineto records as ``cpu_op``)
+ATEN_OP = {S.API_LAUNCH: "aten::mm", S.API_ASYNC_COPY: "aten::copy_", S.API_SYNC_COPY: "aten::copy_",
+           S.API_SYNC_MEMSET: "aten::fill_", S.API_ALLOC: "aten::empty", S.API_SYNC: "aten::_local_scalar_dense"}
+CATS = {"new": {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset", "runtime": "cuda_runtime",
+                "driver": "cuda_driver", "op": "cpu_op", "annotation": "user_annotation", "flow": "ac2g"},
+        "old": {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "runtime": "Runtime",
+                "driver": "Runtime", "op": "Operator", "annotation": "Operator", "flow": "async"}}
+
+
+def _dumps(v) -> str:
+    return json.dumps(v, ensure_ascii=False)
+
+
+class KinetoWriter:
+    """Streams a Kineto trace: :meth:`header`, then events, then :meth:`close`. Times are
+    integer nanoseconds on the capture's timeline; ``base_ns`` is the UTC epoch of timeline 0."""
+
+    def __init__(self, fh: IO[str], form: str = "new", base_ns: int = 0) -> None:
+        if form not in FORMS:
+            raise ValueError(f"unknown Kineto form {form!r}; choose from {FORMS}")
+        self.fh, self.form, self.base_ns = fh, form, int(base_ns)
+        self.cat = CATS[form]
+        self.first = True
+        self.ext = 0
+
+    # -- times ----------------------------------------------------------------------------
+    def ts(self, ns: int) -> str:
+        """A timestamp as Kineto writes it: µs with 3 decimals relative to ``baseTimeNanoseconds``
+        (new), or integer µs since the epoch (old, truncated as old Kineto did)."""
+        if self.form == "new":
+            return f"{ns // 1000}.{ns % 1000:03d}"
+        return str((self.base_ns + ns) // 1000)
+
+    def dur(self, start_ns: int, end_ns: int) -> str:
+        d = end_ns - start_ns
+        if self.form == "new":
+            return f"{d // 1000}.{d % 1000:03d}"
+        return str((self.base_ns + end_ns) // 1000 - (self.base_ns + start_ns) // 1000)
+
+    def tid(self, tid: int):
+        return tid if self.form == "new" else str(tid)
+
+    def stream_tid(self, stream: int):
+        return stream if self.form == "new" else f"stream {stream}"
+
+    # -- document ---------------------------------------------------------------------------
+    def header(self, devices: dict[int, str], distributed: dict | None = None, compute: tuple[int, int] = (9, 0),
+               sms: int = 132) -> None:
+        props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
+                  "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
+                  "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
+                  "sharedMemPerMultiprocessor": 233472, "numSms": sms, "sharedMemPerBlockOptin": 232448}
+                 for d, name in sorted(devices.items())]
+        w = self.fh.write
+        w('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    ')
+        w(",\n    ".join(_dumps(p) for p in props))
+        w("\n  ],")
+        if self.form == "new":
+            if distributed:
+                w(f'\n  "distributedInfo": {_dumps(distributed)},')
+            w('\n  "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,')
+            w(f'\n  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {self.base_ns},')
+        w('\n  "traceEvents": [')
+
+    def event(self, text: str) -> None:
+        self.fh.write(("\n  " if self.first else ",\n  ") + text)
+        self.first = False
+
+    def close(self, end_ns: int, trace_name: str = "nsysdoc-fixture") -> None:
+        self.event('{"name": "Record Window End", "ph": "i", "s": "g", "pid": "", "tid": "", '
+                   f'"ts": {self.ts(end_ns)}}}')
+        self.fh.write(f'\n  ],\n  "traceName": {_dumps(trace_name)}\n}}\n')
+
+    # -- events -----------------------------------------------------------------------------
+    def x(self, cat: str, name: str, pid, tid, start_ns: int, end_ns: int, args: dict | None = None) -> None:
+        """A complete ("X") event."""
+        a = f', "args": {_dumps(args)}' if args else ""
+        self.event(f'{{"ph": "X", "cat": {_dumps(cat)}, "name": {_dumps(name)}, "pid": {_dumps(pid)}, '
+                   f'"tid": {_dumps(tid)}, "ts": {self.ts(start_ns)}, "dur": {self.dur(start_ns, end_ns)}{a}}}')
+
+    def flow(self, phase: str, flow_id: int, pid, tid, ts_ns: int) -> None:
+        name = "ac2g" if self.form == "new" else "launch"
+        bp = ', "bp": "e"' if phase == "f" else ""
+        self.event(f'{{"ph": "{phase}", "id": {flow_id}, "pid": {_dumps(pid)}, "tid": {_dumps(tid)}, '
+                   f'"ts": {self.ts(ts_ns)}, "cat": "{self.cat["flow"]}", "name": "{name}"{bp}}}')
+
+    def meta(self, what: str, pid, tid, value: str) -> None:
+        key = "labels" if what == "process_labels" else "name"
+        self.event(f'{{"name": "{what}", "ph": "M", "ts": {self.ts(0) if self.form == "new" else 0}, '
+                   f'"pid": {_dumps(pid)}, "tid": {_dumps(tid)}, "args": {{{_dumps(key)}: {_dumps(value)}}}}}')
+
+    def ext_key(self) -> str:
+        return "External id" if self.form == "new" else "external id"
+
+
+def _open(path: Path) -> IO[str]:
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
+    return open(path, "w", encoding="utf-8")
+
+
+def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: dict | None = None,
+                 extra_devices: int = 2) -> Path:
+    """Write ``cap`` (a :class:`~nsysdoc.testing.Capture`) as a Kineto trace at ``path``.
+
+    ``distributed`` is written as ``distributedInfo`` (new form only), e.g. ``{"backend": "nccl",
+    "rank": 1, "world_size": 2}``. ``deviceProperties`` lists ``extra_devices`` GPUs beyond those
+    of the capture, as a node's trace lists every GPU it sees (they run nothing)."""
+    if len(cap.processes) > 1:
+        raise ValueError("a Kineto trace is one process's: write each process (rank) of this capture as its own "
+                         "Capture")
+    path = Path(path)
+    if path.exists():
+        path.unlink()
+    devices = dict(cap.gpu_names)
+    top = max(devices, default=-1)
+    for d in range(top + 1, top + 1 + extra_devices):
+        devices[d] = devices.get(0, "NVIDIA GPU")
+    gpu = sorted(cap._gpu, key=lambda o: (o.start, o.device, o.stream))
+    runtime = sorted(cap._runtime)
+    ranges = [n for n in cap._nvtx if n.get("type") in (S.NVTX_PUSHPOP, S.NVTX_STARTEND) and n.get("end") is not None]
+    times = [op.start for op in gpu] + [r[0] for r in runtime] + [n["start"] for n in ranges]
+    ends = [op.end for op in gpu] + [r[1] for r in runtime] + [n["end"] for n in ranges]
+    t0 = min(times, default=cap.start_ns)
+    stop = max(ends, default=cap.start_ns) + 1_000_000
+    by_corr = {(op.global_pid & S.PROCESS_MASK, op.correlation_id): op for op in gpu}
+    with _open(path) as fh:
+        w = KinetoWriter(fh, form, cap.utc_epoch_ns)
+        w.header(devices, distributed if form == "new" else None)
+        cat = w.cat
+        for p in cap.processes:
+            w.meta("process_name", p.pid, 0, p.name)
+            w.meta("process_labels", p.pid, 0, "CPU")
+            for t in p.threads:
+                w.meta("thread_name", p.pid, w.tid(t.tid), f"thread {t.tid} ({p.name})")
+        for d in sorted(devices):
+            w.meta("process_name", d, 0, cap.processes[0].name if cap.processes else "python")
+            w.meta("process_labels", d, 0, f"GPU {d}")
+        # the profiler's own span (Kineto writes one per profiling cycle)
+        w.event(f'{{"ph": "X", "cat": "Trace", "ts": {w.ts(t0)}, "dur": {w.dur(t0, stop)}, "pid": "Spans", '
+                f'"tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {{"Op count": 0}}}}')
+        # host side: annotations, then each CUDA call inside its ATen op, then its flow start
+        for n in sorted(ranges, key=lambda n: (n["start"], -n["end"])):
+            pid, tid = S.decode_pid(n["tid"]), S.decode_tid(n["tid"])
+            w.ext += 1
+            w.x(cat["annotation"], n["text"], pid, w.tid(tid), n["start"], n["end"], {w.ext_key(): w.ext})
+        api_names = sorted({S.strip_api_suffix(r[4]) for r in runtime})
+        codes = _api_kind_codes(StringTable(np.arange(len(api_names)), np.array(api_names, dtype=object)))(
+            np.arange(len(api_names))) if api_names else []
+        kind_of = dict(zip(api_names, (int(c) for c in codes)))
+        for start, end, gtid, corr, raw_name in runtime:
+            name = S.strip_api_suffix(raw_name)
+            pid, tid = S.decode_pid(gtid), S.decode_tid(gtid)
+            w.ext += 1
+            ext = w.ext
+            op_name = ATEN_OP.get(kind_of.get(name, -1))
+            if op_name:
+                w.x(cat["op"], op_name, pid, w.tid(tid), start, end, {w.ext_key(): ext})
+            driver = name.startswith("cu") and not name.startswith("cuda")
+            w.x(cat["driver" if driver else "runtime"], name, pid, w.tid(tid), start, end,
+                {w.ext_key(): ext, "cbid": 0, "correlation": corr})
+            if (gpu_op := by_corr.get((gtid & S.PROCESS_MASK, corr))) is not None:
+                w.flow("s", corr, pid, w.tid(tid), start)
+                gpu_op._kineto_ext = ext  # type: ignore[attr-defined]
+        # device side
+        for op in gpu:
+            ext = getattr(op, "_kineto_ext", 0)
+            args = {w.ext_key(): ext} if ext else {}
+            args.update({"device": op.device, "context": op.context, "stream": op.stream,
+                         "correlation": op.correlation_id})
+            if op.table == "kernel":
+                args.update({"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.0,
+                             "warps per SM": 8.0, "grid": [132, 1, 1], "block": [256, 1, 1],
+                             "est. achieved occupancy %": 12})
+                w.x(cat["kernel"], op.name, op.device, w.stream_tid(op.stream), op.start, op.end, args)
+            elif op.table == "memcpy":
+                kind = S.COPY_KIND_LABELS.get(op.copy_kind, "Unknown")
+                src = MEM_KIND_NAMES.get(op.src_kind if op.src_kind is not None else -1, "Unknown")
+                dst = MEM_KIND_NAMES.get(op.dst_kind if op.dst_kind is not None else -1, "Unknown")
+                args.update({"bytes": op.bytes,
+                             "memory bandwidth (GB/s)": round(op.bytes / max(op.end - op.start, 1), 6)})
+                w.x(cat["memcpy"], f"Memcpy {kind} ({src} -> {dst})", op.device, w.stream_tid(op.stream),
+                    op.start, op.end, args)
+            else:
+                args.update({"bytes": op.bytes,
+                             "memory bandwidth (GB/s)": round(op.bytes / max(op.end - op.start, 1), 6)})
+                w.x(cat["memset"], f"Memset ({MEM_KIND_NAMES.get(op.mem_kind, 'Device')})", op.device,
+                    w.stream_tid(op.stream), op.start, op.end, args)
+            if ext:
+                w.flow("f", op.correlation_id, op.device, w.stream_tid(op.stream), op.start)
+        w.close(stop)
+    return path

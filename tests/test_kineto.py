@@ -1,0 +1,467 @@
+"""PyTorch Profiler (Kineto) traces as a second input (issue 14): the same diagnosis as nsys.
+
+1. Every builder scenario written both ways (``Capture.write`` and ``Capture.write_kineto``) gives
+   the same summary and the same fired findings; what Kineto cannot record is skipped, with the
+   reason, never passed.
+2. The two real traces in ``../shared/traces/kineto`` (old and new category names): kernel and
+   step counts and GPU busy % against an independent computation straight over the JSON.
+3. Refusals: not JSON, JSON but not a trace, truncated gzip, empty trace -> one error line, exit 2.
+4. ``diff`` and ``job`` over Kineto traces, end to end.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import numpy as np
+import pytest
+
+from nsysdoc.errors import CorruptFileError, InputError
+from nsysdoc.inputs import expand_inputs
+from nsysdoc.rules import apply_rules, load_rules
+from nsysdoc.testing.scenarios import SCENARIOS, ddp_job, healthy_training, steady_training
+from nsysdoc.trace import load_trace
+from nsysdoc.trace import kineto as K
+from nsysdoc.trace import loader as L
+
+from .conftest import SHARED_TRACES, diagnose_path, run_cli
+
+KINETO_DIR = SHARED_TRACES / "kineto"
+NOT_RECORDED = "not recorded by the PyTorch Profiler"
+#: Scenarios a single Kineto trace cannot express, and why.
+CANNOT_EXPRESS = {
+    "ddp_nccl": "one capture holding two processes (two ranks): torch.profiler writes one trace per process, "
+                "so the ranks are per-file traces (test_job_over_two_ranks_takes_ranks_from_distributed_info)",
+}
+#: scenarios also written in the old (PyTorch 1.8-1.12) form: integer microseconds, Kernel/Runtime/Operator
+OLD_FORM = ("healthy_training", "sample_training", "seed_case_augmentation", "allocator_churn")
+
+
+def _fired(result: dict) -> dict[str, dict]:
+    return {f["rule"]: f for f in result["findings"]}
+
+
+def _status(result: dict) -> dict[str, dict]:
+    return {r["rule"]: r for r in result["rules"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the same scenario, two input forms
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def both_forms(tmp_path_factory):
+    d = tmp_path_factory.mktemp("kineto-scenarios")
+    out = {}
+    for name, make in SCENARIOS.items():
+        if name in CANNOT_EXPRESS:
+            continue
+        cap = make()
+        forms = {"sqlite": diagnose_path(cap.write(d / f"{name}.sqlite")),
+                 "new": diagnose_path(cap.write_kineto(d / f"{name}.pt.trace.json.gz"))}
+        if name in OLD_FORM:
+            forms["old"] = diagnose_path(cap.write_kineto(d / f"{name}_old.pt.trace.json", form="old"))
+        out[name] = forms
+    return out
+
+
+def _ops_in_window(result: dict) -> int:
+    return sum(dev["kernel_count"] + dev["copy_count"] for dev in result["devices"])
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_summary_agrees_between_sqlite_and_kineto(both_forms, name):
+    if name in CANNOT_EXPRESS:
+        pytest.skip(CANNOT_EXPRESS[name])
+    forms = both_forms[name]
+    a = forms["sqlite"]
+    for form, b in forms.items():
+        if form == "sqlite":
+            continue
+        assert b["source"]["tool"] == "pytorch-profiler" and a["source"]["tool"] == "nsys"
+        sa, sb = a["summary"], b["summary"]
+        for key in ("step_count", "kernel_count", "kernels_per_step_median"):
+            assert sb[key] == sa[key], (form, key)
+        if form == "new":
+            # PyTorch >= 2.0 writes nanoseconds ("{}.{:03}" microseconds): the numbers are the same
+            tol_busy, tol_step = 1e-4, 1e-4
+        else:
+            # old traces store whole microseconds (truncated): every start and end moves by < 1 µs, so
+            # each operation's share of the busy union by < 2 µs, and a step time by < 2 µs
+            window_us = a["capture"]["window"]["duration_ms"] * 1000
+            tol_busy = 100 * 2 * (_ops_in_window(a) + 1) / window_us
+            tol_step = 0.002
+        if sa["gpu_busy_pct"] is None:
+            assert sb["gpu_busy_pct"] is None
+        else:
+            assert sb["gpu_busy_pct"] == pytest.approx(sa["gpu_busy_pct"], abs=tol_busy), form
+        if sa["step_time_ms_median"] is None:
+            assert sb["step_time_ms_median"] is None
+        else:
+            assert sb["step_time_ms_median"] == pytest.approx(sa["step_time_ms_median"], abs=tol_step), form
+        # the device list holds only GPUs that ran work, though deviceProperties lists two more
+        assert [dev["label"] for dev in b["devices"]] == [dev["label"] for dev in a["devices"]]
+        assert [dev["compute_capability"] for dev in b["devices"]] == [dev["compute_capability"] for dev in a["devices"]]
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_findings_agree_and_what_kineto_cannot_record_is_skipped(both_forms, name):
+    if name in CANNOT_EXPRESS:
+        pytest.skip(CANNOT_EXPRESS[name])
+    forms = both_forms[name]
+    a = forms["sqlite"]
+    fa = _fired(a)
+    for form, b in forms.items():
+        if form == "sqlite":
+            continue
+        fb, sb = _fired(b), _status(b)
+        # a rule that fired on the nsys export but not here was skipped because Kineto cannot record its data
+        for rule in set(fa) - set(fb):
+            assert sb[rule]["status"] == "skipped" and NOT_RECORDED in sb[rule]["reason"], (form, rule, sb[rule])
+        # the only finding Kineto adds says what it does not record
+        for rule in set(fb) - set(fa):
+            assert rule == "capture-quality", (form, rule)
+            assert "OS runtime calls" in fb[rule]["message"] and NOT_RECORDED in fb[rule]["message"]
+        for rule in set(fa) & set(fb):
+            assert fb[rule]["severity"] == fa[rule]["severity"], (form, rule)
+            if form == "new" and fa[rule]["impact_ms"] is not None:
+                assert fb[rule]["impact_ms"] == pytest.approx(fa[rule]["impact_ms"], abs=1e-3), (form, rule)
+        # never "passed" on data the trace cannot hold
+        assert sb["pseudo-busy"]["status"] == "skipped" and "GPU metrics" in sb["pseudo-busy"]["reason"]
+        assert b["capture"]["traced"]["osrt"] is False and b["capture"]["traced"]["gpu_metrics"] is False
+        assert {n["kind"] for n in b["capture"]["not_recorded"]} >= {"osrt", "gpu_metrics"}
+        if b["verdict"]["status"] != "too-little-work":
+            assert b["verdict"]["headline"] == a["verdict"]["headline"], form
+
+
+def test_the_pseudo_busy_scenario_fires_on_nsys_and_is_skipped_on_kineto(both_forms):
+    """The one scenario whose diagnosis needs GPU metrics: proof that the skip above is exercised."""
+    forms = both_forms["pseudo_busy"]
+    assert "pseudo-busy" in _fired(forms["sqlite"])
+    st = _status(forms["new"])["pseudo-busy"]
+    assert st["status"] == "skipped" and st["reason"].startswith("needs GPU metrics") and NOT_RECORDED in st["reason"]
+
+
+def test_rules_needing_os_runtime_are_skipped_with_the_reason(tmp_path):
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "os-waits.yaml").write_text(
+        "id: os-waits\ntitle: OS waits\ncategory: input-pipeline\nsummary: any OS wait time.\n"
+        "requires: [osrt]\nwhen: idle_input_ms >= 0\nseverity: info\nmessage: waits.\nverify: look.\nfix: fix.\n",
+        encoding="utf-8")
+    rules = load_rules([team])
+    cap = healthy_training()  # its main thread polls in the DataLoader: an OSRT table on the nsys side
+    sq = apply_rules(diagnose_path(cap.write(tmp_path / "h.sqlite")), rules)
+    kt = apply_rules(diagnose_path(cap.write_kineto(tmp_path / "h.pt.trace.json")), rules)
+    assert _status(sq)["os-waits"]["status"] == "fired"
+    st = _status(kt)["os-waits"]
+    assert st["status"] == "skipped"
+    assert st["reason"] == f"needs OS runtime calls (poll, futex, read, ...); {NOT_RECORDED}"
+    # and the capture section says which tool made the trace and what it did not record
+    assert any("OS runtime calls" in w and "PyTorch Profiler" in w for w in kt["capture"]["warnings"])
+
+
+def test_the_page_says_which_tool_made_the_trace(tmp_path):
+    path = healthy_training().write_kineto(tmp_path / "h.pt.trace.json")
+    p = run_cli("report", path, "-o", tmp_path / "h.html", "-q", "--no-config", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    page = (tmp_path / "h.html").read_text(encoding="utf-8")
+    assert "<dt>made by</dt><dd>PyTorch Profiler (trace schemaVersion 1)</dd>" in page
+    assert "What the PyTorch Profiler does not record" in page and "OS runtime calls (poll, futex, read, ...)" in page
+    sq = healthy_training().write(tmp_path / "h.sqlite")
+    run_cli("report", sq, "-o", tmp_path / "s.html", "-q", "--no-config", "--no-cache")
+    page = (tmp_path / "s.html").read_text(encoding="utf-8")
+    assert "<dt>made by</dt><dd>Nsight Systems</dd>" in page and "does not record" not in page
+
+
+def test_evidence_that_differs_by_source_is_said_in_the_finding(both_forms):
+    a, b = both_forms["dataloader_starvation"]["sqlite"], both_forms["dataloader_starvation"]["new"]
+    assert "OS runtime calls were not recorded" not in _fired(a)["data-starvation"]["message"]
+    assert "OS runtime calls were not recorded in this capture, so input waits are seen only inside DataLoader " \
+           "ranges" in _fired(b)["data-starvation"]["message"]
+
+
+def test_frames_are_exactly_the_nsys_loaders(tmp_path):
+    path = healthy_training().write_kineto(tmp_path / "h.pt.trace.json.gz")
+    fresh = load_trace(path, cache_dir=tmp_path / "cache")
+    L.wait_for_cache_writes()
+    again = load_trace(path, cache_dir=tmp_path / "cache")
+    assert not fresh.from_cache and again.from_cache and again.source_tool == "pytorch-profiler"
+    for name, cols in L.FRAME_COLUMNS.items():
+        assert tuple(getattr(fresh, name).columns) == cols, name
+        assert tuple(getattr(again, name).columns) == cols, name
+        for c in cols:
+            assert getattr(again, name)[c].tolist() == getattr(fresh, name)[c].tolist(), (name, c)
+    assert again.traced == fresh.traced and again.not_recorded == fresh.not_recorded
+    assert fresh.session_start_utc_ns == healthy_training().utc_epoch_ns  # baseTimeNanoseconds
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. the real traces, against an independent computation over the JSON
+# ---------------------------------------------------------------------------------------------
+REAL = {"hta_a100_rank3of8.pt.trace.json.gz": {"steps": 6, "kernels": 8568, "rank": 3},
+        "kineto_resnet50_v100_oldformat.pt.trace.json.gz": {"steps": 6, "kernels": 8772, "rank": None}}
+
+
+def _independent(path) -> dict:
+    """Straight from the JSON, per the glossary: steps are ProfilerStep#N ranges; a GPU operation
+    belongs to the step in which its launch call (same correlation id) starts; a step ends at the
+    later of its range end and the end of its last GPU operation; the window runs from the first
+    step start to the last step end; GPU busy = |union of kernel, memcpy and memset intervals on the
+    device, clipped to the window| / window."""
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    events = doc["traceEvents"]
+    # these traces hold whole microseconds since the epoch (ints: a float would lose nanoseconds)
+    ns = lambda v: v * 1000 if isinstance(v, int) else int(round(v * 1000))  # noqa: E731
+    launch = {e["args"]["correlation"]: ns(e["ts"]) for e in events
+              if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "Runtime") and "correlation" in e.get("args", {})}
+    ops = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["args"]["device"], e["args"].get("correlation"), e["cat"])
+           for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel", "gpu_memcpy", "Memcpy",
+                                                                          "gpu_memset", "Memset")]
+    steps = sorted((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
+                   if e.get("ph") == "X" and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name"))))
+    ends = []
+    for s, e in steps:
+        inside = [oe for (os_, oe, _, c, _) in ops if s <= launch.get(c, os_) < e]
+        ends.append(max([e] + inside))
+    w0, w1 = steps[0][0], max(ends)
+    devices = {d for (_, _, d, _, _) in ops}
+    busy = {}
+    for dev in devices:
+        iv = sorted((max(s, w0), min(e, w1)) for (s, e, d, _, _) in ops if d == dev and min(e, w1) > max(s, w0))
+        total, cur_s, cur_e = 0, None, None
+        for s, e in iv:
+            if cur_e is None or s > cur_e:
+                total += (cur_e - cur_s) if cur_e is not None else 0
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        total += (cur_e - cur_s) if cur_e is not None else 0
+        busy[dev] = total / (w1 - w0) * 100
+    kernels = [o for o in ops if o[4] in ("kernel", "Kernel")]
+    return {"kernels": len(kernels), "kernels_in_window": sum(w0 <= s < w1 for (s, *_rest) in kernels),
+            "steps": len(steps), "busy_pct": float(np.mean(list(busy.values()))), "devices": devices,
+            "listed_gpus": len(doc["deviceProperties"]), "window_ms": (w1 - w0) / 1e6}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_kineto_trace_against_an_independent_computation(name):
+    path = KINETO_DIR / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the shared traces are not part of a checkout)")
+    truth = _independent(path)
+    assert truth["kernels"] == REAL[name]["kernels"] and truth["steps"] == REAL[name]["steps"]
+    trace = load_trace(path, cache=False)
+    assert len(trace.kernels) == truth["kernels"]
+    r = diagnose_path(path)
+    s = r["summary"]
+    assert s["step_count"] == truth["steps"]
+    assert s["kernel_count"] == truth["kernels_in_window"]
+    assert r["capture"]["window"]["duration_ms"] == pytest.approx(truth["window_ms"], abs=1e-6)
+    assert s["gpu_busy_pct"] == pytest.approx(truth["busy_pct"], abs=1e-3)
+    # several GPUs listed in deviceProperties, work on one: busy is that GPU's, not a mean over all
+    assert truth["listed_gpus"] > 1 and len(truth["devices"]) == 1
+    assert r["capture"]["device_count"] == 1 and len(r["devices"]) == 1
+    assert r["devices"][0]["label"] == str(next(iter(truth["devices"])))
+    assert r["source"]["tool"] == "pytorch-profiler"
+    assert (r["capture"]["distributed"] or {}).get("rank") == REAL[name]["rank"]
+    assert r["capture"]["dropped_rows"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. refusals
+# ---------------------------------------------------------------------------------------------
+def _one_error(p) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("nsysdoc: error:")]
+    assert len(errors) == 1, p.stderr
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    return steady_training(steps=4).write_kineto(tmp_path_factory.mktemp("small") / "s.pt.trace.json.gz")
+
+
+def test_refuses_what_is_not_json(tmp_path):
+    p = tmp_path / "notes.pt.trace.json"
+    p.write_text("this is not JSON\n")
+    assert "not JSON" in _one_error(run_cli("report", p, "-f", "json", "--no-config"))
+    g = tmp_path / "binary.pt.trace.json.gz"
+    g.write_bytes(gzip.compress(b"\x00\x01 not json either"))
+    assert "not JSON" in _one_error(run_cli("report", g, "-f", "json", "--no-config"))
+    e = tmp_path / "empty.pt.trace.json"
+    e.write_bytes(b"")
+    assert "file is empty" in _one_error(run_cli("report", e, "-f", "json", "--no-config"))
+
+
+def test_refuses_json_that_is_not_a_trace(tmp_path):
+    for text in ('{"schemaVersion": 1, "deviceProperties": [], "events": []}', "[1, 2, 3]", '"a string"'):
+        p = tmp_path / "x.json"
+        p.write_text(text)
+        assert "JSON, but not a PyTorch Profiler trace" in _one_error(run_cli("report", p, "-f", "json", "--no-config"))
+
+
+def test_refuses_a_truncated_gzip_and_a_truncated_json(tmp_path, small_trace):
+    data = small_trace.read_bytes()
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    assert "truncated gzip" in _one_error(run_cli("report", cut, "-f", "json", "--no-config"))
+    text = gzip.decompress(data)
+    half = tmp_path / "half.pt.trace.json"
+    half.write_bytes(text[: len(text) // 2])
+    assert "truncated JSON" in _one_error(run_cli("report", half, "-f", "json", "--no-config"))
+
+
+def test_refuses_an_empty_trace(tmp_path):
+    p = tmp_path / "empty.pt.trace.json"
+    p.write_text('{"schemaVersion": 1, "deviceProperties": [], "traceEvents": [\n'
+                 '{"name": "process_name", "ph": "M", "ts": 0, "pid": 1, "tid": 0, "args": {"name": "python"}}]}')
+    assert "empty trace" in _one_error(run_cli("report", p, "-f", "json", "--no-config"))
+    p.write_text('{"traceEvents": []}')
+    assert "empty trace" in _one_error(run_cli("report", p, "-f", "json", "--no-config"))
+
+
+def test_refusals_are_input_errors_in_the_library(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"a": 1}')
+    with pytest.raises(K.NotATraceError):
+        load_trace(p, cache=False)
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2} oops')
+    with pytest.raises(CorruptFileError, match="damaged trace JSON"):
+        load_trace(p, cache=False)
+    assert issubclass(K.EmptyTraceError, InputError) and issubclass(K.TruncatedTraceError, InputError)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. diff and job
+# ---------------------------------------------------------------------------------------------
+def test_diff_of_two_kineto_traces(tmp_path):
+    base = steady_training().write_kineto(tmp_path / "base.pt.trace.json")  # plain JSON: told from a report
+    cand = steady_training(gemm_us=1650).write_kineto(tmp_path / "cand.pt.trace.json.gz")
+    p = run_cli("diff", base, cand, "-f", "json", "--no-config", "--no-cache")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["verdict"] == "slower" and d["per"] == "step"
+    st = d["step_time_ms_median"]
+    assert st["candidate"] - st["base"] == pytest.approx(1.2, abs=1e-3)  # 8 GEMMs, each 150 µs longer
+    # the same pair as nsys exports gives the same numbers
+    sq = run_cli("diff", steady_training().write(tmp_path / "base.sqlite"),
+                 steady_training(gemm_us=1650).write(tmp_path / "cand.sqlite"), "-f", "json", "--no-config", "--no-cache")
+    ds = json.loads(sq.stdout)
+    assert st["base"] == ds["step_time_ms_median"]["base"] and st["candidate"] == ds["step_time_ms_median"]["candidate"]
+    # a saved report JSON is still a report, not a trace
+    saved = tmp_path / "base.nsysdoc.json"
+    saved.write_text(run_cli("report", base, "-f", "json", "--no-config").stdout)
+    p2 = run_cli("diff", saved, cand, "-f", "json", "--no-config", "--no-cache")
+    assert p2.returncode == 0 and json.loads(p2.stdout)["verdict"] == "slower", p2.stderr
+
+
+def test_job_over_two_ranks_takes_ranks_from_distributed_info(tmp_path):
+    caps = ddp_job(ranks=2, steps=6, slow_rank=1, ranks_per_node=1)
+    folder = tmp_path / "prof"
+    folder.mkdir()
+    # names claim the opposite ranks: the traces' own distributedInfo wins
+    for r, cap in enumerate(caps):
+        cap.write_kineto(folder / f"rank{1 - r}.pt.trace.json.gz",
+                         distributed={"backend": "nccl", "rank": r, "world_size": 2})
+    (folder / "job.nsysdoc.json").write_text("{}")  # nsysdoc's own output in the folder is not an input
+    p = run_cli("job", folder, "-f", "json", "-q", "--no-config", "--no-cache", "-j", "1")
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert j["rank_source"] == "distributedInfo" and j["rank_count"] == 2
+    by_rank = {r["rank"]: r for r in j["ranks"]}
+    assert by_rank[1]["file"].endswith("rank0.pt.trace.json.gz")
+    s = j["straggler"]
+    assert s is not None and s["rank"] == 1 and s["cause"] == "idle_input"
+    assert s["wait_ms_per_step"] == pytest.approx(10.0, abs=1e-3)  # 12 ms vs 2 ms of input per step
+    # node clocks: baseTimeNanoseconds is each rank's session start
+    assert j["clock"]["method"] == "collective ends"
+
+
+# ---------------------------------------------------------------------------------------------
+# units: times, detection, folders, flows, bad rows
+# ---------------------------------------------------------------------------------------------
+def test_microseconds_become_exact_nanoseconds():
+    assert K.us_to_ns("5203460419.456") == 5203460419456
+    assert K.us_to_ns("1684000000000000.123") == 1684000000000000123  # a float64 cannot hold this
+    assert K.us_to_ns(1661203462598738) == 1661203462598738000
+    assert K.us_to_ns("0.000") == 0 and K.us_to_ns("-0.005") == -5
+    assert K.us_to_ns("1.0005") == 1000 and K.us_to_ns("1.0015") == 1002  # half-even to the ns
+    assert K.us_to_ns("1e3") == 1_000_000
+    for bad in (None, True, "abc", "nan", "inf", [1], 10 ** 30):
+        assert K.us_to_ns(bad) == L.BAD
+    text = [f"{1_700_000_000_000_000 + i}.{i % 1000:03d}" for i in range(0, 5000, 7)]
+    got = [K.us_to_ns(t) for t in text]
+    assert got == sorted(got) and len(set(got)) == len(got)
+
+
+def test_short_kernel_names_are_nsys_like():
+    assert K.short_kernel_name("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::"
+                               "(anonymous namespace)::TensorListMetadata<4>, float>(int, volatile int*)") \
+        == "multi_tensor_apply_kernel"
+    assert K.short_kernel_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") \
+        == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    assert K.short_kernel_name("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<"
+                               "at::native::X>(at::TensorIteratorBase&, X const&)::{lambda(int)#1}>(int, Y)") \
+        == "elementwise_kernel"
+    assert K.short_kernel_name("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n") == "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
+
+
+def test_detection_sniffs_without_loading(tmp_path, small_trace):
+    assert K.is_kineto_trace(small_trace)
+    report = tmp_path / "r.nsysdoc.json"
+    report.write_text(json.dumps({"nsysdoc_version": "0.1.0", "contract": 2, "source": {}}))
+    assert not K.is_kineto_trace(report)
+    assert not K.is_kineto_trace(tmp_path)  # a folder
+    assert not K.routes_here(tmp_path / "missing.json")  # left to the nsys path's own "no such file"
+    db = healthy_training().write(tmp_path / "h.sqlite")
+    assert not K.routes_here(db) and not K.is_kineto_trace(db)
+
+
+def test_folders_pick_traces_and_tensorboard_runs_but_not_reports(tmp_path, small_trace):
+    folder = tmp_path / "logs"
+    run = folder / "plugins" / "profile" / "2026_01_01"
+    run.mkdir(parents=True)
+    (folder / "w0.pt.trace.json.gz").write_bytes(small_trace.read_bytes())
+    (run / "w1.pt.trace.json").write_bytes(gzip.decompress(small_trace.read_bytes()))
+    (folder / "w0.nsysdoc.json").write_text("{}")
+    (folder / "other.json").write_text("{}")
+    got = [p.replace(str(folder), "") for p in expand_inputs([folder])]
+    assert got == ["/plugins/profile/2026_01_01/w1.pt.trace.json", "/w0.pt.trace.json.gz"]
+
+
+def _strip_correlation(src, dst):
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("args"), dict):
+            e["args"].pop("correlation", None)
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def test_ac2g_flows_join_launches_when_correlation_args_are_missing(tmp_path, small_trace):
+    plain = diagnose_path(small_trace)
+    flows_only = diagnose_path(_strip_correlation(small_trace, tmp_path / "flows.pt.trace.json"))
+    assert plain["metrics"]["launch"]["launch_count"] > 0
+    assert flows_only["metrics"]["launch"] == plain["metrics"]["launch"]
+    assert flows_only["summary"] == plain["summary"]
+
+
+def test_rows_no_session_can_hold_are_dropped_and_counted(tmp_path, small_trace):
+    with gzip.open(small_trace, "rt") as fh:
+        doc = json.load(fh)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["dur"] = -5
+    kernels[1]["ts"] = "soon"
+    kernels[2]["args"]["device"] = -1
+    bad = tmp_path / "bad.pt.trace.json"
+    bad.write_text(json.dumps(doc))
+    t = load_trace(bad, cache=False)
+    assert len(t.kernels) == len(kernels) - 3
+    reasons = {d["reason"]: d["rows"] for d in t.dropped_rows if d["table"] == "kernel"}
+    device = [r for r in reasons if r.startswith("deviceId")]  # the nsys loader's own reason text
+    assert reasons == {"end before start": 1, "start or end NULL or not an integer": 1, device[0]: 1}
