@@ -206,17 +206,19 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
                 fp32_names.append(nm)
             elif uses_tensor_cores(nm):
                 tc_ms += totals[nid] / 1e6
+    # one table per name kind: the short-name table serves both the top list and every name
+    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX)
     return {
         **{key: _num(v) for key, v in kernel_summary(dur).items()},
         "nccl_count": int(nccl.sum()),
         "fp32_gemm_ms": _num(fp32_ms),
         "fp32_gemm_names": fp32_names[:20],
         "tensor_core_ms": _num(tc_ms),
-        "by_short_name": _records(kernels_by_name(short, dur, trace.strings, nccl, limit=TOP_N)),
+        "by_short_name": _records(by_short.head(TOP_N)),
         "by_name": _records(kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N)),
         # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
         "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
-                  _records(kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX))],
+                  _records(by_short[["name", "count", "total_ms"]])],
     }
 
 

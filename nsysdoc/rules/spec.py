@@ -139,13 +139,18 @@ _SAFE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", 
 _INTLIKE = re.compile(r"^[-+]?(?:0[xob])?[0-9a-fA-F_]+$")
 
 
+#: libyaml's parser when PyYAML was built with it (the usual wheel): the same events, nodes and
+#: marks as the pure-Python one, about 5x faster (the built-in rules load in ~15 ms, not ~70 ms).
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _check_events(text: str, path: Path) -> None:
     """Refuse aliases (a "billion laughs" file expands exponentially), tags other than the plain
     YAML types (``!!python/name:...``), nesting deeper than :data:`MAX_DEPTH` and integers longer
     than :data:`MAX_INT_DIGITS` digits. Iterative: the parser keeps its own stack."""
     depth = 0
     try:
-        for i, ev in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
+        for i, ev in enumerate(yaml.parse(text, Loader=_FAST_LOADER)):
             line = ev.start_mark.line + 1 if ev.start_mark else 1
             if i > MAX_EVENTS:
                 raise RuleError(f"{path}:{line}: YAML file has more than {MAX_EVENTS:,} nodes; refusing it")
@@ -178,7 +183,7 @@ def _yaml_error(exc: "yaml.YAMLError", path: Path) -> RuleError:
 def _compose(text: str, path: Path):
     _check_events(text, path)
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return yaml.compose(text, Loader=_FAST_LOADER)
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path) from None
 
