@@ -141,3 +141,39 @@ def test_interval_near_finds_the_merged_call_around_an_instant():
     # negative times are valid (nsys export --ts-shift)
     found, s, e = iv.union([0], [-50], [-30]).interval_near([0, 0], [-31, -10], 2)
     assert found.tolist() == [True, False] and (s[0], e[0]) == (-50, -30)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rows_in_key_start_order_take_the_one_pass_path_and_agree(seed):
+    """GPU operations arrive ordered by (device, start): the union is then a running maximum with
+    no sort. It must equal the event-sort union of the same rows shuffled, and the brute force
+    (touching intervals merge, empty ones vanish, clipping applies)."""
+    rng = np.random.default_rng(200 + seed)
+    n, nkeys, horizon = int(rng.integers(2, 60)), 3, 200
+    keys = rng.integers(0, nkeys, n)
+    starts = rng.integers(0, 150, n)
+    ends = starts + rng.integers(0, 30, n)
+    order = np.lexsort((starts, keys))
+    k, s, e = keys[order], starts[order], ends[order]
+    assert iv._in_key_start_order(k, s)
+    shuffled = rng.permutation(n)
+    a = iv.union(k, s, e, lo=3, hi=170)
+    b = iv.union(k[shuffled], s[shuffled], e[shuffled], lo=3, hi=170)
+    assert (a.keys.tolist(), a.starts.tolist(), a.ends.tolist()) == (b.keys.tolist(), b.starts.tolist(), b.ends.tolist())
+    cov = brute(k, np.maximum(s, 3), np.minimum(e, 170), nkeys, horizon)
+    assert a.total_by_key(nkeys).tolist() == cov.sum(axis=1).tolist()
+
+
+def test_key_start_order_check_on_hand_examples():
+    assert iv._in_key_start_order(np.array([0, 0, 1, 1]), np.array([5, 9, 1, 1]))
+    assert not iv._in_key_start_order(np.array([0, 1, 0]), np.array([1, 2, 3]))  # key goes back
+    assert not iv._in_key_start_order(np.array([0, 0]), np.array([9, 5]))  # start goes back in a key
+    # touching intervals [0,10) [10,20) merge on the one-pass path too
+    u = iv.union([0, 0, 1], [0, 10, 0], [10, 20, 5])
+    assert (u.keys.tolist(), u.starts.tolist(), u.ends.tolist()) == ([0, 1], [0, 0], [20, 5])
+
+
+def test_ordered_union_with_a_span_too_wide_to_shift_keys_apart():
+    big = 1 << 61  # times this far apart cannot be packed as key * span in int64
+    u = iv.union([0, 0, 3, 3], [-big, 5, 0, 8], [10, 20, big, big + 1])
+    assert (u.keys.tolist(), u.starts.tolist(), u.ends.tolist()) == ([0, 3], [-big, 0], [20, big + 1])

@@ -161,6 +161,10 @@ def union(keys, starts, ends, *, lo=None, hi=None, presorted: bool = False) -> U
     tmin = int(starts.min())
     span = int(ends.max()) - tmin + 1
     kmin, kmax = int(keys.min()), int(keys.max())
+    if _in_key_start_order(keys, starts):
+        # already ordered by (key, start), as GPU operations are: a running maximum of the ends
+        # gives the union in one pass, with no sort at all
+        return _union_of_ordered(keys, starts, ends, tmin, kmin, span)
     if kmin >= 0 and (kmax + 1).bit_length() + span.bit_length() <= 61:
         n = len(keys)
         ev = np.empty(2 * n, dtype=np.int64)
@@ -187,8 +191,32 @@ def union(keys, starts, ends, *, lo=None, hi=None, presorted: bool = False) -> U
         return Union.from_shifted(ukeys, s_sh, e_sh, tmin, span)
     # ids or times too wide to pack: sort with a permutation and a segmented running max
     k, s, e = take(sort_order(keys, starts), keys, starts, ends)
-    run_max = np.maximum.accumulate((e - tmin) + (k - kmin) * span) - (k - kmin) * span + tmin
+    return _union_of_ordered(k, s, e, tmin, kmin, span)
+
+
+def _in_key_start_order(keys: np.ndarray, starts: np.ndarray) -> bool:
+    """Whether rows are ordered by key, then start (one vectorised pass, no sort)."""
+    if len(keys) < 2:
+        return True
+    dk = keys[1:] - keys[:-1] if keys.dtype.kind == "i" else np.diff(keys)
+    if (dk < 0).any():
+        return False
+    same = dk == 0
+    return not (same & (starts[1:] < starts[:-1])).any()
+
+
+def _union_of_ordered(k: np.ndarray, s: np.ndarray, e: np.ndarray, tmin: int, kmin: int, span: int) -> Union:
+    """Union of intervals ordered by (key, start): a segmented running maximum of the ends; an
+    interval starts a new piece when it starts after every earlier end of its key (touching
+    intervals merge)."""
     new_key = np.concatenate(([True], k[1:] != k[:-1]))
+    if (int(k[-1]) - kmin + 1).bit_length() + span.bit_length() <= 62:
+        run_max = np.maximum.accumulate((e - tmin) + (k - kmin) * span) - (k - kmin) * span + tmin
+    else:  # shifting keys apart would overflow int64: one running maximum per key
+        run_max = np.empty_like(e)
+        bounds = np.append(np.flatnonzero(new_key), len(k))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            run_max[a:b] = np.maximum.accumulate(e[a:b])
     is_start = new_key.copy()
     is_start[1:] |= s[1:] > run_max[:-1]
     idx = np.flatnonzero(is_start)
