@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from importlib.resources import files
 
-import jinja2
 import markupsafe
+
+if TYPE_CHECKING:
+    import jinja2
 
 from .build import build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
 from .context import fmt_ms, fmt_pct, is_num, source_name
@@ -49,8 +52,11 @@ def _json_default(o):
 
 
 @lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
-    """The report's Jinja environment: autoescape on for every template, undefined names fail."""
+def environment() -> "jinja2.Environment":
+    """The report's Jinja environment: autoescape on for every template, undefined names fail.
+    Jinja is imported here, not at module load: JSON output and the terminal summary never need it."""
+    import jinja2
+
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load_template), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=False, lstrip_blocks=False,
                              keep_trailing_newline=True, finalize=_display)
