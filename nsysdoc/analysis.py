@@ -52,6 +52,14 @@ def _num(x):
     return x
 
 
+def _num_list(values) -> list:
+    """:func:`_num` over a float array, as a list: the same rounding (Python's ``round``, 4 decimals),
+    NaN/inf -> None, without a numpy scalar per value."""
+    arr = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(arr).tolist()
+    return [round(x, 4) if ok else None for x, ok in zip(arr.tolist(), finite)]
+
+
 def _records(df: pd.DataFrame) -> list[dict]:
     return [{k: _num(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
@@ -372,27 +380,33 @@ def _steps(a: Analysis) -> list[dict]:
         ti = a.host.index(st["global_tid"].to_numpy(np.int64))
         okt = ti >= 0
         sync_ms[okt] = a.host.sync.covered(ti[okt], s[okt], e[okt]) / 1e6
+    # columns first (one conversion per column), then one dict per step: O(steps), no numpy
+    # scalar per value
     bd_pos = {int(i): j for j, i in enumerate(np.flatnonzero(ok))} if bd is not None else {}
+    bd_cols = {k[:-3]: _num_list(v / 1e6) for k, v in bd.items()} if bd is not None else {}
     labels = a.trace.devices["label"].to_numpy()
-    for i, r in enumerate(st.itertuples()):
-        row = {
-            "step": int(r.step), "pid": int(r.pid), "tid": int(r.tid), "global_tid": int(r.global_tid),
-            "primary": bool(r.primary), "index": int(r.index), "name": r.name,
-            "start_ns": int(r.start_ns), "range_end_ns": int(r.range_end_ns), "end_ns": int(r.end_ns),
-            "step_time_ms": _num(r.step_time_ns / 1e6), "duration_ms": _num((r.end_ns - r.start_ns) / 1e6),
-            "device": labels[dev[i]] if dev[i] >= 0 else None,
-            "kernel_count": int(kcount[i]),
-            "time_busy_pct": _num(time_busy[i]),
-            "idle_before_first_op_ms": _num(idle_before[i]),
-            "host_sync_ms": _num(sync_ms[i]),
-            "scalar_reads": int(scalar[i]),
-            **{m: _num(gm[m][i]) for m in GPU_METRIC_NAMES},
-        }
-        if i in bd_pos:
-            j = bd_pos[i]
-            row["breakdown_ms"] = {k[:-3]: _num(v[j] / 1e6) for k, v in bd.items()}
-        else:
-            row["breakdown_ms"] = None
+    start_ns, end_ns = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+    cols = {
+        "step": st["step"].tolist(), "pid": st["pid"].tolist(), "tid": st["tid"].tolist(),
+        "global_tid": st["global_tid"].tolist(), "primary": st["primary"].astype(bool).tolist(),
+        "index": st["index"].tolist(), "name": st["name"].tolist(),
+        "start_ns": start_ns.tolist(), "range_end_ns": st["range_end_ns"].tolist(), "end_ns": end_ns.tolist(),
+        "step_time_ms": _num_list(st["step_time_ns"].to_numpy() / 1e6),
+        "duration_ms": _num_list((end_ns - start_ns) / 1e6),
+        "device": [labels[d] if d >= 0 else None for d in dev.tolist()],
+        "kernel_count": kcount.tolist(),
+        "time_busy_pct": _num_list(time_busy),
+        "idle_before_first_op_ms": _num_list(idle_before),
+        "host_sync_ms": _num_list(sync_ms),
+        "scalar_reads": scalar.tolist(),
+        **{m: _num_list(gm[m]) for m in GPU_METRIC_NAMES},
+    }
+    keys = list(cols)
+    rows = []
+    for i, values in enumerate(zip(*cols.values())):
+        row = dict(zip(keys, values))
+        j = bd_pos.get(i)
+        row["breakdown_ms"] = None if j is None else {k: v[j] for k, v in bd_cols.items()}
         rows.append(row)
     return rows
 

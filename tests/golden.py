@@ -88,8 +88,8 @@ def write(name: str, out: dict) -> Path:
 
 
 def differences(old, new, path: str = "$", rel: float = 1e-9, limit: int = 20) -> list[str]:
-    """Where ``new`` differs from ``old``: floats within ``rel`` (relative) agree, ints and floats
-    of equal value agree, everything else must be equal."""
+    """Where ``new`` differs from ``old``: the same JSON types everywhere; floats within ``rel``
+    (relative) agree; everything else must be equal."""
     out: list[str] = []
 
     def walk(a, b, p):
@@ -108,8 +108,9 @@ def differences(old, new, path: str = "$", rel: float = 1e-9, limit: int = 20) -
                 out.append(f"{p}: length {len(a)} -> {len(b)}")
             for i, (x, y) in enumerate(zip(a, b)):
                 walk(x, y, f"{p}[{i}]")
-        elif (isinstance(a, (int, float)) and isinstance(b, (int, float))
-              and not isinstance(a, bool) and not isinstance(b, bool)):
+        elif type(a) is not type(b):  # 1 and 1.0, True and 1 print differently in JSON
+            out.append(f"{p}: {type(a).__name__} {str(a)[:40]!r} -> {type(b).__name__} {str(b)[:40]!r}")
+        elif isinstance(a, float):
             if not (a == b or math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)):
                 out.append(f"{p}: {a!r} -> {b!r}")
         elif a != b:

@@ -26,3 +26,5 @@ def test_the_comparison_sees_a_changed_number_key_and_length():
     assert golden.differences(a, {**a, "y": [1, 2, 3]}) == ["$.y: length 2 -> 3"]
     assert golden.differences(a, {**a, "z": {}}) == ["$.z.k: missing"]
     assert golden.differences(a, {**a, "z": {"k": "w"}}) == ["$.z.k: 'v' -> 'w'"]
+    assert golden.differences(a, {**a, "x": 1}) == ["$.x: float '1.0' -> int '1'"]
+    assert golden.differences({"b": True}, {"b": 1}) == ["$.b: bool 'True' -> int '1'"]
