@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,13 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
 
     ``busy``: 2-400 µs kernels with the host ahead (the GPU is almost never idle); ``launch-bound``:
     2-10 µs kernels with ~30 µs of host time between launches, so nearly every kernel ends an idle
-    gap (the worst case for the gap classification)."""
+    gap (the worst case for the gap classification); ``steps``: a training loop of NVTX
+    ``ProfilerStep#k`` ranges, 500 kernels per step per device, launches ~15 µs apart, 2-40 µs
+    kernels and a 2 ms host pause between steps (1 M kernels = 1,000 steps per device), the case
+    where per-step work (breakdowns, records, the step timeline) counts.
+
+    Rows are written in chunks of 500 k, so memory stays flat whatever N is (50 M works; the file
+    takes ~105 bytes per kernel + runtime row pair on disk)."""
     rng = np.random.default_rng(seed)
     tmp = path.with_suffix(".tmp")
     if tmp.exists():
@@ -61,6 +68,10 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
                     [("EXPORT_PRODUCT_VERSION", "2026.2.1.210"), ("EXPORT_SCHEMA_VERSION", "3.25.0")])
     w("CUPTI_ACTIVITY_KIND_KERNEL", ddl.kernel_columns("2026"))
     w("CUPTI_ACTIVITY_KIND_RUNTIME", ddl.RUNTIME_COLUMNS)
+    if shape == "steps":
+        w("NVTX_EVENTS", ddl.nvtx_columns("2026"))
+    nnv = len(ddl.nvtx_columns("2026"))
+    per_step = 500
     nk = len(ddl.kernel_columns("2026"))
     chunk = 500_000
     per_dev = n // 2
@@ -74,12 +85,18 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
         corr = 0
         while done < per_dev:
             m = min(chunk, per_dev - done)
-            hi = 400_000 if shape == "busy" else 10_000
+            hi = {"busy": 400_000, "launch-bound": 10_000, "steps": 40_000}[shape]
             dur = np.exp(rng.uniform(np.log(2_000), np.log(hi), m)).astype(np.int64)
             api_dur = rng.integers(3_000, 9_000, m)
-            host_gap = rng.exponential(8_000 if shape == "busy" else 30_000, m).astype(np.int64)
-            stall = rng.random(m) < 0.002
-            host_gap[stall] += rng.integers(1_000_000, 20_000_000, stall.sum())
+            if shape == "steps":
+                api_dur = rng.integers(4_000, 6_000, m)
+                host_gap = rng.integers(8_000, 12_000, m)  # launches ~15 µs apart
+                first = (done + np.arange(m)) % per_step == 0
+                host_gap[first] += 2_000_000  # the host's work between steps
+            else:
+                host_gap = rng.exponential(8_000 if shape == "busy" else 30_000, m).astype(np.int64)
+                stall = rng.random(m) < 0.002
+                host_gap[stall] += rng.integers(1_000_000, 20_000_000, stall.sum())
             api_start = api_t + np.cumsum(host_gap + api_dur) - api_dur
             api_t = int(api_start[-1] + api_dur[-1])
             stream = np.where(rng.random(m) < 0.7, 0, rng.integers(1, 3, m))
@@ -100,14 +117,25 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
             name = (rng.zipf(1.3, m) % KERNEL_NAMES).astype(np.int64)
             corr_ids = np.arange(corr + 1, corr + m + 1)
             corr += m
-            krows = []
-            for i in range(m):
-                krows.append((int(start[i]), int(start[i] + dur[i]), dev, 1, None, int(stream[i]) + 7, int(corr_ids[i]),
-                              gpid, int(2 + name[i]), int(2 + KERNEL_NAMES + name[i]), None, 1, 0, 32, 128, 1, 1,
-                              256, 1, 1, 0, 0, 0, 0, int(corr_ids[i]), 0, None, 0))
+            # columns as lists, zipped into rows: no Python int() per value
+            c = repeat
+            corr_l = corr_ids.tolist()
+            krows = zip(start.tolist(), (start + dur).tolist(), c(dev), c(1), c(None), (stream + 7).tolist(), corr_l,
+                        c(gpid), (2 + name).tolist(), (2 + KERNEL_NAMES + name).tolist(), c(None), c(1), c(0), c(32),
+                        c(128), c(1), c(1), c(256), c(1), c(1), c(0), c(0), c(0), c(0), corr_l, c(0), c(None), c(0))
             con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * nk)})", krows)
-            rrows = [(int(api_start[i]), int(api_end[i]), 0, gtid, int(corr_ids[i]), 0, 0, None) for i in range(m)]
+            rrows = zip(api_start.tolist(), api_end.tolist(), c(0), c(gtid), corr_l, c(0), c(0), c(None))
             con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)", rrows)
+            if shape == "steps":  # one ProfilerStep#k push/pop range per 500 launches of this thread
+                k0 = done // per_step  # chunks are multiples of per_step: no step is split
+                firsts = np.arange(0, m, per_step)
+                # as torch.profiler writes them, ranges are back to back: step k starts with the
+                # host's 2 ms of work and ends where step k+1 starts
+                starts = api_start[firsts] - host_gap[firsts]
+                ends = np.append(starts[1:], api_end[min(m, firsts[-1] + per_step) - 1] + 1_000)
+                nrows = [(a, b, 59, None, None, None, f"ProfilerStep#{k0 + i}", gtid, gtid) + (None,) * (nnv - 9)
+                         for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
+                con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({','.join('?' * nnv)})", nrows)
             done += m
     con.commit()
     con.close()
@@ -132,8 +160,9 @@ def main() -> int:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shape", choices=("busy", "launch-bound"), default="busy",
-                    help="busy: the GPU is almost never idle; launch-bound: nearly every kernel ends an idle gap")
+    ap.add_argument("--shape", choices=("busy", "launch-bound", "steps"), default="busy",
+                    help="busy: the GPU is almost never idle; launch-bound: nearly every kernel ends an idle gap; "
+                         "steps: a training loop of NVTX ProfilerStep ranges, 500 kernels per step per device")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.out / (f"bench_{args.kernels}.sqlite" if args.shape == "busy" else
