@@ -280,8 +280,12 @@ class Gaps:
         if q > self.PREFIX_SUM_QUERIES:  # many ranges (steps): prefix sums, built once
             cum = self.__dict__.get("_cum")
             if cum is None:
-                cum = np.zeros((n + 1, len(CAUSES)), dtype=np.int64)
-                np.cumsum(self.amounts, axis=0, out=cum[1:])
+                # column by column, into a column-major table, and only the classes that occur:
+                # a cumsum down the columns of the row-major (n, classes) array is strided and
+                # costs 3-4x more (0.14-0.27 s at 1 M gaps)
+                cum = np.zeros((n + 1, len(CAUSES)), dtype=np.int64, order="F")
+                for c in np.flatnonzero((self.amounts != 0).any(axis=0)):
+                    np.cumsum(self.amounts[:, c], out=cum[1:, c])
                 self.__dict__["_cum"] = cum
             out += cum[i1] - cum[i0]
         else:  # a few ranges (devices, the window): sum the slices
