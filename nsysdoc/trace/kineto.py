@@ -30,7 +30,6 @@ import json
 import os
 import re
 import stat
-import threading
 import time
 import zlib
 from array import array
@@ -995,13 +994,12 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
     exit 2 at the CLI) on input that is not JSON, not a trace, truncated, damaged or empty."""
     t0 = time.perf_counter()
     p = regular_file(path, "input")
-    entry = cache_m.entry_path(cache_dir or cache_m.default_cache_dir(), p, "trace",
-                               f"{L.CACHE_FORMAT}-kineto{KINETO_FORMAT}") if cache else None
-    if entry is not None and entry in L._PENDING:
-        L._PENDING.pop(entry).join()
+    folder = Path(cache_dir or cache_m.default_cache_dir())
+    entry = cache_m.entry_path(folder, p, "trace", f"{L.CACHE_FORMAT}-kineto{KINETO_FORMAT}") if cache else None
     cached = L._cache_read(entry) if entry is not None else None
     if cached is not None and cached["meta"].get("source_tool") == SOURCE_TOOL:
         meta, frames, strings, from_cache = cached["meta"], cached["frames"], cached["strings"], True
+        store, extras = cached["store"], cached
     else:
         if progress:
             progress("reading the PyTorch Profiler trace")
@@ -1027,16 +1025,16 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                 "dropped_rows": drops.as_list(), "source_tool": SOURCE_TOOL, "traced": info["traced"],
                 "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"]}
         from_cache = False
-        if entry is not None:
-            th = threading.Thread(target=L._cache_write_quietly, args=(entry, meta, dict(frames), strings),
-                                  name="nsysdoc-cache-write", daemon=False)
-            L._PENDING[entry] = th
-            th.start()
+        tmp = L._cache_tmp(folder) if entry is not None else None
+        store, extras = L.store_from_frames(frames, strings, tmp, write_all=tmp is not None)
+        if tmp is not None and not L._publish(tmp, entry, meta, frames, strings, store, extras):
+            store._own_tmp = tmp
     traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}
     trace = Trace(
         path=str(p), nsys_version=None, schema_version=meta.get("schema_version"),
         tables=frozenset(meta.get("tables") or ()), traced=traced, strings=strings,
-        **{name: frames[name] for name in L._FRAMES},
+        store=store, **{name: frames[name] for name in L.SMALL_FRAMES},
+        nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
         duration_ns=meta.get("duration_ns"), process_messages=[],
         session_start_utc_ns=meta.get("session_start_utc_ns"),
         dropped_rows=list(meta.get("dropped_rows") or []), from_cache=from_cache,

@@ -5,12 +5,18 @@ How (and why this way — measured in ``shared/reference/loading-performance.md`
 
 * Only the needed integer columns are selected, never ``JOIN StringIds`` per row; names are
   mapped once per distinct string id.
-* Big tables go through the ADBC SQLite driver straight into Arrow (about 5x faster and 3x less
-  memory than ``pandas.read_sql``); the kernel and runtime tables are read concurrently on two
-  connections. If ADBC is unavailable the stdlib ``sqlite3`` cursor is used (slower, same result).
-* The canonical tables are cached as Parquet in the cache folder (never next to the input; keys,
-  validation and the size cap are :mod:`nsysdoc.cache`'s), so a second report on the same capture
-  skips SQLite.
+* Big tables are **streamed**: read in rowid-range chunks through the ADBC SQLite driver straight
+  into Arrow (about 5x faster and 3x less memory than ``pandas.read_sql``; two chunks in flight
+  on two connections, the driver releases the GIL), checked, given their small ids, and appended
+  to the capture's :class:`~nsysdoc.trace.store.Store` in blocks. No table is ever held whole:
+  peak memory is a few chunks plus the per-row arrays the join needs while loading (see
+  ``docs/loader.md``). Without ADBC the stdlib ``sqlite3`` cursor is used (slower, same result).
+* The launch join (which runtime row launched each GPU row, by process and correlation id) is done
+  while loading, with a direct-address table per process: GPU rows carry ``api`` (the runtime
+  row's position) and ``api_start_ns``.
+* The store's blocks are written as Parquet row groups into the cache folder (never next to the
+  input; keys, validation and the size cap are :mod:`nsysdoc.cache`'s), so a second report on the
+  same capture skips SQLite and reads only the blocks each part of the analysis needs.
 """
 from __future__ import annotations
 
@@ -19,7 +25,6 @@ import os
 import shutil
 import sqlite3
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,11 +36,12 @@ import pandas as pd
 from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
-from .model import StringTable, Trace
+from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
+from .store import STR, Store, take, to_text
 
-#: Bump when the canonical tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 10
+#: Bump when the stored tables change shape: old cache entries are then ignored.
+CACHE_FORMAT = 11
 
 ProgressFn = Callable[[str], None]
 
@@ -110,9 +116,11 @@ def _is_type_error(exc: Exception) -> bool:
     return "type mismatch" in str(exc).lower()
 
 
-#: Rows per rowid-range chunk: bounds memory (one chunk's Arrow table per worker) and lets
-#: two connections read one table concurrently (the ADBC driver releases the GIL).
-CHUNK_ROWS = 1_000_000
+#: Rows per rowid-range chunk: bounds memory (a chunk's Arrow table per reader) and lets two
+#: connections read one table concurrently (the ADBC driver releases the GIL).
+CHUNK_ROWS = 1 << 19
+#: Chunks read ahead of the one being processed.
+CHUNKS_IN_FLIGHT = 2
 _POOL = None
 
 
@@ -123,15 +131,18 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-class _ColumnReader:
-    """Reads integer columns of one table into preallocated arrays of their final dtype, in
-    rowid-range chunks (rowids are contiguous in nsys exports; gaps are handled)."""
+class _ChunkReader:
+    """Reads integer columns of one table in rowid-range chunks (rowids are contiguous in nsys
+    exports; gaps and ``where`` filters only make chunks shorter)."""
 
-    def __init__(self, exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "") -> None:
+    def __init__(self, exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "",
+                 chunk_rows: int | None = None) -> None:
         self.exp, self.table, self.cols = exp, table, cols
         exprs, self.chosen = _select_list(exp, table, cols)
         self.spec = {c.name: c for c in cols}
+        self.where = where
         cond = where.replace("WHERE", "AND", 1) if where else ""
+        self.exprs = exprs
         self.sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ? {cond}'
         # for chunks whose columns hold non-integer values (damaged or hand-edited exports)
         self.safe_sql = (f'SELECT {", ".join(_safe_expr(e) for e in exprs)} FROM "{table}" '
@@ -142,12 +153,8 @@ class _ColumnReader:
         hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
         self.lo = int(lo or 1)
         self.hi = int(hi or 0) + 1
-        n = max(self.hi - self.lo, 0)
-        # columns that must hold a value stay int64 here (room for BAD) until validated
-        self.out = {name: np.empty(n, dtype=np.int64 if _must(self.spec[name]) else self.spec[name].dtype)
-                    for name in self.chosen}
-        self.ranges = [(lo, min(lo + CHUNK_ROWS, self.hi)) for lo in range(self.lo, self.hi, CHUNK_ROWS)]
-        self.got: dict[int, int] = {}
+        step = chunk_rows or CHUNK_ROWS
+        self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
 
     def _fetch(self, sql: str, lo: int, hi: int):
         with _adbc.connect(readonly_uri(self.exp.read_path)) as con:
@@ -158,9 +165,11 @@ class _ColumnReader:
             finally:
                 cur.close()
 
-    def read_chunk(self, lo: int, hi: int) -> None:
+    def read_chunk(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         import pyarrow as pa
 
+        if _adbc is None:
+            return self._read_sqlite3(lo, hi)
         try:
             tbl = self._fetch(self.sql, lo, hi)
             clean = all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in tbl.columns)
@@ -170,78 +179,64 @@ class _ColumnReader:
             clean = False
         if not clean:  # text, real or blob values in integer columns: read them as NULL
             tbl = self._fetch(self.safe_sql, lo, hi)
-        off, m = lo - self.lo, tbl.num_rows
-        for i, name in enumerate(self.chosen):
-            # one C++ pass per column: fill NULLs, cast, concatenate the record batches
-            self.out[name][off:off + m] = _fill(tbl.column(i), self.spec[name])
-        self.got[lo] = m
+        out = {name: _fill(tbl.column(i), self.spec[name]) for i, name in enumerate(self.chosen)}
+        return self._defaults(out, tbl.num_rows)
 
-    def finish(self) -> dict[str, np.ndarray]:
-        expected = {lo: hi - lo for lo, hi in self.ranges}
-        if all(self.got.get(lo) == n for lo, n in expected.items()):
-            out = self.out
-        else:  # rowid gaps or filtered rows: keep only what each chunk returned
-            out = {name: np.concatenate([arr[lo - self.lo: lo - self.lo + self.got[lo]] for lo, _ in self.ranges])
-                   if self.ranges else arr[:0] for name, arr in self.out.items()}
-        n = len(next(iter(out.values()))) if out else 0
+    def _read_sqlite3(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        names = list(self.chosen)
+        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
+        try:
+            rows = con.execute(self.safe_sql, (lo, hi)).fetchall()
+        finally:
+            con.close()
+        defaults = {c.name: BAD if _must(c) else c.default for c in self.cols}
+        data = np.array([[defaults[names[j]] if v is None else v for j, v in enumerate(r)] for r in rows],
+                        dtype=np.int64).reshape(len(rows), len(names))
+        out = {}
+        for j, name in enumerate(names):
+            v = np.ascontiguousarray(data[:, j])
+            c = self.spec[name]
+            if c.dtype != "int64":
+                info = np.iinfo(c.dtype)
+                lo_, hi_ = (0, 65535) if name == "device_id" else (info.min, info.max)
+                v[(v < lo_) | (v > hi_)] = BAD if _must(c) else c.default
+            out[name] = v
+        return self._defaults(out, len(rows))
+
+    def _defaults(self, out: dict, n: int) -> dict[str, np.ndarray]:
         for c in self.cols:
             if c.name not in out:
-                out[c.name] = np.full(n, c.default, dtype=c.dtype)
+                out[c.name] = np.full(n, c.default, dtype=np.int64 if _must(c) else c.dtype)
         return out
 
+    def chunks(self):
+        """``(rows, columns)`` per chunk, in rowid order; a few chunks are read ahead."""
+        try:
+            futures = []
+            it = iter(self.ranges)
+            for lo, hi in it:
+                futures.append(_pool().submit(self.read_chunk, lo, hi))
+                if len(futures) > CHUNKS_IN_FLIGHT:
+                    yield futures.pop(0).result()
+            while futures:
+                yield futures.pop(0).result()
+        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
+        except Exception as exc:  # ADBC raises its own DB-API error classes
+            if type(exc).__module__.startswith("adbc_driver"):
+                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
+            raise
 
-def _read_tables(exp: ExportFile, jobs: dict[str, tuple]) -> dict[str, dict[str, np.ndarray]]:
-    """Read several tables; all their chunks share one thread pool (both cores stay busy)."""
-    try:
-        if _adbc is None:
-            res = {}
-            for key, (table, cols, where) in jobs.items():
-                _, chosen = _select_list(exp, table, cols)
-                exprs = ", ".join(_safe_expr(f'"{c}"') for c in chosen.values())
-                out, n = _read_with_sqlite3(exp, f'SELECT {exprs} FROM "{table}" {where}', list(chosen),
-                                            {c.name: BAD if _must(c) else c.default for c in cols})
-                spec = {c.name: c for c in cols}
-                for k, v in out.items():
-                    if spec[k].dtype != "int64":
-                        info = np.iinfo(spec[k].dtype)
-                        lo, hi = (0, 65535) if k == "device_id" else (info.min, info.max)
-                        v[(v < lo) | (v > hi)] = BAD if _must(spec[k]) else spec[k].default
-                out = {k: v if _must(spec[k]) else v.astype(spec[k].dtype, copy=False) for k, v in out.items()}
-                for c in cols:
-                    out.setdefault(c.name, np.full(n, c.default, dtype=c.dtype))
-                res[key] = out
-            return res
-        readers = {key: _ColumnReader(exp, *job) for key, job in jobs.items()}
-        tasks = [(r, lo, hi) for r in readers.values() for lo, hi in r.ranges]
-        tasks.sort(key=lambda t: -(t[2] - t[1]))
-        futures = [_pool().submit(r.read_chunk, lo, hi) for r, lo, hi in tasks]
-        for f in futures:
-            f.result()
-        return {key: r.finish() for key, r in readers.items()}
-    except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
-        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
-    except Exception as exc:  # ADBC raises its own DB-API error classes
-        if type(exc).__module__.startswith("adbc_driver"):
-            raise CorruptFileError(f"{exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
-        raise
-
-
-def _read_with_sqlite3(exp: ExportFile, sql: str, names: list[str], defaults: dict[str, int]):
-    con = sqlite3.connect(readonly_uri(exp.read_path), uri=True)
-    try:
-        cur = con.execute(sql)
-        chunks = []
-        while True:
-            rows = cur.fetchmany(200_000)
-            if not rows:
-                break
-            arr = np.array([[defaults[names[j]] if v is None else v for j, v in enumerate(r)] for r in rows],
-                           dtype=np.int64).reshape(len(rows), len(names))
-            chunks.append(arr)
-    finally:
-        con.close()
-    data = np.concatenate(chunks) if chunks else np.zeros((0, len(names)), dtype=np.int64)
-    return {name: np.ascontiguousarray(data[:, j]) for j, name in enumerate(names)}, len(data)
+    def sample(self, rows: int = 100_000, windows: int = 200) -> dict[str, np.ndarray]:
+        """About ``rows`` rows from ``windows`` evenly spaced rowid ranges (for the table's median
+        start when the table spans several chunks)."""
+        n = self.hi - self.lo
+        if n <= 0:
+            return self._defaults({}, 0)
+        width = max(1, rows // windows)
+        starts = np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), windows).astype(np.int64))
+        parts = [self.read_chunk(int(a), int(min(a + width, self.hi))) for a in starts]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
@@ -288,15 +283,23 @@ SESSION_SLACK_NS = 1_000_000_000
 class Drops:
     """Rows the loader refused, counted per (table, reason); shown in the report's capture quality."""
 
-    def __init__(self) -> None:
+    def __init__(self, order: tuple[str, ...] | None = None) -> None:
         self.counts: dict[tuple[str, str], int] = {}
+        #: tables in listing order (the streaming loader reads them in another order, chunk by
+        #: chunk); reasons are listed in the order of the row checks
+        self.order = order
 
     def add(self, table: str, reason: str, n: int) -> None:
         if n:
             self.counts[(table, reason)] = self.counts.get((table, reason), 0) + int(n)
 
     def as_list(self) -> list[dict]:
-        return [{"table": t, "reason": r, "rows": n} for (t, r), n in self.counts.items()]
+        items = list(self.counts.items())
+        if self.order is not None:
+            rank = {t: i for i, t in enumerate(self.order)}
+            items.sort(key=lambda kv: (rank.get(kv[0][0], len(rank)),
+                                       _REASONS.index(kv[0][1]) if kv[0][1] in _REASONS else len(_REASONS)))
+        return [{"table": t, "reason": r, "rows": n} for (t, r), n in items]
 
 
 def _session_duration(exp: ExportFile) -> int | None:
@@ -307,22 +310,15 @@ def _session_duration(exp: ExportFile) -> int | None:
     return None
 
 
-def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, drops: Drops,
-              end_optional: bool = False) -> dict[str, np.ndarray]:
-    """Drop rows no session can hold, counting each reason in ``drops``:
+_REASONS = ("start or end NULL or not an integer", "deviceId, contextId or streamId NULL or out of range",
+            "no timestamps (start = end = 0)", "end before start", "time outside the capture's session",
+            "table lacks its start or eventType column")
 
-    * start or end NULL or not an integer; deviceId NULL or outside 0-65535; contextId or streamId
-      NULL, not an integer or beyond 32 bits;
-    * start = end = 0: CUPTI wrote no timestamps for the row;
-    * end before start;
-    * a time outside the session: farther than the session's duration (``ANALYSIS_DETAILS``) from
-      the table's median start, or beyond +-2^61 ns.
 
-    Negative times are valid (``nsys export --ts-shift`` with a negative shift)."""
+def _checks(d: dict[str, np.ndarray], end_optional: bool = False):
+    """The row checks of :func:`_validate` except the session bound: ``(ok, end_c, masks)``."""
     start, end = d["start_ns"], d["end_ns"]
     n = len(start)
-    if n == 0:
-        return d
     null_end = (end == BAD) if end_optional else np.zeros(n, dtype=bool)
     end_c = np.where(null_end, start, end) if end_optional else end
     missing = (start == BAD) | ((end == BAD) & ~null_end)
@@ -337,21 +333,52 @@ def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, dro
     ok &= ~inverted
     far = ok & ((np.abs(start) >= TIME_LIMIT_NS) | (np.abs(end_c) >= TIME_LIMIT_NS))
     ok &= ~far
+    return ok, end_c, {"missing": missing, "bad_dev": bad_dev, "zero": zero, "inverted": inverted, "far": far}
+
+
+def median_anchor(start: np.ndarray, ok: np.ndarray) -> int | None:
+    """The table's median start over its valid rows (every k-th of them above 100 k rows)."""
+    if not ok.any():
+        return None
+    sample = start[ok][:: max(1, int(ok.sum()) // 100_000)]
+    return int(np.median(sample))
+
+
+def _validate(d: dict[str, np.ndarray], table: str, duration_ns: int | None, drops: Drops,
+              end_optional: bool = False, anchor: int | None = None) -> dict[str, np.ndarray]:
+    """Drop rows no session can hold, counting each reason in ``drops``:
+
+    * start or end NULL or not an integer; deviceId NULL or outside 0-65535; contextId or streamId
+      NULL, not an integer or beyond 32 bits;
+    * start = end = 0: CUPTI wrote no timestamps for the row;
+    * end before start;
+    * a time outside the session: farther than the session's duration (``ANALYSIS_DETAILS``) from
+      the table's median start (``anchor``: computed from ``d`` when not given; the loader gives
+      the median of a sample of the whole table when it spans several chunks), or beyond
+      +-2^61 ns.
+
+    Negative times are valid (``nsys export --ts-shift`` with a negative shift)."""
+    start = d["start_ns"]
+    n = len(start)
+    if n == 0:
+        return d
+    ok, end_c, m = _checks(d, end_optional)
+    far = m["far"]
     if duration_ns and ok.any():
-        sample = start[ok][:: max(1, int(ok.sum()) // 100_000)]
-        anchor = int(np.median(sample))
+        if anchor is None:
+            anchor = median_anchor(start, ok)
         bound = duration_ns + SESSION_SLACK_NS
         outside = ok & ((np.abs(start - anchor) > bound) | (np.abs(end_c - anchor) > bound) | (end_c - start > bound))
         ok &= ~outside
-        far |= outside
+        far = far | outside
     if ok.all():
         return d
-    drops.add(table, "start or end NULL or not an integer", int(missing.sum()))
-    drops.add(table, "deviceId, contextId or streamId NULL or out of range", int(bad_dev.sum()))
-    drops.add(table, "no timestamps (start = end = 0)", int(zero.sum()))
-    drops.add(table, "end before start", int(inverted.sum()))
-    drops.add(table, "time outside the capture's session", int(far.sum()))
-    return {k: v[ok] for k, v in d.items()}
+    drops.add(table, _REASONS[0], int(m["missing"].sum()))
+    drops.add(table, _REASONS[1], int(m["bad_dev"].sum()))
+    drops.add(table, _REASONS[2], int(m["zero"].sum()))
+    drops.add(table, _REASONS[3], int(m["inverted"].sum()))
+    drops.add(table, _REASONS[4], int(far.sum()))
+    return {k: take(v, ok) for k, v in d.items()}
 
 
 def _strings(exp: ExportFile) -> StringTable:
@@ -389,78 +416,502 @@ def _api_kind_codes(strings: StringTable):
     return strings.codes(code)
 
 
-def _load_tables(exp: ExportFile, progress: ProgressFn | None) -> dict:
-    say = progress or (lambda _msg: None)
-    strings = _strings(exp)
-    jobs: dict[str, tuple] = {}
-    if exp.has(S.KERNEL):
-        jobs["kernels"] = (S.KERNEL, S.KERNEL_COLS, "")
-    if exp.has(S.RUNTIME):
-        jobs["runtime"] = (S.RUNTIME, S.RUNTIME_COLS, "")
-    if exp.has(S.MEMCPY):
-        jobs["memcpy"] = (S.MEMCPY, S.MEMCPY_COLS, "")
-    if exp.has(S.MEMSET):
-        jobs["memset"] = (S.MEMSET, S.MEMSET_COLS, "")
-    if exp.has(S.SYNC):
-        jobs["sync"] = (S.SYNC, S.SYNC_COLS, "")
-    if exp.has(S.OSRT):
-        where = f"WHERE eventClass = {S.OSRT_EVENT_CLASS}" if "eventClass" in exp.columns(S.OSRT) else ""
-        jobs["osrt"] = (S.OSRT, S.OSRT_COLS, where)
-    say(f"reading {', '.join(jobs) or 'metadata'}")
-    raw = _read_tables(exp, jobs)
-    return {"strings": _unknown_names(raw, strings), "raw": raw}
-
-
 UNKNOWN_NAME = "<name missing from the export>"
 
 
-def _unknown_names(raw: dict[str, dict[str, np.ndarray]], strings: StringTable) -> StringTable:
-    """Name ids that are NULL, negative or too large (read as -1) point at one added string, so
-    per-name statistics keep the row's time under a visible name instead of failing."""
-    cols = [(d, c) for d in raw.values() for c in ("name_id", "short_id") if c in d and len(d[c])]
-    if not any((d[c] < 0).any() for d, c in cols):
-        return strings
-    uid = int(strings.ids.max()) + 1 if len(strings) else 0
-    for d, c in cols:
-        d[c][d[c] < 0] = uid
-    return StringTable(np.append(strings.ids, uid), np.append(strings.values, np.array([UNKNOWN_NAME], dtype=object)))
+class _Codes:
+    """First-seen codes of int64 keys, assigned incrementally chunk by chunk (a chunk's keys are
+    few: processes, devices, streams, threads)."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.keys: list[int] = []
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        codes, uniq = pd.factorize(np.asarray(keys, dtype=np.int64))
+        lut = np.empty(len(uniq), dtype=np.int32)
+        for j, k in enumerate(np.asarray(uniq).tolist()):
+            c = self.index.get(k)
+            if c is None:
+                c = self.index[k] = len(self.keys)
+                self.keys.append(k)
+            lut[j] = c
+        return lut[codes] if len(codes) else np.zeros(0, dtype=np.int32)
+
+    def add(self, keys) -> None:
+        self(np.asarray(list(keys), dtype=np.int64))
+
+    def remap(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted keys, code -> index in the sorted keys)``."""
+        keys = np.asarray(self.keys, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        remap = np.empty(len(keys), dtype=np.int32)
+        remap[order] = np.arange(len(keys), dtype=np.int32)
+        return keys[order], remap
 
 
+class _TupleCodes:
+    """First-seen codes of rows of several int columns (a stream: process, device, context, id)."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.rows: list[tuple] = []
+
+    def __call__(self, *cols: np.ndarray) -> np.ndarray:
+        n = len(cols[0])
+        if n == 0:
+            return np.zeros(0, dtype=np.int32)
+        code = np.zeros(n, dtype=np.int64)
+        for c in cols:  # nested factorisation: first-appearance order of the whole tuple
+            cc, _ = pd.factorize(np.asarray(c, dtype=np.int64))
+            code, _ = pd.factorize((code << 32) | cc.astype(np.int64))
+            code = code.astype(np.int64)
+        nu = int(code.max()) + 1
+        first = np.empty(nu, dtype=np.int64)
+        first[code[::-1]] = np.arange(n - 1, -1, -1)
+        lut = np.empty(nu, dtype=np.int32)
+        vals = [np.asarray(c)[first].tolist() for c in cols]
+        for j, row in enumerate(zip(*vals)):
+            c = self.index.get(row)
+            if c is None:
+                c = self.index[row] = len(self.rows)
+                self.rows.append(row)
+            lut[j] = c
+        return lut[code]
+
+
+class _CorrIndex:
+    """Runtime row position per (process code, correlation id): the launch join. A dense table per
+    process (correlation ids are small consecutive integers); a process whose ids are too sparse
+    for one keeps sorted (id, position) pairs. When several rows share an id the last one wins
+    (nsys writes one launch per id)."""
+
+    def __init__(self) -> None:
+        self.dense: dict[int, np.ndarray] = {}
+        self.rows: dict[int, int] = {}
+        self.sparse: dict[int, list] = {}
+        self._sorted: dict[int, tuple] = {}
+
+    def add(self, proc: np.ndarray, corr: np.ndarray, pos: np.ndarray) -> None:
+        if not len(pos):
+            return
+        for p in np.unique(proc).tolist():
+            sel = proc == p if len(np.unique(proc)) > 1 else slice(None)
+            c = corr[sel].astype(np.int64)
+            q = pos[sel].astype(np.int64)
+            self.rows[p] = self.rows.get(p, 0) + len(c)
+            if p not in self.sparse:
+                mx = int(c.max())
+                if mx + 1 > 8 * self.rows[p] + (1 << 22):
+                    old = self.dense.pop(p, None)
+                    self.sparse[p] = []
+                    if old is not None:
+                        have = np.flatnonzero(old >= 0)
+                        self.sparse[p].append((have, old[have].astype(np.int64)))
+                else:
+                    arr = self.dense.get(p)
+                    if arr is None or len(arr) <= mx:
+                        grown = np.full(max(mx + 1, 2 * (len(arr) if arr is not None else 0)), -1, dtype=np.int32)
+                        if arr is not None:
+                            grown[:len(arr)] = arr
+                        arr = self.dense[p] = grown
+                    arr[c] = q
+                    continue
+            self.sparse[p].append((c, q))
+            self._sorted.pop(p, None)
+
+    def lookup(self, proc: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        out = np.full(len(corr), -1, dtype=np.int64)
+        if not len(corr):
+            return out
+        corr = corr.astype(np.int64)
+        for p in np.unique(proc).tolist():
+            sel = np.flatnonzero(proc == p)
+            c = corr[sel]
+            arr = self.dense.get(p)
+            if arr is not None:
+                ok = (c > 0) & (c < len(arr))
+                out[sel[ok]] = arr[c[ok]]
+            elif p in self.sparse:
+                if p not in self._sorted:
+                    ks = np.concatenate([a for a, _ in self.sparse[p]])
+                    vs = np.concatenate([b for _, b in self.sparse[p]])
+                    order = np.argsort(ks, kind="stable")
+                    self._sorted[p] = (ks[order], vs[order])
+                ks, vs = self._sorted[p]
+                ok = c > 0
+                i = np.searchsorted(ks, c[ok], side="right") - 1  # last row of equal ids
+                hit = (i >= 0) & (ks[np.maximum(i, 0)] == c[ok])
+                res = np.full(int(ok.sum()), -1, dtype=np.int64)
+                res[hit] = vs[i[hit]]
+                out[sel[ok]] = res
+        return out
+
+
+#: Stored columns (and dtypes) of each event table; ``coded`` ones hold first-seen codes.
+GPU_BASE = {"start_ns": "int64", "end_ns": "int64", "device_id": "int32", "context_id": "int32",
+            "stream_id": "int32", "correlation_id": "uint32", "device": "int32", "proc": "int32", "stream": "int32"}
+LAUNCHED = {"api": "int32", "api_start_ns": "int64"}
+TABLE_DTYPES = {
+    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED},
+    "memcpy": {**GPU_BASE, "bytes": "int64", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8",
+               "host_kind": "int8", **LAUNCHED},
+    "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED},
+    "sync": {**GPU_BASE, "sync_type": "int8"},
+    "runtime": {"start_ns": "int64", "end_ns": "int64", "correlation_id": "uint32", "name_id": "int32",
+                "event_class": "int16", "api_kind": "int8", "proc": "int32", "thread": "int32"},
+    "osrt": {"start_ns": "int64", "end_ns": "int64", "global_tid": "int64", "name_id": "int32", "is_wait": "bool",
+             "thread": "int32"},
+    "nvtx": {"start_ns": "int64", "end_ns": "int64", "event_type": "int16", "global_tid": "int64",
+             "text": STR, "domain": "int32", "thread": "int32"},
+}
+TABLE_CODED = {"kernels": ("device", "proc"), "memcpy": ("device", "proc"), "memset": ("device", "proc"),
+               "sync": ("device", "proc"), "runtime": ("proc", "thread"), "osrt": ("thread",),
+               "nvtx": ("thread",)}
+GPU_TABLES = ("kernels", "memcpy", "memset", "sync")
 _TABLE_OF = {"kernels": S.KERNEL, "memcpy": S.MEMCPY, "memset": S.MEMSET, "sync": S.SYNC, "runtime": S.RUNTIME,
-             "osrt": S.OSRT}
+             "osrt": S.OSRT, "nvtx": S.NVTX}
+_COLS_OF = {"kernels": S.KERNEL_COLS, "memcpy": S.MEMCPY_COLS, "memset": S.MEMSET_COLS, "sync": S.SYNC_COLS,
+            "runtime": S.RUNTIME_COLS, "osrt": S.OSRT_COLS}
+#: the order tables' refused rows are listed in (as the tables appear in the report)
+_DROP_ORDER = (S.KERNEL, S.RUNTIME, S.MEMCPY, S.MEMSET, S.SYNC, S.OSRT, S.NVTX)
 
 
-def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.ndarray]],
-           duration_ns: int | None = None, drops: Drops | None = None) -> dict[str, pd.DataFrame]:
-    out: dict[str, pd.DataFrame] = {}
-    drops = drops if drops is not None else Drops()
-    raw = {k: _validate(v, _TABLE_OF[k], duration_ns, drops) for k, v in raw.items()}
-    gpu_cols = {"kernels": S.KERNEL_COLS, "memcpy": S.MEMCPY_COLS, "memset": S.MEMSET_COLS, "sync": S.SYNC_COLS}
-    gpu = {k: raw[k] if k in raw else _empty(cols) for k, cols in gpu_cols.items()}
-    rt = raw.get("runtime", _empty(S.RUNTIME_COLS))
-    os_ = raw.get("osrt", _empty(S.OSRT_COLS))
+class _Ingest:
+    """Streams an export's tables into a :class:`Store` (see the module docstring)."""
 
-    # processes: every process key seen in GPU rows (globalPid) or API rows (globalTid & ~tid)
-    rt_proc_key = _uniq(rt["global_tid"] & S.PROCESS_MASK)
-    keys = [_uniq(gpu[k]["global_pid"] & S.PROCESS_MASK) for k in gpu] + [rt_proc_key]
-    all_keys = np.unique(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
-    proc_names = {}
-    if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
-        for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
-            if type(gp) is int:
-                proc_names[gp & S.PROCESS_MASK] = name if isinstance(name, str) else ""
-    out["processes"] = pd.DataFrame({
-        "global_pid": all_keys,
-        "pid": S.decode_pid(all_keys),
-        "name": [proc_names.get(int(k), "") for k in all_keys],
-    })
+    def __init__(self, exp: ExportFile, store: Store, strings: StringTable, duration_ns: int | None,
+                 drops: Drops, progress: ProgressFn | None = None) -> None:
+        self.exp, self.store, self.strings, self.duration_ns, self.drops = exp, store, strings, duration_ns, drops
+        self.say = progress or (lambda _msg: None)
+        self.procs, self.devices, self.threads = _Codes(), _Codes(), _Codes()
+        self.streams = _TupleCodes()
+        self.corr = _CorrIndex()
+        self.unknown_id = int(strings.ids.max()) + 1 if len(strings) else 0
+        self.unknown_used = False
+        self.rt_start: list[np.ndarray] = []
+        self.rt_kind: list[np.ndarray] = []
+        self.rt_n = 0
+        self.kind_of = _api_kind_codes(strings)
+        self.launch_name = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+        self.is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
+        self.name_counts = np.zeros(0, dtype=np.int64)
+        self.candidates: list[np.ndarray] = []
+        self.pageable: list[np.ndarray] = []
+        self.nvtx_domains = _TupleCodes()
+        self.domain_names: dict[tuple[int, int], str] = {}
+        self.domain_any: dict[int, str] = {}
+        self.counts: dict[str, int] = {}
 
-    def proc_index(global_ids: np.ndarray) -> np.ndarray:
-        return np.searchsorted(all_keys, global_ids & S.PROCESS_MASK).astype(np.int32)
+    # ---- shared steps ------------------------------------------------------------------------
+    def _names(self, d: dict[str, np.ndarray]) -> None:
+        """Name ids that are NULL, negative or too large (read as -1) point at one added string, so
+        per-name statistics keep the row's time under a visible name instead of failing."""
+        for c in ("name_id", "short_id"):
+            if c in d and len(d[c]):
+                bad = d[c] < 0
+                if bad.any():
+                    d[c] = d[c].copy()
+                    d[c][bad] = self.unknown_id
+                    self.unknown_used = True
 
-    # devices: (host bits, deviceId) pairs seen in GPU rows
-    dev_keys = [_uniq(((gpu[k]["global_pid"] >> 48) & 0xFFFF) * 65536 + gpu[k]["device_id"]) for k in gpu]
-    all_dev = np.unique(np.concatenate(dev_keys)) if dev_keys else np.zeros(0, dtype=np.int64)
+    def _rows(self, key: str, where: str = "", cols=None, end_optional: bool = False):
+        """Validated chunks of one table (dict of columns), in rowid order."""
+        table = _TABLE_OF[key]
+        reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where)
+        anchor = None
+        if len(reader.ranges) > 1 and self.duration_ns:
+            smp = reader.sample()
+            ok, _, _ = _checks(smp, end_optional)
+            anchor = median_anchor(smp["start_ns"], ok)
+        for chunk in reader.chunks():
+            self._names(chunk)
+            d = _validate(chunk, table, self.duration_ns, self.drops, end_optional, anchor=anchor if len(reader.ranges) > 1 else None)
+            yield d
+
+    # ---- tables ------------------------------------------------------------------------------
+    def runtime(self) -> None:
+        t = self.store.table("runtime", TABLE_DTYPES["runtime"], TABLE_CODED["runtime"])
+        if not self.exp.has(S.RUNTIME):
+            return
+        for d in self._rows("runtime"):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            pos = np.arange(self.rt_n, self.rt_n + n, dtype=np.int64)
+            gtid = d["global_tid"]
+            proc = self.procs(gtid & S.PROCESS_MASK)
+            kind = self.kind_of(d["name_id"]).astype(np.int8)
+            corr = d["correlation_id"]
+            valid = (d["event_class"] != 67) & (corr > 0)
+            self.corr.add(proc[valid], corr[valid], pos[valid])
+            dur = d["end_ns"] - d["start_ns"]
+            from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
+
+            cand = (kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
+            if cand.any():
+                cand &= self.launch_name(d["name_id"])
+                self.candidates.append(pos[cand])
+            nid = d["name_id"]
+            if len(nid):
+                bc = np.bincount(np.maximum(nid, 0).astype(np.int64))
+                if len(bc) > len(self.name_counts):
+                    bc[:len(self.name_counts)] += self.name_counts
+                    self.name_counts = bc
+                else:
+                    self.name_counts[:len(bc)] += bc
+            self.rt_start.append(d["start_ns"].astype(np.int64))
+            self.rt_kind.append(kind)
+            self.rt_n += n
+            t.append({"start_ns": d["start_ns"], "end_ns": d["end_ns"], "correlation_id": corr,
+                      "name_id": nid, "event_class": d["event_class"], "api_kind": kind, "proc": proc,
+                      "thread": self.threads(gtid)})
+        self._rt_start = np.concatenate(self.rt_start) if self.rt_start else np.zeros(0, np.int64)
+        self._rt_kind = np.concatenate(self.rt_kind) if self.rt_kind else np.zeros(0, np.int8)
+        self.rt_start = self.rt_kind = []
+
+    def gpu(self, key: str) -> None:
+        t = self.store.table(key, TABLE_DTYPES[key], TABLE_CODED[key])
+        table = _TABLE_OF[key]
+        if not self.exp.has(table):
+            return
+        rt_start = getattr(self, "_rt_start", np.zeros(0, np.int64))
+        rt_kind = getattr(self, "_rt_kind", np.zeros(0, np.int8))
+        for d in self._rows(key):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            gpid = d.pop("global_pid")
+            proc = self.procs(gpid & S.PROCESS_MASK)
+            dev_key = ((gpid >> 48) & 0xFFFF) * 65536 + d["device_id"]
+            dev = self.devices(dev_key)
+            d["proc"], d["device"] = proc, dev
+            d["stream"] = self.streams(proc, dev, d["context_id"], d["stream_id"])
+            if key == "memcpy":
+                host_kind = np.full(n, -1, dtype=np.int8)
+                h2d = d["copy_kind"] == S.COPY_HTOD
+                d2h = d["copy_kind"] == S.COPY_DTOH
+                host_kind[h2d] = d["src_kind"][h2d]
+                host_kind[d2h] = d["dst_kind"][d2h]
+                d["host_kind"] = host_kind
+            if key != "sync":
+                api = self.corr.lookup(proc, d["correlation_id"])
+                has = api >= 0
+                d["api"] = api
+                d["api_start_ns"] = np.where(has, rt_start[np.maximum(api, 0)], -1) if len(rt_start) \
+                    else np.full(n, -1, np.int64)
+                if key == "memcpy" and len(rt_kind):
+                    pg = has & (d["host_kind"] == S.MEM_PAGEABLE)
+                    rows = api[pg]
+                    rows = rows[rt_kind[rows] == S.API_ASYNC_COPY]
+                    if len(rows):
+                        self.pageable.append(rows)
+            t.append(d)
+
+    def osrt(self) -> None:
+        t = self.store.table("osrt", TABLE_DTYPES["osrt"], TABLE_CODED["osrt"])
+        if not self.exp.has(S.OSRT):
+            return
+        where = f"WHERE eventClass = {S.OSRT_EVENT_CLASS}" if "eventClass" in self.exp.columns(S.OSRT) else ""
+        for d in self._rows("osrt", where):
+            if not len(d["start_ns"]):
+                continue
+            d["is_wait"] = self.is_wait(d["name_id"])
+            d["thread"] = self.threads(d["global_tid"])
+            t.append(d)
+
+    def nvtx(self) -> None:
+        t = self.store.table("nvtx", TABLE_DTYPES["nvtx"], TABLE_CODED["nvtx"])
+        if not self.exp.has(S.NVTX):
+            return
+        present = set(self.exp.columns(S.NVTX))
+        if not {"start", "eventType"} <= present:  # a quoted missing column would read as a string literal
+            n = _query(self.exp, f'SELECT count(*) FROM "{S.NVTX}"')[0][0]
+            self.drops.add(S.NVTX, _REASONS[5], n)
+            return
+        for d in _NvtxReader(self.exp, present).chunks(self):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            t.append(d)
+
+    # ---- end ---------------------------------------------------------------------------------
+    def finish(self, thread_names: dict[int, str]) -> dict:
+        """Final indices of the coded columns, and the small tables they index."""
+        exp = self.exp
+        self._rt_start = self._rt_kind = None
+        self.threads.add(thread_names)
+        all_keys, proc_remap = self.procs.remap()
+        all_dev, dev_remap = self.devices.remap()
+        tids, thread_remap = self.threads.remap()
+        self.store.remaps.update({"proc": proc_remap, "device": dev_remap, "thread": thread_remap})
+        proc_names = {}
+        if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
+            for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
+                if type(gp) is int:
+                    proc_names[gp & S.PROCESS_MASK] = name if isinstance(name, str) else ""
+        out = {"processes": pd.DataFrame({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
+                                          "name": [proc_names.get(int(k), "") for k in all_keys]})}
+        out["devices"] = _devices_frame(exp, all_dev)
+        rows = np.asarray(self.streams.rows, dtype=np.int64).reshape(-1, 4)
+        out["streams"] = pd.DataFrame({"stream": np.arange(len(rows), dtype=np.int32),
+                                       "proc": proc_remap[rows[:, 0]].astype(np.int64) if len(rows) else rows[:, 0],
+                                       "device": dev_remap[rows[:, 1]].astype(np.int64) if len(rows) else rows[:, 1],
+                                       "context_id": rows[:, 2], "stream_id": rows[:, 3]})
+        out["threads"] = _threads(tids, thread_names)
+        # NVTX domains: matched on (process bits, domainId), else any process's name for the id
+        dnames = [self.domain_names.get((p, dom), self.domain_any.get(dom, "")) if dom else ""
+                  for p, dom in self.nvtx_domains.rows]
+        strings = self.strings
+        if self.unknown_used:
+            strings = StringTable(np.append(strings.ids, self.unknown_id),
+                                  np.append(strings.values, np.array([UNKNOWN_NAME], dtype=object)))
+        derived = {
+            "pageable_async_api": np.unique(np.concatenate(self.pageable)) if self.pageable else np.zeros(0, np.int64),
+            "launch_candidates": np.unique(np.concatenate(self.candidates)) if self.candidates else np.zeros(0, np.int64),
+            "runtime_name_counts": self.name_counts,
+        }
+        return {"frames": out, "strings": strings, "nvtx_domains": np.array(dnames, dtype=object),
+                "derived": derived}
+
+
+class _NvtxReader:
+    """NVTX rows in rowid chunks: ranges, marks and domain names; texts interned (inline text, else
+    the ``textId`` string)."""
+
+    TYPES = S.NVTX_RANGE_TYPES + (S.NVTX_MARK, S.NVTX_DOMAIN_CREATE)
+
+    def __init__(self, exp: ExportFile, present: set[str]) -> None:
+        self.exp = exp
+        i = lambda c, default: _safe_expr(f'"{c}"') if c in present else default  # noqa: E731
+        self.sel = [i("start", "NULL"), i("end", "NULL"), i("eventType", "NULL"), i("globalTid", "0"),
+                    i("textId", "NULL"), i("domainId", "0"),
+                    # as bytes: decoded here, with replacement characters for invalid UTF-8
+                    "CASE WHEN typeof(\"text\") = 'text' THEN CAST(\"text\" AS BLOB) END" if "text" in present
+                    else "NULL"]
+        types = ",".join(str(t) for t in self.TYPES)
+        self.sql = (f'SELECT {", ".join(self.sel)} FROM "{S.NVTX}" WHERE rowid >= ? AND rowid < ? '
+                    f'AND eventType IN ({types})')
+        lo = _query(exp, f'SELECT min(rowid) FROM "{S.NVTX}"')[0][0]
+        hi = _query(exp, f'SELECT max(rowid) FROM "{S.NVTX}"')[0][0]
+        self.lo, self.hi = int(lo or 1), int(hi or 0) + 1
+        self.ranges = [(a, min(a + CHUNK_ROWS, self.hi)) for a in range(self.lo, self.hi, CHUNK_ROWS)]
+
+    def _read(self, lo: int, hi: int):
+        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
+        try:
+            rows = con.execute(self.sql, (lo, hi)).fetchall()
+        finally:
+            con.close()
+        n = len(rows)
+        ints = {}
+        for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
+                                              ("global_tid", 0), ("text_id", -1), ("domain_id", 0))):
+            ints[name] = np.fromiter((default if r[j] is None else r[j] for r in rows), dtype=np.int64, count=n)
+        text = [r[6] for r in rows]
+        return ints, text
+
+    def _read_adbc(self, lo: int, hi: int):
+        import pyarrow as pa
+
+        with _adbc.connect(readonly_uri(self.exp.read_path)) as con:
+            cur = con.cursor()
+            try:
+                cur.execute(self.sql, parameters=(lo, hi))
+                tbl = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        ints = {}
+        for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
+                                              ("global_tid", 0), ("text_id", -1), ("domain_id", 0))):
+            col = tbl.column(j)
+            if pa.types.is_null(col.type):
+                ints[name] = np.full(tbl.num_rows, default, dtype=np.int64)
+            else:
+                ints[name] = col.fill_null(default).cast(pa.int64()).to_numpy()
+        tc = tbl.column(6)
+        return ints, tc
+
+    def chunks(self, ing: "_Ingest"):
+        reader = self._read_adbc if _adbc is not None else self._read
+        anchor = None
+        if len(self.ranges) > 1 and ing.duration_ns:
+            width = max(1, 100_000 // 200)
+            parts = []
+            for a in np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), 200).astype(np.int64)):
+                ints, _ = reader(int(a), int(min(a + width, self.hi)))
+                keep = ints["event_type"] != S.NVTX_DOMAIN_CREATE
+                parts.append({k: v[keep] for k, v in ints.items()})
+            smp = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            ok, _, _ = _checks(smp, True)
+            anchor = median_anchor(smp["start_ns"], ok)
+        try:
+            futures = []
+            for lo, hi in self.ranges:
+                futures.append(_pool().submit(reader, lo, hi))
+                if len(futures) > CHUNKS_IN_FLIGHT:
+                    yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+            while futures:
+                yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
+        except Exception as exc:
+            if type(exc).__module__.startswith("adbc_driver"):
+                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
+            raise
+
+    def _chunk(self, ing: "_Ingest", ints: dict, text, anchor, multi: bool) -> dict:
+        """One chunk's rows: the text column as Arrow (inline text, decoded with replacement
+        characters and capped, else the ``textId`` string), DomainCreate rows kept aside."""
+        import pyarrow as pa
+
+        n = len(ints["start_ns"])
+        idx = np.full(n, -1, dtype=np.int64)
+        values: list[str] = []
+        if not isinstance(text, list):  # an Arrow column of bytes
+            if not pa.types.is_null(text.type) and text.null_count < n:
+                col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
+                enc = col.dictionary_encode()
+                idx = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
+                values = [_text(v) for v in enc.dictionary.to_pylist()]
+        else:
+            seen: dict = {}
+            for i, v in enumerate(text):
+                if isinstance(v, (str, bytes)):
+                    j = seen.get(v)
+                    if j is None:
+                        j = seen[v] = len(values)
+                        values.append(_text(v))
+                    idx[i] = j
+        need = idx < 0
+        if need.any():
+            uniq, inv = np.unique(ints["text_id"][need], return_inverse=True)
+            idx[need] = len(values) + inv
+            values += [str(v) for v in ing.strings.lookup(uniq)]
+        etype, gtid, dom = ints["event_type"], ints["global_tid"], ints["domain_id"]
+        pbits = gtid & S.PROCESS_MASK
+        is_dom = etype == S.NVTX_DOMAIN_CREATE
+        if is_dom.any():
+            for p, d_, j in zip(pbits[is_dom].tolist(), dom[is_dom].tolist(), idx[is_dom].tolist()):
+                ing.domain_names[(p, d_)] = values[j]
+                ing.domain_any[d_] = values[j]
+        keep = ~is_dom
+        kidx = idx[keep]
+        textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)),
+                                                 pa.array(values, type=pa.large_string())).dictionary_decode() \
+            if len(kidx) else pa.array([], type=pa.large_string())
+        d = {"start_ns": ints["start_ns"][keep], "end_ns": ints["end_ns"][keep], "event_type": etype[keep],
+             "global_tid": gtid[keep], "text": textcol, "_pbits": pbits[keep], "_dom": dom[keep]}
+        d = _validate(d, S.NVTX, ing.duration_ns, ing.drops, end_optional=True, anchor=anchor if multi else None)
+        d["end_ns"] = np.where(d["end_ns"] == BAD, -1, d["end_ns"])
+        # domain: (process bits, domainId); names are resolved once every DomainCreate row is read
+        pb, dm = d.pop("_pbits"), d.pop("_dom")
+        d["domain"] = ing.nvtx_domains(np.where(dm != 0, pb, 0), dm)
+        d["thread"] = ing.threads(d["global_tid"])
+        return d
+
+
+def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> pd.DataFrame:
     gpu_names = {}
     if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
         have = set(exp.columns("TARGET_INFO_GPU"))
@@ -474,7 +925,7 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
     hosts = all_dev // 65536
     dev_ids = all_dev % 65536
     multi_host = len(np.unique(hosts)) > 1
-    out["devices"] = pd.DataFrame({
+    return pd.DataFrame({
         "device": np.arange(len(all_dev), dtype=np.int32),
         "host": hosts,
         "device_id": dev_ids,
@@ -485,46 +936,6 @@ def _build(exp: ExportFile, strings: StringTable, raw: dict[str, dict[str, np.nd
         "compute_capability": [gpu_names.get(int(d), ("", None, None))[2] if not multi_host else None
                                for d in dev_ids],
     })
-
-    stream_parts = []
-    for k, d in gpu.items():
-        d = dict(d)
-        d["device"] = np.searchsorted(all_dev, ((d["global_pid"] >> 48) & 0xFFFF) * 65536 + d["device_id"]).astype(np.int32)
-        d["proc"] = proc_index(d.pop("global_pid"))
-        if k == "memcpy":
-            host_kind = np.full(len(d["copy_kind"]), -1, dtype=np.int8)
-            h2d = d["copy_kind"] == S.COPY_HTOD
-            d2h = d["copy_kind"] == S.COPY_DTOH
-            host_kind[h2d] = d["src_kind"][h2d]
-            host_kind[d2h] = d["dst_kind"][d2h]
-            d["host_kind"] = host_kind
-        out[k] = _frame(d, S.DTYPES)
-        stream_parts.append(k)
-    _assign_streams(out, stream_parts)
-
-    # runtime API rows
-    rt = dict(rt)
-    api_kind = _api_kind_codes(strings)(rt["name_id"]).astype(np.int8) if len(rt["name_id"]) else np.zeros(0, np.int8)
-    rt["api_kind"] = api_kind
-    rt["proc"] = proc_index(rt["global_tid"])  # before global_tid is replaced by a thread index below
-
-    os_ = dict(os_)
-    is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
-    os_["is_wait"] = is_wait(os_["name_id"]) if len(os_["name_id"]) else np.zeros(0, dtype=bool)
-    nvtx = _nvtx(exp, strings, duration_ns, drops)
-    # threads: every global_tid seen; each host table gets a dense ``thread`` index
-    thread_names = _thread_names(exp, strings)
-    tids = np.unique(np.concatenate([_uniq(rt["global_tid"]), _uniq(os_["global_tid"]),
-                                     _uniq(nvtx["global_tid"].to_numpy(np.int64)),
-                                     np.fromiter(thread_names, dtype=np.int64, count=len(thread_names))]))
-    rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
-    os_["thread"] = np.searchsorted(tids, os_["global_tid"]).astype(np.int32)
-    nvtx["thread"] = np.searchsorted(tids, nvtx["global_tid"].to_numpy(np.int64)).astype(np.int32)
-    out["runtime"] = _frame(rt, S.DTYPES)
-    out["osrt"] = _frame(os_, S.DTYPES)
-    out["nvtx"] = nvtx
-    out["threads"] = _threads(tids, thread_names)
-    return out
 
 
 def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
@@ -602,51 +1013,6 @@ def _int(v, default: int) -> int:
     return v if type(v) is int else default
 
 
-def _nvtx(exp: ExportFile, strings: StringTable, duration_ns: int | None = None,
-          drops: Drops | None = None) -> pd.DataFrame:
-    cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
-    empty = pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_type", "_tid")) else object) for c in cols})
-    drops = drops if drops is not None else Drops()
-    if not exp.has(S.NVTX):
-        return empty
-    present = set(exp.columns(S.NVTX))
-    if not {"start", "eventType"} <= present:  # a quoted missing column would read as a string literal
-        n = _query(exp, f'SELECT count(*) FROM "{S.NVTX}"')[0][0]
-        drops.add(S.NVTX, "table lacks its start or eventType column", n)
-        return empty
-    sel = ['"start"', '"end"' if "end" in present else "NULL", '"eventType"',
-           '"globalTid"' if "globalTid" in present else "0",
-           '"text"' if "text" in present else "NULL",
-           '"textId"' if "textId" in present else "NULL",
-           '"domainId"' if "domainId" in present else "0"]
-    types = ",".join(str(t) for t in S.NVTX_RANGE_TYPES + (S.NVTX_MARK, S.NVTX_DOMAIN_CREATE))
-    rows = _query(exp, f'SELECT {", ".join(sel)} FROM "{S.NVTX}" WHERE eventType IN ({types})')
-    if not rows:
-        return pd.DataFrame({c: [] for c in cols})
-    start = np.array([_int(r[0], BAD) for r in rows], dtype=np.int64)
-    end = np.array([_int(r[1], BAD) for r in rows], dtype=np.int64)
-    etype = np.array([_int(r[2], -1) for r in rows], dtype=np.int64)
-    gtid = np.array([_int(r[3], 0) for r in rows], dtype=np.int64)
-    text_id = np.array([_int(r[5], -1) for r in rows], dtype=np.int64)
-    looked = strings.lookup(text_id)
-    text = np.array([_cap(r[4]) if isinstance(r[4], str) else looked[i] for i, r in enumerate(rows)], dtype=object)
-    dom_id = np.array([_int(r[6], 0) for r in rows], dtype=np.int64)
-    # domain names: DomainCreate rows, matched on (process bits, domainId)
-    pbits = gtid & S.PROCESS_MASK
-    is_dom = etype == S.NVTX_DOMAIN_CREATE
-    names = {(int(p), int(d)): str(t) for p, d, t in zip(pbits[is_dom], dom_id[is_dom], text[is_dom])}
-    any_proc = {int(d): str(t) for d, t in zip(dom_id[is_dom], text[is_dom])}
-    domain = np.array([names.get((int(p), int(d)), any_proc.get(int(d), "")) if d else ""
-                       for p, d in zip(pbits, dom_id)], dtype=object)
-    keep = ~is_dom
-    d = {"start_ns": start[keep], "end_ns": end[keep], "event_type": etype[keep], "global_tid": gtid[keep],
-         "text": text[keep], "domain": domain[keep]}
-    # marks have no end: validate them with end = start; a range without an end keeps -1 (open)
-    d = _validate(d, S.NVTX, duration_ns, drops, end_optional=True)
-    d["end_ns"] = np.where(d["end_ns"] == BAD, -1, d["end_ns"])
-    return pd.DataFrame(d)
-
-
 def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
     res: dict = {}
     # diagnostics
@@ -718,30 +1084,12 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
     return res
 
 
+
+
 # --------------------------------------------------------------------------------------------
-# cache
+# whole frames (tests, small captures) and stores built from whole frames (PyTorch Profiler)
 # --------------------------------------------------------------------------------------------
-_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "devices", "processes", "streams",
-           "threads", "gpu_metrics", "diagnostics", "overhead")
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    """Parquet -> DataFrame one column at a time (peak = result + one column, not 2x the table)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
-    cols = {}
-    for name in pf.schema_arrow.names:
-        col = pf.read(columns=[name]).column(0)
-        numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)
-        cols[name] = col.to_numpy() if numeric and col.null_count == 0 else col.to_pandas().to_numpy()
-        del col
-    return pd.DataFrame(cols, copy=False)
-
-
-#: The columns of each cached frame (a fresh load produces exactly these: tests/test_loader.py).
-#: An entry whose frames differ is ignored and rebuilt.
+#: The columns of each table as a whole DataFrame (``Trace.frame``) and of each small table.
 FRAME_COLUMNS = {
     "kernels": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "name_id",
                 "short_id", "device", "proc", "stream"),
@@ -762,24 +1110,145 @@ FRAME_COLUMNS = {
     "diagnostics": ("timestamp_ns", "severity", "text"),
     "overhead": ("start_ns", "end_ns", "global_tid", "name"),
 }
-#: frames whose every column but the text ones must be integer (or bool) in a usable entry
-_EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx", "streams")
+SMALL_FRAMES = ("devices", "processes", "streams", "threads", "gpu_metrics", "diagnostics", "overhead")
+_FRAMES = EVENT_FRAMES + SMALL_FRAMES
+
+
+def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
+    """Event table ``name`` of ``trace`` as one DataFrame (:data:`FRAME_COLUMNS`)."""
+    t = trace.store.get(name)
+    cols = FRAME_COLUMNS[name]
+    if name == "nvtx":
+        want = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"]
+        d = t.read_all(want) if t is not None else t
+        doms = trace.nvtx_domains
+        n = len(d["start_ns"]) if d is not None else 0
+        if n == 0:
+            return pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+                                 "event_type": np.zeros(0, np.int64), "global_tid": np.zeros(0, np.int64),
+                                 "text": np.zeros(0, dtype=object), "domain": np.zeros(0, dtype=object),
+                                 "thread": np.zeros(0, np.int32)})
+        return pd.DataFrame({
+            "start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
+            "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"].astype(np.int64),
+            "text": to_text(d["text"]), "domain": doms[d["domain"]], "thread": d["thread"].astype(np.int32)})
+    if t is None:
+        dt = TABLE_DTYPES[name]
+        return pd.DataFrame({c: np.zeros(0, dtype=dt.get(c, "int64")) for c in cols})
+    d = t.read_all(list(cols))
+    return pd.DataFrame({c: d[c] for c in cols}, copy=False)
+
+
+def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spill_dir: Path | None = None,
+                      write_all: bool = False) -> tuple[Store, dict]:
+    """A store holding whole event frames (a PyTorch Profiler trace, parsed in one go), with the
+    columns and derived arrays the streaming loader computes: ``(store, extras)``."""
+    from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
+    from ..metrics.ops import match_api
+
+    store = Store(spill_dir, write_all=write_all)
+    rt = frames["runtime"]
+    api_valid = rt["event_class"].to_numpy() != 67 if len(rt) else np.zeros(0, dtype=bool)
+    rt_start = rt["start_ns"].to_numpy(np.int64)
+    rt_kind = rt["api_kind"].to_numpy()
+    pageable = []
+    for key in ("kernels", "memcpy", "memset", "sync"):
+        df = frames[key]
+        d = {c: df[c].to_numpy() for c in df.columns}
+        if key != "sync":
+            api = match_api(rt["proc"].to_numpy(), rt["correlation_id"].to_numpy(), api_valid,
+                            d["proc"], d["correlation_id"])
+            d["api"] = api
+            d["api_start_ns"] = np.where(api >= 0, rt_start[np.maximum(api, 0)], -1) if len(rt_start) \
+                else np.full(len(api), -1, np.int64)
+            if key == "memcpy" and len(rt_kind):
+                rows = api[(api >= 0) & (d["host_kind"] == S.MEM_PAGEABLE)]
+                pageable.append(rows[rt_kind[rows] == S.API_ASYNC_COPY])
+        store.table(key, TABLE_DTYPES[key]).append(d) if len(df) else store.table(key, TABLE_DTYPES[key])
+    d = {c: rt[c].to_numpy() for c in rt.columns}
+    store.table("runtime", TABLE_DTYPES["runtime"]).append(d) if len(rt) else store.table("runtime", TABLE_DTYPES["runtime"])
+    os_ = frames["osrt"]
+    t = store.table("osrt", TABLE_DTYPES["osrt"])
+    if len(os_):
+        t.append({c: os_[c].to_numpy() for c in os_.columns})
+    nv = frames["nvtx"]
+    t = store.table("nvtx", TABLE_DTYPES["nvtx"])
+    dom_codes, doms = pd.factorize(nv["domain"].map(lambda v: v if isinstance(v, str) else "").astype(object)) \
+        if len(nv) else (np.zeros(0, np.int64), [])
+    if len(nv):
+        t.append({"start_ns": nv["start_ns"].to_numpy(np.int64), "end_ns": nv["end_ns"].to_numpy(np.int64),
+                  "event_type": nv["event_type"].to_numpy(), "global_tid": nv["global_tid"].to_numpy(np.int64),
+                  "text": nv["text"].to_numpy(object), "domain": dom_codes, "thread": nv["thread"].to_numpy()})
+    cand = np.zeros(0, np.int64)
+    if len(rt):
+        launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+        dur = rt["end_ns"].to_numpy(np.int64) - rt_start
+        c = (rt_kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
+        if c.any():
+            c &= launch(rt["name_id"].to_numpy())
+        cand = np.flatnonzero(c).astype(np.int64)
+    nid = rt["name_id"].to_numpy() if len(rt) else np.zeros(0, np.int64)
+    extras = {"nvtx_domains": np.array(list(doms), dtype=object),
+              "derived": {"pageable_async_api": np.unique(np.concatenate(pageable)) if pageable else np.zeros(0, np.int64),
+                          "launch_candidates": cand,
+                          "runtime_name_counts": np.bincount(np.maximum(nid, 0).astype(np.int64)) if len(nid)
+                          else np.zeros(0, np.int64)}}
+    store.finish_writes()
+    return store, extras
+
+
+# --------------------------------------------------------------------------------------------
+# cache
+# --------------------------------------------------------------------------------------------
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """Parquet -> DataFrame one column at a time (peak = result + one column, not 2x the table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    cols = {}
+    for name in pf.schema_arrow.names:
+        col = pf.read(columns=[name]).column(0)
+        numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)
+        cols[name] = col.to_numpy() if numeric and col.null_count == 0 else col.to_pandas().to_numpy()
+        del col
+    return pd.DataFrame(cols, copy=False)
+
+
 _META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version": (str, type(None)),
               "duration_ns": (int, type(None)), "process_messages": list,
-              "session_start_utc_ns": (int, type(None)), "dropped_rows": list}
+              "session_start_utc_ns": (int, type(None)), "dropped_rows": list, "store": dict}
+_ARRAYS = ("remap_proc", "remap_device", "remap_thread", "pageable_async_api", "launch_candidates",
+           "runtime_name_counts")
 
 
-def _entry_ok(meta, frames: dict[str, pd.DataFrame]) -> bool:
+def _entry_ok(meta, frames: dict[str, pd.DataFrame], store: Store) -> bool:
     """True when a cache entry has the shape this version writes (else it is rebuilt)."""
+    import pyarrow.parquet as pq
+
     if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
         return False
     if any(not isinstance(meta.get(k), typ) for k, typ in _META_KEYS.items()):
         return False
-    for name, cols in FRAME_COLUMNS.items():
+    for name in SMALL_FRAMES:
         df = frames[name]
-        if tuple(df.columns) != cols:
+        if tuple(df.columns) != FRAME_COLUMNS[name]:
             return False
-        if name in _EVENT_FRAMES and any(df[c].dtype.kind not in "iub" for c in cols if c not in ("text", "domain")):
+        if name == "streams" and any(df[c].dtype.kind not in "iu" for c in df.columns):
+            return False
+    if set(store.tables) != set(EVENT_FRAMES):
+        return False
+    for name, t in store.tables.items():
+        if {k: (v if v == STR else str(v)) for k, v in t.dtypes.items()} != TABLE_DTYPES[name]:
+            return False
+        if t._file is None:
+            if t.blocks:
+                return False
+            continue
+        md = pq.ParquetFile(t._file).metadata
+        if md.num_row_groups != len(t.blocks) or any(md.row_group(b.group).num_rows != b.n for b in t.blocks):
+            return False
+        if [str(x) for x in pq.read_schema(t._file).names] != list(t.dtypes):
             return False
     return True
 
@@ -792,54 +1261,69 @@ def _cache_read(entry: Path) -> dict | None:
         import pyarrow.parquet as pq
 
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        frames = {name: _read_parquet(entry / f"{name}.parquet") for name in _FRAMES}
+        frames = {name: _read_parquet(entry / f"{name}.parquet") for name in SMALL_FRAMES}
         st = pq.read_table(entry / "strings.parquet")
         strings = StringTable(st.column("id").to_numpy(), np.array(st.column("value").to_pylist(), dtype=object))
-        if not _entry_ok(meta, frames) or strings.ids.dtype.kind not in "iu":
+        arrays = {k: np.load(entry / f"{k}.npy", allow_pickle=False) for k in _ARRAYS}
+        doms = np.array(pq.read_table(entry / "nvtx_domains.parquet").column("domain").to_pylist(), dtype=object)
+        remaps = {k[6:]: arrays[k].astype(np.int32) for k in _ARRAYS if k.startswith("remap_")}
+        store = Store.from_description(entry, meta["store"], remaps)
+        if not _entry_ok(meta, frames, store) or strings.ids.dtype.kind not in "iu":
             return None
     except Exception:
         return None  # an unreadable, damaged or foreign cache entry is ignored and rebuilt
     cache_m.touch(entry)
-    return {"meta": meta, "frames": frames, "strings": strings}
-
-
-_PENDING: dict[Path, threading.Thread] = {}
+    derived = {k: arrays[k].astype(np.int64) for k in ("pageable_async_api", "launch_candidates",
+                                                        "runtime_name_counts")}
+    return {"meta": meta, "frames": frames, "strings": strings, "store": store, "nvtx_domains": doms,
+            "derived": derived}
 
 
 def wait_for_cache_writes() -> None:
-    """Block until background cache writes of this process are done."""
-    while _PENDING:
-        _PENDING.popitem()[1].join()
+    """Cache entries are complete when ``load_trace`` returns (kept for callers of older versions)."""
 
 
-def _cache_write_quietly(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable) -> None:
+def _cache_tmp(cache_dir: Path) -> Path | None:
+    """A private folder to write a new entry into, or None when the cache folder is unwritable."""
     try:
-        _cache_write(entry, meta, frames, strings)
-    except Exception:  # an unwritable or full cache folder only costs speed next time
-        pass
+        cache_m.make_dir(cache_dir)
+        return Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir))
+    except OSError:
+        return None
 
 
-def _cache_write(entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    cache_m.make_dir(entry.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=entry.parent))
+def _publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable,
+             store: Store, extras: dict) -> bool:
+    """Write the entry's metadata and small tables next to the store's files in ``tmp``, then
+    rename ``tmp`` to ``entry``. Returns whether the entry was published (never raises)."""
     try:
-        for name in _FRAMES:
-            df = frames[name]
-            table = pa.Table.from_pandas(df, preserve_index=False)
-            pq.write_table(table, tmp / f"{name}.parquet", compression="lz4")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        store.finish_writes()
+        for name in SMALL_FRAMES:
+            pq.write_table(pa.Table.from_pandas(frames[name], preserve_index=False), tmp / f"{name}.parquet",
+                           compression="lz4")
         pq.write_table(pa.table({"id": strings.ids, "value": pa.array(list(strings.values), type=pa.string())}),
                        tmp / "strings.parquet", compression="lz4")
-        (tmp / "meta.json").write_text(json.dumps({**meta, "format": CACHE_FORMAT}), encoding="utf-8")
+        pq.write_table(pa.table({"domain": pa.array([str(x) for x in extras["nvtx_domains"]], type=pa.string())}),
+                       tmp / "nvtx_domains.parquet", compression="lz4")
+        for k in _ARRAYS:
+            arr = store.remaps.get(k[6:], np.zeros(0, np.int32)) if k.startswith("remap_") else extras["derived"][k]
+            np.save(tmp / f"{k}.npy", np.asarray(arr), allow_pickle=False)
+        (tmp / "meta.json").write_text(json.dumps({**meta, "format": CACHE_FORMAT, "store": store.describe()}),
+                                       encoding="utf-8")
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)
     except Exception:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    cache_m.evict(entry.parent, keep=entry)
+        return False
+    store.relocate(entry)
+    try:
+        cache_m.evict(entry.parent, keep=entry)
+    except Exception:
+        pass
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -863,13 +1347,13 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     traced = {k: any(t in tables for t in ts) for k, ts in S.TRACE_TYPES.items()}
     # an export with a -wal/-journal beside it is read from a settled private copy, never cached
     # (the sidecar's content is not part of the file's identity)
-    entry = cache_m.entry_path(cache_dir or cache_m.default_cache_dir(), exp.path, "trace", CACHE_FORMAT) \
+    folder = Path(cache_dir or cache_m.default_cache_dir())
+    entry = cache_m.entry_path(folder, exp.path, "trace", CACHE_FORMAT) \
         if cache and exp.read_path == exp.path else None
-    if entry is not None and entry in _PENDING:
-        _PENDING.pop(entry).join()  # a write of this entry is still running in this process
     cached = _cache_read(entry) if entry is not None else None
     if cached is not None:
-        meta, frames, strings = cached["meta"], cached["frames"], cached["strings"]
+        meta, frames, strings, store = cached["meta"], cached["frames"], cached["strings"], cached["store"]
+        extras = cached
         from_cache = True
     else:
         if not any(t in tables for t in EVENT_TABLES):
@@ -880,36 +1364,52 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
                 hint=(f"the profiled process reported: {why}" if why else
                       "check that the program ran under nsys with --trace=cuda,nvtx,osrt and did GPU work"),
             )
+        tmp = _cache_tmp(folder) if entry is not None else None
+        store = Store(tmp, write_all=tmp is not None)
         try:
-            loaded = _load_tables(exp, progress)
-            strings = loaded["strings"]
-            if progress:
-                progress("decoding tables")
-            drops = Drops()
-            frames = _build(exp, strings, loaded["raw"], _session_duration(exp), drops)
+            strings = _strings(exp)
+            drops = Drops(order=_DROP_ORDER)
+            ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress)
+            say = progress or (lambda _msg: None)
+            say("reading the CUDA API calls")
+            ing.runtime()
+            say("reading the GPU operations")
+            for key in GPU_TABLES:
+                ing.gpu(key)
+            say("reading OS runtime calls and NVTX ranges")
+            ing.osrt()
+            ing.nvtx()
+            built = ing.finish(_thread_names(exp, strings))
+            store.finish_writes()
+            strings = built["strings"]
+            frames = built["frames"]
             small = _small_tables(exp, strings)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError, UnicodeError) as exc:
+            store.close()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
             # values no export of nsys holds, in a place the row checks do not cover: refuse in one line
             raise CorruptFileError(f"{exp.path}: damaged export: unexpected values ({type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
                                    hint="export again with nsys export --type sqlite") from None
+        except BaseException:
+            store.close()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
                 "session_start_utc_ns": small["session_start_utc_ns"], "dropped_rows": drops.as_list()}
+        extras = built
         from_cache = False
-        if entry is not None:
-            # Written in the background while the caller analyses (the two use different cores).
-            # Not a daemon thread: the interpreter waits for it before exiting, and the entry
-            # only appears, by rename, once complete.
-            th = threading.Thread(target=_cache_write_quietly, args=(entry, meta, dict(frames), strings),
-                                  name="nsysdoc-cache-write", daemon=False)
-            _PENDING[entry] = th
-            th.start()
+        if tmp is not None and not _publish(tmp, entry, meta, frames, strings, store, built):
+            store._own_tmp = tmp  # the store still reads its spilled blocks there; removed with it
     trace = Trace(
         path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
-        tables=tables, traced=traced, strings=strings,
-        **{name: frames[name] for name in _FRAMES},
+        tables=tables, traced=traced, strings=strings, store=store,
+        **{name: frames[name] for name in SMALL_FRAMES},
+        nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
         duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
         session_start_utc_ns=meta.get("session_start_utc_ns"),
         dropped_rows=list(meta.get("dropped_rows", [])),

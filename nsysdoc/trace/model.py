@@ -88,9 +88,23 @@ class IdMap:
 SOURCE_TOOLS = {"nsys": "Nsight Systems", "pytorch-profiler": "PyTorch Profiler"}
 
 
+#: The big event tables: held in :attr:`Trace.store` (blocks, read by time range), and as whole
+#: DataFrames only on demand (:meth:`Trace.frame`: tests, small captures, the one-off tools).
+EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx")
+
+
 @dataclass
 class Trace:
-    """A loaded capture. Build it with :func:`nsysdoc.trace.load_trace`."""
+    """A loaded capture. Build it with :func:`nsysdoc.trace.load_trace`.
+
+    The event tables are in ``store`` (:mod:`nsysdoc.trace.store`); ``trace.kernels`` and the
+    other event-table attributes build the whole table as a DataFrame on first use (memory grows
+    with the capture: the analysis itself never asks for them). Small tables are DataFrames.
+    ``derived`` holds what the loader computed while streaming the rows (see ``docs/loader.md``):
+    ``pageable_async_api`` (runtime rows of async copies from pageable memory, which block the
+    host), ``launch_candidates`` (kernel-launch calls of 1 ms or more), ``runtime_name_counts``
+    (rows per ``name_id``) and per-table row counts.
+    """
 
     path: str
     nsys_version: str | None
@@ -98,13 +112,7 @@ class Trace:
     tables: frozenset[str]
     traced: dict[str, bool]
     strings: StringTable
-    kernels: pd.DataFrame
-    memcpy: pd.DataFrame
-    memset: pd.DataFrame
-    runtime: pd.DataFrame
-    sync: pd.DataFrame
-    osrt: pd.DataFrame
-    nvtx: pd.DataFrame
+    store: object
     devices: pd.DataFrame
     processes: pd.DataFrame
     streams: pd.DataFrame
@@ -112,6 +120,9 @@ class Trace:
     gpu_metrics: pd.DataFrame
     diagnostics: pd.DataFrame
     overhead: pd.DataFrame
+    #: domain name of each ``domain`` index of the nvtx table
+    nvtx_domains: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    derived: dict = field(default_factory=dict)
     duration_ns: int | None = None
     #: UTC epoch (ns) at the start of the capture session (TARGET_INFO_SESSION_START_TIME), or None
     session_start_utc_ns: int | None = None
@@ -128,12 +139,34 @@ class Trace:
     not_recorded: dict[str, str] = field(default_factory=dict)
     #: ``{"rank", "world_size", "backend"}`` from a PyTorch Profiler trace's distributedInfo, else None
     distributed: dict | None = None
+    _frames: dict = field(default_factory=dict, repr=False)
 
     @property
     def source_label(self) -> str:
         """The tool's name for people: "Nsight Systems" or "PyTorch Profiler"."""
         return SOURCE_TOOLS.get(self.source_tool, self.source_tool)
 
+    def count(self, name: str) -> int:
+        """Rows of an event table (no read)."""
+        t = self.store.get(name)
+        return 0 if t is None else len(t)
+
     @property
     def has_gpu_activity(self) -> bool:
-        return len(self.kernels) + len(self.memcpy) + len(self.memset) > 0
+        return self.count("kernels") + self.count("memcpy") + self.count("memset") > 0
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """The whole event table ``name`` as a DataFrame with the documented columns."""
+        if name not in self._frames:
+            from .loader import whole_frame
+
+            self._frames[name] = whole_frame(self, name)
+        return self._frames[name]
+
+    kernels = property(lambda self: self.frame("kernels"))
+    memcpy = property(lambda self: self.frame("memcpy"))
+    memset = property(lambda self: self.frame("memset"))
+    runtime = property(lambda self: self.frame("runtime"))
+    sync = property(lambda self: self.frame("sync"))
+    osrt = property(lambda self: self.frame("osrt"))
+    nvtx = property(lambda self: self.frame("nvtx"))

@@ -1,0 +1,495 @@
+"""Event tables held in blocks, in memory or spilled to Parquet, read by time range.
+
+Exports of long runs hold tens of millions of rows. The loader never builds a table whole: it
+streams each big table (kernels, memcpy, memset, sync, runtime, OS runtime, NVTX) into a
+:class:`Table` of **blocks** of at most :data:`BLOCK_ROWS` rows, in the table's own order, and
+records for each block its row offset and the smallest start, largest start and largest end of
+its rows. The analysis (:mod:`nsysdoc.engine`) then reads only the blocks a time range needs:
+
+* :meth:`Table.rows_starting_in` — rows whose start lies in ``[t0, t1)``;
+* :meth:`Table.rows_overlapping` — rows with ``start < t1`` and ``end > t0``;
+* :meth:`Table.gather` — rows by position (``api``: the runtime row that launched a GPU row).
+
+nsys writes rows in buffer-flush order, nearly sorted by time, so a time range touches a few
+blocks; rows out of order only cost reading more blocks, never a wrong answer (every selection
+filters the rows themselves).
+
+Blocks stay in memory until the store holds :data:`MEMORY_BUDGET` bytes; later blocks are written
+to Parquet row groups (the cache entry's files, or a private temporary folder with ``--no-cache``)
+and read back when needed, so peak memory does not grow with the capture's length. Small ids that
+are only final once every row has been seen (process, device, stream, thread) are stored as
+first-seen codes and mapped to their final indices when read (``Store.remaps``).
+"""
+from __future__ import annotations
+
+import queue
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: Rows per block (one Parquet row group).
+BLOCK_ROWS = 1 << 18
+#: Bytes of blocks kept in memory before later blocks are spilled to disk.
+MEMORY_BUDGET = 384 << 20
+#: Decoded spilled blocks kept for reuse (slices read overlapping ranges).
+READ_CACHE_BLOCKS = 8
+
+
+@dataclass
+class Block:
+    """One block: ``n`` rows starting at global row ``offset``; ``data`` in memory, or row group
+    ``group`` of its table's file."""
+
+    n: int
+    offset: int
+    start_min: int
+    start_max: int
+    end_max: int
+    data: dict | None = None
+    group: int = -1
+    nbytes: int = 0
+
+
+#: dtype name of a text column: held as an Arrow ``large_string`` array (never as Python objects)
+STR = "str"
+
+
+def _is_arrow(v) -> bool:
+    return not isinstance(v, np.ndarray)
+
+
+def take(v, idx):
+    """``v[idx]`` for numpy and Arrow columns (``idx``: boolean mask or integer positions)."""
+    if not _is_arrow(v):
+        return v[idx]
+    import pyarrow as pa
+
+    idx = np.asarray(idx)
+    if idx.dtype == bool:
+        return v.filter(pa.array(idx))
+    return v.take(pa.array(idx.astype(np.int64)))
+
+
+def concat(parts: list):
+    if not _is_arrow(parts[0]):
+        return np.concatenate(parts)
+    import pyarrow as pa
+
+    return pa.concat_arrays(parts)
+
+
+def to_text(v) -> np.ndarray:
+    """A text column as an object array of str (for small selections: tests, the timeline)."""
+    if not _is_arrow(v):
+        return np.asarray(v, dtype=object)
+    return np.array(v.to_pylist(), dtype=object)
+
+
+def empty_text():
+    import pyarrow as pa
+
+    return pa.array([], type=pa.large_string())
+
+
+class Table:
+    """One event table as blocks (see the module docstring). Columns have fixed numpy dtypes (or
+    :data:`STR`); ``coded`` columns hold first-seen codes mapped through ``store.remaps[name]``
+    when read."""
+
+    def __init__(self, store: "Store", name: str, dtypes: dict[str, str], coded: tuple[str, ...] = (),
+                 end_col: str = "end_ns") -> None:
+        self.store = store
+        self.name = name
+        self.dtypes = {k: (STR if v == STR else np.dtype(v)) for k, v in dtypes.items()}
+        self.coded = tuple(coded)
+        self.end_col = end_col
+        self.blocks: list[Block] = []
+        self.n = 0
+        self._file: Path | None = None
+        self._groups = 0
+        self._offsets: np.ndarray | None = None
+
+    # ---- writing -----------------------------------------------------------------------------
+    def append(self, cols: dict[str, np.ndarray]) -> None:
+        """Append rows (every column of ``dtypes``), cut into blocks of at most BLOCK_ROWS."""
+        n = len(cols["start_ns"])
+        for a in range(0, n, BLOCK_ROWS):
+            b = min(n, a + BLOCK_ROWS)
+            part = {}
+            for k, dt in self.dtypes.items():
+                if dt == STR:
+                    part[k] = _text_array(cols[k], a, b)
+                else:
+                    part[k] = np.ascontiguousarray(np.asarray(cols[k][a:b]).astype(dt, copy=False))
+            self._add_block(part)
+
+    def _add_block(self, part: dict[str, np.ndarray]) -> None:
+        n = len(part["start_ns"])
+        if n == 0:
+            return
+        s = part["start_ns"]
+        e = part[self.end_col] if self.end_col in part else s
+        blk = Block(n=n, offset=self.n, start_min=int(s.min()), start_max=int(s.max()),
+                    end_max=int(max(int(e.max()), int(s.max()))), nbytes=sum(int(v.nbytes) for v in part.values()))
+        self.blocks.append(blk)
+        self.n += n
+        self._offsets = None
+        self.store._place(self, blk, part)
+
+    # ---- reading -----------------------------------------------------------------------------
+    @property
+    def offsets(self) -> np.ndarray:
+        if self._offsets is None:
+            self._offsets = np.array([b.offset for b in self.blocks] + [self.n], dtype=np.int64)
+        return self._offsets
+
+    def __len__(self) -> int:
+        return self.n
+
+    def columns(self, cols=None) -> list[str]:
+        return list(self.dtypes) if cols is None else [c for c in cols if c in self.dtypes or c == "pos"]
+
+    def read_block(self, i: int, cols=None) -> dict[str, np.ndarray]:
+        """Block ``i``'s columns (remapped), plus ``pos`` (global row index) when asked for."""
+        blk = self.blocks[i]
+        want = self.columns(cols)
+        raw = [c for c in want if c != "pos"]
+        data = blk.data if blk.data is not None else self.store._read_group(self, blk, raw)
+        out = {}
+        for c in raw:
+            v = data[c]
+            if c in self.coded:
+                remap = self.store.remaps.get(c)
+                if remap is not None:
+                    v = remap[v]
+            out[c] = v
+        if "pos" in want:
+            out["pos"] = np.arange(blk.offset, blk.offset + blk.n, dtype=np.int64)
+        return out
+
+    def _empty(self, cols) -> dict[str, np.ndarray]:
+        out = {}
+        for c in self.columns(cols):
+            if c == "pos":
+                out[c] = np.zeros(0, np.int64)
+            elif self.dtypes[c] == STR:
+                out[c] = empty_text()
+            else:
+                dt = self.dtypes[c]
+                if c in self.coded and self.store.remaps.get(c) is not None:
+                    dt = self.store.remaps[c].dtype
+                out[c] = np.zeros(0, dt)
+        return out
+
+    def _concat(self, parts: list[dict], cols) -> dict[str, np.ndarray]:
+        if not parts:
+            return self._empty(cols)
+        if len(parts) == 1:
+            return parts[0]
+        return {k: concat([p[k] for p in parts]) for k in parts[0]}
+
+    def blocks_where(self, start_lo=None, start_hi=None, end_gt=None) -> list[int]:
+        """Blocks that may hold rows with ``start >= start_lo``, ``start < start_hi``, ``end > end_gt``."""
+        out = []
+        for i, b in enumerate(self.blocks):
+            if start_lo is not None and b.start_max < start_lo:
+                continue
+            if start_hi is not None and b.start_min >= start_hi:
+                continue
+            if end_gt is not None and b.end_max <= end_gt:
+                continue
+            out.append(i)
+        return out
+
+    def rows_starting_in(self, t0, t1, cols=None) -> dict[str, np.ndarray]:
+        """Rows with ``t0 <= start < t1`` (``None`` = unbounded), in table order."""
+        need = self.columns(cols)
+        parts = []
+        for i in self.blocks_where(start_lo=t0, start_hi=t1):
+            b = self.blocks[i]
+            d = self.read_block(i, need + ([] if "start_ns" in need else ["start_ns"]))
+            s = d["start_ns"]
+            lo_ok = t0 is None or b.start_min >= t0
+            hi_ok = t1 is None or b.start_max < t1
+            if not (lo_ok and hi_ok):
+                m = np.ones(len(s), dtype=bool)
+                if t0 is not None:
+                    m &= s >= t0
+                if t1 is not None:
+                    m &= s < t1
+                d = {k: take(v, m) for k, v in d.items()}
+            if "start_ns" not in need:
+                d.pop("start_ns")
+            parts.append(d)
+        return self._concat(parts, cols)
+
+    def rows_overlapping(self, t0: int, t1: int, cols=None, *, touching: bool = False) -> dict[str, np.ndarray]:
+        """Rows with ``start < t1`` and ``end > t0`` (``end >= t0`` with ``touching``), in table order."""
+        need = self.columns(cols)
+        extra = [c for c in ("start_ns", self.end_col) if c not in need]
+        parts = []
+        lim = t0 - 1 if touching else t0
+        for i in self.blocks_where(start_hi=t1, end_gt=lim):
+            d = self.read_block(i, need + extra)
+            m = (d["start_ns"] < t1) & ((d[self.end_col] >= t0) if touching else (d[self.end_col] > t0))
+            if not m.all():
+                d = {k: take(v, m) for k, v in d.items()}
+            for c in extra:
+                d.pop(c)
+            parts.append(d)
+        return self._concat(parts, cols)
+
+    def gather(self, pos: np.ndarray, cols=None) -> dict[str, np.ndarray]:
+        """Rows at global positions ``pos`` (any order, repeats allowed; every position valid)."""
+        pos = np.asarray(pos, dtype=np.int64)
+        want = [c for c in self.columns(cols) if c != "pos"]
+        out = self._empty(want)
+        if len(pos) == 0:
+            return out
+        bi = np.searchsorted(self.offsets, pos, side="right") - 1
+        if len(self.blocks) == 1 or any(self.dtypes[c] == STR for c in want):
+            if len(self.blocks) == 1:
+                d = self.read_block(0, want)
+                return {c: take(d[c], pos) for c in want}
+            parts = [self.read_block(int(i), want) for i in np.unique(bi)]
+            d = self._concat(parts, want)
+            base = np.concatenate([np.arange(self.blocks[int(i)].offset, self.blocks[int(i)].offset + self.blocks[int(i)].n)
+                                   for i in np.unique(bi)])
+            return {c: take(d[c], np.searchsorted(base, pos)) for c in want}
+        out = {c: np.empty(len(pos), dtype=v.dtype) for c, v in out.items()}
+        order = np.argsort(bi, kind="stable")
+        sb = bi[order]
+        cuts = np.flatnonzero(np.concatenate(([True], sb[1:] != sb[:-1]))).tolist() + [len(sb)]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            i = int(sb[a])
+            idx = order[a:b]
+            d = self.read_block(i, want)
+            local = pos[idx] - self.blocks[i].offset
+            for c in want:
+                out[c][idx] = d[c][local]
+        return out
+
+    def iter_blocks(self, cols=None):
+        """Every block's columns, in table order."""
+        for i in range(len(self.blocks)):
+            yield self.read_block(i, cols)
+
+    def read_all(self, cols=None) -> dict[str, np.ndarray]:
+        """The whole table (for small captures and tests: this is the one read that is not bounded)."""
+        return self._concat([self.read_block(i, cols) for i in range(len(self.blocks))], cols)
+
+    def stats(self) -> dict:
+        """Smallest start and largest end over the table (``None`` when empty)."""
+        if not self.blocks:
+            return {"start_min": None, "end_max": None}
+        return {"start_min": min(b.start_min for b in self.blocks), "end_max": max(b.end_max for b in self.blocks)}
+
+
+class Store:
+    """The tables of one capture, the remaps of their coded columns, and where spilled blocks live.
+
+    ``spill_dir``: folder for Parquet files (the cache entry being written, or a temporary folder);
+    ``write_all``: write every block to it (a cache entry), not only those over the memory budget.
+    """
+
+    def __init__(self, spill_dir: Path | None = None, *, write_all: bool = False,
+                 memory_budget: int | None = None) -> None:
+        self.tables: dict[str, Table] = {}
+        self.remaps: dict[str, np.ndarray] = {}
+        self.memory_budget = MEMORY_BUDGET if memory_budget is None else memory_budget
+        self.in_memory = 0
+        self.write_all = write_all
+        self._spill_dir = Path(spill_dir) if spill_dir is not None else None
+        self._own_tmp: Path | None = None
+        self._writer: _Writer | None = None
+        self._readers: dict[str, object] = {}
+        self._lru: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def table(self, name: str, dtypes: dict[str, str], coded: tuple[str, ...] = (), end_col: str = "end_ns") -> Table:
+        t = Table(self, name, dtypes, coded, end_col)
+        self.tables[name] = t
+        return t
+
+    def __getitem__(self, name: str) -> Table:
+        return self.tables[name]
+
+    def get(self, name: str) -> Table | None:
+        return self.tables.get(name)
+
+    # ---- spilling ----------------------------------------------------------------------------
+    def _folder(self) -> Path:
+        if self._spill_dir is None:
+            self._own_tmp = Path(tempfile.mkdtemp(prefix="nsysdoc-spill-"))
+            self._spill_dir = self._own_tmp
+        return self._spill_dir
+
+    def _place(self, table: Table, blk: Block, part: dict[str, np.ndarray]) -> None:
+        keep = self.in_memory + blk.nbytes <= self.memory_budget
+        if keep:
+            blk.data = part
+            self.in_memory += blk.nbytes
+        if self.write_all or not keep:
+            if table._file is None:
+                table._file = self._folder() / f"{table.name}.parquet"
+            blk.group = table._groups
+            table._groups += 1
+            if self._writer is None:
+                self._writer = _Writer()
+            self._writer.put(table, part)
+
+    def finish_writes(self) -> None:
+        """Wait until every spilled block is on disk (before reading any back)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def relocate(self, folder: Path) -> None:
+        """The spill folder was renamed (a cache entry published): read files from ``folder``."""
+        self._spill_dir = Path(folder)
+        for t in self.tables.values():
+            if t._file is not None:
+                t._file = self._spill_dir / t._file.name
+        self._readers.clear()
+
+    def _read_group(self, table: Table, blk: Block, cols: list[str]) -> dict[str, np.ndarray]:
+        key = (table.name, blk.group)
+        with self._lock:
+            hit = self._lru.get(key)
+            if hit is not None and all(c in hit for c in cols):
+                self._lru.move_to_end(key)
+                return hit
+        import pyarrow.parquet as pq
+
+        pf = self._readers.get(table.name)
+        if pf is None:
+            pf = self._readers[table.name] = pq.ParquetFile(table._file, memory_map=False)
+        read = sorted(set(cols) | set(hit or ()))
+        tbl = pf.read_row_group(blk.group, columns=read, use_threads=False)
+        data = {c: (tbl.column(c).combine_chunks() if table.dtypes[c] == STR else tbl.column(c).to_numpy())
+                for c in read}
+        with self._lock:
+            self._lru[key] = data
+            self._lru.move_to_end(key)
+            while len(self._lru) > READ_CACHE_BLOCKS:
+                self._lru.popitem(last=False)
+        return data
+
+    def close(self) -> None:
+        """Drop readers and the private temporary folder, if any."""
+        self.finish_writes()
+        self._readers.clear()
+        self._lru.clear()
+        if self._own_tmp is not None:
+            shutil.rmtree(self._own_tmp, ignore_errors=True)
+            self._own_tmp = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            if self._own_tmp is not None:
+                shutil.rmtree(self._own_tmp, ignore_errors=True)
+        except Exception:
+            pass
+
+    # ---- description (cache metadata) --------------------------------------------------------
+    def describe(self) -> dict:
+        return {name: {"dtypes": {k: (STR if v == STR else str(v)) for k, v in t.dtypes.items()}, "coded": list(t.coded),
+                       "end_col": t.end_col, "file": t._file.name if t._file is not None else None,
+                       "blocks": [[b.n, b.offset, b.start_min, b.start_max, b.end_max, b.group] for b in t.blocks]}
+                for name, t in self.tables.items()}
+
+    @classmethod
+    def from_description(cls, folder: Path, desc: dict, remaps: dict[str, np.ndarray]) -> "Store":
+        """A store whose every block is a row group of the Parquet files in ``folder``."""
+        st = cls(folder)
+        st.remaps = dict(remaps)
+        for name, d in desc.items():
+            t = st.table(name, d["dtypes"], tuple(d["coded"]), d["end_col"])
+            t._file = folder / d["file"] if d["file"] else None
+            for n, off, s0, s1, e1, g in d["blocks"]:
+                if g < 0 or t._file is None:
+                    raise ValueError("cache entry block without a file")
+                t.blocks.append(Block(int(n), int(off), int(s0), int(s1), int(e1), None, int(g)))
+            t.n = sum(b.n for b in t.blocks)
+            t._groups = len(t.blocks)
+        return st
+
+
+class _Writer:
+    """Writes blocks to their table's Parquet file on a background thread (compression overlaps
+    the reading of the next chunks); the queue is short, so at most a few blocks wait in memory."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue = queue.Queue(maxsize=4)
+        self.writers: dict[str, object] = {}
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="nsysdoc-spill", daemon=True)
+        self.thread.start()
+
+    def put(self, table: Table, part: dict[str, np.ndarray]) -> None:
+        if self.error is not None:
+            raise OSError(f"cannot write spilled rows: {self.error}")
+        self.q.put((table, part))
+
+    def _run(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        while True:
+            item = self.q.get()
+            if item is None:
+                break
+            if self.error is not None:
+                continue
+            table, part = item
+            try:
+                arrs = pa.table({k: (v if not isinstance(v, np.ndarray) else pa.array(v)) for k, v in part.items()})
+                w = self.writers.get(table.name)
+                if w is None:
+                    w = self.writers[table.name] = pq.ParquetWriter(table._file, arrs.schema, compression="lz4",
+                                                                    write_statistics=False)
+                w.write_table(arrs, row_group_size=len(part["start_ns"]) + 1)
+            except BaseException as exc:  # surfaced by the next put() or close()
+                self.error = exc
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+        for w in self.writers.values():
+            try:
+                w.close()
+            except Exception as exc:
+                self.error = self.error or exc
+        if self.error is not None:
+            raise OSError(f"cannot write spilled rows: {self.error}")
+
+
+def _text_array(values, a: int, b: int):
+    """Rows ``a:b`` of a text column (Arrow array, or a sequence of str) as Arrow large_string."""
+    import pyarrow as pa
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        v = values.slice(a, b - a)
+        if hasattr(v, "combine_chunks"):
+            v = v.combine_chunks()
+        return v.cast(pa.large_string()) if v.type != pa.large_string() else v
+    return pa.array([x if isinstance(x, str) else "" for x in list(values[a:b])], type=pa.large_string())
+
+
+def arrays_nbytes(cols: dict[str, np.ndarray]) -> int:
+    return int(sum(np.asarray(v).nbytes for v in cols.values()))
+
+
+def disk_free(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 0
+
+
+__all__ = ["BLOCK_ROWS", "MEMORY_BUDGET", "Block", "Store", "Table", "arrays_nbytes", "disk_free"]
