@@ -1,13 +1,14 @@
 """Compute every metric of a capture and assemble the JSON contract.
 
 ``analyze(trace)`` is the library entry point behind ``nsysdoc report``; it returns an
-:class:`Analysis` whose ``to_dict()`` is the documented JSON (``docs/json.md``). Heavy arrays stay
-on the object for renderers (timeline) and rules; the dict holds plain numbers and short tables.
+:class:`Analysis` whose ``to_dict()`` is the documented JSON (``docs/json.md``). The numbers come
+from :mod:`nsysdoc.engine`, which reads the capture in time slices (memory does not grow with the
+capture's length); this module turns its totals into the report's tables and values. The
+timeline windows (median and worst step, or the middle of the capture) are kept for renderers.
 """
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,15 +18,12 @@ from . import __version__
 from .metrics import capture as capture_m
 from .metrics import gpu as gpu_m
 from .metrics import host as host_m
-from .metrics.copies import copy_table
+from .metrics.copies import copy_table_from
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
 from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
-from .metrics.nvtx import nvtx_summary
-from .metrics import intervals as iv
-from .metrics.ops import KIND_KERNEL, KIND_MEMCPY, GpuOps, build_gpu_ops
-from .metrics.steps import Steps, assign_ops_to_steps, build_steps, compile_step_pattern, pick_steps, step_ranges
-from .metrics.window import steady_window
+from .metrics.nvtx import nvtx_summary_blocks
+from .metrics.steps import Steps, compile_step_pattern, pick_steps
 from .trace import Trace
 from .trace import schema as S
 
@@ -75,138 +73,51 @@ class Analysis:
     trace: Trace
     step_pattern: str
     steps: Steps
-    ops: GpuOps
-    op_step: np.ndarray
-    activity: gpu_m.Activity | None
-    gaps: gpu_m.Gaps | None
-    host: gpu_m.HostActivity | None
-    blocking: np.ndarray
-    scalar_reads: np.ndarray
     #: GPU span (first to last GPU operation) and the parts of it left out of the analysis window
     span: tuple[int | None, int | None] = (None, None)
     excluded: list[dict] = field(default_factory=list)
     result: dict = field(default_factory=dict)
+    #: the engine's run (totals and timeline captures), for renderers
+    engine: object = None
 
     def to_dict(self) -> dict:
         return self.result
 
+    def window_view(self, name: str):
+        """The captured data of timeline window ``name`` ("median", "worst" or "middle"), as the
+        object :func:`nsysdoc.metrics.timeline.window_timeline` reads, or None."""
+        from .engine.view import window_view
+
+        return window_view(self, name)
+
 
 def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
+    from .engine.plan import make_plan
+    from .engine.run import run
+
     pattern = compile_step_pattern(step_pattern)
-    strings = trace.strings
-    kernels, memcpy, memset, runtime = trace.kernels, trace.memcpy, trace.memset, trace.runtime
-    nccl_flag = strings.flags(lambda v: S.NCCL_KERNEL.match(v) is not None)
-    kernel_is_nccl = nccl_flag(kernels["short_id"].to_numpy()) | nccl_flag(kernels["name_id"].to_numpy()) \
-        if len(kernels) else np.zeros(0, dtype=bool)
-    ops = build_gpu_ops(kernels, memcpy, memset, runtime, kernel_is_nccl, trace.threads["global_tid"].to_numpy())
-    when = np.where(ops.api >= 0, ops.api_start_ns, ops.start_ns)  # by row: negative times are valid
-    ranges = step_ranges(trace.nvtx, pattern)
-    steps = build_steps(ranges, trace.processes["global_pid"].to_numpy(np.int64), ops.proc, when,
-                        ops.start_ns, ops.end_ns)
-    op_step = assign_ops_to_steps(steps, ops.proc, when) if steps.has_markers else np.full(len(ops), -1)
-    del when
-    w0, w1 = steps.window_start_ns, steps.window_end_ns
-    ndev = len(trace.devices)
-    # Kernel statistics do not depend on the interval work below: compute them on a second core
-    # (numpy releases the GIL in sorts and reductions).
-    tuning = _launched_in_setup_ranges(trace, ops)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        kfut = pool.submit(_kernel_metrics, trace, kernel_is_nccl, w0, w1, tuning)
-        lfut = pool.submit(host_m.launch_path, ops, _in_window(ops.start_ns, w0, w1, ops.end_ns))
-        blocking = host_m.blocking_api_mask(runtime, memcpy, ops)
-        scalar = host_m.scalar_read_mask(runtime, memcpy, ops, blocking)
-        activity = gaps = host = None
-        excluded: list[dict] = []
-        # GPU span (first to last GPU operation); gaps are classified over the span and the
-        # analysis window together, so one-time set-up before the first step is seen too
-        span = (int(ops.start_ns.min()), int(ops.end_ns.max())) if len(ops) else (w0, w1)
-        if w0 is not None and w1 is not None and w1 > w0 and ndev:
-            o0, o1 = min(w0, span[0]), max(w1, span[1])
-            activity = gpu_m.device_activity(ops, ndev, o0, o1)
-            setup_launch = host_m.setup_launch_mask(runtime, strings, ops, kernels["name_id"].to_numpy())
-            host = host_m.host_activity(runtime, trace.osrt, trace.nvtx, blocking,
-                                        trace.threads["global_tid"].to_numpy(), strings, setup_launch)
-            gaps = gpu_m.classify_gaps(ops, activity, host, o0, o1)
-            if not steps.has_markers:
-                t0, t1, excluded = steady_window(activity, gaps, w0, w1)
-                # trimming only helps when what is left can be judged; else the span says more
-                if excluded and _enough_work_in(ops, activity, t0, t1):
-                    steps.window_start_ns, steps.window_end_ns = t0, t1
-                else:
-                    excluded = []
-        a = Analysis(trace, pattern.pattern, steps, ops, op_step, activity, gaps, host, blocking, scalar,
-                     span=span, excluded=excluded)
-        a.__dict__["tuning"] = tuning
-        kernel_metrics, launch = kfut.result(), lfut.result()
-    if excluded:  # the window shrank to its steady-state part: kernel and launch numbers follow it
-        v0, v1 = steps.window_start_ns, steps.window_end_ns
-        kernel_metrics = _kernel_metrics(trace, kernel_is_nccl, v0, v1, tuning)
-        launch = host_m.launch_path(ops, _in_window(ops.start_ns, v0, v1, ops.end_ns))
-    a.result = _assemble(a, kernel_metrics, launch)
+    plan = make_plan(trace, pattern)
+    res = run(trace, plan)
+    a = Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res)
+    a.result = _assemble(a, res)
     return a
 
 
-def _in_window(start_ns: np.ndarray, w0: int | None, w1: int | None, end_ns: np.ndarray | None = None) -> np.ndarray:
-    """Operations that start inside ``[w0, w1)``, plus those starting exactly at ``w1`` when the
-    window is empty (a capture whose only GPU work is one zero-length kernel) or, with ``end_ns``,
-    zero-length operations at ``w1`` (a step ending in a zero-length kernel)."""
-    if w0 is None or w1 is None:
-        return np.zeros(len(start_ns), dtype=bool)
-    if w1 == w0:
-        return start_ns == w0
-    inside = (start_ns >= w0) & (start_ns < w1)
-    if end_ns is not None:
-        inside |= (start_ns == w1) & (end_ns == w1)
-    return inside
-
-
-def _launched_in_setup_ranges(trace: Trace, ops: GpuOps) -> np.ndarray | None:
-    """Per kernel row: launched (API call start) inside a compile/autotune/warm-up NVTX range of
-    the launching thread — autotuning candidates, not the kernels the run uses. None when none is."""
-    nv = trace.nvtx
-    if not len(nv) or not len(trace.kernels):
-        return None
-    is_range = np.isin(nv["event_type"].to_numpy(), S.NVTX_RANGE_TYPES)
-    texts = nv["text"].astype(object)
-    setup = {t for t in pd.unique(texts[is_range]) if isinstance(t, str) and S.SETUP_NVTX.search(t)}
-    if not setup:
-        return None
-    sel = is_range & texts.isin(setup).to_numpy()
-    from .metrics import intervals as iv
-    u = iv.union(nv["thread"].to_numpy()[sel], nv["start_ns"].to_numpy(np.int64)[sel],
-                 nv["end_ns"].to_numpy(np.int64)[sel])
-    k = np.flatnonzero((ops.kind == KIND_KERNEL) & (ops.api >= 0))
-    thread = trace.runtime["thread"].to_numpy()[ops.api[k]]
-    start = ops.api_start_ns[k]
-    inside = u.covered(thread, start, start + 1) > 0
-    out = np.zeros(len(trace.kernels), dtype=bool)
-    out[ops.row[k[inside]]] = True
-    return out if out.any() else None
-
-
-def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int | None,
-                    tuning: np.ndarray | None = None) -> dict:
-    k = trace.kernels
-    start = k["start_ns"].to_numpy(np.int64)
-    sel = _in_window(start, w0, w1, k["end_ns"].to_numpy(np.int64))
-    every = bool(sel.all())
-    dur = k["end_ns"].to_numpy(np.int64) - start
-    if not every:
-        dur, nccl = dur[sel], is_nccl[sel]
-    else:
-        nccl = is_nccl
-    short = k["short_id"].to_numpy()
-    name = k["name_id"].to_numpy()
-    tune = tuning if tuning is not None else None
-    if not every:
-        short, name = short[sel], name[sel]
-        tune = tune[sel] if tune is not None else None
+def _kernel_metrics(trace: Trace, win) -> dict:
+    """Kernel statistics of the kernels that start in the window (the compact per-kernel arrays
+    the slices kept): overall, by name and by short name, FP32 GEMM and tensor-core time."""
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+    dur = cat(win.k_dur, np.int64)
+    nccl = cat(win.k_nccl, bool)
+    short = cat(win.k_short, np.int64)
+    name = cat(win.k_name, np.int64)
+    tune = cat(win.k_tune, bool)
     # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
     # autotuning candidates (launched inside compile/autotune ranges) do not count
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []
     if len(dur):
-        totals = np.bincount(name, weights=dur if tune is None else np.where(tune, 0, dur))
+        totals = np.bincount(name, weights=np.where(tune, 0, dur) if tune.any() else dur)
         used = np.flatnonzero(totals)
         for nid, nm in zip(used, trace.strings.lookup(used)):
             if is_fp32_gemm(nm):
@@ -230,24 +141,36 @@ def _kernel_metrics(trace: Trace, is_nccl: np.ndarray, w0: int | None, w1: int |
     }
 
 
+def _launch(win) -> dict:
+    """API time and queue delay of the kernel launches in the window (``host.launch_path``)."""
+    api_ns = np.concatenate(win.l_api).astype(np.int64) if win.l_api else np.zeros(0, np.int64)
+    queue_ns = np.concatenate(win.l_queue).astype(np.int64) if win.l_queue else np.zeros(0, np.int64)
+    api_med, api_p95 = host_m.quantiles(api_ns)
+    q_med, q_p95 = host_m.quantiles(queue_ns)
+    n = len(api_ns)
+    out = {
+        "launch_count": n,
+        "launch_api_us_median": None if api_med is None else api_med / 1e3,
+        "launch_api_us_p95": None if api_p95 is None else api_p95 / 1e3,
+        "queue_delay_us_median": None if q_med is None else q_med / 1e3,
+        "queue_delay_us_p95": None if q_p95 is None else q_p95 / 1e3,
+        "queue_delay_under_10us_pct": (float((queue_ns < 10_000).mean() * 100) if n else None),
+    }
+    return {k: _num(v) for k, v in out.items()}
+
+
 # ---------------------------------------------------------------------------------------------
-def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
+def _assemble(a: Analysis, res) -> dict:
     t = a.trace
-    steps, ops = a.steps, a.ops
+    steps = a.steps
     w0, w1 = steps.window_start_ns, steps.window_end_ns
     window_ns = steps.window_ns
-    in_win = _in_window(ops.start_ns, w0, w1, ops.end_ns)
-
-    devices = _devices(a, window_ns)
-    step_rows = _steps(a)
+    devices = _devices(a, res, window_ns)
+    step_rows = _steps(a, res)
     primary = [r for r in step_rows if r["primary"]]
     threads_steps = pd.Series([r["global_tid"] for r in primary]).value_counts() if primary else pd.Series(dtype=int)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
-
-    mem_in = np.zeros(len(t.memcpy), dtype=bool)
-    mrows = ops.row[in_win & (ops.kind == KIND_MEMCPY)]
-    mem_in[mrows] = True
-
+    kernel_metrics = _kernel_metrics(t, res.window)
     judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
     summary = {
         # a busy share of a window with a handful of GPU operations says nothing: null, with the reason
@@ -257,19 +180,21 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
         "kernel_count": kernel_metrics["count"],
         "kernels_per_step_median": _num(_median([r["kernel_count"] for r in primary])),
     }
+    nv = t.store.get("nvtx")
     metrics = {
         "kernels": kernel_metrics,
-        "launch": {k: _num(v) for k, v in launch.items()},
-        "sync": _sync_metrics(a, primary),
-        "copies": _records(copy_table(t.memcpy, mem_in)),
-        "idle_gaps": _gap_metrics(a, devices),
-        "alloc_calls": _alloc_calls(a),
-        "setup": _setup_metrics(a, devices),
+        "launch": _launch(res.window),
+        "sync": _sync_metrics(a, res, primary),
+        "copies": _records(copy_table_from(res.window.copies)),
+        "idle_gaps": _gap_metrics(a, res, devices),
+        "alloc_calls": _records(host_m.calls_table_from(res.window.alloc_calls, t.strings)) if w0 is not None else [],
+        "setup": _setup_metrics(a, res, devices),
         "communication": _comm_metrics(devices),
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
         "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
-        "nvtx": nvtx_summary(t.nvtx, w0, w1),
+        "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text"])
+                                    if nv is not None else (), t.nvtx_domains, w0, w1),
     }
     quality = _capture(a, judgeable, why_not)
     result = {
@@ -288,23 +213,33 @@ def _assemble(a: Analysis, kernel_metrics: dict, launch: dict) -> dict:
     return result
 
 
-def _devices(a: Analysis, window_ns: int) -> list[dict]:
-    t, ops = a.trace, a.ops
+def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]:
+    """``gpu.breakdown_ns`` from totals: compute, exposed communication, copies, idle by class
+    (sums to the range: idle no gap holds counts as unattributed, which cannot happen inside the
+    window)."""
+    out = {"compute_ns": compute, "exposed_comm_ns": kern - compute, "copy_ns": busy - kern}
+    idle_total = idle_span_ns - busy
+    assigned = np.zeros_like(idle_total)
+    for i, cause in enumerate(gpu_m.CAUSES):
+        out[f"idle_{cause}_ns"] = idle[:, i]
+        assigned = assigned + idle[:, i]
+    out["idle_unattributed_ns"] = out["idle_unattributed_ns"] + (idle_total - assigned)
+    return out
+
+
+def _devices(a: Analysis, res, window_ns: int) -> list[dict]:
+    t = a.trace
+    win = res.window
     out = []
     ndev = len(t.devices)
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    in_win = _in_window(ops.start_ns, w0, w1, ops.end_ns)
-    if a.activity is None or not window_ns:
+    if not res.ctx.active or not window_ns:
         for r in t.devices.itertuples():
             out.append({"device": int(r.device), "label": r.label, "name": r.name, "busy_pct": None,
-                        "kernel_count": int((in_win & (ops.device == r.device) & (ops.kind == KIND_KERNEL)).sum()),
-                        "copy_count": int((in_win & (ops.device == r.device) & (ops.kind != KIND_KERNEL)).sum())})
+                        "kernel_count": int(win.kernel_count[r.device]) if r.device < len(win.kernel_count) else 0,
+                        "copy_count": int(win.copy_count[r.device]) if r.device < len(win.copy_count) else 0})
         return out
-    devs = np.arange(ndev)
-    lo, hi = np.full(ndev, w0), np.full(ndev, w1)
-    bd = gpu_m.breakdown_ns(a.activity, a.gaps, devs, lo, hi)
-    busy = a.activity.busy.covered(devs, lo, hi)
-    comm = a.activity.comm.covered(devs, lo, hi)
+    bd = _breakdown(np.full(ndev, window_ns, dtype=np.int64), win.busy, win.kern, win.compute, win.idle)
+    busy, comm = win.busy, win.comm
     cc = t.devices["compute_capability"].to_numpy() if "compute_capability" in t.devices else [None] * ndev
     for d in range(ndev):
         row = t.devices.iloc[d]
@@ -324,68 +259,53 @@ def _devices(a: Analysis, window_ns: int) -> list[dict]:
             "idle_ms_by_cause": {c: _num(bd[f"idle_{c}_ns"][d] / 1e6) for c in gpu_m.CAUSES},
             "comm_ms": _num(comm[d] / 1e6),
             "exposed_comm_ms": _num(bd["exposed_comm_ns"][d] / 1e6),
-            "kernel_count": int((in_win & (ops.device == d) & (ops.kind == KIND_KERNEL)).sum()),
-            "copy_count": int((in_win & (ops.device == d) & (ops.kind != KIND_KERNEL)).sum()),
-            "gap_count": int(((a.gaps.device == d) & (a.gaps.start_ns < w1) & (a.gaps.end_ns > w0)).sum()),
+            "kernel_count": int(win.kernel_count[d]),
+            "copy_count": int(win.copy_count[d]),
+            "gap_count": int(win.gap_count[d]),
         })
     return out
 
 
-def _steps(a: Analysis) -> list[dict]:
+def _steps(a: Analysis, res) -> list[dict]:
     st = a.steps.table
     if len(st) == 0:
         return []
-    ops = a.ops
+    plan, glob = res.plan, res.glob
     nsteps = len(st)
-    sid = a.op_step
-    has = sid >= 0
-    is_k = ops.kind == KIND_KERNEL
-    kcount = np.bincount(sid[has & is_k], minlength=nsteps)
-    scalar = np.bincount(sid[has & a.scalar_reads], minlength=nsteps)
-    # the step's device: the one running most of its GPU operations
-    dev = np.full(nsteps, -1, dtype=np.int64)
-    first_start = np.full(nsteps, -1, dtype=np.int64)
-    if has.any():
-        df = pd.DataFrame({"step": sid[has], "device": ops.device[has], "start": ops.start_ns[has],
-                           "dur": ops.end_ns[has] - ops.start_ns[has]})
-        # most operations; ties: the device with the most GPU time (the one that sets the pace)
-        top = df.groupby(["step", "device"]).agg(n=("start", "size"), d=("dur", "sum")).reset_index()
-        top = top.sort_values(["step", "n", "d"], ascending=[True, False, False], kind="stable")
-        top = top.drop_duplicates("step")
-        dev[top["step"].to_numpy()] = top["device"].to_numpy()
-        df = df[df["device"].to_numpy() == dev[df["step"].to_numpy()]]
-        first = df.groupby("step")["start"].min()
-        first_start[first.index.to_numpy()] = first.to_numpy()
+    kcount = glob.step_kernels
+    scalar = glob.step_scalar
+    dev = plan.step_dev
+    first_start = plan.step_first
     s = st["start_ns"].to_numpy(np.int64)
     e = st["end_ns"].to_numpy(np.int64)
-    ok = (dev >= 0) & (a.activity is not None)
-    rows = []
+    active = res.ctx.active
+    ok = (dev >= 0) & active
     bd = None
     gm = {m: np.full(nsteps, np.nan) for m in GPU_METRIC_NAMES}
     time_busy = np.full(nsteps, np.nan)
     idle_before = np.full(nsteps, np.nan)
     sync_ms = np.full(nsteps, np.nan)
-    if a.activity is not None and ok.any():
+    if active and ok.any():
         idx = np.flatnonzero(ok)
-        bd = gpu_m.breakdown_ns(a.activity, a.gaps, dev[idx], s[idx], e[idx])
+        bd = _breakdown(np.maximum(e[idx], s[idx]) - s[idx], glob.step_busy[idx], glob.step_kern[idx],
+                        glob.step_compute[idx], glob.step_idle[idx])
         span = np.maximum(e[idx] - s[idx], 1)
-        time_busy[idx] = a.activity.kernels.covered(dev[idx], s[idx], e[idx]) / span * 100
+        time_busy[idx] = glob.step_kern[idx] / span * 100
         fs = np.maximum(first_start[idx], s[idx])
-        idle_before[idx] = ((fs - s[idx]) - a.activity.busy.covered(dev[idx], s[idx], fs)) / 1e6
+        idle_before[idx] = ((fs - s[idx]) - glob.step_before_busy[idx]) / 1e6
         dev_ids = a.trace.devices["device_id"].to_numpy()[dev[idx]]
         means = window_means(a.trace.gpu_metrics, dev_ids, s[idx], e[idx])
         for m in GPU_METRIC_NAMES:
             gm[m][idx] = means[m]
-    if a.host is not None and len(st):
-        ti = a.host.index(st["global_tid"].to_numpy(np.int64))
-        okt = ti >= 0
-        sync_ms[okt] = a.host.sync.covered(ti[okt], s[okt], e[okt]) / 1e6
+    if active and len(st):
+        okt = res.ctx.step_thread >= 0
+        sync_ms[okt] = glob.step_sync[okt] / 1e6
     # columns first (one conversion per column), then one dict per step: O(steps), no numpy
     # scalar per value
     bd_pos = {int(i): j for j, i in enumerate(np.flatnonzero(ok))} if bd is not None else {}
     bd_cols = {k[:-3]: _num_list(v / 1e6) for k, v in bd.items()} if bd is not None else {}
     labels = a.trace.devices["label"].to_numpy()
-    start_ns, end_ns = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+    start_ns, end_ns = s, e
     cols = {
         "step": st["step"].tolist(), "pid": st["pid"].tolist(), "tid": st["tid"].tolist(),
         "global_tid": st["global_tid"].tolist(), "primary": st["primary"].astype(bool).tolist(),
@@ -411,21 +331,22 @@ def _steps(a: Analysis) -> list[dict]:
     return rows
 
 
-def _sync_metrics(a: Analysis, primary: list[dict]) -> dict:
+def _sync_metrics(a: Analysis, res, primary: list[dict]) -> dict:
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    out = {"host_sync_ms_by_thread": [], "sync_calls": [], "scalar_read_count": int(a.scalar_reads.sum()),
+    out = {"host_sync_ms_by_thread": [], "sync_calls": [], "scalar_read_count": int(res.glob.scalar_reads),
            "scalar_reads_per_step_median": _num(_median([r["scalar_reads"] for r in primary])),
            "host_sync_ms_per_step_median": _num(_median([r["host_sync_ms"] if r["host_sync_ms"] is not None else np.nan for r in primary]))}
-    if a.host is None or w0 is None:
+    if not res.ctx.active or w0 is None:
         return out
-    n = len(a.host.thread_keys)
-    per = a.host.sync.covered(np.arange(n), np.full(n, w0), np.full(n, w1))
-    rows = [(int(a.host.thread_keys[i]), int(per[i])) for i in np.argsort(-per) if per[i] > 0][:20]
+    keys = res.ctx.thread_keys
+    n = len(keys)
+    per = res.window.sync_by_thread if res.window.sync_by_thread is not None else np.zeros(n, dtype=np.int64)
+    rows = [(int(keys[i]), int(per[i])) for i in np.argsort(-per) if per[i] > 0][:20]
     out["host_sync_ms_by_thread"] = [{"pid": int(S.decode_pid(g)), "tid": int(S.decode_tid(g)),
                                       "host_sync_ms": _num(v / 1e6),
                                       "share_of_window_pct": _num(v / max(w1 - w0, 1) * 100)} for g, v in rows]
-    out["sync_calls"] = _records(host_m.sync_calls_table(t.runtime, a.blocking, t.strings, w0, w1))
+    out["sync_calls"] = _records(host_m.calls_table_from(res.window.sync_calls, t.strings))
     return out
 
 
@@ -439,61 +360,57 @@ def _mean(values) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def _gap_metrics(a: Analysis, devices: list[dict]) -> dict:
-    if a.gaps is None:
+def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
+    if not res.ctx.active:
         return {"count": 0, "idle_ms_by_cause": {}, "longest": [], "count_by_cause": {}}
-    g = a.gaps
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
-    s0, s1 = np.maximum(g.start_ns[sel], w0), np.minimum(g.end_ns[sel], w1)
-    cut = np.flatnonzero((g.start_ns[sel] < w0) | (g.end_ns[sel] > w1))  # only gaps cut by the window
-    cause = g.cause[sel].astype(np.int64)
-    if len(cut):
-        part = g.split(sel[cut], w0, w1)
-        cause[cut] = np.argmax(part, axis=1)
+    win = res.window
     active = _active(devices)
     by = {c: _num(_mean([d["idle_ms_by_cause"][c] for d in active])) for c in gpu_m.CAUSES} if active else {}
     labels = a.trace.devices["label"].to_numpy()
-    dur = s1 - s0
-    top = np.argpartition(-dur, 20)[:20] if len(dur) > 20 else np.arange(len(dur))
-    top = top[np.lexsort((top, -dur[top]))]  # longest first, ties in time order
     longest = []
-    top_amounts = g.split(sel[top], w0, w1)
-    for n_, k in enumerate(top):
-        i = sel[k]
-        am = top_amounts[n_]
+    for dur, dev, s0, s1, cause, split, thread in win.longest:
         longest.append({
-            "device": labels[g.device[i]], "start_ns": int(s0[k]), "end_ns": int(s1[k]),
-            "duration_ms": _num(dur[k] / 1e6), "cause": gpu_m.CAUSES[cause[k]],
-            "split_ms": {c: _num(am[j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if am[j]},
-            "pid": int(S.decode_pid(g.thread[i])) if g.thread[i] else None,
-            "tid": int(S.decode_tid(g.thread[i])) if g.thread[i] else None})
-    return {"count": int(len(sel)), "idle_ms_by_cause": by, "longest": longest,
-            "count_by_cause": {c: int((cause == j).sum()) for j, c in enumerate(gpu_m.CAUSES)}}
+            "device": labels[dev], "start_ns": int(s0), "end_ns": int(s1),
+            "duration_ms": _num(dur / 1e6), "cause": gpu_m.CAUSES[cause],
+            "split_ms": {c: _num(split[j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if split[j]},
+            "pid": int(S.decode_pid(thread)) if thread else None,
+            "tid": int(S.decode_tid(thread)) if thread else None})
+    return {"count": int(win.gaps_n), "idle_ms_by_cause": by, "longest": longest,
+            "count_by_cause": {c: int(win.gaps_by_cause[j]) for j, c in enumerate(gpu_m.CAUSES)}}
 
 
-def _alloc_calls(a: Analysis) -> list[dict]:
-    t = a.trace
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    if w0 is None or not len(t.runtime):
-        return []
-    mask = t.runtime["api_kind"].to_numpy() == S.API_ALLOC
-    return _records(host_m.api_calls_table(t.runtime, mask, t.strings, w0, w1))
-
-
-def _setup_metrics(a: Analysis, devices: list[dict]) -> dict:
+def _setup_metrics(a: Analysis, res, devices: list[dict]) -> dict:
     """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
     work) and the set-up work behind it."""
     s0, s1 = a.span
-    if a.gaps is None or s0 is None or s1 is None or s1 <= s0:
+    if not res.ctx.active or s0 is None or s1 is None or s1 <= s0:
         return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
-    ms = _setup_ms(a, s0, s1)
-    g = a.gaps
-    ends_idle = (g.next_op >= 0) & (g.amounts[:, gpu_m.CAUSE_SETUP] > 0)
-    rows = a.ops.api[g.next_op[ends_idle]].astype(np.int64)
-    events = host_m.setup_events(a.trace.runtime, a.trace.nvtx, a.host, a.trace.strings, s0, s1, rows)
+    ms = _setup_ms(a, res, s0, s1, span=True)
     return {"setup_ms": _num(ms), "setup_pct_of_span": _num(ms / ((s1 - s0) / 1e6) * 100),
-            "events": _records(events)}
+            "events": _records(_setup_events(a, res, s0, s1))}
+
+
+def _setup_events(a: Analysis, res, lo: int, hi: int) -> pd.DataFrame:
+    """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges."""
+    glob, plan, strings = res.glob, res.plan, a.trace.strings
+    parts = []
+    if glob.setup_calls:
+        c = {k: np.concatenate([p[k] for p in glob.setup_calls]) for k in glob.setup_calls[0]}
+        sel = (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        rows = np.unique(np.concatenate(glob.idle_launch_rows)) if glob.idle_launch_rows else np.zeros(0, np.int64)
+        is_launch = c["api_kind"] == S.API_LAUNCH
+        ok = np.isin(c["pos"], rows)
+        sel &= ~is_launch | ok
+        if sel.any():
+            names = [S.strip_api_suffix(x) for x in strings.lookup(c["name_id"][sel])]
+            parts.append(host_m.setup_parts(names, c["api_kind"][sel], c["start_ns"][sel], c["end_ns"][sel], lo, hi,
+                                            nvtx=False))
+    th, s, e = plan.setup_ranges
+    if len(s):
+        sel = (s < hi) & (e > lo)
+        if sel.any():
+            parts.append(host_m.setup_parts(plan.setup_texts[sel], None, s[sel], e[sel], lo, hi, nvtx=True))
+    return host_m.setup_table(parts)
 
 
 def _comm_metrics(devices: list[dict]) -> dict:
@@ -518,20 +435,6 @@ def _host_wait(devices: list[dict], window_ns: int) -> float | None:
 MIN_GPU_OPS = 50
 MIN_GPU_BUSY_MS = 50.0
 MIN_WINDOW_MS = 1.0
-
-
-def _enough_work_in(ops: GpuOps, act: gpu_m.Activity, lo: int, hi: int) -> bool:
-    """The judgeability test of :func:`_judgeable` for a candidate window ``[lo, hi)``."""
-    if hi - lo < MIN_WINDOW_MS * 1e6:
-        return False
-    inside = (ops.start_ns >= lo) & (ops.start_ns < hi)
-    if int(inside.sum()) >= MIN_GPU_OPS:
-        return True
-    devs = np.unique(ops.device[inside])
-    if not len(devs):
-        return False
-    busy = act.busy.covered(devs, np.full(len(devs), lo), np.full(len(devs), hi))
-    return float(busy.mean()) / 1e6 >= MIN_GPU_BUSY_MS
 
 
 def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
@@ -588,8 +491,8 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
     excluded = []
     for x in a.excluded:
         item = {**x, "duration_ms": _num((x["end_ns"] - x["start_ns"]) / 1e6)}
-        if x["kind"] == "warm-up" and a.gaps is not None:
-            item["setup_ms"] = _num(_setup_ms(a, x["start_ns"], x["end_ns"]))
+        if x["kind"] == "warm-up" and a.engine.ctx.active:
+            item["setup_ms"] = _num(_setup_ms(a, a.engine, x["start_ns"], x["end_ns"]))
         excluded.append(item)
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
@@ -619,14 +522,22 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
     }
 
 
-def _setup_ms(a: Analysis, lo: int, hi: int) -> float:
+def _setup_ms(a: Analysis, res, lo: int, hi: int, span: bool = False) -> float:
     """Idle time of class ``setup`` in ``[lo, hi)``, mean over the devices with GPU work there."""
-    g = a.gaps
-    devs = np.unique(a.ops.device[(a.ops.start_ns >= lo) & (a.ops.start_ns < hi)]) if len(a.ops) else []
+    plan = res.plan
+    devs = np.flatnonzero((plan.dev_ops > 0) & (plan.dev_min_start < hi)) if len(plan.dev_ops) else []
     if len(devs) == 0:
         return 0.0
-    amounts = g.amounts_in(devs, np.full(len(devs), lo), np.full(len(devs), hi))
-    return float(amounts[:, gpu_m.CAUSE_SETUP].mean()) / 1e6
+    if span:
+        per = res.glob.setup_idle[devs]
+    else:
+        per = np.zeros(len(plan.dev_ops), dtype=np.int64)
+        for d, x0, x1 in res.glob.setup_pieces:
+            a0, a1 = max(x0, lo), min(x1, hi)
+            if a1 > a0:
+                per[d] += a1 - a0
+        per = per[devs]
+    return float(per.mean()) / 1e6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -742,7 +653,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v["pageable_copy_count"] = sum(c["count"] for c in pageable)
     # wall-clock copy time per GPU (copies overlapping each other or running past the window count
     # once, clipped): what pinned memory could shorten
-    v["pageable_copy_ms"] = _num(_wall_ms_per_gpu(a, _copy_mask(a, host_kind=S.MEM_PAGEABLE), ndev)) \
+    v["pageable_copy_ms"] = _num(_wall_ms_per_gpu(a, a.engine.window.pageable_wall, ndev)) \
         if pageable else 0.0
     v["pageable_copy_bytes"] = int(p_b / n)
     v["pageable_copy_gib"] = _num(p_b / n / 2**30)
@@ -767,7 +678,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
     ktotal = m["kernels"]["total_ms"] or 0
     fp32_total = m["kernels"]["fp32_gemm_ms"] or 0
-    v["fp32_gemm_ms"] = _num(_wall_ms_per_gpu(a, _fp32_mask(a), ndev)) if fp32_total else 0.0
+    v["fp32_gemm_ms"] = _num(_wall_ms_per_gpu(a, a.engine.window.fp32_wall, ndev)) if fp32_total else 0.0
     v["fp32_gemm_share_pct"] = _num(fp32_total / ktotal * 100) if ktotal else None
     ccs = [d.get("compute_capability") for d in active if d.get("compute_capability")]
     v["compute_capability"] = min(ccs) if ccs else None
@@ -779,68 +690,22 @@ def _values(a: Analysis, r: dict) -> dict:
     return v
 
 
-def _wall_ms_per_gpu(a: Analysis, sel: np.ndarray, ndev: int, *, without_kernels: bool = False) -> float:
-    """Wall-clock time per GPU of the GPU operations ``sel`` that start in the window: the union of
-    their intervals clipped to the window on each device (concurrent or overlapping operations
-    count once), optionally without the time a kernel runs, as the mean over the ``ndev`` devices
-    with GPU work. Never more than the window."""
-    ops = a.ops
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    m = np.flatnonzero(sel & _in_window(ops.start_ns, w0, w1, ops.end_ns))
-    if not len(m) or a.activity is None:
+def _wall_ms_per_gpu(a: Analysis, total_ns, ndev: int) -> float:
+    """Wall-clock time per GPU of a selection of GPU operations that start in the window: the union
+    of their intervals clipped to the window on each device (concurrent or overlapping operations
+    count once; the slices add up its parts), as the mean over the ``ndev`` devices with GPU work."""
+    if not a.engine.ctx.active:
         return 0.0
-    u = iv.union(ops.device[m], np.maximum(ops.start_ns[m], w0), np.minimum(ops.end_ns[m], w1))
-    total = float(u.lengths.sum())
-    if without_kernels and len(u):
-        total -= float(a.activity.kernels.covered(u.keys, u.starts, u.ends).sum())
-    return total / max(ndev, 1) / 1e6
-
-
-def _copy_mask(a: Analysis, host_kind: int | None = None, copy_kind: int | None = None,
-               min_bytes: int | None = None) -> np.ndarray:
-    """GPU operations that are memcpy rows of the given host memory kind / direction / size."""
-    ops, mc = a.ops, a.trace.memcpy
-    out = np.zeros(len(ops), dtype=bool)
-    m = np.flatnonzero(ops.kind == KIND_MEMCPY)
-    if not len(m):
-        return out
-    rows = ops.row[m]
-    keep = np.ones(len(m), dtype=bool)
-    if host_kind is not None:
-        hk = mc["host_kind"].to_numpy()[rows]
-        ck = mc["copy_kind"].to_numpy()[rows]
-        keep &= (hk == host_kind) & np.isin(ck, (S.COPY_HTOD, S.COPY_DTOH))
-    if copy_kind is not None:
-        keep &= mc["copy_kind"].to_numpy()[rows] == copy_kind
-    if min_bytes is not None:
-        keep &= mc["bytes"].to_numpy()[rows] > min_bytes
-    out[m[keep]] = True
-    return out
-
-
-def _fp32_mask(a: Analysis) -> np.ndarray:
-    """Kernels whose name is an FP32 GEMM/conv without tensor cores (not autotuning candidates)."""
-    ops, k = a.ops, a.trace.kernels
-    out = np.zeros(len(ops), dtype=bool)
-    m = np.flatnonzero(ops.kind == KIND_KERNEL)
-    if not len(m):
-        return out
-    flag = a.trace.strings.flags(is_fp32_gemm)
-    rows = ops.row[m]
-    sel = flag(k["name_id"].to_numpy()[rows])
-    tuning = a.__dict__.get("tuning")
-    if tuning is not None:
-        sel &= ~tuning[rows]
-    out[m[sel]] = True
-    return out
+    return float(np.asarray(total_ns).sum()) / max(ndev, 1) / 1e6
 
 
 def _kernel_launch_calls(t: Trace) -> int:
     """Kernel and graph launch calls in the whole capture (any thread)."""
-    if not len(t.runtime):
+    counts = np.asarray(t.derived.get("runtime_name_counts", np.zeros(0, np.int64)))
+    if not len(counts) or not t.count("runtime"):
         return 0
     is_launch = t.strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
-    return int(is_launch(t.runtime["name_id"].to_numpy()).sum())
+    return int(counts[is_launch(np.arange(len(counts)))].sum())
 
 
 def _step_mean(primary: list[dict], part: str) -> float | None:
@@ -857,24 +722,18 @@ def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
     out = {"launch_gap_count": 0, "launch_gap_us_mean": None, "launch_gap_us_median": None,
            "launch_gap_to_kernel_ratio": None, "host_gap_count": 0, "host_gap_ms_max": None,
            "host_gap_ms_median": None}
-    g = a.gaps
-    if g is None or not len(g):
+    res = a.engine
+    win = res.window
+    if not res.ctx.active or not win.gaps_n:
         return out
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
-    sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
-    if not len(sel):
-        return out
-    dur = np.minimum(g.end_ns[sel], w1) - np.maximum(g.start_ns[sel], w0)
-    cause = g.cause[sel]
-    lg = dur[cause == gpu_m.CAUSE_LAUNCH]
+    lg = np.concatenate(win.launch_gaps).astype(np.int64) if win.launch_gaps else np.zeros(0, np.int64)
     if len(lg):
         out.update(launch_gap_count=int(len(lg)), launch_gap_us_mean=_num(lg.mean() / 1e3),
                    launch_gap_us_median=_num(float(np.median(lg)) / 1e3))
         if kernel_median_us:
             out["launch_gap_to_kernel_ratio"] = _num(lg.mean() / 1e3 / kernel_median_us)
     # host phases: every gap with host CPU time (a host window of 1 ms or more), by that time
-    hg = g.amounts[sel, gpu_m.CAUSE_HOST].astype(np.int64)
-    hg = hg[hg > 0]
+    hg = np.concatenate(win.host_gaps).astype(np.int64) if win.host_gaps else np.zeros(0, np.int64)
     if len(hg):
         out.update(host_gap_count=int(len(hg)), host_gap_ms_max=_num(hg.max() / 1e6),
                    host_gap_ms_median=_num(float(np.median(hg)) / 1e6))
@@ -885,25 +744,21 @@ def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
     """Device-to-host copies that are not scalar reads (> 16 bytes): bytes, and the copy time with
     no kernel running (a copy hidden under compute costs nothing), in the window (per GPU: the mean
     over the ``ndev`` devices with GPU work) and per step."""
-    t, ops = a.trace, a.ops
-    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    t = a.trace
+    res = a.engine
+    w0 = a.steps.window_start_ns
     out = {"dtoh_bytes": 0, "dtoh_ms": None, "dtoh_count": 0, "dtoh_bytes_per_step_median": None,
            "dtoh_ms_per_step_median": None, "dtoh_ms_per_step": None}
-    if w0 is None or len(t.memcpy) == 0 or a.activity is None:
+    if w0 is None or t.count("memcpy") == 0 or not res.ctx.active:
         return out
-    mask = _copy_mask(a, copy_kind=S.COPY_DTOH, min_bytes=host_m.SCALAR_READ_MAX_BYTES)
-    m = np.flatnonzero(mask & _in_window(ops.start_ns, w0, w1, ops.end_ns))
-    nbytes = t.memcpy["bytes"].to_numpy()[ops.row[m]]
+    win = res.window
     n = max(ndev, 1)
-    out.update(dtoh_bytes=int(nbytes.sum() / n), dtoh_count=int(len(m)),
-               dtoh_ms=_num(_wall_ms_per_gpu(a, mask, ndev, without_kernels=True)))
+    out.update(dtoh_bytes=int(win.dtoh_bytes / n), dtoh_count=int(win.dtoh_count),
+               dtoh_ms=_num(_wall_ms_per_gpu(a, win.dtoh_wall, ndev)))
     if primary:
-        s0, s1 = np.maximum(ops.start_ns[m], w0), np.minimum(ops.end_ns[m], w1)
-        exposed = (s1 - s0) - a.activity.kernels.covered(ops.device[m], s0, s1)
         ids = [s["step"] for s in primary]
-        step = a.op_step[m]
-        b = [int(nbytes[step == i].sum()) for i in ids]
-        d = [float(exposed[step == i].sum()) / 1e6 for i in ids]
+        b = [int(res.glob.step_dtoh_bytes[i]) for i in ids]
+        d = [float(res.glob.step_dtoh_exposed[i]) / 1e6 for i in ids]
         out["dtoh_bytes_per_step_median"] = _num(_median(b))
         out["dtoh_ms_per_step_median"] = _num(_median(d))
         out["dtoh_ms_per_step"] = _num(float(np.mean(d)))

@@ -332,6 +332,15 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: i
     lo = np.full(ndev, w0, dtype=np.int64)
     hi = np.full(ndev, w1, dtype=np.int64)
     gk, gs, ge = iv.gaps(act.busy, ndev, lo, hi)
+    return classify_found_gaps(ops, host, gk, gs, ge, w0)
+
+
+def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
+                        base: int) -> Gaps:
+    """:func:`classify_gaps` for gaps already found (sorted by device, then time; disjoint per
+    device), ``base`` at most every gap start (a time origin for packed keys). The analysis engine
+    finds a time slice's gaps itself (each gap once, owned by the slice where it ends)."""
+    w0 = int(min(base, int(gs.min()))) if len(gs) else int(base)
     n = len(gs)
     kind = np.full(n, 2, dtype=np.int8)
     thread = np.zeros(n, dtype=np.int64)

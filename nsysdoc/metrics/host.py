@@ -84,7 +84,11 @@ def setup_launch_mask(runtime: pd.DataFrame, strings, ops: GpuOps, kernel_name_i
 def runtime_levels(runtime: pd.DataFrame, blocking: np.ndarray, setup_launch: np.ndarray | None = None) -> np.ndarray:
     """Painting level of each CUDA API row (see :func:`nsysdoc.metrics.gpu.classify_gaps`);
     ``setup_launch`` marks the launch calls that are set-up work (:func:`setup_launch_mask`)."""
-    kind = runtime["api_kind"].to_numpy()
+    return levels_of(np.asarray(runtime["api_kind"]), blocking, setup_launch)
+
+
+def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray | None = None) -> np.ndarray:
+    """:func:`runtime_levels` from the rows' ``api_kind`` codes."""
     level = np.full(len(kind), LV_API, dtype=np.int8)
     level[np.isin(kind, (API_LAUNCH, API_ASYNC_COPY))] = LV_LAUNCH
     level[kind == API_ALLOC] = LV_ALLOC
@@ -95,15 +99,15 @@ def runtime_levels(runtime: pd.DataFrame, blocking: np.ndarray, setup_launch: np
     return level
 
 
-def _outside_cuda_calls(osrt: pd.DataFrame, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarray:
+def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarray:
     """OS wait rows that are not mostly inside a CUDA call of the same thread: a futex or poll the
     driver makes inside cudaLaunchKernel or cudaStreamSynchronize is that call's time, not an input
     wait. Only the CUDA calls that overlap a wait are unioned."""
     idx = np.flatnonzero(wait)
     if not len(idx) or not len(rs):
         return wait
-    ot = osrt["thread"].to_numpy()[idx]
-    os_, oe = osrt["start_ns"].to_numpy(np.int64)[idx], osrt["end_ns"].to_numpy(np.int64)[idx]
+    ot = np.asarray(osrt["thread"])[idx]
+    os_, oe = np.asarray(osrt["start_ns"], dtype=np.int64)[idx], np.asarray(osrt["end_ns"], dtype=np.int64)[idx]
     waits = iv.union(ot, os_, oe)
     near = np.flatnonzero(waits.covered(rt_thread, rs, re_) > 0)
     if not len(near):
@@ -133,19 +137,36 @@ def host_activity(runtime: pd.DataFrame, osrt: pd.DataFrame, nvtx: pd.DataFrame,
     nv_thread = nvtx["thread"].to_numpy()
     nv_s = nvtx["start_ns"].to_numpy(np.int64)
     nv_e = nvtx["end_ns"].to_numpy(np.int64)
-    levels = runtime_levels(runtime, blocking, setup_launch)
-    wait = _outside_cuda_calls(osrt, wait, rt_thread, rs, re_)
+    h = host_activity_from(
+        {"thread": rt_thread, "start_ns": rs, "end_ns": re_, "api_kind": runtime["api_kind"].to_numpy()}, blocking,
+        {"thread": osrt["thread"].to_numpy(), "start_ns": osrt["start_ns"].to_numpy(np.int64),
+         "end_ns": osrt["end_ns"].to_numpy(np.int64), "is_wait": wait},
+        (nv_thread[dl], nv_s[dl], nv_e[dl]), (nv_thread[st], nv_s[st], nv_e[st]), thread_keys, setup_launch)
+    h.setup_nvtx = st
+    return h
+
+
+def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges: tuple, setup_ranges: tuple,
+                       thread_keys: np.ndarray, setup_launch: np.ndarray | None = None) -> HostActivity:
+    """:func:`host_activity` from arrays: CUDA API rows ``rt`` (thread, start_ns, end_ns,
+    api_kind), OS runtime rows ``osrt`` (thread, start_ns, end_ns, is_wait), and the DataLoader
+    and set-up NVTX ranges as ``(thread, start, end)`` arrays."""
+    rt_thread = np.asarray(rt["thread"])
+    rs, re_ = np.asarray(rt["start_ns"], dtype=np.int64), np.asarray(rt["end_ns"], dtype=np.int64)
+    levels = levels_of(np.asarray(rt["api_kind"]), blocking, setup_launch)
+    wait = _outside_cuda_calls(osrt, np.asarray(osrt["is_wait"], dtype=bool), rt_thread, rs, re_)
+    ot = np.asarray(osrt["thread"])
+    os_, oe = np.asarray(osrt["start_ns"], dtype=np.int64), np.asarray(osrt["end_ns"], dtype=np.int64)
     sources = [
         (levels, rt_thread, rs, re_),
-        (LV_WAIT, osrt["thread"].to_numpy()[wait], osrt["start_ns"].to_numpy(np.int64)[wait],
-         osrt["end_ns"].to_numpy(np.int64)[wait]),
-        (LV_INPUT_NVTX, nv_thread[dl], nv_s[dl], nv_e[dl]),
-        (LV_SETUP_NVTX, nv_thread[st], nv_s[st], nv_e[st]),
+        (LV_WAIT, ot[wait], os_[wait], oe[wait]),
+        (LV_INPUT_NVTX, *loader_ranges),
+        (LV_SETUP_NVTX, *setup_ranges),
     ]
     return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),
         sync=iv.union(rt_thread[blocking], rs[blocking], re_[blocking]),
-        sources=sources, runtime_level=levels, setup_nvtx=st,
+        sources=sources, runtime_level=levels, setup_nvtx=None,
     )
 
 
@@ -180,6 +201,22 @@ def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, 
             texts = [S.fold_nvtx_text(str(x)) for x in nvtx["text"].to_numpy()[sel]]
             s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
             parts.append(pd.DataFrame({"name": texts, "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0}))
+    return setup_table(parts)
+
+
+def setup_parts(names, kinds, start_ns: np.ndarray, end_ns: np.ndarray, lo: int, hi: int, nvtx: bool) -> pd.DataFrame:
+    """One part of :func:`setup_table`: events clipped to ``[lo, hi)`` (CUDA calls, with their
+    API names and ``api_kind`` codes, or set-up NVTX ranges with their folded texts)."""
+    s0, e0 = np.maximum(start_ns, lo), np.minimum(end_ns, hi)
+    if nvtx:
+        return pd.DataFrame({"name": list(names), "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0})
+    names = [f"{n} (launch far longer than usual: first-launch loading/JIT)" if k == API_LAUNCH else n
+             for n, k in zip(names, kinds)]
+    return pd.DataFrame({"name": names, "kind": "CUDA API", "s": s0, "e": e0, "dur": e0 - s0})
+
+
+def setup_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Set-up events grouped by (name, kind): count, wall-clock total, longest (top 20 by total)."""
     if not parts:
         return pd.DataFrame({"name": [], "kind": [], "count": [], "total_ms": [], "max_ms": []})
     df = pd.concat(parts, ignore_index=True)
@@ -271,6 +308,23 @@ def sync_calls_table(runtime: pd.DataFrame, blocking: np.ndarray, strings, w0: i
         return pd.DataFrame({"api": [], "count": [], "total_ms": [], "max_ms": []})
     df = pd.DataFrame({"name_id": runtime["name_id"].to_numpy()[sel], "dur": (np.minimum(e, w1) - np.maximum(s, w0))[sel]})
     g = df.groupby("name_id")["dur"].agg(["count", "sum", "max"]).reset_index()
+    return _calls_by_api(g, strings)
+
+
+def calls_table_from(groups: dict, strings) -> pd.DataFrame:
+    """:func:`sync_calls_table` from partial totals ``{name_id: [count, total_ns, max_ns]}`` (the
+    analysis engine adds them up slice by slice)."""
+    if not groups:
+        return pd.DataFrame({"api": [], "count": [], "total_ms": [], "max_ms": []})
+    ids = sorted(groups)
+    g = pd.DataFrame({"name_id": np.array(ids, dtype=np.int64),
+                      "count": np.array([groups[i][0] for i in ids], dtype=np.int64),
+                      "sum": np.array([groups[i][1] for i in ids], dtype=np.int64),
+                      "max": np.array([groups[i][2] for i in ids], dtype=np.int64)})
+    return _calls_by_api(g, strings)
+
+
+def _calls_by_api(g: pd.DataFrame, strings) -> pd.DataFrame:
     g["api"] = [S.strip_api_suffix(v) for v in strings.lookup(g["name_id"].to_numpy())]
     g = g.groupby("api").agg(count=("count", "sum"), total=("sum", "sum"), mx=("max", "max")).reset_index()
     g = g.sort_values("total", ascending=False)

@@ -35,3 +35,62 @@ def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int 
     return [{"text": r.text, "domain": r.domain, "count": int(r.n), "total_ms": float(r.total) / 1e6,
              "mean_ms": float(r.total) / r.n / 1e6, "max_ms": float(r.mx) / 1e6}
             for r in g.itertuples(index=False)]
+
+
+def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
+    """:func:`nvtx_summary` over NVTX blocks (``start_ns, end_ns, event_type, domain, text``
+    columns, the text an Arrow column, ``domain`` an index into ``domains``), one block at a time."""
+    if w0 is None or w1 is None:
+        return []
+    groups: dict[tuple[str, str], list] = {}   # (domain, folded) -> [first row, count, total, max]
+    folded_cache: dict[str, str] = {}
+    row0 = 0
+    for b in blocks:
+        s, e = b["start_ns"], b["end_ns"]
+        n = len(s)
+        ok = np.isin(b["event_type"], S.NVTX_RANGE_TYPES) & (e >= s) & (s < w1) & (e > w0)
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            import pyarrow as pa
+
+            dur = np.minimum(e[idx], w1) - np.maximum(s[idx], w0)
+            enc = b["text"].take(pa.array(idx)).dictionary_encode()
+            ti = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            vals = enc.dictionary.to_pylist()
+            fold = []
+            for v in vals:
+                f = folded_cache.get(v)
+                if f is None:
+                    f = folded_cache[v] = S.fold_nvtx_text(v if isinstance(v, str) else "")
+                fold.append(f)
+            dom = b["domain"][idx]
+            key_codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([dom, ti]))
+            first = np.full(len(uniq), len(idx), dtype=np.int64)
+            np.minimum.at(first, key_codes, np.arange(len(idx)))
+            cnt = np.bincount(key_codes, minlength=len(uniq))
+            tot = np.zeros(len(uniq), dtype=np.int64)
+            np.add.at(tot, key_codes, dur)
+            mx = np.full(len(uniq), np.iinfo(np.int64).min, dtype=np.int64)
+            np.maximum.at(mx, key_codes, dur)
+            for j, (d_, t_) in enumerate(uniq):
+                dname = domains[d_] if 0 <= d_ < len(domains) else ""
+                key = (dname if isinstance(dname, str) else "", fold[t_])
+                gr = groups.get(key)
+                if gr is None:
+                    groups[key] = [row0 + int(idx[first[j]]), int(cnt[j]), int(tot[j]), int(mx[j])]
+                else:
+                    gr[0] = min(gr[0], row0 + int(idx[first[j]]))
+                    gr[1] += int(cnt[j])
+                    gr[2] += int(tot[j])
+                    gr[3] = max(gr[3], int(mx[j]))
+        row0 += n
+    if not groups:
+        return []
+    items = sorted(groups.items(), key=lambda kv: kv[1][0])  # first appearance, as groupby(sort=False)
+    g = pd.DataFrame({"domain": [k[0] for k, _ in items], "text": [k[1] for k, _ in items],
+                      "n": [v[1] for _, v in items], "total": [v[2] for _, v in items],
+                      "mx": [v[3] for _, v in items]})
+    g = g.sort_values(["total", "n", "text"], ascending=[False, False, True], kind="stable").head(limit)
+    return [{"text": r.text, "domain": r.domain, "count": int(r.n), "total_ms": float(r.total) / 1e6,
+             "mean_ms": float(r.total) / r.n / 1e6, "max_ms": float(r.mx) / 1e6}
+            for r in g.itertuples(index=False)]

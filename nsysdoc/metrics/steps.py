@@ -55,6 +55,12 @@ def step_ranges(nvtx: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
     ok = is_range & ~lib & texts.isin(matching).to_numpy()
     df = pd.DataFrame({"global_tid": nvtx["global_tid"].to_numpy(np.int64)[ok], "name": texts.to_numpy()[ok],
                        "start_ns": start[ok], "range_end_ns": end[ok]})
+    return outermost_ranges(df)
+
+
+def outermost_ranges(df: pd.DataFrame) -> pd.DataFrame:
+    """Matching ranges (``global_tid, name, start_ns, range_end_ns``) without those nested in an
+    earlier range of the same thread."""
     if len(df) == 0:
         return df
     df = df.sort_values(["global_tid", "start_ns", "range_end_ns"], ascending=[True, True, False], kind="stable")
@@ -107,57 +113,83 @@ def build_steps(ranges: pd.DataFrame, process_keys: np.ndarray, op_proc: np.ndar
     ``process_keys`` is the sorted ``global_pid`` column of the processes table; ``op_when_ns`` is
     each operation's launch time (API start, or its GPU start when the API row is unknown).
     """
-    if len(ranges) == 0:
-        if len(op_start_ns):
-            w0, w1 = int(op_start_ns.min()), int(op_end_ns.max())
-        else:
-            w0 = w1 = None
-        empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in (
-            ("step", "int64"), ("global_tid", "int64"), ("pid", "int64"), ("tid", "int64"), ("proc", "int64"),
-            ("primary", bool), ("index", "int64"), ("name", object), ("start_ns", "int64"),
-            ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"))})
-        return Steps(empty, w0, w1, False)
-    df = ranges.copy()
-    gtid = df["global_tid"].to_numpy(np.int64)
-    df["pid"] = S.decode_pid(gtid)
-    df["tid"] = S.decode_tid(gtid)
-    pkey = gtid & S.PROCESS_MASK
-    pos = np.clip(np.searchsorted(process_keys, pkey), 0, max(len(process_keys) - 1, 0))
-    found = (len(process_keys) > 0) & (process_keys[pos] == pkey) if len(process_keys) else np.zeros(len(df), bool)
-    df["proc"] = np.where(found, pos, -1)
-    df["_pkey"] = pkey
-    counts = df.groupby(["_pkey", "global_tid"]).size().rename("n").reset_index()
-    counts = counts.sort_values(["_pkey", "n", "global_tid"], ascending=[True, False, True])
-    owners = set(counts.drop_duplicates("_pkey")["global_tid"])
-    df["primary"] = df["global_tid"].isin(owners)
-    df = df.sort_values(["global_tid", "start_ns"], kind="stable").reset_index(drop=True)
-    df["index"] = df.groupby("global_tid").cumcount()
-    end = df["range_end_ns"].to_numpy(np.int64).copy()
-    # extend primary steps to the end of the GPU work launched inside them
-    for proc in np.unique(df.loc[df["primary"] & (df["proc"] >= 0), "proc"]):
-        rows = np.flatnonzero(df["primary"].to_numpy() & (df["proc"].to_numpy() == proc))
-        sel = op_proc == proc
-        if not sel.any():
-            continue
-        when, oend = op_when_ns[sel], op_end_ns[sel]
-        s = df["start_ns"].to_numpy(np.int64)[rows]
-        r_end = df["range_end_ns"].to_numpy(np.int64)[rows]
-        k = np.searchsorted(s, when, side="right") - 1
-        inside = (k >= 0) & (when < r_end[np.maximum(k, 0)])  # half-open, like every interval
-        ext = r_end.copy()
-        np.maximum.at(ext, k[inside], oend[inside])
-        end[rows] = ext
-    df["end_ns"] = end
-    start = df["start_ns"].to_numpy(np.int64)
-    nxt = np.append(start[1:], -1)
-    same = np.append(df["global_tid"].to_numpy()[1:] == df["global_tid"].to_numpy()[:-1], False)
-    df["step_time_ns"] = np.where(same, nxt - start, end - start)
-    df["step"] = np.arange(len(df))
-    prim = df[df["primary"]]
-    w0, w1 = int(prim["start_ns"].min()), int(prim["end_ns"].max())
-    cols = ["step", "global_tid", "pid", "tid", "proc", "primary", "index", "name", "start_ns", "range_end_ns",
-            "end_ns", "step_time_ns"]
-    return Steps(df[cols], w0, w1, True)
+    b = StepBuilder(ranges, process_keys)
+    b.add_ops(op_proc, op_when_ns, op_end_ns)
+    lo = int(op_start_ns.min()) if len(op_start_ns) else None
+    hi = int(op_end_ns.max()) if len(op_end_ns) else None
+    return b.finish(lo, hi)
+
+
+_EMPTY_STEPS = (("step", "int64"), ("global_tid", "int64"), ("pid", "int64"), ("tid", "int64"), ("proc", "int64"),
+                ("primary", bool), ("index", "int64"), ("name", object), ("start_ns", "int64"),
+                ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"))
+
+
+class StepBuilder:
+    """:func:`build_steps` fed with GPU operations chunk by chunk (the analysis streams them):
+    ``add_ops`` extends each primary step to the end of the GPU work launched inside it;
+    :attr:`steps` (ids, starts, range ends) is usable for :func:`assign_ops_to_steps` at once."""
+
+    def __init__(self, ranges: pd.DataFrame, process_keys: np.ndarray) -> None:
+        self.has = len(ranges) > 0
+        if not self.has:
+            self.df = None
+            return
+        df = ranges.copy()
+        gtid = df["global_tid"].to_numpy(np.int64)
+        df["pid"] = S.decode_pid(gtid)
+        df["tid"] = S.decode_tid(gtid)
+        pkey = gtid & S.PROCESS_MASK
+        pos = np.clip(np.searchsorted(process_keys, pkey), 0, max(len(process_keys) - 1, 0))
+        found = (len(process_keys) > 0) & (process_keys[pos] == pkey) if len(process_keys) else np.zeros(len(df), bool)
+        df["proc"] = np.where(found, pos, -1)
+        df["_pkey"] = pkey
+        counts = df.groupby(["_pkey", "global_tid"]).size().rename("n").reset_index()
+        counts = counts.sort_values(["_pkey", "n", "global_tid"], ascending=[True, False, True])
+        owners = set(counts.drop_duplicates("_pkey")["global_tid"])
+        df["primary"] = df["global_tid"].isin(owners)
+        df = df.sort_values(["global_tid", "start_ns"], kind="stable").reset_index(drop=True)
+        df["index"] = df.groupby("global_tid").cumcount()
+        df["step"] = np.arange(len(df))
+        self.df = df
+        self.end = df["range_end_ns"].to_numpy(np.int64).copy()
+        self.by_proc = {}
+        prim = df["primary"].to_numpy()
+        for proc in np.unique(df.loc[df["primary"] & (df["proc"] >= 0), "proc"]):
+            rows = np.flatnonzero(prim & (df["proc"].to_numpy() == proc))
+            self.by_proc[int(proc)] = (rows, df["start_ns"].to_numpy(np.int64)[rows],
+                                       df["range_end_ns"].to_numpy(np.int64)[rows])
+        # before any extension: ids, starts and range ends (all assign_ops_to_steps needs)
+        self.steps = Steps(df.assign(end_ns=self.end, step_time_ns=0), None, None, True)
+
+    def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray) -> None:
+        if not self.has:
+            return
+        for proc, (rows, s, r_end) in self.by_proc.items():
+            sel = op_proc == proc
+            if not sel.any():
+                continue
+            when, oend = op_when_ns[sel], op_end_ns[sel]
+            k = np.searchsorted(s, when, side="right") - 1
+            inside = (k >= 0) & (when < r_end[np.maximum(k, 0)])  # half-open, like every interval
+            np.maximum.at(self.end, rows[k[inside]], oend[inside])
+
+    def finish(self, op_start_min: int | None, op_end_max: int | None) -> Steps:
+        if not self.has:
+            empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_STEPS})
+            return Steps(empty, op_start_min, op_end_max, False)
+        df = self.df
+        df["end_ns"] = self.end
+        end = self.end
+        start = df["start_ns"].to_numpy(np.int64)
+        nxt = np.append(start[1:], -1)
+        same = np.append(df["global_tid"].to_numpy()[1:] == df["global_tid"].to_numpy()[:-1], False)
+        df["step_time_ns"] = np.where(same, nxt - start, end - start)
+        prim = df[df["primary"]]
+        w0, w1 = int(prim["start_ns"].min()), int(prim["end_ns"].max())
+        cols = ["step", "global_tid", "pid", "tid", "proc", "primary", "index", "name", "start_ns", "range_end_ns",
+                "end_ns", "step_time_ns"]
+        return Steps(df[cols], w0, w1, True)
 
 
 def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The data of one window's timeline (one training step by default), small enough for a web page.
 
-Pure functions over the :class:`~nsysdoc.analysis.Analysis` parts; no I/O. What they return
+Pure functions over the data of one window (``Analysis.window_view``: the operations, idle gaps
+and host rows the analysis captured for it); no I/O. What they return
 (plain dicts, ints in ns on the export's timeline, as the Nsight Systems GUI shows them):
 
 * per device, one **lane per stream** — a stream is (process, device, context, stream id) — with
@@ -494,12 +495,18 @@ def step_timeline(analysis, *, worst: bool = False) -> dict[str, Any] | None:
         return None
     step = pick_step(steps.table, worst=worst) if steps.has_markers else None
     if step is not None:
-        tl = window_timeline(analysis, step["start_ns"], max(step["end_ns"], step["start_ns"] + 1),
+        view = analysis.window_view("worst" if worst else "median")
+        if view is None:
+            return None
+        tl = window_timeline(view, step["start_ns"], max(step["end_ns"], step["start_ns"] + 1),
                              host_tid=step["global_tid"])
         tl["choice"] = "worst step" if worst else "median step"
     else:
-        a, b = default_window(analysis.ops.start_ns, analysis.ops.end_ns, w0, w1)
-        tl = window_timeline(analysis, a, b)
+        view = analysis.window_view("middle")
+        if view is None:
+            return None
+        a, b = view.window
+        tl = window_timeline(view, a, b)
         tl["choice"] = "middle of the capture"
     tl["step"] = step
     return tl

@@ -1,0 +1,196 @@
+"""What a time slice reads from a trace's store: GPU operations (with their launching calls) and
+host rows. The only module of the engine that knows the store's table and column names."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+from ..trace import schema as S
+
+#: The GPU tables, in the order their rows make up the operation list (kernels, copies, memsets).
+GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))
+_BASE = ["start_ns", "end_ns", "device", "proc", "stream_id", "stream", "api", "api_start_ns", "pos"]
+_EXTRA = {"kernels": ["name_id", "short_id"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
+#: Sentinels for unbounded slice edges (every real time is far inside them).
+NEG = -(1 << 62)
+POS = 1 << 62
+
+
+@dataclass
+class Ops:
+    """GPU operations of a slice (aligned arrays), the interface :mod:`nsysdoc.metrics.gpu` uses:
+    the launching call's start, end and thread are gathered per operation."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    device: np.ndarray
+    kind: np.ndarray
+    is_nccl: np.ndarray
+    proc: np.ndarray
+    stream_id: np.ndarray
+    stream: np.ndarray
+    row: np.ndarray           # row in its own table (global position)
+    api: np.ndarray           # runtime row of the launching call (global position), -1 if unknown
+    api_start_ns: np.ndarray
+    api_end: np.ndarray
+    api_thread: np.ndarray    # thread index of the launching call, -1 if unknown
+    api_kind: np.ndarray
+    name_id: np.ndarray       # kernels: demangled name id (else -1)
+    short_id: np.ndarray
+    nbytes: np.ndarray
+    copy_kind: np.ndarray     # memcpy: copyKind (else -1)
+    host_kind: np.ndarray     # memcpy: host memory kind (else -1)
+    owned: np.ndarray         # starts in this slice (else: still running from an earlier slice)
+    step: np.ndarray          # step id (-1)
+    flags: np.ndarray         # bit flags (see FLAG_*), fixed when the op is first read
+    thread_gtid: np.ndarray   # global_tid of each thread index
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def api_end_ns(self, idx=None) -> np.ndarray:
+        return self.api_end if idx is None else self.api_end[idx]
+
+    def api_tid(self, idx=None) -> np.ndarray:
+        """Launching thread's global_tid (0 if unknown)."""
+        thread = self.api_thread if idx is None else self.api_thread[idx]
+        if len(self.thread_gtid) == 0:
+            return np.zeros(len(thread), dtype=np.int64)
+        return np.where(thread >= 0, self.thread_gtid[np.maximum(thread, 0)], 0)
+
+    def take(self, idx) -> "Ops":
+        vals = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            vals[f.name] = v if f.name == "thread_gtid" else v[idx]
+        return Ops(**vals)
+
+    @staticmethod
+    def concat(parts: list["Ops"]) -> "Ops":
+        parts = [p for p in parts if p is not None]
+        vals = {}
+        for f in fields(Ops):
+            if f.name == "thread_gtid":
+                vals[f.name] = parts[0].thread_gtid
+            else:
+                vals[f.name] = np.concatenate([getattr(p, f.name) for p in parts])
+        return Ops(**vals)
+
+
+#: Op flags (bits of ``Ops.flags``): computed once per operation when its slice reads it.
+FLAG_IN_WINDOW = 1       # starts inside the analysis window (as ``analysis._in_window`` defines it)
+FLAG_PAGEABLE = 2        # a host<->device copy from/to pageable memory
+FLAG_DTOH = 4            # a device-to-host copy of more than SCALAR_READ_MAX_BYTES
+FLAG_FP32 = 8            # an FP32 GEMM/convolution kernel that is not an autotuning candidate
+FLAG_SCALAR = 16         # a scalar read (.item())
+FLAG_TUNING = 32         # launched inside a compile/autotune/warm-up NVTX range
+
+
+def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
+    """GPU operations starting in ``[t0, t1)``: kernels, then copies, then memsets, each in table
+    order; launching calls gathered from the runtime table."""
+    store = trace.store
+    thread_gtid = trace.threads["global_tid"].to_numpy(np.int64)
+    parts = []
+    for kind, name in GPU_KINDS:
+        t = store.get(name)
+        if t is None or not len(t):
+            continue
+        d = t.rows_starting_in(None if t0 <= NEG else t0, None if t1 >= POS else t1, _BASE + _EXTRA[name])
+        n = len(d["start_ns"])
+        if n == 0:
+            continue
+        neg = np.full(n, -1, dtype=np.int32)
+        nid = d.get("name_id", neg)
+        sid = d.get("short_id", neg)
+        parts.append(dict(
+            start_ns=d["start_ns"].astype(np.int64, copy=False), end_ns=d["end_ns"].astype(np.int64, copy=False),
+            device=d["device"].astype(np.int32, copy=False), kind=np.full(n, kind, dtype=np.int8),
+            is_nccl=(nccl_flag(sid) | nccl_flag(nid)) if kind == KIND_KERNEL else np.zeros(n, dtype=bool),
+            proc=d["proc"].astype(np.int32, copy=False), stream_id=d["stream_id"].astype(np.int32, copy=False),
+            stream=d["stream"].astype(np.int32, copy=False), row=d["pos"],
+            api=d["api"].astype(np.int64), api_start_ns=d["api_start_ns"].astype(np.int64, copy=False),
+            name_id=nid.astype(np.int32, copy=False), short_id=sid.astype(np.int32, copy=False),
+            nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
+            copy_kind=d.get("copy_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False),
+            host_kind=d.get("host_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False)))
+    if not parts:
+        z64 = np.zeros(0, np.int64)
+        return Ops(z64, z64, np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, bool), np.zeros(0, np.int32),
+                   np.zeros(0, np.int32), np.zeros(0, np.int32), z64, z64, z64, z64, np.zeros(0, np.int32),
+                   np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), z64, np.zeros(0, np.int8),
+                   np.zeros(0, np.int8), np.zeros(0, bool), z64, np.zeros(0, np.int16), thread_gtid)
+    cols = {k: np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in parts[0]}
+    n = len(cols["start_ns"])
+    api = cols["api"]
+    has = np.flatnonzero(api >= 0)
+    api_end = np.full(n, -1, dtype=np.int64)
+    api_thread = np.full(n, -1, dtype=np.int32)
+    api_kind = np.full(n, -1, dtype=np.int8)
+    if len(has):
+        g = store["runtime"].gather(api[has], ["end_ns", "thread", "api_kind"])
+        api_end[has] = g["end_ns"]
+        api_thread[has] = g["thread"]
+        api_kind[has] = g["api_kind"]
+    return Ops(api_end=api_end, api_thread=api_thread, api_kind=api_kind, owned=np.ones(n, dtype=bool),
+               step=np.full(n, -1, dtype=np.int64), flags=np.zeros(n, dtype=np.int16), thread_gtid=thread_gtid,
+               **cols)
+
+
+def sort_by_device(ops: Ops) -> Ops:
+    """Stable order by (device, start): unions become one pass, and among operations starting at
+    one instant on one device the table order (kernels first) is kept."""
+    if len(ops) < 2:
+        return ops
+    dev = ops.device.astype(np.int64)
+    s = ops.start_ns
+    same = dev[1:] == dev[:-1]
+    if not ((dev[1:] < dev[:-1]).any() or (same & (s[1:] < s[:-1])).any()):
+        return ops
+    tmin = int(s.min())
+    bits = max(1, (int(s.max()) - tmin + 1).bit_length())
+    if bits + max(1, int(dev.max() + 1).bit_length()) <= 62:
+        order = np.argsort((dev << bits) | (s - tmin), kind="stable")
+    else:
+        order = np.lexsort((s, dev))
+    return ops.take(order)
+
+
+RT_COLS = ["start_ns", "end_ns", "thread", "api_kind", "name_id", "pos"]
+
+
+def runtime_rows(trace, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """CUDA API rows with ``start < hi`` and ``end > lo`` (``end >= lo`` for zero-length calls at
+    ``lo``), table order, with their global position."""
+    t = trace.store.get("runtime")
+    if t is None:
+        return {c: np.zeros(0, np.int64) for c in RT_COLS}
+    return t.rows_overlapping(lo, hi, RT_COLS, touching=True)
+
+
+def osrt_rows(trace, lo: int, hi: int) -> dict[str, np.ndarray]:
+    t = trace.store.get("osrt")
+    cols = ["start_ns", "end_ns", "thread", "is_wait", "name_id"]
+    if t is None:
+        return {c: np.zeros(0, np.int64) for c in cols}
+    return t.rows_overlapping(lo, hi, cols, touching=True)
+
+
+def blocking_of(rt: dict, pageable_api: np.ndarray) -> np.ndarray:
+    """Which CUDA API rows block the host (``nsysdoc.metrics.host.blocking_api_mask``): sync kinds,
+    and async copies from pageable memory (positions found while loading)."""
+    kind = rt["api_kind"]
+    out = np.isin(kind, (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET))
+    if len(pageable_api) and len(kind):
+        out |= in_sorted(pageable_api, rt["pos"])
+    return out
+
+
+def in_sorted(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.isin(x, sorted_values)`` for a sorted, unique ``sorted_values``."""
+    if not len(sorted_values) or not len(x):
+        return np.zeros(len(x), dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_values, x), len(sorted_values) - 1)
+    return sorted_values[i] == x

@@ -1,0 +1,197 @@
+"""Running the slices: in time order, each slice's window totals kept apart (a steady-state window
+found afterwards re-runs only the slices at its edges), window-independent totals added in place,
+and the timeline windows captured on the way."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..metrics import gpu as gpu_m
+from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT,
+                              STEADY_MAX_SETUP_PCT)
+from .data import NEG, POS, Ops
+from .plan import Plan, middle_window
+from .slices import Carry, Context, Global, SliceState, Window, global_totals, next_carry, phase_a, window_totals
+
+NC = len(gpu_m.CAUSES)
+
+
+@dataclass
+class Capture:
+    """What the timeline of ``[start, end)`` needs, gathered from the slices that hold it."""
+
+    start: int
+    end: int
+    ops: list = field(default_factory=list)
+    gaps: list = field(default_factory=list)   # (device, start, end, cause, split) per gap
+
+    def add(self, st: SliceState) -> None:
+        ops = st.ops
+        m = np.flatnonzero(ops.owned & (ops.start_ns < self.end) & (ops.end_ns > self.start))
+        if len(m):
+            self.ops.append(ops.take(m))
+        g = st.gaps
+        if g is not None and len(g):
+            gm = np.flatnonzero((g.start_ns < self.end) & (g.end_ns > self.start))
+            if len(gm):
+                split = g.split(gm, self.start, self.end)
+                self.gaps.append((g.device[gm].astype(np.int64), g.start_ns[gm], g.end_ns[gm],
+                                  g.cause[gm].astype(np.int64), split.astype(np.int64)))
+
+
+@dataclass
+class Result:
+    plan: Plan
+    ctx: Context
+    window: Window
+    glob: Global
+    window_range: tuple
+    excluded: list
+    captures: dict
+    slices: int
+    gap_total: int
+
+
+def run(trace, plan: Plan) -> Result:
+    ndev = plan.ndev
+    ctx = Context(trace, plan, ndev)
+    nsteps = len(plan.steps.table)
+    glob = Global(nsteps, ndev, len(ctx.thread_keys))
+    carry = ctx.first_carry()
+    spans = plan.slices()
+    parts: list[Window] = []
+    carries: list[Carry] = []
+    caps = {k: Capture(v[0], v[1]) for k, v in plan.timelines.items()}
+    gap_total = 0
+    for i, (c0, c1) in enumerate(spans):
+        last = i == len(spans) - 1
+        carries.append(carry.copy())
+        st = phase_a(ctx, c0, c1, carry, last)
+        nxt = next_carry(ctx, st, carry)
+        global_totals(ctx, st, glob, carry, nxt)
+        parts.append(window_totals(ctx, st, ctx.w0, ctx.w1))
+        if st.gaps is not None:
+            gap_total += len(st.gaps)
+        for cap in caps.values():
+            # every slice: an operation it owns may run into a later window
+            cap.add(st)
+        carry = nxt
+        del st
+    glob.merged_total = carry.merged_busy
+    w0, w1 = ctx.w0, ctx.w1
+    excluded: list = []
+    if ctx.active and not plan.steps.has_markers:
+        t0, t1, excluded = _steady(ctx, glob, gap_total, w0, w1)
+        if excluded:
+            new = _rerun(ctx, spans, carries, parts, t0, t1)
+            if _enough_work(new, t0, t1):
+                parts, w0, w1 = new, t0, t1
+                plan.steps.window_start_ns, plan.steps.window_end_ns = t0, t1
+                if "middle" in caps:
+                    a, b = middle_window(trace, plan, t0, t1)
+                    cap = Capture(a, b)
+                    _recapture(ctx, spans, carries, cap)
+                    caps = {"middle": cap}
+            else:
+                excluded = []
+    total = Window(ndev)
+    for p in parts:
+        total.add(p)
+    return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total)
+
+
+def _rerun(ctx: Context, spans: list, carries: list, parts: list, t0: int, t1: int) -> list:
+    """Window totals for the window ``[t0, t1)``: slices wholly inside keep theirs, slices wholly
+    outside have none, the others run again from their saved carry."""
+    out = []
+    for i, (c0, c1) in enumerate(spans):
+        last = i == len(spans) - 1
+        lo_region = min(c0, int(carries[i].last_end.min()) if len(carries[i].last_end) else c0)
+        if lo_region >= t0 and c1 <= t1 and c0 > NEG:
+            out.append(parts[i])
+            continue
+        if c1 <= t0 or c0 > t1:
+            out.append(Window(ctx.ndev))
+            continue
+        carry = carries[i].copy()
+        st = phase_a(ctx, c0, c1, carry, last)
+        out.append(window_totals(ctx, st, t0, t1))
+    return out
+
+
+def _recapture(ctx: Context, spans: list, carries: list, cap: Capture) -> None:
+    for i, (c0, c1) in enumerate(spans):
+        if c0 >= cap.end:
+            break
+        if i + 1 < len(spans) and carries[i + 1].ops is None and c1 <= cap.start:
+            continue  # nothing this slice owns is still running at its end, and its gaps end in it
+        st = phase_a(ctx, c0, c1, carries[i].copy(), i == len(spans) - 1)
+        cap.add(st)
+
+
+def _enough_work(parts: list, lo: int, hi: int) -> bool:
+    """``nsysdoc.analysis._enough_work_in`` for the window ``[lo, hi)``."""
+    from ..analysis import MIN_GPU_BUSY_MS, MIN_GPU_OPS, MIN_WINDOW_MS
+
+    if hi - lo < MIN_WINDOW_MS * 1e6:
+        return False
+    n = sum(p.start_count for p in parts)
+    if int(n.sum()) >= MIN_GPU_OPS:
+        return True
+    devs = np.flatnonzero(n > 0)
+    if not len(devs):
+        return False
+    busy = sum(p.busy for p in parts)[devs]
+    return float(busy.mean()) / 1e6 >= MIN_GPU_BUSY_MS
+
+
+def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tuple[int, int, list]:
+    """``nsysdoc.metrics.window.steady_window`` from what the slices recorded."""
+    excluded: list[dict] = []
+    span = w1 - w0
+    if span <= 0 or gap_total == 0:
+        return w0, w1, excluded
+    t0, t1 = w0, w1
+    thr = max(SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT / 100 * span)
+    early = [g for g in glob.setup_gaps if g[2] >= thr and g[0] < w0 + span // 2]
+    if early:
+        end = max(g[1] for g in early)
+        ndev = ctx.ndev
+        left = np.zeros(ndev, dtype=np.int64)
+        for d, a, b in glob.setup_pieces:
+            a2, b2 = max(a, end), min(b, w1)
+            if b2 > a2:
+                left[d] += b2 - a2
+        busy_devs = ctx.plan.dev_max_end > end
+        steady = end < w1 and (not busy_devs.any() or
+                               left[busy_devs].mean() < STEADY_MAX_SETUP_PCT / 100 * (w1 - end))
+        if steady:
+            excluded.append({"kind": "warm-up", "start_ns": w0, "end_ns": end})
+            t0 = end
+    # stretches with no GPU work on any device
+    base = glob.merged_marks.get(t0, 0) if t0 != w0 else 0
+    total = float(glob.merged_total - base)
+    rest = t1 - t0
+    inner = sorted((a, b, before - base) for a, b, before in glob.merged_idle if a > t0 and b < t1)
+    long_ = [(a, b, before) for a, b, before in inner if (b - a) >= IDLE_EDGE_MIN_PCT / 100 * rest]
+    head = [x for x in long_ if x[2] <= IDLE_EDGE_MAX_WORK_PCT / 100 * total]
+    tail = [x for x in long_ if total - x[2] <= IDLE_EDGE_MAX_WORK_PCT / 100 * total]
+    if head:
+        a, b, _ = head[-1]
+        excluded.append({"kind": "idle head", "start_ns": t0, "end_ns": int(b)})
+        t0 = int(b)
+    if tail:
+        a, b, _ = tail[0]
+        if a > t0:
+            excluded.append({"kind": "idle tail", "start_ns": int(a), "end_ns": t1})
+            t1 = int(a)
+    return t0, t1, excluded
+
+
+__all__ = ["Capture", "Result", "run", "Ops", "POS"]
+
+
+def slice_env() -> str:
+    return os.environ.get("NSYSDOC_SLICE_ROWS", "")

@@ -1,0 +1,699 @@
+"""One time slice: its GPU operations, device unions, idle gaps and host activity, and its share
+of every total (see :mod:`nsysdoc.engine`).
+
+Ownership (each thing is counted by exactly one slice):
+
+* a GPU operation, a CUDA API call, an OS call: the slice its **start** falls in;
+* an idle gap: the slice its **end** falls in (the operation that ends it starts there), so the
+  gap is whole when it is classified, however many slices it spans;
+* time: positional quantities (busy, compute, host sync...) are clipped to the slice's
+  ``[c0, c1)``; idle time is counted with the gap that holds it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..metrics import gpu as gpu_m
+from ..metrics import intervals as iv
+from ..metrics.copies import copy_groups, merge_groups
+from ..metrics.gpu import CAUSE_HOST, CAUSE_LAUNCH, CAUSE_SETUP, CAUSES, SYNC_TOLERANCE_NS
+from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
+from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
+from ..metrics.steps import assign_ops_to_steps
+from ..trace import schema as S
+from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING, NEG, POS, Ops,
+                   blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows, sort_by_device)
+
+NC = len(CAUSES)
+
+
+def in_window(start_ns: np.ndarray, end_ns: np.ndarray, w0, w1) -> np.ndarray:
+    """``nsysdoc.analysis._in_window``: operations that start inside ``[w0, w1)``, plus those starting
+    exactly at ``w1`` when the window is empty, and zero-length operations at ``w1``."""
+    if w0 is None or w1 is None:
+        return np.zeros(len(start_ns), dtype=bool)
+    if w1 == w0:
+        return start_ns == w0
+    inside = (start_ns >= w0) & (start_ns < w1)
+    inside |= (start_ns == w1) & (end_ns == w1)
+    return inside
+
+
+@dataclass
+class Carry:
+    """What one slice hands on to the next (small, whatever the capture's length)."""
+
+    #: per device: end of the GPU's last busy stretch so far (idle gaps start there)
+    last_end: np.ndarray
+    #: operations still running at the slice end
+    ops: Ops | None = None
+    #: scalar-read candidates whose thread's next CUDA call is not read yet: (op step, thread, api start)
+    pending: list = field(default_factory=list)
+    #: all devices merged (the steady-state window): end of the last busy stretch, busy time before it
+    merged_end: int = NEG
+    merged_busy: int = 0
+
+    def copy(self) -> "Carry":
+        return Carry(self.last_end.copy(), self.ops, list(self.pending), self.merged_end, self.merged_busy)
+
+
+@dataclass
+class Window:
+    """Per-window totals of one slice (added over slices; see :class:`nsysdoc.engine.run.Totals`)."""
+
+    ndev: int
+    kernel_count: np.ndarray = None
+    copy_count: np.ndarray = None
+    start_count: np.ndarray = None     # operations starting in [w0, w1) (not counting those at w1)
+    gap_count: np.ndarray = None
+    busy: np.ndarray = None
+    kern: np.ndarray = None
+    compute: np.ndarray = None
+    comm: np.ndarray = None
+    idle: np.ndarray = None            # (ndev, NC) idle time by class
+    # kernels in the window (compact: for exact per-name statistics)
+    k_dur: list = field(default_factory=list)
+    k_name: list = field(default_factory=list)
+    k_short: list = field(default_factory=list)
+    k_nccl: list = field(default_factory=list)
+    k_tune: list = field(default_factory=list)
+    l_api: list = field(default_factory=list)
+    l_queue: list = field(default_factory=list)
+    copies: dict = field(default_factory=dict)
+    sync_by_thread: np.ndarray = None
+    sync_calls: dict = field(default_factory=dict)    # name_id -> [count, total, max]
+    alloc_calls: dict = field(default_factory=dict)
+    gaps_n: int = 0
+    gaps_by_cause: np.ndarray = None
+    longest: list = field(default_factory=list)       # candidates: (dur, device, start, end, cause, split, thread)
+    launch_gaps: list = field(default_factory=list)   # clipped durations of gaps whose class is launch
+    host_gaps: list = field(default_factory=list)     # host-class time of gaps with any
+    pageable_wall: np.ndarray = None
+    fp32_wall: np.ndarray = None
+    dtoh_wall: np.ndarray = None
+    dtoh_bytes: int = 0
+    dtoh_count: int = 0
+
+    def __post_init__(self) -> None:
+        n = self.ndev
+        for f in ("kernel_count", "copy_count", "start_count", "gap_count", "busy", "kern", "compute", "comm", "pageable_wall",
+                  "fp32_wall", "dtoh_wall"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.zeros(n, dtype=np.int64))
+        if self.idle is None:
+            self.idle = np.zeros((n, NC), dtype=np.int64)
+        if self.gaps_by_cause is None:
+            self.gaps_by_cause = np.zeros(NC, dtype=np.int64)
+
+    def add(self, o: "Window") -> None:
+        for f in ("kernel_count", "copy_count", "start_count", "gap_count", "busy", "kern", "compute", "comm", "idle",
+                  "pageable_wall", "fp32_wall", "dtoh_wall", "gaps_by_cause"):
+            setattr(self, f, getattr(self, f) + getattr(o, f))
+        for f in ("k_dur", "k_name", "k_short", "k_nccl", "k_tune", "l_api", "l_queue", "launch_gaps", "host_gaps"):
+            getattr(self, f).extend(getattr(o, f))
+        merge_groups(self.copies, o.copies)
+        _merge_calls(self.sync_calls, o.sync_calls)
+        _merge_calls(self.alloc_calls, o.alloc_calls)
+        if o.sync_by_thread is not None:
+            self.sync_by_thread = o.sync_by_thread if self.sync_by_thread is None else self.sync_by_thread + o.sync_by_thread
+        self.gaps_n += o.gaps_n
+        self.longest = _top_gaps(self.longest + o.longest)
+        self.dtoh_bytes += o.dtoh_bytes
+        self.dtoh_count += o.dtoh_count
+
+
+def _merge_calls(a: dict, b: dict) -> None:
+    for k, (n, tot, mx) in b.items():
+        if k in a:
+            a[k][0] += n
+            a[k][1] += tot
+            a[k][2] = max(a[k][2], mx)
+        else:
+            a[k] = [n, tot, mx]
+
+
+#: longest gaps kept
+TOP_GAPS = 20
+
+
+def _top_gaps(cands: list) -> list:
+    """Longest first; ties: device order, then time order."""
+    cands.sort(key=lambda g: (-g[0], g[1], g[2]))
+    return cands[:TOP_GAPS]
+
+
+@dataclass
+class Global:
+    """Totals that do not depend on the analysis window (added in place by every slice)."""
+
+    nsteps: int
+    ndev: int
+    nthreads: int
+    step_kernels: np.ndarray = None
+    step_scalar: np.ndarray = None
+    step_busy: np.ndarray = None
+    step_kern: np.ndarray = None
+    step_compute: np.ndarray = None
+    step_idle: np.ndarray = None
+    step_before_busy: np.ndarray = None
+    step_sync: np.ndarray = None
+    step_dtoh_bytes: np.ndarray = None
+    step_dtoh_exposed: np.ndarray = None
+    scalar_reads: int = 0
+    setup_idle: np.ndarray = None          # per device, set-up idle time over the GPU span
+    setup_gaps: list = field(default_factory=list)    # (start, end, setup ns) of gaps with >= 1 ms of set-up
+    setup_pieces: list = field(default_factory=list)  # (device, start, end): set-up idle time, positionally
+    idle_launch_rows: list = field(default_factory=list)
+    setup_calls: list = field(default_factory=list)   # set-up CUDA API rows: (pos, name_id, kind, start, end)
+    merged_idle: list = field(default_factory=list)   # (start, end, busy before start) of long all-device idle
+    merged_marks: dict = field(default_factory=dict)  # time -> all-device busy time before it
+    merged_total: int = 0                              # all-device busy time over the capture
+    captures: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        z = lambda: np.zeros(self.nsteps, dtype=np.int64)  # noqa: E731
+        for f in ("step_kernels", "step_scalar", "step_busy", "step_kern", "step_compute", "step_before_busy",
+                  "step_sync", "step_dtoh_bytes", "step_dtoh_exposed"):
+            setattr(self, f, z())
+        self.step_idle = np.zeros((self.nsteps, NC), dtype=np.int64)
+        self.setup_idle = np.zeros(self.ndev, dtype=np.int64)
+
+
+class Context:
+    """What every slice needs: the trace, the plan and fixed per-name flags."""
+
+    def __init__(self, trace, plan, ndev: int) -> None:
+        from ..metrics.kernels import is_fp32_gemm
+
+        self.trace = trace
+        self.plan = plan
+        self.ndev = ndev
+        st = trace.strings
+        self.nccl = st.flags(lambda v: S.NCCL_KERNEL.match(v) is not None)
+        self.fp32 = st.flags(is_fp32_gemm)
+        self.thread_keys = trace.threads["global_tid"].to_numpy(np.int64)
+        self.pageable_api = np.asarray(trace.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
+        w0, w1 = plan.window
+        self.w0, self.w1 = w0, w1
+        s0, s1 = plan.span
+        self.active = w0 is not None and w1 is not None and w1 > w0 and ndev > 0
+        self.o0 = min(w0, s0) if self.active and s0 is not None else w0
+        self.o1 = max(w1, s1) if self.active and s1 is not None else w1
+        self.has_markers = plan.steps.has_markers
+        st_t = plan.steps.table
+        self.step_start = st_t["start_ns"].to_numpy(np.int64) if len(st_t) else np.zeros(0, np.int64)
+        self.step_end = st_t["end_ns"].to_numpy(np.int64) if len(st_t) else np.zeros(0, np.int64)
+        self.step_thread = trace_thread_index(self.thread_keys, st_t["global_tid"].to_numpy(np.int64)) \
+            if len(st_t) else np.zeros(0, np.int64)
+        self.step_primary = st_t["primary"].to_numpy(bool) if len(st_t) else np.zeros(0, bool)
+
+    def first_carry(self) -> Carry:
+        start = self.o0 if self.o0 is not None else 0
+        return Carry(last_end=np.full(self.ndev, start, dtype=np.int64))
+
+
+def trace_thread_index(keys: np.ndarray, gtid: np.ndarray) -> np.ndarray:
+    if not len(keys):
+        return np.full(len(gtid), -1, dtype=np.int64)
+    pos = np.clip(np.searchsorted(keys, gtid), 0, len(keys) - 1)
+    return np.where(keys[pos] == gtid, pos, -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# phase A: the slice's operations, unions, gaps and host activity
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class SliceState:
+    c0: int
+    c1: int
+    last: bool
+    ops: Ops
+    act: gpu_m.Activity | None
+    gaps: gpu_m.Gaps | None
+    host: gpu_m.HostActivity | None
+    rt: dict | None
+    blocking: np.ndarray | None
+    osrt: dict | None
+    lo_dev: np.ndarray | None
+    rt_lo: int = NEG          # the CUDA API rows read are all those overlapping [rt_lo, c1)
+
+
+def _op_flags(ctx: Context, ops: Ops) -> None:
+    """Flags of newly read operations (owned ones), fixed for their whole life."""
+    n = len(ops)
+    if n == 0:
+        return
+    fl = np.zeros(n, dtype=np.int16)
+    fl[in_window(ops.start_ns, ops.end_ns, ctx.w0, ctx.w1)] |= FLAG_IN_WINDOW
+    m = ops.kind == KIND_MEMCPY
+    if m.any():
+        host = ops.host_kind == S.MEM_PAGEABLE
+        fl[m & host & np.isin(ops.copy_kind, (S.COPY_HTOD, S.COPY_DTOH))] |= FLAG_PAGEABLE
+        fl[m & (ops.copy_kind == S.COPY_DTOH) & (ops.nbytes > SCALAR_READ_MAX_BYTES)] |= FLAG_DTOH
+    k = ops.kind == KIND_KERNEL
+    if k.any():
+        tune = np.zeros(n, dtype=bool)
+        if ctx.plan.tuning is not None:
+            ka = np.flatnonzero(k & (ops.api >= 0))
+            if len(ka):
+                t, s = ops.api_thread[ka].astype(np.int64), ops.api_start_ns[ka]
+                tune[ka[ctx.plan.tuning.covered(t, s, s + 1) > 0]] = True
+        fl[tune] |= FLAG_TUNING
+        fl[k & ctx.fp32(ops.name_id) & ~tune] |= FLAG_FP32
+    ops.flags = fl
+    if ctx.has_markers:
+        when = np.where(ops.api >= 0, ops.api_start_ns, ops.start_ns)
+        ops.step = assign_ops_to_steps(ctx.plan.steps, ops.proc, when)
+
+
+def _host_range(ctx: Context, c0: int, c1: int, lo_min: int) -> tuple[int, int]:
+    lo = NEG if c0 <= NEG else min(c0, lo_min) - SYNC_TOLERANCE_NS
+    hi = POS if c1 >= POS else c1 + SYNC_TOLERANCE_NS
+    return lo, hi
+
+
+def _host(ctx: Context, lo: int, hi: int):
+    """Host rows overlapping ``[lo, hi)`` (the CUDA API read widened to every OS wait read, so that
+    waits inside CUDA calls are seen) and the host activity built from them. The blocking-sync
+    union is closed on the left: while a blocking call read starts before the read's start, the
+    read is widened (a union piece may continue through calls that ended earlier)."""
+    trace, plan = ctx.trace, ctx.plan
+    while True:
+        os_ = osrt_rows(trace, lo, hi)
+        r_lo, r_hi = lo, hi
+        w = np.asarray(os_["is_wait"], dtype=bool)
+        if w.any():
+            r_lo = min(r_lo, int(os_["start_ns"][w].min()))
+            r_hi = max(r_hi, int(os_["end_ns"][w].max()) + 1)
+        rt = runtime_rows(trace, r_lo, r_hi)
+        blocking = blocking_of(rt, ctx.pageable_api)
+        if r_lo <= NEG or not blocking.any() or int(rt["start_ns"][blocking].min()) >= r_lo:
+            break
+        lo = max(NEG, r_lo - max(hi - r_lo, 1 << 20))
+    setup_launch = in_sorted(plan.setup_launch, rt["pos"]) if len(plan.setup_launch) else None
+    host = host_activity_from(rt, blocking, os_, plan.loader_ranges, plan.setup_ranges[:3], ctx.thread_keys,
+                              setup_launch)
+    return rt, blocking, os_, host, r_lo
+
+
+def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceState:
+    ops_new = read_ops(ctx.trace, c0, c1, ctx.nccl)
+    _op_flags(ctx, ops_new)
+    parts = [p for p in (carry.ops, ops_new) if p is not None and len(p)]
+    if carry.ops is not None and len(carry.ops):
+        carry.ops.owned = np.zeros(len(carry.ops), dtype=bool)
+    ops = sort_by_device(Ops.concat(parts)) if len(parts) > 1 else (parts[0] if parts else ops_new)
+    if not ctx.active:
+        return SliceState(c0, c1, last, ops, None, None, None, None, None, None, None)
+    ndev = ctx.ndev
+    # a device's gaps start where it last went idle, or at the slice start when it is busy there;
+    # never before the span's start (``last_end`` starts there)
+    lo_dev = np.maximum(np.minimum(carry.last_end, c0), ctx.o0) if c0 > NEG else carry.last_end.copy()
+    lo_min = int(lo_dev.min())
+    act = gpu_m.device_activity(ops, ndev, lo_min, ctx.o1)
+    hi = np.full(ndev, ctx.o1 if last else c1, dtype=np.int64)
+    gk, gs, ge = iv.gaps(act.busy, ndev, np.maximum(lo_dev, lo_min), hi)
+    if not last:  # the stretch after the last operation is not a gap yet: the next slice has its end
+        keep = ge < c1
+        gk, gs, ge = gk[keep], gs[keep], ge[keep]
+    h_lo, h_hi = _host_range(ctx, c0, c1, int(gs.min()) if len(gs) else lo_min)
+    rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
+    gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
+    return SliceState(c0, c1, last, ops, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
+
+
+def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
+    ops = st.ops
+    out = Carry(last_end=carry.last_end.copy(), pending=list(carry.pending), merged_end=carry.merged_end,
+                merged_busy=carry.merged_busy)
+    if len(ops):
+        nonempty = ops.end_ns > ops.start_ns
+        if nonempty.any():
+            np.maximum.at(out.last_end, ops.device[nonempty].astype(np.int64), ops.end_ns[nonempty])
+        if not st.last:
+            run = np.flatnonzero(ops.end_ns > st.c1)
+            out.ops = ops.take(run) if len(run) else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# phase B: the slice's share of every total
+# ---------------------------------------------------------------------------------------------
+def _clip(c0: int, c1: int, lo, hi):
+    return np.maximum(lo, c0), np.maximum(np.minimum(hi, c1), np.maximum(lo, c0))
+
+
+def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
+    """The slice's share of the per-window totals for the window ``[w0, w1)``."""
+    ndev = ctx.ndev
+    win = Window(ndev)
+    ops = st.ops
+    own = ops.owned
+    if w0 is None or w1 is None:
+        return win
+    inw = own & in_window(ops.start_ns, ops.end_ns, w0, w1)
+    is_k = ops.kind == KIND_KERNEL
+    dev = ops.device.astype(np.int64)
+    win.kernel_count = np.bincount(dev[inw & is_k], minlength=ndev)[:ndev].astype(np.int64)
+    win.copy_count = np.bincount(dev[inw & ~is_k], minlength=ndev)[:ndev].astype(np.int64)
+    sc = own & (ops.start_ns >= w0) & (ops.start_ns < w1)
+    win.start_count = np.bincount(dev[sc], minlength=ndev)[:ndev].astype(np.int64)
+    # kernels: durations and names; launches: API and queue times
+    ki = np.flatnonzero(inw & is_k)
+    if len(ki):
+        dur = ops.end_ns[ki] - ops.start_ns[ki]
+        win.k_dur.append(_compact(dur))
+        win.k_name.append(ops.name_id[ki].copy())
+        win.k_short.append(ops.short_id[ki].copy())
+        win.k_nccl.append(ops.is_nccl[ki].copy())
+        win.k_tune.append((ops.flags[ki] & FLAG_TUNING) != 0)
+        la = ki[ops.api[ki] >= 0]
+        if len(la):
+            api_ns = ops.api_end[la] - ops.api_start_ns[la]
+            queue = np.maximum(ops.start_ns[la] - ops.api_end[la], 0)
+            win.l_api.append(_compact(api_ns))
+            win.l_queue.append(_compact(queue))
+    mi = np.flatnonzero(inw & (ops.kind == KIND_MEMCPY))
+    if len(mi):
+        win.copies = copy_groups(ops.copy_kind[mi], ops.host_kind[mi], ops.nbytes[mi], ops.end_ns[mi] - ops.start_ns[mi])
+    di = np.flatnonzero(inw & ((ops.flags & FLAG_DTOH) != 0))
+    win.dtoh_bytes = int(ops.nbytes[di].sum())
+    win.dtoh_count = len(di)
+    if st.act is None:
+        return win
+    c0, c1 = st.c0, st.c1
+    devs = np.arange(ndev)
+    a, b = max(w0, c0), min(w1, c1)
+    if b > a:
+        lo, hi = np.full(ndev, a), np.full(ndev, b)
+        win.busy = st.act.busy.covered(devs, lo, hi)
+        win.kern = st.act.kernels.covered(devs, lo, hi)
+        win.compute = st.act.compute.covered(devs, lo, hi)
+        win.comm = st.act.comm.covered(devs, lo, hi)
+        # wall-clock union of selected operations (every op in the window, owned or still running)
+        sel_win = (ops.flags & FLAG_IN_WINDOW) != 0 if (w0, w1) == (ctx.w0, ctx.w1) else \
+            in_window(ops.start_ns, ops.end_ns, w0, w1)
+        for flag, attr, no_k in ((FLAG_PAGEABLE, "pageable_wall", False), (FLAG_FP32, "fp32_wall", False),
+                                 (FLAG_DTOH, "dtoh_wall", True)):
+            m = np.flatnonzero(sel_win & ((ops.flags & flag) != 0))
+            if not len(m):
+                continue
+            u = iv.union(ops.device[m], np.maximum(ops.start_ns[m], max(w0, a)), np.minimum(ops.end_ns[m], b))
+            tot = u.total_by_key(ndev)
+            if no_k and len(u):
+                cov = st.act.kernels.covered(u.keys, u.starts, u.ends)
+                tot = tot - np.bincount(u.keys, weights=cov, minlength=ndev)[:ndev].astype(np.int64)
+            setattr(win, attr, tot)
+    g = st.gaps
+    if g is not None and len(g):
+        win.idle = g.amounts_in(devs, np.full(ndev, w0), np.full(ndev, w1)).astype(np.int64)
+        sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0))
+        win.gap_count = np.bincount(g.device[sel].astype(np.int64), minlength=ndev)[:ndev].astype(np.int64)
+        if len(sel):
+            _gap_totals(win, g, sel, w0, w1)
+    # host: sync time per thread, sync and allocation calls by name
+    if st.host is not None:
+        nth = len(ctx.thread_keys)
+        if b > a:
+            win.sync_by_thread = st.host.sync.covered(np.arange(nth), np.full(nth, a), np.full(nth, b))
+        rt = st.rt
+        mine = (rt["start_ns"] >= c0) & (rt["start_ns"] < c1)
+        over = mine & (rt["start_ns"] < w1) & (rt["end_ns"] > w0)
+        for mask, out in ((st.blocking, win.sync_calls), (rt["api_kind"] == S.API_ALLOC, win.alloc_calls)):
+            m = np.flatnonzero(over & mask)
+            if len(m):
+                dur = np.minimum(rt["end_ns"][m], w1) - np.maximum(rt["start_ns"][m], w0)
+                _calls(out, rt["name_id"][m], dur)
+    return win
+
+
+def _calls(out: dict, name_id: np.ndarray, dur: np.ndarray) -> None:
+    uk, inv = np.unique(name_id, return_inverse=True)
+    tot = np.zeros(len(uk), dtype=np.int64)
+    np.add.at(tot, inv, dur)
+    mx = np.full(len(uk), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(mx, inv, dur)
+    cnt = np.bincount(inv, minlength=len(uk))
+    for j, k in enumerate(uk.tolist()):
+        out[int(k)] = [int(cnt[j]), int(tot[j]), int(mx[j])]
+
+
+def _compact(a: np.ndarray) -> np.ndarray:
+    """Non-negative int64 values as uint32 when they fit (exact, half the memory)."""
+    if len(a) and int(a.min()) >= 0 and int(a.max()) < (1 << 32):
+        return a.astype(np.uint32)
+    return a.astype(np.int64)
+
+
+def _top_idx(dur: np.ndarray) -> np.ndarray:
+    """The TOP_GAPS longest (ties: the earlier in device, then time order, which is array order)."""
+    if len(dur) <= TOP_GAPS:
+        return np.arange(len(dur))
+    v = dur[np.argpartition(-dur, TOP_GAPS - 1)[TOP_GAPS - 1]]  # the TOP_GAPS-th longest
+    above = np.flatnonzero(dur > v)
+    tied = np.flatnonzero(dur == v)[:TOP_GAPS - len(above)]
+    return np.sort(np.concatenate([above, tied]))
+
+
+def _gap_totals(win: Window, g: gpu_m.Gaps, sel: np.ndarray, w0: int, w1: int) -> None:
+    s0, s1 = np.maximum(g.start_ns[sel], w0), np.minimum(g.end_ns[sel], w1)
+    cut = np.flatnonzero((g.start_ns[sel] < w0) | (g.end_ns[sel] > w1))
+    cause = g.cause[sel].astype(np.int64)
+    if len(cut):
+        part = g.split(sel[cut], w0, w1)
+        cause[cut] = np.argmax(part, axis=1)
+    win.gaps_n = len(sel)
+    win.gaps_by_cause = np.bincount(cause, minlength=NC)[:NC].astype(np.int64)
+    dur = s1 - s0
+    top = _top_idx(dur)
+    amounts = g.split(sel[top], w0, w1)
+    for n_, k in enumerate(top.tolist()):
+        i = sel[k]
+        win.longest.append((int(dur[k]), int(g.device[i]), int(s0[k]), int(s1[k]), int(cause[k]),
+                            amounts[n_].astype(np.int64), int(g.thread[i])))
+    win.longest = _top_gaps(win.longest)
+    # gap shapes: the class of the whole gap (not re-cut by the window), as the report defines them
+    gc = g.cause[sel]
+    lg = dur[gc == CAUSE_LAUNCH]
+    if len(lg):
+        win.launch_gaps.append(_compact(lg))
+    hg = g.amounts[sel, CAUSE_HOST].astype(np.int64)
+    hg = hg[hg > 0]
+    if len(hg):
+        win.host_gaps.append(_compact(hg))
+
+
+def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:
+    """The slice's share of the window-independent totals (steps, set-up, scalar reads)."""
+    ops = st.ops
+    own = ops.owned
+    c0, c1 = st.c0, st.c1
+    # scalar reads: tiny device-to-host copies whose call syncs, or whose thread's next call does
+    _scalar_reads(ctx, st, tot, carry, nxt)
+    if ctx.has_markers and len(ops):
+        has = own & (ops.step >= 0)
+        k = has & (ops.kind == KIND_KERNEL)
+        tot.step_kernels += np.bincount(ops.step[k], minlength=tot.nsteps)[:tot.nsteps]
+    if st.act is None:
+        return
+    ndev = ctx.ndev
+    # set-up over the GPU span, and what the steady-state window needs
+    g = st.gaps
+    s0, s1 = ctx.plan.span
+    if g is not None and len(g):
+        if s0 is not None and s1 is not None and s1 > s0:
+            tot.setup_idle += g.amounts_in(np.arange(ndev), np.full(ndev, s0), np.full(ndev, s1))[:, CAUSE_SETUP]
+        su = g.amounts[:, CAUSE_SETUP]
+        ends_idle = (g.next_op >= 0) & (su > 0)
+        if ends_idle.any():
+            rows = ops.api[g.next_op[ends_idle]]
+            tot.idle_launch_rows.append(rows[rows >= 0].astype(np.int64))
+        some = np.flatnonzero(su > 0)
+        if len(some):
+            for i in np.flatnonzero(su >= SETUP_MARK_NS).tolist():
+                tot.setup_gaps.append((int(g.start_ns[i]), int(g.end_ns[i]), int(su[i]), int(g.device[i])))
+            tot.setup_pieces.extend(_setup_pieces(g, some))
+    _merged(ctx, st, tot, carry, nxt)
+    _setup_calls(ctx, st, tot)
+    if not ctx.has_markers or not tot.nsteps:
+        return
+    # per step: breakdown on the step's device, time busy, idle before the first op, host sync
+    plan = ctx.plan
+    lo_region = int(st.lo_dev.min()) if st.lo_dev is not None else c0
+    ss, se = ctx.step_start, ctx.step_end
+    dev = plan.step_dev
+    ok = np.flatnonzero((dev >= 0) & (ss < c1) & (se > min(lo_region, c0)))
+    if len(ok):
+        d, s, e = dev[ok], ss[ok], se[ok]
+        a, b = np.maximum(s, c0), np.maximum(np.minimum(e, c1), np.maximum(s, c0))
+        tot.step_busy[ok] += st.act.busy.covered(d, a, b)
+        tot.step_kern[ok] += st.act.kernels.covered(d, a, b)
+        tot.step_compute[ok] += st.act.compute.covered(d, a, b)
+        if g is not None and len(g):
+            tot.step_idle[ok] += g.amounts_in(d, s, e).astype(np.int64)
+        fs = np.maximum(plan.step_first[ok], s)
+        a2, b2 = np.maximum(s, c0), np.maximum(np.minimum(fs, c1), np.maximum(s, c0))
+        tot.step_before_busy[ok] += st.act.busy.covered(d, a2, b2)
+    if st.host is not None:
+        sel = np.flatnonzero((ctx.step_thread >= 0) & (ss < c1) & (se > c0))
+        if len(sel):
+            a, b = np.maximum(ss[sel], c0), np.maximum(np.minimum(se[sel], c1), np.maximum(ss[sel], c0))
+            tot.step_sync[sel] += st.host.sync.covered(ctx.step_thread[sel], a, b)
+    # device-to-host copies per step: bytes (by start), time with no kernel running (by position)
+    di = np.flatnonzero(((ops.flags & FLAG_DTOH) != 0) & ((ops.flags & FLAG_IN_WINDOW) != 0) & (ops.step >= 0))
+    if len(di):
+        mine = di[own[di]]
+        if len(mine):
+            tot.step_dtoh_bytes += np.bincount(ops.step[mine], weights=ops.nbytes[mine],
+                                               minlength=tot.nsteps)[:tot.nsteps].astype(np.int64)
+        w0, w1 = ctx.w0, ctx.w1
+        x0 = np.maximum(np.maximum(ops.start_ns[di], w0), c0)
+        x1 = np.maximum(np.minimum(np.minimum(ops.end_ns[di], w1), c1), x0)
+        exposed = (x1 - x0) - st.act.kernels.covered(ops.device[di], x0, x1)
+        tot.step_dtoh_exposed += np.bincount(ops.step[di], weights=exposed, minlength=tot.nsteps)[:tot.nsteps].astype(np.int64)
+
+
+def _setup_pieces(g: gpu_m.Gaps, idx: np.ndarray) -> list:
+    """Where in gaps ``idx`` the set-up idle time lies: ``(device, start, end)`` pieces of their
+    host part painted with a set-up level."""
+    out = []
+    att = idx[g.kind[idx] == 0]
+    if not len(att):
+        return out
+    h0 = g.start_ns[att]
+    h1 = np.maximum(np.minimum(g.end_ns[att], g.painted_end_ns[att]), h0)
+    part = g.partition
+    if not len(part):
+        return out
+    keys = g.thread_index[att].astype(np.int64)
+    top = part.tmin + part.span - 1
+    shift = keys * part.span - part.tmin
+    a = np.clip(h0, part.tmin, top) + shift
+    b = np.clip(h1, part.tmin, top) + shift
+    i0 = np.searchsorted(part._e, a, side="right")
+    i1 = np.searchsorted(part._s, b, side="left")
+    for j in range(len(att)):
+        for seg in range(int(i0[j]), int(i1[j])):
+            lev = int(part.level[seg])
+            if gpu_m.LEVEL_CAUSE[lev] != CAUSE_SETUP:
+                continue
+            s_ = max(int(part._s[seg]), int(a[j])) - int(shift[j])
+            e_ = min(int(part._e[seg]), int(b[j])) - int(shift[j])
+            if e_ > s_:
+                out.append((int(g.device[att[j]]), s_, e_))
+    return out
+
+
+def _merged(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:
+    """All devices merged (no step markers: the steady-state window): idle stretches long enough
+    to be an idle head or tail (at least a quarter of what is left of the span after them), with
+    the busy time before them, and the busy time before each end of a set-up gap of 1 ms or more
+    (where a warm-up may end)."""
+    nxt.merged_end, nxt.merged_busy = carry.merged_end, carry.merged_busy
+    if ctx.has_markers:
+        return
+    ops = st.ops
+    c0, c1 = st.c0, st.c1
+    s = np.maximum(ops.start_ns, c0)
+    e = np.minimum(ops.end_ns, c1)
+    keep = e > s
+    u = iv.union(np.zeros(int(keep.sum()), np.int64), s[keep], e[keep])
+    starts, ends = u.starts, u.ends
+    cum = carry.merged_busy + np.concatenate(([0], np.cumsum(ends - starts)))
+    span_end = ctx.o1
+    prev = carry.merged_end
+    for j in range(len(starts)):
+        a, b = int(prev), int(starts[j])
+        if a > NEG and b > a and (b - a) * 4 >= span_end - a:
+            tot.merged_idle.append((a, b, int(cum[j])))
+        prev = int(ends[j])
+    g = st.gaps
+    if g is not None and len(g):
+        su = g.amounts[:, CAUSE_SETUP]
+        for t in np.unique(g.end_ns[su >= SETUP_MARK_NS]).tolist():
+            tot.merged_marks[int(t)] = int(carry.merged_busy + u.covered(np.zeros(1, np.int64), [c0], [t])[0]) \
+                if len(u) else int(carry.merged_busy)
+    if len(starts):
+        nxt.merged_end = int(ends[-1])
+        nxt.merged_busy = int(cum[-1])
+
+
+#: set-up gaps at least this long mark where a warm-up may end (``window.SETUP_GAP_MIN_NS``)
+SETUP_MARK_NS = 1_000_000
+
+
+def _setup_calls(ctx: Context, st: SliceState, tot: Global) -> None:
+    """Set-up CUDA API rows owned by the slice (set-up events of the report)."""
+    if st.host is None or st.host.runtime_level is None:
+        return
+    rt = st.rt
+    c0, c1 = st.c0, st.c1
+    mine = (rt["start_ns"] >= c0) & (rt["start_ns"] < c1)
+    sel = np.flatnonzero(mine & (st.host.runtime_level == gpu_m.LV_SETUP_API))
+    if len(sel):
+        tot.setup_calls.append({k: rt[k][sel] for k in ("pos", "name_id", "api_kind", "start_ns", "end_ns")})
+
+
+def _scalar_reads(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:
+    """Scalar reads (``nsysdoc.metrics.host.scalar_read_mask``) among the slice's own copies, and
+    the checks left waiting by earlier slices for their thread's next call."""
+    ops = st.ops
+    m = np.flatnonzero(ops.owned & (ops.kind == KIND_MEMCPY) & (ops.api >= 0) & (ops.copy_kind == S.COPY_DTOH)
+                       & (ops.nbytes <= SCALAR_READ_MAX_BYTES))
+    pending = list(carry.pending)
+    nxt.pending = []
+    found = []
+    if len(m):
+        kind = ops.api_kind[m]
+        blocking = (np.isin(kind, (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET))
+                    | in_sorted(ctx.pageable_api, ops.api[m]))
+        itself = (kind == S.API_SYNC_COPY) | blocking
+        for i in m[itself].tolist():
+            found.append(int(ops.step[i]))
+        rest = m[~itself]
+        pending += [(int(ops.step[i]), int(ops.api_thread[i]), int(ops.api_start_ns[i])) for i in rest.tolist()]
+    if pending:
+        found += _resolve_pending(ctx, st, pending, nxt)
+    for step in found:
+        tot.scalar_reads += 1
+        if ctx.has_markers and 0 <= step < tot.nsteps:
+            tot.step_scalar[step] += 1
+
+
+def _resolve_pending(ctx: Context, st: SliceState, pending: list, nxt: Carry) -> list:
+    """Checks ``(step, thread, call start)``: is the thread's next CUDA call (the earliest starting
+    strictly later) a blocking sync call? Answered from the CUDA API rows that start up to the
+    slice end; a check with no later call yet waits for the next slice."""
+    c1 = st.c1
+    lo = min(t for _s, _th, t in pending)
+    if st.rt is not None and lo >= st.rt_lo:
+        rows = st.rt  # every row starting in [rt_lo, c1) was read
+        m = (rows["start_ns"] > lo) & (rows["start_ns"] < c1)
+        th, s, k = rows["thread"][m].astype(np.int64), rows["start_ns"][m], rows["api_kind"][m]
+    else:
+        rt = ctx.trace.store.get("runtime")
+        if rt is None or not len(rt):
+            return []
+        rows = rt.rows_starting_in(lo + 1, None if c1 >= POS else c1, ["start_ns", "thread", "api_kind"])
+        th, s, k = rows["thread"].astype(np.int64), rows["start_ns"], rows["api_kind"]
+    order = np.lexsort((s, th))
+    th, s, k = th[order], s[order], k[order]
+    out = []
+    for step, thread, a in pending:
+        lo_i, hi_i = np.searchsorted(th, thread, side="left"), np.searchsorted(th, thread, side="right")
+        ts, kk = s[lo_i:hi_i], k[lo_i:hi_i]
+        j = int(np.searchsorted(ts, a, side="right"))
+        if j >= len(ts):
+            if c1 < POS:
+                nxt.pending.append((step, thread, a))
+            continue
+        at = kk[j:int(np.searchsorted(ts, ts[j], side="right"))]
+        if (at == S.API_SYNC).any():
+            out.append(step)
+    return out
+
+
+__all__ = ["Carry", "Context", "Global", "SliceState", "Window", "global_totals", "in_window", "next_carry",
+           "phase_a", "window_totals", "NEG", "POS", "FLAG_SCALAR"]

@@ -1,0 +1,112 @@
+"""The analysis reads captures in time slices (nsysdoc.engine): however the timeline is cut, every
+number must be the one a single pass gives. Each fixture scenario, the bundled sample, the real
+exports and PyTorch Profiler traces run with slices of a handful of rows (dozens to hundreds of
+slices; gaps, steps and long operations cross slice boundaries everywhere) and must give the
+golden JSON and HTML, or, for real traces, the same JSON as one slice. The store's spill path
+(every block written to Parquet and read back) must not change anything either."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests import golden
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+@pytest.fixture
+def slice_rows(monkeypatch):
+    def set_rows(n: int) -> None:
+        monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(n))
+    return set_rows
+
+
+#: (name, rows per slice): every capture at 61 rows, all but the 2,100-step one (18 k slices at
+#: 7 rows: minutes) at 7 and 1
+CASES = [(n, r) for r in (1, 7, 61) for n in golden.names() if r == 61 or n != "steady_training_2100_steps"]
+
+
+@pytest.mark.parametrize("name,rows", CASES)
+def test_sliced_outputs_equal_the_golden_files(name, rows, slice_rows):
+    slice_rows(rows)
+    old = golden.load(name)
+    new = golden.outputs(name)
+    assert golden.differences(old["json"], new["json"]) == []
+    assert new["html_sha256"] == old["html_sha256"], "HTML page differs with sliced analysis"
+
+
+def test_slicing_really_slices(slice_rows, tmp_path):
+    """The invariance above is only worth something if slices are many and small."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace
+
+    slice_rows(7)
+    for name in ("steady_training", "jit_warmup_then_steady", "ddp_nccl", "launch_bound_small_kernels"):
+        a = analyze(load_trace(SCENARIOS[name]().write(tmp_path / f"{name}.sqlite"), cache=False))
+        assert a.engine.slices >= 20, (name, a.engine.slices)
+    # the warm-up scenario exercises the steady-state re-run of edge slices
+    a = analyze(load_trace(SCENARIOS["jit_warmup_then_steady"]().write(tmp_path / "w.sqlite"), cache=False))
+    assert [x["kind"] for x in a.excluded] == ["warm-up"]
+
+
+def _json(path, monkeypatch, rows=None, budget=None):
+    from nsysdoc.analysis import analyze
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace, store
+
+    if rows is not None:
+        monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(rows))
+    else:
+        monkeypatch.delenv("NSYSDOC_SLICE_ROWS", raising=False)
+    if budget is not None:
+        monkeypatch.setattr(store, "MEMORY_BUDGET", budget)
+    a = analyze(load_trace(path, cache=False))
+    apply_rules(a.to_dict(), load_rules())
+    return json.loads(json.dumps(a.to_dict(), allow_nan=False, default=str))
+
+
+REAL = sorted(TRACES.glob("*.sqlite")) + sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL, reason="../shared/traces not present")
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+def test_real_traces_same_json_whatever_the_slices(path, monkeypatch):
+    from nsysdoc.errors import InputError
+
+    try:
+        one = _json(path, monkeypatch)
+    except InputError:
+        pytest.skip("refused by the loader (tested in test_real_traces.py)")
+    many = _json(path, monkeypatch, rows=13)
+    assert golden.differences(one, many) == []
+
+
+def test_spilled_store_gives_the_same_json(monkeypatch, tmp_path):
+    """Memory budget 0: every block goes to Parquet and is read back by the slices."""
+    from nsysdoc.testing.scenarios import SCENARIOS
+
+    for name in ("dataloader_starvation", "ddp_nccl", "jit_warmup_then_steady"):
+        path = SCENARIOS[name]().write(tmp_path / f"{name}.sqlite")
+        mem = _json(path, monkeypatch, rows=40)
+        spilled = _json(path, monkeypatch, rows=40, budget=0)
+        assert golden.differences(mem, spilled) == []
+
+
+def test_cached_store_gives_the_same_json(monkeypatch, tmp_path):
+    """A second load reads the cache entry's Parquet blocks only."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace
+
+    monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "40")
+    path = SCENARIOS["sync_storm"]().write(tmp_path / "s.sqlite")
+    first = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    second = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    assert not first.from_cache and second.from_cache
+    assert all(b.data is None for t in second.store.tables.values() for b in t.blocks)
+    a, b = analyze(first).to_dict(), analyze(second).to_dict()
+    a["source"]["path"] = b["source"]["path"] = ""
+    assert golden.differences(json.loads(json.dumps(a, default=str)), json.loads(json.dumps(b, default=str))) == []
