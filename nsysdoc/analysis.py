@@ -103,15 +103,31 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     return a
 
 
-def _kernel_metrics(trace: Trace, win) -> dict:
+def _consume(parts: list, dtype) -> np.ndarray:
+    """One array from the slices' pieces, emptying the list as it goes (the pieces and the whole
+    are never both held), in the pieces' dtype when they all share one, else int64."""
+    if not parts:
+        return np.zeros(0, dtype)
+    dt = parts[0].dtype if all(p.dtype == parts[0].dtype for p in parts) else np.dtype(np.int64)
+    out = np.empty(sum(len(p) for p in parts), dtype=dt)
+    pos = 0
+    while parts:
+        p = parts.pop(0)
+        out[pos:pos + len(p)] = p
+        pos += len(p)
+    return out
+
+
+def _kernel_metrics(trace: Trace, res) -> dict:
     """Kernel statistics of the kernels that start in the window (the compact per-kernel arrays
     the slices kept): overall, by name and by short name, FP32 GEMM and tensor-core time."""
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-    dur = cat(win.k_dur, np.int64)
-    nccl = cat(win.k_nccl, bool)
-    short = cat(win.k_short, np.int64)
-    name = cat(win.k_name, np.int64)
-    tune = cat(win.k_tune, bool)
+    win = res.window
+    dur = _consume(win.k_dur, np.uint32)
+    nccl = _consume(win.k_nccl, bool)
+    short = _consume(win.k_short, np.uint16)
+    name = _consume(win.k_name, np.uint16)
+    tune = _consume(win.k_tune, bool)
+    name_ids, short_ids = res.ctx.name_ids, res.ctx.short_ids
     # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
     # autotuning candidates (launched inside compile/autotune ranges) do not count
     fp32_ms = tc_ms = 0.0
@@ -119,14 +135,15 @@ def _kernel_metrics(trace: Trace, win) -> dict:
     if len(dur):
         totals = np.bincount(name, weights=np.where(tune, 0, dur) if tune.any() else dur)
         used = np.flatnonzero(totals)
-        for nid, nm in zip(used, trace.strings.lookup(used)):
+        for code, nm in zip(used, trace.strings.lookup(name_ids[used])):
             if is_fp32_gemm(nm):
-                fp32_ms += totals[nid] / 1e6
+                fp32_ms += totals[code] / 1e6
                 fp32_names.append(nm)
             elif uses_tensor_cores(nm):
-                tc_ms += totals[nid] / 1e6
+                tc_ms += totals[code] / 1e6
     # one table per name kind: the short-name table serves both the top list and every name
-    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX)
+    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX, ids=short_ids)
+    by_name = kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N, ids=name_ids)
     return {
         **{key: _num(v) for key, v in kernel_summary(dur).items()},
         "nccl_count": int(nccl.sum()),
@@ -134,7 +151,7 @@ def _kernel_metrics(trace: Trace, win) -> dict:
         "fp32_gemm_names": fp32_names[:20],
         "tensor_core_ms": _num(tc_ms),
         "by_short_name": _records(by_short.head(TOP_N)),
-        "by_name": _records(kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N)),
+        "by_name": _records(by_name),
         # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
         "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
                   _records(by_short[["name", "count", "total_ms"]])],
@@ -143,8 +160,8 @@ def _kernel_metrics(trace: Trace, win) -> dict:
 
 def _launch(win) -> dict:
     """API time and queue delay of the kernel launches in the window (``host.launch_path``)."""
-    api_ns = np.concatenate(win.l_api).astype(np.int64) if win.l_api else np.zeros(0, np.int64)
-    queue_ns = np.concatenate(win.l_queue).astype(np.int64) if win.l_queue else np.zeros(0, np.int64)
+    api_ns = _consume(win.l_api, np.uint32)
+    queue_ns = _consume(win.l_queue, np.uint32)
     api_med, api_p95 = host_m.quantiles(api_ns)
     q_med, q_p95 = host_m.quantiles(queue_ns)
     n = len(api_ns)
@@ -170,7 +187,7 @@ def _assemble(a: Analysis, res) -> dict:
     primary = [r for r in step_rows if r["primary"]]
     threads_steps = pd.Series([r["global_tid"] for r in primary]).value_counts() if primary else pd.Series(dtype=int)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
-    kernel_metrics = _kernel_metrics(t, res.window)
+    kernel_metrics = _kernel_metrics(t, res)
     judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
     summary = {
         # a busy share of a window with a handful of GPU operations says nothing: null, with the reason

@@ -951,19 +951,34 @@ def _(ctx: Ctx) -> Setup:
     return _report(ctx, cap, check=check_fresh_numbers(cap))
 
 
-@case("cache_kernels_parquet_wrong_columns_only", 5, REPORT)
+@case("cache_kernels_file_wrong_columns_only", 5, REPORT)
 def _(ctx: Ctx) -> Setup:
-    """Only the kernel table's Parquet file is replaced by a valid one with other columns."""
+    """Only the kernel table's file (Arrow IPC) is replaced by a valid one with other columns."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.ipc as ipc
 
     cap = capture("healthy", ctx.tmp / "run.sqlite")
     ctx.prime("report", cap)
-    files = _cache_files(ctx, "kernels.parquet")
+    files = _cache_files(ctx, "kernels.arrow")
     if not files:
-        raise HarnessError("the preparatory report left no kernels.parquet in the cache")
+        raise HarnessError("the preparatory report left no kernels.arrow in the cache")
     for f in files:
-        pq.write_table(pa.table({"wrong": [1, 2, 3], "columns": ["x", "y", "z"]}), f)
+        t = pa.table({"wrong": [1, 2, 3], "columns": ["x", "y", "z"]})
+        with ipc.new_file(str(f), t.schema) as w:
+            w.write_table(t)
+    return _report(ctx, cap, check=check_fresh_numbers(cap))
+
+
+@case("cache_event_files_junk_bytes", 5, REPORT)
+def _(ctx: Ctx) -> Setup:
+    cap = capture("healthy", ctx.tmp / "run.sqlite")
+    ctx.prime("report", cap)
+    files = _cache_files(ctx, "*.arrow")
+    if not files:
+        raise HarnessError("the preparatory report left no .arrow file in the cache")
+    rng = _rng("junk-arrow")
+    for f in files:
+        f.write_bytes(bytes(rng.getrandbits(8) for _ in range(f.stat().st_size)))
     return _report(ctx, cap, check=check_fresh_numbers(cap))
 
 

@@ -11,7 +11,8 @@ from ..trace import schema as S
 
 #: The GPU tables, in the order their rows make up the operation list (kernels, copies, memsets).
 GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))
-_BASE = ["start_ns", "end_ns", "device", "proc", "stream_id", "stream", "api", "api_start_ns", "pos"]
+_BASE = ["start_ns", "end_ns", "device", "proc", "stream_id", "stream", "api", "api_start_ns", "api_end_ns",
+         "api_thread", "api_kind", "pos"]
 _EXTRA = {"kernels": ["name_id", "short_id"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
 #: Sentinels for unbounded slice edges (every real time is far inside them).
 NEG = -(1 << 62)
@@ -111,7 +112,8 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
             is_nccl=(nccl_flag(sid) | nccl_flag(nid)) if kind == KIND_KERNEL else np.zeros(n, dtype=bool),
             proc=d["proc"].astype(np.int32, copy=False), stream_id=d["stream_id"].astype(np.int32, copy=False),
             stream=d["stream"].astype(np.int32, copy=False), row=d["pos"],
-            api=d["api"].astype(np.int64), api_start_ns=d["api_start_ns"].astype(np.int64, copy=False),
+            api=d["api"], api_start_ns=d["api_start_ns"], api_end=d["api_end_ns"], api_thread=d["api_thread"],
+            api_kind=d["api_kind"],
             name_id=nid.astype(np.int32, copy=False), short_id=sid.astype(np.int32, copy=False),
             nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
             copy_kind=d.get("copy_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False),
@@ -124,38 +126,8 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
                    np.zeros(0, np.int8), np.zeros(0, bool), z64, np.zeros(0, np.int16), thread_gtid)
     cols = {k: np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in parts[0]}
     n = len(cols["start_ns"])
-    api = cols["api"]
-    has = np.flatnonzero(api >= 0)
-    api_end = np.full(n, -1, dtype=np.int64)
-    api_thread = np.full(n, -1, dtype=np.int32)
-    api_kind = np.full(n, -1, dtype=np.int8)
-    if len(has):
-        g = store["runtime"].gather(api[has], ["end_ns", "thread", "api_kind"])
-        api_end[has] = g["end_ns"]
-        api_thread[has] = g["thread"]
-        api_kind[has] = g["api_kind"]
-    return Ops(api_end=api_end, api_thread=api_thread, api_kind=api_kind, owned=np.ones(n, dtype=bool),
-               step=np.full(n, -1, dtype=np.int64), flags=np.zeros(n, dtype=np.int16), thread_gtid=thread_gtid,
-               **cols)
-
-
-def sort_by_device(ops: Ops) -> Ops:
-    """Stable order by (device, start): unions become one pass, and among operations starting at
-    one instant on one device the table order (kernels first) is kept."""
-    if len(ops) < 2:
-        return ops
-    dev = ops.device.astype(np.int64)
-    s = ops.start_ns
-    same = dev[1:] == dev[:-1]
-    if not ((dev[1:] < dev[:-1]).any() or (same & (s[1:] < s[:-1])).any()):
-        return ops
-    tmin = int(s.min())
-    bits = max(1, (int(s.max()) - tmin + 1).bit_length())
-    if bits + max(1, int(dev.max() + 1).bit_length()) <= 62:
-        order = np.argsort((dev << bits) | (s - tmin), kind="stable")
-    else:
-        order = np.lexsort((s, dev))
-    return ops.take(order)
+    return Ops(owned=np.ones(n, dtype=bool), step=np.full(n, -1, dtype=np.int64), flags=np.zeros(n, dtype=np.int16),
+               thread_gtid=thread_gtid, **cols)
 
 
 RT_COLS = ["start_ns", "end_ns", "thread", "api_kind", "name_id", "pos"]

@@ -1,13 +1,14 @@
 """The planning passes: what the slices need to know before the first one runs.
 
 One pass over the NVTX table: step markers (outermost ranges whose whole text matches the step
-pattern, library domains excluded), DataLoader ranges and compile/autotune/warm-up ranges. One
-pass over the GPU tables' time and launch columns: step ends (a primary step lasts until the GPU
-work launched in it ends), each step's device (most operations, then most GPU time) and its first
-operation, the GPU span, per-device first start and last end, the first launch of each kernel
-(which long launch calls are set-up work), a histogram of operation starts. Then the slice
-boundaries and the timeline windows (median and worst step, or the operations around the middle
-of the window) are fixed.
+pattern, library domains excluded), DataLoader ranges and compile/autotune/warm-up ranges. With
+step markers, one pass over the GPU tables' time and launch columns: step ends (a primary step
+lasts until the GPU work launched in it ends), each step's device (most operations, then most GPU
+time) and its first operation. Without them nothing more is read: the GPU span comes from the
+blocks' bounds. Then the slice boundaries (from the blocks' row counts and bounds) and the
+timeline windows (median and worst step, or the operations around the middle of the window, found
+by exact rank selection over the blocks) are fixed. Which launch calls are set-up work was found
+while loading (``trace.derived["setup_launch"]``).
 """
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import intervals as iv
-from ..metrics.ops import KIND_KERNEL
 from ..metrics.steps import Steps, StepBuilder, assign_ops_to_steps, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
-from .data import GPU_KINDS, NEG, POS, in_sorted
+from .data import GPU_KINDS, NEG, POS
 
 #: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
 #: (about 0.2-0.3 KB per row while it runs). ``NSYSDOC_SLICE_ROWS`` overrides it (tests use a
@@ -51,6 +51,7 @@ class Plan:
     step_first: np.ndarray
     span: tuple[int | None, int | None]
     #: per device: first start of its operations, last end of its non-empty ones, and their count
+    #: (filled by the slices)
     dev_min_start: np.ndarray
     dev_max_end: np.ndarray
     dev_ops: np.ndarray
@@ -66,8 +67,6 @@ class Plan:
     setup_launch: np.ndarray
     #: interior slice boundaries (sorted); slices are (-inf, b0), [b0, b1), ..., [bk, +inf)
     bounds: np.ndarray
-    hist_edges: np.ndarray
-    hist_counts: np.ndarray
     #: timeline windows to capture while the slices run: name -> (start, end, host global_tid, step)
     timelines: dict = field(default_factory=dict)
 
@@ -130,17 +129,14 @@ def _nvtx_scan(trace, pattern) -> dict:
             "tuning": tuning}
 
 
-def _hist_range(trace) -> tuple[int, int]:
-    lo, hi = POS, NEG
-    for name in ("kernels", "memcpy", "memset", "runtime", "osrt"):
+def _gpu_tables(trace) -> list:
+    out = []
+    for _kind, name in GPU_KINDS:
         t = trace.store.get(name)
-        if t is None or not t.blocks:
-            continue
-        lo = min(lo, min(b.start_min for b in t.blocks))
-        hi = max(hi, max(b.start_max for b in t.blocks))
-    if lo > hi:
-        return 0, 1
-    return lo, hi + 1
+        if t is not None and len(t):
+            t.offsets  # noqa: B018 - builds the block stat arrays
+            out.append(t)
+    return out
 
 
 def make_plan(trace, pattern) -> Plan:
@@ -148,42 +144,25 @@ def make_plan(trace, pattern) -> Plan:
     ndev = len(trace.devices)
     builder = StepBuilder(nv["ranges"], trace.processes["global_pid"].to_numpy(np.int64))
     nsteps = len(builder.df) if builder.has else 0
-    st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
-    st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
-    st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
+    tables = _gpu_tables(trace)
+    n_ops = sum(len(t) for t in tables)
+    lo_all = min((int(t._smin.min()) for t in tables), default=None)
+    hi_all = max((int(t._emax.max()) for t in tables), default=None)
     dev_min = np.full(max(ndev, 1), POS, dtype=np.int64)
     dev_max = np.full(max(ndev, 1), NEG, dtype=np.int64)
     dev_n = np.zeros(max(ndev, 1), dtype=np.int64)
-    h_lo, h_hi = _hist_range(trace)
-    edges = np.unique(np.linspace(h_lo, h_hi, HIST_BINS + 1).astype(np.int64))
-    counts = np.zeros(len(edges) - 1, dtype=np.int64)
-    cand = np.asarray(trace.derived.get("launch_candidates", np.zeros(0, np.int64)), dtype=np.int64)
-    nstr = int(trace.strings.ids.max()) + 2 if len(trace.strings) else 1
-    nproc = max(len(trace.processes), 1)
-    first_launch = np.full(nproc * nstr, POS, dtype=np.int64) if len(cand) else None
-    cand_keys: set[int] = set()
-    cand_with_kernels = np.zeros(len(cand), dtype=bool)
-    n_ops = 0
-    lo_all, hi_all = POS, NEG
-    for kind, name in GPU_KINDS:
-        t = trace.store.get(name)
-        if t is None or not len(t):
-            continue
-        cols = ["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"] + (["name_id"] if kind == KIND_KERNEL else [])
-        for b in t.iter_blocks(cols):
-            s, e = b["start_ns"], b["end_ns"]
-            n_ops += len(s)
-            lo_all, hi_all = min(lo_all, int(s.min())), max(hi_all, int(e.max()))
-            dev, proc = b["device"].astype(np.int64), b["proc"]
-            np.minimum.at(dev_min, dev, s)
-            ne = e > s  # the last end of a device's non-empty operations: where it last went idle
-            np.maximum.at(dev_max, dev[ne], e[ne])
-            dev_n += np.bincount(dev, minlength=len(dev_n))[:len(dev_n)]
-            pos = np.searchsorted(edges, s, side="right") - 1
-            counts += np.bincount(np.clip(pos, 0, len(counts) - 1), minlength=len(counts))
-            has_api = b["api"] >= 0
-            when = np.where(has_api, b["api_start_ns"], s)
-            if builder.has:
+    step_dev = np.full(nsteps, -1, dtype=np.int64)
+    step_first = np.full(nsteps, -1, dtype=np.int64)
+    if builder.has:
+        # step markers: steps last until the GPU work launched in them ends, and each has a device
+        st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
+        st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
+        st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
+        for t in tables:
+            for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"]):
+                s, e = b["start_ns"], b["end_ns"]
+                dev, proc = b["device"].astype(np.int64), b["proc"]
+                when = np.where(b["api"] >= 0, b["api_start_ns"], s)
                 builder.add_ops(proc, when, e)
                 k = assign_ops_to_steps(builder.steps, proc, when)
                 ok = np.flatnonzero(k >= 0)
@@ -192,89 +171,103 @@ def make_plan(trace, pattern) -> Plan:
                     np.add.at(st_n, (kk, dd), 1)
                     np.add.at(st_d, (kk, dd), (e - s)[ok])
                     np.minimum.at(st_f, (kk, dd), s[ok])
-            if kind == KIND_KERNEL and first_launch is not None:
-                ka = np.flatnonzero(has_api)
-                key = proc[ka].astype(np.int64) * nstr + np.clip(b["name_id"][ka], 0, nstr - 1)
-                np.minimum.at(first_launch, key, b["api_start_ns"][ka])
-                mine = in_sorted(cand, b["api"][ka].astype(np.int64))
-                if mine.any():
-                    cand_keys.update(np.unique(key[mine]).tolist())
-                    cand_with_kernels[np.searchsorted(cand, b["api"][ka][mine])] = True
-    steps = builder.finish(lo_all if n_ops else None, hi_all if n_ops else None)
+        if ndev:
+            # each step's device: most operations; ties: most GPU time, then the lower device index
+            any_op = st_n.sum(axis=1) > 0
+            best = np.lexsort((np.arange(st_n.shape[1])[None, :].repeat(nsteps, 0), -st_d, -st_n), axis=1)[:, 0] \
+                if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
+            step_dev = np.where(any_op, best, -1)
+            step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
+    steps = builder.finish(lo_all, hi_all)
     span = (lo_all, hi_all) if n_ops else (None, None)
-    # each step's device: most operations; ties: most GPU time, then the lower device index
-    step_dev = np.full(nsteps, -1, dtype=np.int64)
-    step_first = np.full(nsteps, -1, dtype=np.int64)
-    if nsteps and ndev:
-        any_op = st_n.sum(axis=1) > 0
-        best = np.lexsort((np.arange(st_n.shape[1])[None, :].repeat(nsteps, 0), -st_d, -st_n), axis=1)[:, 0] \
-            if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
-        step_dev = np.where(any_op, best, -1)
-        step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
-    setup_launch = _setup_launches(trace, cand, cand_with_kernels, cand_keys, first_launch, nstr)
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,
                 loader_ranges=nv["loader"], setup_ranges=nv["setup"], setup_texts=nv["setup_texts"],
-                tuning=nv["tuning"], setup_launch=setup_launch, bounds=np.zeros(0, np.int64),
-                hist_edges=edges, hist_counts=counts)
-    plan.bounds = _bounds(trace, edges, counts)
+                tuning=nv["tuning"],
+                setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
+                bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
     return plan
 
 
-def _setup_launches(trace, cand: np.ndarray, with_kernels: np.ndarray, keys: set[int], first: np.ndarray | None,
-                    nstr: int) -> np.ndarray:
-    """Launch calls that are set-up work (``nsysdoc.metrics.host.setup_launch_mask``): candidates
-    (kernel launches of 1 ms or more) that launched no known kernel, or that are the first launch
-    (earliest call start; ties: the kernel row first in the table) of one of their kernels."""
-    if not len(cand):
-        return np.zeros(0, np.int64)
-    out = set(cand[~with_kernels].tolist())
-    if keys and first is not None:
-        klist = np.array(sorted(keys), dtype=np.int64)
-        best_row = np.full(len(klist), POS, dtype=np.int64)
-        best_api = np.full(len(klist), -1, dtype=np.int64)
-        t = trace.store["kernels"]
-        for b in t.iter_blocks(["proc", "name_id", "api", "api_start_ns", "pos"]):
-            ka = np.flatnonzero(b["api"] >= 0)
-            key = b["proc"][ka].astype(np.int64) * nstr + np.clip(b["name_id"][ka], 0, nstr - 1)
-            rel = in_sorted(klist, key)
-            if not rel.any():
-                continue
-            ka, key = ka[rel], key[rel]
-            at_min = b["api_start_ns"][ka] == first[key]
-            ka, key = ka[at_min], key[at_min]
-            j = np.searchsorted(klist, key)
-            rows = b["pos"][ka]
-            for jj, r, a in zip(j.tolist(), rows.tolist(), b["api"][ka].tolist()):
-                if r < best_row[jj]:
-                    best_row[jj], best_api[jj] = r, a
-        firsts = best_api[best_api >= 0]
-        out |= set(firsts[in_sorted(cand, firsts)].tolist())
-    return np.array(sorted(out), dtype=np.int64)
-
-
-def _bounds(trace, edges: np.ndarray, gpu_counts: np.ndarray) -> np.ndarray:
-    """Interior slice boundaries: bin edges where the running count of rows (GPU operations
-    exactly; CUDA API and OS runtime rows spread evenly over their blocks) crosses a multiple of
-    the slice size."""
+def _bounds(trace) -> np.ndarray:
+    """Interior slice boundaries: where the running count of rows (GPU operations, CUDA API and
+    OS runtime calls, each block's rows spread evenly over its start range) crosses a multiple of
+    the slice size. Boundaries only balance work: any choice gives the same numbers."""
     target = slice_rows()
-    w = gpu_counts.astype(np.float64).copy()
-    for name in ("runtime", "osrt"):
+    stats = []
+    for name in ("kernels", "memcpy", "memset", "runtime", "osrt"):
         t = trace.store.get(name)
-        if t is None:
-            continue
-        for b in t.blocks:
-            a = max(0, int(np.searchsorted(edges, b.start_min, side="right")) - 1)
-            z = max(a, min(len(w) - 1, int(np.searchsorted(edges, b.start_max, side="right")) - 1))
-            w[a:z + 1] += b.n / (z - a + 1)
-    total = w.sum()
-    if total <= target:
+        if t is not None and t.blocks:
+            t.offsets  # noqa: B018
+            stats.append((t._smin, t._smax, np.array([b.n for b in t.blocks], dtype=np.float64)))
+    if not stats:
         return np.zeros(0, np.int64)
+    smin = np.concatenate([x[0] for x in stats])
+    smax = np.concatenate([x[1] for x in stats])
+    n = np.concatenate([x[2] for x in stats])
+    if n.sum() <= target:
+        return np.zeros(0, np.int64)
+    edges = np.unique(np.linspace(int(smin.min()), int(smax.max()) + 1, HIST_BINS + 1).astype(np.int64))
+    w = np.zeros(len(edges) - 1)
+    a = np.clip(np.searchsorted(edges, smin, side="right") - 1, 0, len(w) - 1)
+    z = np.clip(np.searchsorted(edges, smax, side="right") - 1, 0, len(w) - 1)
+    width = (z - a + 1).astype(np.float64)
+    # spread each block's rows evenly over its bins: a difference array, then a running sum
+    d = np.zeros(len(w) + 1)
+    np.add.at(d, a, n / width)
+    np.add.at(d, z + 1, -n / width)
+    w = np.cumsum(d)[:-1]
     cum = np.cumsum(w)
     k = np.floor(cum / target).astype(np.int64)
     cut = np.flatnonzero(k[1:] > k[:-1]) + 1  # bin i starts a new slice
     return np.unique(edges[cut]).astype(np.int64)
+
+
+def count_starts(trace, lo: int, hi: int) -> int:
+    """Operations with ``lo <= start < hi`` (blocks inside by their row count; the few blocks
+    across ``lo`` or ``hi`` read)."""
+    n = 0
+    for t in _gpu_tables(trace):
+        inside = (t._smin >= lo) & (t._smax < hi)
+        n += int(sum(t.blocks[i].n for i in np.flatnonzero(inside)))
+        part = np.flatnonzero(~inside & (t._smax >= lo) & (t._smin < hi))
+        for i in part.tolist():
+            st = t.read_block(i, ["start_ns"])["start_ns"]
+            n += int(((st >= lo) & (st < hi)).sum())
+    return n
+
+
+def select_starts(trace, ranks: list[int], lo: int, hi: int) -> list[int]:
+    """The operation starts of the given ranks (0-based, in sorted order) among those in
+    ``[lo, hi)``: a binary search over the block edges with exact counts, then one sort of the
+    starts between two neighbouring edges. Reads a few blocks, never a table."""
+    tables = _gpu_tables(trace)
+    edges = np.unique(np.concatenate([np.concatenate([t._smin, t._smax + 1]) for t in tables] + [[lo, hi]]))
+    edges = edges[(edges >= lo) & (edges <= hi)]
+    counts: dict[int, int] = {}
+
+    def below(e: int) -> int:
+        if e not in counts:
+            counts[e] = count_starts(trace, lo, e)
+        return counts[e]
+
+    out = []
+    for r in ranks:
+        i, j = 0, len(edges) - 1  # below(edges[i]) <= r < below(edges[j])
+        while j - i > 1:
+            m = (i + j) // 2
+            if below(int(edges[m])) <= r:
+                i = m
+            else:
+                j = m
+        a, b = int(edges[i]), int(edges[j])
+        vals = []
+        for t in tables:
+            vals.append(t.rows_starting_in(a, b, ["start_ns"])["start_ns"])
+        vals = np.sort(np.concatenate(vals))
+        out.append(int(vals[r - below(a)]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,53 +290,16 @@ def timeline_windows(trace, plan: Plan, w0, w1) -> dict:
     return out
 
 
-def _starts_between(trace, lo: int, hi: int) -> np.ndarray:
-    parts = []
-    for _kind, name in GPU_KINDS:
-        t = trace.store.get(name)
-        if t is not None and len(t):
-            parts.append(t.rows_starting_in(lo, hi, ["start_ns"])["start_ns"])
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-
-def _count_in(trace, plan: Plan, lo: int, hi: int) -> tuple[int, np.ndarray]:
-    """Operations starting in ``[lo, hi)``: the count, and the histogram counts clipped to it."""
-    e, c = plan.hist_edges, plan.hist_counts.copy()
-    a = int(np.searchsorted(e, lo, side="right")) - 1
-    z = int(np.searchsorted(e, hi, side="right")) - 1
-    c[:max(a, 0)] = 0
-    c[min(len(c), z + 1):] = 0
-    # the bins cut by lo and hi: exact counts
-    for i in {a, z}:
-        if 0 <= i < len(c):
-            lo_i, hi_i = max(int(e[i]), lo), min(int(e[i + 1]), hi)
-            c[i] = len(_starts_between(trace, lo_i, hi_i)) if hi_i > lo_i else 0
-    return int(c.sum()), c
-
-
-def _rank_values(trace, plan: Plan, counts: np.ndarray, ranks: list[int], lo: int, hi: int) -> list[int]:
-    """The operation starts of the given ranks (0-based, sorted order) among those in ``[lo, hi)``."""
-    cum = np.cumsum(counts)
-    e = plan.hist_edges
-    out = []
-    for r in ranks:
-        i = int(np.searchsorted(cum, r, side="right"))
-        before = int(cum[i - 1]) if i > 0 else 0
-        vals = _starts_between(trace, max(int(e[i]), lo), min(int(e[i + 1]), hi))
-        out.append(int(vals[r - before]))
-    return out
-
-
 def middle_window(trace, plan: Plan, w0: int, w1: int) -> tuple[int, int]:
     """``nsysdoc.metrics.timeline.default_window`` without holding the operation starts: exact
-    ranks from the start histogram and reads of the one or two bins holding them."""
-    n, counts = _count_in(trace, plan, w0, w1)
+    ranks selected over the blocks."""
+    n = count_starts(trace, w0, w1)
     if n <= NO_STEP_OPS:
         return int(w0), int(w1)
     mid = n // 2
     lo = max(0, mid - NO_STEP_OPS // 2)
     hi = min(n - 1, lo + NO_STEP_OPS)
-    a, b = _rank_values(trace, plan, counts, [lo, hi], w0, w1)
+    a, b = select_starts(trace, [lo, hi], w0, w1)
     if b <= a:  # many operations starting at one instant
         b = _max_end_starting_in(trace, w0, w1)
     return a, b

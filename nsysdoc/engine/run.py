@@ -11,6 +11,7 @@ import numpy as np
 from ..metrics import gpu as gpu_m
 from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT,
                               STEADY_MAX_SETUP_PCT)
+from ..trace.store import release_memory
 from .data import NEG, POS, Ops
 from .plan import Plan, middle_window
 from .slices import Carry, Context, Global, SliceState, Window, global_totals, next_carry, phase_a, window_totals
@@ -29,7 +30,7 @@ class Capture:
 
     def add(self, st: SliceState) -> None:
         ops = st.ops
-        m = np.flatnonzero(ops.owned & (ops.start_ns < self.end) & (ops.end_ns > self.start))
+        m = np.flatnonzero((ops.start_ns < self.end) & (ops.end_ns > self.start))
         if len(m):
             self.ops.append(ops.take(m))
         g = st.gaps
@@ -69,6 +70,7 @@ def run(trace, plan: Plan) -> Result:
         last = i == len(spans) - 1
         carries.append(carry.copy())
         st = phase_a(ctx, c0, c1, carry, last)
+        _device_stats(plan, st.ops)
         nxt = next_carry(ctx, st, carry)
         global_totals(ctx, st, glob, carry, nxt)
         parts.append(window_totals(ctx, st, ctx.w0, ctx.w1))
@@ -79,6 +81,7 @@ def run(trace, plan: Plan) -> Result:
             cap.add(st)
         carry = nxt
         del st
+        release_memory()
     glob.merged_total = carry.merged_busy
     w0, w1 = ctx.w0, ctx.w1
     excluded: list = []
@@ -100,6 +103,17 @@ def run(trace, plan: Plan) -> Result:
     for p in parts:
         total.add(p)
     return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total)
+
+
+def _device_stats(plan: Plan, ops: Ops) -> None:
+    """Per device: first start, last end of non-empty operations, operation count."""
+    if not len(ops) or not plan.ndev:
+        return
+    dev = ops.device.astype(np.int64)
+    np.minimum.at(plan.dev_min_start, dev, ops.start_ns)
+    ne = ops.end_ns > ops.start_ns
+    np.maximum.at(plan.dev_max_end, dev[ne], ops.end_ns[ne])
+    plan.dev_ops += np.bincount(dev, minlength=plan.ndev)[:plan.ndev]
 
 
 def _rerun(ctx: Context, spans: list, carries: list, parts: list, t0: int, t1: int) -> list:

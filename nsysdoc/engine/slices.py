@@ -24,7 +24,7 @@ from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING, NEG, POS, Ops,
-                   blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows, sort_by_device)
+                   blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
 
 NC = len(CAUSES)
 
@@ -195,6 +195,11 @@ class Context:
         self.fp32 = st.flags(is_fp32_gemm)
         self.thread_keys = trace.threads["global_tid"].to_numpy(np.int64)
         self.pageable_api = np.asarray(trace.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
+        #: kernel names as dense codes (uint16 when there are fewer than 65,536): the per-kernel
+        #: arrays kept for exact per-name statistics are then 2 bytes a name
+        self.name_ids = np.asarray(trace.derived.get("kernel_name_ids", np.zeros(0, np.int64)), dtype=np.int64)
+        self.short_ids = np.asarray(trace.derived.get("kernel_short_ids", np.zeros(0, np.int64)), dtype=np.int64)
+        self._luts: dict = {}
         w0, w1 = plan.window
         self.w0, self.w1 = w0, w1
         s0, s1 = plan.span
@@ -208,6 +213,26 @@ class Context:
         self.step_thread = trace_thread_index(self.thread_keys, st_t["global_tid"].to_numpy(np.int64)) \
             if len(st_t) else np.zeros(0, np.int64)
         self.step_primary = st_t["primary"].to_numpy(bool) if len(st_t) else np.zeros(0, bool)
+
+    def _code(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
+        dt = np.uint16 if len(ids) < (1 << 16) else np.int32
+        lut = self._luts.get(id(ids))
+        if lut is None:
+            # a table indexed by string id when ids are not too sparse, else a binary search
+            top = int(ids.max()) + 1 if len(ids) else 0
+            lut = np.zeros(top, dtype=dt) if top <= max(1 << 22, 16 * len(ids)) else False
+            if lut is not False:
+                lut[ids] = np.arange(len(ids), dtype=dt)
+            self._luts[id(ids)] = lut
+        if lut is not False and len(values) and int(values.min()) >= 0:
+            return lut[values]
+        return np.searchsorted(ids, values).astype(dt)
+
+    def name_code(self, values: np.ndarray) -> np.ndarray:
+        return self._code(self.name_ids, values)
+
+    def short_code(self, values: np.ndarray) -> np.ndarray:
+        return self._code(self.short_ids, values)
 
     def first_carry(self) -> Carry:
         start = self.o0 if self.o0 is not None else 0
@@ -229,7 +254,8 @@ class SliceState:
     c0: int
     c1: int
     last: bool
-    ops: Ops
+    ops: Ops                  # the operations the slice owns (start in [c0, c1))
+    carried: Ops | None       # operations from earlier slices still running at c0
     act: gpu_m.Activity | None
     gaps: gpu_m.Gaps | None
     host: gpu_m.HostActivity | None
@@ -298,21 +324,33 @@ def _host(ctx: Context, lo: int, hi: int):
     return rt, blocking, os_, host, r_lo
 
 
+class _UnionOps:
+    """The five columns the device unions need, for the owned and carried operations together
+    (the wide per-operation arrays are never concatenated)."""
+
+    def __init__(self, parts: list[Ops]) -> None:
+        parts = [p for p in parts if p is not None and len(p)]
+        cat = (lambda f: np.concatenate([getattr(p, f) for p in parts])) if len(parts) > 1 else \
+            (lambda f: getattr(parts[0], f)) if parts else (lambda f: np.zeros(0, np.int64))
+        self.device, self.start_ns, self.end_ns = cat("device"), cat("start_ns"), cat("end_ns")
+        self.kind, self.is_nccl = cat("kind"), cat("is_nccl").astype(bool, copy=False)
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+
 def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceState:
-    ops_new = read_ops(ctx.trace, c0, c1, ctx.nccl)
-    _op_flags(ctx, ops_new)
-    parts = [p for p in (carry.ops, ops_new) if p is not None and len(p)]
-    if carry.ops is not None and len(carry.ops):
-        carry.ops.owned = np.zeros(len(carry.ops), dtype=bool)
-    ops = sort_by_device(Ops.concat(parts)) if len(parts) > 1 else (parts[0] if parts else ops_new)
+    ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
+    _op_flags(ctx, ops)
+    carried = carry.ops if carry.ops is not None and len(carry.ops) else None
     if not ctx.active:
-        return SliceState(c0, c1, last, ops, None, None, None, None, None, None, None)
+        return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
     ndev = ctx.ndev
     # a device's gaps start where it last went idle, or at the slice start when it is busy there;
     # never before the span's start (``last_end`` starts there)
     lo_dev = np.maximum(np.minimum(carry.last_end, c0), ctx.o0) if c0 > NEG else carry.last_end.copy()
     lo_min = int(lo_dev.min())
-    act = gpu_m.device_activity(ops, ndev, lo_min, ctx.o1)
+    act = gpu_m.device_activity(_UnionOps([carried, ops]), ndev, lo_min, ctx.o1)
     hi = np.full(ndev, ctx.o1 if last else c1, dtype=np.int64)
     gk, gs, ge = iv.gaps(act.busy, ndev, np.maximum(lo_dev, lo_min), hi)
     if not last:  # the stretch after the last operation is not a gap yet: the next slice has its end
@@ -321,7 +359,7 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceSt
     h_lo, h_hi = _host_range(ctx, c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
     gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
-    return SliceState(c0, c1, last, ops, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
+    return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
 
 
 def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
@@ -332,10 +370,21 @@ def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
         nonempty = ops.end_ns > ops.start_ns
         if nonempty.any():
             np.maximum.at(out.last_end, ops.device[nonempty].astype(np.int64), ops.end_ns[nonempty])
-        if not st.last:
-            run = np.flatnonzero(ops.end_ns > st.c1)
-            out.ops = ops.take(run) if len(run) else None
+    if not st.last:
+        parts = []
+        for p in (st.carried, ops):
+            if p is not None and len(p):
+                run = np.flatnonzero(p.end_ns > st.c1)
+                if len(run):
+                    parts.append(p.take(run))
+        if parts:
+            out.ops = Ops.concat(parts) if len(parts) > 1 else parts[0]
+            out.ops.owned = np.zeros(len(out.ops), dtype=bool)
     return out
+
+
+def _both(st: SliceState) -> list[Ops]:
+    return [p for p in (st.carried, st.ops) if p is not None and len(p)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,26 +404,26 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         return win
     inw = own & in_window(ops.start_ns, ops.end_ns, w0, w1)
     is_k = ops.kind == KIND_KERNEL
-    dev = ops.device.astype(np.int64)
-    win.kernel_count = np.bincount(dev[inw & is_k], minlength=ndev)[:ndev].astype(np.int64)
-    win.copy_count = np.bincount(dev[inw & ~is_k], minlength=ndev)[:ndev].astype(np.int64)
+    dev = ops.device
+    kin = _sel(inw & is_k)
+    win.kernel_count = _count(dev[kin], ndev)
+    win.copy_count = _count(dev[inw & ~is_k], ndev)
     sc = own & (ops.start_ns >= w0) & (ops.start_ns < w1)
-    win.start_count = np.bincount(dev[sc], minlength=ndev)[:ndev].astype(np.int64)
+    win.start_count = _count(dev[_sel(sc)], ndev)
     # kernels: durations and names; launches: API and queue times
-    ki = np.flatnonzero(inw & is_k)
-    if len(ki):
-        dur = ops.end_ns[ki] - ops.start_ns[ki]
+    if len(win.k_dur) or win.kernel_count.sum():
+        dur = ops.end_ns[kin] - ops.start_ns[kin]
         win.k_dur.append(_compact(dur))
-        win.k_name.append(ops.name_id[ki].copy())
-        win.k_short.append(ops.short_id[ki].copy())
-        win.k_nccl.append(ops.is_nccl[ki].copy())
-        win.k_tune.append((ops.flags[ki] & FLAG_TUNING) != 0)
-        la = ki[ops.api[ki] >= 0]
-        if len(la):
-            api_ns = ops.api_end[la] - ops.api_start_ns[la]
-            queue = np.maximum(ops.start_ns[la] - ops.api_end[la], 0)
-            win.l_api.append(_compact(api_ns))
-            win.l_queue.append(_compact(queue))
+        win.k_name.append(ctx.name_code(ops.name_id[kin]))
+        win.k_short.append(ctx.short_code(ops.short_id[kin]))
+        win.k_nccl.append(ops.is_nccl[kin].copy())
+        win.k_tune.append((ops.flags[kin] & FLAG_TUNING) != 0)
+        api = ops.api[kin]
+        la = _sel(api >= 0)
+        ae, ast_, st_ = ops.api_end[kin][la], ops.api_start_ns[kin][la], ops.start_ns[kin][la]
+        if len(ae):
+            win.l_api.append(_compact(ae - ast_))
+            win.l_queue.append(_compact(np.maximum(st_ - ae, 0)))
     mi = np.flatnonzero(inw & (ops.kind == KIND_MEMCPY))
     if len(mi):
         win.copies = copy_groups(ops.copy_kind[mi], ops.host_kind[mi], ops.nbytes[mi], ops.end_ns[mi] - ops.start_ns[mi])
@@ -393,14 +442,19 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         win.compute = st.act.compute.covered(devs, lo, hi)
         win.comm = st.act.comm.covered(devs, lo, hi)
         # wall-clock union of selected operations (every op in the window, owned or still running)
-        sel_win = (ops.flags & FLAG_IN_WINDOW) != 0 if (w0, w1) == (ctx.w0, ctx.w1) else \
-            in_window(ops.start_ns, ops.end_ns, w0, w1)
         for flag, attr, no_k in ((FLAG_PAGEABLE, "pageable_wall", False), (FLAG_FP32, "fp32_wall", False),
                                  (FLAG_DTOH, "dtoh_wall", True)):
-            m = np.flatnonzero(sel_win & ((ops.flags & flag) != 0))
-            if not len(m):
+            sd, ss_, se_ = [], [], []
+            for p in _both(st):
+                sel_win = (p.flags & FLAG_IN_WINDOW) != 0 if (w0, w1) == (ctx.w0, ctx.w1) else \
+                    in_window(p.start_ns, p.end_ns, w0, w1)
+                m = np.flatnonzero(sel_win & ((p.flags & flag) != 0))
+                if len(m):
+                    sd.append(p.device[m]); ss_.append(p.start_ns[m]); se_.append(p.end_ns[m])
+            if not sd:
                 continue
-            u = iv.union(ops.device[m], np.maximum(ops.start_ns[m], max(w0, a)), np.minimum(ops.end_ns[m], b))
+            dd, s_, e_ = np.concatenate(sd), np.concatenate(ss_), np.concatenate(se_)
+            u = iv.union(dd, np.maximum(s_, max(w0, a)), np.minimum(e_, b))
             tot = u.total_by_key(ndev)
             if no_k and len(u):
                 cov = st.act.kernels.covered(u.keys, u.starts, u.ends)
@@ -427,6 +481,15 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
                 dur = np.minimum(rt["end_ns"][m], w1) - np.maximum(rt["start_ns"][m], w0)
                 _calls(out, rt["name_id"][m], dur)
     return win
+
+
+def _sel(mask: np.ndarray):
+    """Index for a mask: every element as a slice (no copy), else the positions."""
+    return slice(None) if mask.all() else np.flatnonzero(mask)
+
+
+def _count(dev: np.ndarray, ndev: int) -> np.ndarray:
+    return np.bincount(dev, minlength=ndev)[:ndev].astype(np.int64) if len(dev) else np.zeros(ndev, np.int64)
 
 
 def _calls(out: dict, name_id: np.ndarray, dur: np.ndarray) -> None:
@@ -542,17 +605,18 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
             a, b = np.maximum(ss[sel], c0), np.maximum(np.minimum(se[sel], c1), np.maximum(ss[sel], c0))
             tot.step_sync[sel] += st.host.sync.covered(ctx.step_thread[sel], a, b)
     # device-to-host copies per step: bytes (by start), time with no kernel running (by position)
-    di = np.flatnonzero(((ops.flags & FLAG_DTOH) != 0) & ((ops.flags & FLAG_IN_WINDOW) != 0) & (ops.step >= 0))
-    if len(di):
-        mine = di[own[di]]
-        if len(mine):
-            tot.step_dtoh_bytes += np.bincount(ops.step[mine], weights=ops.nbytes[mine],
+    for p in _both(st):
+        di = np.flatnonzero(((p.flags & FLAG_DTOH) != 0) & ((p.flags & FLAG_IN_WINDOW) != 0) & (p.step >= 0))
+        if not len(di):
+            continue
+        if p is ops:
+            tot.step_dtoh_bytes += np.bincount(p.step[di], weights=p.nbytes[di],
                                                minlength=tot.nsteps)[:tot.nsteps].astype(np.int64)
         w0, w1 = ctx.w0, ctx.w1
-        x0 = np.maximum(np.maximum(ops.start_ns[di], w0), c0)
-        x1 = np.maximum(np.minimum(np.minimum(ops.end_ns[di], w1), c1), x0)
-        exposed = (x1 - x0) - st.act.kernels.covered(ops.device[di], x0, x1)
-        tot.step_dtoh_exposed += np.bincount(ops.step[di], weights=exposed, minlength=tot.nsteps)[:tot.nsteps].astype(np.int64)
+        x0 = np.maximum(np.maximum(p.start_ns[di], w0), c0)
+        x1 = np.maximum(np.minimum(np.minimum(p.end_ns[di], w1), c1), x0)
+        exposed = (x1 - x0) - st.act.kernels.covered(p.device[di], x0, x1)
+        tot.step_dtoh_exposed += np.bincount(p.step[di], weights=exposed, minlength=tot.nsteps)[:tot.nsteps].astype(np.int64)
 
 
 def _setup_pieces(g: gpu_m.Gaps, idx: np.ndarray) -> list:
@@ -594,10 +658,10 @@ def _merged(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry)
     nxt.merged_end, nxt.merged_busy = carry.merged_end, carry.merged_busy
     if ctx.has_markers:
         return
-    ops = st.ops
     c0, c1 = st.c0, st.c1
-    s = np.maximum(ops.start_ns, c0)
-    e = np.minimum(ops.end_ns, c1)
+    busy = st.act.busy  # per-device busy pieces: far fewer than operations
+    s = np.maximum(busy.starts, c0)
+    e = np.minimum(busy.ends, c1)
     keep = e > s
     u = iv.union(np.zeros(int(keep.sum()), np.int64), s[keep], e[keep])
     starts, ends = u.starts, u.ends

@@ -371,8 +371,14 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     pos = np.searchsorted(sorted_keys, op_key)
     pos_c = np.minimum(pos, n - 1)
     hit = np.flatnonzero(in_range & (pos < n) & (sorted_keys[pos_c] == op_key))
-    first = hit[::-1]  # several ops may start at the same instant: keep the first row
-    j[order[pos_c[first]]] = first
+    # several ops may start at the same instant: keep the first in table order (kernels, then
+    # copies, then memsets; each by row), whatever order the operations come in
+    if len(hit):
+        g_of = order[pos_c[hit]]
+        key = (ops.kind[hit].astype(np.int64) << 48) | ops.row[hit].astype(np.int64)
+        o = np.lexsort((key, g_of))
+        firsts = np.concatenate(([True], g_of[o][1:] != g_of[o][:-1]))
+        j[g_of[o][firsts]] = hit[o][firsts]
     has_next = j >= 0
     j = np.maximum(j, 0)
     kind[~has_next] = 1

@@ -193,20 +193,28 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
     if len(dur) == 0:
         return pd.DataFrame({"group": [], "count": [], "total_ns": [], "mean_ns": [], "median_ns": [], "p95_ns": [],
                              "tiny": []})
-    dur = np.clip(dur, 0, (1 << 40) - 1)
+    if dur.dtype != np.uint32:  # uint32 durations always fit the packed key's 40 bits
+        dur = np.clip(dur, 0, (1 << 40) - 1)
     if len(group) and group.min() >= 0 and group.max() < (1 << 23):
+        # groups are small non-negative ids: their sizes give the boundaries in the sorted array,
+        # so the only full-length temporary is the packed key itself
+        per = np.bincount(group)
+        ids = np.flatnonzero(per)
+        counts = per[ids]
+        bounds = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        gb = ids
         packed = group.astype(np.int64)
         packed <<= 40
         packed |= dur
         packed.sort()  # one in-place int64 sort orders by (group, duration)
-        g = packed >> 40
         packed &= (1 << 40) - 1
         d = packed
     else:
         order = np.lexsort((dur, group))
         g, d = group[order], dur[order]
-    bounds = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
-    counts = np.diff(np.append(bounds, len(g)))
+        bounds = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+        counts = np.diff(np.append(bounds, len(g)))
+        gb = g[bounds]
     totals = np.add.reduceat(d, bounds)
 
     def q(p):
@@ -216,8 +224,8 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
         frac = pos - lo
         return d[bounds + lo] * (1 - frac) + d[bounds + hi] * frac
 
-    tiny = np.add.reduceat((d < TINY_KERNEL_NS).astype(np.int64), bounds)
-    return pd.DataFrame({"group": g[bounds], "count": counts, "total_ns": totals,
+    tiny = np.add.reduceat(d < TINY_KERNEL_NS, bounds, dtype=np.int64)
+    return pd.DataFrame({"group": gb, "count": counts, "total_ns": totals,
                          "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
 
 
@@ -238,18 +246,21 @@ def kernel_summary(dur_ns: np.ndarray) -> dict:
 
 
 def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,
-                    limit: int | None = None) -> pd.DataFrame:
+                    limit: int | None = None, ids: np.ndarray | None = None) -> pd.DataFrame:
     """Per-name table sorted by total time: name, count, total_ms, mean_us, median_us, p95_us,
-    share_of_kernel_time_pct, under_10us_pct, is_nccl."""
-    st = _group_stats(np.asarray(name_id, dtype=np.int64), np.asarray(dur_ns, dtype=np.int64))
+    share_of_kernel_time_pct, under_10us_pct, is_nccl. With ``ids``, ``name_id`` holds dense codes
+    and ``ids[code]`` is the string id (codes in the order of the ids)."""
+    dur_ns = np.asarray(dur_ns)
+    st = _group_stats(np.asarray(name_id), dur_ns if dur_ns.dtype == np.uint32 else dur_ns.astype(np.int64))
     if len(st) == 0:
         return pd.DataFrame({c: [] for c in ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
                                              "share_of_kernel_time_pct", "under_10us_pct", "is_nccl")})
     total = float(st["total_ns"].sum())
+    group = st["group"].to_numpy().astype(np.int64)
     df = pd.DataFrame({
-        "name": names.lookup(st["group"].to_numpy()),
+        "name": names.lookup(ids[group] if ids is not None else group),
         "count": st["count"].astype(np.int64),
-        "total_ms": st["total_ns"] / 1e6,
+        "total_ms": st["total_ns"].astype(np.float64) / 1e6,
         "mean_us": st["mean_ns"] / 1e3,
         "median_us": st["median_ns"] / 1e3,
         "p95_us": st["p95_ns"] / 1e3,

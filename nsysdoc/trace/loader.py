@@ -38,10 +38,10 @@ from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
 from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
-from .store import STR, Store, take, to_text
+from .store import STR, Store, release_memory, take, to_text
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 11
+CACHE_FORMAT = 16
 
 ProgressFn = Callable[[str], None]
 
@@ -428,7 +428,15 @@ class _Codes:
         self.keys: list[int] = []
 
     def __call__(self, keys: np.ndarray) -> np.ndarray:
-        codes, uniq = pd.factorize(np.asarray(keys, dtype=np.int64))
+        keys = np.asarray(keys, dtype=np.int64)
+        if len(keys) and (keys == keys[0]).all():  # the usual chunk: one process, device or thread
+            k = int(keys[0])
+            c = self.index.get(k)
+            if c is None:
+                c = self.index[k] = len(self.keys)
+                self.keys.append(k)
+            return np.full(len(keys), c, dtype=np.int32)
+        codes, uniq = pd.factorize(keys)
         lut = np.empty(len(uniq), dtype=np.int32)
         for j, k in enumerate(np.asarray(uniq).tolist()):
             c = self.index.get(k)
@@ -461,11 +469,21 @@ class _TupleCodes:
         n = len(cols[0])
         if n == 0:
             return np.zeros(0, dtype=np.int32)
-        code = np.zeros(n, dtype=np.int64)
-        for c in cols:  # nested factorisation: first-appearance order of the whole tuple
-            cc, _ = pd.factorize(np.asarray(c, dtype=np.int64))
-            code, _ = pd.factorize((code << 32) | cc.astype(np.int64))
+        cols = [np.asarray(c, dtype=np.int64) for c in cols]
+        # one int64 key when every column fits 16 bits (codes, context and stream ids do), else a
+        # nested factorisation: either way codes follow the first appearance of the whole tuple
+        if len(cols) <= 4 and all(int(c.min()) >= 0 and int(c.max()) < (1 << 15) for c in cols):
+            key = np.zeros(n, dtype=np.int64)
+            for c in cols:
+                key = (key << 16) | c
+            code, _ = pd.factorize(key)
             code = code.astype(np.int64)
+        else:
+            code = np.zeros(n, dtype=np.int64)
+            for c in cols:
+                cc, _ = pd.factorize(c)
+                code, _ = pd.factorize((code << 32) | cc.astype(np.int64))
+                code = code.astype(np.int64)
         nu = int(code.max()) + 1
         first = np.empty(nu, dtype=np.int64)
         first[code[::-1]] = np.arange(n - 1, -1, -1)
@@ -495,8 +513,9 @@ class _CorrIndex:
     def add(self, proc: np.ndarray, corr: np.ndarray, pos: np.ndarray) -> None:
         if not len(pos):
             return
-        for p in np.unique(proc).tolist():
-            sel = proc == p if len(np.unique(proc)) > 1 else slice(None)
+        procs = [int(proc[0])] if (proc == proc[0]).all() else pd.unique(proc).tolist()
+        for p in procs:
+            sel = proc == p if len(procs) > 1 else slice(None)
             c = corr[sel].astype(np.int64)
             q = pos[sel].astype(np.int64)
             self.rows[p] = self.rows.get(p, 0) + len(c)
@@ -525,8 +544,9 @@ class _CorrIndex:
         if not len(corr):
             return out
         corr = corr.astype(np.int64)
-        for p in np.unique(proc).tolist():
-            sel = np.flatnonzero(proc == p)
+        procs = [int(proc[0])] if (proc == proc[0]).all() else pd.unique(proc).tolist()
+        for p in procs:
+            sel = np.flatnonzero(proc == p) if len(procs) > 1 else np.arange(len(corr))
             c = corr[sel]
             arr = self.dense.get(p)
             if arr is not None:
@@ -551,12 +571,16 @@ class _CorrIndex:
 #: Stored columns (and dtypes) of each event table; ``coded`` ones hold first-seen codes.
 GPU_BASE = {"start_ns": "int64", "end_ns": "int64", "device_id": "int32", "context_id": "int32",
             "stream_id": "int32", "correlation_id": "uint32", "device": "int32", "proc": "int32", "stream": "int32"}
-LAUNCHED = {"api": "int32", "api_start_ns": "int64"}
+#: the launching CUDA API call of a GPU row, joined while loading: its row (position in the runtime
+#: table), start, end, thread (a ``thread`` code) and ``api_kind``; -1 when unknown
+LAUNCHED = {"api": "int32", "api_start_ns": "int64", "api_end_ns": "int64", "api_thread": "int32", "api_kind": "int8"}
+#: GPU operation tables are stored in start-time buckets (``Table.bucket_by_start``); ``row`` keeps
+#: each row's place in the table.
 TABLE_DTYPES = {
-    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED},
+    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED, "row": "int64"},
     "memcpy": {**GPU_BASE, "bytes": "int64", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8",
-               "host_kind": "int8", **LAUNCHED},
-    "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED},
+               "host_kind": "int8", **LAUNCHED, "row": "int64"},
+    "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED, "row": "int64"},
     "sync": {**GPU_BASE, "sync_type": "int8"},
     "runtime": {"start_ns": "int64", "end_ns": "int64", "correlation_id": "uint32", "name_id": "int32",
                 "event_class": "int16", "api_kind": "int8", "proc": "int32", "thread": "int32"},
@@ -565,7 +589,8 @@ TABLE_DTYPES = {
     "nvtx": {"start_ns": "int64", "end_ns": "int64", "event_type": "int16", "global_tid": "int64",
              "text": STR, "domain": "int32", "thread": "int32"},
 }
-TABLE_CODED = {"kernels": ("device", "proc"), "memcpy": ("device", "proc"), "memset": ("device", "proc"),
+TABLE_CODED = {"kernels": ("device", "proc", "api_thread=thread"), "memcpy": ("device", "proc", "api_thread=thread"),
+               "memset": ("device", "proc", "api_thread=thread"),
                "sync": ("device", "proc"), "runtime": ("proc", "thread"), "osrt": ("thread",),
                "nvtx": ("thread",)}
 GPU_TABLES = ("kernels", "memcpy", "memset", "sync")
@@ -591,6 +616,9 @@ class _Ingest:
         self.unknown_used = False
         self.rt_start: list[np.ndarray] = []
         self.rt_kind: list[np.ndarray] = []
+        self.rt_dur: list[np.ndarray] = []
+        self.rt_thread: list[np.ndarray] = []
+        self.rt_long: dict[int, int] = {}  # durations of 2^32 ns or more, by position
         self.rt_n = 0
         self.kind_of = _api_kind_codes(strings)
         self.launch_name = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
@@ -598,6 +626,9 @@ class _Ingest:
         self.name_counts = np.zeros(0, dtype=np.int64)
         self.candidates: list[np.ndarray] = []
         self.pageable: list[np.ndarray] = []
+        self.first = FirstLaunches()
+        self.kernel_names: set[int] = set()
+        self.kernel_shorts: set[int] = set()
         self.nvtx_domains = _TupleCodes()
         self.domain_names: dict[tuple[int, int], str] = {}
         self.domain_any: dict[int, str] = {}
@@ -660,27 +691,40 @@ class _Ingest:
                     self.name_counts = bc
                 else:
                     self.name_counts[:len(bc)] += bc
+            thread = self.threads(gtid)
             self.rt_start.append(d["start_ns"].astype(np.int64))
             self.rt_kind.append(kind)
+            self.rt_thread.append(thread)
+            big = dur >= (1 << 32)
+            if big.any():
+                self.rt_long.update(zip(pos[big].tolist(), dur[big].tolist()))
+            self.rt_dur.append(np.where(big, 0, dur).astype(np.uint32))
             self.rt_n += n
             t.append({"start_ns": d["start_ns"], "end_ns": d["end_ns"], "correlation_id": corr,
                       "name_id": nid, "event_class": d["event_class"], "api_kind": kind, "proc": proc,
-                      "thread": self.threads(gtid)})
-        self._rt_start = np.concatenate(self.rt_start) if self.rt_start else np.zeros(0, np.int64)
-        self._rt_kind = np.concatenate(self.rt_kind) if self.rt_kind else np.zeros(0, np.int8)
-        self.rt_start = self.rt_kind = []
+                      "thread": thread})
+        cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
+        self._cand = np.unique(cat(self.candidates, np.int64))
+        self._rt_start, self._rt_kind = cat(self.rt_start, np.int64), cat(self.rt_kind, np.int8)
+        self._rt_dur, self._rt_thread = cat(self.rt_dur, np.uint32), cat(self.rt_thread, np.int32)
+        self.rt_start = self.rt_kind = self.rt_dur = self.rt_thread = []
 
     def gpu(self, key: str) -> None:
         t = self.store.table(key, TABLE_DTYPES[key], TABLE_CODED[key])
         table = _TABLE_OF[key]
         if not self.exp.has(table):
             return
-        rt_start = getattr(self, "_rt_start", np.zeros(0, np.int64))
         rt_kind = getattr(self, "_rt_kind", np.zeros(0, np.int8))
+        nrows = 0
         for d in self._rows(key):
             n = len(d["start_ns"])
             if n == 0:
                 continue
+            if "row" in t.dtypes:
+                if t._buckets is None:
+                    self._buckets(t, d["start_ns"])
+                d["row"] = np.arange(nrows, nrows + n, dtype=np.int64)
+                nrows += n
             gpid = d.pop("global_pid")
             proc = self.procs(gpid & S.PROCESS_MASK)
             dev_key = ((gpid >> 48) & 0xFFFF) * 65536 + d["device_id"]
@@ -698,8 +742,11 @@ class _Ingest:
                 api = self.corr.lookup(proc, d["correlation_id"])
                 has = api >= 0
                 d["api"] = api
-                d["api_start_ns"] = np.where(has, rt_start[np.maximum(api, 0)], -1) if len(rt_start) \
-                    else np.full(n, -1, np.int64)
+                d.update(self._launching(api, has, n))
+                if key == "kernels":
+                    self.kernel_names.update(pd.unique(d["name_id"]).tolist())
+                    self.kernel_shorts.update(pd.unique(d["short_id"]).tolist())
+                    self.first.add(getattr(self, "_cand", None), proc, d["name_id"], api, d["api_start_ns"], d["row"])
                 if key == "memcpy" and len(rt_kind):
                     pg = has & (d["host_kind"] == S.MEM_PAGEABLE)
                     rows = api[pg]
@@ -707,6 +754,34 @@ class _Ingest:
                     if len(rows):
                         self.pageable.append(rows)
             t.append(d)
+
+    def _launching(self, api: np.ndarray, has: np.ndarray, n: int) -> dict[str, np.ndarray]:
+        """Start, end, thread and kind of the launching call of each GPU row (-1: unknown)."""
+        rt_start = getattr(self, "_rt_start", None)
+        if rt_start is None or not len(rt_start):
+            return {"api_start_ns": np.full(n, -1, np.int64), "api_end_ns": np.full(n, -1, np.int64),
+                    "api_thread": np.full(n, -1, np.int32), "api_kind": np.full(n, -1, np.int8)}
+        a = np.maximum(api, 0)
+        start = rt_start[a]
+        dur = self._rt_dur[a].astype(np.int64)
+        if self.rt_long:
+            for i in np.flatnonzero(has & (dur == 0)).tolist():
+                dur[i] = self.rt_long.get(int(api[i]), 0)
+        return {"api_start_ns": np.where(has, start, -1), "api_end_ns": np.where(has, start + dur, -1),
+                "api_thread": np.where(has, self._rt_thread[a], -1).astype(np.int32),
+                "api_kind": np.where(has, self._rt_kind[a], -1).astype(np.int8)}
+
+    def _buckets(self, t, first_starts: np.ndarray) -> None:
+        """Start-time buckets over the capture: the CUDA API calls' span (launches precede their
+        operations), else the first chunk's, widened by the session's duration."""
+        rt = self.store.get("runtime")
+        st = rt.stats() if rt is not None else {"start_min": None}
+        if st["start_min"] is not None:
+            lo, hi = st["start_min"], st["end_max"]
+        else:
+            lo, hi = int(first_starts.min()), int(first_starts.max())
+        hi = max(hi, lo + (self.duration_ns or 0), int(first_starts.max()) + 1)
+        t.bucket_by_start(lo, (hi - lo) // 4096 + 1)
 
     def osrt(self) -> None:
         t = self.store.table("osrt", TABLE_DTYPES["osrt"], TABLE_CODED["osrt"])
@@ -739,7 +814,8 @@ class _Ingest:
     def finish(self, thread_names: dict[int, str]) -> dict:
         """Final indices of the coded columns, and the small tables they index."""
         exp = self.exp
-        self._rt_start = self._rt_kind = None
+        self._rt_start = self._rt_kind = self._rt_dur = self._rt_thread = None
+        self.rt_long = {}
         self.threads.add(thread_names)
         all_keys, proc_remap = self.procs.remap()
         all_dev, dev_remap = self.devices.remap()
@@ -769,10 +845,67 @@ class _Ingest:
         derived = {
             "pageable_async_api": np.unique(np.concatenate(self.pageable)) if self.pageable else np.zeros(0, np.int64),
             "launch_candidates": np.unique(np.concatenate(self.candidates)) if self.candidates else np.zeros(0, np.int64),
+            "setup_launch": self.first.setup_launches(getattr(self, "_cand", np.zeros(0, np.int64))),
+            "kernel_name_ids": np.array(sorted(self.kernel_names), dtype=np.int64),
+            "kernel_short_ids": np.array(sorted(self.kernel_shorts), dtype=np.int64),
             "runtime_name_counts": self.name_counts,
         }
         return {"frames": out, "strings": strings, "nvtx_domains": np.array(dnames, dtype=object),
                 "derived": derived}
+
+
+class FirstLaunches:
+    """Which long kernel-launch calls are set-up work (``nsysdoc.metrics.host.setup_launch_mask``),
+    found while the kernel rows stream by: the first launch of each kernel (name) in each process
+    (earliest call start; ties: the kernel row first in the table), and which candidate calls (kernel
+    launches of 1 ms or more) launched any known kernel. Only kept when candidates exist."""
+
+    def __init__(self) -> None:
+        self.first: dict[tuple[int, int], tuple[int, int, int]] = {}  # (proc, name) -> (start, row, api)
+        self.used: list[np.ndarray] = []
+
+    def add(self, cand, proc, name, api, api_start, row) -> None:
+        if cand is None or not len(cand):
+            return
+        ka = np.flatnonzero(api >= 0)
+        if not len(ka):
+            return
+        p, nm, a, st, rw = proc[ka].astype(np.int64), name[ka].astype(np.int64), api[ka].astype(np.int64), \
+            api_start[ka], row[ka]
+        mine = in_sorted_pos(cand, a)
+        if mine.any():
+            self.used.append(a[mine])
+        codes, uniq = pd.factorize((p << 32) | (nm & 0xFFFFFFFF))
+        k = len(uniq)
+        cmin = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(cmin, codes, st)
+        at = st == cmin[codes]
+        crow = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(crow, codes[at], rw[at])
+        sel = at & (rw == crow[codes])
+        capi = np.full(k, -1, dtype=np.int64)
+        capi[codes[sel]] = a[sel]
+        for j, key in enumerate(np.asarray(uniq).tolist()):
+            new = (int(cmin[j]), int(crow[j]), int(capi[j]))
+            old = self.first.get(key)
+            if old is None or new[:2] < old[:2]:
+                self.first[key] = new
+
+    def setup_launches(self, cand: np.ndarray) -> np.ndarray:
+        if not len(cand):
+            return np.zeros(0, np.int64)
+        used = np.unique(np.concatenate(self.used)) if self.used else np.zeros(0, np.int64)
+        out = set(cand[~in_sorted_pos(used, cand)].tolist())  # launched no known kernel: set-up
+        firsts = np.array([v[2] for v in self.first.values()], dtype=np.int64)
+        out |= set(firsts[in_sorted_pos(cand, firsts)].tolist())
+        return np.array(sorted(out), dtype=np.int64)
+
+
+def in_sorted_pos(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if not len(sorted_values) or not len(x):
+        return np.zeros(len(x), dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_values, x), len(sorted_values) - 1)
+    return sorted_values[i] == x
 
 
 class _NvtxReader:
@@ -1135,7 +1268,10 @@ def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
     if t is None:
         dt = TABLE_DTYPES[name]
         return pd.DataFrame({c: np.zeros(0, dtype=dt.get(c, "int64")) for c in cols})
-    d = t.read_all(list(cols))
+    d = t.read_all(list(cols) + (["pos"] if t.bucketed else []))
+    if t.bucketed:  # blocks hold start-time buckets: back to table order
+        order = np.argsort(d["pos"], kind="stable")
+        d = {c: d[c][order] for c in cols}
     return pd.DataFrame({c: d[c] for c in cols}, copy=False)
 
 
@@ -1152,15 +1288,27 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
     rt_start = rt["start_ns"].to_numpy(np.int64)
     rt_kind = rt["api_kind"].to_numpy()
     pageable = []
+    launched = {}
     for key in ("kernels", "memcpy", "memset", "sync"):
         df = frames[key]
         d = {c: df[c].to_numpy() for c in df.columns}
+        d["row"] = np.arange(len(df), dtype=np.int64)
+        launched[key] = d
         if key != "sync":
             api = match_api(rt["proc"].to_numpy(), rt["correlation_id"].to_numpy(), api_valid,
                             d["proc"], d["correlation_id"])
             d["api"] = api
-            d["api_start_ns"] = np.where(api >= 0, rt_start[np.maximum(api, 0)], -1) if len(rt_start) \
-                else np.full(len(api), -1, np.int64)
+            has = api >= 0
+            a = np.maximum(api, 0)
+            if len(rt_start):
+                d["api_start_ns"] = np.where(has, rt_start[a], -1)
+                d["api_end_ns"] = np.where(has, rt["end_ns"].to_numpy(np.int64)[a], -1)
+                d["api_thread"] = np.where(has, rt["thread"].to_numpy()[a], -1)
+                d["api_kind"] = np.where(has, rt_kind[a], -1)
+            else:
+                for c, dt in (("api_start_ns", np.int64), ("api_end_ns", np.int64), ("api_thread", np.int32),
+                              ("api_kind", np.int8)):
+                    d[c] = np.full(len(api), -1, dtype=dt)
             if key == "memcpy" and len(rt_kind):
                 rows = api[(api >= 0) & (d["host_kind"] == S.MEM_PAGEABLE)]
                 pageable.append(rows[rt_kind[rows] == S.API_ASYNC_COPY])
@@ -1188,9 +1336,15 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
             c &= launch(rt["name_id"].to_numpy())
         cand = np.flatnonzero(c).astype(np.int64)
     nid = rt["name_id"].to_numpy() if len(rt) else np.zeros(0, np.int64)
+    fl = FirstLaunches()
+    kd = launched.get("kernels")
+    if kd is not None and len(kd["proc"]) and len(cand):
+        fl.add(cand, kd["proc"], kd["name_id"], kd["api"], kd["api_start_ns"], kd["row"])
     extras = {"nvtx_domains": np.array(list(doms), dtype=object),
               "derived": {"pageable_async_api": np.unique(np.concatenate(pageable)) if pageable else np.zeros(0, np.int64),
-                          "launch_candidates": cand,
+                          "launch_candidates": cand, "setup_launch": fl.setup_launches(cand),
+                          "kernel_name_ids": np.unique(frames["kernels"]["name_id"].to_numpy()).astype(np.int64),
+                          "kernel_short_ids": np.unique(frames["kernels"]["short_id"].to_numpy()).astype(np.int64),
                           "runtime_name_counts": np.bincount(np.maximum(nid, 0).astype(np.int64)) if len(nid)
                           else np.zeros(0, np.int64)}}
     store.finish_writes()
@@ -1219,12 +1373,15 @@ _META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version"
               "duration_ns": (int, type(None)), "process_messages": list,
               "session_start_utc_ns": (int, type(None)), "dropped_rows": list, "store": dict}
 _ARRAYS = ("remap_proc", "remap_device", "remap_thread", "pageable_async_api", "launch_candidates",
-           "runtime_name_counts")
+           "setup_launch", "runtime_name_counts", "kernel_name_ids", "kernel_short_ids")
 
 
 def _entry_ok(meta, frames: dict[str, pd.DataFrame], store: Store) -> bool:
-    """True when a cache entry has the shape this version writes (else it is rebuilt)."""
-    import pyarrow.parquet as pq
+    """True when a cache entry has the shape this version writes (else it is rebuilt). A block
+    damaged inside a well-formed file is found when read: a one-line error, and the entry is
+    removed (``Store._read_group``)."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
 
     if not isinstance(meta, dict) or meta.get("format") != CACHE_FORMAT:
         return False
@@ -1245,10 +1402,8 @@ def _entry_ok(meta, frames: dict[str, pd.DataFrame], store: Store) -> bool:
             if t.blocks:
                 return False
             continue
-        md = pq.ParquetFile(t._file).metadata
-        if md.num_row_groups != len(t.blocks) or any(md.row_group(b.group).num_rows != b.n for b in t.blocks):
-            return False
-        if [str(x) for x in pq.read_schema(t._file).names] != list(t.dtypes):
+        rd = ipc.open_file(pa.OSFile(str(t._file)))
+        if rd.num_record_batches != len(t.blocks) or list(rd.schema.names) != list(t.dtypes):
             return False
     return True
 
@@ -1273,8 +1428,8 @@ def _cache_read(entry: Path) -> dict | None:
     except Exception:
         return None  # an unreadable, damaged or foreign cache entry is ignored and rebuilt
     cache_m.touch(entry)
-    derived = {k: arrays[k].astype(np.int64) for k in ("pageable_async_api", "launch_candidates",
-                                                        "runtime_name_counts")}
+    store.cache_entry = entry
+    derived = {k: arrays[k].astype(np.int64) for k in _ARRAYS if not k.startswith("remap_")}
     return {"meta": meta, "frames": frames, "strings": strings, "store": store, "nvtx_domains": doms,
             "derived": derived}
 
@@ -1319,6 +1474,7 @@ def _publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, pd.DataFrame]
     except Exception:
         return False
     store.relocate(entry)
+    store.cache_entry = entry
     try:
         cache_m.evict(entry.parent, keep=entry)
     except Exception:
@@ -1381,6 +1537,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
             ing.nvtx()
             built = ing.finish(_thread_names(exp, strings))
             store.finish_writes()
+            release_memory()
             strings = built["strings"]
             frames = built["frames"]
             small = _small_tables(exp, strings)
