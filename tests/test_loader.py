@@ -295,7 +295,7 @@ def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
 
     p = build("sample_training")
     fast = load_trace(p, cache=False)
-    monkeypatch.setattr(loader, "_adbc", None)
+    monkeypatch.setattr(loader, "_adbc_module", lambda: None)
     slow = load_trace(p, cache=False)
     for name in ("kernels", "memcpy", "runtime", "osrt", "sync"):
         a, b = getattr(fast, name), getattr(slow, name)

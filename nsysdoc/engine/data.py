@@ -11,7 +11,7 @@ from ..trace import schema as S
 
 #: The GPU tables, in the order their rows make up the operation list (kernels, copies, memsets).
 GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))
-_BASE = ["start_ns", "end_ns", "device", "proc", "stream_id", "stream", "api", "api_start_ns", "api_end_ns",
+_BASE = ["start_ns", "end_ns", "device", "proc", "stream", "api", "api_start_ns", "api_end_ns",
          "api_thread", "api_kind", "pos"]
 _EXTRA = {"kernels": ["name_id", "short_id"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
 #: Sentinels for unbounded slice edges (every real time is far inside them).
@@ -30,7 +30,6 @@ class Ops:
     kind: np.ndarray
     is_nccl: np.ndarray
     proc: np.ndarray
-    stream_id: np.ndarray
     stream: np.ndarray
     row: np.ndarray           # row in its own table (global position)
     api: np.ndarray           # runtime row of the launching call (global position), -1 if unknown
@@ -110,8 +109,7 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
             start_ns=d["start_ns"].astype(np.int64, copy=False), end_ns=d["end_ns"].astype(np.int64, copy=False),
             device=d["device"].astype(np.int32, copy=False), kind=np.full(n, kind, dtype=np.int8),
             is_nccl=(nccl_flag(sid) | nccl_flag(nid)) if kind == KIND_KERNEL else np.zeros(n, dtype=bool),
-            proc=d["proc"].astype(np.int32, copy=False), stream_id=d["stream_id"].astype(np.int32, copy=False),
-            stream=d["stream"].astype(np.int32, copy=False), row=d["pos"],
+            proc=d["proc"].astype(np.int32, copy=False), stream=d["stream"].astype(np.int32, copy=False), row=d["pos"],
             api=d["api"], api_start_ns=d["api_start_ns"], api_end=d["api_end_ns"], api_thread=d["api_thread"],
             api_kind=d["api_kind"],
             name_id=nid.astype(np.int32, copy=False), short_id=sid.astype(np.int32, copy=False),
@@ -121,7 +119,7 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
     if not parts:
         z64 = np.zeros(0, np.int64)
         return Ops(z64, z64, np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, bool), np.zeros(0, np.int32),
-                   np.zeros(0, np.int32), np.zeros(0, np.int32), z64, z64, z64, z64, np.zeros(0, np.int32),
+                   np.zeros(0, np.int32), z64, z64, z64, z64, np.zeros(0, np.int32),
                    np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), z64, np.zeros(0, np.int8),
                    np.zeros(0, np.int8), np.zeros(0, bool), z64, np.zeros(0, np.int16), thread_gtid)
     cols = {k: np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in parts[0]}

@@ -41,14 +41,23 @@ from .open import ExportFile, open_export, readonly_uri
 from .store import STR, Store, release_memory, take, to_text
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 16
+CACHE_FORMAT = 17
 
 ProgressFn = Callable[[str], None]
 
-try:  # pragma: no cover - import guard
-    import adbc_driver_sqlite.dbapi as _adbc
-except Exception:  # pragma: no cover - exercised when the optional driver is missing
-    _adbc = None
+_ADBC: list = []
+
+
+def _adbc_module():
+    """The ADBC SQLite driver, imported on first use (0.5 s: a report from the cache never needs
+    it), or None when it is not installed (the stdlib cursor is used instead)."""
+    if not _ADBC:
+        try:  # pragma: no cover - import guard
+            import adbc_driver_sqlite.dbapi as mod
+        except Exception:  # pragma: no cover - exercised when the optional driver is missing
+            mod = None
+        _ADBC.append(mod)
+    return _ADBC[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,7 +166,7 @@ class _ChunkReader:
         self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
 
     def _fetch(self, sql: str, lo: int, hi: int):
-        with _adbc.connect(readonly_uri(self.exp.read_path)) as con:
+        with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
             cur = con.cursor()
             try:
                 cur.execute(sql, parameters=(lo, hi))
@@ -168,7 +177,7 @@ class _ChunkReader:
     def read_chunk(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         import pyarrow as pa
 
-        if _adbc is None:
+        if _adbc_module() is None:
             return self._read_sqlite3(lo, hi)
         try:
             tbl = self._fetch(self.sql, lo, hi)
@@ -569,18 +578,20 @@ class _CorrIndex:
 
 
 #: Stored columns (and dtypes) of each event table; ``coded`` ones hold first-seen codes.
-GPU_BASE = {"start_ns": "int64", "end_ns": "int64", "device_id": "int32", "context_id": "int32",
-            "stream_id": "int32", "correlation_id": "uint32", "device": "int32", "proc": "int32", "stream": "int32"}
+GPU_BASE = {"start_ns": "int64", "end_ns": "int64", "correlation_id": "uint32", "stream": "int32"}
+#: GPU row columns that follow from the row's stream (``Trace.streams``): looked up when read
+STREAM_COLUMNS = {"device": "stream_device", "proc": "stream_proc", "device_id": "stream_device_id",
+                  "context_id": "stream_context_id", "stream_id": "stream_stream_id"}
 #: the launching CUDA API call of a GPU row, joined while loading: its row (position in the runtime
 #: table), start, end, thread (a ``thread`` code) and ``api_kind``; -1 when unknown
 LAUNCHED = {"api": "int32", "api_start_ns": "int64", "api_end_ns": "int64", "api_thread": "int32", "api_kind": "int8"}
 #: GPU operation tables are stored in start-time buckets (``Table.bucket_by_start``); ``row`` keeps
 #: each row's place in the table.
 TABLE_DTYPES = {
-    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED, "row": "int64"},
+    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED, "row": "int32"},
     "memcpy": {**GPU_BASE, "bytes": "int64", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8",
-               "host_kind": "int8", **LAUNCHED, "row": "int64"},
-    "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED, "row": "int64"},
+               "host_kind": "int8", **LAUNCHED, "row": "int32"},
+    "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED, "row": "int32"},
     "sync": {**GPU_BASE, "sync_type": "int8"},
     "runtime": {"start_ns": "int64", "end_ns": "int64", "correlation_id": "uint32", "name_id": "int32",
                 "event_class": "int16", "api_kind": "int8", "proc": "int32", "thread": "int32"},
@@ -589,9 +600,8 @@ TABLE_DTYPES = {
     "nvtx": {"start_ns": "int64", "end_ns": "int64", "event_type": "int16", "global_tid": "int64",
              "text": STR, "domain": "int32", "thread": "int32"},
 }
-TABLE_CODED = {"kernels": ("device", "proc", "api_thread=thread"), "memcpy": ("device", "proc", "api_thread=thread"),
-               "memset": ("device", "proc", "api_thread=thread"),
-               "sync": ("device", "proc"), "runtime": ("proc", "thread"), "osrt": ("thread",),
+TABLE_CODED = {"kernels": ("api_thread=thread",), "memcpy": ("api_thread=thread",), "memset": ("api_thread=thread",),
+               "sync": (), "runtime": ("proc", "thread"), "osrt": ("thread",),
                "nvtx": ("thread",)}
 GPU_TABLES = ("kernels", "memcpy", "memset", "sync")
 _TABLE_OF = {"kernels": S.KERNEL, "memcpy": S.MEMCPY, "memset": S.MEMSET, "sync": S.SYNC, "runtime": S.RUNTIME,
@@ -628,6 +638,7 @@ class _Ingest:
         self.pageable: list[np.ndarray] = []
         self.first = FirstLaunches()
         self.kernel_names: set[int] = set()
+        self.expected: dict[str, int] = {}  # rows of each big table (its rowid range)
         self.kernel_shorts: set[int] = set()
         self.nvtx_domains = _TupleCodes()
         self.domain_names: dict[tuple[int, int], str] = {}
@@ -650,6 +661,7 @@ class _Ingest:
         """Validated chunks of one table (dict of columns), in rowid order."""
         table = _TABLE_OF[key]
         reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where)
+        self.expected[key] = max(0, reader.hi - reader.lo)
         anchor = None
         if len(reader.ranges) > 1 and self.duration_ns:
             smp = reader.sample()
@@ -710,7 +722,7 @@ class _Ingest:
         self.rt_start = self.rt_kind = self.rt_dur = self.rt_thread = []
 
     def gpu(self, key: str) -> None:
-        t = self.store.table(key, TABLE_DTYPES[key], TABLE_CODED[key])
+        t = gpu_table(self.store, key)
         table = _TABLE_OF[key]
         if not self.exp.has(table):
             return
@@ -781,7 +793,12 @@ class _Ingest:
         else:
             lo, hi = int(first_starts.min()), int(first_starts.max())
         hi = max(hi, lo + (self.duration_ns or 0), int(first_starts.max()) + 1)
-        t.bucket_by_start(lo, (hi - lo) // 4096 + 1)
+        # blocks need only be narrower than a slice: about four buckets per slice of the capture
+        from ..engine.plan import slice_rows
+
+        rows = sum(self.expected.values()) or 1
+        buckets = int(np.clip(4 * rows // slice_rows(), 16, 4096))
+        t.bucket_by_start(lo, (hi - lo) // buckets + 1)
 
     def osrt(self) -> None:
         t = self.store.table("osrt", TABLE_DTYPES["osrt"], TABLE_CODED["osrt"])
@@ -835,6 +852,7 @@ class _Ingest:
                                        "device": dev_remap[rows[:, 1]].astype(np.int64) if len(rows) else rows[:, 1],
                                        "context_id": rows[:, 2], "stream_id": rows[:, 3]})
         out["threads"] = _threads(tids, thread_names)
+        self.store.luts.update(stream_luts(out["streams"], out["devices"]))
         # NVTX domains: matched on (process bits, domainId), else any process's name for the id
         dnames = [self.domain_names.get((p, dom), self.domain_any.get(dom, "")) if dom else ""
                   for p, dom in self.nvtx_domains.rows]
@@ -908,6 +926,24 @@ def in_sorted_pos(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
     return sorted_values[i] == x
 
 
+def gpu_table(store: Store, key: str):
+    """A GPU operation table: its stored columns, and the stream's columns looked up on read."""
+    t = store.table(key, TABLE_DTYPES[key], TABLE_CODED[key])
+    t.virtual = {c: ("stream", lut) for c, lut in STREAM_COLUMNS.items()}
+    return t
+
+
+def stream_luts(streams: pd.DataFrame, devices: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per stream index: its process, device, raw deviceId, contextId and streamId (int32)."""
+    dev = streams["device"].to_numpy(np.int64)
+    dev_ids = devices["device_id"].to_numpy(np.int64)
+    return {"stream_proc": streams["proc"].to_numpy(np.int64).astype(np.int32),
+            "stream_device": dev.astype(np.int32),
+            "stream_device_id": (dev_ids[dev] if len(dev) else dev).astype(np.int32),
+            "stream_context_id": streams["context_id"].to_numpy(np.int64).astype(np.int32),
+            "stream_stream_id": streams["stream_id"].to_numpy(np.int64).astype(np.int32)}
+
+
 class _NvtxReader:
     """NVTX rows in rowid chunks: ranges, marks and domain names; texts interned (inline text, else
     the ``textId`` string)."""
@@ -947,7 +983,7 @@ class _NvtxReader:
     def _read_adbc(self, lo: int, hi: int):
         import pyarrow as pa
 
-        with _adbc.connect(readonly_uri(self.exp.read_path)) as con:
+        with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
             cur = con.cursor()
             try:
                 cur.execute(self.sql, parameters=(lo, hi))
@@ -966,7 +1002,7 @@ class _NvtxReader:
         return ints, tc
 
     def chunks(self, ing: "_Ingest"):
-        reader = self._read_adbc if _adbc is not None else self._read
+        reader = self._read_adbc if _adbc_module() is not None else self._read
         anchor = None
         if len(self.ranges) > 1 and ing.duration_ns:
             width = max(1, 100_000 // 200)
@@ -1283,6 +1319,7 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
     from ..metrics.ops import match_api
 
     store = Store(spill_dir, write_all=write_all)
+    store.luts.update(stream_luts(frames["streams"], frames["devices"]))
     rt = frames["runtime"]
     api_valid = rt["event_class"].to_numpy() != 67 if len(rt) else np.zeros(0, dtype=bool)
     rt_start = rt["start_ns"].to_numpy(np.int64)
@@ -1312,7 +1349,9 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
             if key == "memcpy" and len(rt_kind):
                 rows = api[(api >= 0) & (d["host_kind"] == S.MEM_PAGEABLE)]
                 pageable.append(rows[rt_kind[rows] == S.API_ASYNC_COPY])
-        store.table(key, TABLE_DTYPES[key]).append(d) if len(df) else store.table(key, TABLE_DTYPES[key])
+        t = gpu_table(store, key)
+        if len(df):
+            t.append(d)
     d = {c: rt[c].to_numpy() for c in rt.columns}
     store.table("runtime", TABLE_DTYPES["runtime"]).append(d) if len(rt) else store.table("runtime", TABLE_DTYPES["runtime"])
     os_ = frames["osrt"]
@@ -1423,6 +1462,7 @@ def _cache_read(entry: Path) -> dict | None:
         doms = np.array(pq.read_table(entry / "nvtx_domains.parquet").column("domain").to_pylist(), dtype=object)
         remaps = {k[6:]: arrays[k].astype(np.int32) for k in _ARRAYS if k.startswith("remap_")}
         store = Store.from_description(entry, meta["store"], remaps)
+        store.luts.update(stream_luts(frames["streams"], frames["devices"]))
         if not _entry_ok(meta, frames, store) or strings.ids.dtype.kind not in "iu":
             return None
     except Exception:

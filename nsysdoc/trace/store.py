@@ -112,6 +112,9 @@ class Table:
         self.dtypes = {k: (STR if v == STR else np.dtype(v)) for k, v in dtypes.items()}
         #: coded column -> the remap it goes through ("api_thread=thread": api_thread by thread's)
         self.remap_of = {c.split("=")[0]: c.split("=")[-1] for c in coded}
+        #: columns not stored but looked up from another one when read: name -> (column, table
+        #: of ``store.luts``); e.g. a GPU row's device and process follow from its stream
+        self.virtual: dict[str, tuple[str, str]] = {}
         self.coded = tuple(coded)
         self.end_col = end_col
         self.blocks: list[Block] = []
@@ -237,19 +240,23 @@ class Table:
         return self.n
 
     def columns(self, cols=None) -> list[str]:
-        return list(self.dtypes) if cols is None else [c for c in cols if c in self.dtypes or c == "pos"]
+        if cols is None:
+            return list(self.dtypes) + list(self.virtual)
+        return [c for c in cols if c in self.dtypes or c in self.virtual or c == "pos"]
 
     def read_block(self, i: int, cols=None) -> dict[str, np.ndarray]:
         """Block ``i``'s columns (remapped), plus ``pos`` (global row index) when asked for."""
         blk = self.blocks[i]
         want = self.columns(cols)
-        raw = [c for c in want if c != "pos"]
-        if "pos" in want and self.bucketed:
-            raw = raw + ["row"]
-        data = blk.data if blk.data is not None else self.store._read_group(self, blk, raw)
-        if "pos" in want and self.bucketed:
-            raw = raw[:-1]
+        raw = [c for c in want if c != "pos" and c not in self.virtual]
+        virt = [c for c in want if c in self.virtual]
+        extra = [c for c in {self.virtual[v][0] for v in virt} | ({"row"} if "pos" in want and self.bucketed else set())
+                 if c not in raw]
+        data = blk.data if blk.data is not None else self.store._read_group(self, blk, raw + extra)
         out = {}
+        for c in virt:
+            base, lut = self.virtual[c]
+            out[c] = self.store.luts[lut][data[base]]
         for c in raw:
             v = data[c]
             key = self.remap_of.get(c)
@@ -268,6 +275,8 @@ class Table:
         for c in self.columns(cols):
             if c == "pos":
                 out[c] = np.zeros(0, np.int64)
+            elif c in self.virtual:
+                out[c] = np.zeros(0, np.int32)
             elif self.dtypes[c] == STR:
                 out[c] = empty_text()
             else:
@@ -344,6 +353,8 @@ class Table:
         pos = np.asarray(pos, dtype=np.int64)
         want = [c for c in self.columns(cols) if c != "pos"]
         out = self._empty(want)
+        if any(c in self.virtual for c in want):
+            raise ValueError("gather() reads stored columns only")
         if len(pos) == 0:
             return out
         bi = np.searchsorted(self.offsets, pos, side="right") - 1
@@ -396,6 +407,7 @@ class Store:
                  memory_budget: int | None = None) -> None:
         self.tables: dict[str, Table] = {}
         self.remaps: dict[str, np.ndarray] = {}
+        self.luts: dict[str, np.ndarray] = {}
         self._identity: dict[str, tuple] = {}
         self.memory_budget = MEMORY_BUDGET if memory_budget is None else memory_budget
         self.in_memory = 0
@@ -532,6 +544,7 @@ class Store:
     # ---- description (cache metadata) --------------------------------------------------------
     def describe(self) -> dict:
         return {name: {"dtypes": {k: (STR if v == STR else str(v)) for k, v in t.dtypes.items()}, "coded": list(t.coded),
+                       "virtual": {k: list(v) for k, v in t.virtual.items()},
                        "end_col": t.end_col, "file": t._file.name if t._file is not None else None,
                        "blocks": [[b.n, b.offset, b.start_min, b.start_max, b.end_max, b.group] for b in t.blocks]}
                 for name, t in self.tables.items()}
@@ -543,6 +556,7 @@ class Store:
         st.remaps = dict(remaps)
         for name, d in desc.items():
             t = st.table(name, d["dtypes"], tuple(d["coded"]), d["end_col"])
+            t.virtual = {k: (v[0], v[1]) for k, v in d.get("virtual", {}).items()}
             t._file = folder / d["file"] if d["file"] else None
             for n, off, s0, s1, e1, g in d["blocks"]:
                 if g < 0 or t._file is None:
