@@ -130,10 +130,22 @@ def _kernel_metrics(trace: Trace, res) -> dict:
     name_ids, short_ids = res.ctx.name_ids, res.ctx.short_ids
     # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
     # autotuning candidates (launched inside compile/autotune ranges) do not count
+    # one table per name kind: the short-name table serves both the top list and every name
+    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX, ids=short_ids)
+    del short
+    by_name_all = kernels_by_name(name, dur, trace.strings, nccl, ids=name_ids, codes=True)
+    by_name = by_name_all.head(TOP_N).drop(columns=["code", "total_ns"])
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []
     if len(dur):
-        totals = np.bincount(name, weights=np.where(tune, 0, dur) if tune.any() else dur)
+        # per-name totals (the group sums, in name-id order as np.bincount gives them) without
+        # autotuning candidates
+        order = np.argsort(by_name_all["code"].to_numpy(), kind="stable")
+        codes = by_name_all["code"].to_numpy()[order]
+        totals = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.float64)
+        totals[codes] = by_name_all["total_ns"].to_numpy()[order]
+        if tune.any():
+            totals -= np.bincount(name[tune], weights=dur[tune].astype(np.float64), minlength=len(totals))
         used = np.flatnonzero(totals)
         for code, nm in zip(used, trace.strings.lookup(name_ids[used])):
             if is_fp32_gemm(nm):
@@ -141,12 +153,12 @@ def _kernel_metrics(trace: Trace, res) -> dict:
                 fp32_names.append(nm)
             elif uses_tensor_cores(nm):
                 tc_ms += totals[code] / 1e6
-    # one table per name kind: the short-name table serves both the top list and every name
-    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX, ids=short_ids)
-    by_name = kernels_by_name(name, dur, trace.strings, nccl, limit=TOP_N, ids=name_ids)
+    del name, tune
+    nccl_count = int(nccl.sum())
     return {
-        **{key: _num(v) for key, v in kernel_summary(dur).items()},
-        "nccl_count": int(nccl.sum()),
+        # last: its quantiles reorder the durations in place (no copy of them)
+        **{key: _num(v) for key, v in kernel_summary(dur, in_place=True).items()},
+        "nccl_count": nccl_count,
         "fp32_gemm_ms": _num(fp32_ms),
         "fp32_gemm_names": fp32_names[:20],
         "tensor_core_ms": _num(tc_ms),

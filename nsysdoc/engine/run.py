@@ -4,6 +4,7 @@ and the timeline windows captured on the way."""
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,8 +67,11 @@ def run(trace, plan: Plan) -> Result:
     carries: list[Carry] = []
     caps = {k: Capture(v[0], v[1]) for k, v in plan.timelines.items()}
     gap_total = 0
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-prefetch") if len(spans) > 1 else None
     for i, (c0, c1) in enumerate(spans):
         last = i == len(spans) - 1
+        if pool is not None and not last:
+            pool.submit(_prefetch, trace, *spans[i + 1])
         carries.append(carry.copy())
         st = phase_a(ctx, c0, c1, carry, last)
         _device_stats(plan, st.ops)
@@ -82,6 +86,8 @@ def run(trace, plan: Plan) -> Result:
         carry = nxt
         del st
         release_memory()
+    if pool is not None:
+        pool.shutdown(wait=True)
     glob.merged_total = carry.merged_busy
     w0, w1 = ctx.w0, ctx.w1
     excluded: list = []
@@ -103,6 +109,21 @@ def run(trace, plan: Plan) -> Result:
     for p in parts:
         total.add(p)
     return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total)
+
+
+def _prefetch(trace, c0: int, c1: int) -> None:
+    """Decode the blocks the slice ``[c0, c1)`` will read (GPU rows starting in it, host rows
+    around it) while the previous slice runs."""
+    store = trace.store
+    for name in ("kernels", "memcpy", "memset"):
+        t = store.get(name)
+        if t is not None and t.blocks:
+            store.prefetch(t, t.blocks_where(start_lo=None if c0 <= NEG else c0, start_hi=None if c1 >= POS else c1))
+    for name in ("runtime", "osrt"):
+        t = store.get(name)
+        if t is not None and t.blocks:
+            store.prefetch(t, t.blocks_where(start_hi=None if c1 >= POS else c1 + 20_000,
+                                             end_gt=None if c0 <= NEG else c0 - 20_000))
 
 
 def _device_stats(plan: Plan, ops: Ops) -> None:

@@ -229,32 +229,39 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
                          "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
 
 
-def kernel_summary(dur_ns: np.ndarray) -> dict:
+def kernel_summary(dur_ns: np.ndarray, in_place: bool = False) -> dict:
+    """Count, total, mean, median, p95 and share under 10 µs of kernel durations. With
+    ``in_place`` the array is reordered to find the quantiles (no copy of it is made)."""
     n = len(dur_ns)
     if n == 0:
         return {"count": 0, "total_ms": 0.0, "mean_us": None, "median_us": None, "p95_us": None,
                 "under_10us_pct": None}
-    med, p95 = np.quantile(dur_ns, [0.5, 0.95])
+    total = dur_ns.sum()
+    mean = dur_ns.mean()
+    tiny = (dur_ns < TINY_KERNEL_NS).mean()
+    med, p95 = np.quantile(dur_ns, [0.5, 0.95], overwrite_input=in_place)
     return {
         "count": int(n),
-        "total_ms": float(dur_ns.sum() / 1e6),
-        "mean_us": float(dur_ns.mean() / 1e3),
+        "total_ms": float(total / 1e6),
+        "mean_us": float(mean / 1e3),
         "median_us": float(med / 1e3),
         "p95_us": float(p95 / 1e3),
-        "under_10us_pct": float((dur_ns < TINY_KERNEL_NS).mean() * 100),
+        "under_10us_pct": float(tiny * 100),
     }
 
 
 def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,
-                    limit: int | None = None, ids: np.ndarray | None = None) -> pd.DataFrame:
+                    limit: int | None = None, ids: np.ndarray | None = None, codes: bool = False) -> pd.DataFrame:
     """Per-name table sorted by total time: name, count, total_ms, mean_us, median_us, p95_us,
     share_of_kernel_time_pct, under_10us_pct, is_nccl. With ``ids``, ``name_id`` holds dense codes
-    and ``ids[code]`` is the string id (codes in the order of the ids)."""
+    and ``ids[code]`` is the string id (codes in the order of the ids); ``codes`` adds the group
+    id (``code``) and its exact total (``total_ns``)."""
     dur_ns = np.asarray(dur_ns)
     st = _group_stats(np.asarray(name_id), dur_ns if dur_ns.dtype == np.uint32 else dur_ns.astype(np.int64))
     if len(st) == 0:
-        return pd.DataFrame({c: [] for c in ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
-                                             "share_of_kernel_time_pct", "under_10us_pct", "is_nccl")})
+        cols = ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
+                "share_of_kernel_time_pct", "under_10us_pct", "is_nccl") + (("code", "total_ns") if codes else ())
+        return pd.DataFrame({c: [] for c in cols})
     total = float(st["total_ns"].sum())
     group = st["group"].to_numpy().astype(np.int64)
     df = pd.DataFrame({
@@ -270,5 +277,8 @@ def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.
     if is_nccl is not None:
         nccl_ids = set(np.unique(np.asarray(name_id)[np.asarray(is_nccl)]).tolist())
         df["is_nccl"] = [g in nccl_ids for g in st["group"]]
+    if codes:
+        df["code"] = group
+        df["total_ns"] = st["total_ns"].to_numpy()
     df = df.sort_values(["total_ms", "count"], ascending=[False, False], kind="stable").reset_index(drop=True)
     return df.head(limit) if limit else df

@@ -496,11 +496,14 @@ class Store:
         import pyarrow.ipc as ipc
 
         try:
+            rkey = (table.name, threading.get_ident())  # one reader per thread: decoding runs unlocked
             with self._lock:
-                rd = self._readers.get(table.name)
-                if rd is None:
-                    rd = self._readers[table.name] = ipc.open_file(pa.OSFile(str(table._file)))
-                batch = rd.get_batch(blk.group)
+                rd = self._readers.get(rkey)
+            if rd is None:
+                rd = ipc.open_file(pa.OSFile(str(table._file)))
+                with self._lock:
+                    self._readers[rkey] = rd
+            batch = rd.get_batch(blk.group)
             if batch.num_rows != blk.n:
                 raise ValueError(f"block {blk.group} has {batch.num_rows} rows, expected {blk.n}")
             data = {}
@@ -517,12 +520,33 @@ class Store:
                                    hint="the cache entry was removed; run the report again") from None
         nbytes = sum(int(v.nbytes) for v in data.values())
         with self._lock:
+            if key in self._lru:  # decoded meanwhile by the other thread
+                return self._lru[key][0]
             self._lru[key] = (data, nbytes)
             self._lru_bytes += nbytes
             while self._lru_bytes > READ_CACHE_BYTES and len(self._lru) > 1:
                 _k, (_d, nb) = self._lru.popitem(last=False)
                 self._lru_bytes -= nb
         return data
+
+    def prefetch(self, table: "Table", blocks: list[int]) -> None:
+        """Decode spilled blocks into the read cache ahead of use (another thread's slice runs
+        meanwhile: the decoder releases the GIL). Stops when the cache is half full of them."""
+        done = 0
+        for i in blocks:
+            blk = table.blocks[i]
+            if blk.data is not None:
+                continue
+            with self._lock:
+                if (table.name, blk.group) in self._lru:
+                    continue
+            try:
+                self._read_group(table, blk, [])
+            except Exception:
+                return  # the reader that needs it will say why
+            done += blk.nbytes or 1
+            if done > READ_CACHE_BYTES // 2:
+                return
 
     def close(self) -> None:
         """Drop readers and the private temporary folder, if any."""
