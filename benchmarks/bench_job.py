@@ -5,7 +5,7 @@
 Generates (once, cached in ``--out``) a few distinct per-rank exports of N kernels + N runtime
 rows with ``bench_report.generate`` (a rare kernel name renamed to an NCCL all-reduce so ranks
 have collectives to match) and links them as ``rank0.sqlite`` … ``rank{R-1}.sqlite``. Then, each
-in a fresh process and without the Parquet cache, runs ``run_job`` with ``--jobs 1`` and with
+in a fresh process and without the cache, runs ``run_job`` with ``--jobs 1`` and with
 ``--jobs J``, and reports wall time, the parent's own peak RSS (``RUSAGE_SELF``: what holds the
 summaries) and the largest worker's peak (``RUSAGE_CHILDREN``). The parent's peak is also
 measured for a quarter and half of the ranks, to show it does not grow with the rank count.

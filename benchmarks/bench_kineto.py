@@ -11,7 +11,7 @@ Then times, each in a fresh process, best of ``--repeat``:
 
 * floor: ``python -c "import json; json.load(open(F))"`` (parsing alone, no analysis);
 * cold: ``nsysdoc report F --format json --no-cache`` (stream-parse, analysis, rules, JSON);
-* warm: the same with the Parquet cache filled (the first run writes it).
+* warm: the same with the cache filled (the first run writes it).
 
 Peak memory is the child's ``ru_maxrss``. Prints a Markdown table with the ratios to the floor
 (the machine is shared and noisy, so compare ratios measured in one batch).

@@ -8,7 +8,7 @@ times, each in a fresh process:
 
 * floor: the ``sqlite3`` shell taking ``max()`` of every column nsysdoc reads from the kernel and
   runtime tables (so SQLite decodes exactly those columns);
-* cold: ``nsysdoc report X --format json --no-cache`` (no Parquet cache read or written);
+* cold: ``nsysdoc report X --format json --no-cache`` (no cache read or written);
 * first: the same with the cache enabled and empty (reads SQLite, writes the cache);
 * warm: again with the cache filled.
 

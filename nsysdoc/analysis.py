@@ -26,8 +26,11 @@ from .metrics.nvtx import nvtx_summary_blocks
 from .metrics.steps import Steps, compile_step_pattern, pick_steps
 from .trace import Trace
 from .trace import schema as S
+from .trace.store import release_memory
 
 TOP_N = 50
+#: Bytes of freed slice pieces after which :func:`_consume` returns memory to the system.
+_TRIM_BYTES = 64 << 20
 #: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
 CONTRACT = 2
 #: Kernel names kept in ``metrics.kernels.names`` (every name up to this many, for ``nsysdoc diff``).
@@ -110,11 +113,19 @@ def _consume(parts: list, dtype) -> np.ndarray:
         return np.zeros(0, dtype)
     dt = parts[0].dtype if all(p.dtype == parts[0].dtype for p in parts) else np.dtype(np.int64)
     out = np.empty(sum(len(p) for p in parts), dtype=dt)
-    pos = 0
+    pos = freed = 0
+    parts.reverse()  # pop from the end: O(1) each
     while parts:
-        p = parts.pop(0)
+        p = parts.pop()
         out[pos:pos + len(p)] = p
         pos += len(p)
+        freed += p.nbytes
+        del p
+        if freed >= _TRIM_BYTES:  # the pieces sit in glibc's heap: give their pages back as we go
+            release_memory()
+            freed = 0
+    if out.nbytes >= _TRIM_BYTES:
+        release_memory()
     return out
 
 
@@ -173,17 +184,20 @@ def _kernel_metrics(trace: Trace, res) -> dict:
 def _launch(win) -> dict:
     """API time and queue delay of the kernel launches in the window (``host.launch_path``)."""
     api_ns = _consume(win.l_api, np.uint32)
-    queue_ns = _consume(win.l_queue, np.uint32)
-    api_med, api_p95 = host_m.quantiles(api_ns)
-    q_med, q_p95 = host_m.quantiles(queue_ns)
     n = len(api_ns)
+    api_med, api_p95 = host_m.quantiles(api_ns, in_place=True)
+    del api_ns
+    queue_ns = _consume(win.l_queue, np.uint32)
+    q_under_10us = float((queue_ns < 10_000).mean() * 100) if n else None
+    q_med, q_p95 = host_m.quantiles(queue_ns, in_place=True)
+    del queue_ns
     out = {
         "launch_count": n,
         "launch_api_us_median": None if api_med is None else api_med / 1e3,
         "launch_api_us_p95": None if api_p95 is None else api_p95 / 1e3,
         "queue_delay_us_median": None if q_med is None else q_med / 1e3,
         "queue_delay_us_p95": None if q_p95 is None else q_p95 / 1e3,
-        "queue_delay_under_10us_pct": (float((queue_ns < 10_000).mean() * 100) if n else None),
+        "queue_delay_under_10us_pct": q_under_10us,
     }
     return {k: _num(v) for k, v in out.items()}
 
@@ -199,6 +213,8 @@ def _assemble(a: Analysis, res) -> dict:
     primary = [r for r in step_rows if r["primary"]]
     threads_steps = pd.Series([r["global_tid"] for r in primary]).value_counts() if primary else pd.Series(dtype=int)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
+    # the launch arrays go before the kernel arrays are gathered: never both held
+    launch = _launch(res.window)
     kernel_metrics = _kernel_metrics(t, res)
     judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
     summary = {
@@ -212,7 +228,7 @@ def _assemble(a: Analysis, res) -> dict:
     nv = t.store.get("nvtx")
     metrics = {
         "kernels": kernel_metrics,
-        "launch": _launch(res.window),
+        "launch": launch,
         "sync": _sync_metrics(a, res, primary),
         "copies": _records(copy_table_from(res.window.copies)),
         "idle_gaps": _gap_metrics(a, res, devices),

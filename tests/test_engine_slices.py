@@ -3,7 +3,7 @@ number must be the one a single pass gives. Each fixture scenario, the bundled s
 exports and PyTorch Profiler traces run with slices of a handful of rows (dozens to hundreds of
 slices; gaps, steps and long operations cross slice boundaries everywhere) and must give the
 golden JSON and HTML, or, for real traces, the same JSON as one slice. The store's spill path
-(every block written to Parquet and read back) must not change anything either."""
+(every block written to an Arrow IPC file and read back) must not change anything either."""
 from __future__ import annotations
 
 import json
@@ -85,7 +85,7 @@ def test_real_traces_same_json_whatever_the_slices(path, monkeypatch):
 
 
 def test_spilled_store_gives_the_same_json(monkeypatch, tmp_path):
-    """Memory budget 0: every block goes to Parquet and is read back by the slices."""
+    """Memory budget 0: every block goes to disk and is read back by the slices."""
     from nsysdoc.testing.scenarios import SCENARIOS
 
     for name in ("dataloader_starvation", "ddp_nccl", "jit_warmup_then_steady"):
@@ -96,7 +96,7 @@ def test_spilled_store_gives_the_same_json(monkeypatch, tmp_path):
 
 
 def test_cached_store_gives_the_same_json(monkeypatch, tmp_path):
-    """A second load reads the cache entry's Parquet blocks only."""
+    """A second load reads the cache entry's blocks from disk only."""
     from nsysdoc.analysis import analyze
     from nsysdoc.testing.scenarios import SCENARIOS
     from nsysdoc.trace import load_trace
@@ -110,3 +110,19 @@ def test_cached_store_gives_the_same_json(monkeypatch, tmp_path):
     a, b = analyze(first).to_dict(), analyze(second).to_dict()
     a["source"]["path"] = b["source"]["path"] = ""
     assert golden.differences(json.loads(json.dumps(a, default=str)), json.loads(json.dumps(b, default=str))) == []
+
+
+def test_capture_over_the_budget_keeps_no_block_in_memory(monkeypatch, tmp_path):
+    """When the rows' estimate exceeds the memory budget, no block is held (they would only raise
+    the peak); under it, all are. The numbers are the same either way."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace, loader
+
+    path = SCENARIOS["ddp_nccl"]().write(tmp_path / "d.sqlite")
+    small = load_trace(path, cache=False)
+    assert small.store.in_memory > 0 and all(b.data is not None for t in small.store.tables.values() for b in t.blocks)
+    monkeypatch.setattr(loader, "_MIN_ROW_BYTES", 1 << 40)  # every capture is "too big"
+    big = load_trace(path, cache=False)
+    assert big.store.in_memory == 0 and all(b.data is None for t in big.store.tables.values() for b in t.blocks)
+    assert golden.differences(analyze(small).to_dict(), analyze(big).to_dict()) == []

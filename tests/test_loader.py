@@ -317,3 +317,21 @@ def test_chunked_reads_match_one_query(build, monkeypatch):
     chunked = load_trace(p, cache=False)
     assert len(whole.kernels) == len(chunked.kernels) == 3516 - 51
     assert whole.kernels.equals(chunked.kernels)
+
+
+def test_grow_column_reserves_widens_and_trims():
+    from nsysdoc.trace.loader import _Grow
+
+    g = _Grow(np.int16)
+    g.reserve(5)
+    g.add(np.array([1, 2], dtype=np.int64))
+    g.add(np.array([40_000], dtype=np.int64))  # past int16: widened once, earlier values kept
+    assert g.a.dtype == np.int32
+    g.add(np.arange(4))  # past the reserve: grows
+    out = g.done()
+    assert out.tolist() == [1, 2, 40_000, 0, 1, 2, 3] and out.dtype == np.int32
+    assert out.base is None  # a copy of the filled part, not a view holding the reserve
+    full = _Grow(np.uint32)
+    full.reserve(2)
+    full.add(np.array([7, 8]))
+    assert full.done().tolist() == [7, 8]

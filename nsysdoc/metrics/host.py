@@ -273,11 +273,12 @@ def scalar_read_mask(runtime: pd.DataFrame, memcpy: pd.DataFrame, ops: GpuOps, b
     return out
 
 
-def quantiles(values: np.ndarray, qs=(0.5, 0.95)) -> list[float | None]:
-    """Exact quantiles with linear interpolation (numpy's default, same as pandas)."""
+def quantiles(values: np.ndarray, qs=(0.5, 0.95), in_place: bool = False) -> list[float | None]:
+    """Exact quantiles with linear interpolation (numpy's default, same as pandas). With
+    ``in_place`` the array is reordered instead of copied."""
     if len(values) == 0:
         return [None for _ in qs]
-    return [float(v) for v in np.quantile(values, qs)]
+    return [float(v) for v in np.quantile(values, qs, overwrite_input=in_place)]
 
 
 def launch_path(ops: GpuOps, in_window: np.ndarray) -> dict:

@@ -19,7 +19,7 @@ How:
 * **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
   trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
   so rules needing it are skipped with the reason.
-* The canonical tables are cached as Parquet like an nsys export's (the same cache functions and
+* The canonical tables are cached like an nsys export's (the same cache functions and
   key, with this module's format number in the key's version).
 """
 from __future__ import annotations

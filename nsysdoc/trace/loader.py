@@ -14,7 +14,7 @@ How (and why this way — measured in ``shared/reference/loading-performance.md`
 * The launch join (which runtime row launched each GPU row, by process and correlation id) is done
   while loading, with a direct-address table per process: GPU rows carry ``api`` (the runtime
   row's position) and ``api_start_ns``.
-* The store's blocks are written as Parquet row groups into the cache folder (never next to the
+* The store's blocks are written as Arrow IPC record batches into the cache folder (never next to the
   input; keys, validation and the size cap are :mod:`nsysdoc.cache`'s), so a second report on the
   same capture skips SQLite and reads only the blocks each part of the analysis needs.
 """
@@ -507,6 +507,58 @@ class _TupleCodes:
         return lut[code]
 
 
+#: Fewest bytes a stored event row takes (runtime rows ~35, GPU rows ~70 with their launch columns).
+_MIN_ROW_BYTES = 32
+
+
+def _expected_rows(exp: ExportFile, tables) -> int:
+    """Upper bound of the event rows: each big table's rowid range (two b-tree edge look-ups)."""
+    n = 0
+    for t in set(_TABLE_OF.values()) | {S.NVTX, S.OSRT}:
+        if t in tables:
+            lo = _query(exp, f'SELECT min(rowid) FROM "{t}"')[0][0]
+            hi = _query(exp, f'SELECT max(rowid) FROM "{t}"')[0][0]
+            if lo is not None and hi is not None:
+                n += int(hi) - int(lo) + 1
+    return n
+
+
+def _file_size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+class _Grow:
+    """A column filled chunk by chunk into one array reserved for the expected row count (no
+    list of pieces and no final concatenation: the two would both be held at the end). Codes that
+    outgrow the dtype widen it once."""
+
+    def __init__(self, dtype) -> None:
+        self.a = np.zeros(0, dtype)
+        self.n = 0
+
+    def reserve(self, n: int) -> None:
+        if n > len(self.a):
+            grown = np.empty(n, self.a.dtype)
+            grown[:self.n] = self.a[:self.n]
+            self.a = grown
+
+    def add(self, v: np.ndarray) -> None:
+        if self.a.dtype.kind == "i" and len(v) and int(v.max()) > np.iinfo(self.a.dtype).max:
+            self.a = self.a.astype(np.int32 if int(v.max()) <= np.iinfo(np.int32).max else np.int64)
+        if self.n + len(v) > len(self.a):
+            self.reserve(max(self.n + len(v), 2 * len(self.a)))
+        self.a[self.n:self.n + len(v)] = v
+        self.n += len(v)
+
+    def done(self) -> np.ndarray:
+        """The filled part (copied when rows were dropped, so the reserve is not kept)."""
+        a, self.a = self.a, np.zeros(0, self.a.dtype)
+        return a[:self.n] if self.n == len(a) else a[:self.n].copy()
+
+
 class _CorrIndex:
     """Runtime row position per (process code, correlation id): the launch join. A dense table per
     process (correlation ids are small consecutive integers); a process whose ids are too sparse
@@ -624,10 +676,10 @@ class _Ingest:
         self.corr = _CorrIndex()
         self.unknown_id = int(strings.ids.max()) + 1 if len(strings) else 0
         self.unknown_used = False
-        self.rt_start: list[np.ndarray] = []
-        self.rt_kind: list[np.ndarray] = []
-        self.rt_dur: list[np.ndarray] = []
-        self.rt_thread: list[np.ndarray] = []
+        # per runtime row, for the launch join: start, kind, duration (uint32; longer ones in
+        # rt_long) and thread code (int16 until there are more threads)
+        self.rt_start, self.rt_kind = _Grow(np.int64), _Grow(np.int8)
+        self.rt_dur, self.rt_thread = _Grow(np.uint32), _Grow(np.int16)
         self.rt_long: dict[int, int] = {}  # durations of 2^32 ns or more, by position
         self.rt_n = 0
         self.kind_of = _api_kind_codes(strings)
@@ -681,6 +733,10 @@ class _Ingest:
             n = len(d["start_ns"])
             if n == 0:
                 continue
+            if not self.rt_n:  # the rowid range bounds the rows; a row takes more than 8 bytes on disk
+                rows = min(self.expected.get("runtime", 0), _file_size(self.exp.read_path) // 8)
+                for g in (self.rt_start, self.rt_kind, self.rt_dur, self.rt_thread):
+                    g.reserve(rows)
             pos = np.arange(self.rt_n, self.rt_n + n, dtype=np.int64)
             gtid = d["global_tid"]
             proc = self.procs(gtid & S.PROCESS_MASK)
@@ -704,22 +760,21 @@ class _Ingest:
                 else:
                     self.name_counts[:len(bc)] += bc
             thread = self.threads(gtid)
-            self.rt_start.append(d["start_ns"].astype(np.int64))
-            self.rt_kind.append(kind)
-            self.rt_thread.append(thread)
+            self.rt_start.add(d["start_ns"])
+            self.rt_kind.add(kind)
+            self.rt_thread.add(thread)
             big = dur >= (1 << 32)
             if big.any():
                 self.rt_long.update(zip(pos[big].tolist(), dur[big].tolist()))
-            self.rt_dur.append(np.where(big, 0, dur).astype(np.uint32))
+                dur = np.where(big, 0, dur)
+            self.rt_dur.add(dur)
             self.rt_n += n
             t.append({"start_ns": d["start_ns"], "end_ns": d["end_ns"], "correlation_id": corr,
                       "name_id": nid, "event_class": d["event_class"], "api_kind": kind, "proc": proc,
                       "thread": thread})
-        cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
-        self._cand = np.unique(cat(self.candidates, np.int64))
-        self._rt_start, self._rt_kind = cat(self.rt_start, np.int64), cat(self.rt_kind, np.int8)
-        self._rt_dur, self._rt_thread = cat(self.rt_dur, np.uint32), cat(self.rt_thread, np.int32)
-        self.rt_start = self.rt_kind = self.rt_dur = self.rt_thread = []
+        self._cand = np.unique(np.concatenate(self.candidates) if self.candidates else np.zeros(0, np.int64))
+        self._rt_start, self._rt_kind = self.rt_start.done(), self.rt_kind.done()
+        self._rt_dur, self._rt_thread = self.rt_dur.done(), self.rt_thread.done()
 
     def gpu(self, key: str) -> None:
         t = gpu_table(self.store, key)
@@ -1563,6 +1618,10 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         tmp = _cache_tmp(folder) if entry is not None else None
         store = Store(tmp, write_all=tmp is not None)
         try:
+            # a capture whose blocks would not all fit the memory budget keeps none in memory:
+            # the first blocks held would only raise the peak (every later phase reads from disk)
+            if _expected_rows(exp, tables) * _MIN_ROW_BYTES > store.memory_budget:
+                store.memory_budget = 0
             strings = _strings(exp)
             drops = Drops(order=_DROP_ORDER)
             ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress)

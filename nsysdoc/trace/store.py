@@ -1,4 +1,4 @@
-"""Event tables held in blocks, in memory or spilled to Parquet, read by time range.
+"""Event tables held in blocks, in memory or spilled to Arrow IPC files, read by time range.
 
 Exports of long runs hold tens of millions of rows. The loader never builds a table whole: it
 streams each big table (kernels, memcpy, memset, sync, runtime, OS runtime, NVTX) into a
@@ -14,7 +14,8 @@ nsys writes rows in buffer-flush order, nearly sorted by time, so a time range t
 blocks; rows out of order only cost reading more blocks, never a wrong answer (every selection
 filters the rows themselves).
 
-Blocks stay in memory until the store holds :data:`MEMORY_BUDGET` bytes; later blocks are written
+Blocks stay in memory until the store holds :data:`MEMORY_BUDGET` bytes (the loader sets the
+budget to 0 for a capture whose rows would not all fit it); later blocks are written
 to Arrow IPC files, one lz4-compressed record batch per block (the cache entry's files, or a
 private temporary folder with ``--no-cache``; IPC decodes 3-4x faster than Parquet here and writes
 6x faster) and read back when needed, so peak memory does not grow with the capture's length. Small ids that
@@ -399,7 +400,7 @@ class Table:
 class Store:
     """The tables of one capture, the remaps of their coded columns, and where spilled blocks live.
 
-    ``spill_dir``: folder for Parquet files (the cache entry being written, or a temporary folder);
+    ``spill_dir``: folder for the blocks' Arrow IPC files (the cache entry being written, or a temporary folder);
     ``write_all``: write every block to it (a cache entry), not only those over the memory budget.
     """
 
@@ -575,7 +576,7 @@ class Store:
 
     @classmethod
     def from_description(cls, folder: Path, desc: dict, remaps: dict[str, np.ndarray]) -> "Store":
-        """A store whose every block is a row group of the Parquet files in ``folder``."""
+        """A store whose every block is a record batch of the Arrow IPC files in ``folder``."""
         st = cls(folder)
         st.remaps = dict(remaps)
         for name, d in desc.items():
