@@ -10,7 +10,11 @@ times, each in a fresh process:
   runtime tables (so SQLite decodes exactly those columns);
 * cold: ``nsysdoc report X --format json --no-cache`` (no cache read or written);
 * first: the same with the cache enabled and empty (reads SQLite, writes the cache);
-* warm: again with the cache filled.
+* warm: again with the cache filled;
+* warm, HTML page: the same writing the HTML page instead of JSON (its extra cost is rendering).
+
+The package is byte-compiled first, as ``pip install`` does (a checkout run with
+``PYTHONDONTWRITEBYTECODE`` would otherwise recompile every module, 0.3 s, on each run).
 
 Peak memory is the child's ``ru_maxrss``. Prints a table and the ratios to the floor.
 """
@@ -180,7 +184,13 @@ def main() -> int:
                  'FROM CUPTI_ACTIVITY_KIND_RUNTIME;')
     cache = Path(tempfile.mkdtemp(prefix="nsysdoc-bench-cache-"))
     env = dict(os.environ, NSYSDOC_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    # byte-compile the package first, as ``pip install`` does: with PYTHONDONTWRITEBYTECODE set
+    # (as on these machines) a source checkout would otherwise recompile every module on each run
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "nsysdoc")], check=True,
+                   env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
     report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o", os.devnull]
+    html_out = cache.parent / f"{cache.name}.html"
+    html = report[:5] + ["--format", "html", "-o", str(html_out)]
     rows = []
     for _ in range(args.repeat):
         rows.append(("floor (sqlite3 shell)", *measure([sqlite, str(db), floor_sql])) if sqlite else None)
@@ -188,7 +198,9 @@ def main() -> int:
         shutil.rmtree(cache, ignore_errors=True)
         rows.append(("first (writes cache)", *measure(report, env)))
         rows.append(("warm (cache hit)", *measure(report, env)))
+        rows.append(("warm, HTML page", *measure(html, env)))
     shutil.rmtree(cache, ignore_errors=True)
+    html_out.unlink(missing_ok=True)
     rows = [r for r in rows if r]
     best: dict[str, tuple[float, float]] = {}
     for name, secs, mb in rows:

@@ -126,3 +126,18 @@ def test_capture_over_the_budget_keeps_no_block_in_memory(monkeypatch, tmp_path)
     big = load_trace(path, cache=False)
     assert big.store.in_memory == 0 and all(b.data is None for t in big.store.tables.values() for b in t.blocks)
     assert golden.differences(analyze(small).to_dict(), analyze(big).to_dict()) == []
+
+
+def test_cache_hit_keeps_a_small_capture_decoded(monkeypatch, tmp_path):
+    """A cache entry whose decoded blocks fit the memory budget is decoded once and kept (each pass
+    reads it again otherwise); a bigger one gets the bounded read cache."""
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace, store
+
+    path = SCENARIOS["sync_storm"]().write(tmp_path / "s.sqlite")
+    load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    hit = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    assert hit.from_cache and hit.store.read_cache_bytes == store.MEMORY_BUDGET
+    monkeypatch.setattr(store, "MEMORY_BUDGET", 1)
+    hit = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    assert hit.from_cache and hit.store.read_cache_bytes == store.READ_CACHE_BYTES

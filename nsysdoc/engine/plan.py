@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import intervals as iv
-from ..metrics.steps import Steps, StepBuilder, assign_ops_to_steps, outermost_ranges
+from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from .data import GPU_KINDS, NEG, POS
@@ -163,8 +163,7 @@ def make_plan(trace, pattern) -> Plan:
                 s, e = b["start_ns"], b["end_ns"]
                 dev, proc = b["device"].astype(np.int64), b["proc"]
                 when = np.where(b["api"] >= 0, b["api_start_ns"], s)
-                builder.add_ops(proc, when, e)
-                k = assign_ops_to_steps(builder.steps, proc, when)
+                k = builder.add_ops(proc, when, e)
                 ok = np.flatnonzero(k >= 0)
                 if len(ok):
                     kk, dd = k[ok], dev[ok]

@@ -162,17 +162,23 @@ class StepBuilder:
         # before any extension: ids, starts and range ends (all assign_ops_to_steps needs)
         self.steps = Steps(df.assign(end_ns=self.end, step_time_ns=0), None, None, True)
 
-    def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray) -> None:
+    def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray) -> np.ndarray:
+        """Extend the steps by these operations; returns each one's step id, ``-1`` if launched
+        outside every primary step (what :func:`assign_ops_to_steps` gives)."""
+        out = np.full(len(op_proc), -1, dtype=np.int64)
         if not self.has:
-            return
+            return out
         for proc, (rows, s, r_end) in self.by_proc.items():
-            sel = op_proc == proc
-            if not sel.any():
+            sel = np.flatnonzero(op_proc == proc)
+            if not len(sel):
                 continue
             when, oend = op_when_ns[sel], op_end_ns[sel]
             k = np.searchsorted(s, when, side="right") - 1
             inside = (k >= 0) & (when < r_end[np.maximum(k, 0)])  # half-open, like every interval
-            np.maximum.at(self.end, rows[k[inside]], oend[inside])
+            step = rows[k[inside]]  # step ids are row numbers
+            np.maximum.at(self.end, step, oend[inside])
+            out[sel[inside]] = step
+        return out
 
     def finish(self, op_start_min: int | None, op_end_max: int | None) -> Steps:
         if not self.has:

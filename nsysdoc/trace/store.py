@@ -411,6 +411,8 @@ class Store:
         self.luts: dict[str, np.ndarray] = {}
         self._identity: dict[str, tuple] = {}
         self.memory_budget = MEMORY_BUDGET if memory_budget is None else memory_budget
+        #: bytes of decoded spilled blocks kept for reuse (the whole store when it fits the budget)
+        self.read_cache_bytes = READ_CACHE_BYTES
         self.in_memory = 0
         self.write_all = write_all
         self._spill_dir = Path(spill_dir) if spill_dir is not None else None
@@ -525,7 +527,7 @@ class Store:
                 return self._lru[key][0]
             self._lru[key] = (data, nbytes)
             self._lru_bytes += nbytes
-            while self._lru_bytes > READ_CACHE_BYTES and len(self._lru) > 1:
+            while self._lru_bytes > self.read_cache_bytes and len(self._lru) > 1:
                 _k, (_d, nb) = self._lru.popitem(last=False)
                 self._lru_bytes -= nb
         return data
@@ -546,7 +548,7 @@ class Store:
             except Exception:
                 return  # the reader that needs it will say why
             done += blk.nbytes or 1
-            if done > READ_CACHE_BYTES // 2:
+            if done > self.read_cache_bytes // 2:
                 return
 
     def close(self) -> None:
@@ -589,6 +591,12 @@ class Store:
                 t.blocks.append(Block(int(n), int(off), int(s0), int(s1), int(e1), None, int(g)))
             t.n = sum(b.n for b in t.blocks)
             t._groups = len(t.blocks)
+        # a store whose decoded blocks fit the memory budget stays decoded once read (each block is
+        # then decoded once, not once per pass), as a cold load would have held it
+        decoded = sum(t.n * sum(16 if v == STR else np.dtype(v).itemsize for v in t.dtypes.values())
+                      for t in st.tables.values())
+        if decoded <= st.memory_budget:
+            st.read_cache_bytes = max(READ_CACHE_BYTES, st.memory_budget)
         return st
 
 
