@@ -182,7 +182,8 @@ def _kernel_metrics(trace: Trace, res) -> dict:
 
 
 def _launch(win) -> dict:
-    """API time and queue delay of the kernel launches in the window (``host.launch_path``)."""
+    """API time and queue delay of the kernel launches in the window (definitions:
+    ``nsysdoc.metrics.host``)."""
     api_ns = _consume(win.l_api, np.uint32)
     n = len(api_ns)
     api_med, api_p95 = host_m.quantiles(api_ns, in_place=True)
@@ -259,8 +260,8 @@ def _assemble(a: Analysis, res) -> dict:
 
 
 def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]:
-    """``gpu.breakdown_ns`` from totals: compute, exposed communication, copies, idle by class
-    (sums to the range: idle no gap holds counts as unattributed, which cannot happen inside the
+    """Exclusive split of a range from its totals (sums to the range's length): compute, exposed
+    communication, copies (no kernel running), then idle split by idle class (sums to the range: idle no gap holds counts as unattributed, which cannot happen inside the
     window)."""
     out = {"compute_ns": compute, "exposed_comm_ns": kern - compute, "copy_ns": busy - kern}
     idle_total = idle_span_ns - busy

@@ -149,7 +149,7 @@ def osrt_rows(trace, lo: int, hi: int) -> dict[str, np.ndarray]:
 
 
 def blocking_of(rt: dict, pageable_api: np.ndarray) -> np.ndarray:
-    """Which CUDA API rows block the host (``nsysdoc.metrics.host.blocking_api_mask``): sync kinds,
+    """Which CUDA API rows block the host (definition: ``nsysdoc.metrics.host``): sync kinds,
     and async copies from pageable memory (positions found while loading)."""
     kind = rt["api_kind"]
     out = np.isin(kind, (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET))

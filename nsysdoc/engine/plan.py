@@ -290,8 +290,9 @@ def timeline_windows(trace, plan: Plan, w0, w1) -> dict:
 
 
 def middle_window(trace, plan: Plan, w0: int, w1: int) -> tuple[int, int]:
-    """``nsysdoc.metrics.timeline.default_window`` without holding the operation starts: exact
-    ranks selected over the blocks."""
+    """Without steps: the window spanning ``NO_STEP_OPS`` GPU operations around the middle of
+    ``[w0, w1)`` (``nsysdoc.metrics.timeline``), without holding the operation starts: exact ranks
+    selected over the blocks."""
     n = count_starts(trace, w0, w1)
     if n <= NO_STEP_OPS:
         return int(w0), int(w1)

@@ -3,7 +3,6 @@ found afterwards re-runs only the slices at its edges), window-independent total
 and the timeline windows captured on the way."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -183,7 +182,8 @@ def _enough_work(parts: list, lo: int, hi: int) -> bool:
 
 
 def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tuple[int, int, list]:
-    """``nsysdoc.metrics.window.steady_window`` from what the slices recorded."""
+    """The steady-state window (definition: ``nsysdoc.metrics.window``) from what the slices
+    recorded: ``(start, end, excluded)``, ``excluded`` listing ``{"kind", "start_ns", "end_ns"}``."""
     excluded: list[dict] = []
     span = w1 - w0
     if span <= 0 or gap_total == 0:
@@ -228,5 +228,3 @@ def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tup
 __all__ = ["Capture", "Result", "run", "Ops", "POS"]
 
 
-def slice_env() -> str:
-    return os.environ.get("NSYSDOC_SLICE_ROWS", "")

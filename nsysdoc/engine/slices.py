@@ -387,13 +387,6 @@ def _both(st: SliceState) -> list[Ops]:
     return [p for p in (st.carried, st.ops) if p is not None and len(p)]
 
 
-# ---------------------------------------------------------------------------------------------
-# phase B: the slice's share of every total
-# ---------------------------------------------------------------------------------------------
-def _clip(c0: int, c1: int, lo, hi):
-    return np.maximum(lo, c0), np.maximum(np.minimum(hi, c1), np.maximum(lo, c0))
-
-
 def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
     """The slice's share of the per-window totals for the window ``[w0, w1)``."""
     ndev = ctx.ndev
@@ -701,7 +694,7 @@ def _setup_calls(ctx: Context, st: SliceState, tot: Global) -> None:
 
 
 def _scalar_reads(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:
-    """Scalar reads (``nsysdoc.metrics.host.scalar_read_mask``) among the slice's own copies, and
+    """Scalar reads (definition: ``nsysdoc.metrics.host``) among the slice's own copies, and
     the checks left waiting by earlier slices for their thread's next call."""
     ops = st.ops
     m = np.flatnonzero(ops.owned & (ops.kind == KIND_MEMCPY) & (ops.api >= 0) & (ops.copy_kind == S.COPY_DTOH)

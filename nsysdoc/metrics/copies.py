@@ -16,26 +16,6 @@ from ..trace import schema as S
 _KIND_NAMES = {S.COPY_HTOD: "HtoD", S.COPY_DTOH: "DtoH", S.COPY_DTOD: "DtoD", S.COPY_PTOP: "PtoP"}
 
 
-def copy_table(memcpy: pd.DataFrame, in_window: np.ndarray) -> pd.DataFrame:
-    cols = ["kind", "host_memory", "count", "bytes", "time_ms", "gbps"]
-    if len(memcpy) == 0 or not in_window.any():
-        return pd.DataFrame({c: [] for c in cols})
-    m = memcpy[in_window]
-    kind = np.array([_KIND_NAMES.get(int(k), "other") for k in m["copy_kind"].to_numpy()], dtype=object)
-    hk = m["host_kind"].to_numpy()
-    host = np.where(hk == S.MEM_PAGEABLE, "pageable", np.where(hk == S.MEM_PINNED, "pinned",
-                    np.where(hk < 0, "", "other")))
-    df = pd.DataFrame({"kind": kind, "host_memory": host, "bytes": m["bytes"].to_numpy(np.int64),
-                       "dur": (m["end_ns"] - m["start_ns"]).to_numpy(np.int64)})
-    g = df.groupby(["kind", "host_memory"], sort=True).agg(count=("bytes", "size"), bytes=("bytes", "sum"),
-                                                           dur=("dur", "sum")).reset_index()
-    g["time_ms"] = g["dur"] / 1e6
-    g["gbps"] = np.where(g["dur"] > 0, g["bytes"] / g["dur"].clip(lower=1), np.nan)
-    order = {"HtoD": 0, "DtoH": 1, "DtoD": 2, "PtoP": 3, "other": 4}
-    g = g.sort_values(["kind", "host_memory"], key=lambda s: s.map(order) if s.name == "kind" else s)
-    return g[cols].reset_index(drop=True)
-
-
 def copy_groups(copy_kind: np.ndarray, host_kind: np.ndarray, nbytes: np.ndarray, dur_ns: np.ndarray) -> dict:
     """Per (copyKind, host memory kind): ``[count, bytes, duration ns]`` of the given copies (a
     partial :func:`copy_table_from` adds up)."""
@@ -45,12 +25,10 @@ def copy_groups(copy_kind: np.ndarray, host_kind: np.ndarray, nbytes: np.ndarray
     key = (np.asarray(copy_kind, dtype=np.int64) << 8) | (np.asarray(host_kind, dtype=np.int64) & 0xFF)
     uk, inv = np.unique(key, return_inverse=True)
     cnt = np.bincount(inv, minlength=len(uk))
-    b = np.bincount(inv, weights=np.asarray(nbytes, dtype=np.float64), minlength=len(uk))
     bi = np.zeros(len(uk), dtype=np.int64)
     np.add.at(bi, inv, np.asarray(nbytes, dtype=np.int64))
     d = np.zeros(len(uk), dtype=np.int64)
     np.add.at(d, inv, np.asarray(dur_ns, dtype=np.int64))
-    del b
     for j, k in enumerate(uk.tolist()):
         hk = k & 0xFF
         out[(k >> 8, hk - 256 if hk >= 128 else hk)] = [int(cnt[j]), int(bi[j]), int(d[j])]
@@ -67,7 +45,8 @@ def merge_groups(a: dict, b: dict) -> dict:
 
 
 def copy_table_from(groups: dict) -> pd.DataFrame:
-    """:func:`copy_table` from :func:`copy_groups` partials."""
+    """The copies table (``kind, host_memory, count, bytes, time_ms, gbps``; module docstring)
+    from :func:`copy_groups` partials."""
     cols = ["kind", "host_memory", "count", "bytes", "time_ms", "gbps"]
     if not groups:
         return pd.DataFrame({c: [] for c in cols})

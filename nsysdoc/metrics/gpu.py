@@ -10,7 +10,7 @@ Definitions (``docs/glossary.md``):
   (= |compute ∪ comm| − |compute|); **copy-only** = busy time with no kernel running.
 * **Idle gap** = a stretch of the window with no GPU operation on the device. Its time is split
   into idle classes by what the thread that launched the next GPU operation was doing (see
-  :func:`classify_gaps`): an instant of the gap belongs to exactly one class.
+  :func:`classify_found_gaps`): an instant of the gap belongs to exactly one class.
 """
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ DISPATCH_MAX_NS = 1_000_000
 #: A kernel or graph launch call at least this long that is the first launch of one of its kernels
 #: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
 #: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
-#: the same thread feeds): launch time (see ``nsysdoc.metrics.host.setup_launch_mask``).
+#: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
+#: (found while loading: ``nsysdoc.trace.loader.FirstLaunches``).
 SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.
@@ -88,32 +89,9 @@ def device_activity(ops: GpuOps, ndev: int, w0: int, w1: int) -> Activity:
     return Activity(ndev=ndev, busy=busy, kernels=kernels, compute=compute, comm=comm)
 
 
-def breakdown_ns(act: Activity, gaps: "Gaps", dev, lo, hi) -> dict[str, np.ndarray]:
-    """Exclusive split of ``[lo, hi)`` on device ``dev`` (arrays allowed) — sums to ``hi - lo``.
-
-    compute, exposed communication, copies (no kernel running), then idle split by idle class.
-    """
-    dev = np.asarray(dev, dtype=np.int64)
-    lo = np.asarray(lo, dtype=np.int64)
-    hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
-    compute = act.compute.covered(dev, lo, hi)
-    kern = act.kernels.covered(dev, lo, hi)
-    busy = act.busy.covered(dev, lo, hi)
-    out = {"compute_ns": compute, "exposed_comm_ns": kern - compute, "copy_ns": busy - kern}
-    idle_total = (hi - lo) - busy
-    split = gaps.amounts_in(dev, lo, hi)
-    assigned = np.zeros_like(idle_total)
-    for i, cause in enumerate(CAUSES):
-        out[f"idle_{cause}_ns"] = split[:, i]
-        assigned += split[:, i]
-    # idle outside any gap cannot happen inside the window; keep the split exact
-    out["idle_unattributed_ns"] = out["idle_unattributed_ns"] + (idle_total - assigned)
-    return out
-
-
 @dataclass
 class HostActivity:
-    """What each host thread was doing, as interval sources for :func:`classify_gaps`. Thread
+    """What each host thread was doing, as interval sources for :func:`classify_found_gaps`. Thread
     keys are indices into ``thread_keys`` (sorted global_tid values).
 
     ``sync`` (the union of blocking sync calls per thread) is built at once; everything else is
@@ -199,7 +177,7 @@ class Gaps:
     queue_is_dependency: np.ndarray
     partition: iv.Partition
     next_op: np.ndarray = None  # index in GpuOps of the operation ending the gap (-1 for tails)
-    amounts: np.ndarray = None  # (n, len(CAUSES)) int64, filled by classify_gaps
+    amounts: np.ndarray = None  # (n, len(CAUSES)) int64, filled by classify_found_gaps
     cause: np.ndarray = None
 
     def __len__(self) -> int:
@@ -309,8 +287,12 @@ class Gaps:
         return out
 
 
-def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: int) -> Gaps:
-    """Find idle gaps per device inside ``[w0, w1)`` and split each by what the host was doing.
+def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
+                        base: int) -> Gaps:
+    """Split idle gaps already found (sorted by device, then time; disjoint per device) by what the
+    host was doing; ``base`` is at most every gap start (a time origin for packed keys). The
+    analysis engine finds a time slice's gaps itself (each gap once, owned by the slice where it
+    ends).
 
     For the GPU operation that ends a gap ``[g0, g1)``, launched by thread T with a call
     ``[a, b)``:
@@ -328,18 +310,6 @@ def classify_gaps(ops: GpuOps, act: Activity, host: HostActivity, w0: int, w1: i
        When the host reached the launching call less than ``DISPATCH_MAX_NS`` after ``g0``, the
        ``api`` and uncovered time is per-launch dispatch (launch).
     """
-    ndev = act.ndev
-    lo = np.full(ndev, w0, dtype=np.int64)
-    hi = np.full(ndev, w1, dtype=np.int64)
-    gk, gs, ge = iv.gaps(act.busy, ndev, lo, hi)
-    return classify_found_gaps(ops, host, gk, gs, ge, w0)
-
-
-def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
-                        base: int) -> Gaps:
-    """:func:`classify_gaps` for gaps already found (sorted by device, then time; disjoint per
-    device), ``base`` at most every gap start (a time origin for packed keys). The analysis engine
-    finds a time slice's gaps itself (each gap once, owned by the slice where it ends)."""
     w0 = int(min(base, int(gs.min()))) if len(gs) else int(base)
     n = len(gs)
     kind = np.full(n, 2, dtype=np.int8)

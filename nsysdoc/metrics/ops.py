@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
 
@@ -102,30 +101,3 @@ class GpuOps:
         return np.where(thread >= 0, self.thread_gtid[np.maximum(thread, 0)], 0)
 
 
-def build_gpu_ops(kernels: pd.DataFrame, memcpy: pd.DataFrame, memset: pd.DataFrame,
-                  runtime: pd.DataFrame, kernel_is_nccl: np.ndarray, thread_gtid: np.ndarray) -> GpuOps:
-    parts = []
-    for kind, df in ((KIND_KERNEL, kernels), (KIND_MEMCPY, memcpy), (KIND_MEMSET, memset)):
-        n = len(df)
-        parts.append((
-            df["start_ns"].to_numpy(np.int64), df["end_ns"].to_numpy(np.int64),
-            df["device"].to_numpy(np.int32), np.full(n, kind, dtype=np.int8),
-            kernel_is_nccl if kind == KIND_KERNEL else np.zeros(n, dtype=bool),
-            df["proc"].to_numpy(np.int32), df["stream_id"].to_numpy(np.int32), np.arange(n, dtype=np.int32),
-            df["correlation_id"].to_numpy(),
-        ))
-    if len(memcpy) == 0 and len(memset) == 0:
-        cols = list(parts[0])  # views of the kernel table: no copy
-    else:
-        cols = [np.concatenate([p[i] for p in parts]) for i in range(9)]
-    start, end, device, kind, nccl, proc, stream, row, corr = cols
-    del cols, parts
-    api_valid = runtime["event_class"].to_numpy() != 67 if len(runtime) else np.zeros(0, dtype=bool)
-    api = match_api(runtime["proc"].to_numpy(), runtime["correlation_id"].to_numpy(), api_valid, proc, corr)
-    del corr
-    rs = runtime["start_ns"].to_numpy(np.int64)
-    api32 = api.astype(np.int32)
-    api_start = np.where(api >= 0, rs[np.maximum(api, 0)], -1) if len(rs) else np.full(len(api), -1, np.int64)
-    return GpuOps(start, end, device, kind, nccl, proc, stream, row, api32, api_start,
-                  runtime["end_ns"].to_numpy(np.int64), runtime["thread"].to_numpy(),
-                  np.asarray(thread_gtid, dtype=np.int64))

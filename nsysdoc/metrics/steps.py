@@ -17,7 +17,6 @@ Definitions (also in ``docs/glossary.md``):
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,26 +35,6 @@ def compile_step_pattern(pattern: str | None):
         return safe_regex.compile(text, ignore_case=True)
     except safe_regex.PatternError as exc:
         raise UsageError(f"invalid --step-marker regular expression {text[:60]!r}: {exc}") from None
-
-
-def step_ranges(nvtx: pd.DataFrame, pattern: re.Pattern) -> pd.DataFrame:
-    """Outermost matching NVTX ranges: columns ``global_tid, name, start_ns, range_end_ns``."""
-    cols = ["global_tid", "name", "start_ns", "range_end_ns"]
-    if len(nvtx) == 0:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c != "name" else object) for c in cols})
-    etype = nvtx["event_type"].to_numpy()
-    end = nvtx["end_ns"].to_numpy(np.int64)
-    start = nvtx["start_ns"].to_numpy(np.int64)
-    is_range = np.isin(etype, S.NVTX_RANGE_TYPES) & (end >= start)
-    domain = nvtx["domain"].astype(str).str.lower()
-    lib = domain.isin(S.LIBRARY_NVTX_DOMAINS).to_numpy()
-    texts = nvtx["text"].astype(object)
-    uniq = pd.unique(texts[is_range & ~lib])
-    matching = {t for t in uniq if isinstance(t, str) and pattern.fullmatch(t.strip())}
-    ok = is_range & ~lib & texts.isin(matching).to_numpy()
-    df = pd.DataFrame({"global_tid": nvtx["global_tid"].to_numpy(np.int64)[ok], "name": texts.to_numpy()[ok],
-                       "start_ns": start[ok], "range_end_ns": end[ok]})
-    return outermost_ranges(df)
 
 
 def outermost_ranges(df: pd.DataFrame) -> pd.DataFrame:
@@ -106,29 +85,16 @@ class Steps:
         return max(0, self.window_end_ns - self.window_start_ns)
 
 
-def build_steps(ranges: pd.DataFrame, process_keys: np.ndarray, op_proc: np.ndarray, op_when_ns: np.ndarray,
-                op_start_ns: np.ndarray, op_end_ns: np.ndarray) -> Steps:
-    """Assign GPU operations to steps and compute step ends, step times and the window.
-
-    ``process_keys`` is the sorted ``global_pid`` column of the processes table; ``op_when_ns`` is
-    each operation's launch time (API start, or its GPU start when the API row is unknown).
-    """
-    b = StepBuilder(ranges, process_keys)
-    b.add_ops(op_proc, op_when_ns, op_end_ns)
-    lo = int(op_start_ns.min()) if len(op_start_ns) else None
-    hi = int(op_end_ns.max()) if len(op_end_ns) else None
-    return b.finish(lo, hi)
-
-
 _EMPTY_STEPS = (("step", "int64"), ("global_tid", "int64"), ("pid", "int64"), ("tid", "int64"), ("proc", "int64"),
                 ("primary", bool), ("index", "int64"), ("name", object), ("start_ns", "int64"),
                 ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"))
 
 
 class StepBuilder:
-    """:func:`build_steps` fed with GPU operations chunk by chunk (the analysis streams them):
-    ``add_ops`` extends each primary step to the end of the GPU work launched inside it;
-    :attr:`steps` (ids, starts, range ends) is usable for :func:`assign_ops_to_steps` at once."""
+    """Steps from their NVTX ranges, fed with GPU operations chunk by chunk (the analysis streams
+    them): ``process_keys`` is the sorted ``global_pid`` column of the processes table; ``add_ops``
+    takes each operation's launch time (API start, or its GPU start when the API row is unknown)
+    and extends each primary step to the end of the GPU work launched inside it; :attr:`steps` (ids, starts, range ends) is usable for :func:`assign_ops_to_steps` at once."""
 
     def __init__(self, ranges: pd.DataFrame, process_keys: np.ndarray) -> None:
         self.has = len(ranges) > 0

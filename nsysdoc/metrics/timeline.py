@@ -27,8 +27,8 @@ length only for merged spans: the time their operations actually cover).
 
 Which window: :func:`pick_step` chooses the primary step with the median step time (the lower
 median for an even count) or, with ``worst=True``, the longest step time. Without step markers,
-:func:`default_window` takes the :data:`NO_STEP_OPS` GPU operations around the middle of the
-analysis window.
+``nsysdoc.engine.plan.middle_window`` takes the :data:`NO_STEP_OPS` GPU operations around the
+middle of the analysis window (the whole window when it holds no more than that).
 """
 from __future__ import annotations
 
@@ -93,23 +93,6 @@ def pick_step(steps_table: pd.DataFrame, *, worst: bool = False) -> dict | None:
     return {"step": int(r["step"]), "index": int(r["index"]), "name": str(r["name"]), "pid": int(r["pid"]),
             "tid": int(r["tid"]), "global_tid": int(r["global_tid"]), "start_ns": int(r["start_ns"]),
             "end_ns": int(r["end_ns"]), "step_time_ns": int(r["step_time_ns"])}
-
-
-def default_window(start_ns: np.ndarray, end_ns: np.ndarray, w0: int, w1: int, n_ops: int = NO_STEP_OPS) -> tuple[int, int]:
-    """Without steps: the window spanning ``n_ops`` GPU operations around the middle of ``[w0, w1)``
-    (the whole analysis window when it holds no more than that)."""
-    inside = (start_ns >= w0) & (start_ns < w1)
-    s = np.sort(start_ns[inside], kind="stable")  # nearly sorted: timsort is linear-ish
-    if len(s) <= n_ops:
-        return int(w0), int(w1)
-    mid = len(s) // 2
-    lo = max(0, mid - n_ops // 2)
-    hi = min(len(s) - 1, lo + n_ops)
-    # end at the start of the first operation not included, so the window holds n_ops operations
-    a, b = int(s[lo]), int(s[hi])
-    if b <= a:  # many operations starting at one instant
-        b = int(end_ns[inside].max())
-    return a, b
 
 
 # ---------------------------------------------------------------------------------------------

@@ -928,8 +928,9 @@ class _Ingest:
 
 
 class FirstLaunches:
-    """Which long kernel-launch calls are set-up work (``nsysdoc.metrics.host.setup_launch_mask``),
-    found while the kernel rows stream by: the first launch of each kernel (name) in each process
+    """Which long kernel-launch calls are set-up work (``nsysdoc.metrics.gpu.SETUP_LAUNCH_MIN_NS``:
+    at least that long and the *first* launch of one of its kernels in its process; a long launch
+    whose kernels are unknown counts as set-up), found while the kernel rows stream by: the first launch of each kernel (name) in each process
     (earliest call start; ties: the kernel row first in the table), and which candidate calls (kernel
     launches of 1 ms or more) launched any known kernel. Only kept when candidates exist."""
 
