@@ -924,75 +924,68 @@ def _cache_files(ctx: Ctx, pattern: str) -> list[Path]:
     return sorted(p for p in ctx.cache.rglob(pattern) if p.is_file())
 
 
-@case("cache_meta_json_emptied", 5, REPORT)
-def _(ctx: Ctx) -> Setup:
+def _damage_cache_files(ctx: Ctx, pattern: str, damage: Callable[[list[Path]], None]) -> Setup:
+    """Report a healthy capture once (filling the cache), ``damage`` the cache files matching
+    ``pattern``, and report again: the numbers must be the fresh ones."""
     cap = capture("healthy", ctx.tmp / "run.sqlite")
     ctx.prime("report", cap)
-    metas = _cache_files(ctx, "*.json")
-    if not metas:
-        raise HarnessError("the preparatory report left no JSON file in the cache")
-    for m in metas:
-        m.write_text("{}")
+    files = _cache_files(ctx, pattern)
+    if not files:
+        raise HarnessError(f"the preparatory report left no {pattern} file in the cache")
+    damage(files)
     return _report(ctx, cap, check=check_fresh_numbers(cap))
+
+
+def _junk(seed: str) -> Callable[[list[Path]], None]:
+    """Overwrite each file with as many seeded random bytes."""
+    def damage(files: list[Path]) -> None:
+        rng = _rng(seed)
+        for f in files:
+            f.write_bytes(bytes(rng.getrandbits(8) for _ in range(f.stat().st_size)))
+    return damage
+
+
+def _other_columns(fmt: str) -> Callable[[list[Path]], None]:
+    """Replace each file by a valid ``parquet`` or Arrow IPC (``arrow``) file with other columns."""
+    def damage(files: list[Path]) -> None:
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+        import pyarrow.parquet as pq
+
+        t = pa.table({"wrong": [1, 2, 3], "columns": ["x", "y", "z"]})
+        for f in files:
+            if fmt == "parquet":
+                pq.write_table(t, f)
+            else:
+                with ipc.new_file(str(f), t.schema) as w:
+                    w.write_table(t)
+    return damage
+
+
+@case("cache_meta_json_emptied", 5, REPORT)
+def _(ctx: Ctx) -> Setup:
+    return _damage_cache_files(ctx, "*.json", lambda files: [m.write_text("{}") for m in files])
 
 
 @case("cache_parquet_wrong_columns", 5, REPORT)
 def _(ctx: Ctx) -> Setup:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    cap = capture("healthy", ctx.tmp / "run.sqlite")
-    ctx.prime("report", cap)
-    files = _cache_files(ctx, "*.parquet")
-    if not files:
-        raise HarnessError("the preparatory report left no .parquet file in the cache")
-    for f in files:
-        pq.write_table(pa.table({"wrong": [1, 2, 3], "columns": ["x", "y", "z"]}), f)
-    return _report(ctx, cap, check=check_fresh_numbers(cap))
+    return _damage_cache_files(ctx, "*.parquet", _other_columns("parquet"))
 
 
 @case("cache_kernels_file_wrong_columns_only", 5, REPORT)
 def _(ctx: Ctx) -> Setup:
     """Only the kernel table's file (Arrow IPC) is replaced by a valid one with other columns."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    cap = capture("healthy", ctx.tmp / "run.sqlite")
-    ctx.prime("report", cap)
-    files = _cache_files(ctx, "kernels.arrow")
-    if not files:
-        raise HarnessError("the preparatory report left no kernels.arrow in the cache")
-    for f in files:
-        t = pa.table({"wrong": [1, 2, 3], "columns": ["x", "y", "z"]})
-        with ipc.new_file(str(f), t.schema) as w:
-            w.write_table(t)
-    return _report(ctx, cap, check=check_fresh_numbers(cap))
+    return _damage_cache_files(ctx, "kernels.arrow", _other_columns("arrow"))
 
 
 @case("cache_event_files_junk_bytes", 5, REPORT)
 def _(ctx: Ctx) -> Setup:
-    cap = capture("healthy", ctx.tmp / "run.sqlite")
-    ctx.prime("report", cap)
-    files = _cache_files(ctx, "*.arrow")
-    if not files:
-        raise HarnessError("the preparatory report left no .arrow file in the cache")
-    rng = _rng("junk-arrow")
-    for f in files:
-        f.write_bytes(bytes(rng.getrandbits(8) for _ in range(f.stat().st_size)))
-    return _report(ctx, cap, check=check_fresh_numbers(cap))
+    return _damage_cache_files(ctx, "*.arrow", _junk("junk-arrow"))
 
 
 @case("cache_parquet_junk_bytes", 5, REPORT)
 def _(ctx: Ctx) -> Setup:
-    cap = capture("healthy", ctx.tmp / "run.sqlite")
-    ctx.prime("report", cap)
-    files = _cache_files(ctx, "*.parquet")
-    if not files:
-        raise HarnessError("the preparatory report left no .parquet file in the cache")
-    rng = _rng("junk")
-    for f in files:
-        f.write_bytes(bytes(rng.getrandbits(8) for _ in range(f.stat().st_size)))
-    return _report(ctx, cap, check=check_fresh_numbers(cap))
+    return _damage_cache_files(ctx, "*.parquet", _junk("junk"))
 
 
 @case("cache_stale_after_same_size_same_mtime_edit", 5, REPORT)
