@@ -149,12 +149,11 @@ def _kernel_metrics(trace: Trace, res) -> dict:
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []
     if len(dur):
-        # per-name totals (the group sums, in name-id order as np.bincount gives them) without
+        # per-name totals indexed by name code (the by-name table's exact group sums), without
         # autotuning candidates
-        order = np.argsort(by_name_all["code"].to_numpy(), kind="stable")
-        codes = by_name_all["code"].to_numpy()[order]
-        totals = np.zeros(int(codes.max()) + 1 if len(codes) else 0, dtype=np.float64)
-        totals[codes] = by_name_all["total_ns"].to_numpy()[order]
+        codes = by_name_all["code"].to_numpy()
+        totals = np.zeros(int(codes.max()) + 1, dtype=np.float64)
+        totals[codes] = by_name_all["total_ns"].to_numpy()
         if tune.any():
             totals -= np.bincount(name[tune], weights=dur[tune].astype(np.float64), minlength=len(totals))
         used = np.flatnonzero(totals)

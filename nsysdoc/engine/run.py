@@ -14,7 +14,8 @@ from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, SETUP_G
 from ..trace.store import release_memory
 from .data import NEG, POS, Ops
 from .plan import Plan, middle_window
-from .slices import Carry, Context, Global, SliceState, Window, global_totals, next_carry, phase_a, window_totals
+from .slices import (Carry, Context, Global, SliceState, Window, global_totals, host_range, next_carry, phase_a,
+                     window_totals)
 
 NC = len(gpu_m.CAUSES)
 
@@ -118,11 +119,11 @@ def _prefetch(trace, c0: int, c1: int) -> None:
         t = store.get(name)
         if t is not None and t.blocks:
             store.prefetch(t, t.blocks_where(start_lo=None if c0 <= NEG else c0, start_hi=None if c1 >= POS else c1))
+    lo, hi = host_range(c0, c1, c0)  # the slice's gaps may start earlier: those blocks are read later
     for name in ("runtime", "osrt"):
         t = store.get(name)
         if t is not None and t.blocks:
-            store.prefetch(t, t.blocks_where(start_hi=None if c1 >= POS else c1 + 20_000,
-                                             end_gt=None if c0 <= NEG else c0 - 20_000))
+            store.prefetch(t, t.blocks_where(start_hi=None if hi >= POS else hi, end_gt=None if lo <= NEG else lo))
 
 
 def _device_stats(plan: Plan, ops: Ops) -> None:

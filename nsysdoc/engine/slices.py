@@ -294,7 +294,9 @@ def _op_flags(ctx: Context, ops: Ops) -> None:
         ops.step = assign_ops_to_steps(ctx.plan.steps, ops.proc, when)
 
 
-def _host_range(ctx: Context, c0: int, c1: int, lo_min: int) -> tuple[int, int]:
+def host_range(c0: int, c1: int, lo_min: int) -> tuple[int, int]:
+    """The host rows a slice ``[c0, c1)`` reads: from its earliest gap start ``lo_min`` (or ``c0``)
+    to its end, widened by the sync tolerance."""
     lo = NEG if c0 <= NEG else min(c0, lo_min) - SYNC_TOLERANCE_NS
     hi = POS if c1 >= POS else c1 + SYNC_TOLERANCE_NS
     return lo, hi
@@ -356,7 +358,7 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceSt
     if not last:  # the stretch after the last operation is not a gap yet: the next slice has its end
         keep = ge < c1
         gk, gs, ge = gk[keep], gs[keep], ge[keep]
-    h_lo, h_hi = _host_range(ctx, c0, c1, int(gs.min()) if len(gs) else lo_min)
+    h_lo, h_hi = host_range(c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
     gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
     return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)

@@ -156,12 +156,7 @@ class _ChunkReader:
         # for chunks whose columns hold non-integer values (damaged or hand-edited exports)
         self.safe_sql = (f'SELECT {", ".join(_safe_expr(e) for e in exprs)} FROM "{table}" '
                          f'WHERE rowid >= ? AND rowid < ? {cond}')
-        # two queries: SQLite answers a lone min()/max() of rowid from the b-tree edge (O(log n)),
-        # but scans the table for both in one statement
-        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
-        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
-        self.lo = int(lo or 1)
-        self.hi = int(hi or 0) + 1
+        self.lo, self.hi = _rowid_range(exp, table)
         step = chunk_rows or CHUNK_ROWS
         self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
 
@@ -507,19 +502,29 @@ class _TupleCodes:
         return lut[code]
 
 
+def _rowid_range(exp: ExportFile, table: str) -> tuple[int, int]:
+    """``[lo, hi)`` covering the table's rowids (``(1, 1)`` when empty), looked up once per export:
+    two queries, since SQLite answers a lone min()/max() of rowid from the b-tree edge (O(log n))
+    but scans the table for both in one statement."""
+    got = exp.rowid_ranges.get(table)
+    if got is None:
+        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
+        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
+        got = exp.rowid_ranges[table] = (int(lo or 1), int(hi or 0) + 1)
+    return got
+
+
 #: Fewest bytes a stored event row takes (runtime rows ~35, GPU rows ~70 with their launch columns).
 _MIN_ROW_BYTES = 32
 
 
 def _expected_rows(exp: ExportFile, tables) -> int:
-    """Upper bound of the event rows: each big table's rowid range (two b-tree edge look-ups)."""
+    """Upper bound of the event rows: each big table's rowid range."""
     n = 0
     for t in set(_TABLE_OF.values()) | {S.NVTX, S.OSRT}:
         if t in tables:
-            lo = _query(exp, f'SELECT min(rowid) FROM "{t}"')[0][0]
-            hi = _query(exp, f'SELECT max(rowid) FROM "{t}"')[0][0]
-            if lo is not None and hi is not None:
-                n += int(hi) - int(lo) + 1
+            lo, hi = _rowid_range(exp, t)
+            n += max(0, hi - lo)
     return n
 
 
@@ -1017,9 +1022,7 @@ class _NvtxReader:
         types = ",".join(str(t) for t in self.TYPES)
         self.sql = (f'SELECT {", ".join(self.sel)} FROM "{S.NVTX}" WHERE rowid >= ? AND rowid < ? '
                     f'AND eventType IN ({types})')
-        lo = _query(exp, f'SELECT min(rowid) FROM "{S.NVTX}"')[0][0]
-        hi = _query(exp, f'SELECT max(rowid) FROM "{S.NVTX}"')[0][0]
-        self.lo, self.hi = int(lo or 1), int(hi or 0) + 1
+        self.lo, self.hi = _rowid_range(exp, S.NVTX)
         self.ranges = [(a, min(a + CHUNK_ROWS, self.hi)) for a in range(self.lo, self.hi, CHUNK_ROWS)]
 
     def _read(self, lo: int, hi: int):

@@ -75,6 +75,8 @@ class ExportFile:
     meta: dict[str, str] = field(default_factory=dict)
     #: the file SQLite reads: ``path``, or a settled private copy when a -wal/-journal is beside it
     read_path: Path | None = None
+    #: ``[lo, hi)`` of each table's rowids, once looked up (the file is opened immutable)
+    rowid_ranges: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.read_path is None:

@@ -251,9 +251,7 @@ class Table:
         want = self.columns(cols)
         raw = [c for c in want if c != "pos" and c not in self.virtual]
         virt = [c for c in want if c in self.virtual]
-        extra = [c for c in {self.virtual[v][0] for v in virt} | ({"row"} if "pos" in want and self.bucketed else set())
-                 if c not in raw]
-        data = blk.data if blk.data is not None else self.store._read_group(self, blk, raw + extra)
+        data = blk.data if blk.data is not None else self.store._read_group(self, blk)
         out = {}
         for c in virt:
             base, lut = self.virtual[c]
@@ -486,7 +484,7 @@ class Store:
                 t._file = self._spill_dir / t._file.name
         self._readers.clear()
 
-    def _read_group(self, table: Table, blk: Block, cols: list[str]) -> dict[str, np.ndarray]:
+    def _read_group(self, table: Table, blk: Block) -> dict[str, np.ndarray]:
         """A spilled block, every column decoded at once (a slice wants most of them, and the next
         slice often the same block): kept in a small cache bounded in bytes."""
         key = (table.name, blk.group)
@@ -544,7 +542,7 @@ class Store:
                 if (table.name, blk.group) in self._lru:
                     continue
             try:
-                self._read_group(table, blk, [])
+                self._read_group(table, blk)
             except Exception:
                 return  # the reader that needs it will say why
             done += blk.nbytes or 1
