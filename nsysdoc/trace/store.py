@@ -538,14 +538,16 @@ class Store:
             blk = table.blocks[i]
             if blk.data is not None:
                 continue
+            key = (table.name, blk.group)
             with self._lock:
-                if (table.name, blk.group) in self._lru:
+                if key in self._lru:
                     continue
             try:
                 self._read_group(table, blk)
             except Exception:
                 return  # the reader that needs it will say why
-            done += blk.nbytes or 1
+            with self._lock:  # decoded size (blocks described by a cache entry carry no nbytes)
+                done += self._lru[key][1] if key in self._lru else 1
             if done > self.read_cache_bytes // 2:
                 return
 
