@@ -43,3 +43,46 @@ def test_summary_in_place_same_numbers_and_reorders_only_the_input():
     got = kernel_summary(copy, in_place=True)
     assert got == want
     assert sorted(copy.tolist()) == sorted(dur.tolist())
+
+
+def test_group_stats_every_path_gives_numpys_exact_quantiles():
+    """The three ways per-group statistics are computed (radix order + selection when a few big
+    groups hold most rows, one packed sort otherwise, a lexicographic sort for wide ids) agree
+    with numpy's quantiles computed group by group (to the last bits of the interpolation)."""
+    from nsysdoc.metrics import kernels as K
+
+    rng = np.random.default_rng(7)
+    big = np.repeat([3, 0], [5000, 3000])                  # two groups over the selection threshold
+    few = np.arange(5, 45).repeat(3)                     # forty groups of three rows
+    cases = {
+        "radix + selection": np.concatenate([big, few]),
+        "packed sort": np.concatenate([big[:40], big[-40:], few]),  # most rows in small groups
+        "wide ids": np.concatenate([big, few]).astype(np.int64) * (1 << 30),
+    }
+    for label, group in cases.items():
+        group = rng.permutation(group)
+        dur = rng.integers(0, 40_000, len(group)).astype(np.uint32)
+        st = K._group_stats(group, dur.copy())
+        for g, n, tot, med, p95, tiny in zip(st["group"], st["count"], st["total_ns"], st["median_ns"],
+                                             st["p95_ns"], st["tiny"]):
+            d = dur[group == g].astype(np.int64)
+            assert (n, tot, tiny) == (len(d), d.sum(), (d < K.TINY_KERNEL_NS).sum()), label
+            # the same order statistics; the interpolation may differ from numpy's in the last bit
+            assert np.allclose((med, p95), np.quantile(d, [0.5, 0.95]), rtol=1e-12, atol=0), label
+        assert st["group"].tolist() == sorted(set(group.tolist())), label
+
+
+def test_group_stats_hand_computed_big_group():
+    """One group of 10,000 durations 0..9999 (shuffled) beside a small one: median 4999.5,
+    p95 = 9499.05 (position 0.95 * 9999 = 9499.05 between 9499 and 9500)."""
+    from nsysdoc.metrics import kernels as K
+
+    group = np.array([1] * 10_000 + [0, 0], dtype=np.uint16)
+    dur = np.array(list(np.random.default_rng(0).permutation(10_000)) + [10_000, 30_000], dtype=np.uint32)
+    st = K._group_stats(group, dur)
+    assert st["group"].tolist() == [0, 1]
+    assert st["count"].tolist() == [2, 10_000]
+    assert st["total_ns"].tolist() == [40_000, 49_995_000]
+    assert st["median_ns"].tolist() == [20_000.0, 4999.5]
+    assert abs(st["p95_ns"][1] - 9499.05) < 1e-6 and st["p95_ns"][0] == 29_000.0
+    assert st["tiny"].tolist() == [0, 10_000]

@@ -188,21 +188,62 @@ def uses_tensor_cores(name: str) -> bool:
     return _classify(name)[1]
 
 
+#: Groups with at most this many rows take their quantiles from one shared packed sort; bigger
+#: groups from a selection (``np.partition``) of their own rows, when there are at most
+#: ``_MAX_SELECTIONS`` of them (one Python call each) and they hold at least half the rows.
+_SMALL_GROUP_ROWS = 64
+_MAX_SELECTIONS = 2048
+
+
 def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
-    """Exact per-group count/sum/mean/median/p95 with one sort of (group, duration)."""
+    """Exact per-group count/sum/mean/median/p95 (linear interpolation between order statistics,
+    numpy's default) and the count under :data:`TINY_KERNEL_NS`.
+
+    Groups that are small non-negative ids (kernel name codes) take one sort of (group, duration)
+    packed in an int64 or, when a few big groups hold most rows (the usual case), a stable radix
+    argsort on the group codes (linear time) and a selection per big group, with no full sort of
+    the durations. Other ids take one lexicographic sort of (group, duration)."""
     if len(dur) == 0:
         return pd.DataFrame({"group": [], "count": [], "total_ns": [], "mean_ns": [], "median_ns": [], "p95_ns": [],
                              "tiny": []})
     if dur.dtype != np.uint32:  # uint32 durations always fit the packed key's 40 bits
         dur = np.clip(dur, 0, (1 << 40) - 1)
-    if len(group) and group.min() >= 0 and group.max() < (1 << 23):
-        # groups are small non-negative ids: their sizes give the boundaries in the sorted array,
-        # so the only full-length temporary is the packed key itself
+    small_ids = len(group) and group.min() >= 0 and group.max() < (1 << 23)
+    if small_ids:
         per = np.bincount(group)
         ids = np.flatnonzero(per)
         counts = per[ids]
         bounds = np.concatenate(([0], np.cumsum(counts)[:-1]))
         gb = ids
+        qpos = {p: _qpos(counts, p) for p in (0.5, 0.95)}
+        big = np.flatnonzero(counts > _SMALL_GROUP_ROWS)
+    if small_ids and len(ids) < (1 << 16) and len(big) <= _MAX_SELECTIONS and \
+            int(counts[big].sum()) * 2 >= len(dur):
+        # most rows are in a few big groups: a stable radix argsort on the group codes (numpy's
+        # stable sort of 16-bit integers) orders the rows by group in linear time, and each big
+        # group's order statistics come from a selection of its own rows
+        code = np.zeros(len(per), dtype=np.uint16)
+        code[ids] = np.arange(len(ids), dtype=np.uint16)
+        order = np.argsort(code[group], kind="stable")
+        d = dur[order]
+        del order
+        small = np.flatnonzero(counts <= _SMALL_GROUP_ROWS)
+        if len(small):  # the small groups' rows: one packed sort of (group, duration)
+            rows = np.repeat(bounds[small], counts[small]) + _ranks(counts[small])
+            packed = np.repeat(small.astype(np.int64), counts[small])
+            packed <<= 40
+            packed |= d[rows]
+            packed.sort()
+            packed &= (1 << 40) - 1
+            d[rows] = packed.astype(d.dtype, copy=False)
+            del rows, packed
+        for i in big.tolist():
+            a = int(bounds[i])
+            kth = sorted({int(qpos[p][j][i]) for p in qpos for j in (0, 1)})
+            d[a:a + int(counts[i])].partition(kth)
+    elif small_ids:
+        # groups are small non-negative ids: their sizes give the boundaries in the sorted array,
+        # so the only full-length temporary is the packed key itself
         packed = group.astype(np.int64)
         packed <<= 40
         packed |= dur
@@ -215,18 +256,31 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
         bounds = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
         counts = np.diff(np.append(bounds, len(g)))
         gb = g[bounds]
-    totals = np.add.reduceat(d, bounds)
+        qpos = {p: _qpos(counts, p) for p in (0.5, 0.95)}
+    totals = np.add.reduceat(d, bounds, dtype=np.int64)
 
     def q(p):
-        pos = (counts - 1) * p
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, counts - 1)
-        frac = pos - lo
+        lo, hi, frac = qpos[p]
         return d[bounds + lo] * (1 - frac) + d[bounds + hi] * frac
 
     tiny = np.add.reduceat(d < TINY_KERNEL_NS, bounds, dtype=np.int64)
     return pd.DataFrame({"group": gb, "count": counts, "total_ns": totals,
                          "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
+
+
+def _qpos(counts: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions (within each group) of the two order statistics quantile ``p`` interpolates
+    between, and the weight of the upper one."""
+    pos = (counts - 1) * p
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, counts - 1)
+    return lo, hi, pos - lo
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., c-1 for each count c, concatenated."""
+    starts = np.cumsum(counts) - counts
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
 
 
 def kernel_summary(dur_ns: np.ndarray, in_place: bool = False) -> dict:
