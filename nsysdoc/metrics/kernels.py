@@ -230,13 +230,9 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
         small = np.flatnonzero(counts <= _SMALL_GROUP_ROWS)
         if len(small):  # the small groups' rows: one packed sort of (group, duration)
             rows = np.repeat(bounds[small], counts[small]) + _ranks(counts[small])
-            packed = np.repeat(small.astype(np.int64), counts[small])
-            packed <<= 40
-            packed |= d[rows]
-            packed.sort()
-            packed &= (1 << 40) - 1
-            d[rows] = packed.astype(d.dtype, copy=False)
-            del rows, packed
+            d[rows] = _durations_by_group(np.repeat(small.astype(np.int64), counts[small]), d[rows]).astype(
+                d.dtype, copy=False)
+            del rows
         for i in big.tolist():
             a = int(bounds[i])
             kth = sorted({int(qpos[p][j][i]) for p in qpos for j in (0, 1)})
@@ -244,12 +240,7 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
     elif small_ids:
         # groups are small non-negative ids: their sizes give the boundaries in the sorted array,
         # so the only full-length temporary is the packed key itself
-        packed = group.astype(np.int64)
-        packed <<= 40
-        packed |= dur
-        packed.sort()  # one in-place int64 sort orders by (group, duration)
-        packed &= (1 << 40) - 1
-        d = packed
+        d = _durations_by_group(group.astype(np.int64), dur)
     else:
         order = np.lexsort((dur, group))
         g, d = group[order], dur[order]
@@ -266,6 +257,17 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
     tiny = np.add.reduceat(d < TINY_KERNEL_NS, bounds, dtype=np.int64)
     return pd.DataFrame({"group": gb, "count": counts, "total_ns": totals,
                          "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
+
+
+def _durations_by_group(packed: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The durations ordered by (group, duration): ``packed`` (int64 group ids below 2**23, reused
+    as the result) gets the durations (below 2**40) in its low 40 bits, one in-place sort, and
+    the group bits masked off."""
+    packed <<= 40
+    packed |= dur
+    packed.sort()
+    packed &= (1 << 40) - 1
+    return packed
 
 
 def _qpos(counts: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
