@@ -3,7 +3,7 @@
 Two kinds of entries live side by side in the cache folder, one folder each:
 
 * ``trace-<key>/``: the tables of an export, as the loader stores them (:mod:`nsysdoc.trace.store`:
-  Arrow IPC files of lz4 blocks, small tables as Parquet);
+  uncompressed Arrow IPC files of blocks, small tables as Parquet);
 * ``export-<key>/``: an SQLite export of an ``.nsys-rep`` made when the report's own folder is
   not writable (:mod:`nsysdoc.nsys.export`).
 

@@ -141,3 +141,26 @@ def test_cache_hit_keeps_a_small_capture_decoded(monkeypatch, tmp_path):
     monkeypatch.setattr(store, "MEMORY_BUDGET", 1)
     hit = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
     assert hit.from_cache and hit.store.read_cache_bytes == store.READ_CACHE_BYTES
+
+
+def test_big_captures_keep_lz4_cache_files_small_ones_do_not(monkeypatch, tmp_path):
+    """A cache entry is written uncompressed (read back at file speed) unless the rows' estimate
+    says its files would pass UNCOMPRESSED_MAX_BYTES; both read back to the same JSON."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace, loader
+
+    path = SCENARIOS["launch_bound_small_kernels"]().write(tmp_path / "l.sqlite")
+    small = load_trace(path, cache=True, cache_dir=tmp_path / "c1")
+    assert small.store.compress is False
+    monkeypatch.setattr(loader, "UNCOMPRESSED_MAX_BYTES", 0)
+    big = load_trace(path, cache=True, cache_dir=tmp_path / "c2")
+    assert big.store.compress is True
+    files = {name: [p for p in (tmp_path / name).rglob("kernels.arrow")] for name in ("c1", "c2")}
+    assert files["c1"] and files["c2"]
+    # the uncompressed file is bigger: lz4 packs these repetitive rows several times
+    assert files["c1"][0].stat().st_size > 1.5 * files["c2"][0].stat().st_size
+    hits = [load_trace(path, cache=True, cache_dir=tmp_path / name) for name in ("c1", "c2")]
+    assert all(h.from_cache for h in hits)
+    a, b = (analyze(h).to_dict() for h in hits)
+    assert golden.differences(json.loads(json.dumps(a, default=str)), json.loads(json.dumps(b, default=str))) == []

@@ -38,10 +38,11 @@ from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
 from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
-from .store import STR, Store, release_memory, take, to_text
+from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, Store, release_memory, take,
+                    to_text)
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 17
+CACHE_FORMAT = 18
 
 ProgressFn = Callable[[str], None]
 
@@ -1624,8 +1625,10 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         try:
             # a capture whose blocks would not all fit the memory budget keeps none in memory:
             # the first blocks held would only raise the peak (every later phase reads from disk)
-            if _expected_rows(exp, tables) * _MIN_ROW_BYTES > store.memory_budget:
+            expected = _expected_rows(exp, tables)
+            if expected * _MIN_ROW_BYTES > store.memory_budget:
                 store.memory_budget = 0
+            store.compress = expected * UNCOMPRESSED_ROW_BYTES > UNCOMPRESSED_MAX_BYTES
             strings = _strings(exp)
             drops = Drops(order=_DROP_ORDER)
             ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress)
