@@ -22,6 +22,15 @@ def test_hand_example_union_is_not_a_sum():
     assert u.covered([0, 0, 1], [0, 15, 0], [100, 100, 105]).tolist() == [20, 5, 5]
 
 
+def test_overlaps_any_hand_example():
+    u = iv.union([0, 0, 1], [0, 30, 100], [10, 40, 110])  # key 0: [0,10) [30,40); key 1: [100,110)
+    got = u.overlaps_any([0, 0, 0, 0, 1, 1, 0], [5, 10, 20, 39, 90, 110, 100], [6, 30, 31, 50, 101, 120, 110])
+    # inside; exactly between [0,10) and [30,40); touching 30; last instant; key 1 at 100;
+    # after key 1's end; key 0 over key 1's time (never another key's interval)
+    assert got.tolist() == [True, False, True, True, True, False, False]
+    assert u.overlaps_any([0], [5], [5]).tolist() == [False]  # empty range
+
+
 def test_intersection_hand_example():
     a = iv.union([0, 0], [0, 50], [30, 80])     # [0,30) [50,80)
     b = iv.union([0], [20], [60])               # [20,60)
@@ -50,6 +59,7 @@ def test_random_against_brute_force(seed):
         hi = lo + int(rng.integers(0, 80))
         expect = cov[k, max(lo, 0):max(min(hi, horizon), 0)].sum() if hi > 0 else 0
         assert u.covered(np.array([k]), np.array([lo]), np.array([hi]))[0] == expect
+        assert bool(u.overlaps_any(np.array([k]), np.array([lo]), np.array([hi]))[0]) == bool(expect > 0)
         t = int(rng.integers(0, horizon))
         assert bool(u.contains(np.array([k]), np.array([t]))[0]) == bool(cov[k, t])
     lo = np.full(nkeys, 5)

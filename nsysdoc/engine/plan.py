@@ -166,10 +166,12 @@ def make_plan(trace, pattern) -> Plan:
                 k = builder.add_ops(proc, when, e)
                 ok = np.flatnonzero(k >= 0)
                 if len(ok):
-                    kk, dd = k[ok], dev[ok]
-                    np.add.at(st_n, (kk, dd), 1)
-                    np.add.at(st_d, (kk, dd), (e - s)[ok])
-                    np.minimum.at(st_f, (kk, dd), s[ok])
+                    # one flat index into the (step, device) tables: ufunc.at with a pair of index
+                    # arrays is 6x slower than with one
+                    cell = k[ok] * st_n.shape[1] + dev[ok]
+                    np.add.at(st_n.reshape(-1), cell, 1)
+                    np.add.at(st_d.reshape(-1), cell, (e - s)[ok])
+                    np.minimum.at(st_f.reshape(-1), cell, s[ok])
         if ndev:
             # each step's device: most operations; ties: most GPU time, then the lower device index
             any_op = st_n.sum(axis=1) > 0

@@ -285,7 +285,7 @@ def _op_flags(ctx: Context, ops: Ops) -> None:
             ka = np.flatnonzero(k & (ops.api >= 0))
             if len(ka):
                 t, s = ops.api_thread[ka].astype(np.int64), ops.api_start_ns[ka]
-                tune[ka[ctx.plan.tuning.covered(t, s, s + 1) > 0]] = True
+                tune[ka[ctx.plan.tuning.contains(t, s)]] = True
         fl[tune] |= FLAG_TUNING
         fl[k & ctx.fp32(ops.name_id) & ~tune] |= FLAG_FP32
     ops.flags = fl

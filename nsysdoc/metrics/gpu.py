@@ -137,13 +137,13 @@ class HostActivity:
                     low = np.asarray(level) >= LV_LAUNCH
                     keep = np.zeros(len(s), dtype=bool)
                     r = np.flatnonzero(~low)
-                    keep[r] = windows.covered(k[r], s[r], e[r]) > 0
+                    keep[r] = windows.overlaps_any(k[r], s[r], e[r])
                     r = np.flatnonzero(low)
                     if len(lw) and len(r):
-                        keep[r] = lw.covered(k[r], s[r], e[r]) > 0
+                        keep[r] = lw.overlaps_any(k[r], s[r], e[r])
                     hit = np.flatnonzero(keep)
                 else:
-                    hit = np.flatnonzero(windows.covered(k, s, e) > 0)
+                    hit = np.flatnonzero(windows.overlaps_any(k, s, e))
                 if len(hit) == 0:
                     continue
                 parts_k.append(np.asarray(k)[hit]); parts_s.append(np.asarray(s)[hit]); parts_e.append(np.asarray(e)[hit])

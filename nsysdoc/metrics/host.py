@@ -53,7 +53,7 @@ def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarra
     ot = np.asarray(osrt["thread"])[idx]
     os_, oe = np.asarray(osrt["start_ns"], dtype=np.int64)[idx], np.asarray(osrt["end_ns"], dtype=np.int64)[idx]
     waits = iv.union(ot, os_, oe)
-    near = np.flatnonzero(waits.covered(rt_thread, rs, re_) > 0)
+    near = np.flatnonzero(waits.overlaps_any(rt_thread, rs, re_))
     if not len(near):
         return wait
     calls = iv.union(rt_thread[near], rs[near], re_[near])
