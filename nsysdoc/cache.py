@@ -5,7 +5,9 @@ Two kinds of entries live side by side in the cache folder, one folder each:
 * ``trace-<key>/``: the tables of an export, as the loader stores them (:mod:`nsysdoc.trace.store`:
   uncompressed Arrow IPC files of blocks, small tables as Parquet);
 * ``export-<key>/``: an SQLite export of an ``.nsys-rep`` made when the report's own folder is
-  not writable (:mod:`nsysdoc.nsys.export`).
+  not writable (:mod:`nsysdoc.nsys.export`);
+* ``templates-<key>/``: the HTML report's templates compiled by Jinja (its bytecode cache: 0.1 s
+  saved per page), one folder per nsysdoc version (:func:`templates_dir`).
 
 Guarantees, each enforced here and nowhere else:
 
@@ -26,6 +28,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,12 +36,12 @@ from pathlib import Path
 CACHE_ENV = "NSYSDOC_CACHE_DIR"
 MAX_ENV = "NSYSDOC_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
-KINDS = ("trace", "export")
+KINDS = ("trace", "export", "templates")
 #: temporary folders of interrupted writes older than this are removed by :func:`evict`
 STALE_TMP_S = 3600
 #: the only folder names the cache ever creates (older versions used 20 hex digits); nothing else
 #: in the folder is counted, evicted or cleared, whatever ``NSYSDOC_CACHE_DIR`` points at
-_ENTRY_NAME = re.compile(r"^(?:(?:trace|export)-[0-9a-f]{24}|[0-9a-f]{20})$")
+_ENTRY_NAME = re.compile(r"^(?:(?:trace|export|templates)-[0-9a-f]{24}|[0-9a-f]{20})$")
 _TMP_NAME = re.compile(r"^\.tmp-[a-z0-9_]+$")
 
 
@@ -81,6 +84,26 @@ def entry_path(cache_dir: str | os.PathLike, path: str | os.PathLike, kind: str,
     """``<cache_dir>/<kind>-<key>`` for the file at ``path`` (which must exist)."""
     assert kind in KINDS
     return Path(cache_dir) / f"{kind}-{entry_key(file_identity(path), kind, version)}"
+
+
+def templates_dir(cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """The folder for the report's compiled templates, created private to the user; None when it
+    cannot be made, or is not a real folder owned by this user and writable by nobody else (Jinja
+    reads these files back as code)."""
+    from . import __version__
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    key = hashlib.sha256(f"uid={uid}\0kind=templates\0v={__version__}".encode()).hexdigest()[:24]
+    folder = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"templates-{key}"
+    try:
+        make_dir(folder)
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != uid) or st.st_mode & 0o022:
+        return None
+    touch(folder)
+    return folder
 
 
 def make_dir(folder: Path) -> None:

@@ -82,7 +82,8 @@ def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
     return load_rules(rule_dirs, cfg), cfg
 
 
-def _render(analysis, fmt: "Format", worst_step: bool) -> str:
+def _render(analysis, fmt: "Format", worst_step: bool, no_cache: bool = True,
+            cache_dir: Optional[Path] = None) -> str:
     if fmt == Format.json:
         from .report.render import capped_result
 
@@ -91,7 +92,9 @@ def _render(analysis, fmt: "Format", worst_step: bool) -> str:
 
     if fmt == Format.md:
         return render_markdown(analysis)
-    return render_html(analysis, worst_step=worst_step)
+    from .cache import templates_dir
+
+    return render_html(analysis, worst_step=worst_step, bytecode_dir=None if no_cache else templates_dir(cache_dir))
 
 
 def _diagnose(path: str, ruleset, step_marker: Optional[str], no_cache: bool, cache_dir: Optional[Path],
@@ -160,7 +163,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         try:
             analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
             result = analysis.to_dict()
-            text = _render(analysis, fmt, worst_step)
+            text = _render(analysis, fmt, worst_step, no_cache, cache_dir)
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR

@@ -241,3 +241,56 @@ def test_capped_result_keeps_every_step_time():
     assert json.loads(json.dumps(out))["step_series"]["step_time_ms"][-1] == float(n - 1)
     assert [s["step_time_ms"] for s in _primary(out)] == [float(i) for i in range(n)]
     assert capped_result({"steps": steps[:3]}) == {"steps": steps[:3]}
+
+
+# --------------------------------------------------------------------------------------------
+# compiled report templates (Jinja's bytecode cache in the nsysdoc cache)
+# --------------------------------------------------------------------------------------------
+def test_report_templates_are_compiled_once_and_a_damaged_file_is_a_miss(build, tmp_path):
+    from nsysdoc.analysis import analyze
+    from nsysdoc.report import render
+    from nsysdoc.trace import load_trace
+
+    a = analyze(load_trace(build("healthy_training"), cache=False))
+    plain = render.render_html(a)
+    folder = cache.templates_dir(tmp_path)
+    assert folder is not None and folder.name.startswith("templates-") and (folder.stat().st_mode & 0o777) == 0o700
+    render.environment.cache_clear()
+    assert render.render_html(a, bytecode_dir=folder) == plain
+    files = sorted(folder.glob("__jinja2_*.cache"))
+    assert len(files) >= 1  # the page and the templates it includes
+    render.environment.cache_clear()  # a new process: templates come from the files, same page
+    assert render.render_html(a, bytecode_dir=folder) == plain
+    from jinja2.bccache import bc_magic
+
+    for f in files:  # damaged after a valid header (Jinja itself would raise): recompiled, no error
+        f.write_bytes(bc_magic + b"\x80\x05garbage")
+    render.environment.cache_clear()
+    assert render.render_html(a, bytecode_dir=folder) == plain
+    assert cache.info(tmp_path)["by_kind"]["templates"] == 1
+    assert cache.clear(tmp_path)[0] == 1 and not folder.exists()
+
+
+def test_templates_folder_refused_when_others_can_write_it(tmp_path):
+    folder = cache.templates_dir(tmp_path)
+    folder.chmod(0o777)
+    assert cache.templates_dir(tmp_path) is None
+    folder.rmdir()
+    (tmp_path / folder.name).symlink_to(tmp_path)
+    assert cache.templates_dir(tmp_path) is None
+
+
+def test_html_report_with_no_cache_writes_no_compiled_templates(build, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from nsysdoc.cli import app
+
+    monkeypatch.setenv("NSYSDOC_CACHE_DIR", str(tmp_path / "c"))
+    path = build("healthy_training")
+    r = CliRunner().invoke(app, ["report", str(path), "--no-cache", "-o", str(tmp_path / "a.html")])
+    assert r.exit_code in (0, 1), r.output
+    assert not list((tmp_path / "c").glob("templates-*"))
+    r = CliRunner().invoke(app, ["report", str(path), "-o", str(tmp_path / "b.html")])
+    assert r.exit_code in (0, 1), r.output
+    assert list((tmp_path / "c").glob("templates-*/__jinja2_*.cache"))
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()

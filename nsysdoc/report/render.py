@@ -51,15 +51,34 @@ def _json_default(o):
     return str(o)
 
 
-@lru_cache(maxsize=1)
-def environment() -> "jinja2.Environment":
+@lru_cache(maxsize=4)
+def environment(bytecode_dir: str | None = None) -> "jinja2.Environment":
     """The report's Jinja environment: autoescape on for every template, undefined names fail.
-    Jinja is imported here, not at module load: JSON output and the terminal summary never need it."""
+    Jinja is imported here, not at module load: JSON output and the terminal summary never need it.
+    With ``bytecode_dir`` (a private folder: :func:`nsysdoc.cache.templates_dir`) compiled templates
+    are kept there (compiling them costs ~0.1 s per page; Jinja recompiles when a template's
+    source or the Python version changes)."""
     import jinja2
 
+    class _Bytecode(jinja2.FileSystemBytecodeCache):
+        """Never fatal: a damaged file is a miss (Jinja recompiles), a failed write costs speed."""
+
+        def load_bytecode(self, bucket) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except Exception:
+                bucket.reset()
+
+        def dump_bytecode(self, bucket) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+    bcc = _Bytecode(bytecode_dir) if bytecode_dir else None
     env = jinja2.Environment(loader=jinja2.FunctionLoader(_load_template), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=False, lstrip_blocks=False,
-                             keep_trailing_newline=True, finalize=_display)
+                             keep_trailing_newline=True, finalize=_display, bytecode_cache=bcc)
     # |tojson escapes <, >, &, ' as \u003c ... so embedded JSON can never close its <script>
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "default": _json_default, "ensure_ascii": False}
     env.policies["json.dumps_function"] = _dumps
@@ -72,12 +91,13 @@ def _result(analysis_or_result) -> dict:
     return analysis_or_result.to_dict()
 
 
-def render_html(analysis, *, worst_step: bool = False) -> str:
+def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None) -> str:
     """The HTML report of an :class:`~nsysdoc.analysis.Analysis` (findings from
     ``analysis.to_dict()["findings"]``). ``worst_step`` shows the slowest step's timeline
-    instead of the median one."""
+    instead of the median one; ``bytecode_dir``: see :func:`environment`."""
     ctx = build_context(analysis, worst_step=worst_step)
-    return environment().get_template("report.html.j2").render(**ctx.__dict__)
+    env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
+    return env.get_template("report.html.j2").render(**ctx.__dict__)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,6 +114,8 @@ MAX_DISPLAY_CHARS = 2000
 
 def visible(text: str) -> str:
     """``text`` with bidi controls and invisible characters written out as ``<U+XXXX>``."""
+    if text.isascii():  # every character of _INVISIBLE is above U+00AC (a page prints ~30 k texts)
+        return text
     return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 
@@ -113,6 +135,13 @@ def _display(value):
 
 def _json_strings(obj):
     """Strings in data embedded as JSON: visible and capped like text."""
+    t = type(obj)  # exact types first: the embedded data holds ~100 k numbers, dicts and lists
+    if t is int or t is float or obj is None or t is bool:
+        return obj
+    if t is dict:
+        return {k: _json_strings(v) for k, v in obj.items()}
+    if t is list:
+        return [_json_strings(v) for v in obj]
     if isinstance(obj, str):
         return shorten(visible(obj))
     if isinstance(obj, dict):
