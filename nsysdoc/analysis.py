@@ -21,7 +21,7 @@ from .metrics import host as host_m
 from .metrics.copies import copy_table_from
 from .metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from .metrics.gpu_metrics import window_means
-from .metrics.kernels import is_fp32_gemm, kernel_summary, kernels_by_name, uses_tensor_cores
+from .metrics.kernels import is_fp32_gemm, kernel_summary, kernel_tables, uses_tensor_cores
 from .metrics.nvtx import nvtx_summary_blocks
 from .metrics.steps import Steps, compile_step_pattern, pick_steps
 from .trace import Trace
@@ -142,9 +142,9 @@ def _kernel_metrics(trace: Trace, res) -> dict:
     # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
     # autotuning candidates (launched inside compile/autotune ranges) do not count
     # one table per name kind: the short-name table serves both the top list and every name
-    by_short = kernels_by_name(short, dur, trace.strings, nccl, limit=ALL_NAMES_MAX, ids=short_ids)
+    by_short, by_name_all = kernel_tables(name, short, dur, trace.strings, nccl, name_ids, short_ids,
+                                          short_limit=ALL_NAMES_MAX)
     del short
-    by_name_all = kernels_by_name(name, dur, trace.strings, nccl, ids=name_ids, codes=True)
     by_name = by_name_all.head(TOP_N).drop(columns=["code", "total_ns"])
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []

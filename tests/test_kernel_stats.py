@@ -1,6 +1,7 @@
 """Per-name kernel statistics on hand-computed examples (nsysdoc.metrics.kernels)."""
 
 import numpy as np
+import pytest
 
 from nsysdoc.metrics.kernels import kernel_summary, kernels_by_name
 from nsysdoc.trace.model import StringTable
@@ -86,3 +87,50 @@ def test_group_stats_hand_computed_big_group():
     assert st["median_ns"].tolist() == [20_000.0, 4999.5]
     assert abs(st["p95_ns"][1] - 9499.05) < 1e-6 and st["p95_ns"][0] == 29_000.0
     assert st["tiny"].tolist() == [0, 10_000]
+
+
+def test_short_name_stats_reuse_full_name_stats_by_hand():
+    """Full names 0, 1 share short name 0; full name 2 alone has short name 1; full name 3 has rows
+    under two short names (2 and 3), so neither of those is a copy of it."""
+    from nsysdoc.metrics.kernels import _coarser_stats, _group_stats
+
+    full = np.array([0, 1, 0, 2, 2, 3, 3, 3], dtype=np.uint16)
+    short = np.array([0, 0, 0, 1, 1, 2, 3, 2], dtype=np.uint16)
+    dur = np.array([10, 20, 30, 5, 7, 100, 200, 300], dtype=np.uint32)
+    got = _coarser_stats(_group_stats(full, dur), full, short, dur)
+    assert got["group"].tolist() == [0, 1, 2, 3]
+    assert got["count"].tolist() == [3, 2, 2, 1]
+    assert got["total_ns"].tolist() == [60, 12, 400, 200]
+    assert got["median_ns"].tolist() == [20.0, 6.0, 200.0, 200.0]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_short_name_stats_equal_a_direct_grouping(seed):
+    """Whatever the mapping of full names to short names (one to one, many to one, a full name
+    under several short names, big and small groups), the reused table equals grouping by short
+    name directly, dtypes included, and so do the two kernels_by_name tables."""
+    import pandas as pd
+
+    from nsysdoc.metrics.kernels import _coarser_stats, _group_stats, kernel_tables
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 1, 50, 3000, 20000]))
+    nfull = int(rng.integers(1, 300))
+    full = rng.zipf(1.5, n).astype(np.int64) % nfull
+    kind = seed % 3
+    to_short = np.arange(nfull) if kind == 0 else rng.integers(0, max(1, nfull // 3), nfull)
+    short = to_short[full]
+    if kind == 2 and n:  # some full names also appear under another short name
+        flip = rng.random(n) < 0.05
+        short = np.where(flip, (short + 1) % (nfull // 3 + 1), short)
+    full, short = full.astype(np.uint16), short.astype(np.uint16)
+    dur = rng.integers(1, 50_000, n).astype(np.uint32)
+    want = _group_stats(short, dur)
+    got = _coarser_stats(_group_stats(full, dur), full, short, dur)
+    pd.testing.assert_frame_equal(got, want)
+    ids = np.arange(max(nfull, int(short.max()) + 1 if n else 1))
+    names = StringTable(ids, np.array([f"k{i}" for i in ids]))
+    nccl = full == 1
+    by_short, by_name = kernel_tables(full, short, dur, names, nccl, ids, ids, short_limit=50)
+    pd.testing.assert_frame_equal(by_short, kernels_by_name(short, dur, names, nccl, limit=50, ids=ids))
+    pd.testing.assert_frame_equal(by_name, kernels_by_name(full, dur, names, nccl, ids=ids, codes=True))

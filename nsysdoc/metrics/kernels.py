@@ -306,14 +306,69 @@ def kernel_summary(dur_ns: np.ndarray, in_place: bool = False) -> dict:
     }
 
 
+def _stats_durations(dur_ns) -> np.ndarray:
+    dur_ns = np.asarray(dur_ns)
+    return dur_ns if dur_ns.dtype == np.uint32 else dur_ns.astype(np.int64)
+
+
+def _coarser_stats(fine: pd.DataFrame, fine_code: np.ndarray, coarse_code: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+    """:func:`_group_stats` by ``coarse_code`` (short names) given the stats by ``fine_code`` (full
+    names) of the same rows: a coarse group holding the rows of exactly one fine group, all of
+    them, has that group's numbers (same rows, same durations: the same exact quantiles); only the
+    rows of the other coarse groups (several full names under one short name) are grouped again."""
+    fine_code, coarse_code = np.asarray(fine_code), np.asarray(coarse_code)
+    if len(fine) == 0 or not len(coarse_code) or min(int(fine_code.min()), int(coarse_code.min())) < 0 \
+            or max(int(fine_code.max()), int(coarse_code.max())) >= (1 << 23):
+        return _group_stats(coarse_code, dur)
+    nf, nc = int(fine_code.max()) + 1, int(coarse_code.max()) + 1
+    cmin = np.full(nf, nc, dtype=np.int64)
+    cmax = np.full(nf, -1, dtype=np.int64)
+    idx, val = fine_code.astype(np.intp), coarse_code.astype(np.int64)  # ufunc.at is 15x slower on mixed dtypes
+    np.minimum.at(cmin, idx, val)
+    np.maximum.at(cmax, idx, val)
+    del idx, val
+    used = fine["group"].to_numpy().astype(np.int64)
+    one = cmin[used] == cmax[used]  # every row of this full name has the same short name
+    members = np.bincount(cmin[used][one], minlength=nc)
+    shared = np.zeros(nc, dtype=bool)  # short names holding rows of a full name with several
+    if not one.all():
+        split_fine = np.zeros(nf, dtype=bool)
+        split_fine[used[~one]] = True
+        shared[coarse_code[split_fine[fine_code]]] = True
+    reuse = (members == 1) & ~shared
+    take_rows = np.flatnonzero(one & reuse[np.minimum(cmin[used], nc - 1)])
+    parts = [fine.iloc[take_rows].assign(group=cmin[used[take_rows]])]
+    if len(take_rows) < len(used) or shared.any():  # some short names hold several full names
+        rest = ~reuse[coarse_code]
+        if rest.any():
+            parts.append(_group_stats(coarse_code[rest], dur[rest]))
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return out.sort_values("group", kind="stable").reset_index(drop=True)
+
+
+def kernel_tables(name_code: np.ndarray, short_code: np.ndarray, dur_ns: np.ndarray, names,
+                  is_nccl: np.ndarray | None, name_ids: np.ndarray, short_ids: np.ndarray,
+                  short_limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(by short name, by full name with ``code`` and ``total_ns``): the two :func:`kernels_by_name`
+    tables of the same kernels, the short-name statistics reusing the full-name ones wherever a
+    short name has a single full name (one selection pass instead of two)."""
+    dur = _stats_durations(dur_ns)
+    fine = _group_stats(np.asarray(name_code), dur)
+    coarse = _coarser_stats(fine, name_code, short_code, dur)
+    by_name = kernels_by_name(name_code, dur, names, is_nccl, ids=name_ids, codes=True, stats=fine)
+    by_short = kernels_by_name(short_code, dur, names, is_nccl, limit=short_limit, ids=short_ids, stats=coarse)
+    return by_short, by_name
+
+
 def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,
-                    limit: int | None = None, ids: np.ndarray | None = None, codes: bool = False) -> pd.DataFrame:
+                    limit: int | None = None, ids: np.ndarray | None = None, codes: bool = False,
+                    stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-name table sorted by total time: name, count, total_ms, mean_us, median_us, p95_us,
     share_of_kernel_time_pct, under_10us_pct, is_nccl. With ``ids``, ``name_id`` holds dense codes
     and ``ids[code]`` is the string id (codes in the order of the ids); ``codes`` adds the group
-    id (``code``) and its exact total (``total_ns``)."""
-    dur_ns = np.asarray(dur_ns)
-    st = _group_stats(np.asarray(name_id), dur_ns if dur_ns.dtype == np.uint32 else dur_ns.astype(np.int64))
+    id (``code``) and its exact total (``total_ns``); ``stats``: :func:`_group_stats` of these
+    rows, when already computed."""
+    st = stats if stats is not None else _group_stats(np.asarray(name_id), _stats_durations(dur_ns))
     if len(st) == 0:
         cols = ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
                 "share_of_kernel_time_pct", "under_10us_pct", "is_nccl") + (("code", "total_ns") if codes else ())
