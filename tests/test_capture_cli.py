@@ -87,11 +87,18 @@ def test_nsys_failure_shows_stderr(env, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """A shell without job control starts background jobs with SIGINT ignored (``pytest &``,
+    nohup batches), and Python keeps it ignored: Ctrl-C would never reach nsysdoc."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_still_reports(env, tmp_path):
     env["FAKE_NSYS_MODE"] = "sleep"
     p = subprocess.Popen([sys.executable, "-m", "nsysdoc", "capture", "--output-dir", str(tmp_path), "--output-name",
                           "int", "--", sys.executable, "-c", "pass"], env=env, cwd=tmp_path,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_sigint_as_a_terminal_gives_it)
     deadline = time.time() + 20
     while time.time() < deadline and not any(len(a) > 1 and a[1] == "profile" and "--help" not in a
                                              for a in (logged(env) if Path(env["FAKE_NSYS_LOG"]).exists() else [])):
