@@ -3,7 +3,7 @@
 Two kinds of entries live side by side in the cache folder, one folder each:
 
 * ``trace-<key>/``: the tables of an export, as the loader stores them (:mod:`nsysdoc.trace.store`:
-  uncompressed Arrow IPC files of blocks, small tables as Parquet);
+  Arrow IPC files of blocks, uncompressed up to about 1 GB and lz4 above; small tables as Parquet);
 * ``export-<key>/``: an SQLite export of an ``.nsys-rep`` made when the report's own folder is
   not writable (:mod:`nsysdoc.nsys.export`);
 * ``templates-<key>/``: the HTML report's templates compiled by Jinja (its bytecode cache: 0.1 s
@@ -92,15 +92,14 @@ def templates_dir(cache_dir: str | os.PathLike | None = None) -> Path | None:
     reads these files back as code)."""
     from . import __version__
 
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    key = hashlib.sha256(f"uid={uid}\0kind=templates\0v={__version__}".encode()).hexdigest()[:24]
+    key = entry_key({}, "templates", __version__)  # per user and version, not per input file
     folder = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"templates-{key}"
     try:
         make_dir(folder)
         st = os.lstat(folder)
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != uid) or st.st_mode & 0o022:
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
         return None
     touch(folder)
     return folder

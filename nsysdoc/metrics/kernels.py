@@ -328,17 +328,18 @@ def _coarser_stats(fine: pd.DataFrame, fine_code: np.ndarray, coarse_code: np.nd
     np.maximum.at(cmax, idx, val)
     del idx, val
     used = fine["group"].to_numpy().astype(np.int64)
-    one = cmin[used] == cmax[used]  # every row of this full name has the same short name
-    members = np.bincount(cmin[used][one], minlength=nc)
+    short_of = cmin[used]  # a full name's (smallest) short name: a valid code, it has rows
+    one = short_of == cmax[used]  # every row of this full name has the same short name
+    members = np.bincount(short_of[one], minlength=nc)
     shared = np.zeros(nc, dtype=bool)  # short names holding rows of a full name with several
     if not one.all():
         split_fine = np.zeros(nf, dtype=bool)
         split_fine[used[~one]] = True
         shared[coarse_code[split_fine[fine_code]]] = True
     reuse = (members == 1) & ~shared
-    take_rows = np.flatnonzero(one & reuse[np.minimum(cmin[used], nc - 1)])
-    parts = [fine.iloc[take_rows].assign(group=cmin[used[take_rows]])]
-    if len(take_rows) < len(used) or shared.any():  # some short names hold several full names
+    take_rows = np.flatnonzero(one & reuse[short_of])
+    parts = [fine.iloc[take_rows].assign(group=short_of[take_rows])]
+    if len(take_rows) < len(used):  # some short names hold several full names (or parts of them)
         rest = ~reuse[coarse_code]
         if rest.any():
             parts.append(_group_stats(coarse_code[rest], dur[rest]))

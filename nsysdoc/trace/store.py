@@ -26,6 +26,7 @@ first-seen codes and mapped to their final indices when read (``Store.remaps``).
 """
 from __future__ import annotations
 
+import os
 import queue
 import shutil
 import tempfile
@@ -668,20 +669,21 @@ class _Writer:
 RELEASE_RSS_BYTES = 640 << 20
 
 
-def resident_bytes() -> int:
-    """This process's resident memory now (Linux ``/proc/self/statm``; 0 where unavailable)."""
+def resident_bytes() -> int | None:
+    """This process's resident memory now (Linux ``/proc/self/statm``; None where unavailable)."""
     try:
         with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
-def release_memory(force: bool = False) -> None:
+def release_memory() -> None:
     """Give Arrow's freed memory back to the system (its allocator keeps freed pages for reuse,
     which would count in the process's resident memory after the loader's chunks are gone), once
-    the process holds :data:`RELEASE_RSS_BYTES` (or always, with ``force``)."""
-    if not force and resident_bytes() < RELEASE_RSS_BYTES:
+    the process holds :data:`RELEASE_RSS_BYTES` (always, where that cannot be measured)."""
+    rss = resident_bytes()
+    if rss is not None and rss < RELEASE_RSS_BYTES:
         return
     try:
         import pyarrow as pa
@@ -710,12 +712,6 @@ def _malloc_trim() -> None:
 
 
 _TRIM = None
-try:
-    import os as _os
-
-    _PAGE = _os.sysconf("SC_PAGE_SIZE")
-except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-    _PAGE = 4096
 
 
 def _text_array(values, a: int, b: int):
