@@ -164,3 +164,35 @@ def test_big_captures_keep_lz4_cache_files_small_ones_do_not(monkeypatch, tmp_pa
     assert all(h.from_cache for h in hits)
     a, b = (analyze(h).to_dict() for h in hits)
     assert golden.differences(json.loads(json.dumps(a, default=str)), json.loads(json.dumps(b, default=str))) == []
+
+
+def test_an_error_while_preparing_the_next_slice_reaches_the_user_as_one_line(monkeypatch, tmp_path):
+    """The next slice's operations are read on a worker thread: a damaged block found there must
+    still end the report with the loader's one-line error and exit 2 (no traceback, no hang)."""
+    import threading
+
+    from typer.testing import CliRunner
+
+    from nsysdoc.cli import app
+    from nsysdoc.engine import run as run_m
+    from nsysdoc.engine import slices
+    from nsysdoc.errors import CorruptFileError
+    from nsysdoc.testing.scenarios import SCENARIOS
+
+    monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "40")
+    path = SCENARIOS["steady_training"]().write(tmp_path / "s.sqlite")
+    real, calls = slices.prepare, []
+
+    def failing(ctx, c0, c1):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 3:
+            raise CorruptFileError("stored rows of the kernels table cannot be read (test)")
+        return real(ctx, c0, c1)
+
+    monkeypatch.setattr(slices, "prepare", failing)  # inline (first slice, re-runs)
+    monkeypatch.setattr(run_m, "prepare", failing)   # ahead, on the worker
+    r = CliRunner().invoke(app, ["report", str(path), "--no-cache", "--no-config", "--format", "json",
+                                 "-o", str(tmp_path / "r.json")])
+    assert r.exit_code == 2, r.output
+    assert "kernels table cannot be read" in r.output and "Traceback" not in r.output
+    assert calls[2].startswith("nsysdoc-prefetch"), calls

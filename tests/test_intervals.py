@@ -187,3 +187,62 @@ def test_ordered_union_with_a_span_too_wide_to_shift_keys_apart():
     big = 1 << 61  # times this far apart cannot be packed as key * span in int64
     u = iv.union([0, 0, 3, 3], [-big, 5, 0, 8], [10, 20, big, big + 1])
     assert (u.keys.tolist(), u.starts.tolist(), u.ends.tolist()) == ([0, 3], [-big, 0], [20, big + 1])
+
+
+class _Ops:
+    """The five columns the device unions read."""
+
+    def __init__(self, device, start_ns, end_ns, kind, is_nccl):
+        self.device, self.start_ns, self.end_ns = device, start_ns, end_ns
+        self.kind, self.is_nccl = kind, is_nccl
+
+    def __len__(self):
+        return len(self.start_ns)
+
+    def take(self, idx):
+        return _Ops(self.device[idx], self.start_ns[idx], self.end_ns[idx], self.kind[idx], self.is_nccl[idx])
+
+
+def _same(a: iv.Union, b: iv.Union) -> bool:
+    return (np.array_equal(a.keys, b.keys) and np.array_equal(a.starts, b.starts)
+            and np.array_equal(a.ends, b.ends))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_extending_a_slice_union_with_carried_ops_equals_the_union_of_all(seed):
+    """engine.slices computes a slice's own unions ahead (unclipped) and joins the operations
+    carried from the previous slice afterwards: the four unions must equal the direct ones."""
+    from nsysdoc.metrics import gpu as gpu_m
+    from nsysdoc.metrics.ops import KIND_KERNEL, KIND_MEMCPY
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    ndev = int(rng.integers(1, 4))
+    s = rng.integers(0, 1000, n).astype(np.int64)
+    e = s + rng.integers(-3, 80, n)  # some empty (end <= start)
+    kinds = np.where(rng.random(n) < (0.3 if seed % 3 else 0.0), KIND_MEMCPY, KIND_KERNEL).astype(np.int8)
+    nccl = (rng.random(n) < (0.3 if seed % 2 else 0.0)) & (kinds == KIND_KERNEL)
+    ops = _Ops(rng.integers(0, ndev, n).astype(np.int32), s, e, kinds, nccl)
+    extra_mask = rng.random(n) < [0.0, 0.1, 0.5, 1.0][seed % 4]
+    own, extra = ops.take(~extra_mask), ops.take(extra_mask)
+    lo, hi = int(rng.integers(-10, 300)), int(rng.integers(600, 1200))
+    direct = gpu_m.device_activity(ops, ndev, lo, hi)
+    ahead = gpu_m.device_activity(own, ndev, None, None)
+    joined = gpu_m.extend_activity(ahead, own, extra if len(extra) else None, lo, hi)
+    for name in ("busy", "kernels", "compute", "comm"):
+        assert _same(getattr(joined, name), getattr(direct, name)), name
+
+
+def test_extend_activity_hand_example():
+    """Device 0: own kernels [10, 20) and [30, 40); a kernel carried from the previous slice
+    [5, 12) and an NCCL kernel [35, 50). Window [8, 45)."""
+    from nsysdoc.metrics import gpu as gpu_m
+
+    own = _Ops(np.array([0, 0], np.int32), np.array([10, 30]), np.array([20, 40]), np.zeros(2, np.int8),
+               np.zeros(2, bool))
+    extra = _Ops(np.array([0, 0], np.int32), np.array([5, 35]), np.array([12, 50]), np.zeros(2, np.int8),
+                 np.array([False, True]))
+    a = gpu_m.extend_activity(gpu_m.device_activity(own, 1, None, None), own, extra, 8, 45)
+    assert a.busy.starts.tolist() == [8, 30] and a.busy.ends.tolist() == [20, 45]
+    assert a.compute.starts.tolist() == [8, 30] and a.compute.ends.tolist() == [20, 40]
+    assert a.comm.starts.tolist() == [35] and a.comm.ends.tolist() == [45]

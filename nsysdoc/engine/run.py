@@ -14,8 +14,8 @@ from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, SETUP_G
 from ..trace.store import release_memory
 from .data import NEG, POS, Ops
 from .plan import Plan, middle_window
-from .slices import (Carry, Context, Global, SliceState, Window, global_totals, host_range, next_carry, phase_a,
-                     window_totals)
+from .slices import (Carry, Context, Global, Prepared, SliceState, Window, global_totals, host_range, next_carry,
+                     phase_a, prepare, window_totals)
 
 NC = len(gpu_m.CAUSES)
 
@@ -68,26 +68,31 @@ def run(trace, plan: Plan) -> Result:
     caps = {k: Capture(v[0], v[1]) for k, v in plan.timelines.items()}
     gap_total = 0
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-prefetch") if len(spans) > 1 else None
-    for i, (c0, c1) in enumerate(spans):
-        last = i == len(spans) - 1
-        if pool is not None and not last:
-            pool.submit(_prefetch, trace, *spans[i + 1])
-        carries.append(carry.copy())
-        st = phase_a(ctx, c0, c1, carry, last)
-        _device_stats(plan, st.ops)
-        nxt = next_carry(ctx, st, carry)
-        global_totals(ctx, st, glob, carry, nxt)
-        parts.append(window_totals(ctx, st, ctx.w0, ctx.w1))
-        if st.gaps is not None:
-            gap_total += len(st.gaps)
-        for cap in caps.values():
-            # every slice: an operation it owns may run into a later window
-            cap.add(st)
-        carry = nxt
-        del st
-        release_memory()
-    if pool is not None:
-        pool.shutdown(wait=True)
+    ahead = None  # the next slice's Prepared, being built on the worker thread
+    try:
+        for i, (c0, c1) in enumerate(spans):
+            last = i == len(spans) - 1
+            prep = ahead.result() if ahead is not None else None
+            ahead = pool.submit(_prepare, ctx, *spans[i + 1]) if pool is not None and not last else None
+            carries.append(carry.copy())
+            st = phase_a(ctx, c0, c1, carry, last, prep)
+            del prep
+            _device_stats(plan, st.ops)
+            nxt = next_carry(ctx, st, carry)
+            global_totals(ctx, st, glob, carry, nxt)
+            parts.append(window_totals(ctx, st, ctx.w0, ctx.w1))
+            if st.gaps is not None:
+                gap_total += len(st.gaps)
+            for cap in caps.values():
+                # every slice: an operation it owns may run into a later window
+                cap.add(st)
+            carry = nxt
+            del st
+            release_memory()
+    finally:
+        if pool is not None:
+            # on an error or Ctrl-C the slice being prepared is not waited for
+            pool.shutdown(wait=ahead is None, cancel_futures=True)
     glob.merged_total = carry.merged_busy
     w0, w1 = ctx.w0, ctx.w1
     excluded: list = []
@@ -111,14 +116,16 @@ def run(trace, plan: Plan) -> Result:
     return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total)
 
 
-def _prefetch(trace, c0: int, c1: int) -> None:
-    """Decode the blocks the slice ``[c0, c1)`` will read (GPU rows starting in it, host rows
-    around it) while the previous slice runs."""
+def _prepare(ctx: Context, c0: int, c1: int) -> Prepared:
+    """While the previous slice runs: the slice ``[c0, c1)``'s operations and their unions, and
+    the host blocks around it decoded into the read cache."""
+    prep = prepare(ctx, c0, c1)
+    _prefetch_host(ctx.trace, c0, c1)
+    return prep
+
+
+def _prefetch_host(trace, c0: int, c1: int) -> None:
     store = trace.store
-    for name in ("kernels", "memcpy", "memset"):
-        t = store.get(name)
-        if t is not None and t.blocks:
-            store.prefetch(t, t.blocks_where(start_lo=None if c0 <= NEG else c0, start_hi=None if c1 >= POS else c1))
     lo, hi = host_range(c0, c1, c0)  # the slice's gaps may start earlier: those blocks are read later
     for name in ("runtime", "osrt"):
         t = store.get(name)

@@ -326,24 +326,30 @@ def _host(ctx: Context, lo: int, hi: int):
     return rt, blocking, os_, host, r_lo
 
 
-class _UnionOps:
-    """The five columns the device unions need, for the owned and carried operations together
-    (the wide per-operation arrays are never concatenated)."""
+@dataclass
+class Prepared:
+    """What a slice reads and computes before it needs the previous slice's carry: its own
+    operations (flags set) and their device unions (unclipped). :func:`run` builds the next
+    slice's on a worker thread while the current one runs (numpy's sorts and copies release the
+    GIL)."""
 
-    def __init__(self, parts: list[Ops]) -> None:
-        parts = [p for p in parts if p is not None and len(p)]
-        cat = (lambda f: np.concatenate([getattr(p, f) for p in parts])) if len(parts) > 1 else \
-            (lambda f: getattr(parts[0], f)) if parts else (lambda f: np.zeros(0, np.int64))
-        self.device, self.start_ns, self.end_ns = cat("device"), cat("start_ns"), cat("end_ns")
-        self.kind, self.is_nccl = cat("kind"), cat("is_nccl").astype(bool, copy=False)
-
-    def __len__(self) -> int:
-        return len(self.start_ns)
+    c0: int
+    c1: int
+    ops: Ops
+    own: gpu_m.Activity | None
 
 
-def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceState:
+def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
     ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
     _op_flags(ctx, ops)
+    own = gpu_m.device_activity(ops, ctx.ndev, None, None) if ctx.active else None
+    return Prepared(c0, c1, ops, own)
+
+
+def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prepared | None = None) -> SliceState:
+    if prep is None or (prep.c0, prep.c1) != (c0, c1):
+        prep = prepare(ctx, c0, c1)
+    ops = prep.ops
     carried = carry.ops if carry.ops is not None and len(carry.ops) else None
     if not ctx.active:
         return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
@@ -352,7 +358,7 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool) -> SliceSt
     # never before the span's start (``last_end`` starts there)
     lo_dev = np.maximum(np.minimum(carry.last_end, c0), ctx.o0) if c0 > NEG else carry.last_end.copy()
     lo_min = int(lo_dev.min())
-    act = gpu_m.device_activity(_UnionOps([carried, ops]), ndev, lo_min, ctx.o1)
+    act = gpu_m.extend_activity(prep.own, ops, carried, lo_min, ctx.o1)
     hi = np.full(ndev, ctx.o1 if last else c1, dtype=np.int64)
     gk, gs, ge = iv.gaps(act.busy, ndev, np.maximum(lo_dev, lo_min), hi)
     if not last:  # the stretch after the last operation is not a gap yet: the next slice has its end
@@ -755,4 +761,4 @@ def _resolve_pending(ctx: Context, st: SliceState, pending: list, nxt: Carry) ->
 
 
 __all__ = ["Carry", "Context", "Global", "SliceState", "Window", "global_totals", "in_window", "next_carry",
-           "phase_a", "window_totals", "NEG", "POS", "FLAG_SCALAR"]
+           "phase_a", "prepare", "Prepared", "window_totals", "NEG", "POS", "FLAG_SCALAR"]

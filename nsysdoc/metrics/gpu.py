@@ -89,6 +89,37 @@ def device_activity(ops: GpuOps, ndev: int, w0: int, w1: int) -> Activity:
     return Activity(ndev=ndev, busy=busy, kernels=kernels, compute=compute, comm=comm)
 
 
+def extend_activity(own: Activity, own_ops: GpuOps, extra: GpuOps | None, w0: int, w1: int) -> Activity:
+    """``device_activity(own_ops + extra, ...)`` from ``own = device_activity(own_ops, ndev, None,
+    None)``: each union of ``own_ops`` joined with ``extra``'s matching operations (usually a
+    few), then clipped to ``[w0, w1)``. A union of union pieces and intervals is the union of all
+    the intervals, and clipping commutes with union, so the result is the same union."""
+    n_extra = 0 if extra is None else len(extra)
+    all_k = bool((own_ops.kind == KIND_KERNEL).all())
+    any_nccl = bool(own_ops.is_nccl.any())
+    if n_extra:
+        ek = extra.kind == KIND_KERNEL
+        all_k = all_k and bool(ek.all())
+        any_nccl = any_nccl or bool(extra.is_nccl.any())
+
+    def j(u: iv.Union, mask):
+        if n_extra:
+            if mask is None:
+                k2, s2, e2 = extra.device, extra.start_ns, extra.end_ns
+            else:
+                k2, s2, e2 = extra.device[mask], extra.start_ns[mask], extra.end_ns[mask]
+            if len(k2):
+                return iv.union(np.concatenate([u.keys, k2.astype(np.int64)]), np.concatenate([u.starts, s2]),
+                                np.concatenate([u.ends, e2]), lo=w0, hi=w1)
+        return iv.union(u.keys, u.starts, u.ends, lo=w0, hi=w1) if len(u) else u
+
+    busy = j(own.busy, None)
+    kernels = busy if all_k else j(own.kernels, ek if n_extra else None)
+    compute = j(own.compute, (ek & ~extra.is_nccl) if n_extra else None) if any_nccl else kernels
+    comm = j(own.comm, (ek & extra.is_nccl) if n_extra else None) if any_nccl else iv.union([], [], [])
+    return Activity(ndev=own.ndev, busy=busy, kernels=kernels, compute=compute, comm=comm)
+
+
 @dataclass
 class HostActivity:
     """What each host thread was doing, as interval sources for :func:`classify_found_gaps`. Thread
