@@ -104,7 +104,9 @@ def _diagnose(path: str, ruleset, step_marker: Optional[str], no_cache: bool, ca
     from .nsys import ensure_sqlite
     from .rules import apply_rules
     from .trace import load_trace
+    from .trace.store import keep_freed_memory
 
+    keep_freed_memory()  # this process is ours: let the allocator reuse freed pages (see there)
     if Path(path).suffix in (".nsys-rep", ".qdrep"):
         typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
         path = ensure_sqlite(path, nsys=nsys)
