@@ -143,6 +143,45 @@ def test_cache_hit_keeps_a_small_capture_decoded(monkeypatch, tmp_path):
     assert hit.from_cache and hit.store.read_cache_bytes == store.READ_CACHE_BYTES
 
 
+def test_damaged_cache_files_are_rebuilt_or_one_line_errors(tmp_path):
+    """A cache file cut short or grown (a full disk, a crash while copying the cache) is a miss:
+    the capture is read again. Bytes damaged in place decode to valid Arrow with wrong values:
+    the block's recorded time range catches them when read, the report stops with the loader's
+    one-line error (never an internal error), the entry is removed and the next run is right."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    from typer.testing import CliRunner
+
+    from nsysdoc.cli import app
+    from nsysdoc.testing.scenarios import SCENARIOS
+
+    path = SCENARIOS["steady_training"]().write(tmp_path / "s.sqlite")
+    args = ["report", str(path), "--no-config", "--format", "json", "--cache-dir", str(tmp_path / "cache")]
+
+    def run(name):
+        r = CliRunner().invoke(app, args + ["-o", str(tmp_path / name)])
+        assert "Traceback" not in r.output and "internal error" not in r.output, r.output
+        return r
+
+    assert run("a.json").exit_code == 0
+    expected = json.loads((tmp_path / "a.json").read_text())["summary"]
+    (kern,) = (tmp_path / "cache").rglob("kernels.arrow")
+    data = kern.read_bytes()
+    kern.write_bytes(data[: len(data) // 2] + data)  # grown: the footer still reads, the offsets lie
+    assert run("b.json").exit_code == 0
+    assert json.loads((tmp_path / "b.json").read_text())["summary"] == expected
+    (kern,) = (tmp_path / "cache").rglob("kernels.arrow")
+    data = kern.read_bytes()
+    starts = ipc.open_file(pa.py_buffer(data)).get_batch(0).column("start_ns").to_numpy()
+    at = data.find(starts.tobytes())
+    assert at > 0
+    kern.write_bytes(data[:at] + (starts + 1).tobytes() + data[at + starts.nbytes:])  # same size
+    r = run("c.json")
+    assert r.exit_code == 2 and "kernels table cannot be read" in r.output and not kern.exists()
+    assert run("d.json").exit_code == 0
+    assert json.loads((tmp_path / "d.json").read_text())["summary"] == expected
+
+
 def test_big_captures_keep_lz4_cache_files_small_ones_do_not(monkeypatch, tmp_path):
     """A cache entry is written uncompressed (read back at file speed) unless the rows' estimate
     says its files would pass UNCOMPRESSED_MAX_BYTES; both read back to the same JSON."""

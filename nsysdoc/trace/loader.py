@@ -42,7 +42,7 @@ from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, Store, 
                     to_text)
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 18
+CACHE_FORMAT = 19
 
 ProgressFn = Callable[[str], None]
 
@@ -1501,6 +1501,8 @@ def _entry_ok(meta, frames: dict[str, pd.DataFrame], store: Store) -> bool:
             if t.blocks:
                 return False
             continue
+        if os.stat(t._file).st_size != t.file_bytes:  # cut short or appended to since written
+            return False
         rd = ipc.open_file(pa.OSFile(str(t._file)))
         if rd.num_record_batches != len(t.blocks) or list(rd.schema.names) != list(t.dtypes):
             return False
