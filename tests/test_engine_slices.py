@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import golden
@@ -137,10 +138,40 @@ def test_cache_hit_keeps_a_small_capture_decoded(monkeypatch, tmp_path):
     path = SCENARIOS["sync_storm"]().write(tmp_path / "s.sqlite")
     load_trace(path, cache=True, cache_dir=tmp_path / "cache")
     hit = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
-    assert hit.from_cache and hit.store.read_cache_bytes == store.MEMORY_BUDGET
+    assert hit.from_cache and hit.store.read_cache_bytes == store.MEMORY_BUDGET and hit.store.map_files
     monkeypatch.setattr(store, "MEMORY_BUDGET", 1)
     hit = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
     assert hit.from_cache and hit.store.read_cache_bytes == store.READ_CACHE_BYTES
+    assert not hit.store.map_files  # mapped pages it touched would stay resident: bigger stores read
+
+
+def _mapped_files() -> set[str]:
+    with open("/proc/self/maps") as f:
+        return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc/self/maps (Linux)")
+def test_a_small_cache_hit_decodes_its_blocks_from_mapped_files(tmp_path):
+    """A cache entry that fits the memory budget is memory-mapped (its batches decode in place,
+    with no copy into fresh memory), and gives the same rows and the same analysis as reading it."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace
+
+    path = SCENARIOS["steady_training"]().write(tmp_path / "s.sqlite")
+    load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    mapped = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    read = load_trace(path, cache=True, cache_dir=tmp_path / "cache")
+    assert mapped.from_cache and read.from_cache and mapped.store.map_files
+    read.store.map_files = False
+    kernels = mapped.store.tables["kernels"]
+    assert str(kernels._file) not in _mapped_files()
+    rows = kernels.read_all()
+    assert str(kernels._file) in _mapped_files()
+    other = read.store.tables["kernels"].read_all()
+    assert rows.keys() == other.keys() and all(np.array_equal(rows[c], other[c]) for c in rows if c in other)
+    a, b = analyze(mapped).to_dict(), analyze(read).to_dict()
+    assert golden.differences(json.loads(json.dumps(a, default=str)), json.loads(json.dumps(b, default=str))) == []
 
 
 def test_damaged_cache_files_are_rebuilt_or_one_line_errors(tmp_path):

