@@ -266,3 +266,44 @@ def test_an_error_while_preparing_the_next_slice_reaches_the_user_as_one_line(mo
     assert r.exit_code == 2, r.output
     assert "kernels table cannot be read" in r.output and "Traceback" not in r.output
     assert calls[2].startswith("nsysdoc-prefetch"), calls
+
+
+def _long_idle_loop(prev, starts, ends, cum, span_end):
+    """The per-interval definition (the loop :func:`slices.long_idle` replaced)."""
+    from nsysdoc.engine.data import NEG
+
+    out = []
+    for j in range(len(starts)):
+        a, b = int(prev), int(starts[j])
+        if a > NEG and b > a and (b - a) * 4 >= span_end - a:
+            out.append((a, b, int(cum[j])))
+        prev = int(ends[j])
+    return out
+
+
+def test_long_idle_stretches_by_hand_and_against_the_per_interval_loop():
+    """Idle stretches at least a quarter of what is left of the span after their start."""
+    from nsysdoc.engine.data import NEG
+    from nsysdoc.engine.slices import long_idle
+
+    # span ends at 100; busy [0,10) [40,50) [52,60) [90,100): idle [10,40) is 30 >= (100-10)/4 =
+    # 22.5, [50,52) is 2 < 12.5, [60,90) is 30 >= 10; busy before them 10, 20, 28
+    starts, ends = np.array([0, 40, 52, 90]), np.array([10, 50, 60, 100])
+    cum = np.concatenate(([0], np.cumsum(ends - starts)))
+    assert long_idle(NEG, starts, ends, cum, 100) == [(10, 40, 10), (60, 90, 28)]
+    # carried from the previous slice: idle [-50, 0) (50 >= 150/4) before the first interval
+    # counts too; [-30, 0) (30 < 130/4) does not
+    assert long_idle(-50, starts, ends, cum + 5, 100)[0] == (-50, 0, 5)
+    assert long_idle(-30, starts, ends, cum + 5, 100)[0] == (10, 40, 15)
+    assert long_idle(NEG, starts[:0], ends[:0], cum[:1], 100) == []
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n = int(rng.integers(1, 300))
+        gaps = rng.integers(0, 50, n) * (rng.random(n) < 0.7)
+        lens = rng.integers(1, 40, n)
+        starts = np.cumsum(gaps + np.concatenate(([0], lens[:-1]))) + int(rng.integers(-500, 500))
+        ends = starts + lens
+        cum = int(rng.integers(0, 1000)) + np.concatenate(([0], np.cumsum(lens)))
+        prev = NEG if rng.random() < 0.3 else int(starts[0] - rng.integers(0, 400))
+        span_end = int(ends[-1] + rng.integers(0, 300))
+        assert long_idle(prev, starts, ends, cum, span_end) == _long_idle_loop(prev, starts, ends, cum, span_end)
