@@ -307,3 +307,30 @@ def test_long_idle_stretches_by_hand_and_against_the_per_interval_loop():
         prev = NEG if rng.random() < 0.3 else int(starts[0] - rng.integers(0, 400))
         span_end = int(ends[-1] + rng.integers(0, 300))
         assert long_idle(prev, starts, ends, cum, span_end) == _long_idle_loop(prev, starts, ends, cum, span_end)
+
+
+def test_next_call_syncs_by_hand_and_against_a_per_query_search():
+    """Whether a thread's next CUDA call after a time exists, and whether one of its earliest
+    calls (those starting at that same instant) is a blocking sync."""
+    from nsysdoc.engine.slices import next_call_syncs
+
+    # thread 7: calls at 10 (sync), 20, 20 (sync); thread 3: a call at 15
+    th = np.array([7, 3, 7, 7])
+    st = np.array([10, 15, 20, 20])
+    sy = np.array([True, False, False, True])
+    later, syncs = next_call_syncs(th, st, sy, np.array([7, 7, 7, 3, 3, 9]), np.array([5, 10, 20, 0, 15, 0]))
+    assert later.tolist() == [True, True, False, True, False, False]
+    assert syncs.tolist() == [True, True, False, False, False, False]
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        n, q = int(rng.integers(0, 200)), int(rng.integers(1, 50))
+        th = rng.integers(0, 5, n) * 1_000_003
+        st = rng.integers(-100, 100, n)
+        sy = rng.random(n) < 0.3
+        qt, qa = rng.integers(0, 6, q) * 1_000_003, rng.integers(-120, 120, q)
+        later, syncs = next_call_syncs(th, st, sy, qt, qa)
+        for i in range(q):
+            after = (th == qt[i]) & (st > qa[i])
+            assert later[i] == after.any()
+            first = after & (st == (st[after].min() if after.any() else 0))
+            assert syncs[i] == bool((first & sy).any())

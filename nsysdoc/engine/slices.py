@@ -754,21 +754,51 @@ def _resolve_pending(ctx: Context, st: SliceState, pending: list, nxt: Carry) ->
             return []
         rows = rt.rows_starting_in(lo + 1, None if c1 >= POS else c1, ["start_ns", "thread", "api_kind"])
         th, s, k = rows["thread"].astype(np.int64), rows["start_ns"], rows["api_kind"]
-    order = np.lexsort((s, th))
-    th, s, k = th[order], s[order], k[order]
-    out = []
-    for step, thread, a in pending:
-        lo_i, hi_i = np.searchsorted(th, thread, side="left"), np.searchsorted(th, thread, side="right")
-        ts, kk = s[lo_i:hi_i], k[lo_i:hi_i]
-        j = int(np.searchsorted(ts, a, side="right"))
-        if j >= len(ts):
-            if c1 < POS:
-                nxt.pending.append((step, thread, a))
-            continue
-        at = kk[j:int(np.searchsorted(ts, ts[j], side="right"))]
-        if (at == S.API_SYNC).any():
-            out.append(step)
-    return out
+    q_step = np.array([p[0] for p in pending], dtype=np.int64)
+    q_thread = np.array([p[1] for p in pending], dtype=np.int64)
+    q_time = np.array([p[2] for p in pending], dtype=np.int64)
+    later, syncs = next_call_syncs(th, s, k == S.API_SYNC, q_thread, q_time)
+    if c1 < POS:
+        nxt.pending.extend(pending[i] for i in np.flatnonzero(~later).tolist())
+    return q_step[later & syncs].tolist()
+
+
+def next_call_syncs(thread: np.ndarray, start_ns: np.ndarray, is_sync: np.ndarray, q_thread: np.ndarray,
+                    q_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each query (thread, time): whether the thread has a call starting strictly later among
+    the rows, and whether one of its earliest such calls (all those starting at that instant) is
+    a blocking sync. One sort of the rows and one binary search for all queries (a Python loop per
+    query cost ~10 us each: seconds on a capture with a million scalar reads)."""
+    n, q = len(start_ns), len(q_time)
+    later, syncs = np.zeros(q, dtype=bool), np.zeros(q, dtype=bool)
+    if n == 0 or q == 0:
+        return later, syncs
+    order = np.lexsort((start_ns, thread))
+    th, st, sy = thread[order].astype(np.int64), start_ns[order].astype(np.int64), is_sync[order]
+    # both sorted by (thread, start): pack into one axis where every thread has its own band
+    uth, rank = np.unique(th, return_inverse=True)
+    base = int(min(st.min(), q_time.min()))
+    span = max(int(st.max()), int(q_time.max())) - base + 2
+    if (len(uth) + 1).bit_length() + span.bit_length() > 62:  # too wide to pack: rare, per thread
+        for i in range(q):
+            m = th == q_thread[i]
+            ts, ss = st[m], sy[m]
+            j = int(np.searchsorted(ts, q_time[i], side="right"))
+            if j < len(ts):
+                later[i] = True
+                syncs[i] = bool(ss[j:int(np.searchsorted(ts, ts[j], side="right"))].any())
+        return later, syncs
+    key = rank.astype(np.int64) * span + (st - base)
+    qpos = np.searchsorted(uth, q_thread)
+    known = (qpos < len(uth)) & (uth[np.minimum(qpos, len(uth) - 1)] == q_thread)
+    qkey = qpos.astype(np.int64) * span + (q_time - base)
+    j = np.searchsorted(key, qkey, side="right")  # first row after the query, in its band or later
+    jc = np.minimum(j, n - 1)
+    later = known & (j < n) & (rank[jc] == qpos)
+    cs = np.concatenate(([0], np.cumsum(sy, dtype=np.int64)))
+    j_end = np.searchsorted(key, key[jc], side="right")  # every row starting at that same instant
+    syncs = later & (cs[j_end] - cs[jc] > 0)
+    return later, syncs
 
 
 __all__ = ["Carry", "Context", "Global", "SliceState", "Window", "global_totals", "in_window", "next_carry",
