@@ -559,7 +559,7 @@ class Store:
         if (smin, smax, max(int(e.max()), smax)) != (blk.start_min, blk.start_max, blk.end_max):
             raise ValueError(f"block {blk.group} does not hold the times it was written with")
         for c, key in table.remap_of.items():
-            remap = self.remaps.get(key)
+            remap = self.remap(key)  # None: the codes are the final indices, nothing is looked up
             v = data.get(c)
             if remap is not None and v is not None and (int(v.min()) < -1 or int(v.max()) >= len(remap)):
                 raise ValueError(f"block {blk.group} has {c} codes outside their table")
