@@ -773,8 +773,8 @@ def next_call_syncs(thread: np.ndarray, start_ns: np.ndarray, is_sync: np.ndarra
     later, syncs = np.zeros(q, dtype=bool), np.zeros(q, dtype=bool)
     if n == 0 or q == 0:
         return later, syncs
-    order = np.lexsort((start_ns, thread))
-    th, st, sy = thread[order].astype(np.int64), start_ns[order].astype(np.int64), is_sync[order]
+    th, st, sy = iv.take(iv.sort_order(thread, start_ns), np.asarray(thread, dtype=np.int64),
+                         np.asarray(start_ns, dtype=np.int64), np.asarray(is_sync, dtype=bool))
     # both sorted by (thread, start): pack into one axis where every thread has its own band
     uth, rank = np.unique(th, return_inverse=True)
     base = int(min(st.min(), q_time.min()))
