@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from . import __version__
 from .metrics import capture as capture_m
@@ -26,6 +25,7 @@ from .metrics.nvtx import nvtx_summary_blocks
 from .metrics.steps import Steps, compile_step_pattern, pick_steps
 from .trace import Trace
 from .trace import schema as S
+from .trace.columns import Columns
 from .trace.store import release_memory
 
 TOP_N = 50
@@ -53,6 +53,10 @@ def _num(x):
     return x
 
 
+def _isnan(x) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
 def _num_list(values) -> list:
     """:func:`_num` over a float array, as a list: the same rounding (Python's ``round``, 4 decimals),
     NaN/inf -> None, without a numpy scalar per value."""
@@ -61,8 +65,8 @@ def _num_list(values) -> list:
     return [round(x, 4) if ok else None for x, ok in zip(arr.tolist(), finite)]
 
 
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: _num(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+def _records(table: Columns) -> list[dict]:
+    return [{k: _num(v) for k, v in row.items()} for row in table.records()]
 
 
 def _median(values) -> float | None:
@@ -145,15 +149,15 @@ def _kernel_metrics(trace: Trace, res) -> dict:
     by_short, by_name_all = kernel_tables(name, short, dur, trace.strings, nccl, name_ids, short_ids,
                                           short_limit=ALL_NAMES_MAX)
     del short
-    by_name = by_name_all.head(TOP_N).drop(columns=["code", "total_ns"])
+    by_name = by_name_all.head(TOP_N).drop(["code", "total_ns"])
     fp32_ms = tc_ms = 0.0
     fp32_names: list[str] = []
     if len(dur):
         # per-name totals indexed by name code (the by-name table's exact group sums), without
         # autotuning candidates
-        codes = by_name_all["code"].to_numpy()
+        codes = np.asarray(by_name_all["code"])
         totals = np.zeros(int(codes.max()) + 1, dtype=np.float64)
-        totals[codes] = by_name_all["total_ns"].to_numpy()
+        totals[codes] = np.asarray(by_name_all["total_ns"])
         if tune.any():
             totals -= np.bincount(name[tune], weights=dur[tune].astype(np.float64), minlength=len(totals))
         used = np.flatnonzero(totals)
@@ -176,7 +180,7 @@ def _kernel_metrics(trace: Trace, res) -> dict:
         "by_name": _records(by_name),
         # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
         "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
-                  _records(by_short[["name", "count", "total_ms"]])],
+                  _records(by_short.select(["name", "count", "total_ms"]))],
     }
 
 
@@ -211,7 +215,8 @@ def _assemble(a: Analysis, res) -> dict:
     devices = _devices(a, res, window_ns)
     step_rows = _steps(a, res)
     primary = [r for r in step_rows if r["primary"]]
-    threads_steps = pd.Series([r["global_tid"] for r in primary]).value_counts() if primary else pd.Series(dtype=int)
+    threads_steps = np.unique([r["global_tid"] for r in primary], return_counts=True)[1] if primary \
+        else np.zeros(0, np.int64)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
     # the launch arrays go before the kernel arrays are gathered: never both held
     launch = _launch(res.window)
@@ -278,20 +283,21 @@ def _devices(a: Analysis, res, window_ns: int) -> list[dict]:
     out = []
     ndev = len(t.devices)
     if not res.ctx.active or not window_ns:
-        for r in t.devices.itertuples():
-            out.append({"device": int(r.device), "label": r.label, "name": r.name, "busy_pct": None,
-                        "kernel_count": int(win.kernel_count[r.device]) if r.device < len(win.kernel_count) else 0,
-                        "copy_count": int(win.copy_count[r.device]) if r.device < len(win.copy_count) else 0})
+        for r in t.devices.records(["device", "label", "name"]):
+            d = r["device"]
+            out.append({"device": int(d), "label": r["label"], "name": r["name"], "busy_pct": None,
+                        "kernel_count": int(win.kernel_count[d]) if d < len(win.kernel_count) else 0,
+                        "copy_count": int(win.copy_count[d]) if d < len(win.copy_count) else 0})
         return out
     bd = _breakdown(np.full(ndev, window_ns, dtype=np.int64), win.busy, win.kern, win.compute, win.idle)
     busy, comm = win.busy, win.comm
-    cc = t.devices["compute_capability"].to_numpy() if "compute_capability" in t.devices else [None] * ndev
+    cc = np.asarray(t.devices["compute_capability"]) if "compute_capability" in t.devices else [None] * ndev
     for d in range(ndev):
-        row = t.devices.iloc[d]
+        row = t.devices.row(d)
         pct = lambda v: _num(v / window_ns * 100)  # noqa: E731
         out.append({
             "device": d, "label": row["label"], "name": row["name"],
-            "compute_capability": _num(cc[d]) if cc[d] is not None and not pd.isna(cc[d]) else None,
+            "compute_capability": _num(cc[d]) if cc[d] is not None and not _isnan(cc[d]) else None,
             "busy_pct": pct(busy[d]),
             "compute_pct": pct(bd["compute_ns"][d]),
             "comm_pct": pct(comm[d]),
@@ -321,8 +327,8 @@ def _steps(a: Analysis, res) -> list[dict]:
     scalar = glob.step_scalar
     dev = plan.step_dev
     first_start = plan.step_first
-    s = st["start_ns"].to_numpy(np.int64)
-    e = st["end_ns"].to_numpy(np.int64)
+    s = np.asarray(st["start_ns"], dtype=np.int64)
+    e = np.asarray(st["end_ns"], dtype=np.int64)
     active = res.ctx.active
     ok = (dev >= 0) & active
     bd = None
@@ -338,7 +344,7 @@ def _steps(a: Analysis, res) -> list[dict]:
         time_busy[idx] = glob.step_kern[idx] / span * 100
         fs = np.maximum(first_start[idx], s[idx])
         idle_before[idx] = ((fs - s[idx]) - glob.step_before_busy[idx]) / 1e6
-        dev_ids = a.trace.devices["device_id"].to_numpy()[dev[idx]]
+        dev_ids = np.asarray(a.trace.devices["device_id"])[dev[idx]]
         means = window_means(a.trace.gpu_metrics, dev_ids, s[idx], e[idx])
         for m in GPU_METRIC_NAMES:
             gm[m][idx] = means[m]
@@ -349,14 +355,14 @@ def _steps(a: Analysis, res) -> list[dict]:
     # scalar per value
     bd_pos = {int(i): j for j, i in enumerate(np.flatnonzero(ok))} if bd is not None else {}
     bd_cols = {k[:-3]: _num_list(v / 1e6) for k, v in bd.items()} if bd is not None else {}
-    labels = a.trace.devices["label"].to_numpy()
+    labels = np.asarray(a.trace.devices["label"])
     start_ns, end_ns = s, e
     cols = {
         "step": st["step"].tolist(), "pid": st["pid"].tolist(), "tid": st["tid"].tolist(),
         "global_tid": st["global_tid"].tolist(), "primary": st["primary"].astype(bool).tolist(),
         "index": st["index"].tolist(), "name": st["name"].tolist(),
         "start_ns": start_ns.tolist(), "range_end_ns": st["range_end_ns"].tolist(), "end_ns": end_ns.tolist(),
-        "step_time_ms": _num_list(st["step_time_ns"].to_numpy() / 1e6),
+        "step_time_ms": _num_list(np.asarray(st["step_time_ns"]) / 1e6),
         "duration_ms": _num_list((end_ns - start_ns) / 1e6),
         "device": [labels[d] if d >= 0 else None for d in dev.tolist()],
         "kernel_count": kcount.tolist(),
@@ -411,7 +417,7 @@ def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
     win = res.window
     active = _active(devices)
     by = {c: _num(_mean([d["idle_ms_by_cause"][c] for d in active])) for c in gpu_m.CAUSES} if active else {}
-    labels = a.trace.devices["label"].to_numpy()
+    labels = np.asarray(a.trace.devices["label"])
     longest = []
     for dur, dev, s0, s1, cause, split, thread in win.longest:
         longest.append({
@@ -435,7 +441,7 @@ def _setup_metrics(a: Analysis, res, devices: list[dict]) -> dict:
             "events": _records(_setup_events(a, res, s0, s1))}
 
 
-def _setup_events(a: Analysis, res, lo: int, hi: int) -> pd.DataFrame:
+def _setup_events(a: Analysis, res, lo: int, hi: int) -> Columns:
     """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges."""
     glob, plan, strings = res.glob, res.plan, a.trace.strings
     parts = []

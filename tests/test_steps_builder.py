@@ -28,5 +28,5 @@ def test_add_ops_returns_the_step_of_each_operation_and_extends_steps():
     step_of = dict(zip(b.df["name"], b.df["step"]))
     assert got.tolist() == [step_of["s0"], step_of["s0"], step_of["s1"], -1, -1]
     steps = b.finish(0, 300)
-    t = steps.table.set_index("name")
+    t = steps.table.to_pandas().set_index("name")
     assert t.loc["s0", "end_ns"] == 180 and t.loc["s1", "end_ns"] == 250  # extended by their ops

@@ -92,7 +92,7 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
     """GPU operations starting in ``[t0, t1)``: kernels, then copies, then memsets, each in table
     order; launching calls gathered from the runtime table."""
     store = trace.store
-    thread_gtid = trace.threads["global_tid"].to_numpy(np.int64)
+    thread_gtid = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     parts = []
     for kind, name in GPU_KINDS:
         t = store.get(name)

@@ -16,12 +16,12 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from ..metrics import intervals as iv
 from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
+from ..trace.columns import Columns
 from .data import GPU_KINDS, NEG, POS
 
 #: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
@@ -102,9 +102,9 @@ def _nvtx_scan(trace, pattern) -> dict:
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
         sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])
         if len(sel):
-            steps.append(pd.DataFrame({"global_tid": blk["global_tid"][sel].astype(np.int64),
-                                       "name": np.array([vals[i] for i in idx[sel]], dtype=object),
-                                       "start_ns": s[sel], "range_end_ns": e[sel]}))
+            steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
+                          "name": np.array([vals[i] for i in idx[sel]], dtype=object),
+                          "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         sel = np.flatnonzero(is_range & m_dl[idx])
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
@@ -116,7 +116,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             setup.append((blk["thread"][sel], s[sel], e[sel],
                           np.array([S.fold_nvtx_text(vals[i]) for i in idx[sel]], dtype=object)))
     cat = lambda parts, k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
-    ranges = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(
+    ranges = Columns({k: np.concatenate([p[k] for p in steps]) for k in steps[0]}) if steps else Columns(
         {"global_tid": np.zeros(0, np.int64), "name": np.zeros(0, object), "start_ns": np.zeros(0, np.int64),
          "range_end_ns": np.zeros(0, np.int64)})
     tuning = None
@@ -142,7 +142,7 @@ def _gpu_tables(trace) -> list:
 def make_plan(trace, pattern) -> Plan:
     nv = _nvtx_scan(trace, pattern)
     ndev = len(trace.devices)
-    builder = StepBuilder(nv["ranges"], trace.processes["global_pid"].to_numpy(np.int64))
+    builder = StepBuilder(nv["ranges"], np.asarray(trace.processes["global_pid"], dtype=np.int64))
     nsteps = len(builder.df) if builder.has else 0
     tables = _gpu_tables(trace)
     n_ops = sum(len(t) for t in tables)

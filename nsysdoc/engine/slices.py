@@ -193,7 +193,7 @@ class Context:
         st = trace.strings
         self.nccl = st.flags(lambda v: S.NCCL_KERNEL.match(v) is not None)
         self.fp32 = st.flags(is_fp32_gemm)
-        self.thread_keys = trace.threads["global_tid"].to_numpy(np.int64)
+        self.thread_keys = np.asarray(trace.threads["global_tid"], dtype=np.int64)
         self.pageable_api = np.asarray(trace.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
         #: kernel names as dense codes (uint16 when there are fewer than 65,536): the per-kernel
         #: arrays kept for exact per-name statistics are then 2 bytes a name
@@ -208,11 +208,11 @@ class Context:
         self.o1 = max(w1, s1) if self.active and s1 is not None else w1
         self.has_markers = plan.steps.has_markers
         st_t = plan.steps.table
-        self.step_start = st_t["start_ns"].to_numpy(np.int64) if len(st_t) else np.zeros(0, np.int64)
-        self.step_end = st_t["end_ns"].to_numpy(np.int64) if len(st_t) else np.zeros(0, np.int64)
-        self.step_thread = trace_thread_index(self.thread_keys, st_t["global_tid"].to_numpy(np.int64)) \
+        self.step_start = np.asarray(st_t["start_ns"], dtype=np.int64) if len(st_t) else np.zeros(0, np.int64)
+        self.step_end = np.asarray(st_t["end_ns"], dtype=np.int64) if len(st_t) else np.zeros(0, np.int64)
+        self.step_thread = trace_thread_index(self.thread_keys, np.asarray(st_t["global_tid"], dtype=np.int64)) \
             if len(st_t) else np.zeros(0, np.int64)
-        self.step_primary = st_t["primary"].to_numpy(bool) if len(st_t) else np.zeros(0, bool)
+        self.step_primary = np.asarray(st_t["primary"], dtype=bool) if len(st_t) else np.zeros(0, bool)
 
     def _code(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
         dt = np.uint16 if len(ids) < (1 << 16) else np.int32

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-import pandas as pd
 
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
+from ..trace.columns import Columns
 from ..trace.store import to_text
 from .data import Ops, blocking_of, osrt_rows, runtime_rows
 
@@ -51,14 +51,14 @@ def window_view(analysis, name: str):
         for kind, key in ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset")):
             m = np.flatnonzero(ops.kind == kind)
             row[m] = np.arange(len(m))
-            frames[key] = pd.DataFrame({"short_id": ops.short_id[m], "copy_kind": ops.copy_kind[m],
+            frames[key] = Columns({"short_id": ops.short_id[m], "copy_kind": ops.copy_kind[m],
                                         "bytes": ops.nbytes[m], "host_kind": ops.host_kind[m],
                                         "stream": ops.stream[m]})
         ops.row = row
     else:
         ops = Ops.concat([_empty_ops(trace)])
         for key in ("kernels", "memcpy", "memset"):
-            frames[key] = pd.DataFrame({"short_id": [], "copy_kind": [], "bytes": [], "host_kind": [], "stream": []})
+            frames[key] = Columns({"short_id": [], "copy_kind": [], "bytes": [], "host_kind": [], "stream": []})
     if cap.gaps:
         g = [np.concatenate([x[i] for x in cap.gaps]) for i in range(5)]
         order = np.lexsort((g[1], g[0]))
@@ -74,19 +74,19 @@ def window_view(analysis, name: str):
     nv = trace.store.get("nvtx")
     if nv is not None:
         d = nv.rows_overlapping(a, b, ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"])
-        nvtx = pd.DataFrame({"start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
+        nvtx = Columns({"start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
                              "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"],
                              "text": to_text(d["text"]),
                              "domain": trace.nvtx_domains[d["domain"]] if len(d["domain"]) else np.zeros(0, object),
                              "thread": d["thread"]})
     else:
-        nvtx = pd.DataFrame({"start_ns": [], "end_ns": [], "event_type": [], "global_tid": [], "text": [],
+        nvtx = Columns({"start_ns": [], "end_ns": [], "event_type": [], "global_tid": [], "text": [],
                              "domain": [], "thread": []})
     mini = SimpleNamespace(
         kernels=frames["kernels"], memcpy=frames["memcpy"], memset=frames["memset"],
-        runtime=pd.DataFrame({"start_ns": rt["start_ns"], "end_ns": rt["end_ns"], "thread": rt["thread"],
+        runtime=Columns({"start_ns": rt["start_ns"], "end_ns": rt["end_ns"], "thread": rt["thread"],
                               "name_id": rt["name_id"]}),
-        osrt=pd.DataFrame({"start_ns": os_["start_ns"], "end_ns": os_["end_ns"], "thread": os_["thread"],
+        osrt=Columns({"start_ns": os_["start_ns"], "end_ns": os_["end_ns"], "thread": os_["thread"],
                            "is_wait": np.asarray(os_["is_wait"], dtype=bool), "name_id": os_["name_id"]}),
         nvtx=nvtx, devices=trace.devices, streams=trace.streams, processes=trace.processes, threads=trace.threads,
         strings=trace.strings)

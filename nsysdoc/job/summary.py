@@ -79,12 +79,12 @@ def _collectives(trace, procs: np.ndarray) -> dict[str, dict[str, list[int]]]:
     if len(k) == 0:
         return {}
     flag = trace.strings.flags(lambda v: S.NCCL_KERNEL.match(v) is not None)
-    short = k["short_id"].to_numpy()
-    mask = (flag(short) | flag(k["name_id"].to_numpy())) & np.isin(k["proc"].to_numpy(), procs)
+    short = np.asarray(k["short_id"])
+    mask = (flag(short) | flag(np.asarray(k["name_id"]))) & np.isin(np.asarray(k["proc"]), procs)
     if not mask.any():
         return {}
     idx = np.flatnonzero(mask)[:MAX_COLLECTIVES]
-    start, end = k["start_ns"].to_numpy()[idx], k["end_ns"].to_numpy()[idx]
+    start, end = np.asarray(k["start_ns"])[idx], np.asarray(k["end_ns"])[idx]
     names = trace.strings.lookup(short[idx])
     out: dict[str, dict[str, list[int]]] = {}
     order = np.lexsort((start, names.astype(str)))
@@ -99,24 +99,24 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
     """Rank summaries of one analysed capture (``result`` = the report result with findings)."""
     procs = trace.processes
     k = trace.kernels
-    gpu_procs = sorted(set(np.unique(k["proc"].to_numpy()).tolist())) if len(k) else []
+    gpu_procs = sorted(set(np.unique(np.asarray(k["proc"])).tolist())) if len(k) else []
     for df in (trace.memcpy, trace.memset):
         if len(df):
-            gpu_procs = sorted(set(gpu_procs) | set(np.unique(df["proc"].to_numpy()).tolist()))
+            gpu_procs = sorted(set(gpu_procs) | set(np.unique(np.asarray(df["proc"])).tolist()))
     groups = [[p] for p in gpu_procs] if split_processes and len(gpu_procs) > 1 else [gpu_procs]
     out = []
     for group in groups:
-        pids = {int(procs["pid"].iloc[p]) for p in group if 0 <= p < len(procs)}
+        pids = {int(np.asarray(procs["pid"])[p]) for p in group if 0 <= p < len(procs)}
         dev_idx = set()
         for df in (k, trace.memcpy, trace.memset):
             if len(df):
-                dev_idx |= set(np.unique(df["device"].to_numpy()[np.isin(df["proc"].to_numpy(), group)]).tolist())
-        labels = {str(trace.devices["label"].iloc[d]) for d in dev_idx if 0 <= d < len(trace.devices)}
+                dev_idx |= set(np.unique(np.asarray(df["device"])[np.isin(np.asarray(df["proc"]), group)]).tolist())
+        labels = {str(np.asarray(trace.devices["label"])[d]) for d in dev_idx if 0 <= d < len(trace.devices)}
         steps = _rank_steps(result, pids)
         times = [s["step_time_ms"] for s in steps]
         rows = [s["breakdown_ms"] for s in steps if s.get("breakdown_ms")]
         breakdown = {p: _num(float(np.mean([r.get(p) or 0 for r in rows]))) for p in BREAKDOWN_PARTS} if rows else None
-        names = [str(procs["name"].iloc[p]) for p in group if 0 <= p < len(procs)]
+        names = [str(np.asarray(procs["name"])[p]) for p in group if 0 <= p < len(procs)]
         out.append({
             "file": file, "ok": True, "error": None,
             "pids": sorted(pids), "process_name": names[0] if names else None,
@@ -132,7 +132,7 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             **_device_split(result, labels),
             "findings": _brief_findings(result),
             "verdict": {k: (result.get("verdict") or {}).get(k) for k in ("status", "headline", "sentence")},
-            "kernel_count": int(np.isin(k["proc"].to_numpy(), group).sum()) if len(k) else 0,
+            "kernel_count": int(np.isin(np.asarray(k["proc"]), group).sum()) if len(k) else 0,
             "collectives": _collectives(trace, np.array(group, dtype=np.int64)),
         })
     return out

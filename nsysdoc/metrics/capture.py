@@ -9,30 +9,32 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from . import intervals as iv
 
 
-def overhead_pct(overhead: pd.DataFrame, w0: int | None, w1: int | None) -> float | None:
+def overhead_pct(overhead: "Columns", w0: int | None, w1: int | None) -> float | None:
     if w0 is None or w1 is None or w1 <= w0:
         return None
     if len(overhead) == 0:
         return 0.0
-    u = iv.union(np.zeros(len(overhead), dtype=np.int64), overhead["start_ns"].to_numpy(np.int64),
-                 overhead["end_ns"].to_numpy(np.int64), lo=w0, hi=w1)
+    u = iv.union(np.zeros(len(overhead), dtype=np.int64), np.asarray(overhead["start_ns"], dtype=np.int64),
+                 np.asarray(overhead["end_ns"], dtype=np.int64), lo=w0, hi=w1)
     return float(u.total_by_key(1)[0] / (w1 - w0) * 100)
 
 
-def diagnostics_table(diagnostics: pd.DataFrame) -> list[dict]:
+def diagnostics_table(diagnostics: "Columns") -> list[dict]:
     if len(diagnostics) == 0:
         return []
-    d = diagnostics[diagnostics["severity"].isin(["warning", "error"])]
-    if len(d) == 0:
-        return []
-    g = d.groupby(["severity", "text"]).size().reset_index(name="count")
-    g = g.sort_values(["severity", "count"], ascending=[True, False])
-    return [{"severity": r.severity, "text": str(r.text)[:500], "count": int(r.count)} for r in g.itertuples()]
+    counts: dict[tuple, int] = {}
+    for sev, text in zip(np.asarray(diagnostics["severity"]).tolist(), np.asarray(diagnostics["text"]).tolist()):
+        if sev in ("warning", "error"):
+            counts[(sev, text)] = counts.get((sev, text), 0) + 1
+    # by severity, then most frequent first; ties in (severity, text) order, as a sorted group-by
+    # followed by a sort on both keys gives them (pandas' sort of several keys is stable)
+    rows = sorted(counts.items(), key=lambda kv: kv[0])
+    rows.sort(key=lambda kv: (kv[0][0], -kv[1]))
+    return [{"severity": sev, "text": str(text)[:500], "count": int(n)} for (sev, text), n in rows]
 
 
 #: nsys messages (any severity) that change what the capture can be trusted for, by kind. Matched
@@ -46,13 +48,13 @@ NSYS_NOTES = (
 )
 
 
-def nsys_notes(diagnostics: pd.DataFrame) -> list[dict]:
+def nsys_notes(diagnostics: "Columns") -> list[dict]:
     """``DIAGNOSTIC_EVENT`` rows (any severity) whose text is one of :data:`NSYS_NOTES`, grouped by
     text: ``kind``, ``severity``, ``text`` (nsys's words), ``count``."""
     if len(diagnostics) == 0:
         return []
     rows: dict[tuple, dict] = {}
-    for sev, text in zip(diagnostics["severity"].to_numpy(), diagnostics["text"].to_numpy()):
+    for sev, text in zip(np.asarray(diagnostics["severity"]), np.asarray(diagnostics["text"])):
         text = str(text)
         for kind, pat in NSYS_NOTES:
             if pat.search(text):

@@ -9,11 +9,12 @@ the analysis window are counted.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..trace import schema as S
+from ..trace.columns import Columns
 
 _KIND_NAMES = {S.COPY_HTOD: "HtoD", S.COPY_DTOH: "DtoH", S.COPY_DTOD: "DtoD", S.COPY_PTOP: "PtoP"}
+_KIND_ORDER = {"HtoD": 0, "DtoH": 1, "DtoD": 2, "PtoP": 3, "other": 4}
 
 
 def copy_groups(copy_kind: np.ndarray, host_kind: np.ndarray, nbytes: np.ndarray, dur_ns: np.ndarray) -> dict:
@@ -44,25 +45,27 @@ def merge_groups(a: dict, b: dict) -> dict:
     return a
 
 
-def copy_table_from(groups: dict) -> pd.DataFrame:
+def copy_table_from(groups: dict) -> Columns:
     """The copies table (``kind, host_memory, count, bytes, time_ms, gbps``; module docstring)
-    from :func:`copy_groups` partials."""
+    from :func:`copy_groups` partials, by kind (HtoD, DtoH, DtoD, PtoP, other), then host memory."""
     cols = ["kind", "host_memory", "count", "bytes", "time_ms", "gbps"]
     if not groups:
-        return pd.DataFrame({c: [] for c in cols})
-    keys = sorted(groups)
-    ck = np.array([k[0] for k in keys], dtype=np.int64)
-    hk = np.array([k[1] for k in keys], dtype=np.int64)
-    kind = np.array([_KIND_NAMES.get(int(k), "other") for k in ck], dtype=object)
-    host = np.where(hk == S.MEM_PAGEABLE, "pageable", np.where(hk == S.MEM_PINNED, "pinned",
-                    np.where(hk < 0, "", "other")))
-    df = pd.DataFrame({"kind": kind, "host_memory": host, "n": [groups[k][0] for k in keys],
-                       "bytes": np.array([groups[k][1] for k in keys], dtype=np.int64),
-                       "dur": np.array([groups[k][2] for k in keys], dtype=np.int64)})
-    g = df.groupby(["kind", "host_memory"], sort=True).agg(count=("n", "sum"), bytes=("bytes", "sum"),
-                                                           dur=("dur", "sum")).reset_index()
-    g["time_ms"] = g["dur"] / 1e6
-    g["gbps"] = np.where(g["dur"] > 0, g["bytes"] / g["dur"].clip(lower=1), np.nan)
-    order = {"HtoD": 0, "DtoH": 1, "DtoD": 2, "PtoP": 3, "other": 4}
-    g = g.sort_values(["kind", "host_memory"], key=lambda s: s.map(order) if s.name == "kind" else s)
-    return g[cols].reset_index(drop=True)
+        return Columns({c: [] for c in cols})
+    totals: dict[tuple[str, str], list] = {}
+    for (ck, hk), (n, nbytes, dur) in sorted(groups.items()):
+        kind = _KIND_NAMES.get(int(ck), "other")
+        hk = int(hk)
+        host = "pageable" if hk == S.MEM_PAGEABLE else "pinned" if hk == S.MEM_PINNED else "" if hk < 0 else "other"
+        t = totals.setdefault((kind, host), [0, 0, 0])
+        t[0] += int(n)
+        t[1] += int(nbytes)
+        t[2] += int(dur)
+    keys = sorted(totals, key=lambda k: (_KIND_ORDER.get(k[0], len(_KIND_ORDER)), k[1]))
+    nbytes = np.array([totals[k][1] for k in keys], dtype=np.int64)
+    dur = np.array([totals[k][2] for k in keys], dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gbps = np.where(dur > 0, nbytes / np.maximum(dur, 1), np.nan)
+    return Columns({"kind": np.array([k[0] for k in keys], dtype=object),
+                    "host_memory": np.array([k[1] for k in keys], dtype=object),
+                    "count": np.array([totals[k][0] for k in keys], dtype=np.int64),
+                    "bytes": nbytes, "time_ms": dur / 1e6, "gbps": gbps})

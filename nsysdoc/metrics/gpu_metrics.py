@@ -9,27 +9,31 @@ peak over the sample period). Absent (null) when the capture has no GPU metrics.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 METRICS = ("sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_read_pct")
 
 
-def window_means(gpu_metrics: pd.DataFrame, device_id: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+def window_means(gpu_metrics, device_id: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
     """Mean of each metric over samples in ``[lo, hi)`` of ``device_id`` (NaN when none)."""
     n = len(lo)
     out = {m: np.full(n, np.nan) for m in METRICS}
     if len(gpu_metrics) == 0 or n == 0:
         return out
+    metric = np.asarray(gpu_metrics["metric"])
+    g_dev = np.asarray(gpu_metrics["device_id"], dtype=np.int64)
+    g_ts = np.asarray(gpu_metrics["timestamp_ns"], dtype=np.int64)
+    g_val = np.asarray(gpu_metrics["value"], dtype=np.float64)
     for m in METRICS:
-        sub = gpu_metrics[gpu_metrics["metric"] == m]
-        if len(sub) == 0:
+        is_m = metric == m
+        if not is_m.any():
             continue
         for dev in np.unique(device_id):
-            s = sub[sub["device_id"] == dev].sort_values("timestamp_ns")
-            if len(s) == 0:
+            rows = np.flatnonzero(is_m & (g_dev == dev))
+            if len(rows) == 0:
                 continue
-            ts = s["timestamp_ns"].to_numpy(np.int64)
-            cum = np.concatenate(([0.0], np.cumsum(s["value"].to_numpy(np.float64))))
+            rows = rows[np.argsort(g_ts[rows], kind="stable")]
+            ts = g_ts[rows]
+            cum = np.concatenate(([0.0], np.cumsum(g_val[rows])))
             sel = np.flatnonzero(device_id == dev)
             a = np.searchsorted(ts, lo[sel], side="left")
             b = np.searchsorted(ts, hi[sel], side="left")

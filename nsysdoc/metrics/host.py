@@ -19,9 +19,9 @@ from __future__ import annotations
 
 
 import numpy as np
-import pandas as pd
 
 from ..trace import schema as S
+from ..trace.columns import Columns
 from ..trace.schema import (API_ALLOC, API_ASYNC_COPY, API_LAUNCH, API_SETUP)
 from . import intervals as iv
 from .gpu import (LV_ALLOC, LV_API, LV_INPUT_NVTX, LV_LAUNCH, LV_SETUP_API, LV_SETUP_NVTX, LV_SYNC, LV_WAIT,
@@ -88,8 +88,8 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
     )
 
 
-def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, strings, lo: int, hi: int,
-                 idle_launch_rows: np.ndarray | None = None) -> pd.DataFrame:
+def setup_events(runtime, nvtx, host: HostActivity, strings, lo: int, hi: int,
+                 idle_launch_rows: np.ndarray | None = None) -> Columns:
     """Set-up work overlapping ``[lo, hi)`` on any thread: set-up CUDA calls, and launch calls long
     enough to be set-up that launched an operation ending a GPU-idle gap (``idle_launch_rows``: a
     long launch while the GPU is busy is a full launch queue, not set-up), grouped by API name; and
@@ -98,55 +98,68 @@ def setup_events(runtime: pd.DataFrame, nvtx: pd.DataFrame, host: HostActivity, 
     once) of the parts inside the range."""
     parts = []
     if len(runtime) and host.runtime_level is not None:
-        s, e = runtime["start_ns"].to_numpy(np.int64), runtime["end_ns"].to_numpy(np.int64)
+        s, e = np.asarray(runtime["start_ns"], dtype=np.int64), np.asarray(runtime["end_ns"], dtype=np.int64)
         sel = (host.runtime_level == LV_SETUP_API) & (s < hi) & (e > lo)
-        is_launch = runtime["api_kind"].to_numpy() == API_LAUNCH
+        is_launch = np.asarray(runtime["api_kind"]) == API_LAUNCH
         if idle_launch_rows is not None:
             ok = np.zeros(len(sel), dtype=bool)
             ok[idle_launch_rows[(idle_launch_rows >= 0) & (idle_launch_rows < len(ok))]] = True
             sel &= ~is_launch | ok
         if sel.any():
-            kind = runtime["api_kind"].to_numpy()[sel]
-            names = [S.strip_api_suffix(x) for x in strings.lookup(runtime["name_id"].to_numpy()[sel])]
+            kind = np.asarray(runtime["api_kind"])[sel]
+            names = [S.strip_api_suffix(x) for x in strings.lookup(np.asarray(runtime["name_id"])[sel])]
             names = [f"{n} (launch far longer than usual: first-launch loading/JIT)" if k == API_LAUNCH else n
                      for n, k in zip(names, kind)]
             s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
-            parts.append(pd.DataFrame({"name": names, "kind": "CUDA API", "s": s0, "e": e0, "dur": e0 - s0}))
+            parts.append(_part(names, "CUDA API", s0, e0))
     if host.setup_nvtx is not None and host.setup_nvtx.any():
-        s, e = nvtx["start_ns"].to_numpy(np.int64), nvtx["end_ns"].to_numpy(np.int64)
+        s, e = np.asarray(nvtx["start_ns"], dtype=np.int64), np.asarray(nvtx["end_ns"], dtype=np.int64)
         sel = host.setup_nvtx & (s < hi) & (e > lo)
         if sel.any():
-            texts = [S.fold_nvtx_text(str(x)) for x in nvtx["text"].to_numpy()[sel]]
+            texts = [S.fold_nvtx_text(str(x)) for x in np.asarray(nvtx["text"])[sel]]
             s0, e0 = np.maximum(s[sel], lo), np.minimum(e[sel], hi)
-            parts.append(pd.DataFrame({"name": texts, "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0}))
+            parts.append(_part(texts, "NVTX range", s0, e0))
     return setup_table(parts)
 
 
-def setup_parts(names, kinds, start_ns: np.ndarray, end_ns: np.ndarray, lo: int, hi: int, nvtx: bool) -> pd.DataFrame:
+def _part(names, kind: str, s0: np.ndarray, e0: np.ndarray) -> dict:
+    return {"name": [str(n) for n in names], "kind": kind, "s": np.asarray(s0, dtype=np.int64),
+            "e": np.asarray(e0, dtype=np.int64)}
+
+
+def setup_parts(names, kinds, start_ns: np.ndarray, end_ns: np.ndarray, lo: int, hi: int, nvtx: bool) -> dict:
     """One part of :func:`setup_table`: events clipped to ``[lo, hi)`` (CUDA calls, with their
     API names and ``api_kind`` codes, or set-up NVTX ranges with their folded texts)."""
     s0, e0 = np.maximum(start_ns, lo), np.minimum(end_ns, hi)
     if nvtx:
-        return pd.DataFrame({"name": list(names), "kind": "NVTX range", "s": s0, "e": e0, "dur": e0 - s0})
+        return _part(names, "NVTX range", s0, e0)
     names = [f"{n} (launch far longer than usual: first-launch loading/JIT)" if k == API_LAUNCH else n
              for n, k in zip(names, kinds)]
-    return pd.DataFrame({"name": names, "kind": "CUDA API", "s": s0, "e": e0, "dur": e0 - s0})
+    return _part(names, "CUDA API", s0, e0)
 
 
-def setup_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
-    """Set-up events grouped by (name, kind): count, wall-clock total, longest (top 20 by total)."""
+def setup_table(parts: list[dict]) -> Columns:
+    """Set-up events grouped by (name, kind): count, wall-clock total, longest (top 20 by total;
+    ties in name, then kind order)."""
+    empty = Columns({"name": [], "kind": [], "count": [], "total_ms": [], "max_ms": []})
+    parts = [p for p in parts if len(p["s"])]
     if not parts:
-        return pd.DataFrame({"name": [], "kind": [], "count": [], "total_ms": [], "max_ms": []})
-    df = pd.concat(parts, ignore_index=True)
+        return empty
+    keys = [(n, p["kind"]) for p in parts for n in p["name"]]
+    s = np.concatenate([p["s"] for p in parts])
+    e = np.concatenate([p["e"] for p in parts])
+    groups = sorted(set(keys))  # by name, then kind
+    index = {k: i for i, k in enumerate(groups)}
+    codes = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
     # total = wall-clock time covered by the name's events (nested or concurrent ones count once)
-    codes, uniq = pd.factorize(df["name"] + "\x00" + df["kind"])
-    cover = iv.union(codes, df["s"].to_numpy(np.int64), df["e"].to_numpy(np.int64)).total_by_key(len(uniq))
-    df["code"] = codes
-    g = df.groupby(["name", "kind"]).agg(count=("dur", "size"), code=("code", "first"), mx=("dur", "max")).reset_index()
-    g["total"] = cover[g["code"].to_numpy()]
-    g = g.sort_values("total", ascending=False).head(20)
-    return pd.DataFrame({"name": g["name"], "kind": g["kind"], "count": g["count"].astype(int),
-                         "total_ms": g["total"] / 1e6, "max_ms": g["mx"] / 1e6}).reset_index(drop=True)
+    total = iv.union(codes, s, e).total_by_key(len(groups))
+    count = np.bincount(codes, minlength=len(groups)).astype(np.int64)
+    mx = np.full(len(groups), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(mx, codes, e - s)
+    top = np.argsort(-np.asarray(total, dtype=np.float64), kind="stable")[:20]
+    return Columns({"name": np.array([groups[i][0] for i in top], dtype=object),
+                    "kind": np.array([groups[i][1] for i in top], dtype=object),
+                    "count": count[top], "total_ms": total[top] / 1e6, "max_ms": mx[top] / 1e6})
 
 
 def quantiles(values: np.ndarray, qs=(0.5, 0.95), in_place: bool = False) -> list[float | None]:
@@ -157,23 +170,23 @@ def quantiles(values: np.ndarray, qs=(0.5, 0.95), in_place: bool = False) -> lis
     return [float(v) for v in np.quantile(values, qs, overwrite_input=in_place)]
 
 
-def calls_table_from(groups: dict, strings) -> pd.DataFrame:
+def calls_table_from(groups: dict, strings) -> Columns:
     """CUDA API calls (blocking sync calls, set-up calls) inside the window grouped by API name, from
     partial totals ``{name_id: [count, total_ns, max_ns]}`` (the analysis engine adds them up slice
     by slice)."""
     if not groups:
-        return pd.DataFrame({"api": [], "count": [], "total_ms": [], "max_ms": []})
+        return Columns({"api": [], "count": [], "total_ms": [], "max_ms": []})
     ids = sorted(groups)
-    g = pd.DataFrame({"name_id": np.array(ids, dtype=np.int64),
-                      "count": np.array([groups[i][0] for i in ids], dtype=np.int64),
-                      "sum": np.array([groups[i][1] for i in ids], dtype=np.int64),
-                      "max": np.array([groups[i][2] for i in ids], dtype=np.int64)})
-    return _calls_by_api(g, strings)
-
-
-def _calls_by_api(g: pd.DataFrame, strings) -> pd.DataFrame:
-    g["api"] = [S.strip_api_suffix(v) for v in strings.lookup(g["name_id"].to_numpy())]
-    g = g.groupby("api").agg(count=("count", "sum"), total=("sum", "sum"), mx=("max", "max")).reset_index()
-    g = g.sort_values("total", ascending=False)
-    return pd.DataFrame({"api": g["api"], "count": g["count"].astype(int), "total_ms": g["total"] / 1e6,
-                         "max_ms": g["mx"] / 1e6}).reset_index(drop=True)
+    apis = [S.strip_api_suffix(v) for v in strings.lookup(np.array(ids, dtype=np.int64))]
+    names = sorted(set(apis))  # several ids can share an API name once the suffix is stripped
+    index = {a: i for i, a in enumerate(names)}
+    code = np.array([index[a] for a in apis], dtype=np.int64)
+    count = np.zeros(len(names), dtype=np.int64)
+    np.add.at(count, code, np.array([groups[i][0] for i in ids], dtype=np.int64))
+    total = np.zeros(len(names), dtype=np.int64)
+    np.add.at(total, code, np.array([groups[i][1] for i in ids], dtype=np.int64))
+    mx = np.full(len(names), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(mx, code, np.array([groups[i][2] for i in ids], dtype=np.int64))
+    order = np.argsort(-total, kind="stable")  # by total, descending; ties in API name order
+    return Columns({"api": np.array(names, dtype=object)[order], "count": count[order],
+                    "total_ms": total[order] / 1e6, "max_ms": mx[order] / 1e6})

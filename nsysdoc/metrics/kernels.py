@@ -12,7 +12,8 @@ import re
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
+
+from ..trace.columns import Columns
 
 TINY_KERNEL_NS = 10_000
 
@@ -195,7 +196,7 @@ _SMALL_GROUP_ROWS = 64
 _MAX_SELECTIONS = 2048
 
 
-def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+def _group_stats(group: np.ndarray, dur: np.ndarray) -> Columns:
     """Exact per-group count/sum/mean/median/p95 (linear interpolation between order statistics,
     numpy's default) and the count under :data:`TINY_KERNEL_NS`.
 
@@ -204,8 +205,8 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
     argsort on the group codes (linear time) and a selection per big group, with no full sort of
     the durations. Other ids take one lexicographic sort of (group, duration)."""
     if len(dur) == 0:
-        return pd.DataFrame({"group": [], "count": [], "total_ns": [], "mean_ns": [], "median_ns": [], "p95_ns": [],
-                             "tiny": []})
+        return Columns({"group": [], "count": [], "total_ns": [], "mean_ns": [], "median_ns": [], "p95_ns": [],
+                        "tiny": []})
     if dur.dtype != np.uint32:  # uint32 durations always fit the packed key's 40 bits
         dur = np.clip(dur, 0, (1 << 40) - 1)
     small_ids = len(group) and group.min() >= 0 and group.max() < (1 << 23)
@@ -255,8 +256,8 @@ def _group_stats(group: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
         return d[bounds + lo] * (1 - frac) + d[bounds + hi] * frac
 
     tiny = np.add.reduceat(d < TINY_KERNEL_NS, bounds, dtype=np.int64)
-    return pd.DataFrame({"group": gb, "count": counts, "total_ns": totals,
-                         "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
+    return Columns({"group": gb, "count": counts, "total_ns": totals,
+                    "mean_ns": totals / counts, "median_ns": q(0.5), "p95_ns": q(0.95), "tiny": tiny})
 
 
 def _durations_by_group(packed: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -311,7 +312,7 @@ def _stats_durations(dur_ns) -> np.ndarray:
     return dur_ns if dur_ns.dtype == np.uint32 else dur_ns.astype(np.int64)
 
 
-def _coarser_stats(fine: pd.DataFrame, fine_code: np.ndarray, coarse_code: np.ndarray, dur: np.ndarray) -> pd.DataFrame:
+def _coarser_stats(fine: Columns, fine_code: np.ndarray, coarse_code: np.ndarray, dur: np.ndarray) -> Columns:
     """:func:`_group_stats` by ``coarse_code`` (short names) given the stats by ``fine_code`` (full
     names) of the same rows: a coarse group holding the rows of exactly one fine group, all of
     them, has that group's numbers (same rows, same durations: the same exact quantiles); only the
@@ -327,7 +328,7 @@ def _coarser_stats(fine: pd.DataFrame, fine_code: np.ndarray, coarse_code: np.nd
     np.minimum.at(cmin, idx, val)
     np.maximum.at(cmax, idx, val)
     del idx, val
-    used = fine["group"].to_numpy().astype(np.int64)
+    used = np.asarray(fine["group"]).astype(np.int64)
     short_of = cmin[used]  # a full name's (smallest) short name: a valid code, it has rows
     one = short_of == cmax[used]  # every row of this full name has the same short name
     members = np.bincount(short_of[one], minlength=nc)
@@ -338,18 +339,21 @@ def _coarser_stats(fine: pd.DataFrame, fine_code: np.ndarray, coarse_code: np.nd
         shared[coarse_code[split_fine[fine_code]]] = True
     reuse = (members == 1) & ~shared
     take_rows = np.flatnonzero(one & reuse[short_of])
-    parts = [fine.iloc[take_rows].assign(group=short_of[take_rows])]
+    parts = [fine.take(take_rows).assign(group=short_of[take_rows])]
     if len(take_rows) < len(used):  # some short names hold several full names (or parts of them)
         rest = ~reuse[coarse_code]
         if rest.any():
             parts.append(_group_stats(coarse_code[rest], dur[rest]))
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
-    return out.sort_values("group", kind="stable").reset_index(drop=True)
+    if len(parts) > 1:
+        out = Columns({k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in parts[0].columns})
+    else:
+        out = parts[0]
+    return out.take(np.argsort(np.asarray(out["group"]), kind="stable"))
 
 
 def kernel_tables(name_code: np.ndarray, short_code: np.ndarray, dur_ns: np.ndarray, names,
                   is_nccl: np.ndarray | None, name_ids: np.ndarray, short_ids: np.ndarray,
-                  short_limit: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  short_limit: int | None = None) -> tuple[Columns, Columns]:
     """(by short name, by full name with ``code`` and ``total_ns``): the two :func:`kernels_by_name`
     tables of the same kernels, the short-name statistics reusing the full-name ones wherever a
     short name has a single full name (one selection pass instead of two)."""
@@ -363,7 +367,7 @@ def kernel_tables(name_code: np.ndarray, short_code: np.ndarray, dur_ns: np.ndar
 
 def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,
                     limit: int | None = None, ids: np.ndarray | None = None, codes: bool = False,
-                    stats: pd.DataFrame | None = None) -> pd.DataFrame:
+                    stats: Columns | None = None) -> Columns:
     """Per-name table sorted by total time: name, count, total_ms, mean_us, median_us, p95_us,
     share_of_kernel_time_pct, under_10us_pct, is_nccl. With ``ids``, ``name_id`` holds dense codes
     and ``ids[code]`` is the string id (codes in the order of the ids); ``codes`` adds the group
@@ -373,24 +377,27 @@ def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.
     if len(st) == 0:
         cols = ("name", "count", "total_ms", "mean_us", "median_us", "p95_us",
                 "share_of_kernel_time_pct", "under_10us_pct", "is_nccl") + (("code", "total_ns") if codes else ())
-        return pd.DataFrame({c: [] for c in cols})
-    total = float(st["total_ns"].sum())
-    group = st["group"].to_numpy().astype(np.int64)
-    df = pd.DataFrame({
+        return Columns({c: [] for c in cols})
+    total_ns = np.asarray(st["total_ns"])
+    count = np.asarray(st["count"]).astype(np.int64)
+    total = float(total_ns.sum())
+    group = np.asarray(st["group"]).astype(np.int64)
+    df = Columns({
         "name": names.lookup(ids[group] if ids is not None else group),
-        "count": st["count"].astype(np.int64),
-        "total_ms": st["total_ns"].astype(np.float64) / 1e6,
-        "mean_us": st["mean_ns"] / 1e3,
-        "median_us": st["median_ns"] / 1e3,
-        "p95_us": st["p95_ns"] / 1e3,
-        "share_of_kernel_time_pct": st["total_ns"] / total * 100 if total else 0.0,
-        "under_10us_pct": st["tiny"].to_numpy() / st["count"].to_numpy() * 100,
+        "count": count,
+        "total_ms": total_ns.astype(np.float64) / 1e6,
+        "mean_us": np.asarray(st["mean_ns"]) / 1e3,
+        "median_us": np.asarray(st["median_ns"]) / 1e3,
+        "p95_us": np.asarray(st["p95_ns"]) / 1e3,
+        "share_of_kernel_time_pct": total_ns / total * 100 if total else np.zeros(len(group)),
+        "under_10us_pct": np.asarray(st["tiny"]) / count * 100,
     })
     if is_nccl is not None:
-        nccl_ids = set(np.unique(np.asarray(name_id)[np.asarray(is_nccl)]).tolist())
-        df["is_nccl"] = [g in nccl_ids for g in st["group"]]
+        nccl_ids = np.unique(np.asarray(name_id)[np.asarray(is_nccl)])
+        df["is_nccl"] = np.isin(group, nccl_ids)
     if codes:
         df["code"] = group
-        df["total_ns"] = st["total_ns"].to_numpy()
-    df = df.sort_values(["total_ms", "count"], ascending=[False, False], kind="stable").reset_index(drop=True)
+        df["total_ns"] = total_ns
+    # by total time, then count (both descending); ties keep the group order
+    df = df.take(np.lexsort((-count, -df["total_ms"])))
     return df.head(limit) if limit else df

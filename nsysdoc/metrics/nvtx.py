@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..trace import schema as S
 
 
-def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
+def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
     """NVTX ranges overlapping ``[w0, w1)`` grouped by (domain, text), top ``limit`` by total.
 
     Each row: ``text, domain, count, total_ms, mean_ms, max_ms`` — durations clipped to the window;
@@ -18,13 +17,16 @@ def nvtx_summary(nvtx: pd.DataFrame, w0: int | None, w1: int | None, limit: int 
     """
     if nvtx is None or len(nvtx) == 0 or w0 is None or w1 is None:
         return []
-    s = nvtx["start_ns"].to_numpy(np.int64)
-    e = nvtx["end_ns"].to_numpy(np.int64)
-    ok = np.isin(nvtx["event_type"].to_numpy(), S.NVTX_RANGE_TYPES) & (e >= s) & (s < w1) & (e > w0)
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()  # a whole NVTX frame (tests, one-off tools); the report reads blocks
+
+    s = np.asarray(nvtx["start_ns"], dtype=np.int64)
+    e = np.asarray(nvtx["end_ns"], dtype=np.int64)
+    ok = np.isin(np.asarray(nvtx["event_type"]), S.NVTX_RANGE_TYPES) & (e >= s) & (s < w1) & (e > w0)
     if not ok.any():
         return []
     dur = np.minimum(e[ok], w1) - np.maximum(s[ok], w0)
-    df = pd.DataFrame({"text": nvtx["text"].to_numpy(object)[ok], "domain": nvtx["domain"].to_numpy(object)[ok],
+    df = pd.DataFrame({"text": np.asarray(nvtx["text"], dtype=object)[ok], "domain": np.asarray(nvtx["domain"], dtype=object)[ok],
                        "dur": dur})
     df["text"] = df["text"].map(lambda t: t if isinstance(t, str) else "")
     df["domain"] = df["domain"].map(lambda t: t if isinstance(t, str) else "")
@@ -64,7 +66,9 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
                     f = folded_cache[v] = S.fold_nvtx_text(v if isinstance(v, str) else "")
                 fold.append(f)
             dom = b["domain"][idx]
-            key_codes, uniq = pd.factorize(pd.MultiIndex.from_arrays([dom, ti]))
+            uniq_key, key_codes = np.unique((dom.astype(np.int64) << 32) | ti, return_inverse=True)
+            key_codes = key_codes.reshape(-1)
+            uniq = list(zip((uniq_key >> 32).tolist(), (uniq_key & 0xFFFFFFFF).tolist()))
             first = np.full(len(uniq), len(idx), dtype=np.int64)
             np.minimum.at(first, key_codes, np.arange(len(idx)))
             cnt = np.bincount(key_codes, minlength=len(uniq))
@@ -87,10 +91,8 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
     if not groups:
         return []
     items = sorted(groups.items(), key=lambda kv: kv[1][0])  # first appearance, as groupby(sort=False)
-    g = pd.DataFrame({"domain": [k[0] for k, _ in items], "text": [k[1] for k, _ in items],
-                      "n": [v[1] for _, v in items], "total": [v[2] for _, v in items],
-                      "mx": [v[3] for _, v in items]})
-    g = g.sort_values(["total", "n", "text"], ascending=[False, False, True], kind="stable").head(limit)
-    return [{"text": r.text, "domain": r.domain, "count": int(r.n), "total_ms": float(r.total) / 1e6,
-             "mean_ms": float(r.total) / r.n / 1e6, "max_ms": float(r.mx) / 1e6}
-            for r in g.itertuples(index=False)]
+    # by total, then count (both descending), then text; stable, so ties keep first appearance
+    items.sort(key=lambda kv: (-kv[1][2], -kv[1][1], kv[0][1]))
+    return [{"text": text, "domain": dom, "count": int(n), "total_ms": float(total) / 1e6,
+             "mean_ms": float(total) / n / 1e6, "max_ms": float(mx) / 1e6}
+            for (dom, text), (_, n, total, mx) in items[:limit]]

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from ..errors import UsageError
 from ..trace import schema as S
+from ..trace.columns import Columns
 
 
 def compile_step_pattern(pattern: str | None):
@@ -37,27 +37,30 @@ def compile_step_pattern(pattern: str | None):
         raise UsageError(f"invalid --step-marker regular expression {text[:60]!r}: {exc}") from None
 
 
-def outermost_ranges(df: pd.DataFrame) -> pd.DataFrame:
+def outermost_ranges(df: Columns) -> Columns:
     """Matching ranges (``global_tid, name, start_ns, range_end_ns``) without those nested in an
-    earlier range of the same thread."""
+    earlier range of the same thread, ordered by thread, start and (longest first) end."""
     if len(df) == 0:
         return df
-    df = df.sort_values(["global_tid", "start_ns", "range_end_ns"], ascending=[True, True, False], kind="stable")
+    tid = np.asarray(df["global_tid"], dtype=np.int64)
+    s = np.asarray(df["start_ns"], dtype=np.int64)
+    e = np.asarray(df["range_end_ns"], dtype=np.int64)
+    order = np.lexsort((-e, s, tid))  # stable: by thread, start, then the longer range first
+    df = df.take(order)
+    tid, s, e = tid[order], s[order], e[order]
     # drop ranges nested in an earlier range of the same thread (running max of ends per thread)
-    tid = df["global_tid"].to_numpy()
-    e = df["range_end_ns"].to_numpy()
-    s = df["start_ns"].to_numpy()
     keep = np.ones(len(df), dtype=bool)
     run_end = np.iinfo(np.int64).min
     prev_tid = None
-    for i in range(len(df)):  # step markers are few (thousands at most)
-        if tid[i] != prev_tid:
-            prev_tid, run_end = tid[i], np.iinfo(np.int64).min
-        if s[i] < run_end and e[i] <= run_end:
+    tl, sl, el = tid.tolist(), s.tolist(), e.tolist()
+    for i in range(len(tl)):  # step markers are few (thousands at most)
+        if tl[i] != prev_tid:
+            prev_tid, run_end = tl[i], np.iinfo(np.int64).min
+        if sl[i] < run_end and el[i] <= run_end:
             keep[i] = False
         else:
-            run_end = max(run_end, e[i])
-    return df[keep].reset_index(drop=True)
+            run_end = max(run_end, el[i])
+    return df.take(keep)
 
 
 @dataclass
@@ -69,14 +72,14 @@ class Steps:
     its thread), ``name``, ``start_ns``, ``range_end_ns``, ``end_ns``, ``step_time_ns``.
     """
 
-    table: pd.DataFrame
+    table: Columns
     window_start_ns: int | None
     window_end_ns: int | None
     has_markers: bool
 
     @property
-    def primary(self) -> pd.DataFrame:
-        return self.table[self.table["primary"]]
+    def primary(self) -> Columns:
+        return self.table.take(np.asarray(self.table["primary"], dtype=bool))
 
     @property
     def window_ns(self) -> int:
@@ -88,6 +91,7 @@ class Steps:
 _EMPTY_STEPS = (("step", "int64"), ("global_tid", "int64"), ("pid", "int64"), ("tid", "int64"), ("proc", "int64"),
                 ("primary", bool), ("index", "int64"), ("name", object), ("start_ns", "int64"),
                 ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"))
+_STEP_COLUMNS = tuple(c for c, _ in _EMPTY_STEPS)
 
 
 class StepBuilder:
@@ -96,37 +100,44 @@ class StepBuilder:
     takes each operation's launch time (API start, or its GPU start when the API row is unknown)
     and extends each primary step to the end of the GPU work launched inside it; :attr:`steps` (ids, starts, range ends) is usable for :func:`assign_ops_to_steps` at once."""
 
-    def __init__(self, ranges: pd.DataFrame, process_keys: np.ndarray) -> None:
+    def __init__(self, ranges: Columns, process_keys: np.ndarray) -> None:
         self.has = len(ranges) > 0
         if not self.has:
             self.df = None
             return
-        df = ranges.copy()
-        gtid = df["global_tid"].to_numpy(np.int64)
-        df["pid"] = S.decode_pid(gtid)
-        df["tid"] = S.decode_tid(gtid)
+        gtid = np.asarray(ranges["global_tid"], dtype=np.int64)
+        start = np.asarray(ranges["start_ns"], dtype=np.int64)
+        order = np.lexsort((start, gtid))  # stable: by thread, then start
+        gtid, start = gtid[order], start[order]
         pkey = gtid & S.PROCESS_MASK
         pos = np.clip(np.searchsorted(process_keys, pkey), 0, max(len(process_keys) - 1, 0))
-        found = (len(process_keys) > 0) & (process_keys[pos] == pkey) if len(process_keys) else np.zeros(len(df), bool)
-        df["proc"] = np.where(found, pos, -1)
-        df["_pkey"] = pkey
-        counts = df.groupby(["_pkey", "global_tid"]).size().rename("n").reset_index()
-        counts = counts.sort_values(["_pkey", "n", "global_tid"], ascending=[True, False, True])
-        owners = set(counts.drop_duplicates("_pkey")["global_tid"])
-        df["primary"] = df["global_tid"].isin(owners)
-        df = df.sort_values(["global_tid", "start_ns"], kind="stable").reset_index(drop=True)
-        df["index"] = df.groupby("global_tid").cumcount()
-        df["step"] = np.arange(len(df))
+        found = (process_keys[pos] == pkey) if len(process_keys) else np.zeros(len(gtid), bool)
+        # each process's step thread: the one with most steps (ties: the smallest global_tid)
+        threads, first, inverse, count = np.unique(gtid, return_index=True, return_inverse=True, return_counts=True)
+        tkey = threads & S.PROCESS_MASK
+        by = np.lexsort((threads, -count, tkey))
+        lead = np.concatenate(([True], tkey[by][1:] != tkey[by][:-1])) if len(by) else np.zeros(0, bool)
+        owner = np.zeros(len(threads), dtype=bool)
+        owner[by[lead]] = True
+        n = len(gtid)
+        df = Columns({"global_tid": gtid, "name": np.asarray(ranges["name"], dtype=object)[order],
+                      "start_ns": start,
+                      "range_end_ns": np.asarray(ranges["range_end_ns"], dtype=np.int64)[order],
+                      "pid": S.decode_pid(gtid), "tid": S.decode_tid(gtid),
+                      "proc": np.where(found, pos, -1).astype(np.int64),
+                      "primary": owner[inverse],
+                      "index": np.arange(n, dtype=np.int64) - first[inverse],
+                      "step": np.arange(n, dtype=np.int64)})
         self.df = df
-        self.end = df["range_end_ns"].to_numpy(np.int64).copy()
+        self.end = df["range_end_ns"].copy()
         self.by_proc = {}
-        prim = df["primary"].to_numpy()
-        for proc in np.unique(df.loc[df["primary"] & (df["proc"] >= 0), "proc"]):
-            rows = np.flatnonzero(prim & (df["proc"].to_numpy() == proc))
-            self.by_proc[int(proc)] = (rows, df["start_ns"].to_numpy(np.int64)[rows],
-                                       df["range_end_ns"].to_numpy(np.int64)[rows])
+        prim = df["primary"]
+        proc = df["proc"]
+        for p in np.unique(proc[prim & (proc >= 0)]).tolist():
+            rows = np.flatnonzero(prim & (proc == p))
+            self.by_proc[int(p)] = (rows, df["start_ns"][rows], df["range_end_ns"][rows])
         # before any extension: ids, starts and range ends (all assign_ops_to_steps needs)
-        self.steps = Steps(df.assign(end_ns=self.end, step_time_ns=0), None, None, True)
+        self.steps = Steps(df.assign(end_ns=self.end.copy(), step_time_ns=np.zeros(n, np.int64)), None, None, True)
 
     def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray) -> np.ndarray:
         """Extend the steps by these operations; returns each one's step id, ``-1`` if launched
@@ -148,49 +159,48 @@ class StepBuilder:
 
     def finish(self, op_start_min: int | None, op_end_max: int | None) -> Steps:
         if not self.has:
-            empty = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _EMPTY_STEPS})
+            empty = Columns({c: np.zeros(0, dtype=t) for c, t in _EMPTY_STEPS})
             return Steps(empty, op_start_min, op_end_max, False)
         df = self.df
-        df["end_ns"] = self.end
         end = self.end
-        start = df["start_ns"].to_numpy(np.int64)
+        start = df["start_ns"]
+        gtid = df["global_tid"]
         nxt = np.append(start[1:], -1)
-        same = np.append(df["global_tid"].to_numpy()[1:] == df["global_tid"].to_numpy()[:-1], False)
-        df["step_time_ns"] = np.where(same, nxt - start, end - start)
-        prim = df[df["primary"]]
-        w0, w1 = int(prim["start_ns"].min()), int(prim["end_ns"].max())
-        cols = ["step", "global_tid", "pid", "tid", "proc", "primary", "index", "name", "start_ns", "range_end_ns",
-                "end_ns", "step_time_ns"]
-        return Steps(df[cols], w0, w1, True)
+        same = np.append(gtid[1:] == gtid[:-1], False)
+        table = df.assign(end_ns=end, step_time_ns=np.where(same, nxt - start, end - start))
+        prim = table["primary"]
+        w0, w1 = int(start[prim].min()), int(end[prim].max())
+        return Steps(table.select(_STEP_COLUMNS), w0, w1, True)
 
 
 def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarray) -> np.ndarray:
-    """Step id (``steps.table.step``) of each operation, ``-1`` if launched outside every step."""
+    """Step id (``steps.table["step"]``) of each operation, ``-1`` if launched outside every step."""
     out = np.full(len(op_proc), -1, dtype=np.int64)
     prim = steps.primary
-    for proc in np.unique(prim.loc[prim["proc"] >= 0, "proc"]):
-        st = prim[prim["proc"] == proc]
-        sel = np.flatnonzero(op_proc == proc)
-        s = st["start_ns"].to_numpy(np.int64)
-        r_end = st["range_end_ns"].to_numpy(np.int64)
+    proc = np.asarray(prim["proc"], dtype=np.int64)
+    for p in np.unique(proc[proc >= 0]).tolist():
+        st = prim.take(proc == p)
+        sel = np.flatnonzero(op_proc == p)
+        s = np.asarray(st["start_ns"], dtype=np.int64)
+        r_end = np.asarray(st["range_end_ns"], dtype=np.int64)
         k = np.searchsorted(s, op_when_ns[sel], side="right") - 1
         inside = (k >= 0) & (op_when_ns[sel] < r_end[np.maximum(k, 0)])
-        out[sel[inside]] = st["step"].to_numpy()[k[inside]]
+        out[sel[inside]] = np.asarray(st["step"])[k[inside]]
     return out
 
 
-def pick_steps(table: pd.DataFrame) -> tuple[int | None, int | None]:
+def pick_steps(table: Columns) -> tuple[int | None, int | None]:
     """``(median, worst)`` step ids among the primary steps: the **median step** has the lower-median
     step time (steps sorted by step time, then step id; of an even count, the lower middle one);
     the **worst step** has the longest step time (ties: the earlier step). Every section, finding
     and time range uses these two."""
     if table is None or len(table) == 0:
         return None, None
-    prim = table[table["primary"].to_numpy(bool)]
-    if len(prim) == 0:
+    prim = np.asarray(table["primary"], dtype=bool)
+    if not prim.any():
         return None, None
-    st = prim["step_time_ns"].to_numpy(np.int64)
-    ids = prim["step"].to_numpy(np.int64)
+    st = np.asarray(table["step_time_ns"], dtype=np.int64)[prim]
+    ids = np.asarray(table["step"], dtype=np.int64)[prim]
     order = np.lexsort((ids, st))  # by step time, then step id
     median = int(ids[order[(len(order) - 1) // 2]])
     top = st.max()

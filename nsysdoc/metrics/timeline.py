@@ -35,7 +35,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..trace import schema as S
 from .gpu import CAUSES
@@ -77,7 +76,7 @@ def _fmt_bytes(n: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # choosing the window
 # ---------------------------------------------------------------------------------------------
-def pick_step(steps_table: pd.DataFrame, *, worst: bool = False) -> dict | None:
+def pick_step(steps_table, *, worst: bool = False) -> dict | None:
     """The primary step with the median step time (lower median), or the longest with ``worst``.
 
     Ties are broken by the earlier step. Returns ``None`` without primary steps. The dict has
@@ -88,8 +87,9 @@ def pick_step(steps_table: pd.DataFrame, *, worst: bool = False) -> dict | None:
     median, worst_id = pick_steps(steps_table)
     if median is None:
         return None
-    prim = steps_table[steps_table["primary"].to_numpy(bool)]
-    r = prim[prim["step"].to_numpy() == (worst_id if worst else median)].iloc[0]
+    i = int(np.flatnonzero(np.asarray(steps_table["step"]) == (worst_id if worst else median))[0])
+    r = {k: np.asarray(steps_table[k])[i] for k in ("step", "index", "name", "pid", "tid", "global_tid", "start_ns",
+                                                     "end_ns", "step_time_ns")}
     return {"step": int(r["step"]), "index": int(r["index"]), "name": str(r["name"]), "pid": int(r["pid"]),
             "tid": int(r["tid"]), "global_tid": int(r["global_tid"]), "start_ns": int(r["start_ns"]),
             "end_ns": int(r["end_ns"]), "step_time_ns": int(r["step_time_ns"])}
@@ -188,7 +188,7 @@ def _op_labels(trace, ops, idx: np.ndarray, names: _Names) -> np.ndarray:
     out = np.zeros(len(idx), dtype=np.int64)
     k = kind == KIND_KERNEL
     if k.any():
-        sid = trace.kernels["short_id"].to_numpy()[rows[k]]
+        sid = np.asarray(trace.kernels["short_id"])[rows[k]]
         uniq, inv = np.unique(sid, return_inverse=True)
         labels = [str(v) or "(unnamed kernel)" for v in trace.strings.lookup(uniq)]
         out[k] = names.add_many(labels)[inv]
@@ -196,9 +196,9 @@ def _op_labels(trace, ops, idx: np.ndarray, names: _Names) -> np.ndarray:
     if m.any():
         mc = trace.memcpy
         r = rows[m]
-        ck = mc["copy_kind"].to_numpy()[r]
-        nb = mc["bytes"].to_numpy()[r]
-        hk = mc["host_kind"].to_numpy()[r] if "host_kind" in mc else np.full(len(r), -1)
+        ck = np.asarray(mc["copy_kind"])[r]
+        nb = np.asarray(mc["bytes"])[r]
+        hk = np.asarray(mc["host_kind"])[r] if "host_kind" in mc else np.full(len(r), -1)
         labels = []
         for c, b, h in zip(ck.tolist(), nb.tolist(), hk.tolist()):
             mem = S.MEM_KIND_LABELS.get(h, "") if h >= 0 else ""
@@ -206,7 +206,7 @@ def _op_labels(trace, ops, idx: np.ndarray, names: _Names) -> np.ndarray:
         out[m] = names.add_many(labels)
     z = kind == KIND_MEMSET
     if z.any():
-        nb = trace.memset["bytes"].to_numpy()[rows[z]]
+        nb = np.asarray(trace.memset["bytes"])[rows[z]]
         out[z] = names.add_many([f"memset {_fmt_bytes(int(b))}" for b in nb.tolist()])
     return out
 
@@ -217,7 +217,7 @@ def _op_stream(trace, ops, idx: np.ndarray) -> np.ndarray:
     for kind, df in ((KIND_KERNEL, trace.kernels), (KIND_MEMCPY, trace.memcpy), (KIND_MEMSET, trace.memset)):
         sel = ops.kind[idx] == kind
         if sel.any() and "stream" in df:
-            out[sel] = df["stream"].to_numpy()[ops.row[idx][sel]]
+            out[sel] = np.asarray(df["stream"])[ops.row[idx][sel]]
     return out
 
 
@@ -256,19 +256,18 @@ def _gpu_devices(analysis, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS
         lane_busy = [(int(dur[on & (stream == sid)].sum()), int(sid)) for sid in st_ids]
         lane_busy.sort(key=lambda t: (-t[0], t[1]))
         kept = sorted((sid for _, sid in lane_busy[:MAX_STREAM_LANES]),
-                      key=lambda sid: (int(streams["stream_id"].iloc[sid]) if 0 <= sid < len(streams) else 1 << 40, sid))
+                      key=lambda sid: (int(np.asarray(streams["stream_id"])[sid]) if 0 <= sid < len(streams) else 1 << 40, sid))
         pids_on_dev = set()
         for sid in kept:
             if 0 <= sid < len(streams):
-                pids_on_dev.add(int(streams["proc"].iloc[sid]))
+                pids_on_dev.add(int(np.asarray(streams["proc"])[sid]))
         for sid in kept:
             m = on & (stream == sid)
             spans, total = _spans(ops.start_ns[sel][m], ops.end_ns[sel][m], labels[m], op_kind[m], names.values,
                                   kinds, w0, w1, cap)
             if 0 <= sid < len(streams):
-                row = streams.iloc[sid]
-                stream_id, proc = int(row["stream_id"]), int(row["proc"])
-                pid = int(procs["pid"].iloc[proc]) if 0 <= proc < len(procs) else None
+                stream_id, proc = int(np.asarray(streams["stream_id"])[sid]), int(np.asarray(streams["proc"])[sid])
+                pid = int(np.asarray(procs["pid"])[proc]) if 0 <= proc < len(procs) else None
             else:
                 stream_id, pid = None, None
             label = f"stream {stream_id}" if stream_id is not None else "stream ?"
@@ -294,7 +293,7 @@ def _gpu_devices(analysis, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS
                     c["busy"].tolist(), c["same_kind"].tolist())):
                 gap_rows.append({"start_ns": a, "end_ns": b, "cause": CAUSES[cause] if same else "mixed",
                                  "count": cnt, "busy_ns": min(int(busy), b - a), "split_ns": split_of.get(i)})
-        r = devs.iloc[d]
+        r = {"label": np.asarray(devs["label"])[d], "name": np.asarray(devs["name"])[d]}
         out.append({"device": int(d), "label": str(r["label"]), "name": str(r["name"] or ""), "lanes": lanes,
                     "hidden_lanes": max(0, len(st_ids) - len(kept)), "gaps": gap_rows,
                     "gap_count": gap_total})
@@ -327,21 +326,21 @@ def _nvtx_levels(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def _host_thread(analysis, gtid: int, w0: int, w1: int, names: _Names, cap: int = MAX_SPANS_PER_LANE) -> dict:
     trace = analysis.trace
     threads = trace.threads
-    pos = np.searchsorted(threads["global_tid"].to_numpy(np.int64), gtid)
-    t_idx = int(pos) if pos < len(threads) and int(threads["global_tid"].iloc[pos]) == gtid else -1
+    pos = np.searchsorted(np.asarray(threads["global_tid"], dtype=np.int64), gtid)
+    t_idx = int(pos) if pos < len(threads) and int(np.asarray(threads["global_tid"])[pos]) == gtid else -1
     lanes: list[dict] = []
     hidden_levels = 0
     # NVTX ranges
     nv = trace.nvtx
     if len(nv):
-        m = ((nv["global_tid"].to_numpy(np.int64) == gtid) & np.isin(nv["event_type"].to_numpy(), S.NVTX_RANGE_TYPES)
-             & (nv["start_ns"].to_numpy(np.int64) < w1) & (nv["end_ns"].to_numpy(np.int64) > w0)
-             & (nv["end_ns"].to_numpy(np.int64) >= nv["start_ns"].to_numpy(np.int64)))
+        m = ((np.asarray(nv["global_tid"], dtype=np.int64) == gtid) & np.isin(np.asarray(nv["event_type"]), S.NVTX_RANGE_TYPES)
+             & (np.asarray(nv["start_ns"], dtype=np.int64) < w1) & (np.asarray(nv["end_ns"], dtype=np.int64) > w0)
+             & (np.asarray(nv["end_ns"], dtype=np.int64) >= np.asarray(nv["start_ns"], dtype=np.int64)))
         idx = np.flatnonzero(m)
         if len(idx):
-            s = nv["start_ns"].to_numpy(np.int64)[idx]
-            e = nv["end_ns"].to_numpy(np.int64)[idx]
-            texts = ["" if not isinstance(t, str) else t for t in nv["text"].to_numpy()[idx].tolist()]
+            s = np.asarray(nv["start_ns"], dtype=np.int64)[idx]
+            e = np.asarray(nv["end_ns"], dtype=np.int64)[idx]
+            texts = ["" if not isinstance(t, str) else t for t in np.asarray(nv["text"])[idx].tolist()]
             lab = names.add_many([t or "(unnamed range)" for t in texts])
             lv = _nvtx_levels(s, e)
             nlev = int(lv.max()) + 1
@@ -355,15 +354,15 @@ def _host_thread(analysis, gtid: int, w0: int, w1: int, names: _Names, cap: int 
     # CUDA API calls and blocking sync calls
     rt = trace.runtime
     if t_idx >= 0 and len(rt):
-        rs = rt["start_ns"].to_numpy(np.int64)
-        re_ = rt["end_ns"].to_numpy(np.int64)
-        m = (rt["thread"].to_numpy() == t_idx) & (rs < w1) & (re_ > w0)
+        rs = np.asarray(rt["start_ns"], dtype=np.int64)
+        re_ = np.asarray(rt["end_ns"], dtype=np.int64)
+        m = (np.asarray(rt["thread"]) == t_idx) & (rs < w1) & (re_ > w0)
         blocking = np.asarray(analysis.blocking, dtype=bool)
         if len(blocking) != len(rt):
             blocking = np.zeros(len(rt), dtype=bool)
         for kind, label, mask in (("api", "CUDA API", m & ~blocking), ("sync", "sync calls", m & blocking)):
             idx = np.flatnonzero(mask)
-            nid = rt["name_id"].to_numpy()[idx]
+            nid = np.asarray(rt["name_id"])[idx]
             uniq, inv = np.unique(nid, return_inverse=True)
             lab = names.add_many([S.strip_api_suffix(str(v)) or "(CUDA API)" for v in trace.strings.lookup(uniq)])[inv] \
                 if len(idx) else np.zeros(0, np.int64)
@@ -373,18 +372,18 @@ def _host_thread(analysis, gtid: int, w0: int, w1: int, names: _Names, cap: int 
     # OS waits
     os_ = trace.osrt
     if t_idx >= 0 and len(os_):
-        s_all = os_["start_ns"].to_numpy(np.int64)
-        e_all = os_["end_ns"].to_numpy(np.int64)
-        m = (os_["thread"].to_numpy() == t_idx) & os_["is_wait"].to_numpy(bool) & (s_all < w1) & (e_all > w0)
+        s_all = np.asarray(os_["start_ns"], dtype=np.int64)
+        e_all = np.asarray(os_["end_ns"], dtype=np.int64)
+        m = (np.asarray(os_["thread"]) == t_idx) & np.asarray(os_["is_wait"], dtype=bool) & (s_all < w1) & (e_all > w0)
         idx = np.flatnonzero(m)
-        nid = os_["name_id"].to_numpy()[idx]
+        nid = np.asarray(os_["name_id"])[idx]
         uniq, inv = np.unique(nid, return_inverse=True)
         lab = names.add_many([str(v) or "(OS call)" for v in trace.strings.lookup(uniq)])[inv] if len(idx) \
             else np.zeros(0, np.int64)
         spans, total = _spans(s_all[idx], e_all[idx], lab, np.zeros(len(idx), np.int64), names.values, ("os_wait",),
                               w0, w1, cap)
         lanes.append({"kind": "os_wait", "label": "OS waits", "level": 0, "total": total, "spans": spans})
-    name = str(threads["name"].iloc[t_idx]) if t_idx >= 0 and "name" in threads else ""
+    name = str(np.asarray(threads["name"])[t_idx]) if t_idx >= 0 and "name" in threads else ""
     return {"global_tid": int(gtid), "pid": int(S.decode_pid(gtid)), "tid": int(S.decode_tid(gtid)), "name": name,
             "lanes": lanes, "hidden_nvtx_levels": hidden_levels}
 
@@ -408,9 +407,11 @@ def _host_threads(analysis, first_gtid: int | None, w0: int, w1: int) -> list[in
     # other step threads (one per process) active in the window
     st = analysis.steps.table
     if len(st):
-        prim = st[st["primary"].to_numpy(bool) & (st["start_ns"].to_numpy(np.int64) < w1)
-                  & (st["end_ns"].to_numpy(np.int64) > w0)]
-        for v in pd.unique(prim["global_tid"].to_numpy(np.int64)).tolist():
+        sel = np.asarray(st["primary"], dtype=bool) & (np.asarray(st["start_ns"], dtype=np.int64) < w1) \
+            & (np.asarray(st["end_ns"], dtype=np.int64) > w0)
+        g = np.asarray(st["global_tid"], dtype=np.int64)[sel]
+        _, first = np.unique(g, return_index=True)
+        for v in g[np.sort(first)].tolist():  # in order of first appearance
             if int(v) not in out:
                 out.append(int(v))
     return out[:MAX_HOST_THREADS]

@@ -38,13 +38,13 @@ from json import JSONDecodeError
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError, InputError
 from ..inputs import regular_file
 from . import loader as L
 from . import schema as S
+from .columns import Columns
 from .model import StringTable, Trace
 
 #: ``Trace.source_tool`` of traces read here.
@@ -825,8 +825,8 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     pid_name = {}
     for pid, label in acc.proc_names.items():
         pid_name.setdefault(ids(pid) << S.PID_SHIFT, label)
-    processes = pd.DataFrame({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
-                              "name": [pid_name.get(int(k), "") for k in all_keys]})
+    processes = Columns({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
+                         "name": np.array([pid_name.get(int(k), "") for k in all_keys], dtype=object)})
 
     # ---- devices: those that ran GPU work, named from deviceProperties ------------------------
     props = {}
@@ -844,10 +844,10 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         minor = prop(d, "computeMinor", lambda v: v.__class__ is int and 0 <= v < 100)
         return float(f"{major}.{minor or 0}") if major is not None else None
 
-    devices = pd.DataFrame({
+    devices = Columns({
         "device": np.arange(len(dev_ids), dtype=np.int32), "host": np.zeros(len(dev_ids), dtype=np.int64),
-        "device_id": dev_ids.astype(np.int64), "label": [str(int(d)) for d in dev_ids],
-        "name": [L._cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids],
+        "device_id": dev_ids.astype(np.int64), "label": np.array([str(int(d)) for d in dev_ids], dtype=object),
+        "name": np.array([L._cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids], dtype=object),
         "sm_count": [prop(d, "numSms", lambda v: v.__class__ is int and v > 0) for d in dev_ids],
         "compute_capability": [cc(d) for d in dev_ids],
     })
@@ -864,7 +864,10 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     names = [L._cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
-    out: dict[str, pd.DataFrame] = {}
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()  # the event tables are whole frames here (store_from_frames)
+
+    out: dict = {}
     for key, d in gpu.items():
         nid = d.pop("name_id")
         nbytes = d.pop("bytes")
@@ -916,17 +919,17 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     out["threads"] = L._threads(tids, {k: v for k, v in thread_names.items()})
     out["processes"] = processes
     out["devices"] = devices
-    out["gpu_metrics"] = pd.DataFrame({"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
-                                       "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)})
-    out["diagnostics"] = pd.DataFrame({"timestamp_ns": [], "severity": [], "text": []})
+    out["gpu_metrics"] = Columns({"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+                                  "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)})
+    out["diagnostics"] = Columns({"timestamp_ns": [], "severity": [], "text": []})
     ov = [(s - shift, e - shift, name) for s, e, name in acc.overhead if s <= e]
-    out["overhead"] = pd.DataFrame({"start_ns": np.array([o[0] for o in ov], dtype=np.int64),
-                                    "end_ns": np.array([o[1] for o in ov], dtype=np.int64),
-                                    "global_tid": np.zeros(len(ov), dtype=np.int64),
-                                    "name": np.array([o[2] for o in ov], dtype=object)})
+    out["overhead"] = Columns({"start_ns": np.array([o[0] for o in ov], dtype=np.int64),
+                               "end_ns": np.array([o[1] for o in ov], dtype=np.int64),
+                               "global_tid": np.zeros(len(ov), dtype=np.int64),
+                               "name": np.array([o[2] for o in ov], dtype=object)})
     for key, cols in L.FRAME_COLUMNS.items():
         if tuple(out[key].columns) != cols:
-            out[key] = out[key][list(cols)]
+            out[key] = out[key].select(cols) if isinstance(out[key], Columns) else out[key][list(cols)]
 
     # ---- what was recorded --------------------------------------------------------------------
     counts = {k: len(out[k]) for k in ("kernels", "memcpy", "memset", "runtime", "sync", "nvtx")}
@@ -978,6 +981,9 @@ def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times
 
 def _fill_from_flows(corr: np.ndarray, key: np.ndarray, ts: np.ndarray, fkey: np.ndarray, fts: np.ndarray,
                      fid: np.ndarray) -> None:
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     miss = np.flatnonzero(corr == 0)
     flows = pd.DataFrame({"k": fkey, "t": fts, "id": fid}).drop_duplicates(["k", "t"], keep="last")
     rows = pd.DataFrame({"k": key[miss], "t": ts[miss], "row": miss})

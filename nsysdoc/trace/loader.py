@@ -28,16 +28,19 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import pandas as pd
 
 from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
+from .columns import Columns, factorize
 from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
+if TYPE_CHECKING:
+    import pandas as pd
+
 from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, Store, release_memory, take,
                     to_text)
 
@@ -257,7 +260,10 @@ def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
 # --------------------------------------------------------------------------------------------
 # table builders
 # --------------------------------------------------------------------------------------------
-def _frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> pd.DataFrame:
+def _frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> "pd.DataFrame":
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     df = pd.DataFrame(cols, copy=False)
     if dtypes:
         change = {k: v for k, v in dtypes.items() if k in df.columns and df[k].dtype != v}
@@ -275,7 +281,21 @@ def _empty(cols: tuple[S.Col, ...], extra: tuple[str, ...] = ()) -> dict[str, np
 
 def _uniq(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values; hash-based first (linear), so millions of rows with few ids are cheap."""
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     return np.unique(pd.unique(np.asarray(values, dtype=np.int64)))
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of an integer column: a mark per value (linear) when the values are
+    small non-negative ids (string ids: fewer than the export's strings), else a sort."""
+    values = np.asarray(values)
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < max(1 << 20, 4 * len(values)):
+        seen = np.zeros(int(values.max()) + 1, dtype=bool)
+        seen[values] = True
+        return np.flatnonzero(seen)
+    return np.unique(values)
 
 
 #: Times this far from zero are not nanoseconds of any real session (2^61 ns is the year 2043 as a
@@ -441,7 +461,7 @@ class _Codes:
                 c = self.index[k] = len(self.keys)
                 self.keys.append(k)
             return np.full(len(keys), c, dtype=np.int32)
-        codes, uniq = pd.factorize(keys)
+        codes, uniq = factorize(keys)
         lut = np.empty(len(uniq), dtype=np.int32)
         for j, k in enumerate(np.asarray(uniq).tolist()):
             c = self.index.get(k)
@@ -481,14 +501,12 @@ class _TupleCodes:
             key = np.zeros(n, dtype=np.int64)
             for c in cols:
                 key = (key << 16) | c
-            code, _ = pd.factorize(key)
-            code = code.astype(np.int64)
+            code, _ = factorize(key)
         else:
             code = np.zeros(n, dtype=np.int64)
             for c in cols:
-                cc, _ = pd.factorize(c)
-                code, _ = pd.factorize((code << 32) | cc.astype(np.int64))
-                code = code.astype(np.int64)
+                cc, _ = factorize(c)
+                code, _ = factorize((code << 32) | cc.astype(np.int64))
         nu = int(code.max()) + 1
         first = np.empty(nu, dtype=np.int64)
         first[code[::-1]] = np.arange(n - 1, -1, -1)
@@ -580,7 +598,7 @@ class _CorrIndex:
     def add(self, proc: np.ndarray, corr: np.ndarray, pos: np.ndarray) -> None:
         if not len(pos):
             return
-        procs = [int(proc[0])] if (proc == proc[0]).all() else pd.unique(proc).tolist()
+        procs = [int(proc[0])] if (proc == proc[0]).all() else np.unique(proc).tolist()
         for p in procs:
             sel = proc == p if len(procs) > 1 else slice(None)
             c = corr[sel].astype(np.int64)
@@ -611,7 +629,7 @@ class _CorrIndex:
         if not len(corr):
             return out
         corr = corr.astype(np.int64)
-        procs = [int(proc[0])] if (proc == proc[0]).all() else pd.unique(proc).tolist()
+        procs = [int(proc[0])] if (proc == proc[0]).all() else np.unique(proc).tolist()
         for p in procs:
             sel = np.flatnonzero(proc == p) if len(procs) > 1 else np.arange(len(corr))
             c = corr[sel]
@@ -817,8 +835,8 @@ class _Ingest:
                 d["api"] = api
                 d.update(self._launching(api, has, n))
                 if key == "kernels":
-                    self.kernel_names.update(pd.unique(d["name_id"]).tolist())
-                    self.kernel_shorts.update(pd.unique(d["short_id"]).tolist())
+                    self.kernel_names.update(_distinct(d["name_id"]).tolist())
+                    self.kernel_shorts.update(_distinct(d["short_id"]).tolist())
                     self.first.add(getattr(self, "_cand", None), proc, d["name_id"], api, d["api_start_ns"], d["row"])
                 if key == "memcpy" and len(rt_kind):
                     pg = has & (d["host_kind"] == S.MEM_PAGEABLE)
@@ -904,14 +922,14 @@ class _Ingest:
             for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
                 if type(gp) is int:
                     proc_names[gp & S.PROCESS_MASK] = name if isinstance(name, str) else ""
-        out = {"processes": pd.DataFrame({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
-                                          "name": [proc_names.get(int(k), "") for k in all_keys]})}
+        out = {"processes": Columns({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
+                                     "name": np.array([proc_names.get(int(k), "") for k in all_keys], dtype=object)})}
         out["devices"] = _devices_frame(exp, all_dev)
         rows = np.asarray(self.streams.rows, dtype=np.int64).reshape(-1, 4)
-        out["streams"] = pd.DataFrame({"stream": np.arange(len(rows), dtype=np.int32),
-                                       "proc": proc_remap[rows[:, 0]].astype(np.int64) if len(rows) else rows[:, 0],
-                                       "device": dev_remap[rows[:, 1]].astype(np.int64) if len(rows) else rows[:, 1],
-                                       "context_id": rows[:, 2], "stream_id": rows[:, 3]})
+        out["streams"] = Columns({"stream": np.arange(len(rows), dtype=np.int32),
+                                  "proc": proc_remap[rows[:, 0]].astype(np.int64) if len(rows) else rows[:, 0],
+                                  "device": dev_remap[rows[:, 1]].astype(np.int64) if len(rows) else rows[:, 1],
+                                  "context_id": rows[:, 2], "stream_id": rows[:, 3]})
         out["threads"] = _threads(tids, thread_names)
         self.store.luts.update(stream_luts(out["streams"], out["devices"]))
         # NVTX domains: matched on (process bits, domainId), else any process's name for the id
@@ -955,7 +973,7 @@ class FirstLaunches:
         mine = in_sorted_pos(cand, a)
         if mine.any():
             self.used.append(a[mine])
-        codes, uniq = pd.factorize((p << 32) | (nm & 0xFFFFFFFF))
+        codes, uniq = factorize((p << 32) | (nm & 0xFFFFFFFF))
         k = len(uniq)
         cmin = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(cmin, codes, st)
@@ -995,15 +1013,15 @@ def gpu_table(store: Store, key: str):
     return t
 
 
-def stream_luts(streams: pd.DataFrame, devices: pd.DataFrame) -> dict[str, np.ndarray]:
+def stream_luts(streams: Columns, devices: Columns) -> dict[str, np.ndarray]:
     """Per stream index: its process, device, raw deviceId, contextId and streamId (int32)."""
-    dev = streams["device"].to_numpy(np.int64)
-    dev_ids = devices["device_id"].to_numpy(np.int64)
-    return {"stream_proc": streams["proc"].to_numpy(np.int64).astype(np.int32),
+    dev = np.asarray(streams["device"], dtype=np.int64)
+    dev_ids = np.asarray(devices["device_id"], dtype=np.int64)
+    return {"stream_proc": np.asarray(streams["proc"], dtype=np.int64).astype(np.int32),
             "stream_device": dev.astype(np.int32),
             "stream_device_id": (dev_ids[dev] if len(dev) else dev).astype(np.int32),
-            "stream_context_id": streams["context_id"].to_numpy(np.int64).astype(np.int32),
-            "stream_stream_id": streams["stream_id"].to_numpy(np.int64).astype(np.int32)}
+            "stream_context_id": np.asarray(streams["context_id"], dtype=np.int64).astype(np.int32),
+            "stream_stream_id": np.asarray(streams["stream_id"], dtype=np.int64).astype(np.int32)}
 
 
 class _NvtxReader:
@@ -1140,7 +1158,7 @@ class _NvtxReader:
         return d
 
 
-def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> pd.DataFrame:
+def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> Columns:
     gpu_names = {}
     if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
         have = set(exp.columns("TARGET_INFO_GPU"))
@@ -1154,12 +1172,13 @@ def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> pd.DataFrame:
     hosts = all_dev // 65536
     dev_ids = all_dev % 65536
     multi_host = len(np.unique(hosts)) > 1
-    return pd.DataFrame({
+    return Columns({
         "device": np.arange(len(all_dev), dtype=np.int32),
         "host": hosts,
         "device_id": dev_ids,
-        "label": [f"{h}:{d}" if multi_host else str(d) for h, d in zip(hosts, dev_ids)],
-        "name": [gpu_names.get(int(d), ("", None, None))[0] if not multi_host else "" for d in dev_ids],
+        "label": np.array([f"{h}:{d}" if multi_host else str(d) for h, d in zip(hosts, dev_ids)], dtype=object),
+        "name": np.array([gpu_names.get(int(d), ("", None, None))[0] if not multi_host else "" for d in dev_ids],
+                         dtype=object),
         "sm_count": [gpu_names.get(int(d), ("", None, None))[1] if not multi_host else None for d in dev_ids],
         # compute capability (e.g. 8.0 for A100), from TARGET_INFO_GPU; None when not exported
         "compute_capability": [gpu_names.get(int(d), ("", None, None))[2] if not multi_host else None
@@ -1167,9 +1186,12 @@ def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> pd.DataFrame:
     })
 
 
-def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
+def _assign_streams(out: dict, names: list[str]) -> None:
     """A stream is (process, device, context, stream id): give every GPU row a dense ``stream``
     index and build the ``streams`` table. Hash factorisation (linear), not a sort."""
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     cols = ("proc", "device", "context_id", "stream_id")
     frames = [out[n] for n in names]
     widths = []
@@ -1197,7 +1219,7 @@ def _assign_streams(out: dict[str, pd.DataFrame], names: list[str]) -> None:
     for name, f in zip(names, frames):
         out[name]["stream"] = codes[pos:pos + len(f)].astype(np.int32)
         pos += len(f)
-    out["streams"] = pd.DataFrame({"stream": np.arange(len(table), dtype=np.int32), "proc": table[:, 0],
+    out["streams"] = Columns({"stream": np.arange(len(table), dtype=np.int32), "proc": table[:, 0],
                                    "device": table[:, 1], "context_id": table[:, 2], "stream_id": table[:, 3]})
 
 
@@ -1211,10 +1233,10 @@ def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
     return names
 
 
-def _threads(tids: np.ndarray, names: dict[int, str]) -> pd.DataFrame:
-    return pd.DataFrame({"thread": np.arange(len(tids), dtype=np.int32), "global_tid": tids,
-                         "pid": S.decode_pid(tids), "tid": S.decode_tid(tids),
-                         "name": np.array([names.get(int(t), "") for t in tids], dtype=object)})
+def _threads(tids: np.ndarray, names: dict[int, str]) -> Columns:
+    return Columns({"thread": np.arange(len(tids), dtype=np.int32), "global_tid": tids,
+                    "pid": S.decode_pid(tids), "tid": S.decode_tid(tids),
+                    "name": np.array([names.get(int(t), "") for t in tids], dtype=object)})
 
 
 #: Longest name or NVTX text kept (the longest demangled C++ kernel names in real captures are a
@@ -1251,7 +1273,7 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
             diag["timestamp_ns"].append(_int(ts, 0))
             diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)) if type(sev) is int else str(sev))
             diag["text"].append(text if isinstance(text, str) else "")
-    res["diagnostics"] = pd.DataFrame(diag)
+    res["diagnostics"] = Columns(diag)
     # profiler overhead
     ov = {"start_ns": [], "end_ns": [], "global_tid": [], "name": []}
     if exp.has("PROFILER_OVERHEAD"):
@@ -1261,7 +1283,10 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
             if type(r[0]) is int and type(r[1]) is int and r[0] <= r[1] and abs(r[0]) < TIME_LIMIT_NS \
                     and abs(r[1]) < TIME_LIMIT_NS:
                 ov["start_ns"].append(r[0]); ov["end_ns"].append(r[1]); ov["global_tid"].append(_int(r[2], 0)); ov["name"].append(n)
-    res["overhead"] = pd.DataFrame(ov).astype({"start_ns": "int64", "end_ns": "int64", "global_tid": "int64"})
+    res["overhead"] = Columns({"start_ns": np.asarray(ov["start_ns"], dtype=np.int64),
+                               "end_ns": np.asarray(ov["end_ns"], dtype=np.int64),
+                               "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
+                               "name": np.asarray(ov["name"], dtype=object)})
     # GPU metrics (only the metrics we summarise)
     gm = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
           "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
@@ -1288,7 +1313,7 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
                 "metric": np.array([wanted[(r[1], r[2])] for r in rows], dtype=object),
                 "value": np.array([float(r[3]) for r in rows], dtype=np.float64),
             }
-    res["gpu_metrics"] = pd.DataFrame(gm)
+    res["gpu_metrics"] = Columns(gm)
     # capture duration
     res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
@@ -1345,6 +1370,9 @@ _FRAMES = EVENT_FRAMES + SMALL_FRAMES
 
 def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
     """Event table ``name`` of ``trace`` as one DataFrame (:data:`FRAME_COLUMNS`)."""
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     t = trace.store.get(name)
     cols = FRAME_COLUMNS[name]
     if name == "nvtx":
@@ -1375,6 +1403,9 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
                       write_all: bool = False) -> tuple[Store, dict]:
     """A store holding whole event frames (a PyTorch Profiler trace, parsed in one go), with the
     columns and derived arrays the streaming loader computes: ``(store, extras)``."""
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
     from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
     from ..metrics.ops import match_api
 
@@ -1453,8 +1484,10 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
 # --------------------------------------------------------------------------------------------
 # cache
 # --------------------------------------------------------------------------------------------
-def _read_parquet(path: Path) -> pd.DataFrame:
-    """Parquet -> DataFrame one column at a time (peak = result + one column, not 2x the table)."""
+def _read_parquet(path: Path) -> Columns:
+    """Parquet -> numpy columns, one column at a time (peak = result + one column, not 2x the
+    table). Typed as pandas would type them: integers with nulls as floats with NaN, text and
+    booleans with nulls as objects (None)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -1463,9 +1496,14 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     for name in pf.schema_arrow.names:
         col = pf.read(columns=[name]).column(0)
         numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type)
-        cols[name] = col.to_numpy() if numeric and col.null_count == 0 else col.to_pandas().to_numpy()
+        if numeric and col.null_count == 0:
+            cols[name] = col.to_numpy()
+        elif (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) and col.null_count:
+            cols[name] = col.cast(pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> NaN
+        else:
+            cols[name] = np.asarray(col.to_pylist(), dtype=object)
         del col
-    return pd.DataFrame(cols, copy=False)
+    return Columns(cols, n=pf.metadata.num_rows)
 
 
 _META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version": (str, type(None)),
@@ -1475,7 +1513,19 @@ _ARRAYS = ("remap_proc", "remap_device", "remap_thread", "pageable_async_api", "
            "setup_launch", "runtime_name_counts", "kernel_name_ids", "kernel_short_ids")
 
 
-def _entry_ok(meta, frames: dict[str, pd.DataFrame], store: Store) -> bool:
+def _arrow_table(t: Columns):
+    """A small table as Arrow, for the cache: NaN in a float column is written as null (read back
+    as NaN), text as strings."""
+    import pyarrow as pa
+
+    cols = {}
+    for k in t.columns:
+        v = t[k]
+        cols[k] = pa.array(v, from_pandas=True) if v.dtype.kind == "f" else pa.array(v.tolist() if v.dtype == object else v)
+    return pa.table(cols) if cols else pa.table({})
+
+
+def _entry_ok(meta, frames: dict[str, Columns], store: Store) -> bool:
     """True when a cache entry has the shape this version writes (else it is rebuilt). A block
     damaged inside a well-formed file is found when read: a one-line error, and the entry is
     removed (``Store._read_group``)."""
@@ -1549,7 +1599,7 @@ def _cache_tmp(cache_dir: Path) -> Path | None:
         return None
 
 
-def _publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, pd.DataFrame], strings: StringTable,
+def _publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, Columns], strings: StringTable,
              store: Store, extras: dict) -> bool:
     """Write the entry's metadata and small tables next to the store's files in ``tmp``, then
     rename ``tmp`` to ``entry``. Returns whether the entry was published (never raises)."""
@@ -1559,8 +1609,7 @@ def _publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, pd.DataFrame]
 
         store.finish_writes()
         for name in SMALL_FRAMES:
-            pq.write_table(pa.Table.from_pandas(frames[name], preserve_index=False), tmp / f"{name}.parquet",
-                           compression="lz4")
+            pq.write_table(_arrow_table(frames[name]), tmp / f"{name}.parquet", compression="lz4")
         pq.write_table(pa.table({"id": strings.ids, "value": pa.array(list(strings.values), type=pa.string())}),
                        tmp / "strings.parquet", compression="lz4")
         pq.write_table(pa.table({"domain": pa.array([str(x) for x in extras["nvtx_domains"]], type=pa.string())}),

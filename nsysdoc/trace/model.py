@@ -1,6 +1,8 @@
 """The in-memory trace: canonical tables with unit-suffixed columns, independent of nsys version.
 
-Every event table is a pandas DataFrame backed by numpy arrays. Times are integer nanoseconds on
+The big event tables are blocks of numpy columns (:mod:`nsysdoc.trace.store`), the small ones
+:class:`~nsysdoc.trace.columns.Columns` (named numpy columns); either becomes a pandas DataFrame on
+request (:meth:`Trace.frame`, :meth:`Columns.to_pandas`). Times are integer nanoseconds on
 the capture's timeline (``*_ns``). Identities:
 
 * ``global_pid`` / ``global_tid``: nsys serialized ids (hw, vm, pid, tid bits), kept as int64 keys;
@@ -17,8 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+from .columns import Columns
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class StringTable:
@@ -99,7 +107,8 @@ class Trace:
 
     The event tables are in ``store`` (:mod:`nsysdoc.trace.store`); ``trace.kernels`` and the
     other event-table attributes build the whole table as a DataFrame on first use (memory grows
-    with the capture: the analysis itself never asks for them). Small tables are DataFrames.
+    with the capture: the analysis itself never asks for them). Small tables are
+    :class:`~nsysdoc.trace.columns.Columns`.
     ``derived`` holds what the loader computed while streaming the rows (see ``docs/loader.md``):
     ``pageable_async_api`` (runtime rows of async copies from pageable memory, which block the
     host), ``launch_candidates`` (kernel-launch calls of 1 ms or more), ``runtime_name_counts``
@@ -113,13 +122,13 @@ class Trace:
     traced: dict[str, bool]
     strings: StringTable
     store: object
-    devices: pd.DataFrame
-    processes: pd.DataFrame
-    streams: pd.DataFrame
-    threads: pd.DataFrame
-    gpu_metrics: pd.DataFrame
-    diagnostics: pd.DataFrame
-    overhead: pd.DataFrame
+    devices: Columns
+    processes: Columns
+    streams: Columns
+    threads: Columns
+    gpu_metrics: Columns
+    diagnostics: Columns
+    overhead: Columns
     #: domain name of each ``domain`` index of the nvtx table
     nvtx_domains: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     derived: dict = field(default_factory=dict)
