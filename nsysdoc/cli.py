@@ -245,8 +245,15 @@ def report(
     if not paths:
         _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
         raise typer.Exit(EXIT_ERROR)
-    raise typer.Exit(_report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
-                                   rules, config, no_config, quiet, open_report, worst_step))
+    from . import lazy_pandas
+
+    lazy_pandas.defer()  # an nsys export's report needs no pandas: keep pyarrow from importing it
+    try:
+        code = _report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
+                             rules, config, no_config, quiet, open_report, worst_step)
+    finally:
+        lazy_pandas.allow()
+    raise typer.Exit(code)
 
 
 def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cache: bool,
