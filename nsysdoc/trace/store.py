@@ -176,8 +176,11 @@ class Table:
         else:  # one reorder of the chunk; each bucket is then a slice (a view)
             order = np.argsort(b, kind="stable")
             sb = b[order]
-            sorted_cols = {k: (take(cols[k], order) if not isinstance(cols[k], np.ndarray) else cols[k][order])
-                           for k in self.dtypes}
+            # each column in its stored type first (the cast blocks get anyway): the reorder then
+            # moves 1-4 bytes per value instead of 8
+            sorted_cols = {k: (take(cols[k], order) if not isinstance(cols[k], np.ndarray)
+                               else (cols[k] if dt == STR else cols[k].astype(dt, copy=False))[order])
+                           for k, dt in self.dtypes.items()}
         cuts = np.flatnonzero(np.concatenate(([True], sb[1:] != sb[:-1]))).tolist() + [len(sb)]
         for a, z in zip(cuts[:-1], cuts[1:]):
             part = {k: v[a:z] if isinstance(v, np.ndarray) else v.slice(a, z - a) for k, v in sorted_cols.items()}
