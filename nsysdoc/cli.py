@@ -319,6 +319,9 @@ def diff(
     target = output
     if target is None and fmt == Format.html:
         target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
+    from . import lazy_pandas
+
+    lazy_pandas.defer()  # as for report: two analyses, no pandas needed
     try:
         if target is not None:
             from .inputs import check_outputs
@@ -343,6 +346,8 @@ def diff(
             traceback.print_exc()
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
+    finally:
+        lazy_pandas.allow()
     try:
         if target is None:
             sys.stdout.write(text)
