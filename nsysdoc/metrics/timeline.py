@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..trace import schema as S
+from ..trace.columns import factorize
 from .gpu import CAUSES
 from .steps import pick_steps
 from .ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
@@ -409,9 +410,7 @@ def _host_threads(analysis, first_gtid: int | None, w0: int, w1: int) -> list[in
     if len(st):
         sel = np.asarray(st["primary"], dtype=bool) & (np.asarray(st["start_ns"], dtype=np.int64) < w1) \
             & (np.asarray(st["end_ns"], dtype=np.int64) > w0)
-        g = np.asarray(st["global_tid"], dtype=np.int64)[sel]
-        _, first = np.unique(g, return_index=True)
-        for v in g[np.sort(first)].tolist():  # in order of first appearance
+        for v in factorize(np.asarray(st["global_tid"], dtype=np.int64)[sel])[1].tolist():  # first appearance
             if int(v) not in out:
                 out.append(int(v))
     return out[:MAX_HOST_THREADS]

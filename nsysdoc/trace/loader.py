@@ -38,11 +38,11 @@ from . import schema as S
 from .columns import Columns, factorize
 from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
-if TYPE_CHECKING:
-    import pandas as pd
-
 from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, Store, release_memory, take,
                     to_text)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
 CACHE_FORMAT = 19
@@ -280,17 +280,9 @@ def _empty(cols: tuple[S.Col, ...], extra: tuple[str, ...] = ()) -> dict[str, np
 
 
 def _uniq(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values; hash-based first (linear), so millions of rows with few ids are cheap."""
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
-    return np.unique(pd.unique(np.asarray(values, dtype=np.int64)))
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values of an integer column: a mark per value (linear) when the values are
     small non-negative ids (string ids: fewer than the export's strings), else a sort."""
-    values = np.asarray(values)
+    values = np.asarray(values, dtype=np.int64)
     if len(values) and int(values.min()) >= 0 and int(values.max()) < max(1 << 20, 4 * len(values)):
         seen = np.zeros(int(values.max()) + 1, dtype=bool)
         seen[values] = True
@@ -835,8 +827,8 @@ class _Ingest:
                 d["api"] = api
                 d.update(self._launching(api, has, n))
                 if key == "kernels":
-                    self.kernel_names.update(_distinct(d["name_id"]).tolist())
-                    self.kernel_shorts.update(_distinct(d["short_id"]).tolist())
+                    self.kernel_names.update(_uniq(d["name_id"]).tolist())
+                    self.kernel_shorts.update(_uniq(d["short_id"]).tolist())
                     self.first.add(getattr(self, "_cand", None), proc, d["name_id"], api, d["api_start_ns"], d["row"])
                 if key == "memcpy" and len(rt_kind):
                     pg = has & (d["host_kind"] == S.MEM_PAGEABLE)
