@@ -245,14 +245,11 @@ def report(
     if not paths:
         _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
         raise typer.Exit(EXIT_ERROR)
-    from . import lazy_pandas
+    from .lazy_pandas import deferring
 
-    lazy_pandas.defer()  # an nsys export's report needs no pandas: keep pyarrow from importing it
-    try:
+    with deferring():  # an nsys export's report needs no pandas: keep pyarrow from importing it
         code = _report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
                              rules, config, no_config, quiet, open_report, worst_step)
-    finally:
-        lazy_pandas.allow()
     raise typer.Exit(code)
 
 
@@ -319,9 +316,8 @@ def diff(
     target = output
     if target is None and fmt == Format.html:
         target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
-    from . import lazy_pandas
+    from .lazy_pandas import deferring
 
-    lazy_pandas.defer()  # as for report: two analyses, no pandas needed
     try:
         if target is not None:
             from .inputs import check_outputs
@@ -329,8 +325,9 @@ def diff(
             check_outputs([target], [base, candidate])
         ruleset, cfg = _ruleset(list(rules), config, no_config)
         marker = step_marker or cfg.step_marker
-        sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
-                 for p, what in ((base, "base"), (candidate, "candidate"))]
+        with deferring():  # as for report: two analyses, no pandas needed
+            sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
+                     for p, what in ((base, "base"), (candidate, "candidate"))]
         result = compare(*sides, names=(str(base), str(candidate)))
         if fmt == Format.json:
             text = json.dumps(result, indent=2, allow_nan=False) + "\n"
@@ -346,8 +343,6 @@ def diff(
             traceback.print_exc()
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
-    finally:
-        lazy_pandas.allow()
     try:
         if target is None:
             sys.stdout.write(text)

@@ -14,6 +14,7 @@ gets pandas (PyTorch Profiler traces, whole DataFrames for tests and tools). Wit
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 
 class _Deferred:
@@ -45,6 +46,16 @@ def allow() -> None:
         sys.meta_path.remove(_FINDER)
     except ValueError:
         pass
+
+
+@contextmanager
+def deferring():
+    """:func:`defer` for the duration of a ``with`` block, then :func:`allow`."""
+    defer()
+    try:
+        yield
+    finally:
+        allow()
 
 
 def pandas():
