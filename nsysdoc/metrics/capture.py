@@ -7,13 +7,17 @@ intervals (all threads merged) inside the analysis window, over the window lengt
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import intervals as iv
 
+if TYPE_CHECKING:
+    from ..trace.columns import Columns
 
-def overhead_pct(overhead: "Columns", w0: int | None, w1: int | None) -> float | None:
+
+def overhead_pct(overhead: Columns, w0: int | None, w1: int | None) -> float | None:
     if w0 is None or w1 is None or w1 <= w0:
         return None
     if len(overhead) == 0:
@@ -23,7 +27,7 @@ def overhead_pct(overhead: "Columns", w0: int | None, w1: int | None) -> float |
     return float(u.total_by_key(1)[0] / (w1 - w0) * 100)
 
 
-def diagnostics_table(diagnostics: "Columns") -> list[dict]:
+def diagnostics_table(diagnostics: Columns) -> list[dict]:
     if len(diagnostics) == 0:
         return []
     counts: dict[tuple, int] = {}
@@ -48,7 +52,7 @@ NSYS_NOTES = (
 )
 
 
-def nsys_notes(diagnostics: "Columns") -> list[dict]:
+def nsys_notes(diagnostics: Columns) -> list[dict]:
     """``DIAGNOSTIC_EVENT`` rows (any severity) whose text is one of :data:`NSYS_NOTES`, grouped by
     text: ``kind``, ``severity``, ``text`` (nsys's words), ``count``."""
     if len(diagnostics) == 0:

@@ -18,7 +18,6 @@ the capture's timeline (``*_ns``). Identities:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np
