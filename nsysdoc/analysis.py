@@ -32,7 +32,7 @@ TOP_N = 50
 #: Bytes of freed slice pieces after which :func:`_consume` returns memory to the system.
 _TRIM_BYTES = 64 << 20
 #: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
-CONTRACT = 2
+CONTRACT = 3
 #: Kernel names kept in ``metrics.kernels.names`` (every name up to this many, for ``nsysdoc diff``).
 ALL_NAMES_MAX = 5000
 
@@ -246,6 +246,7 @@ def _assemble(a: Analysis, res) -> dict:
         "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text"])
                                     if nv is not None else (), t.nvtx_domains, w0, w1),
     }
+    metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
     quality = _capture(a, judgeable, why_not)
     result = {
         "nsysdoc_version": __version__,
@@ -261,6 +262,31 @@ def _assemble(a: Analysis, res) -> dict:
     }
     metrics["values"] = _values(a, result)
     return result
+
+
+def _rounded(x):
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    return _num(x)
+
+
+def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
+    """The operator view (whole capture) and, per ``where:`` selector, the sites of its time in the
+    window (``nsysdoc.engine.attribute``), with what the capture lacks to say more."""
+    from .engine import attribute as att
+
+    attr = res.plan.attr
+    t = a.trace
+    ops = att.operator_view(attr, t.strings)
+    ops["missing"] = att.missing_data(t, attr)
+    ndev = len(_active(devices)) or 1
+    top = (kernel_metrics.get("by_name") or [None])[0]
+    where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,
+                                  kernel_name=top["name"] if top else None)
+             for sel in att.SELECTORS}
+    return _rounded(ops), _rounded(where)
 
 
 def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]:

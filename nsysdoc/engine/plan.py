@@ -22,6 +22,7 @@ from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
+from .attribute import build as build_attributor
 from .data import GPU_KINDS, NEG, POS
 
 #: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
@@ -69,6 +70,8 @@ class Plan:
     bounds: np.ndarray
     #: timeline windows to capture while the slices run: name -> (start, end, host global_tid, step)
     timelines: dict = field(default_factory=dict)
+    #: operator / module / frame attribution (:mod:`nsysdoc.engine.attribute`), None without ranges
+    attr: object = None
 
     @property
     def window(self) -> tuple[int | None, int | None]:
@@ -85,7 +88,8 @@ def _nvtx_scan(trace, pattern) -> dict:
     doms = trace.nvtx_domains
     lib = np.array([str(d).lower() in S.LIBRARY_NVTX_DOMAINS for d in doms], dtype=bool) if len(doms) \
         else np.zeros(1, dtype=bool)
-    steps, loader, setup, tune = [], [], [], []
+    steps, loader, setup, tune, host = [], [], [], [], []
+    dom_names = np.array([str(d) for d in doms], dtype=object) if len(doms) else np.array([""], dtype=object)
     cols = ["start_ns", "end_ns", "event_type", "global_tid", "thread", "domain", "text"]
     for blk in (t.iter_blocks(cols) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
@@ -105,6 +109,13 @@ def _nvtx_scan(trace, pattern) -> dict:
             steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
                           "name": np.array([vals[i] for i in idx[sel]], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
+        # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
+        sel = np.flatnonzero(is_range & (e > s) & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])
+        if len(sel):
+            vals_arr = np.array(vals, dtype=object)
+            host.append((blk["thread"][sel], s[sel], e[sel], vals_arr[idx[sel]],
+                         dom_names[np.minimum(dom[sel], len(dom_names) - 1)] if len(doms) else
+                         np.full(len(sel), "", dtype=object)))
         sel = np.flatnonzero(is_range & m_dl[idx])
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
@@ -126,7 +137,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
-            "tuning": tuning}
+            "tuning": tuning, "host": host}
 
 
 def _gpu_tables(trace) -> list:
@@ -188,6 +199,7 @@ def make_plan(trace, pattern) -> Plan:
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
+    plan.attr = build_attributor(trace, nv["host"])
     return plan
 
 

@@ -23,6 +23,7 @@ from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
+from .attribute import SELECTORS, add_sites, gpu_labels, merge_sites
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING, NEG, POS, Ops,
                    blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
 
@@ -95,6 +96,8 @@ class Window:
     dtoh_wall: np.ndarray = None
     dtoh_bytes: int = 0
     dtoh_count: int = 0
+    #: attribution: selector -> {site row: [ns, count]} (see nsysdoc.engine.attribute.SELECTORS)
+    where: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = self.ndev
@@ -114,6 +117,7 @@ class Window:
         for f in ("k_dur", "k_name", "k_short", "k_nccl", "k_tune", "l_api", "l_queue", "launch_gaps", "host_gaps"):
             getattr(self, f).extend(getattr(o, f))
         merge_groups(self.copies, o.copies)
+        merge_sites(self.where, o.where)
         _merge_calls(self.sync_calls, o.sync_calls)
         _merge_calls(self.alloc_calls, o.alloc_calls)
         if o.sync_by_thread is not None:
@@ -264,6 +268,8 @@ class SliceState:
     osrt: dict | None
     lo_dev: np.ndarray | None
     rt_lo: int = NEG          # the CUDA API rows read are all those overlapping [rt_lo, c1)
+    #: attribution of the slice's operations (site rows, innermost operator range), computed once
+    attr_cache: dict = field(default_factory=dict)
 
 
 def _op_flags(ctx: Context, ops: Ops) -> None:
@@ -481,7 +487,69 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
             if len(m):
                 dur = np.minimum(rt["end_ns"][m], w1) - np.maximum(rt["start_ns"][m], w0)
                 _calls(out, rt["name_id"][m], dur)
+    if ctx.plan.attr is not None:
+        _where(ctx, st, win, inw, w0, w1)
     return win
+
+
+def op_sites(ctx: Context, st: SliceState) -> tuple[np.ndarray, np.ndarray]:
+    """Site rows and innermost operator range of the slice's operations, at their launch."""
+    got = st.attr_cache.get("ops")
+    if got is None:
+        attr, ops = ctx.plan.attr, st.ops
+        valid = ops.api >= 0
+        t = ops.api_start_ns
+        got = (attr.sites(ops.api_thread, t, valid), attr.op_range(ops.api_thread, t, valid))
+        st.attr_cache["ops"] = got
+    return got
+
+
+def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, w1: int) -> None:
+    """The slice's share of each selector's time per site (``SELECTORS``), in ``[w0, w1)``."""
+    attr, ops = ctx.plan.attr, st.ops
+    acc = {k: {} for k in SELECTORS}
+    if len(ops) and inw.any():
+        sites, _ = op_sites(ctx, st)
+        dur = ops.end_ns - ops.start_ns
+        is_k = ops.kind == KIND_KERNEL
+        fl = ops.flags
+        for sel, mask in (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
+                          ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
+                          ("copies", inw & (ops.kind == KIND_MEMCPY)),
+                          ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
+                          ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0))):
+            m = np.flatnonzero(mask)
+            if len(m):
+                add_sites(acc[sel], sites[m], dur[m])
+        # kernels by full name, for the kernel with the most time (known once every slice is in)
+        m = np.flatnonzero(inw & is_k)
+        if len(m):
+            by = {}
+            add_sites(by, np.concatenate([sites[m], ops.name_id[m, None].astype(np.int64)], axis=1), dur[m])
+            acc["by_kernel"] = by
+    g = st.gaps
+    if g is not None and len(g):
+        sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0) & (g.kind == 0))
+        if len(sel):
+            amounts = g.split(sel, w0, w1)
+            th = g.thread_index[sel]
+            mid = (np.maximum(g.start_ns[sel], w0) + np.minimum(g.end_ns[sel], w1)) // 2
+            for name, cause, when in (("launch_gaps", CAUSE_LAUNCH, g.next_api_start_ns[sel]),
+                                      ("host_gaps", CAUSE_HOST, mid), ("input_gaps", CAUSES.index("input"), mid),
+                                      ("sync_gaps", CAUSES.index("sync"), g.start_ns[sel])):
+                w = amounts[:, cause]
+                m = np.flatnonzero(w > 0)
+                if len(m):
+                    add_sites(acc[name], attr.sites(th[m], when[m]), w[m])
+    if st.host is not None and st.rt is not None:
+        rt = st.rt
+        mine = (rt["start_ns"] >= st.c0) & (rt["start_ns"] < st.c1) & (rt["start_ns"] < w1) & (rt["end_ns"] > w0)
+        for name, mask in (("sync_calls", st.blocking), ("alloc_calls", rt["api_kind"] == S.API_ALLOC)):
+            m = np.flatnonzero(mine & mask)
+            if len(m):
+                dur = np.minimum(rt["end_ns"][m], w1) - np.maximum(rt["start_ns"][m], w0)
+                add_sites(acc[name], attr.sites(rt["thread"][m], rt["start_ns"][m]), dur)
+    win.where = {k: v for k, v in acc.items() if v}
 
 
 def _sel(mask: np.ndarray):
@@ -556,6 +624,10 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
     c0, c1 = st.c0, st.c1
     # scalar reads: tiny device-to-host copies whose call syncs, or whose thread's next call does
     _scalar_reads(ctx, st, tot, carry, nxt)
+    if ctx.plan.attr is not None and len(ops):
+        sites, rng = op_sites(ctx, st)
+        ctx.plan.attr.add_ops(rng, sites, ops.end_ns - ops.start_ns,
+                              gpu_labels(ops.kind, ops.name_id, ops.copy_kind))
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)
         k = has & (ops.kind == KIND_KERNEL)

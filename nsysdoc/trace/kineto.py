@@ -50,7 +50,7 @@ from .model import StringTable, Trace
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 1
+KINETO_FORMAT = 2
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -353,6 +353,9 @@ class _Acc:
 
 _DOMAINS = ("", "cpu_op", "python_function")
 _DOM_CODE = {d: i for i, d in enumerate(_DOMAINS)}
+_DOM_OP, _DOM_PY = _DOM_CODE["cpu_op"], _DOM_CODE["python_function"]
+#: frames of a 2021-format ``Call stack`` kept per op (the innermost ones)
+_MAX_STACK = 64
 _EMPTY: dict = {}
 
 
@@ -589,11 +592,30 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
                             ti = threads.get(tkey)
                         if ti is None:
                             ti = threads[tkey] = len(threads)
+                        name = ev.get("name")
+                        dom = _DOM_CODE[HOST_DOMAIN[cat]]
+                        if dom == _DOM_OP and a:
+                            # autograd's sequence number links a backward node to its forward op:
+                            # kept in the text as emit_nvtx writes it ("aten::mul, seq = 12")
+                            sq = a.get("Sequence number")
+                            if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
+                                name = f"{name}, seq = {sq}"
+                            # 2021 format: the Python stack of the op, innermost first
+                            cs = a.get("Call stack")
+                            if cs.__class__ is str and cs and s != BAD and e != BAD:
+                                for fr in reversed(cs.split(";")[:_MAX_STACK]):
+                                    fr = fr.strip()
+                                    if fr:
+                                        h_s(s)
+                                        h_e(e)
+                                        h_thr(ti)
+                                        h_name(name_id(fr))
+                                        h_dom(_DOM_PY)
                         h_s(s)
                         h_e(e)
                         h_thr(ti)
-                        h_name(name_id(ev.get("name")))
-                        h_dom(_DOM_CODE[HOST_DOMAIN[cat]])
+                        h_name(name_id(name))
+                        h_dom(dom)
                     elif kind == K_SPAN:
                         if s != BAD and e != BAD:
                             acc.spans.append((s, e))

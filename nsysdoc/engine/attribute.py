@@ -1,0 +1,505 @@
+"""Attribution in the engine: which operator, module and Python frame each GPU operation, idle gap
+and CUDA call comes from (definitions: :mod:`nsysdoc.metrics.attribution`, ``docs/glossary.md``).
+
+:func:`build` makes an :class:`Attributor` from the host ranges the plan's NVTX pass collected
+(``None`` when the capture has none: attribution then costs nothing). The slices ask it for the
+*site* of each launch or gap — a row of codes ``(operator, module, frame, backward node, forward
+operator)`` into :attr:`Attributor.names`, -1 where there is none — and add time per site:
+
+* over the whole capture, every GPU operation (the operator view: :meth:`Attributor.add_ops`);
+* per analysis window, the selections the rules' ``where:`` names (:data:`SELECTORS`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..metrics import attribution as A
+from ..trace import schema as S
+
+#: The selections a rule's ``where:`` can name: what is weighed, and by what (docs/rules.md).
+SELECTORS = {
+    "gpu_ops": "every GPU operation in the window, by its duration",
+    "kernels": "every kernel in the window, by its duration",
+    "tiny_kernels": "kernels shorter than 10 us in the window, by their duration",
+    "top_kernel": "the kernel with the most GPU time (by full name), by its duration",
+    "nccl_kernels": "NCCL kernels in the window, by their duration",
+    "fp32_kernels": "FP32 GEMM/convolution kernels in the window, by their duration",
+    "copies": "memory copies in the window, by their duration",
+    "pageable_copies": "host<->device copies from or to pageable memory, by their duration",
+    "dtoh_copies": "device-to-host copies larger than a scalar, by their duration",
+    "launch_gaps": "GPU idle time of class launch, at the launch of the operation that ends each gap",
+    "host_gaps": "GPU idle time of class host, at the middle of each gap on the launching thread",
+    "input_gaps": "GPU idle time of class input (waiting for data), at the middle of each gap on the launching thread",
+    "sync_gaps": "GPU idle time of class sync, at the start of each gap on the launching thread (inside the blocking call)",
+    "sync_calls": "blocking CUDA calls (synchronize, synchronous copies) in the window, by their duration",
+    "alloc_calls": "CUDA allocation calls (cudaMalloc, cudaFree...) in the window, by their duration",
+}
+#: Columns of a site row
+SITE_COLS = ("op", "module", "frame", "backward_op", "forward_op")
+NONE = -1
+#: GPU-operation labels for the operator view's top kernel: kernels use their name id; copies and
+#: memsets these negative codes
+_COPY_LABEL0 = -100
+
+
+class Attributor:
+    """The capture's range families and the whole-capture operator accumulators."""
+
+    def __init__(self, source: str, names: list[str], ops: A.Forest, mods: A.Forest, frames: A.Forest,
+                 op_raw_seq: np.ndarray, thread_pid: np.ndarray) -> None:
+        self.source = source
+        self.names = names
+        self.ops, self.mods, self.frames = ops, mods, frames
+        n = len(ops)
+        # backward node (itself or nearest enclosing autograd node) and the forward operator with
+        # the same sequence number in the same process, with that operator's module and frame
+        is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
+        self.bwd = np.full(n, NONE, dtype=np.int64)
+        if n:
+            bw_range = np.full(n, -1, dtype=np.int64)
+            for a in ops.ancestors(np.arange(n)):
+                ok = (a >= 0) & (bw_range < 0)
+                hit = ok.copy()
+                hit[ok] = is_bwd_name[ops.name[a[ok]]]
+                bw_range[hit] = a[hit]
+            self._bw_range = bw_range
+            node_code = {}
+            codes = np.full(len(names), NONE, dtype=np.int64)
+            for c in np.unique(ops.name[bw_range[bw_range >= 0]]).tolist():
+                node = A.backward_node(names[c])
+                if node not in node_code:
+                    node_code[node] = self._code(node)
+                codes[c] = node_code[node]
+            has = bw_range >= 0
+            self.bwd[has] = codes[ops.name[bw_range[has]]]
+        self.fwd = np.full(n, NONE, dtype=np.int64)
+        self.fwd_mod = np.full(n, NONE, dtype=np.int64)
+        self.fwd_frame = np.full(n, NONE, dtype=np.int64)
+        seq = np.asarray(op_raw_seq, dtype=np.int64)[ops.order] if n else np.zeros(0, np.int64)
+        if n and (seq >= 0).any() and (self.bwd >= 0).any():
+            pid = thread_pid[ops.thread] if len(thread_pid) else np.zeros(n, np.int64)
+            fwd_ok = (seq >= 0) & ~is_bwd_name[ops.name] & (self._bw_range < 0)
+            cand = np.flatnonzero(fwd_ok)
+            # the first (outermost) forward range of each (process, seq): forest order is by thread
+            # and start, so sort by (pid, seq, start)
+            o = np.lexsort((ops.start[cand], seq[cand], pid[cand]))
+            cand = cand[o]
+            key_c = np.stack([pid[cand], seq[cand]], axis=1)
+            first = np.ones(len(cand), dtype=bool)
+            first[1:] = (key_c[1:] != key_c[:-1]).any(axis=1)
+            cand = cand[first]
+            br = self._bw_range
+            need = np.flatnonzero((br >= 0) & (seq[np.maximum(br, 0)] >= 0))
+            if len(need) and len(cand):
+                bseq, bpid = seq[br[need]], pid[br[need]]
+                kp, ks = pid[cand], seq[cand]
+                o2 = np.lexsort((ks, kp))
+                kp, ks, cand = kp[o2], ks[o2], cand[o2]
+                # search (pid, seq) pairs: pid-major via a combined rank
+                pos = _pair_search(kp, ks, bpid, bseq)
+                ok = pos >= 0
+                fr = cand[pos[ok]]
+                tgt = need[ok]
+                self.fwd[tgt] = ops.name[fr]
+                m = self.mods.innermost(ops.thread[fr], ops.start[fr])
+                f = self.frames.innermost(ops.thread[fr], ops.start[fr])
+                self.fwd_mod[tgt] = _name_at(self.mods, m)
+                self.fwd_frame[tgt] = _name_at(self.frames, f)
+        # whole-capture accumulators (the operator view)
+        self.self_gpu_ns = np.zeros(n, dtype=np.int64)
+        self.self_ops = np.zeros(n, dtype=np.int64)
+        self.none_gpu_ns = 0
+        self.none_ops = 0
+        self.sites_all: dict = {}
+        self.pairs: dict = {}
+        self.total_gpu_ns = 0
+        self.total_ops = 0
+
+    def _code(self, name: str) -> int:
+        try:
+            return self._index[name]
+        except AttributeError:
+            self._index = {v: i for i, v in enumerate(self.names)}
+        except KeyError:
+            pass
+        if name not in self._index:
+            self._index[name] = len(self.names)
+            self.names.append(name)
+        return self._index[name]
+
+    # ---- sites ------------------------------------------------------------------------------
+    def sites(self, thread, t, valid=None) -> np.ndarray:
+        """Site rows ``(n, 5)`` for queries at ``(thread, t)``; rows where ``valid`` is False, or
+        the thread is unknown (-1), are all -1."""
+        thread = np.asarray(thread, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        n = len(t)
+        out = np.full((n, 5), NONE, dtype=np.int64)
+        ok = thread >= 0
+        if valid is not None:
+            ok &= np.asarray(valid, dtype=bool)
+        q = np.flatnonzero(ok)
+        if not len(q):
+            return out
+        th, tq = thread[q], t[q]
+        r = self.ops.innermost(th, tq)
+        m = self.mods.innermost(th, tq)
+        f = self.frames.innermost(th, tq)
+        has = r >= 0
+        rr = np.maximum(r, 0)
+        out[q, 0] = _name_at(self.ops, r)
+        mod = _name_at(self.mods, m)
+        fr = _name_at(self.frames, f)
+        if has.any():
+            bwd = np.where(has, self.bwd[rr], NONE)
+            fwd = np.where(has, self.fwd[rr], NONE)
+            mod = np.where((mod < 0) & has, self.fwd_mod[rr], mod)
+            fr = np.where((fr < 0) & has, self.fwd_frame[rr], fr)
+            out[q, 3] = bwd
+            out[q, 4] = fwd
+        out[q, 1] = mod
+        out[q, 2] = fr
+        return out
+
+    def op_range(self, thread, t, valid=None) -> np.ndarray:
+        thread = np.asarray(thread, dtype=np.int64)
+        ok = thread >= 0
+        if valid is not None:
+            ok &= np.asarray(valid, dtype=bool)
+        out = np.full(len(thread), -1, dtype=np.int64)
+        q = np.flatnonzero(ok)
+        if len(q):
+            out[q] = self.ops.innermost(thread[q], np.asarray(t, dtype=np.int64)[q])
+        return out
+
+    # ---- whole capture ----------------------------------------------------------------------
+    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray) -> None:
+        """Add owned GPU operations (their innermost operator range, site rows, durations and
+        labels) to the operator view."""
+        dur = np.asarray(dur, dtype=np.int64)
+        self.total_gpu_ns += int(dur.sum())
+        self.total_ops += len(dur)
+        has = op_range >= 0
+        if has.any():
+            r = op_range[has]
+            self.self_gpu_ns += np.bincount(r, weights=dur[has], minlength=len(self.self_gpu_ns)).astype(np.int64)
+            self.self_ops += np.bincount(r, minlength=len(self.self_ops)).astype(np.int64)
+        self.none_gpu_ns += int(dur[~has].sum())
+        self.none_ops += int((~has).sum())
+        add_sites(self.sites_all, sites, dur)
+        pair = np.stack([sites[:, 0], np.asarray(label, dtype=np.int64)], axis=1)
+        add_sites(self.pairs, pair, dur)
+
+
+def _name_at(forest: A.Forest, idx: np.ndarray) -> np.ndarray:
+    """Name codes of forest ranges ``idx`` (-1 where ``idx`` is -1)."""
+    out = np.full(len(idx), NONE, dtype=np.int64)
+    ok = idx >= 0
+    if ok.any():
+        out[ok] = forest.name[idx[ok]]
+    return out
+
+
+def _pair_search(kp, ks, qp, qs) -> np.ndarray:
+    """Position of each query pair ``(qp, qs)`` in the pairs ``(kp, ks)`` sorted pid-major, or -1."""
+    out = np.full(len(qp), -1, dtype=np.int64)
+    if not len(kp):
+        return out
+    up, start = np.unique(kp, return_index=True)
+    stop = np.append(start[1:], len(kp))
+    for p, a, z in zip(up.tolist(), start.tolist(), stop.tolist()):
+        m = np.flatnonzero(qp == p)
+        if not len(m):
+            continue
+        seg = ks[a:z]
+        pos = np.clip(np.searchsorted(seg, qs[m]), 0, len(seg) - 1)
+        hit = seg[pos] == qs[m]
+        out[m[hit]] = a + pos[hit]
+    return out
+
+
+def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
+    """Add ``weight`` (ns) and a count of 1 per row to ``acc[tuple(row)] = [ns, count]``."""
+    if not len(rows):
+        return
+    weight = np.asarray(weight, dtype=np.int64)
+    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
+    inv = np.asarray(inv).reshape(-1)
+    ns = np.bincount(inv, weights=weight, minlength=len(uniq))
+    cnt = np.bincount(inv, minlength=len(uniq))
+    for row, a, c in zip(uniq.tolist(), ns.tolist(), cnt.tolist()):
+        key = tuple(row)
+        cur = acc.get(key)
+        if cur is None:
+            acc[key] = [int(a), int(c)]
+        else:
+            cur[0] += int(a)
+            cur[1] += int(c)
+
+
+def merge_sites(a: dict, b: dict) -> None:
+    for sel, d in b.items():
+        tgt = a.setdefault(sel, {})
+        for k, (ns, c) in d.items():
+            cur = tgt.get(k)
+            if cur is None:
+                tgt[k] = [ns, c]
+            else:
+                cur[0] += ns
+                cur[1] += c
+
+
+def gpu_labels(kind: np.ndarray, name_id: np.ndarray, copy_kind: np.ndarray) -> np.ndarray:
+    """The operator view's label of each GPU operation: a kernel's name id, else a negative code
+    for "Memcpy <kind>" or "Memset"."""
+    from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
+
+    out = np.where(kind == KIND_KERNEL, name_id.astype(np.int64), _COPY_LABEL0 - 1)
+    m = kind == KIND_MEMCPY
+    out[m] = _COPY_LABEL0 - 2 - np.maximum(copy_kind[m].astype(np.int64), 0)
+    return out
+
+
+def label_text(code: int, strings) -> str:
+    if code >= 0:
+        return strings.get(code)
+    if code == _COPY_LABEL0 - 1:
+        return "Memset"
+    k = _COPY_LABEL0 - 2 - code
+    return f"Memcpy {S.COPY_KIND_LABELS.get(k, 'Unknown')}"
+
+
+# ---------------------------------------------------------------------------------------------
+def build(trace, rows: list) -> Attributor | None:
+    """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
+    ``(thread, start_ns, end_ns, text (object array), domain name (object array))`` of range
+    rows that are not step markers. None when no range can attribute anything."""
+    if not rows:
+        return None
+    thread = np.concatenate([r[0] for r in rows]).astype(np.int64)
+    start = np.concatenate([r[1] for r in rows]).astype(np.int64)
+    end = np.concatenate([r[2] for r in rows]).astype(np.int64)
+    text = np.concatenate([r[3] for r in rows])
+    dom = np.concatenate([r[4] for r in rows])
+    if not len(thread):
+        return None
+    kineto = trace.source_tool == "pytorch-profiler"
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def code(v: str) -> int:
+        c = index.get(v)
+        if c is None:
+            c = index[v] = len(names)
+            names.append(v)
+        return c
+
+    # per distinct (text, domain): family flags, name codes and seq
+    key_vals, inv = _factorize_pairs(text, dom)
+    k = len(key_vals)
+    is_op = np.zeros(k, bool)
+    is_mod = np.zeros(k, bool)
+    is_frame = np.zeros(k, bool)
+    op_code = np.full(k, NONE, np.int64)
+    mod_code = np.full(k, NONE, np.int64)
+    frame_code = np.full(k, NONE, np.int64)
+    seq = np.full(k, -1, np.int64)
+    for i, (t, d) in enumerate(key_vals):
+        t = str(t)
+        if kineto:
+            if d == "cpu_op":
+                is_op[i] = True
+                op_code[i] = code(A.op_name(t))
+                seq[i] = A.seq_of(t)
+            elif d == "python_function":
+                if A.is_module_frame(t):
+                    is_mod[i] = True
+                    mod_code[i] = code(t.strip())
+                elif A.is_user_frame(t):
+                    is_frame[i] = True
+                    frame_code[i] = code(A.frame_label(t))
+            else:  # user_annotation (record_function)
+                is_mod[i] = True
+                mod_code[i] = code(t.strip())
+        else:
+            name = A.op_name(t)
+            if not name:
+                continue
+            is_op[i] = True
+            op_code[i] = code(name)
+            seq[i] = A.seq_of(t)
+            if not A.is_op_like(name):
+                is_mod[i] = True
+                mod_code[i] = op_code[i]
+    fam_op, fam_mod, fam_fr = is_op[inv], is_mod[inv], is_frame[inv]
+    if not (fam_op.any() or fam_mod.any() or fam_fr.any()):
+        return None
+    ops = A.Forest(thread[fam_op], start[fam_op], end[fam_op], op_code[inv[fam_op]])
+    mods = A.Forest(thread[fam_mod], start[fam_mod], end[fam_mod], mod_code[inv[fam_mod]])
+    frames = A.Forest(thread[fam_fr], start[fam_fr], end[fam_fr], frame_code[inv[fam_fr]])
+    tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+    thread_pid = tg >> S.PID_SHIFT
+    source = ("kineto" if kineto else "nvtx") if len(ops) else None
+    return Attributor(source, names, ops, mods, frames, seq[inv[fam_op]], thread_pid)
+
+
+def _factorize_pairs(text: np.ndarray, dom: np.ndarray):
+    """Distinct (text, domain) pairs and each row's index into them (first-appearance order)."""
+    seen: dict = {}
+    inv = np.empty(len(text), dtype=np.int64)
+    keys = []
+    for i, pair in enumerate(zip(text.tolist(), dom.tolist())):
+        c = seen.get(pair)
+        if c is None:
+            c = seen[pair] = len(keys)
+            keys.append(pair)
+        inv[i] = c
+    return keys, inv
+
+
+# ---------------------------------------------------------------------------------------------
+# tables for the report
+# ---------------------------------------------------------------------------------------------
+#: Rows of the operator view kept in the JSON; entries of a finding's ``where``
+ROWS_MAX = 500
+WHERE_MAX = 5
+NO_OPERATOR = "(no operator)"
+
+
+def _best(acc: dict, key_col: int, val_col: int) -> dict[int, int]:
+    """For each value of site column ``key_col``, the value of ``val_col`` with the most time
+    (ties: the lower code); -1 values are skipped."""
+    tot: dict = {}
+    for k, (ns, _c) in acc.items():
+        v = k[val_col]
+        if v < 0:
+            continue
+        kk = (k[key_col], v)
+        tot[kk] = tot.get(kk, 0) + ns
+    best: dict = {}
+    for (a, v), ns in tot.items():
+        cur = best.get(a)
+        if cur is None or ns > cur[1] or (ns == cur[1] and v < cur[0]):
+            best[a] = (v, ns)
+    return {a: v for a, (v, _ns) in best.items()}
+
+
+def operator_view(attr: Attributor | None, strings) -> dict:
+    """``metrics.operators``: per operator name, calls, GPU and CPU time, GPU operations, top
+    kernel, module and frame; then the same GPU time grouped by module and by frame."""
+    out = {"source": None, "rows": [], "row_count": 0, "modules": [], "frames": [],
+           "gpu_ms": None, "attributed_pct": None}
+    if attr is None or attr.source is None:
+        return out
+    ops, names = attr.ops, attr.names
+    nn = len(names)
+    name = ops.name
+    dur = ops.end - ops.start
+    calls = np.bincount(name, minlength=nn)
+    self_gpu = np.bincount(name, weights=attr.self_gpu_ns, minlength=nn)
+    nested = ops.nested_in_same_name()
+    sub = ops.subtree_sum(attr.self_gpu_ns)
+    gpu = np.bincount(name[~nested], weights=sub[~nested], minlength=nn)
+    cpu = np.bincount(name[~nested], weights=dur[~nested], minlength=nn)
+    self_cpu = np.bincount(name, weights=ops.self_time(), minlength=nn)
+    kernels = np.bincount(name, weights=attr.self_ops, minlength=nn)
+    mod = _best(attr.sites_all, 0, 1)
+    frame = _best(attr.sites_all, 0, 2)
+    top: dict = {}
+    for (op, label), (ns, _c) in attr.pairs.items():
+        cur = top.get(op)
+        if cur is None or ns > cur[1] or (ns == cur[1] and label_text(label, strings) < label_text(cur[0], strings)):
+            top[op] = (label, ns)
+    op_codes = np.flatnonzero(calls > 0)
+    rows = []
+    for c in op_codes.tolist():
+        t = top.get(c)
+        rows.append({"name": names[c], "calls": int(calls[c]), "self_gpu_ms": self_gpu[c] / 1e6,
+                     "gpu_ms": gpu[c] / 1e6, "self_cpu_ms": self_cpu[c] / 1e6, "cpu_ms": cpu[c] / 1e6,
+                     "kernels": int(kernels[c]), "top_kernel": label_text(t[0], strings) if t else None,
+                     "module": names[mod[c]] if c in mod else None,
+                     "frame": names[frame[c]] if c in frame else None})
+    if attr.none_ops:
+        t = top.get(NONE)
+        rows.append({"name": NO_OPERATOR, "calls": 0, "self_gpu_ms": attr.none_gpu_ns / 1e6,
+                     "gpu_ms": attr.none_gpu_ns / 1e6, "self_cpu_ms": None, "cpu_ms": None,
+                     "kernels": attr.none_ops, "top_kernel": label_text(t[0], strings) if t else None,
+                     "module": names[mod[NONE]] if NONE in mod else None,
+                     "frame": names[frame[NONE]] if NONE in frame else None})
+    rows.sort(key=lambda r: (-r["self_gpu_ms"], r["name"]))
+    out.update(source=attr.source, rows=rows[:ROWS_MAX], row_count=len(rows),
+               gpu_ms=attr.total_gpu_ns / 1e6,
+               attributed_pct=(attr.total_gpu_ns - attr.none_gpu_ns) / attr.total_gpu_ns * 100
+               if attr.total_gpu_ns else None)
+    for col, key in ((1, "modules"), (2, "frames")):
+        tot: dict = {}
+        for k, (ns, c) in attr.sites_all.items():
+            cur = tot.setdefault(k[col], [0, 0, {}])
+            cur[0] += ns
+            cur[1] += c
+            cur[2][k[0]] = cur[2].get(k[0], 0) + ns
+        grp = [{"name": names[v] if v >= 0 else None, "gpu_ms": ns / 1e6, "gpu_ops": c,
+                "top_op": (lambda b: names[b] if b >= 0 else NO_OPERATOR)(max(by, key=lambda o: (by[o], -o)))}
+               for v, (ns, c, by) in tot.items()]
+        grp.sort(key=lambda r: (r["name"] is None, -r["gpu_ms"], r["name"] or ""))
+        out[key] = grp[:ROWS_MAX] if any(r["name"] is not None for r in grp) else []
+    return out
+
+
+def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, strings=None,
+                kernel_name: str | None = None) -> list[dict]:
+    """A finding's ``where``: the sites of a selector's time, most first, with their share of it
+    and their time per GPU (ms; the mean over the ``ndev`` devices with GPU work)."""
+    if attr is None or attr.source is None and not len(attr.frames) and not len(attr.mods):
+        return []
+    if selector == "top_kernel":
+        acc: dict = {}
+        for k, v in where.get("by_kernel", {}).items():
+            if kernel_name is not None and strings is not None and strings.get(k[5]) == kernel_name:
+                cur = acc.setdefault(k[:5], [0, 0])
+                cur[0] += v[0]
+                cur[1] += v[1]
+    else:
+        acc = where.get(selector, {})
+    total = sum(v[0] for v in acc.values())
+    if not total:
+        return []
+    names = attr.names
+    nm = lambda c: names[c] if c >= 0 else None  # noqa: E731
+    rows = sorted(acc.items(), key=lambda kv: (-kv[1][0], kv[0]))[:WHERE_MAX]
+    out = []
+    for k, (ns, c) in rows:
+        out.append({"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
+                    "backward_op": nm(k[3]), "forward_op": nm(k[4]),
+                    "share_pct": ns / total * 100, "ms": ns / 1e6 / max(ndev, 1), "count": c})
+    return out
+
+
+#: What adds attribution data a capture lacks: (what is missing, the switch, where it is documented).
+#: Versions and syntax: docs/capture.md, "Where: operators and stacks".
+HINTS = {
+    "nvtx_ops": ("operator ranges (which PyTorch operator launched each kernel)",
+                 "nsys profile --pytorch=autograd-nvtx (or run the step under torch.autograd.profiler.emit_nvtx())"),
+    "nsys_stacks": ("Python call stacks of CUDA calls (the line that launched or synchronised)",
+                    "nsys profile --cudabacktrace=all --python-backtrace=cuda"),
+    "kineto_stack": ("Python frames and nn.Module names",
+                     "torch.profiler.profile(with_stack=True)"),
+    "kineto_modules": ("regions that group operators (model parts)",
+                       "torch.profiler.record_function('name') around model parts, or with_stack=True for nn.Module names"),
+}
+
+
+def missing_data(trace, attr: Attributor | None) -> list[dict]:
+    """What this capture lacks for attribution, and the switch that adds it."""
+    keys = []
+    if trace.source_tool == "pytorch-profiler":
+        if attr is None or not len(attr.frames):
+            keys.append("kineto_stack")
+        if attr is None or not len(attr.mods):
+            keys.append("kineto_modules")
+    else:
+        if attr is None or attr.source is None:
+            keys.append("nvtx_ops")
+        if "CUDA_CALLCHAINS" not in trace.tables:
+            keys.append("nsys_stacks")
+    return [{"key": k, "what": HINTS[k][0], "switch": HINTS[k][1]} for k in keys]
