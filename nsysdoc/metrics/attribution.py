@@ -17,6 +17,26 @@ import re
 
 import numpy as np
 
+#: The selections a rule's ``where:`` can name: what is weighed, and by what (docs/rules.md). The
+#: engine adds each one's time per site (nsysdoc.engine.attribute).
+SELECTORS = {
+    "gpu_ops": "every GPU operation in the window, by its duration",
+    "kernels": "every kernel in the window, by its duration",
+    "tiny_kernels": "kernels shorter than 10 us in the window, by their duration",
+    "top_kernel": "the kernel with the most GPU time (by full name), by its duration",
+    "nccl_kernels": "NCCL kernels in the window, by their duration",
+    "fp32_kernels": "FP32 GEMM/convolution kernels in the window, by their duration",
+    "copies": "memory copies in the window, by their duration",
+    "pageable_copies": "host<->device copies from or to pageable memory, by their duration",
+    "dtoh_copies": "device-to-host copies larger than a scalar, by their duration",
+    "launch_gaps": "GPU idle time of class launch, at the launch of the operation that ends each gap",
+    "host_gaps": "GPU idle time of class host, at the middle of each gap on the launching thread",
+    "input_gaps": "GPU idle time of class input (waiting for data), at the middle of each gap on the launching thread",
+    "sync_gaps": "GPU idle time of class sync, at the start of each gap on the launching thread (inside the blocking call)",
+    "sync_calls": "blocking CUDA calls (synchronize, synchronous copies) in the window, by their duration",
+    "alloc_calls": "CUDA allocation calls (cudaMalloc, cudaFree...) in the window, by their duration",
+}
+
 # ---------------------------------------------------------------------------------------------
 # names
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from ..rules.verdict import rank_findings as _rank
 from ..rules.verdict import verdict as verdict_of
 from . import charts, columns
-from .context import (Cell, Column, Evidence, FindingView, Headline, LegendItem, ReportContext, RuleStatus,
+from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, LegendItem, ReportContext, RuleStatus,
                       StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
@@ -230,7 +230,86 @@ def finding_views(result: dict) -> list[FindingView]:
             evidence=_evidence(f.get("evidence")), verify=str(f.get("verify") or ""), fix=str(f.get("fix") or ""),
             references=[str(r) for r in f.get("references") or []], time_ranges=_time_ranges(f.get("time_ranges")),
             source=str(f.get("source") or "builtin"), replaces_builtin=bool(f.get("replaces_builtin")),
+            where=where_rows(f.get("where")), where_note=str(f.get("where_note") or ""),
         ))
+    return out
+
+
+def backward_text(w: dict) -> str:
+    """'backward of aten::linear (AddmmBackward0)' for a site inside an autograd backward node."""
+    b, fw = w.get("backward_op"), w.get("forward_op")
+    if not b:
+        return ""
+    return f"backward of {fw} ({b})" if fw else f"backward ({b})"
+
+
+def where_rows(rows) -> list[WhereRow]:
+    out = []
+    for w in rows or []:
+        if not isinstance(w, dict):
+            continue
+        out.append(WhereRow(op=str(w.get("op") or "(no operator)"), module=str(w.get("module") or ""),
+                            frame=str(w.get("frame") or ""), backward=backward_text(w),
+                            share=_pct(w.get("share_pct")), ms=fmt_ms(w.get("ms")) if is_num(w.get("ms")) else "—",
+                            count=fmt_num(w.get("count"), 0) if is_num(w.get("count")) else ""))
+    return out
+
+
+OPERATORS_SHOWN = 25
+
+
+def operator_tables(result: dict) -> list[Table]:
+    """The operator view (like torch.profiler's key_averages() by GPU time) and the same time by
+    module and by Python frame."""
+    ops = (result.get("metrics") or {}).get("operators") or {}
+    src = ops.get("source")
+    missing = ops.get("missing") or []
+    lack = " ".join(f"Not in this capture: {m.get('what')} ({m.get('switch')})." for m in missing if isinstance(m, dict))
+    rows = []
+    for r in (ops.get("rows") or [])[:OPERATORS_SHOWN]:
+        name = str(r.get("name") or "")
+        top = str(r.get("top_kernel") or "")
+        rows.append([Cell(_trunc(name, 80), name, title=name if len(name) > 80 else ""),
+                     Cell(fmt_num(r.get("calls"), 0), r.get("calls"), True),
+                     Cell(fmt_num(r.get("self_gpu_ms"), 3), r.get("self_gpu_ms"), True),
+                     Cell(fmt_num(r.get("gpu_ms"), 3), r.get("gpu_ms"), True),
+                     Cell(fmt_num(r.get("self_cpu_ms"), 3) if is_num(r.get("self_cpu_ms")) else "—", r.get("self_cpu_ms"), True),
+                     Cell(fmt_num(r.get("cpu_ms"), 3) if is_num(r.get("cpu_ms")) else "—", r.get("cpu_ms"), True),
+                     Cell(fmt_num(r.get("kernels"), 0), r.get("kernels"), True),
+                     Cell(_trunc(top, 60), top, title=top if len(top) > 60 else ""),
+                     Cell(_trunc(str(r.get("module") or ""), 60), r.get("module") or ""),
+                     Cell(_trunc(str(r.get("frame") or ""), 80), r.get("frame") or "")])
+    what = {"kineto": "PyTorch Profiler cpu_op events", "nvtx": "NVTX push/pop ranges on the launching thread"}
+    n = ops.get("row_count") or 0
+    note = (f"Operators are {what.get(src, src)}; GPU times are summed durations of the GPU operations they launched "
+            f"over the whole capture (as key_averages() reports device time), not unions. "
+            f"{fmt_pct(ops.get('attributed_pct'))} of {fmt_ms(ops.get('gpu_ms'))} of GPU time has an enclosing operator. "
+            f"Top {len(rows)} of {n} by self GPU time; all (up to 500) in the JSON. {lack}") if src else \
+        (f"No operator ranges in this capture. {lack}" if lack else "No operator ranges in this capture.")
+    main = Table(id="operators", title="Operators (by self GPU time)", columns=[
+        Column("Operator", False, "", anchor("Operators (metrics.operators)")), Column("Calls", True),
+        Column("Self GPU (ms)", True, "GPU operations whose innermost enclosing operator is this one"),
+        Column("GPU total (ms)", True, "GPU operations with this operator at any enclosing level"),
+        Column("Self CPU (ms)", True, "range time less its child operators"), Column("CPU total (ms)", True),
+        Column("GPU ops", True, "kernels, copies and memsets it launched directly"), Column("Top kernel"),
+        Column("Module", False, "module or record_function region with most of its GPU time"),
+        Column("Frame", False, "user Python line with most of its GPU time")],
+        rows=rows, note=note, empty="No operator ranges in this capture." + (f" {lack}" if lack else ""))
+    out = [main]
+    for key, title, label in (("modules", "GPU time by module / record_function region", "Module"),
+                              ("frames", "GPU time by Python line", "Frame")):
+        grp = [g for g in ops.get(key) or [] if isinstance(g, dict)]
+        if not grp:
+            continue
+        trows = [[Cell(_trunc(str(g.get("name") or "(none)"), 100), g.get("name") or ""),
+                  Cell(fmt_num(g.get("gpu_ms"), 3), g.get("gpu_ms"), True),
+                  Cell(fmt_num(g.get("gpu_ops"), 0), g.get("gpu_ops"), True),
+                  Cell(_trunc(str(g.get("top_op") or ""), 80), g.get("top_op") or "")] for g in grp[:OPERATORS_SHOWN]]
+        out.append(Table(id=f"operators-{key}", title=title, columns=[
+            Column(label, False, "", anchor("Operators (metrics.operators)")), Column("GPU (ms)", True),
+            Column("GPU ops", True), Column("Top operator")], rows=trows,
+            note="Summed durations of the GPU operations whose innermost enclosing " + label.lower() +
+                 " it is, over the whole capture ('(none)': no enclosing one)."))
     return out
 
 
@@ -685,7 +764,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
-        tables=[kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
+        tables=[*operator_tables(result), kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
                 nvtx_table(result), device_table(result), gaps_table(result)],
         capture=capture_view(result),
         glossary_html=glossary_html(),

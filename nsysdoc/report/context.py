@@ -131,6 +131,19 @@ class Evidence:
 
 
 @dataclass
+class WhereRow:
+    """One site of a finding's time: operator, module, Python frame, share."""
+
+    op: str = _f("Innermost operator enclosing the time ('(no operator)' when none).")
+    module: str = _f("Innermost module or record_function region ('' when none).")
+    frame: str = _f("Innermost user Python frame, 'file.py:123 in func' ('' when none).")
+    backward: str = _f("'backward of <forward op> (<node>)' for work of an autograd backward node, else ''.")
+    share: str = _f("Share of the finding's attributed time (formatted %).")
+    ms: str = _f("Time per GPU (formatted).")
+    count: str = _f("How many operations, gaps or calls (formatted).")
+
+
+@dataclass
 class FindingView:
     """One finding (``docs/json.md``), formatted."""
 
@@ -152,6 +165,8 @@ class FindingView:
     time_ranges: list[TimeRange] = _f("Exact ranges to open in the Nsight Systems GUI.")
     source: str = _f("'builtin' or the path of the team rule file.")
     replaces_builtin: bool = _f("A team rule that replaces a built-in one.")
+    where: list[WhereRow] = _f("Where the finding's time comes from, most first (may be empty).", default_factory=list)
+    where_note: str = _f("What the capture lacks to say where (with the switch that adds it), or ''.", default="")
 
 
 @dataclass

@@ -23,8 +23,8 @@ import markupsafe
 if TYPE_CHECKING:
     import jinja2
 
-from .build import build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
-from .context import fmt_ms, fmt_pct, is_num, source_name
+from .build import backward_text, build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
+from .context import fmt_ms, fmt_num, fmt_pct, is_num, source_name
 
 
 def _load_template(name: str):
@@ -168,7 +168,24 @@ def _md(text) -> str:
     return re.sub(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)", r"\1\\:", s).replace("www.", "www\\.")
 
 
-def render_markdown(analysis, *, max_findings: int = 10) -> str:
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _where_md(w: dict) -> str:
+    parts = [f"`{_md(w.get('op') or '(no operator)')}`"]
+    if w.get("backward_op"):
+        parts.append(_md(backward_text(w)))
+    if w.get("module"):
+        parts.append(f"in {_md(w['module'])}")
+    if w.get("frame"):
+        parts.append(f"at `{_md(w['frame'])}`")
+    share = fmt_pct(w.get("share_pct")) if is_num(w.get("share_pct")) else "—"
+    ms = fmt_ms(w.get("ms")) if is_num(w.get("ms")) else "—"
+    return " ".join(parts) + f" ({share}, {ms}/GPU)"
+
+
+def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10) -> str:
     """Markdown summary: verdict, headline numbers, top findings, skipped rules. Link-free.
 
     Accepts an ``Analysis`` or its result dict."""
@@ -199,11 +216,28 @@ def render_markdown(analysis, *, max_findings: int = 10) -> str:
         for i, f in enumerate(findings[:max_findings], 1):
             lines += [f"**{i}. {_md(f.get('title') or f.get('rule'))}** ({_md(f.get('severity'))}, "
                       f"`{_md(f.get('rule'))}`)", "", _md(f.get("message") or ""), ""]
+            where = [w for w in f.get("where") or [] if isinstance(w, dict)][:3]
+            if where:
+                lines += ["- *Where:* " + "; ".join(_where_md(w) for w in where)]
+            if f.get("where_note"):
+                lines += [f"- *Where (capture):* {_md(f['where_note'])}"]
             if f.get("verify"):
                 lines += [f"- *How to verify:* {_md(f['verify'])}"]
             if f.get("fix"):
                 lines += [f"- *What to try:* {_md(f['fix'])}"]
             lines.append("")
+    ops = (r.get("metrics") or {}).get("operators") or {}
+    op_rows = [x for x in ops.get("rows") or [] if isinstance(x, dict)][:max_operators]
+    if op_rows:
+        lines += [f"**Operators** (top {len(op_rows)} by self GPU time, whole capture):", "",
+                  "| operator | calls | self GPU (ms) | GPU total (ms) | GPU ops | top kernel | module | frame |",
+                  "|---|---:|---:|---:|---:|---|---|---|"]
+        for x in op_rows:
+            lines.append(f"| {_md(_cut(str(x.get('name') or ''), 80))} | {_md(fmt_num(x.get('calls'), 0))} | "
+                         f"{_md(fmt_num(x.get('self_gpu_ms'), 3))} | {_md(fmt_num(x.get('gpu_ms'), 3))} | "
+                         f"{_md(fmt_num(x.get('kernels'), 0))} | {_md(_cut(str(x.get('top_kernel') or ''), 60))} | "
+                         f"{_md(x.get('module') or '')} | {_md(x.get('frame') or '')} |")
+        lines.append("")
     ran, counts, skipped = rule_statuses(r)
     if ran and skipped:
         lines.append("Rules that did not run: " + "; ".join(

@@ -447,7 +447,28 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
         "time_ranges": _time_ranges(rule, result, tabs),
         "source": rule.source, "replaces_builtin": rule.replaces_builtin,
     }
+    finding["where"], finding["where_note"] = _where(rule, result)
     return finding
+
+
+def _where(rule: Rule, result: dict) -> tuple[list[dict], str | None]:
+    """The finding's ``where`` (sites of its time, most first) and, when the list is empty or
+    could say more, what the capture lacks and the switch that adds it."""
+    if not rule.where:
+        return [], None
+    metrics = result["metrics"]
+    rows = list((metrics.get("where") or {}).get(rule.where) or [])
+    ops = metrics.get("operators") or {}
+    missing = ops.get("missing") or []
+    note = None
+    if missing:
+        parts = [f"{m['what']}: {m['switch']}" for m in missing]
+        lead = "Not in this capture, so the list above cannot say more — " if rows else \
+            "This capture cannot say where this time comes from — "
+        note = lead + "; ".join(parts) + "."
+    elif not rows:
+        note = "No operator, module or frame encloses this time in the capture."
+    return rows, note
 
 
 def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | None, judgeable: bool) -> str:

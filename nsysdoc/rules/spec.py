@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import RuleError
+from ..metrics.attribution import SELECTORS as WHERE_SELECTORS
 from .expr import Expr, ExprError, compile_expr
 from .text import check_spec
 from .text import fields as text_fields
@@ -81,6 +82,8 @@ RULE_SCHEMA: dict[str, Any] = {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 200},
             },
         },
+        "where": {"enum": sorted(WHERE_SELECTORS),
+                  "description": "which time the finding's 'where' list attributes to operators, modules and lines"},
         "time_ranges": {"type": "string", "description": "which time ranges to open in the Nsight Systems GUI",
                         "pattern": "^(" + "|".join(TIME_RANGE_KINDS) + ")(:[a-z]+)?$"},
         "verify": {"type": "string", "description": "how to confirm the finding"},
@@ -127,6 +130,8 @@ class Rule:
     replaces_builtin: bool = False
     impact_pct: Expr | None = None
     max_severity: str | None = None
+    #: the attribution selector of the finding's ``where`` list (nsysdoc.engine.attribute.SELECTORS)
+    where: str | None = None
 
 
 # --- YAML with line numbers --------------------------------------------------------------------
@@ -416,5 +421,5 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
         impact_pct=impact_pct, max_severity=data.get("max_severity"),
         evidence=evidence, evidence_where=where, time_ranges=data.get("time_ranges", "window"),
         verify=data["verify"], fix=data["fix"], docs=data.get("docs") or {}, references=data.get("references") or [],
-        raw=data,
+        raw=data, where=data.get("where"),
     )
