@@ -31,7 +31,7 @@ from .errors import InputError
 #: version of the diff JSON (``docs/diff.md``)
 DIFF_CONTRACT = 1
 #: report JSON contract versions this diff reads (the fields it reads are checked by check_report) (``nsysdoc.analysis.CONTRACT``)
-READABLE_CONTRACTS = (2,)
+READABLE_CONTRACTS = (2, 3)  # 3 adds metrics.operators, metrics.where and findings[].where only
 RESAMPLES = 2000
 SEED = 0
 MIN_STEPS = 5

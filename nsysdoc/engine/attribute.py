@@ -311,7 +311,7 @@ def build(trace, rows: list) -> Attributor | None:
             is_op[i] = True
             op_code[i] = code(name)
             seq[i] = A.seq_of(t)
-            if not A.is_op_like(name):
+            if not A.is_op_like(t):
                 is_mod[i] = True
                 mod_code[i] = op_code[i]
     fam_op, fam_mod, fam_fr = is_op[inv], is_mod[inv], is_frame[inv]

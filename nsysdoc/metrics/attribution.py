@@ -74,15 +74,15 @@ def backward_node(name: str) -> str:
 
 
 #: NVTX texts that are operators (PyTorch ops and autograd nodes) rather than regions a user named
-_OP_LIKE = re.compile(r"::|Backward\d*$|^[a-z_][a-z0-9_]*_?$")
+_OP_LIKE = re.compile(r"::|Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+")
 
 
-def is_op_like(name: str) -> bool:
-    """An NVTX range name that is a PyTorch operator (``aten::mm``, ``MulBackward0``, ``detach_``)
-    rather than a region a user named (``forward``, ``train step``, ``FSDP::...`` counts as an
-    operator). Used to find the module of an Nsight Systems launch: the innermost enclosing range
-    that is not operator-like."""
-    return bool(_OP_LIKE.search(name))
+def is_op_like(text: str) -> bool:
+    """An NVTX range text that is a PyTorch operator (``aten::mm``, ``MulBackward0``, any range
+    with emit_nvtx's ``seq =`` / ``op_id =`` fields) rather than a region a user named
+    (``forward``, ``train step``). Used to find the module of an Nsight Systems launch: the
+    innermost enclosing range that is not operator-like."""
+    return bool(_OP_LIKE.search(text))
 
 
 # Python frames, as Kineto names them: "torch/nn/modules/module.py(1743): _call_impl",

@@ -168,18 +168,24 @@ def _md(text) -> str:
     return re.sub(r"(?i)\b([a-z][a-z0-9+.-]*):(?=//)", r"\1\\:", s).replace("www.", "www\\.")
 
 
+def _code(text) -> str:
+    """Untrusted text as a markdown code span: shown literally (no escapes inside a span), with
+    backticks replaced and table pipes escaped."""
+    return "`" + _clean(text).replace("`", "'").replace("|", "\\|") + "`"
+
+
 def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
 def _where_md(w: dict) -> str:
-    parts = [f"`{_md(w.get('op') or '(no operator)')}`"]
+    parts = [_code(w.get("op") or "(no operator)")]
     if w.get("backward_op"):
         parts.append(_md(backward_text(w)))
     if w.get("module"):
         parts.append(f"in {_md(w['module'])}")
     if w.get("frame"):
-        parts.append(f"at `{_md(w['frame'])}`")
+        parts.append(f"at {_code(w['frame'])}")
     share = fmt_pct(w.get("share_pct")) if is_num(w.get("share_pct")) else "—"
     ms = fmt_ms(w.get("ms")) if is_num(w.get("ms")) else "—"
     return " ".join(parts) + f" ({share}, {ms}/GPU)"

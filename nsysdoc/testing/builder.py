@@ -40,6 +40,9 @@ from . import ddl
 
 US = 1_000
 MS = 1_000_000
+#: Host time an operator, Python frame or module call takes on entry and again on exit (so that
+#: nested ranges never share a start or an end, as in real captures)
+ENTER_NS = 1_000
 
 COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10}
 MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE = 0, 1, 2
@@ -92,6 +95,7 @@ class Thread:
         self.name = name
         self.now_ns = process.capture.start_ns
         self._stack: list[dict] = []
+        self._pystack: list = []
 
     # -- identity -------------------------------------------------------------------------
     @property
@@ -129,7 +133,8 @@ class Thread:
         item = self._stack.pop()
         self.cap._nvtx.append(
             dict(start=item["start"], end=self.now_ns, type=59, text=item["text"], tid=self.global_tid,
-                 domain=item["domain"], registered=item["registered"])
+                 domain=item["domain"], registered=item["registered"], kind=item.get("kind", "range"),
+                 seq=item.get("seq"), op_id=item.get("op_id"), backward=item.get("backward", False))
         )
         return item["start"], self.now_ns
 
@@ -141,6 +146,44 @@ class Thread:
             yield self
         finally:
             self.pop()
+
+    @contextlib.contextmanager
+    def op(self, name: str, seq: int | None = None, backward: bool = False) -> Iterator["Thread"]:
+        """A PyTorch operator around the block (``aten::mm``, ``MmBackward0``), taking ``ENTER_NS`` on
+        entry and on exit: in an nsys export an
+        NVTX range as ``--pytorch=autograd-nvtx`` writes it (``aten::mm, seq = 3, op_id = 17``), in a
+        Kineto trace a ``cpu_op`` with ``Sequence number`` and ``Fwd thread id`` (1 on backward ops)."""
+        self.cap._op_id += 1
+        self._stack.append({"text": name, "domain": None, "start": self.now_ns, "registered": False,
+                            "kind": "op", "seq": seq, "op_id": self.cap._op_id, "backward": backward})
+        self.now_ns += ENTER_NS
+        try:
+            yield self
+        finally:
+            self.now_ns += ENTER_NS
+            self.pop()
+
+    def frame(self, file: str, line: int, func: str):
+        """A Python frame ``file(line): func`` around the block: Kineto ``python_function`` events
+        (``with_stack=True``); in an nsys export, the Python part of the call stack of every CUDA
+        call made inside it (``--python-backtrace=cuda``, when ``Capture.cuda_backtrace``)."""
+        return self._py(f"{file}({line}): {func}", (file, line, func))
+
+    def module(self, name: str):
+        """An ``nn.Module`` call (``Linear_3``): Kineto's ``nn.Module: Linear_3`` frame."""
+        return self._py(f"nn.Module: {name}", None)
+
+    @contextlib.contextmanager
+    def _py(self, text: str, where) -> Iterator["Thread"]:
+        start = self.now_ns
+        self._pystack.append(where)
+        self.now_ns += ENTER_NS
+        try:
+            yield self
+        finally:
+            self.now_ns += ENTER_NS
+            self._pystack.pop()
+            self.cap._pyframes.append(dict(start=start, end=self.now_ns, tid=self.global_tid, text=text))
 
     def start_end_range(self, text: str, start_ns: int, end_ns: int, domain: str | None = None,
                         end_thread: "Thread | None" = None) -> None:
@@ -163,6 +206,9 @@ class Thread:
         if blocking_until is not None and blocking_until + int(return_us * US) > end:
             end = blocking_until + int(return_us * US)
         self.cap._runtime.append((start, end, self.global_tid, corr, name))
+        if self.cap.cuda_backtrace:
+            frames = [f for f in self._pystack if f is not None]
+            self.cap._callstacks[(self.global_tid, corr)] = frames[::-1]  # innermost first
         self.now_ns = end
         return start, end, corr
 
@@ -338,6 +384,8 @@ class Capture:
     gpu_metrics_hz: int | None = None
     diagnostics: list[tuple[int, int, str]] = field(default_factory=list)
     overhead: list[tuple[int, int, str]] = field(default_factory=list)
+    #: record the Python call stack of every CUDA call (nsys --cudabacktrace=all --python-backtrace=cuda)
+    cuda_backtrace: bool = False
 
     def __post_init__(self) -> None:
         if self.variant not in ddl.VARIANTS:
@@ -348,6 +396,9 @@ class Capture:
         self._sync: list[tuple] = []
         self._nvtx: list[dict] = []
         self._osrt: list[tuple] = []
+        self._pyframes: list[dict] = []
+        self._callstacks: dict[tuple[int, int], list] = {}
+        self._op_id = 0
 
     def process(self, pid: int = 4242, name: str = "python", device: int = 0, hw: int = 0) -> Process:
         p = Process(self, pid, name, device, hw)
@@ -477,6 +528,8 @@ class Capture:
                     rows.append(tuple(row + [None] * (ncols - len(row))))
                 dom_id = domains[key]
             text, text_id = n["text"], None
+            if n.get("kind") == "op":  # as --pytorch=autograd-nvtx writes an operator's range
+                text = text + (f", seq = {n['seq']}" if n.get("seq") is not None else "") + f", op_id = {n['op_id']}"
             if n.get("registered") and v != "2022":
                 text, text_id = None, w.sid(n["text"])
             row = [n["start"], n["end"], n["type"], None, None, None, text, n["tid"],

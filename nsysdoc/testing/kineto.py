@@ -182,10 +182,30 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
         w.event(f'{{"ph": "X", "cat": "Trace", "ts": {w.ts(t0)}, "dur": {w.dur(t0, stop)}, "pid": "Spans", '
                 f'"tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {{"Op count": 0}}}}')
         # host side: annotations, then each CUDA call inside its ATen op, then its flow start
+        op_spans: dict[int, list[tuple[int, int]]] = {}
         for n in sorted(ranges, key=lambda n: (n["start"], -n["end"])):
             pid, tid = S.decode_pid(n["tid"]), S.decode_tid(n["tid"])
             w.ext += 1
-            w.x(cat["annotation"], n["text"], pid, w.tid(tid), n["start"], n["end"], {w.ext_key(): w.ext})
+            if n.get("kind") == "op":
+                args = {w.ext_key(): w.ext}
+                if n.get("seq") is not None:
+                    args.update({"Sequence number": n["seq"], "Fwd thread id": 1 if n.get("backward") else 0})
+                if form == "old":  # PyTorch 1.8-1.12: the op's Python stack, innermost first
+                    around = sorted((f for f in cap._pyframes if f["tid"] == n["tid"] and f["start"] <= n["start"]
+                                     and n["end"] <= f["end"] and not f["text"].startswith("nn.Module: ")),
+                                    key=lambda f: (-f["start"], f["end"]))
+                    if around:
+                        args["Call stack"] = ";".join(f["text"] for f in around)
+                w.x(cat["op"], n["text"], pid, w.tid(tid), n["start"], n["end"], args)
+                op_spans.setdefault(n["tid"], []).append((n["start"], n["end"]))
+            else:
+                w.x(cat["annotation"], n["text"], pid, w.tid(tid), n["start"], n["end"], {w.ext_key(): w.ext})
+        # Python frames (with_stack=True): python_function events with ids and parent ids
+        if form == "new":
+            for i, f in enumerate(sorted(cap._pyframes, key=lambda f: (f["start"], -f["end"]))):
+                pid, tid = S.decode_pid(f["tid"]), S.decode_tid(f["tid"])
+                w.x("python_function", f["text"], pid, w.tid(tid), f["start"], f["end"],
+                    {"Python id": i + 1, "Python parent id": None})
         api_names = sorted({S.strip_api_suffix(r[4]) for r in runtime})
         codes = _api_kind_codes(StringTable(np.arange(len(api_names)), np.array(api_names, dtype=object)))(
             np.arange(len(api_names))) if api_names else []
@@ -196,6 +216,8 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
             w.ext += 1
             ext = w.ext
             op_name = ATEN_OP.get(kind_of.get(name, -1))
+            if op_spans:
+                op_name = None  # the scenario names its operators: no made-up one around any call
             if op_name:
                 w.x(cat["op"], op_name, pid, w.tid(tid), start, end, {w.ext_key(): ext})
             driver = name.startswith("cu") and not name.startswith("cuda")

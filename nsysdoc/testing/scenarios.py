@@ -384,11 +384,73 @@ def ddp_job(ranks: int = 8, steps: int = 8, slow_rank: int | None = 5, input_ms:
     return caps
 
 
+def operators_forward_backward(steps: int = 2, cuda_backtrace: bool = False) -> Capture:
+    """A PyTorch step recorded with operators, a record_function region, nn.Module and Python frames:
+    on the main thread ``forward`` > ``train.py:40`` > ``Linear_0`` > ``model.py:12`` > ``aten::linear``
+    (seq 7) > ``aten::addmm`` (seq 7) launching a 300 us GEMM, then ``aten::relu`` (seq 8, 20 us);
+    a 50 us kernel launched under the step marker only (no operator); on the autograd thread
+    ``autograd::engine::evaluate_function: AddmmBackward0`` > ``AddmmBackward0`` (seq 7) >
+    ``aten::mm`` launching a 400 us GEMM. Numbers in tests/test_attribution.py are computed by hand
+    from these durations."""
+    cap = Capture(cuda_backtrace=cuda_backtrace)
+    p = cap.process()
+    main = p.thread()
+    bwd = p.thread(tid=4243, name="autograd")
+    for i in range(steps):
+        with main.range(f"ProfilerStep#{i}"):
+            with main.range("forward"):
+                with main.frame("train.py", 40, "<module>"), main.module("Linear_0"), \
+                        main.frame("model.py", 12, "forward"):
+                    with main.op("aten::linear", seq=7 + 10 * i):
+                        main.cpu(us=10)
+                        with main.op("aten::addmm", seq=7 + 10 * i):
+                            main.launch("gemm_kernel", us=300)
+                        main.cpu(us=5)
+                    with main.op("aten::relu", seq=8 + 10 * i):
+                        main.launch("relu_kernel", us=20)
+            main.launch("orphan_kernel", us=50)
+            main.cpu(us=100)
+            bwd.at(main.now_ns)
+            with bwd.op("autograd::engine::evaluate_function: AddmmBackward0", seq=7 + 10 * i, backward=True), \
+                    bwd.op("AddmmBackward0", seq=7 + 10 * i, backward=True), bwd.op("aten::mm"):
+                bwd.launch("gemm_bwd_kernel", us=400)
+            main.at(bwd.now_ns)
+            main.sync_device()
+            main.cpu(us=200)
+    return cap
+
+
+def where_tiny_kernels_and_item(steps: int = 3) -> Capture:
+    """Per step, from ``train.py:55`` 400 ``aten::add_`` kernels of 4 us and from ``train.py:56``
+    200 ``aten::mul`` kernels of 2 us (optimizer-like floods of tiny kernels), a 3 ms GEMM in
+    ``aten::mm``, then ``loss.item()`` at ``train.py:60`` (``aten::item`` >
+    ``aten::_local_scalar_dense``), which blocks until the GEMM ends, and 800 us of Python."""
+    cap = Capture(cuda_backtrace=True)
+    main = cap.process().thread()
+    for i in range(steps):
+        with main.range(f"ProfilerStep#{i}"):
+            with main.frame("train.py", 50, "<module>"), main.op("aten::mm"):
+                main.launch("gemm_kernel", us=3000)
+            with main.frame("train.py", 55, "<module>"):
+                for _ in range(400):
+                    with main.op("aten::add_"):
+                        main.launch("add_kernel", us=4, api_us=3)
+            with main.frame("train.py", 56, "<module>"):
+                for _ in range(200):
+                    with main.op("aten::mul"):
+                        main.launch("mul_kernel", us=2, api_us=3)
+            with main.frame("train.py", 60, "<module>"), main.op("aten::item"), main.op("aten::_local_scalar_dense"):
+                main.item()
+            main.cpu(us=800)
+    return cap
+
+
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
-        host_work_between_steps, sync_then_dependent_cpu_work, steady_training,
+        host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
+        where_tiny_kernels_and_item,
     )
 }

@@ -1,0 +1,242 @@
+"""Where GPU work comes from: the operator view and each finding's ``where``, on scenarios built
+from a description (``nsysdoc.testing.scenarios``), in all three input forms (nsys SQLite, Kineto
+new and old). Every expected number is computed here by hand from the scenario's durations.
+
+Builder timing used below: an operator, Python frame or nn.Module call takes 1 us on entry and
+1 us on exit (``ENTER_NS``); a kernel launch call takes ``api_us`` (5 us unless given).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nsysdoc.metrics import attribution as A
+from nsysdoc.testing.scenarios import operators_forward_backward, where_tiny_kernels_and_item
+
+from .conftest import diagnose_path
+
+FORMS = ("nsys", "new", "old")
+
+
+def _write(cap, form, tmp_path, name):
+    if form == "nsys":
+        return cap.write(tmp_path / f"{name}.sqlite")
+    return cap.write_kineto(tmp_path / f"{name}_{form}.json", form=form)
+
+
+@pytest.fixture(scope="module", params=FORMS)
+def fwd_bwd(request, tmp_path_factory):
+    form = request.param
+    path = _write(operators_forward_backward(), form, tmp_path_factory.mktemp("fb"), "fwd_bwd")
+    return form, diagnose_path(path)
+
+
+@pytest.fixture(scope="module", params=FORMS)
+def tiny_item(request, tmp_path_factory):
+    form = request.param
+    path = _write(where_tiny_kernels_and_item(), form, tmp_path_factory.mktemp("ti"), "tiny_item")
+    return form, diagnose_path(path)
+
+
+def _rows(result) -> dict[str, dict]:
+    return {r["name"]: r for r in result["metrics"]["operators"]["rows"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# the operator view
+# ---------------------------------------------------------------------------------------------
+def test_operator_view_gpu_times_by_hand(fwd_bwd):
+    form, r = fwd_bwd
+    ops = r["metrics"]["operators"]
+    assert ops["source"] == ("nvtx" if form == "nsys" else "kineto")
+    rows = _rows(r)
+    # two steps: a 300 us GEMM under aten::linear > aten::addmm, a 20 us relu, a 400 us backward
+    # GEMM under evaluate_function > AddmmBackward0 > aten::mm, a 50 us kernel under no operator
+    assert rows["aten::addmm"]["self_gpu_ms"] == pytest.approx(2 * 0.300)
+    assert rows["aten::addmm"]["kernels"] == 2 and rows["aten::addmm"]["top_kernel"] == "gemm_kernel"
+    assert rows["aten::linear"]["self_gpu_ms"] == 0 and rows["aten::linear"]["gpu_ms"] == pytest.approx(0.600)
+    assert rows["aten::relu"]["self_gpu_ms"] == pytest.approx(0.040)
+    assert rows["aten::mm"]["self_gpu_ms"] == pytest.approx(0.800)
+    assert rows["AddmmBackward0"]["gpu_ms"] == pytest.approx(0.800) and rows["AddmmBackward0"]["kernels"] == 0
+    assert rows["autograd::engine::evaluate_function: AddmmBackward0"]["gpu_ms"] == pytest.approx(0.800)
+    none = rows["(no operator)"]
+    assert none["self_gpu_ms"] == pytest.approx(0.100) and none["kernels"] == 2 and none["calls"] == 0
+    assert none["top_kernel"] == "orphan_kernel"
+    # all GPU time: 2 x (300 + 20 + 400 + 50) us; 1.44 ms of it under an operator
+    assert ops["gpu_ms"] == pytest.approx(1.54)
+    assert ops["attributed_pct"] == pytest.approx(1.44 / 1.54 * 100, abs=1e-3)
+    assert sum(x["self_gpu_ms"] for x in ops["rows"]) == pytest.approx(1.54)
+    # sorted by self GPU time, most first
+    assert [x["name"] for x in ops["rows"][:4]] == ["aten::mm", "aten::addmm", "(no operator)", "aten::relu"]
+
+
+def test_operator_view_calls_and_cpu_times_by_hand(fwd_bwd):
+    _form, r = fwd_bwd
+    rows = _rows(r)
+    assert all(rows[n]["calls"] == 2 for n in ("aten::linear", "aten::addmm", "aten::relu", "aten::mm"))
+    # aten::addmm: 1 (enter) + 5 (launch call) + 1 (exit) = 7 us, twice
+    assert rows["aten::addmm"]["cpu_ms"] == pytest.approx(0.014)
+    assert rows["aten::addmm"]["self_cpu_ms"] == pytest.approx(0.014)
+    # aten::linear: 1 + 10 (cpu) + 7 (addmm) + 5 (cpu) + 1 = 24 us; self 24 - 7 = 17 us
+    assert rows["aten::linear"]["cpu_ms"] == pytest.approx(0.048)
+    assert rows["aten::linear"]["self_cpu_ms"] == pytest.approx(0.034)
+    # AddmmBackward0: 1 + 7 (aten::mm) + 1 = 9 us, self 2 us; evaluate_function around it: 11 us
+    assert rows["AddmmBackward0"]["cpu_ms"] == pytest.approx(0.018)
+    assert rows["AddmmBackward0"]["self_cpu_ms"] == pytest.approx(0.004)
+    assert rows["autograd::engine::evaluate_function: AddmmBackward0"]["cpu_ms"] == pytest.approx(0.022)
+
+
+def test_modules_and_frames_per_format(fwd_bwd):
+    form, r = fwd_bwd
+    rows = _rows(r)
+    ops = r["metrics"]["operators"]
+    if form == "nsys":
+        # the user's NVTX range "forward" is the module; no Python frames without stacks
+        assert rows["aten::addmm"]["module"] == "forward" and rows["aten::addmm"]["frame"] is None
+        assert [m["key"] for m in ops["missing"]] == ["nsys_stacks"]
+    elif form == "new":
+        assert rows["aten::addmm"]["module"] == "nn.Module: Linear_0"
+        assert rows["aten::addmm"]["frame"] == "model.py:12 in forward"
+        assert ops["modules"][0] == {"name": "nn.Module: Linear_0", "gpu_ms": pytest.approx(1.44), "gpu_ops": 6,
+                                     "top_op": "aten::mm"}
+        assert ops["missing"] == []
+    else:  # 2021 format: the Call stack argument gives the frames; no record_function regions
+        assert rows["aten::addmm"]["frame"] == "model.py:12 in forward"
+        assert [m["key"] for m in ops["missing"]] == ["kineto_modules"]
+    if form != "nsys":
+        assert ops["frames"][0]["name"] == "model.py:12 in forward"
+        assert ops["frames"][0]["gpu_ms"] == pytest.approx(1.44)
+
+
+def test_backward_kernels_name_their_forward_op_and_take_its_module_and_line(fwd_bwd):
+    form, r = fwd_bwd
+    where = r["metrics"]["where"]["kernels"]
+    bwd = next(w for w in where if w["op"] == "aten::mm")
+    assert bwd["backward_op"] == "AddmmBackward0"
+    # seq 7 (step 0) and 17 (step 1): the outermost forward op with that number is aten::linear
+    assert bwd["forward_op"] == "aten::linear"
+    assert bwd["share_pct"] == pytest.approx(0.8 / 1.54 * 100, abs=1e-3)
+    assert bwd["ms"] == pytest.approx(0.8) and bwd["count"] == 2
+    if form == "new":
+        assert bwd["module"] == "nn.Module: Linear_0" and bwd["frame"] == "model.py:12 in forward"
+    if form == "nsys":
+        assert bwd["module"] == "forward"
+    fwd = next(w for w in where if w["op"] == "aten::addmm")
+    assert fwd["backward_op"] is None and fwd["forward_op"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# findings say where
+# ---------------------------------------------------------------------------------------------
+def test_tiny_kernels_where_by_hand(tiny_item):
+    form, r = tiny_item
+    tiny = r["metrics"]["where"]["tiny_kernels"]
+    # per step 400 x 4 us (aten::add_, train.py:55) and 200 x 2 us (aten::mul, train.py:56), 3 steps
+    assert [(w["op"], w["count"]) for w in tiny] == [("aten::add_", 1200), ("aten::mul", 600)]
+    assert tiny[0]["ms"] == pytest.approx(4.8) and tiny[1]["ms"] == pytest.approx(1.2)
+    assert tiny[0]["share_pct"] == pytest.approx(80.0) and tiny[1]["share_pct"] == pytest.approx(20.0)
+    if form != "nsys":
+        assert [w["frame"] for w in tiny] == ["train.py:55 in <module>", "train.py:56 in <module>"]
+
+
+def test_host_sync_finding_points_at_item_and_adds_up_to_its_impact(tiny_item):
+    form, r = tiny_item
+    f = next(f for f in r["findings"] if f["rule"] == "host-sync")
+    assert f["where"], f
+    top = f["where"][0]
+    assert top["op"] == "aten::_local_scalar_dense" and top["share_pct"] == pytest.approx(100.0)
+    if form != "nsys":
+        assert top["frame"] == "train.py:60 in <module>"
+    # the where list splits the finding's own time: its entries add up to the impact
+    assert sum(w["ms"] for w in f["where"]) == pytest.approx(f["impact_ms"], abs=2e-3)
+
+
+def test_dominant_kernel_where_is_the_operator_that_launches_it(tiny_item):
+    form, r = tiny_item
+    f = next(f for f in r["findings"] if f["rule"] == "dominant-kernel")
+    assert f["where"][0]["op"] == "aten::mm"
+    assert f["where"][0]["ms"] == pytest.approx(9.0)  # 3 x 3 ms
+    if form != "nsys":
+        assert f["where"][0]["frame"] == "train.py:50 in <module>"
+
+
+def test_where_note_names_the_switch_that_adds_what_is_missing(tiny_item):
+    form, r = tiny_item
+    f = next(f for f in r["findings"] if f["rule"] == "host-sync")
+    if form == "nsys":
+        assert "--python-backtrace=cuda" in f["where_note"]
+    else:
+        assert "record_function" in f["where_note"]
+
+
+def test_no_ranges_means_no_operator_view_and_a_hint(build):
+    r = diagnose_path(build("sync_storm"))
+    ops = r["metrics"]["operators"]
+    assert ops["source"] is None and ops["rows"] == []
+    assert [m["key"] for m in ops["missing"]] == ["nvtx_ops", "nsys_stacks"]
+    f = next(f for f in r["findings"] if f["rule"] == "host-sync")
+    assert f["where"] == []
+    assert "--pytorch=autograd-nvtx" in f["where_note"]
+
+
+def test_markdown_and_html_show_where(tmp_path):
+    from nsysdoc.report.render import render_html, render_markdown
+
+    r = diagnose_path(where_tiny_kernels_and_item().write_kineto(tmp_path / "t.json"))
+    md = render_markdown(r)
+    assert "*Where:* `aten::_local_scalar_dense` at `train.py:60 in <module>` (100.0%" in md
+    assert "\\<module" not in md.split("**Operators**")[0].split("*Where:*")[1].split("\n")[0]
+    assert "**Operators**" in md
+    from nsysdoc.analysis import analyze
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace
+
+    a = analyze(load_trace(tmp_path / "t.json", cache=False))
+    apply_rules(a.result, load_rules())
+    html = render_html(a)
+    assert 'data-testid="where"' in html and "train.py:60 in &lt;module&gt;" in html
+    assert 'id="operators"' in html
+
+
+# ---------------------------------------------------------------------------------------------
+# the pieces
+# ---------------------------------------------------------------------------------------------
+def test_forest_innermost_nesting_ties_and_overhang():
+    # thread 0: A [0, 100) > B [10, 50) > C [10, 20) (C shares B's start: the shorter is inner);
+    # D [50, 80) starts where B ends; E [90, 101) overhangs A by 1 and is clipped to A's end;
+    # Z [30, 30) has no length. Thread 1: F [0, 1000).
+    thread = [0, 0, 0, 0, 0, 0, 1]
+    start = [0, 10, 10, 50, 90, 30, 0]
+    end = [100, 50, 20, 80, 101, 30, 1000]
+    names = np.arange(7)
+    f = A.Forest(thread, start, end, names)
+    q_t = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 2])
+    q = np.array([5, 10, 19, 20, 50, 95, 100, 30, 5, 5])
+    got = [int(f.name[i]) if i >= 0 else -1 for i in f.innermost(q_t, q)]
+    # 5: A; 10, 19: C; 20: B; 50: D (B ended); 95: E; 100: none (A ended); 30: B (Z has no
+    # length); thread 1 at 5: F; thread 2: nothing
+    assert got == [0, 2, 2, 1, 3, 4, -1, 1, 6, -1]
+    depth = dict(zip(f.name.tolist(), f.depth.tolist()))
+    assert depth[0] == 0 and depth[1] == 1 and depth[2] == 2 and depth[3] == 1 and depth[4] == 1
+    parent = {int(f.name[i]): (int(f.name[p]) if p >= 0 else -1) for i, p in enumerate(f.parent)}
+    assert parent[2] == 1 and parent[1] == 0 and parent[4] == 0 and parent[6] == -1
+    # self time: A = 100 - (40 + 30 + 10 (E clipped) ) = 20
+    self_t = dict(zip(f.name.tolist(), f.self_time().tolist()))
+    assert self_t[0] == 100 - 40 - 30 - 10
+
+
+def test_names():
+    assert A.op_name("aten::index, seq = 10290, op_id = 71792, sizes = [[10000, 768], [4, 512]], "
+                     "input_op_ids = [(16,0), (2333,0)]") == "aten::index"
+    assert A.op_name("aten::view, op_id = 314290") == "aten::view"
+    assert A.op_name("layer 3, block 2") == "layer 3, block 2"
+    assert A.seq_of("aten::mean, seq = 12347, op_id = 5") == 12347 and A.seq_of("aten::view") == -1
+    assert A.frame_label("train.py(184): <module>") == "train.py:184 in <module>"
+    assert A.is_user_frame("train.py(184): <module>")
+    assert not A.is_user_frame("torch/nn/modules/module.py(1743): _call_impl")
+    assert not A.is_user_frame("<built-in method conv2d of type object at 0x7f>")
+    assert not A.is_user_frame("/home/u/envs/lib/python3.7/site-packages/torch/nn/functional.py(2263): batch_norm")
+    assert not A.is_user_frame("nn.Module: Linear_0")
+    assert A.is_backward("MulBackward0") and A.is_backward("autograd::engine::evaluate_function: MulBackward0")
+    assert not A.is_backward("aten::mul")
+    assert A.is_op_like("aten::mm") and A.is_op_like("detach_, seq = 3") and not A.is_op_like("forward")
