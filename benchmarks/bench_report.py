@@ -50,7 +50,10 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
     gap (the worst case for the gap classification); ``steps``: a training loop of NVTX
     ``ProfilerStep#k`` ranges, 500 kernels per step per device, launches ~15 µs apart, 2-40 µs
     kernels and a 2 ms host pause between steps (1 M kernels = 1,000 steps per device), the case
-    where per-step work (breakdowns, records, the step timeline) counts.
+    where per-step work (breakdowns, records, the step timeline) counts; ``steps-ops``: the same
+    with every launch inside an operator range as ``nsys --pytorch=autograd-nvtx`` writes it
+    (``aten::mm, seq = k, op_id = k``) and every 50 launches inside a ``block j`` range, so that
+    attribution has one NVTX range per kernel to search.
 
     Rows are written in chunks of 500 k, so memory stays flat whatever N is (50 M works; the file
     takes ~105 bytes per kernel + runtime row pair on disk)."""
@@ -72,6 +75,9 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
                     [("EXPORT_PRODUCT_VERSION", "2026.2.1.210"), ("EXPORT_SCHEMA_VERSION", "3.25.0")])
     w("CUPTI_ACTIVITY_KIND_KERNEL", ddl.kernel_columns("2026"))
     w("CUPTI_ACTIVITY_KIND_RUNTIME", ddl.RUNTIME_COLUMNS)
+    ops = shape == "steps-ops"
+    if ops:
+        shape = "steps"
     if shape == "steps":
         w("NVTX_EVENTS", ddl.nvtx_columns("2026"))
     nnv = len(ddl.nvtx_columns("2026"))
@@ -140,6 +146,18 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
                 nrows = [(a, b, 59, None, None, None, f"ProfilerStep#{k0 + i}", gtid, gtid) + (None,) * (nnv - 9)
                          for i, (a, b) in enumerate(zip(starts.tolist(), ends.tolist()))]
                 con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({','.join('?' * nnv)})", nrows)
+                if ops:  # an operator range around each launch, a module range per 50 launches
+                    seq = done + np.arange(m)
+                    orows = zip((api_start - 1_000).tolist(), (api_end + 1_000).tolist(), c(59), c(None), c(None),
+                                c(None), (f"aten::mm, seq = {k}, op_id = {k}" for k in seq.tolist()), c(gtid),
+                                c(gtid), *([c(None)] * (nnv - 9)))
+                    con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({','.join('?' * nnv)})", orows)
+                    b0 = np.arange(0, m, 50)
+                    b1 = np.minimum(b0 + 50, m) - 1
+                    brows = [(a - 2_000, b + 2_000, 59, None, None, None, f"block {(done + i * 50) // 50 % 24}", gtid,
+                              gtid) + (None,) * (nnv - 9)
+                             for i, (a, b) in enumerate(zip(api_start[b0].tolist(), api_end[b1].tolist()))]
+                    con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({','.join('?' * nnv)})", brows)
             done += m
     con.commit()
     con.close()
@@ -167,9 +185,13 @@ def main() -> int:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shape", choices=("busy", "launch-bound", "steps"), default="busy",
+    ap.add_argument("--shape", choices=("busy", "launch-bound", "steps", "steps-ops"), default="busy",
                     help="busy: the GPU is almost never idle; launch-bound: nearly every kernel ends an idle gap; "
-                         "steps: a training loop of NVTX ProfilerStep ranges, 500 kernels per step per device")
+                         "steps: a training loop of NVTX ProfilerStep ranges, 500 kernels per step per device; "
+                         "steps-ops: the same with an NVTX operator range around every launch")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout of nsysdoc (e.g. a git worktree of an earlier commit) to time in the "
+                         "same batch, for a before/after ratio on a noisy machine")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.out / (f"bench_{args.kernels}.sqlite" if args.shape == "busy" else
@@ -191,8 +213,15 @@ def main() -> int:
     # (as on these machines) a source checkout would otherwise recompile every module on each run
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "nsysdoc")], check=True,
                    env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    if args.shape == "steps-ops":  # the floor reads the operator ranges too
+        floor_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
     report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o", os.devnull,
               "--no-config"]
+    base_env = None
+    if args.baseline is not None:
+        base_env = dict(env, PYTHONPATH=str(args.baseline.resolve()))
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.baseline / "nsysdoc")], check=True,
+                       env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
     html_out = cache.parent / f"{cache.name}.html"
     html = report[:5] + ["--format", "html", "-o", str(html_out), "--no-config"]
     rows = []
@@ -203,6 +232,11 @@ def main() -> int:
         rows.append(("first (writes cache)", *measure(report, env)))
         rows.append(("warm (cache hit)", *measure(report, env)))
         rows.append(("warm, HTML page", *measure(html, env)))
+        if base_env is not None:
+            shutil.rmtree(cache, ignore_errors=True)
+            rows.append(("baseline cold", *measure(report + ["--no-cache"], base_env)))
+            measure(report, base_env)  # fills the baseline's cache (its own format key)
+            rows.append(("baseline warm", *measure(report, base_env)))
     shutil.rmtree(cache, ignore_errors=True)
     html_out.unlink(missing_ok=True)
     rows = [r for r in rows if r]

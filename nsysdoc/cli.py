@@ -474,6 +474,7 @@ def capture(
     gpu_metrics_devices: Optional[str] = typer.Option(None, "--gpu-metrics-devices", help="Collect GPU metrics: all or 0,1."),
     cuda_graph_node: bool = typer.Option(False, "--cuda-graph-node", help="Trace CUDA graph nodes individually."),
     python_backtrace: bool = typer.Option(False, "--python-backtrace", help="Python backtraces for CUDA sync calls (enables CPU sampling)."),
+    where: bool = typer.Option(False, "--where", help="Record what says where time comes from: operator ranges (--pytorch=autograd-nvtx) and CUDA call backtraces, where this nsys has them. Adds overhead: use it to locate a problem, not for a baseline."),
     nsys_arg: list[str] = typer.Option([], "--nsys-arg", help="Extra flag for nsys profile, verbatim (repeatable)."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary (default: $NSYS, then PATH)."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker", help="Step marker regex for the report."),
@@ -488,6 +489,7 @@ def capture(
         cpu_sampling=cpu_sampling, delay_s=delay, duration_s=duration, capture_range=capture_range,
         capture_range_end=capture_range_end, nvtx_capture=nvtx_capture, gpu_metrics_devices=gpu_metrics_devices,
         cuda_graph_node=cuda_graph_node, python_backtrace=python_backtrace, extra_args=list(nsys_arg),
+        where=where,
     )
     try:
         binary = find_nsys(nsys)
@@ -496,6 +498,9 @@ def capture(
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     typer.echo(f"nsysdoc: capture written to {result.rep_path}", err=True)
+    if result.where_missing:
+        typer.echo(f"nsysdoc: this nsys has no {', '.join(result.where_missing)}: the report says less about where "
+                   "time comes from (upgrade Nsight Systems, see docs/capture.md)", err=True)
     if result.interrupted:
         typer.echo("nsysdoc: interrupted: reporting what was captured", err=True)
     if result.program_exit_code not in (0, None) and not result.interrupted:

@@ -164,7 +164,7 @@ def test_where_note_names_the_switch_that_adds_what_is_missing(tiny_item):
     form, r = tiny_item
     f = next(f for f in r["findings"] if f["rule"] == "host-sync")
     if form == "nsys":
-        assert "--python-backtrace=cuda" in f["where_note"]
+        assert "with_stack=True" in f["where_note"]
     else:
         assert "record_function" in f["where_note"]
 

@@ -579,3 +579,32 @@ def test_expand_inputs_files_and_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="no .nsys-rep or .sqlite files"):
         N.expand_inputs([tmp_path / "empty"])
+
+
+# --------------------------------------------------------------------------------------------
+# --where: what attribution needs, when this nsys has it
+# --------------------------------------------------------------------------------------------
+def test_where_asks_for_operator_ranges_and_backtraces_with_cpu_sampling(fake, tmp_path, quiet):
+    res = N.run_capture(fake.path, N.CaptureOptions(output_dir=str(tmp_path), output_name="w", where=True), ["true"],
+                        stderr_sink=quiet)
+    argv = fake.log("profile")[0]["argv"]
+    assert "--pytorch=autograd-nvtx" in argv
+    assert "--cudabacktrace=all" in argv and "--python-backtrace=cuda" in argv
+    assert "--sample=process-tree" in argv  # backtraces need CPU sampling
+    assert argv.index("--python-backtrace=cuda") < argv.index("true")
+    assert res.where_missing == []
+
+
+def test_where_on_an_older_nsys_uses_only_what_it_lists(fake, tmp_path, monkeypatch, quiet):
+    monkeypatch.setenv("FAKE_NSYS_HELP", "old")  # no --pytorch, no --python-backtrace
+    res = N.run_capture(fake.path, N.CaptureOptions(output_dir=str(tmp_path), output_name="w", where=True), ["true"],
+                        stderr_sink=quiet)
+    argv = fake.log("profile")[0]["argv"]
+    assert not any(a.startswith(("--pytorch", "--python-backtrace", "--cudabacktrace")) for a in argv)
+    assert "--sample=none" in argv
+    assert res.where_missing == ["--pytorch", "--python-backtrace"]
+
+
+def test_without_where_the_capture_is_a_baseline():
+    argv = argv_of(N.CaptureOptions(output_name="r"))
+    assert not any(a.startswith(("--pytorch", "--python-backtrace", "--cudabacktrace")) for a in argv)

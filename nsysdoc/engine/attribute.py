@@ -462,10 +462,13 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
 #: Versions and syntax: docs/capture.md, "Where: operators and stacks".
 HINTS = {
     "nvtx_ops": ("operator ranges (which PyTorch operator launched each kernel)",
-                 "nsys profile --pytorch=autograd-nvtx (or run the step under torch.autograd.profiler.emit_nvtx())"),
-    "nsys_stacks": ("Python call stacks of CUDA calls (the line that launched or synchronised)",
-                    "nsys profile --cudabacktrace=all --python-backtrace=cuda"),
-    "kineto_stack": ("Python frames and nn.Module names",
+                 "nsysdoc capture --where (nsys profile --pytorch=autograd-nvtx, nsys 2024 or newer), or run the "
+                 "steps under torch.autograd.profiler.emit_nvtx()"),
+    "nsys_stacks": ("Python lines (the call stack of each CUDA call)",
+                    "profile the same steps with torch.profiler.profile(with_stack=True) and report on that trace; "
+                    "nsys --python-backtrace=cuda stacks show in the Nsight Systems GUI but their Python frames are "
+                    "not in the SQLite export nsysdoc reads"),
+    "kineto_stack": ("Python lines and nn.Module names",
                      "torch.profiler.profile(with_stack=True)"),
     "kineto_modules": ("regions that group operators (model parts)",
                        "torch.profiler.record_function('name') around model parts, or with_stack=True for nn.Module names"),

@@ -110,7 +110,7 @@ def _nvtx_scan(trace, pattern) -> dict:
                           "name": np.array([vals[i] for i in idx[sel]], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
-        sel = np.flatnonzero(is_range & (e > s) & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])
+        sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])
         if len(sel):
             vals_arr = np.array(vals, dtype=object)
             host.append((blk["thread"][sel], s[sel], e[sel], vals_arr[idx[sel]],

@@ -168,28 +168,33 @@ class Forest:
         if n:
             self._nest()
             self._events()
+            self._points()
 
     def __len__(self) -> int:
         return len(self.start)
 
     def _nest(self) -> None:
-        th = self.thread
-        bounds = np.flatnonzero(np.diff(th)) + 1
-        seg_lo = np.concatenate([[0], bounds])
-        seg_hi = np.concatenate([bounds, [len(th)]])
-        for lo, hi in zip(seg_lo.tolist(), seg_hi.tolist()):
-            self._seg[int(th[lo])] = (lo, hi)
-            s, e = self.start[lo:hi], self.end[lo:hi]
-            # ranges open at a range's start: those before it in order, less those already ended
-            ends = np.sort(e)
-            self.depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, s, side="right")
-        self.depth = np.maximum(self.depth, 0)
+        """Depth and parent of the ranges with a length (zero-length ones: :meth:`_points`)."""
+        allpos = np.flatnonzero(self.end > self.start)
+        th = self.thread[allpos]
+        depth = np.zeros(len(allpos), dtype=np.int64)
+        if len(allpos):
+            bounds = np.flatnonzero(np.diff(th)) + 1
+            seg_lo = np.concatenate([[0], bounds])
+            seg_hi = np.concatenate([bounds, [len(th)]])
+            for lo, hi in zip(seg_lo.tolist(), seg_hi.tolist()):
+                s, e = self.start[allpos[lo:hi]], self.end[allpos[lo:hi]]
+                # ranges open at a range's start: those before it in order, less those already
+                # ended (a range after it in order starts at or after it, so it cannot have ended)
+                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(np.sort(e), s, side="right")
+        depth = np.maximum(depth, 0)
+        self.depth[allpos] = depth
         # parent: the last range before it, one level up (same thread)
-        maxd = int(self.depth.max()) if len(self.depth) else 0
-        pos = np.arange(len(th))
-        prev = pos[self.depth == 0]
+        maxd = int(depth.max()) if len(depth) else 0
+        pos = np.arange(len(allpos))
+        prev = pos[depth == 0]
         for d in range(1, maxd + 1):
-            cur = pos[self.depth == d]
+            cur = pos[depth == d]
             if not len(cur):
                 break
             k = np.searchsorted(prev, cur) - 1
@@ -197,10 +202,20 @@ class Forest:
             par = np.where(ok, prev[np.maximum(k, 0)], -1)
             ok &= par >= 0
             ok[ok] &= th[par[ok]] == th[cur[ok]]
-            self.parent[cur[ok]] = par[ok]
+            c, p = allpos[cur[ok]], allpos[par[ok]]
+            self.parent[c] = p
             # a child never outlives its parent (whole-us ties)
-            self.end[cur[ok]] = np.minimum(self.end[cur[ok]], self.end[par[ok]])
+            self.end[c] = np.minimum(self.end[c], self.end[p])
             prev = cur
+
+    def _points(self) -> None:
+        """Zero-length ranges: inside the innermost range holding their time."""
+        z = np.flatnonzero(self.end == self.start)
+        if not len(z):
+            return
+        par = self.innermost(self.thread[z], self.start[z])
+        self.parent[z] = par
+        self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
 
     def _events(self) -> None:
         # zero-length ranges hold no time: they are counted, never found by a query

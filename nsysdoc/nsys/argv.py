@@ -44,6 +44,10 @@ class CaptureOptions:
     gpu_metrics_devices: str | None = None  # 'all' or '0,1'
     cuda_graph_node: bool = False
     python_backtrace: bool = False  # Python backtraces for CUDA sync calls; implies CPU sampling
+    #: what attribution needs (docs/capture.md, "Where"): operator ranges (--pytorch=autograd-nvtx)
+    #: and CUDA call backtraces (--cudabacktrace=all --python-backtrace=cuda), each when the
+    #: installed nsys lists it; costs collection overhead, so off by default
+    where: bool = False
     extra_args: list[str] = field(default_factory=list)  # passed to nsys profile verbatim
 
 
@@ -204,7 +208,8 @@ def build_profile_argv(
         trace.append("cudnn")
     if opts.trace_cublas:
         trace.append("cublas")
-    sampling = opts.cpu_sampling or opts.python_backtrace
+    where = where_switches(switches) if opts.where else []
+    sampling = opts.cpu_sampling or opts.python_backtrace or any(a.startswith("--cudabacktrace") for a in where)
     argv.append(f"--trace={','.join(trace)}")
     argv.append(f"--sample={_sample_value(version) if sampling else 'none'}")
     argv.append("--cuda-memory-usage=false")
@@ -251,9 +256,10 @@ def build_profile_argv(
     # tracing and backtraces of the selected API and CPU sampling must be enabled. For example,
     # --cudabacktrace must be set when using --python-backtrace=cuda"; --cudabacktrace
     # all|none|kernel|memory|sync|other, "Note CPU sampling must be enabled". Hence sampling above.
-    if opts.python_backtrace:
+    if opts.python_backtrace and not where:
         argv.append("--cudabacktrace=sync")
         argv.append("--python-backtrace=cuda")
+    argv.extend(where)
 
     argv.extend(extra)  # user pass-through, verbatim (e.g. --trace-fork-before-exec=true)
     argv.extend(command)
@@ -277,6 +283,34 @@ def build_export_argv(nsys: str, rep_path: str | os.PathLike, sqlite_path: str |
 
 
 #: Minimum nsys versions for emitted switches that could be sourced from NVIDIA documentation.
+#: Attribution switches of ``nsysdoc capture --where`` (User Guide, "CLI Profile Command Switch
+#: Options" and "PyTorch Profiling"): --pytorch=autograd-nvtx = torch.autograd.profiler.emit_nvtx()
+#: (an NVTX range per operator, "seq = N" linking backward to forward); --cudabacktrace=all with
+#: --python-backtrace=cuda (a backtrace per CUDA call; "Significant runtime overhead may occur";
+#: needs CPU sampling). Versions: --pytorch is rejected by nsys 2023.4.4 and accepted by 2024.7;
+#: --python-backtrace is rejected by 2022.4.2 and accepted by 2023.4.4 (docs/capture.md). Each is
+#: used only when `nsys profile --help` lists it.
+WHERE_SWITCHES = (("--pytorch", ["--pytorch=autograd-nvtx"]),
+                  ("--python-backtrace", ["--cudabacktrace=all", "--python-backtrace=cuda"]))
+
+
+def where_switches(switches: frozenset[str] | None) -> list[str]:
+    """The attribution switches the installed nsys takes (all of them when its switch list is
+    unknown)."""
+    out: list[str] = []
+    for name, args in WHERE_SWITCHES:
+        if switches is None or not _looks_like_profile_help(switches) or name in switches:
+            out.extend(args)
+    return out
+
+
+def where_switches_missing(switches: frozenset[str] | None) -> list[str]:
+    """Attribution switches ``--where`` wanted that the installed nsys does not list."""
+    if switches is None or not _looks_like_profile_help(switches):
+        return []
+    return [name for name, _args in WHERE_SWITCHES if name not in switches]
+
+
 #: (argv element prefix, minimum version, source)
 #: Could NOT be sourced (no release note found): the first releases with --python-backtrace,
 #: --cudabacktrace=sync, --capture-range-end, --cuda-graph-trace and the --gpu-metrics-devices

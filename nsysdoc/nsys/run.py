@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from ..errors import InputError, NsysFailedError, NsysNotFoundError
-from .argv import CaptureOptions, build_profile_argv, check_flag_support
+from .argv import CaptureOptions, build_profile_argv, check_flag_support, where_switches_missing
 from .export import _tail_lines, ensure_sqlite, explain_capture_failure, sqlite_tables
 from ..inputs import REP_SUFFIX
 from .locate import (INSTALL_HINT, OLD_REP_SUFFIX, _STDERR_KEEP_BYTES, Runner, _default_runner,
@@ -36,6 +36,8 @@ class CaptureResult:
     export_error: str | None = None  # why sqlite_path is None (the report is still there)
     nsys_version: tuple[int, ...] | None = None
     argv: list[str] = field(default_factory=list)
+    #: ``--where`` switches this nsys does not list (so not used)
+    where_missing: list[str] = field(default_factory=list)
 
 
 class _StderrTee:
@@ -206,6 +208,7 @@ def run_capture(
         export_error=export_error,
         nsys_version=version,
         argv=argv,
+        where_missing=where_switches_missing(switches) if opts.where else [],
     )
 
 
