@@ -240,3 +240,34 @@ def test_names():
     assert A.is_backward("MulBackward0") and A.is_backward("autograd::engine::evaluate_function: MulBackward0")
     assert not A.is_backward("aten::mul")
     assert A.is_op_like("aten::mm") and A.is_op_like("detach_, seq = 3") and not A.is_op_like("forward")
+
+
+# ---------------------------------------------------------------------------------------------
+# native call stacks of an Nsight Systems export (--cudabacktrace)
+# ---------------------------------------------------------------------------------------------
+def test_native_backtraces_name_the_programs_own_function(tmp_path):
+    from nsysdoc.testing.scenarios import native_app_backtraces
+
+    r = diagnose_path(native_app_backtraces().write(tmp_path / "native.sqlite"))
+    where = r["metrics"]["where"]["kernels"]
+    # 4 x 2 ms from Solver::step() in my_solver, 4 x 1 ms from Solver::residual() in libsolver.so;
+    # the driver, runtime and libc frames of each chain are skipped
+    assert [(w["frame"], w["ms"], w["count"]) for w in where] == [
+        ("Solver::step() (my_solver)", pytest.approx(8.0), 4), ("Solver::residual() (libsolver.so)", pytest.approx(4.0), 4)]
+    assert where[0]["share_pct"] == pytest.approx(200 / 3, abs=1e-3)
+    assert all(w["op"] == "(no operator)" for w in where)
+    # the sync gaps fall inside cudaDeviceSynchronize, called from main
+    f = next(f for f in r["findings"] if f["rule"] == "host-sync")
+    assert f["where"][0]["frame"] == "main (my_solver)"
+    ops = r["metrics"]["operators"]
+    assert ops["source"] is None and [m["key"] for m in ops["missing"]] == ["nvtx_ops"]
+
+
+def test_native_frame_filter():
+    from nsysdoc.trace.stacks import is_user_native
+
+    assert is_user_native("Solver::step()", "/opt/app/bin/my_solver")
+    for sym, mod in (("cudaLaunchKernel", "/usr/local/cuda/lib64/libcudart.so.12"), ("0x7f3a", "libcuda.so.1"),
+                     ("_PyEval_EvalFrameDefault", "/usr/lib/libpython3.11.so"), ("at::native::add", "libtorch_cuda.so"),
+                     ("x", "[Broken backtraces]"), ("__libc_start_main", "libc.so.6")):
+        assert not is_user_native(sym, mod), (sym, mod)

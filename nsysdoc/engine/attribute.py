@@ -88,6 +88,8 @@ class Attributor:
                 f = self.frames.innermost(ops.thread[fr], ops.start[fr])
                 self.fwd_mod[tgt] = _name_at(self.mods, m)
                 self.fwd_frame[tgt] = _name_at(self.frames, f)
+        #: frames of backtraced CUDA calls: thread index -> (sorted call starts, frame codes)
+        self._calls: dict = {}
         # whole-capture accumulators (the operator view)
         self.self_gpu_ns = np.zeros(n, dtype=np.int64)
         self.self_ops = np.zeros(n, dtype=np.int64)
@@ -140,8 +142,38 @@ class Attributor:
             fr = np.where((fr < 0) & has, self.fwd_frame[rr], fr)
             out[q, 3] = bwd
             out[q, 4] = fwd
+        if self._calls and (fr < 0).any():
+            m = np.flatnonzero(fr < 0)
+            fr[m] = self._call_frame(th[m], tq[m])
         out[q, 1] = mod
         out[q, 2] = fr
+        return out
+
+    def set_call_frames(self, thread, start, end, codes) -> None:
+        """Frames of backtraced CUDA calls (native stacks): a query at ``(thread, t)`` takes the
+        frame of the call on that thread that starts at ``t`` or is running at ``t``."""
+        thread = np.asarray(thread, dtype=np.int64)
+        start = np.asarray(start, dtype=np.int64)
+        end = np.asarray(end, dtype=np.int64)
+        codes = np.asarray(codes, dtype=np.int64)
+        for t in np.unique(thread).tolist():
+            m = np.flatnonzero(thread == t)
+            o = np.argsort(start[m], kind="stable")
+            self._calls[int(t)] = (start[m][o], end[m][o], codes[m][o])
+
+    def _call_frame(self, thread, t) -> np.ndarray:
+        out = np.full(len(t), NONE, dtype=np.int64)
+        for th in np.unique(thread).tolist():
+            got = self._calls.get(int(th))
+            if got is None:
+                continue
+            m = np.flatnonzero(thread == th)
+            st, en, cd = got
+            pos = np.searchsorted(st, t[m], side="right") - 1
+            ok = pos >= 0
+            p = np.maximum(pos, 0)
+            hit = ok & ((st[p] == t[m]) | (en[p] > t[m]))
+            out[m[hit]] = cd[p[hit]]
         return out
 
     def op_range(self, thread, t, valid=None) -> np.ndarray:
@@ -257,14 +289,20 @@ def build(trace, rows: list) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
     ``(thread, start_ns, end_ns, text (object array), domain name (object array))`` of range
     rows that are not step markers. None when no range can attribute anything."""
-    if not rows:
+    from ..trace.stacks import cuda_call_frames
+
+    calls = cuda_call_frames(trace)
+    if not rows and calls is None:
         return None
+    if not rows:
+        z = np.zeros(0, np.int64)
+        rows = [(z, z, z, np.zeros(0, object), np.zeros(0, object))]
     thread = np.concatenate([r[0] for r in rows]).astype(np.int64)
     start = np.concatenate([r[1] for r in rows]).astype(np.int64)
     end = np.concatenate([r[2] for r in rows]).astype(np.int64)
     text = np.concatenate([r[3] for r in rows])
     dom = np.concatenate([r[4] for r in rows])
-    if not len(thread):
+    if not len(thread) and calls is None:
         return None
     kineto = trace.source_tool == "pytorch-profiler"
     names: list[str] = []
@@ -315,7 +353,7 @@ def build(trace, rows: list) -> Attributor | None:
                 is_mod[i] = True
                 mod_code[i] = op_code[i]
     fam_op, fam_mod, fam_fr = is_op[inv], is_mod[inv], is_frame[inv]
-    if not (fam_op.any() or fam_mod.any() or fam_fr.any()):
+    if not (fam_op.any() or fam_mod.any() or fam_fr.any()) and calls is None:
         return None
     ops = A.Forest(thread[fam_op], start[fam_op], end[fam_op], op_code[inv[fam_op]])
     mods = A.Forest(thread[fam_mod], start[fam_mod], end[fam_mod], mod_code[inv[fam_mod]])
@@ -323,7 +361,14 @@ def build(trace, rows: list) -> Attributor | None:
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
-    return Attributor(source, names, ops, mods, frames, seq[inv[fam_op]], thread_pid)
+    attr = Attributor(source, names, ops, mods, frames, seq[inv[fam_op]], thread_pid)
+    if calls is not None:
+        th = np.searchsorted(tg, calls["global_tid"])
+        ok = (th < len(tg)) & (tg[np.minimum(th, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
+            np.zeros(len(th), bool)
+        attr.set_call_frames(th[ok], calls["start_ns"][ok], calls["end_ns"][ok],
+                             [code(f) for f in calls["frame"][ok].tolist()])
+    return attr
 
 
 def _factorize_pairs(text: np.ndarray, dom: np.ndarray):
@@ -433,7 +478,7 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
                 kernel_name: str | None = None) -> list[dict]:
     """A finding's ``where``: the sites of a selector's time, most first, with their share of it
     and their time per GPU (ms; the mean over the ``ndev`` devices with GPU work)."""
-    if attr is None or attr.source is None and not len(attr.frames) and not len(attr.mods):
+    if attr is None or attr.source is None and not len(attr.frames) and not len(attr.mods) and not attr._calls:
         return []
     if selector == "top_kernel":
         acc: dict = {}
@@ -461,9 +506,9 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
 #: What adds attribution data a capture lacks: (what is missing, the switch, where it is documented).
 #: Versions and syntax: docs/capture.md, "Where: operators and stacks".
 HINTS = {
-    "nvtx_ops": ("operator ranges (which PyTorch operator launched each kernel)",
-                 "nsysdoc capture --where (nsys profile --pytorch=autograd-nvtx, nsys 2024 or newer), or run the "
-                 "steps under torch.autograd.profiler.emit_nvtx()"),
+    "nvtx_ops": ("operator ranges (which operator or code region launched each kernel)",
+                 "for PyTorch, nsysdoc capture --where (nsys profile --pytorch=autograd-nvtx, nsys 2024 or newer) or "
+                 "torch.autograd.profiler.emit_nvtx(); elsewhere, NVTX ranges (nvtxRangePush/Pop) around your code"),
     "nsys_stacks": ("Python lines (the call stack of each CUDA call)",
                     "profile the same steps with torch.profiler.profile(with_stack=True) and report on that trace; "
                     "nsys --python-backtrace=cuda stacks show in the Nsight Systems GUI but their Python frames are "

@@ -169,6 +169,17 @@ class Thread:
         call made inside it (``--python-backtrace=cuda``, when ``Capture.cuda_backtrace``)."""
         return self._py(f"{file}({line}): {func}", (file, line, func))
 
+    @contextlib.contextmanager
+    def native(self, symbol: str, module: str) -> Iterator["Thread"]:
+        """A native (C/C++) frame ``symbol`` of ``module`` around the block: in an nsys export, part
+        of the call stack of every CUDA call made inside it (``CUDA_CALLCHAINS``, when
+        ``Capture.cuda_backtrace``). Kineto records no native frames. Takes no time."""
+        self._pystack.append(("native", symbol, module))
+        try:
+            yield self
+        finally:
+            self._pystack.pop()
+
     def module(self, name: str):
         """An ``nn.Module`` call (``Linear_3``): Kineto's ``nn.Module: Linear_3`` frame."""
         return self._py(f"nn.Module: {name}", None)
@@ -207,8 +218,9 @@ class Thread:
             end = blocking_until + int(return_us * US)
         self.cap._runtime.append((start, end, self.global_tid, corr, name))
         if self.cap.cuda_backtrace:
-            frames = [f for f in self._pystack if f is not None]
-            self.cap._callstacks[(self.global_tid, corr)] = frames[::-1]  # innermost first
+            # native frames innermost first (Python frames are not in the SQLite export)
+            frames = [f[1:] for f in self._pystack if isinstance(f, tuple) and f and f[0] == "native"]
+            self.cap._callstacks[(self.global_tid, corr)] = frames[::-1]
         self.now_ns = end
         return start, end, corr
 
@@ -477,9 +489,27 @@ class Capture:
         v = self.variant
         green = v != "2022"
         if self._runtime:
-            w.table("CUPTI_ACTIVITY_KIND_RUNTIME", ddl.RUNTIME_COLUMNS,
-                    [(s, e, 0 if n.startswith("cuda") else 1, tid, corr, w.sid(n), 0, None)
-                     for s, e, tid, corr, n in sorted(self._runtime)])
+            chains, chain_rows = {}, []
+            rows = []
+            for s, e, tid, corr, n in sorted(self._runtime):
+                cid = None
+                stack = self._callstacks.get((tid, corr))
+                if stack is not None:
+                    # as nsys --cudabacktrace writes it: the driver leaf, the runtime entry point,
+                    # the program's native frames, then the C runtime start-up (stackDepth 0 = leaf)
+                    frames = [("0x7f3a1c2d4e5f", "libcuda.so.1", 1), (n.split("_v")[0], "libcudart.so.12", 0),
+                              *[(sym, mod, 0) for sym, mod in stack],
+                              ("__libc_start_main", "libc.so.6", 0), ("_start", "python3.11", 0)]
+                    key = tuple(frames)
+                    cid = chains.get(key)
+                    if cid is None:
+                        cid = chains[key] = len(chains) + 1
+                        for depth, (sym, mod, unres) in enumerate(frames):
+                            chain_rows.append((cid, w.sid(sym), w.sid(mod), unres, 0, depth))
+                rows.append((s, e, 0 if n.startswith("cuda") else 1, tid, corr, w.sid(n), 0, cid))
+            w.table("CUPTI_ACTIVITY_KIND_RUNTIME", ddl.RUNTIME_COLUMNS, rows)
+            if chain_rows:
+                w.table("CUDA_CALLCHAINS", ddl.CUDA_CALLCHAINS_COLUMNS, chain_rows)
         kernels, copies, sets = [], [], []
         grid_id = 0
         for op in sorted(self._gpu, key=lambda o: (o.start, o.device, o.stream)):

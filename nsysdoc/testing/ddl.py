@@ -130,6 +130,16 @@ RUNTIME_COLUMNS = [
     ("callchainId", "INTEGER"),
 ]
 
+#: CUDA_CALLCHAINS (--cudabacktrace): one row per frame, stackDepth 0 the innermost
+CUDA_CALLCHAINS_COLUMNS = [
+    ("id", "INTEGER NOT NULL"),
+    ("symbol", "INTEGER NOT NULL"),
+    ("module", "INTEGER NOT NULL"),
+    ("unresolved", "INTEGER"),
+    ("originalIP", "INTEGER"),
+    ("stackDepth", "INTEGER NOT NULL"),
+]
+
 OSRT_COLUMNS = [
     ("start", "INTEGER NOT NULL"),
     ("end", "INTEGER NOT NULL"),

@@ -445,12 +445,29 @@ def where_tiny_kernels_and_item(steps: int = 3) -> Capture:
     return cap
 
 
+def native_app_backtraces(steps: int = 4) -> Capture:
+    """A C++ CUDA program captured with ``--cudabacktrace=all``: per iteration ``Solver::step()``
+    of ``my_solver`` launches a 2 ms stencil kernel and ``Solver::residual()`` a 1 ms reduction,
+    then ``main`` calls ``cudaDeviceSynchronize`` and spends 300 us on the CPU. No NVTX."""
+    cap = Capture(cuda_backtrace=True)
+    t = cap.process(name="my_solver").thread()
+    with t.native("main", "/opt/app/bin/my_solver"):
+        for _ in range(steps):
+            with t.native("Solver::step()", "/opt/app/bin/my_solver"):
+                t.launch("stencil_kernel", us=2000)
+            with t.native("Solver::residual()", "/opt/app/lib/libsolver.so"):
+                t.launch("reduce_kernel", us=1000)
+            t.sync_device()
+            t.cpu(us=300)
+    return cap
+
+
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
-        where_tiny_kernels_and_item,
+        where_tiny_kernels_and_item, native_app_backtraces,
     )
 }
