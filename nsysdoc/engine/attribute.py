@@ -531,6 +531,6 @@ def missing_data(trace, attr: Attributor | None) -> list[dict]:
     else:
         if attr is None or attr.source is None:
             keys.append("nvtx_ops")
-        if "CUDA_CALLCHAINS" not in trace.tables:
+        if attr is None or not attr._calls:  # no stack gave a frame of the program's own code
             keys.append("nsys_stacks")
     return [{"key": k, "what": HINTS[k][0], "switch": HINTS[k][1]} for k in keys]
