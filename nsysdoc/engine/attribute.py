@@ -188,7 +188,8 @@ class Attributor:
         return out
 
     # ---- whole capture ----------------------------------------------------------------------
-    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray) -> None:
+    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
+                index: tuple | None = None) -> None:
         """Add owned GPU operations (their innermost operator range, site rows, durations and
         labels) to the operator view."""
         dur = np.asarray(dur, dtype=np.int64)
@@ -201,7 +202,8 @@ class Attributor:
             self.self_ops += np.bincount(r, minlength=len(self.self_ops)).astype(np.int64)
         self.none_gpu_ns += int(dur[~has].sum())
         self.none_ops += int((~has).sum())
-        add_sites(self.sites_all, sites, dur)
+        distinct, inv = index if index is not None else site_index(sites)
+        accumulate(self.sites_all, distinct, inv, dur)
         pair = np.stack([sites[:, 0], np.asarray(label, dtype=np.int64)], axis=1)
         add_sites(self.pairs, pair, dur)
 
@@ -233,16 +235,32 @@ def _pair_search(kp, ks, qp, qs) -> np.ndarray:
     return out
 
 
-def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
-    """Add ``weight`` (ns) and a count of 1 per row to ``acc[tuple(row)] = [ns, count]``."""
-    if not len(rows):
+def site_index(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``rows`` (n, k) and each row's index into them, by one sort of an
+    integer key (mixed radix over the columns, factorised when it would overflow)."""
+    n = len(rows)
+    if n == 0:
+        return rows[:0], np.zeros(0, dtype=np.int64)
+    r = rows.astype(np.int64) + 1  # codes are >= -1
+    key = r[:, 0].copy()
+    for c in range(1, r.shape[1]):
+        base = int(r[:, c].max()) + 1
+        if int(key.max()) >= (1 << 62) // max(base, 1):
+            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        key = key * base + r[:, c]
+    _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return rows[first], np.asarray(inv, dtype=np.int64).reshape(-1)
+
+
+def accumulate(acc: dict, distinct: np.ndarray, inv: np.ndarray, weight) -> None:
+    """Add ``weight`` (ns) and a count of 1 per entry of ``inv`` to ``acc[tuple(distinct[i])]``."""
+    if not len(inv):
         return
-    weight = np.asarray(weight, dtype=np.int64)
-    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
-    inv = np.asarray(inv).reshape(-1)
-    ns = np.bincount(inv, weights=weight, minlength=len(uniq))
-    cnt = np.bincount(inv, minlength=len(uniq))
-    for row, a, c in zip(uniq.tolist(), ns.tolist(), cnt.tolist()):
+    weight = np.asarray(weight, dtype=np.float64)
+    ns = np.bincount(inv, weights=weight, minlength=len(distinct))
+    cnt = np.bincount(inv, minlength=len(distinct))
+    used = np.flatnonzero(cnt)
+    for row, a, c in zip(distinct[used].tolist(), ns[used].tolist(), cnt[used].tolist()):
         key = tuple(row)
         cur = acc.get(key)
         if cur is None:
@@ -250,6 +268,12 @@ def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
         else:
             cur[0] += int(a)
             cur[1] += int(c)
+
+
+def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
+    """Add ``weight`` (ns) and a count of 1 per row to ``acc[tuple(row)] = [ns, count]``."""
+    distinct, inv = site_index(rows)
+    accumulate(acc, distinct, inv, weight)
 
 
 def merge_sites(a: dict, b: dict) -> None:
@@ -285,24 +309,38 @@ def label_text(code: int, strings) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+#: autograd's sequence number in a range text, in RE2 syntax for Arrow's compute kernels
+_RE_SEQ = r",\s*seq\s*=\s*(?P<seq>\d+)"
+
+
+def _texts(dictionary) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """For one block's distinct texts (an Arrow string array): the distinct operator names, each
+    text's index into them, its autograd sequence number (-1) and whether it is operator-like."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..metrics.nvtx import call_field_groups
+
+    grp, gvals, decorated = call_field_groups(dictionary)
+    d = dictionary.cast(pa.large_string())
+    seq_s = pc.struct_field(pc.extract_regex(d, pattern=_RE_SEQ), [0])
+    seq = pc.fill_null(pc.cast(seq_s, pa.int64(), safe=False), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    names = [v.strip() for v in gvals]
+    g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
+    op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
+    return names, grp, seq, op_like
+
+
 def build(trace, rows: list) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
-    ``(thread, start_ns, end_ns, text (object array), domain name (object array))`` of range
-    rows that are not step markers. None when no range can attribute anything."""
+    ``(thread, start_ns, end_ns, distinct texts (Arrow), text index per row, domain index per row,
+    domain names)`` of push/pop ranges that are not step markers; and the capture's backtraced CUDA
+    calls (:func:`nsysdoc.trace.stacks.cuda_call_frames`). None when nothing can attribute."""
     from ..trace.stacks import cuda_call_frames
 
     calls = cuda_call_frames(trace)
+    rows = [r for r in rows if len(r[0])]
     if not rows and calls is None:
-        return None
-    if not rows:
-        z = np.zeros(0, np.int64)
-        rows = [(z, z, z, np.zeros(0, object), np.zeros(0, object))]
-    thread = np.concatenate([r[0] for r in rows]).astype(np.int64)
-    start = np.concatenate([r[1] for r in rows]).astype(np.int64)
-    end = np.concatenate([r[2] for r in rows]).astype(np.int64)
-    text = np.concatenate([r[3] for r in rows])
-    dom = np.concatenate([r[4] for r in rows])
-    if not len(thread) and calls is None:
         return None
     kineto = trace.source_tool == "pytorch-profiler"
     names: list[str] = []
@@ -315,74 +353,61 @@ def build(trace, rows: list) -> Attributor | None:
             names.append(v)
         return c
 
-    # per distinct (text, domain): family flags, name codes and seq
-    key_vals, inv = _factorize_pairs(text, dom)
-    k = len(key_vals)
-    is_op = np.zeros(k, bool)
-    is_mod = np.zeros(k, bool)
-    is_frame = np.zeros(k, bool)
-    op_code = np.full(k, NONE, np.int64)
-    mod_code = np.full(k, NONE, np.int64)
-    frame_code = np.full(k, NONE, np.int64)
-    seq = np.full(k, -1, np.int64)
-    for i, (t, d) in enumerate(key_vals):
-        t = str(t)
-        if kineto:
-            if d == "cpu_op":
-                is_op[i] = True
-                op_code[i] = code(A.op_name(t))
-                seq[i] = A.seq_of(t)
-            elif d == "python_function":
-                if A.is_module_frame(t):
-                    is_mod[i] = True
-                    mod_code[i] = code(t.strip())
-                elif A.is_user_frame(t):
-                    is_frame[i] = True
-                    frame_code[i] = code(A.frame_label(t))
-            else:  # user_annotation (record_function)
-                is_mod[i] = True
-                mod_code[i] = code(t.strip())
-        else:
-            name = A.op_name(t)
-            if not name:
-                continue
-            is_op[i] = True
-            op_code[i] = code(name)
-            seq[i] = A.seq_of(t)
-            if not A.is_op_like(t):
-                is_mod[i] = True
-                mod_code[i] = op_code[i]
-    fam_op, fam_mod, fam_fr = is_op[inv], is_mod[inv], is_frame[inv]
+    # per row: global name code, sequence number, operator-like, domain name
+    th, st, en, nm, sq, ol, dm = [], [], [], [], [], [], []
+    for thread, start, end, dictionary, tidx, dom, dom_names in rows:
+        dnames, name_idx, seq, op_like = _texts(dictionary)
+        gcode = np.array([code(x) for x in dnames], dtype=np.int64)
+        ni = name_idx[tidx]
+        th.append(np.asarray(thread, np.int64))
+        st.append(np.asarray(start, np.int64))
+        en.append(np.asarray(end, np.int64))
+        nm.append(gcode[ni] if len(gcode) else np.zeros(0, np.int64))
+        sq.append(seq[tidx])
+        ol.append(op_like[tidx])
+        dm.append(np.array([dom_names[i] for i in range(len(dom_names))], dtype=object)[np.asarray(dom, np.int64)]
+                  if len(dom) else np.zeros(0, object))
+    z = np.zeros(0, np.int64)
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+    thread, start, end, name, seq = (cat(th, np.int64), cat(st, np.int64), cat(en, np.int64), cat(nm, np.int64),
+                                     cat(sq, np.int64))
+    op_like = cat(ol, bool)
+    dom = np.concatenate(dm) if dm else np.zeros(0, object)
+    nn = len(names)
+    empty_name = np.array([not x for x in names], dtype=bool) if nn else np.zeros(0, bool)
+    if kineto:
+        is_cpu_op = dom == "cpu_op"
+        is_py = dom == "python_function"
+        nnmod = np.array([A.is_module_frame(x) for x in names], dtype=bool) if nn else np.zeros(0, bool)
+        user = np.array([A.is_user_frame(x) for x in names], dtype=bool) if nn else np.zeros(0, bool)
+        frame_code = np.full(nn, NONE, np.int64)
+        for c in np.flatnonzero(user).tolist():
+            frame_code[c] = code(A.frame_label(names[c]))
+        fam_op = is_cpu_op
+        fam_mod = (is_py & nnmod[name]) | (~is_cpu_op & ~is_py)
+        fam_fr = is_py & ~nnmod[name] & user[name]
+        fr_names = frame_code[name[fam_fr]] if fam_fr.any() else z
+    else:
+        fam_op = ~empty_name[name] if nn else np.zeros(len(name), bool)
+        fam_mod = fam_op & ~op_like
+        fam_fr = np.zeros(len(name), bool)
+        fr_names = z
     if not (fam_op.any() or fam_mod.any() or fam_fr.any()) and calls is None:
         return None
-    ops = A.Forest(thread[fam_op], start[fam_op], end[fam_op], op_code[inv[fam_op]])
-    mods = A.Forest(thread[fam_mod], start[fam_mod], end[fam_mod], mod_code[inv[fam_mod]])
-    frames = A.Forest(thread[fam_fr], start[fam_fr], end[fam_fr], frame_code[inv[fam_fr]])
+    ops = A.Forest(thread[fam_op], start[fam_op], end[fam_op], name[fam_op])
+    mods = A.Forest(thread[fam_mod], start[fam_mod], end[fam_mod], name[fam_mod])
+    frames = A.Forest(thread[fam_fr], start[fam_fr], end[fam_fr], fr_names)
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
-    attr = Attributor(source, names, ops, mods, frames, seq[inv[fam_op]], thread_pid)
+    attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid)
     if calls is not None:
-        th = np.searchsorted(tg, calls["global_tid"])
-        ok = (th < len(tg)) & (tg[np.minimum(th, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
-            np.zeros(len(th), bool)
-        attr.set_call_frames(th[ok], calls["start_ns"][ok], calls["end_ns"][ok],
+        th_i = np.searchsorted(tg, calls["global_tid"])
+        ok = (th_i < len(tg)) & (tg[np.minimum(th_i, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
+            np.zeros(len(th_i), bool)
+        attr.set_call_frames(th_i[ok], calls["start_ns"][ok], calls["end_ns"][ok],
                              [code(f) for f in calls["frame"][ok].tolist()])
     return attr
-
-
-def _factorize_pairs(text: np.ndarray, dom: np.ndarray):
-    """Distinct (text, domain) pairs and each row's index into them (first-appearance order)."""
-    seen: dict = {}
-    inv = np.empty(len(text), dtype=np.int64)
-    keys = []
-    for i, pair in enumerate(zip(text.tolist(), dom.tolist())):
-        c = seen.get(pair)
-        if c is None:
-            c = seen[pair] = len(keys)
-            keys.append(pair)
-        inv[i] = c
-    return keys, inv
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics import intervals as iv
+from ..metrics.nvtx import call_field_groups
 from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
@@ -89,7 +90,7 @@ def _nvtx_scan(trace, pattern) -> dict:
     lib = np.array([str(d).lower() in S.LIBRARY_NVTX_DOMAINS for d in doms], dtype=bool) if len(doms) \
         else np.zeros(1, dtype=bool)
     steps, loader, setup, tune, host = [], [], [], [], []
-    dom_names = np.array([str(d) for d in doms], dtype=object) if len(doms) else np.array([""], dtype=object)
+    dom_names = [str(d) for d in doms] if len(doms) else [""]
     cols = ["start_ns", "end_ns", "event_type", "global_tid", "thread", "domain", "text"]
     for blk in (t.iter_blocks(cols) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
@@ -99,9 +100,16 @@ def _nvtx_scan(trace, pattern) -> dict:
         enc = blk["text"].dictionary_encode()
         idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         vals = enc.dictionary.to_pylist()
-        m_step = np.array([pattern.fullmatch(v.strip()) is not None for v in vals], dtype=bool)
-        m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in vals], dtype=bool)
-        m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in vals], dtype=bool)
+        # the text tests run once per group of texts that differ only in PyTorch's per-call fields
+        # (an operator's ranges under --pytorch=autograd-nvtx): those fields hold no DataLoader or
+        # set-up word, and a text that carries them is an operator, never a step marker
+        grp, gvals, decorated = call_field_groups(enc.dictionary)
+        g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)
+        m_step = g_step[grp] & ~decorated if len(grp) else np.zeros(0, bool)
+        m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
+            if len(grp) else np.zeros(0, bool)
+        m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
+            if len(grp) else np.zeros(0, bool)
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
         sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])
@@ -112,10 +120,10 @@ def _nvtx_scan(trace, pattern) -> dict:
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
         sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])
         if len(sel):
-            vals_arr = np.array(vals, dtype=object)
-            host.append((blk["thread"][sel], s[sel], e[sel], vals_arr[idx[sel]],
-                         dom_names[np.minimum(dom[sel], len(dom_names) - 1)] if len(doms) else
-                         np.full(len(sel), "", dtype=object)))
+            # the block's distinct texts stay one Arrow array: attribution reads them vectorised
+            host.append((blk["thread"][sel], s[sel], e[sel], enc.dictionary, idx[sel],
+                         np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
+                         dom_names))
         sel = np.flatnonzero(is_range & m_dl[idx])
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))

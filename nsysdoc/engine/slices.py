@@ -23,7 +23,7 @@ from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
-from .attribute import SELECTORS, add_sites, gpu_labels, merge_sites
+from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING, NEG, POS, Ops,
                    blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
 
@@ -492,14 +492,16 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
     return win
 
 
-def op_sites(ctx: Context, st: SliceState) -> tuple[np.ndarray, np.ndarray]:
-    """Site rows and innermost operator range of the slice's operations, at their launch."""
+def op_sites(ctx: Context, st: SliceState) -> tuple:
+    """Site rows, innermost operator range and (distinct sites, each operation's index into them)
+    of the slice's operations, at their launch; computed once per slice."""
     got = st.attr_cache.get("ops")
     if got is None:
         attr, ops = ctx.plan.attr, st.ops
         valid = ops.api >= 0
         t = ops.api_start_ns
-        got = (attr.sites(ops.api_thread, t, valid), attr.op_range(ops.api_thread, t, valid))
+        sites = attr.sites(ops.api_thread, t, valid)
+        got = (sites, attr.op_range(ops.api_thread, t, valid), site_index(sites))
         st.attr_cache["ops"] = got
     return got
 
@@ -509,7 +511,7 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
     attr, ops = ctx.plan.attr, st.ops
     acc = {k: {} for k in SELECTORS}
     if len(ops) and inw.any():
-        sites, _ = op_sites(ctx, st)
+        sites, _, (distinct, inv) = op_sites(ctx, st)
         dur = ops.end_ns - ops.start_ns
         is_k = ops.kind == KIND_KERNEL
         fl = ops.flags
@@ -520,13 +522,14 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
                           ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0))):
             m = np.flatnonzero(mask)
             if len(m):
-                add_sites(acc[sel], sites[m], dur[m])
+                accumulate(acc[sel], distinct, inv[m], dur[m])
         # kernels by full name, for the kernel with the most time (known once every slice is in)
         m = np.flatnonzero(inw & is_k)
         if len(m):
             by = {}
-            add_sites(by, np.concatenate([sites[m], ops.name_id[m, None].astype(np.int64)], axis=1), dur[m])
-            acc["by_kernel"] = by
+            add_sites(by, np.stack([inv[m], ops.name_id[m].astype(np.int64)], axis=1), dur[m])
+            # back to full site rows: (site..., kernel name id)
+            acc["by_kernel"] = {(*distinct[k[0]].tolist(), k[1]): v for k, v in by.items()}
     g = st.gaps
     if g is not None and len(g):
         sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0) & (g.kind == 0))
@@ -625,9 +628,9 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
     # scalar reads: tiny device-to-host copies whose call syncs, or whose thread's next call does
     _scalar_reads(ctx, st, tot, carry, nxt)
     if ctx.plan.attr is not None and len(ops):
-        sites, rng = op_sites(ctx, st)
+        sites, rng, index = op_sites(ctx, st)
         ctx.plan.attr.add_ops(rng, sites, ops.end_ns - ops.start_ns,
-                              gpu_labels(ops.kind, ops.name_id, ops.copy_kind))
+                              gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)
         k = has & (ops.kind == KIND_KERNEL)

@@ -6,6 +6,45 @@ import numpy as np
 from ..trace import schema as S
 
 
+#: PyTorch's per-call fields (``nsysdoc.trace.schema._NVTX_CALL_FIELDS``) in RE2 syntax
+_RE_CALL_FIELDS = r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids)\s*=.*$"
+
+
+def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Distinct NVTX texts (an Arrow string array) grouped by their text without PyTorch's
+    per-call fields (``seq =``, ``op_id =``, ``sizes =``, ``input_op_ids =``), in one vectorised
+    pass: each text's group index, the groups' stripped texts, and which texts carried such
+    fields. With ``--pytorch=autograd-nvtx`` every range's text is distinct (its ``op_id``) while
+    its operator is not: per-text Python work then runs per operator instead. Texts holding a line
+    break are their own group (Python's ``$`` and RE2's differ there)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    d = dictionary.cast(pa.large_string()) if dictionary.type != pa.large_string() else dictionary
+    n = len(d)
+    if n == 0:
+        return np.zeros(0, np.int64), [], np.zeros(0, bool)
+    d = pc.fill_null(d, "")
+    stripped = pc.replace_substring_regex(d, pattern=_RE_CALL_FIELDS, replacement="")
+    decorated = np.asarray(pc.not_equal(stripped, d).to_numpy(zero_copy_only=False), dtype=bool)
+    newline = np.asarray(pc.match_substring(d, "\n").to_numpy(zero_copy_only=False), dtype=bool)
+    if newline.any():  # these keep their own text: grouped (and stripped) in Python
+        stripped = pc.if_else(pa.array(newline), d, stripped)
+        decorated[newline] = False
+    enc = stripped.dictionary_encode()
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    vals = enc.dictionary.to_pylist()
+    if newline.any():
+        for j in np.flatnonzero(newline).tolist():
+            g = idx[j]
+            s = S._NVTX_CALL_FIELDS.sub("", vals[g])
+            if s != vals[g]:
+                decorated[j] = True
+                vals.append(s)
+                idx[j] = len(vals) - 1
+    return idx, vals, decorated
+
+
 def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
     """NVTX ranges overlapping ``[w0, w1)`` grouped by (domain, text), top ``limit`` by total.
 
@@ -57,8 +96,12 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
 
             dur = np.minimum(e[idx], w1) - np.maximum(s[idx], w0)
             enc = b["text"].take(pa.array(idx)).dictionary_encode()
-            ti = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            vals = enc.dictionary.to_pylist()
+            # fold per group of texts that differ only in PyTorch's per-call fields (folding drops
+            # them): one Python call per operator, not per range
+            grp, gvals, _dec = call_field_groups(enc.dictionary)
+            ti = grp[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)] if len(grp) else \
+                np.zeros(len(idx), np.int64)
+            vals = gvals
             fold = []
             for v in vals:
                 f = folded_cache.get(v)
