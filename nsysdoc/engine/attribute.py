@@ -313,15 +313,16 @@ def label_text(code: int, strings) -> str:
 _RE_SEQ = r",\s*seq\s*=\s*(?P<seq>\d+)"
 
 
-def _texts(dictionary) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """For one block's distinct texts (an Arrow string array): the distinct operator names, each
+def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """For one block's distinct texts (an Arrow string array, and its
+    :func:`~nsysdoc.metrics.nvtx.call_field_groups` when known): the distinct operator names, each
     text's index into them, its autograd sequence number (-1) and whether it is operator-like."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from ..metrics.nvtx import call_field_groups
 
-    grp, gvals, decorated = call_field_groups(dictionary)
+    grp, gvals, decorated = groups if groups is not None else call_field_groups(dictionary)
     d = dictionary.cast(pa.large_string())
     seq_s = pc.struct_field(pc.extract_regex(d, pattern=_RE_SEQ), [0])
     seq = pc.fill_null(pc.cast(seq_s, pa.int64(), safe=False), -1).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -334,7 +335,7 @@ def _texts(dictionary) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
 def build(trace, rows: list) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
     ``(thread, start_ns, end_ns, distinct texts (Arrow), text index per row, domain index per row,
-    domain names)`` of push/pop ranges that are not step markers; and the capture's backtraced CUDA
+    domain names[, call_field_groups of the texts])`` of push/pop ranges that are not step markers; and the capture's backtraced CUDA
     calls (:func:`nsysdoc.trace.stacks.cuda_call_frames`). None when nothing can attribute."""
     from ..trace.stacks import cuda_call_frames
 
@@ -355,8 +356,8 @@ def build(trace, rows: list) -> Attributor | None:
 
     # per row: global name code, sequence number, operator-like, domain name
     th, st, en, nm, sq, ol, dm = [], [], [], [], [], [], []
-    for thread, start, end, dictionary, tidx, dom, dom_names in rows:
-        dnames, name_idx, seq, op_like = _texts(dictionary)
+    for thread, start, end, dictionary, tidx, dom, dom_names, *groups in rows:
+        dnames, name_idx, seq, op_like = _texts(dictionary, groups[0] if groups else None)
         gcode = np.array([code(x) for x in dnames], dtype=np.int64)
         ni = name_idx[tidx]
         th.append(np.asarray(thread, np.int64))

@@ -123,7 +123,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             # the block's distinct texts stay one Arrow array: attribution reads them vectorised
             host.append((blk["thread"][sel], s[sel], e[sel], enc.dictionary, idx[sel],
                          np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
-                         dom_names))
+                         dom_names, (grp, gvals, decorated)))
         sel = np.flatnonzero(is_range & m_dl[idx])
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
