@@ -32,6 +32,11 @@ def explain(rule: Rule) -> str:
     lines += ["## Message", "", rule.message.strip(), ""]
     if rule.impact_ms is not None:
         lines += [f"Estimated impact (ms in the window): `{rule.impact_ms.source.strip()}`", ""]
+    if rule.where:
+        from ..metrics.attribution import SELECTORS
+
+        lines += ["## Where", "", f"The finding lists where its time comes from (operator, module, Python line): "
+                  f"`{rule.where}`, {SELECTORS.get(rule.where, '')} (docs/glossary.md, \"Where\").", ""]
     lines += ["## How to verify", "", rule.verify.strip(), "", "## What to try", "", rule.fix.strip(), ""]
     if rule.params:
         lines += ["## Parameters", "", "| name | default | unit | meaning |", "|---|---|---|---|"]
