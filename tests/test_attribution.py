@@ -203,26 +203,49 @@ def test_markdown_and_html_show_where(tmp_path):
 # ---------------------------------------------------------------------------------------------
 def test_forest_innermost_nesting_ties_and_overhang():
     # thread 0: A [0, 100) > B [10, 50) > C [10, 20) (C shares B's start: the shorter is inner);
-    # D [50, 80) starts where B ends; E [90, 101) overhangs A by 1 and is clipped to A's end;
+    # D [50, 80) starts where B ends; E [90, 101) overhangs A by 1 (it holds t = 100 alone);
     # Z [30, 30) has no length. Thread 1: F [0, 1000).
     thread = [0, 0, 0, 0, 0, 0, 1]
     start = [0, 10, 10, 50, 90, 30, 0]
     end = [100, 50, 20, 80, 101, 30, 1000]
-    names = np.arange(7)
-    f = A.Forest(thread, start, end, names)
+    f = A.Forest(thread, start, end, np.arange(7))
     q_t = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 2])
     q = np.array([5, 10, 19, 20, 50, 95, 100, 30, 5, 5])
     got = [int(f.name[i]) if i >= 0 else -1 for i in f.innermost(q_t, q)]
-    # 5: A; 10, 19: C; 20: B; 50: D (B ended); 95: E; 100: none (A ended); 30: B (Z has no
-    # length); thread 1 at 5: F; thread 2: nothing
-    assert got == [0, 2, 2, 1, 3, 4, -1, 1, 6, -1]
+    # 5: A; 10, 19: C; 20: B; 50: D (B ended); 95: E; 100: E (A ended, E has not); 30: B (Z has
+    # no length); thread 1 at 5: F; thread 2: nothing
+    assert got == [0, 2, 2, 1, 3, 4, 4, 1, 6, -1]
     depth = dict(zip(f.name.tolist(), f.depth.tolist()))
-    assert depth[0] == 0 and depth[1] == 1 and depth[2] == 2 and depth[3] == 1 and depth[4] == 1
+    assert depth == {0: 0, 1: 1, 2: 2, 3: 1, 4: 1, 5: 2, 6: 0}
     parent = {int(f.name[i]): (int(f.name[p]) if p >= 0 else -1) for i, p in enumerate(f.parent)}
-    assert parent[2] == 1 and parent[1] == 0 and parent[4] == 0 and parent[6] == -1
-    # self time: A = 100 - (40 + 30 + 10 (E clipped) ) = 20
+    assert parent == {0: -1, 1: 0, 2: 1, 3: 0, 4: 0, 5: 1, 6: -1}
+    # self time: A = 100 - (40 + 30 + 11) = 19; B = 40 - 10 - 0 = 30
     self_t = dict(zip(f.name.tolist(), f.self_time().tolist()))
-    assert self_t[0] == 100 - 40 - 30 - 10
+    assert self_t[0] == 19 and self_t[1] == 30
+
+
+def test_forest_ranges_that_overlap_without_nesting():
+    # P [100, 110), Q [105, 111), R [110, 120), S [112, 118): Q starts inside P and outlives it
+    f = A.Forest([0] * 4, [100, 105, 110, 112], [110, 111, 120, 118], np.arange(4))
+    assert f.innermost([0] * 4, [107, 111, 115, 119]).tolist() == [1, 2, 3, 2]
+    assert f.parent.tolist() == [-1, 0, 1, 2]
+
+
+def test_forest_agrees_with_its_definition_on_random_ranges():
+    rng = np.random.default_rng(7)
+    for _ in range(150):
+        n = int(rng.integers(0, 40))
+        th, s = rng.integers(0, 3, n), rng.integers(0, 100, n)
+        e = s + rng.integers(-3, 40, n)
+        f = A.Forest(th, s, e, np.arange(n))
+        qt, qq = rng.integers(0, 4, 40), rng.integers(-5, 150, 40)
+        got = f.innermost(qt, qq)
+        for i in range(40):
+            c = [j for j in range(len(f)) if f.thread[j] == qt[i] and f.start[j] <= qq[i] < f.end[j]]
+            assert got[i] == (c[-1] if c else -1)
+        for i in range(len(f)):
+            c = [j for j in range(i) if f.thread[j] == f.thread[i] and f.start[j] <= f.start[i] < f.end[j]]
+            assert f.parent[i] == (c[-1] if c else -1)
 
 
 def test_names():

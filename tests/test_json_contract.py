@@ -57,7 +57,7 @@ def test_contract_version_and_every_kernel_name(build):
     from nsysdoc.analysis import CONTRACT
 
     d = analyze_path(build("sample_training"))
-    assert d["contract"] == CONTRACT == 2
+    assert d["contract"] == CONTRACT == 3
     k = d["metrics"]["kernels"]
     assert sum(r["count"] for r in k["names"]) == k["count"]
     assert sum(r["total_ms"] for r in k["names"]) == pytest.approx(k["total_ms"], abs=1e-3)
@@ -148,3 +148,23 @@ def test_seed_case_large_model(build):
     (dtoh,) = [r for r in d["metrics"]["copies"] if r["kind"] == "DtoH"]
     assert dtoh["count"] == 4 + 4 * 12
     assert dtoh["bytes"] == 4 * (512 << 20) + 48 * 4
+
+
+@pytest.mark.parametrize("name", ["operators_forward_backward", "where_tiny_kernels_and_item", "sync_storm"])
+def test_operators_and_where_keys(build, name):
+    """Contract 3: metrics.operators rows and every finding's where entries have the documented keys."""
+    from .conftest import diagnose_path
+
+    d = diagnose_path(build(name))
+    ops = d["metrics"]["operators"]
+    assert {"source", "rows", "row_count", "gpu_ms", "attributed_pct", "modules", "frames", "missing"} <= set(ops)
+    for r in ops["rows"]:
+        assert list(r) == ["name", "calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels", "top_kernel",
+                           "module", "frame"]
+    assert [r["self_gpu_ms"] for r in ops["rows"]] == sorted((r["self_gpu_ms"] for r in ops["rows"]), reverse=True)
+    for f in d["findings"]:
+        assert "where" in f and "where_note" in f
+        assert [w["share_pct"] for w in f["where"]] == sorted((w["share_pct"] for w in f["where"]), reverse=True)
+        for w in f["where"]:
+            assert {"op", "module", "frame", "share_pct", "ms"} <= set(w)
+    _plain(d)

@@ -133,17 +133,19 @@ def call_stack_frames(stack: str) -> list[str]:
 # nesting
 # ---------------------------------------------------------------------------------------------
 class Forest:
-    """Host ranges of one family, nested per thread.
+    """Host ranges of one family on their threads.
 
-    Built from aligned arrays (``thread`` index, ``start``/``end`` ns, ``name`` code); ranges of
-    zero or negative length are dropped (they contain no time). ``order`` maps a forest index to
-    the input index; ``parent`` is the enclosing range (-1 at the root), ``depth`` its level.
-    Children that end after their parent are clipped to the parent's end (whole-microsecond
-    Kineto times: a child may end 1 us after its parent).
+    Built from aligned arrays (``thread`` index, ``start``/``end`` ns, ``name`` code); ranges that
+    end before they start are dropped; ranges of zero length are kept (they count as calls) but
+    hold no time. Forest order is by thread, start, then longest first, then input order;
+    ``order`` maps a forest index to the input index.
 
-    Queries (:meth:`innermost`) use one boundary list per thread: each range start makes that
-    range the innermost, each range end its parent; at equal times ends come before starts, deeper
-    ends before shallower ones, shallower starts before deeper ones.
+    :meth:`innermost` is exactly the definition above: the last range in forest order among those
+    of the thread with ``start <= t < end``. A range's ``parent`` is the innermost range at its
+    start among those before it (so ranges that overlap without nesting still find the range that
+    holds their start); ``depth`` counts the parents above it. Both come from one primitive, "the
+    last range before position p whose end is after t", answered for many queries at once with a
+    max-tree over the ends (``O(log n)`` numpy passes).
     """
 
     def __init__(self, thread, start, end, name) -> None:
@@ -158,112 +160,72 @@ class Forest:
         self.order = keep[order]
         self.thread = th[order]
         self.start = s[order]
-        self.end = e[order].copy()
+        self.end = e[order]
         self.name = np.asarray(name)[self.order] if n else np.zeros(0, np.int64)
         self.depth = np.zeros(n, dtype=np.int64)
         self.parent = np.full(n, -1, dtype=np.int64)
-        self.threads = np.unique(self.thread) if n else np.zeros(0, np.int64)
-        self._seg = {}
-        self._ev_seg = {}
+        self._seg: dict[int, tuple[int, int]] = {}
         if n:
+            b = np.flatnonzero(np.diff(self.thread)) + 1
+            lo = np.concatenate([[0], b])
+            hi = np.concatenate([b, [n]])
+            self._seg = {int(self.thread[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
+            self._tree = _MaxTree(self.end)
             self._nest()
-            self._events()
-            self._points()
 
     def __len__(self) -> int:
         return len(self.start)
 
     def _nest(self) -> None:
-        """Depth and parent of the ranges with a length (zero-length ones: :meth:`_points`)."""
-        allpos = np.flatnonzero(self.end > self.start)
-        th = self.thread[allpos]
-        depth = np.zeros(len(allpos), dtype=np.int64)
-        if len(allpos):
-            bounds = np.flatnonzero(np.diff(th)) + 1
-            seg_lo = np.concatenate([[0], bounds])
-            seg_hi = np.concatenate([bounds, [len(th)]])
-            for lo, hi in zip(seg_lo.tolist(), seg_hi.tolist()):
-                s, e = self.start[allpos[lo:hi]], self.end[allpos[lo:hi]]
-                # ranges open at a range's start: those before it in order, less those already
-                # ended (a range after it in order starts at or after it, so it cannot have ended)
-                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(np.sort(e), s, side="right")
-        depth = np.maximum(depth, 0)
-        self.depth[allpos] = depth
-        # parent: the last range before it, one level up (same thread)
-        maxd = int(depth.max()) if len(depth) else 0
-        pos = np.arange(len(allpos))
-        prev = pos[depth == 0]
-        for d in range(1, maxd + 1):
-            cur = pos[depth == d]
-            if not len(cur):
-                break
-            k = np.searchsorted(prev, cur) - 1
-            ok = k >= 0
-            par = np.where(ok, prev[np.maximum(k, 0)], -1)
-            ok &= par >= 0
-            ok[ok] &= th[par[ok]] == th[cur[ok]]
-            c, p = allpos[cur[ok]], allpos[par[ok]]
-            self.parent[c] = p
-            # a child never outlives its parent (whole-us ties)
-            self.end[c] = np.minimum(self.end[c], self.end[p])
-            prev = cur
-
-    def _points(self) -> None:
-        """Zero-length ranges: inside the innermost range holding their time."""
-        z = np.flatnonzero(self.end == self.start)
-        if not len(z):
-            return
-        par = self.innermost(self.thread[z], self.start[z])
-        self.parent[z] = par
-        self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
-
-    def _events(self) -> None:
-        # zero-length ranges hold no time: they are counted, never found by a query
-        pos = np.flatnonzero(self.end > self.start)
-        n = len(pos)
-        if n == 0:
-            self.ev_t = self.ev_label = np.zeros(0, np.int64)
-            self._ev_seg = {}
-            return
-        # time, kind (0 end, 1 start), tie order, label
-        t = np.concatenate([self.end[pos], self.start[pos]])
-        kind = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])
-        tie = np.concatenate([-self.depth[pos], self.depth[pos]])
-        label = np.concatenate([self.parent[pos], pos])
-        th = np.concatenate([self.thread[pos], self.thread[pos]])
-        order = np.lexsort((tie, kind, t, th))
-        self.ev_t = t[order]
-        self.ev_label = label[order]
-        ev_th = th[order]
-        b = np.flatnonzero(np.diff(ev_th)) + 1
-        lo = np.concatenate([[0], b])
-        hi = np.concatenate([b, [len(ev_th)]])
-        self._ev_seg = {int(ev_th[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
+        n = len(self.start)
+        pos = np.arange(n)
+        lo = np.empty(n, dtype=np.int64)
+        for a, z in self._seg.values():
+            lo[a:z] = a
+        par = self._tree.last_above(pos, self.start)
+        par[par < lo] = -1
+        self.parent = par
+        # depth: parents come earlier in forest order, so resolve level by level
+        depth = np.full(n, -1, dtype=np.int64)
+        depth[par < 0] = 0
+        todo = np.flatnonzero(par >= 0)
+        while len(todo):
+            known = depth[par[todo]] >= 0
+            depth[todo[known]] = depth[par[todo[known]]] + 1
+            todo = todo[~known]
+        self.depth = depth
 
     def innermost(self, thread, t) -> np.ndarray:
         """Forest index of the innermost range containing time ``t`` on ``thread`` (-1 if none)."""
         thread = np.asarray(thread, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         out = np.full(len(t), -1, dtype=np.int64)
-        if not self._ev_seg or not len(t):
+        if not self._seg or not len(t):
             return out
-        if len(self._ev_seg) == 1:
-            (th0, (a, z)), = self._ev_seg.items()
-            m = np.flatnonzero(thread == th0)
-            groups = [(m, a, z)] if len(m) else []
+        lo = np.full(len(t), -1, dtype=np.int64)
+        p = np.zeros(len(t), dtype=np.int64)
+        if len(self._seg) == 1:
+            (th0, (a, z)), = self._seg.items()
+            groups = [(np.flatnonzero(thread == th0), a, z)]
         else:
             groups = []
             order = np.argsort(thread, kind="stable")
             ts = thread[order]
             cut = np.flatnonzero(np.diff(ts)) + 1
             for g in np.split(order, cut):
-                seg = self._ev_seg.get(int(thread[g[0]]))
+                seg = self._seg.get(int(thread[g[0]]))
                 if seg is not None:
                     groups.append((g, seg[0], seg[1]))
         for g, a, z in groups:
-            k = np.searchsorted(self.ev_t[a:z], t[g], side="right") - 1
-            ok = k >= 0
-            out[g[ok]] = self.ev_label[a:z][k[ok]]
+            if not len(g):
+                continue
+            lo[g] = a
+            p[g] = a + np.searchsorted(self.start[a:z], t[g], side="right")
+        q = np.flatnonzero(lo >= 0)
+        if len(q):
+            got = self._tree.last_above(p[q], t[q])
+            got[got < lo[q]] = -1
+            out[q] = got
         return out
 
     def ancestors(self, idx: np.ndarray, max_depth: int | None = None):
@@ -309,3 +271,68 @@ class Forest:
             if len(cur):
                 np.add.at(tot, self.parent[cur], tot[cur])
         return tot
+
+
+class _MaxTree:
+    """Maximum of ``values`` over aligned power-of-two blocks, for "the last position before p
+    whose value is greater than t" (vectorised over queries: one numpy pass per tree level)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        v = np.asarray(values, dtype=np.int64)
+        self.n = len(v)
+        self.levels = [v]
+        while len(self.levels[-1]) > 1:
+            cur = self.levels[-1]
+            if len(cur) % 2:
+                cur = np.append(cur, np.iinfo(np.int64).min)
+            self.levels.append(np.maximum(cur[0::2], cur[1::2]))
+
+    def last_above(self, p: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """For each query, the largest ``j < p`` with ``values[j] > t``, or -1."""
+        p = np.asarray(p, dtype=np.int64).copy()
+        t = np.asarray(t, dtype=np.int64)
+        m = len(p)
+        out = np.full(m, -1, dtype=np.int64)
+        if m == 0 or self.n == 0:
+            return out
+        # 1. walk the blocks that tile [0, p) from the right (block of size 2^k ending at cur, for
+        #    each set bit k of cur, lowest first) until one holds a value above t
+        cur = np.minimum(p, self.n)
+        node = np.full(m, -1, dtype=np.int64)
+        level = np.zeros(m, dtype=np.int64)
+        active = cur > 0
+        k = 0
+        while active.any() and k < len(self.levels):
+            a = np.flatnonzero(active & ((cur >> k) & 1 == 1))
+            if len(a):
+                nd = (cur[a] >> k) - 1
+                hit = self.levels[k][nd] > t[a]
+                h = a[hit]
+                node[h] = nd[hit]
+                level[h] = k
+                active[h] = False
+                cur[a[~hit]] -= 1 << k
+            active &= cur > 0
+            k += 1
+        # 2. descend from each found block to its last leaf above t (right child first)
+        f = np.flatnonzero(node >= 0)
+        nd, lv, tq = node[f], level[f], t[f]
+        while len(f):
+            down = lv > 0
+            if not down.any():
+                break
+            d = np.flatnonzero(down)
+            right = nd[d] * 2 + 1
+            lvl = lv[d] - 1
+            # the right child may be past the end of its level (odd lengths): then go left
+            vals = np.full(len(d), np.iinfo(np.int64).min, dtype=np.int64)
+            for L in np.unique(lvl).tolist():
+                mm = np.flatnonzero(lvl == L)
+                arr = self.levels[L]
+                ok = right[mm] < len(arr)
+                vals[mm[ok]] = arr[right[mm[ok]]]
+            go_right = vals > tq[d]
+            nd[d] = np.where(go_right, right, right - 1)
+            lv[d] = lvl
+        out[f] = nd
+        return out
