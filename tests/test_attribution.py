@@ -248,6 +248,39 @@ def test_forest_agrees_with_its_definition_on_random_ranges():
             assert f.parent[i] == (c[-1] if c else -1)
 
 
+def _laminar(rng, lo, hi, depth, out, th):
+    t = lo
+    while t < hi and depth < 5:
+        a = int(rng.integers(t, hi + 1))
+        b = a if rng.random() < 0.3 else int(rng.integers(a, hi + 1))
+        out.append((th, a, b))
+        if b > a:
+            _laminar(rng, a, b, depth + 1, out, th)
+        t = b + int(rng.integers(0, 3))
+        if rng.random() < 0.3:
+            break
+
+
+def test_forest_fast_path_for_nested_ranges_agrees_with_the_definition():
+    rng = np.random.default_rng(3)
+    for _ in range(150):
+        rows = []
+        for th in range(int(rng.integers(1, 3))):
+            _laminar(rng, 0, 100, 0, rows, th)
+        rng.shuffle(rows)
+        th, s, e = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+        f = A.Forest(th, s, e, np.arange(len(rows)))
+        assert f._events_ok  # properly nested: the boundary-list path
+        qt, qq = rng.integers(0, 3, 40), rng.integers(-5, 110, 40)
+        got = f.innermost(qt, qq)
+        for i in range(40):
+            c = [j for j in range(len(f)) if f.thread[j] == qt[i] and f.start[j] <= qq[i] < f.end[j]]
+            assert got[i] == (c[-1] if c else -1)
+        for i in range(len(f)):
+            c = [j for j in range(i) if f.thread[j] == f.thread[i] and f.start[j] <= f.start[i] < f.end[j]]
+            assert f.parent[i] == (c[-1] if c else -1)
+
+
 def test_names():
     assert A.op_name("aten::index, seq = 10290, op_id = 71792, sizes = [[10000, 768], [4, 512]], "
                      "input_op_ids = [(16,0), (2333,0)]") == "aten::index"

@@ -170,8 +170,10 @@ class Forest:
             lo = np.concatenate([[0], b])
             hi = np.concatenate([b, [n]])
             self._seg = {int(self.thread[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
-            self._tree = _MaxTree(self.end)
-            self._nest()
+            self._events_ok = self._nest_laminar()
+            if not self._events_ok:
+                self._tree = _MaxTree(self.end)
+                self._nest()
 
     def __len__(self) -> int:
         return len(self.start)
@@ -195,6 +197,76 @@ class Forest:
             todo = todo[~known]
         self.depth = depth
 
+    def _nest_laminar(self) -> bool:
+        """The fast path, for ranges that nest properly (push/pop ranges, profiler ops): depth by
+        counting the ranges open at each start, parent as the last range one level up, checked
+        to be laminar; then a boundary list per thread whose label at any time is the innermost
+        range (a start makes its range innermost, an end its parent). False when the ranges do
+        not nest, for the general path."""
+        pos = np.flatnonzero(self.end > self.start)
+        th = self.thread[pos]
+        s, e = self.start[pos], self.end[pos]
+        m = len(pos)
+        depth = np.zeros(m, dtype=np.int64)
+        if m:
+            b = np.flatnonzero(np.diff(th)) + 1
+            for lo, hi in zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [m]]).tolist()):
+                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(np.sort(e[lo:hi]), s[lo:hi], side="right")
+        if m and depth.min() < 0:
+            return False
+        parent = np.full(m, -1, dtype=np.int64)
+        idx = np.arange(m)
+        prev = idx[depth == 0]
+        for d in range(1, int(depth.max()) + 1 if m else 0):
+            cur = idx[depth == d]
+            if not len(cur):
+                break
+            k = np.searchsorted(prev, cur) - 1
+            if (k < 0).any():
+                return False
+            parent[cur] = prev[k]
+            prev = cur
+        has = parent >= 0
+        if has.any():
+            pp = parent[has]
+            # laminar: inside the parent, on the same thread
+            if ((th[pp] != th[has]) | (e[has] > e[pp]) | (s[has] < s[pp])).any():
+                return False
+        # siblings (same parent, or roots of a thread) do not overlap: in order, each starts after
+        # the previous one ends
+        key = np.where(has, parent, -1 - th)
+        o = np.lexsort((idx, key))
+        same = key[o][1:] == key[o][:-1]
+        if (s[o][1:][same] < e[o][:-1][same]).any():
+            return False
+        self.parent[:] = -1
+        self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
+        self.depth[:] = 0
+        self.depth[pos] = depth
+        # boundary lists: (time, ends before starts, deeper ends first, shallower starts first)
+        t = np.concatenate([e, s])
+        kind = np.concatenate([np.zeros(m, np.int64), np.ones(m, np.int64)])
+        tie = np.concatenate([-depth, depth])
+        label = np.concatenate([self.parent[pos], pos])
+        tt = np.concatenate([th, th])
+        o = np.lexsort((tie, kind, t, tt))
+        self.ev_t, self.ev_label = t[o], label[o]
+        ev_th = tt[o]
+        self._ev_seg = {}
+        if len(ev_th):
+            b = np.flatnonzero(np.diff(ev_th)) + 1
+            lo = np.concatenate([[0], b])
+            hi = np.concatenate([b, [len(ev_th)]])
+            self._ev_seg = {int(ev_th[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
+        self._events_ok = True
+        # zero-length ranges: inside the innermost range holding their time
+        z = np.flatnonzero(self.end == self.start)
+        if len(z):
+            par = self.innermost(self.thread[z], self.start[z])
+            self.parent[z] = par
+            self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
+        return True
+
     def innermost(self, thread, t) -> np.ndarray:
         """Forest index of the innermost range containing time ``t`` on ``thread`` (-1 if none)."""
         thread = np.asarray(thread, dtype=np.int64)
@@ -202,21 +274,15 @@ class Forest:
         out = np.full(len(t), -1, dtype=np.int64)
         if not self._seg or not len(t):
             return out
+        if getattr(self, "_events_ok", False):
+            for g, a, z in self._groups(thread, self._ev_seg):
+                k = np.searchsorted(self.ev_t[a:z], t[g], side="right") - 1
+                ok = k >= 0
+                out[g[ok]] = self.ev_label[a:z][k[ok]]
+            return out
         lo = np.full(len(t), -1, dtype=np.int64)
         p = np.zeros(len(t), dtype=np.int64)
-        if len(self._seg) == 1:
-            (th0, (a, z)), = self._seg.items()
-            groups = [(np.flatnonzero(thread == th0), a, z)]
-        else:
-            groups = []
-            order = np.argsort(thread, kind="stable")
-            ts = thread[order]
-            cut = np.flatnonzero(np.diff(ts)) + 1
-            for g in np.split(order, cut):
-                seg = self._seg.get(int(thread[g[0]]))
-                if seg is not None:
-                    groups.append((g, seg[0], seg[1]))
-        for g, a, z in groups:
+        for g, a, z in self._groups(thread, self._seg):
             if not len(g):
                 continue
             lo[g] = a
@@ -226,6 +292,24 @@ class Forest:
             got = self._tree.last_above(p[q], t[q])
             got[got < lo[q]] = -1
             out[q] = got
+        return out
+
+    @staticmethod
+    def _groups(thread: np.ndarray, segs: dict) -> list:
+        """Queries grouped by thread, with the thread's ``(lo, hi)`` in ``segs``."""
+        if not len(thread) or not segs:
+            return []
+        if len(segs) == 1:
+            (th0, (a, z)), = segs.items()
+            g = np.flatnonzero(thread == th0)
+            return [(g, a, z)] if len(g) else []
+        out = []
+        order = np.argsort(thread, kind="stable")
+        cut = np.flatnonzero(np.diff(thread[order])) + 1
+        for g in np.split(order, cut):
+            seg = segs.get(int(thread[g[0]]))
+            if seg is not None:
+                out.append((g, seg[0], seg[1]))
         return out
 
     def ancestors(self, idx: np.ndarray, max_depth: int | None = None):
