@@ -336,12 +336,12 @@ def test_text_grouping_is_the_same_in_python_and_in_arrow(monkeypatch):
 
     texts = ["aten::mm, seq = 3, op_id = 17", "aten::mm, op_id = 18", "aten::mm", "forward",
              "aten::index, seq = 10290, op_id = 71792, sizes = [[10000, 768], [4, 512]], input_op_ids = [(16,0)]",
-             "layer 3, block 2", "odd\nline, seq = 4", "", "MulBackward0, seq = 9"]
+             "layer 3, block 2", "odd\nline, seq = 4", "", "MulBackward0, seq = 9", "a (b, c), seq = 2"]
     arr = pa.array(texts, type=pa.large_string())
     py = N.call_field_groups(arr)
     monkeypatch.setattr(N, "PYTHON_GROUPING_MAX", 0)
     ar = N.call_field_groups(arr)
     assert [py[1][i] for i in py[0]] == [ar[1][i] for i in ar[0]] == [
         "aten::mm", "aten::mm", "aten::mm", "forward", "aten::index", "layer 3, block 2", "odd\nline", "",
-        "MulBackward0"]
-    assert py[2].tolist() == ar[2].tolist() == [True, True, False, False, True, False, True, False, True]
+        "MulBackward0", "a (b, c), seq = 2"]
+    assert py[2].tolist() == ar[2].tolist() == [True, True, False, False, True, False, True, False, True, False]

@@ -326,7 +326,7 @@ def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, 
     d = dictionary.cast(pa.large_string())
     seq_s = pc.struct_field(pc.extract_regex(d, pattern=_RE_SEQ), [0])
     seq = pc.fill_null(pc.cast(seq_s, pa.int64(), safe=False), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    names = [v.strip() for v in gvals]
+    names = [A.op_name(v) for v in gvals]
     g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
     op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
     return names, grp, seq, op_like

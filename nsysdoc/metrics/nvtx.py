@@ -8,29 +8,33 @@ from ..trace import schema as S
 
 #: Distinct texts up to which :func:`call_field_groups` works in Python
 PYTHON_GROUPING_MAX = 4096
-#: PyTorch's per-call fields (``nsysdoc.trace.schema._NVTX_CALL_FIELDS``) in RE2 syntax
-_RE_CALL_FIELDS = r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids)\s*=.*$"
+#: How PyTorch's per-call fields begin, after the operator's name and ", "
+CALL_FIELD_PREFIXES = ("seq =", "op_id =", "sizes =", "input_op_ids =")
 
 
 def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Distinct NVTX texts (an Arrow string array) grouped by their text without PyTorch's
-    per-call fields (``seq =``, ``op_id =``, ``sizes =``, ``input_op_ids =``), in one vectorised
-    pass: each text's group index, the groups' stripped texts, and which texts carried such
-    fields. With ``--pytorch=autograd-nvtx`` every range's text is distinct (its ``op_id``) while
-    its operator is not: per-text Python work then runs per operator instead. Texts holding a line
-    break are their own group (Python's ``$`` and RE2's differ there)."""
+    """Distinct NVTX texts (an Arrow string array) grouped by operator: a text whose part after
+    its first ``", "`` starts with one of PyTorch's per-call fields (``seq =``, ``op_id =``,
+    ``sizes =``, ``input_op_ids =``, as emit_nvtx and ``--pytorch=autograd-nvtx`` write them after
+    the operator's name) joins the group of the part before it; any other text is its own group.
+    Returns each text's group index, the groups' texts and which texts carried such fields. With
+    ``--pytorch=autograd-nvtx`` every range's text is distinct (its ``op_id``) while its operator
+    is not: per-text Python work then runs per operator. Plain string kernels only (no regex:
+    RE2 over millions of texts costs seconds)."""
     n = len(dictionary)
     if n == 0:
         return np.zeros(0, np.int64), [], np.zeros(0, bool)
-    if n <= PYTHON_GROUPING_MAX:  # few texts: Python's regex, and no pyarrow.compute import (~0.08 s)
-        texts = [t if isinstance(t, str) else "" for t in dictionary.to_pylist()]
+    if n <= PYTHON_GROUPING_MAX:  # few texts: Python, and no pyarrow.compute import (~0.08 s)
         index: dict[str, int] = {}
         vals: list[str] = []
         idx = np.empty(n, dtype=np.int64)
         decorated = np.zeros(n, dtype=bool)
-        for i, t in enumerate(texts):
-            g = S._NVTX_CALL_FIELDS.sub("", t)
-            decorated[i] = g != t
+        for i, t in enumerate(dictionary.to_pylist()):
+            t = t if isinstance(t, str) else ""
+            head, sep, tail = t.partition(", ")
+            dec = bool(sep) and tail.startswith(CALL_FIELD_PREFIXES)
+            g = head if dec else t
+            decorated[i] = dec
             j = index.get(g)
             if j is None:
                 j = index[g] = len(vals)
@@ -40,26 +44,31 @@ def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    d = dictionary.cast(pa.large_string()) if dictionary.type != pa.large_string() else dictionary
-    d = pc.fill_null(d, "")
-    stripped = pc.replace_substring_regex(d, pattern=_RE_CALL_FIELDS, replacement="")
-    decorated = np.asarray(pc.not_equal(stripped, d).to_numpy(zero_copy_only=False), dtype=bool)
-    newline = np.asarray(pc.match_substring(d, "\n").to_numpy(zero_copy_only=False), dtype=bool)
-    if newline.any():  # these keep their own text: grouped (and stripped) in Python
-        stripped = pc.if_else(pa.array(newline), d, stripped)
-        decorated[newline] = False
+    d = pc.fill_null(dictionary.cast(pa.large_string()), "")
+    cut = pc.find_substring(d, ", ").to_numpy(zero_copy_only=False)
+    has = np.flatnonzero(cut >= 0)
+    stripped = d
+    decorated = np.zeros(n, dtype=bool)
+    if len(has):
+        sub = d.take(pa.array(has))
+        parts = pc.split_pattern(sub, pattern=", ", max_splits=1)
+        head, tail = pc.list_element(parts, 0), pc.list_element(parts, 1)
+        dec = pc.starts_with(tail, CALL_FIELD_PREFIXES[0])
+        for prefix in CALL_FIELD_PREFIXES[1:]:
+            dec = pc.or_(dec, pc.starts_with(tail, prefix))
+        dec_np = np.asarray(dec.to_numpy(zero_copy_only=False), dtype=bool)
+        if dec_np.any():
+            decorated[has[dec_np]] = True
+            new_sub = pc.if_else(dec, head, sub)
+            # scatter the stripped texts back: rows without ", " keep their text
+            full = np.empty(n, dtype=np.int64)
+            full[:] = -1
+            full[has] = np.arange(len(has))
+            combined = pa.concat_arrays([d, new_sub.cast(pa.large_string())])
+            take = np.where(full >= 0, n + full, np.arange(n))
+            stripped = combined.take(pa.array(take))
     enc = stripped.dictionary_encode()
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    vals = enc.dictionary.to_pylist()
-    if newline.any():
-        for j in np.flatnonzero(newline).tolist():
-            g = idx[j]
-            s = S._NVTX_CALL_FIELDS.sub("", vals[g])
-            if s != vals[g]:
-                decorated[j] = True
-                vals.append(s)
-                idx[j] = len(vals) - 1
-    return idx, vals, decorated
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist(), decorated
 
 
 def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
