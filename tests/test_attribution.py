@@ -345,3 +345,17 @@ def test_text_grouping_is_the_same_in_python_and_in_arrow(monkeypatch):
         "aten::mm", "aten::mm", "aten::mm", "forward", "aten::index", "layer 3, block 2", "odd\nline", "",
         "MulBackward0", "a (b, c), seq = 2"]
     assert py[2].tolist() == ar[2].tolist() == [True, True, False, False, True, False, True, False, True, False]
+
+
+def test_sequence_numbers_are_the_same_in_python_and_in_arrow(monkeypatch):
+    import pyarrow as pa
+
+    from nsysdoc.engine import attribute as at
+    from nsysdoc.metrics import nvtx as N
+
+    texts = ["aten::mm, seq = 3, op_id = 17", "aten::mm, op_id = 18", "x, seq = 12", "y", "MulBackward0, seq = 9",
+             "bad, seq = 1x, op_id = 2", "u, seq = \u0663", "v, seq = 99999999999999999999"]
+    arr = pa.array(texts, type=pa.large_string())
+    py = at._texts(arr)[2].tolist()
+    monkeypatch.setattr(N, "PYTHON_GROUPING_MAX", 0)
+    assert py == at._texts(arr)[2].tolist() == [3, -1, 12, -1, 9, -1, -1, -1]

@@ -309,23 +309,36 @@ def label_text(code: int, strings) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-#: autograd's sequence number in a range text, in RE2 syntax for Arrow's compute kernels
-_RE_SEQ = r",\s*seq\s*=\s*(?P<seq>\d+)"
 
 
 def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """For one block's distinct texts (an Arrow string array, and its
     :func:`~nsysdoc.metrics.nvtx.call_field_groups` when known): the distinct operator names, each
     text's index into them, its autograd sequence number (-1) and whether it is operator-like."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..metrics.nvtx import call_field_groups
+    from ..metrics.nvtx import PYTHON_GROUPING_MAX, call_field_groups
 
     grp, gvals, decorated = groups if groups is not None else call_field_groups(dictionary)
-    d = dictionary.cast(pa.large_string())
-    seq_s = pc.struct_field(pc.extract_regex(d, pattern=_RE_SEQ), [0])
-    seq = pc.fill_null(pc.cast(seq_s, pa.int64(), safe=False), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    seq = np.full(len(dictionary), -1, dtype=np.int64)
+    if len(dictionary) <= PYTHON_GROUPING_MAX:
+        for i, t in enumerate(dictionary.to_pylist()):
+            if isinstance(t, str) and ", seq = " in t:
+                num = t.split(", seq = ", 1)[1].split(",", 1)[0].strip()
+                if num.isdigit() and num.isascii() and len(num) <= 18:
+                    seq[i] = int(num)
+    else:  # plain string kernels: the digits after ", seq = ", up to the next ","
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        d = pc.fill_null(dictionary.cast(pa.large_string()), "")
+        has = np.flatnonzero(pc.greater_equal(pc.find_substring(d, ", seq = "), 0).to_numpy(zero_copy_only=False))
+        if len(has):
+            after = pc.list_element(pc.split_pattern(d.take(pa.array(has)), pattern=", seq = ", max_splits=1), 1)
+            num = pc.utf8_trim_whitespace(pc.list_element(pc.split_pattern(after, pattern=",", max_splits=1), 0))
+            ok = np.asarray(pc.fill_null(pc.and_(pc.ascii_is_decimal(num), pc.less_equal(pc.utf8_length(num), 18)),
+                                         False).to_numpy(zero_copy_only=False), dtype=bool)
+            if ok.any():
+                vals = pc.cast(num.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
+                seq[has[ok]] = vals
     names = [A.op_name(v) for v in gvals]
     g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
     op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
