@@ -29,11 +29,19 @@ class Attributor:
     """The capture's range families and the whole-capture operator accumulators."""
 
     def __init__(self, source: str, names: list[str], ops: A.Forest, mods: A.Forest, frames: A.Forest,
-                 op_raw_seq: np.ndarray, thread_pid: np.ndarray) -> None:
+                 op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None) -> None:
         self.source = source
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
         n = len(ops)
+        # an operator's own Python frame (2021 Kineto traces), else its nearest enclosing one's
+        self.op_frame = np.full(n, NONE, dtype=np.int64)
+        if n and op_raw_frame is not None and len(op_raw_frame) and (np.asarray(op_raw_frame) >= 0).any():
+            self.op_frame = np.asarray(op_raw_frame, dtype=np.int64)[ops.order].copy()
+            for d in range(1, int(ops.depth.max()) + 1):
+                c = np.flatnonzero((ops.depth == d) & (self.op_frame < 0) & (ops.parent >= 0))
+                if len(c):
+                    self.op_frame[c] = self.op_frame[ops.parent[c]]
         # backward node (itself or nearest enclosing autograd node) and the forward operator with
         # the same sequence number in the same process, with that operator's module and frame
         is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
@@ -87,7 +95,8 @@ class Attributor:
                 m = self.mods.innermost(ops.thread[fr], ops.start[fr])
                 f = self.frames.innermost(ops.thread[fr], ops.start[fr])
                 self.fwd_mod[tgt] = _name_at(self.mods, m)
-                self.fwd_frame[tgt] = _name_at(self.frames, f)
+                ff = _name_at(self.frames, f)
+                self.fwd_frame[tgt] = np.where(ff >= 0, ff, self.op_frame[fr])
         #: frames of backtraced CUDA calls: thread index -> (sorted call starts, frame codes)
         self._calls: dict = {}
         # whole-capture accumulators (the operator view)
@@ -138,6 +147,7 @@ class Attributor:
         if has.any():
             bwd = np.where(has, self.bwd[rr], NONE)
             fwd = np.where(has, self.fwd[rr], NONE)
+            fr = np.where((fr < 0) & has, self.op_frame[rr], fr)
             mod = np.where((mod < 0) & has, self.fwd_mod[rr], mod)
             fr = np.where((fr < 0) & has, self.fwd_frame[rr], fr)
             out[q, 3] = bwd
@@ -342,7 +352,21 @@ def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, 
     names = [A.op_name(v) for v in gvals]
     g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
     op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
-    return names, grp, seq, op_like
+    # the op's own Python frame (2021 Kineto "Call stack", kept by the reader as ", stack = ...")
+    stack: dict[int, str] = {}
+    if decorated.any():
+        if len(dictionary) <= PYTHON_GROUPING_MAX:
+            cand = np.flatnonzero(decorated)
+        else:
+            import pyarrow.compute as pc
+
+            cand = np.flatnonzero(np.asarray(pc.greater_equal(pc.find_substring(dictionary, ", stack = "), 0)
+                                             .to_numpy(zero_copy_only=False), dtype=bool))
+        for i in cand.tolist():
+            t = dictionary[i].as_py()
+            if isinstance(t, str) and ", stack = " in t:
+                stack[i] = t.split(", stack = ", 1)[1]
+    return names, grp, seq, op_like, stack
 
 
 def build(trace, rows: list) -> Attributor | None:
@@ -368,9 +392,15 @@ def build(trace, rows: list) -> Attributor | None:
         return c
 
     # per row: global name code, sequence number, operator-like, domain name
-    th, st, en, nm, sq, ol, dm = [], [], [], [], [], [], []
+    th, st, en, nm, sq, ol, dm, sf = [], [], [], [], [], [], [], []
     for thread, start, end, dictionary, tidx, dom, dom_names, *groups in rows:
-        dnames, name_idx, seq, op_like = _texts(dictionary, groups[0] if groups else None)
+        dnames, name_idx, seq, op_like, stack = _texts(dictionary, groups[0] if groups else None)
+        own = np.full(len(dictionary), NONE, dtype=np.int64)
+        for i, fr in stack.items():
+            lab = A.frame_label(fr)
+            if lab is not None:
+                own[i] = code(lab)
+        sf.append(own[tidx])
         gcode = np.array([code(x) for x in dnames], dtype=np.int64)
         ni = name_idx[tidx]
         th.append(np.asarray(thread, np.int64))
@@ -386,6 +416,7 @@ def build(trace, rows: list) -> Attributor | None:
     thread, start, end, name, seq = (cat(th, np.int64), cat(st, np.int64), cat(en, np.int64), cat(nm, np.int64),
                                      cat(sq, np.int64))
     op_like = cat(ol, bool)
+    op_frame = cat(sf, np.int64)
     dom = np.concatenate(dm) if dm else np.zeros(0, object)
     nn = len(names)
     empty_name = np.array([not x for x in names], dtype=bool) if nn else np.zeros(0, bool)
@@ -414,7 +445,7 @@ def build(trace, rows: list) -> Attributor | None:
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
-    attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid)
+    attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid, op_frame[fam_op])
     if calls is not None:
         th_i = np.searchsorted(tg, calls["global_tid"])
         ok = (th_i < len(tg)) & (tg[np.minimum(th_i, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
@@ -563,7 +594,7 @@ def missing_data(trace, attr: Attributor | None) -> list[dict]:
     """What this capture lacks for attribution, and the switch that adds it."""
     keys = []
     if trace.source_tool == "pytorch-profiler":
-        if attr is None or not len(attr.frames):
+        if attr is None or not (len(attr.frames) or (attr.op_frame >= 0).any()):
             keys.append("kineto_stack")
         if attr is None or not len(attr.mods):
             keys.append("kineto_modules")

@@ -101,11 +101,12 @@ def _nvtx_scan(trace, pattern) -> dict:
         idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         vals = enc.dictionary.to_pylist()
         # the text tests run once per group of texts that differ only in PyTorch's per-call fields
-        # (an operator's ranges under --pytorch=autograd-nvtx): those fields hold no DataLoader or
-        # set-up word, and a text that carries them is an operator, never a step marker
+        # (an operator's ranges under --pytorch=autograd-nvtx, whose record_function ranges carry
+        # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
+        # matched on the text before them
         grp, gvals, decorated = call_field_groups(enc.dictionary)
         g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)
-        m_step = g_step[grp] & ~decorated if len(grp) else np.zeros(0, bool)
+        m_step = g_step[grp] if len(grp) else np.zeros(0, bool)
         m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
             if len(grp) else np.zeros(0, bool)
         m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
@@ -115,7 +116,8 @@ def _nvtx_scan(trace, pattern) -> dict:
         sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])
         if len(sel):
             steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
-                          "name": np.array([vals[i] for i in idx[sel]], dtype=object),
+                          "name": np.array([gvals[grp[i]].strip() if decorated[i] else vals[i] for i in idx[sel]],
+                                           dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
         sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])

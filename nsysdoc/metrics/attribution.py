@@ -42,7 +42,7 @@ SELECTORS = {
 # ---------------------------------------------------------------------------------------------
 #: PyTorch's per-call fields in emit_nvtx / --pytorch=autograd-nvtx range texts
 #: ("aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2]], input_op_ids = [(1, 0)]").
-_CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids)\s*=.*$", re.DOTALL)
+_CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids|stack)\s*=.*$", re.DOTALL)
 _SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 #: autograd backward nodes: "MulBackward0", "torch::autograd::AccumulateGrad" is not one
 _BACKWARD = re.compile(r"Backward\d*$")

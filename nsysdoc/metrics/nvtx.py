@@ -9,7 +9,7 @@ from ..trace import schema as S
 #: Distinct texts up to which :func:`call_field_groups` works in Python
 PYTHON_GROUPING_MAX = 4096
 #: How PyTorch's per-call fields begin, after the operator's name and ", "
-CALL_FIELD_PREFIXES = ("seq =", "op_id =", "sizes =", "input_op_ids =")
+CALL_FIELD_PREFIXES = ("seq =", "op_id =", "sizes =", "input_op_ids =", "stack =")
 
 
 def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:

@@ -50,7 +50,7 @@ from .model import StringTable, Trace
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 2
+KINETO_FORMAT = 3
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -353,9 +353,20 @@ class _Acc:
 
 _DOMAINS = ("", "cpu_op", "python_function")
 _DOM_CODE = {d: i for i, d in enumerate(_DOMAINS)}
-_DOM_OP, _DOM_PY = _DOM_CODE["cpu_op"], _DOM_CODE["python_function"]
-#: frames of a 2021-format ``Call stack`` kept per op (the innermost ones)
+_DOM_OP = _DOM_CODE["cpu_op"]
+#: frames of a 2021-format ``Call stack`` looked at per op (the innermost ones)
 _MAX_STACK = 64
+
+
+def _user_frame(stack: str) -> str | None:
+    """The innermost frame of the user's code in a ``Call stack`` argument (innermost first)."""
+    from ..metrics.attribution import is_user_frame
+
+    for fr in stack.split(";", _MAX_STACK)[:_MAX_STACK]:
+        fr = fr.strip()
+        if fr and is_user_frame(fr):
+            return fr[:1000]
+    return None
 _EMPTY: dict = {}
 
 
@@ -600,17 +611,13 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
                             sq = a.get("Sequence number")
                             if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
                                 name = f"{name}, seq = {sq}"
-                            # 2021 format: the Python stack of the op, innermost first
+                            # 2021 format: the op's Python stack, innermost first; its innermost
+                            # frame of the user's code is kept in the text ("..., stack = f.py(3): g")
                             cs = a.get("Call stack")
-                            if cs.__class__ is str and cs and s != BAD and e != BAD:
-                                for fr in reversed(cs.split(";")[:_MAX_STACK]):
-                                    fr = fr.strip()
-                                    if fr:
-                                        h_s(s)
-                                        h_e(e)
-                                        h_thr(ti)
-                                        h_name(name_id(fr))
-                                        h_dom(_DOM_PY)
+                            if cs.__class__ is str and cs and name.__class__ is str:
+                                fr = _user_frame(cs)
+                                if fr:
+                                    name = f"{name}, stack = {fr}"
                         h_s(s)
                         h_e(e)
                         h_thr(ti)

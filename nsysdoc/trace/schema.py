@@ -225,9 +225,10 @@ DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcess
                              r"_SingleProcessDataLoaderIter|__next__|\bget_batch\b|\bnext_batch\b|\bfetch\b",
                              re.IGNORECASE)
 
-#: Per-call parts of PyTorch's NVTX range texts (torch.autograd.profiler.emit_nvtx):
+#: Per-call parts of PyTorch's NVTX range texts (torch.autograd.profiler.emit_nvtx), and the
+#: ``stack =`` field nsysdoc's Kineto reader adds for a 2021 trace's ``Call stack`` argument:
 #: "aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2], [2, 3]], input_op_ids = [(1, 0)]".
-_NVTX_CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids)\s*=.*$")
+_NVTX_CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids|stack)\s*=.*$")
 _NVTX_NUMBER = re.compile(r"(?<![A-Za-z0-9])\d+(?![A-Za-z0-9])")
 
 
