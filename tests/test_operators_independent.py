@@ -14,7 +14,8 @@ Definitions (whole capture, durations summed, not unions):
   the innermost has the greatest ts, then the smaller dur, then the later position in the file.
 * nsys: the launch is the ``CUPTI_ACTIVITY_KIND_RUNTIME`` row with the same correlationId in the same
   process (``RUNTIME.globalTid >> 24 = GPU.globalPid >> 24``); operators are ``NVTX_EVENTS`` push/pop
-  ranges (eventType 59) on the launch's globalTid (``start <= launch.start < end``), named by their
+  ranges (eventType 59) on the launch's globalTid (``start <= launch.start < end``), except those of
+  library NVTX domains (NCCL, cuDNN, cuBLAS...: the domain-create rows, eventType 75), named by their
   text without PyTorch's per-call fields (``, seq = N``, ``, op_id = N``, ``, sizes = ...``,
   ``, input_op_ids = ...``).
 * self_gpu_ms(N): GPU ops whose innermost operator is N; gpu_ms(N): GPU ops with any enclosing
@@ -68,6 +69,9 @@ KINETO_LAUNCHES = {"cuda_runtime", "cuda_driver", "Runtime"}
 KINETO_GPU = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 
 STEP_MARKER = re.compile(r"ProfilerStep#\d+|step \d+|iteration \d+")
+#: NVTX domains of libraries (their ranges are neither steps nor operators)
+LIBRARY_DOMAINS = {"nccl", "cub", "cudnn", "cublas", "cublaslt", "cufft", "cusparse", "cusolver", "nvshmem",
+                   "tensorrt", "nvfuser", "thrust", "nvjpeg", "dali", "mpi", "ucx", "triton", "cutlass"}
 _TAIL_FIELDS = re.compile(r", (?:sizes|input_op_ids) = .*\Z", re.DOTALL)
 _CALL_FIELDS = re.compile(r", (?:seq|op_id) = \d+")
 
@@ -321,9 +325,12 @@ def expected_nsys(path: Path) -> dict:
         runtime = con.execute("""SELECT globalTid >> 24, correlationId, globalTid, start
             FROM CUPTI_ACTIVITY_KIND_RUNTIME""").fetchall()
         nvtx = con.execute("""SELECT n.start, n."end", n.globalTid,
-                CASE WHEN n.text IS NULL THEN s.value ELSE n.text END, n.rowid
+                CASE WHEN n.text IS NULL THEN s.value ELSE n.text END, n.rowid, n.domainId
             FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
             WHERE n.eventType = 59""").fetchall()
+        # library domains (NCCL, cuDNN, cuBLAS...): their ranges are not operators
+        domain_names = {(p, d): (t or "").lower() for p, d, t in con.execute(
+            "SELECT globalTid >> 24, domainId, text FROM NVTX_EVENTS WHERE eventType = 75")}
         multi_proc = con.execute("""SELECT count(DISTINCT globalPid >> 24) FROM (
             SELECT globalPid FROM CUPTI_ACTIVITY_KIND_KERNEL)""").fetchone()[0] \
             if "CUPTI_ACTIVITY_KIND_KERNEL" in tables else 0
@@ -346,7 +353,10 @@ def expected_nsys(path: Path) -> dict:
         launch_of[(pid_key, corr)] = (tid, start)
 
     ranges_by_thread = defaultdict(list)
-    for start, end, tid, text, rowid in nvtx:
+    for start, end, tid, text, rowid, domain in nvtx:
+        if domain and domain_names.get((tid >> 24, domain), "") in LIBRARY_DOMAINS:
+            notes["library-domain ranges (excluded)"] += 1
+            continue
         if end is None:
             notes["unclosed NVTX push/pop ranges (ignored)"] += 1
             continue

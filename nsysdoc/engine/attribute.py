@@ -312,6 +312,8 @@ def gpu_labels(kind: np.ndarray, name_id: np.ndarray, copy_kind: np.ndarray) -> 
 def label_text(code: int, strings) -> str:
     if code >= 0:
         return strings.get(code)
+    if code == -1:
+        return "(unnamed kernel)"
     if code == _COPY_LABEL0 - 1:
         return "Memset"
     k = _COPY_LABEL0 - 2 - code

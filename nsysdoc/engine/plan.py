@@ -120,7 +120,8 @@ def _nvtx_scan(trace, pattern) -> dict:
                                            dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
-        sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx])
+        # (library domains -- NCCL, cuDNN, cuBLAS... -- are neither operators nor modules)
+        sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx] & ~lib_row)
         if len(sel):
             # the block's distinct texts stay one Arrow array: attribution reads them vectorised
             host.append((blk["thread"][sel], s[sel], e[sel], enc.dictionary, idx[sel],

@@ -457,6 +457,8 @@ def _where(rule: Rule, result: dict) -> tuple[list[dict], str | None]:
     if not rule.where:
         return [], None
     metrics = result["metrics"]
+    if "operators" not in metrics:  # a result without attribution (contract 2, synthetic metrics)
+        return [], None
     rows = list((metrics.get("where") or {}).get(rule.where) or [])
     ops = metrics.get("operators") or {}
     missing = ops.get("missing") or []
