@@ -31,8 +31,6 @@ _LIBRARY_MODULE = re.compile(
     r"libc\.so|libc-|libpthread|libdl|ld-linux|libstdc\+\+|libgcc_s|libgomp|libm\.so|_C\.|libtriton|libshm)",
     re.IGNORECASE)
 _PSEUDO = re.compile(r"^\[.*\]$")
-#: most backtraced calls read (a capture with millions of them keeps the first ones)
-MAX_CALLS = 2_000_000
 
 
 def is_user_native(symbol: str, module: str) -> bool:
@@ -57,28 +55,30 @@ def cuda_call_frames(trace) -> dict | None:
         return None
     con = exp.connect()
     try:
-        strings = dict(con.execute(f'SELECT id, value FROM "{S.STRINGS}"')) if exp.has(S.STRINGS) else {}
-        # the chains: for each id, the first user frame from the leaf
+        strings = {}
+        lookup = lambda v: strings.get(v, v) if isinstance(v, int) else v  # noqa: E731
+        if exp.has(S.STRINGS):
+            strings = dict(con.execute(f'SELECT id, value FROM "{S.STRINGS}"'))
+        # modules of the program's own code, decided once per distinct module (SQLite scans the
+        # frames; Python sees only the frames of those modules)
+        mods = [m for (m,) in con.execute(f'SELECT DISTINCT module FROM "{CHAINS}"')]
+        user_mods = [m for m in mods if is_user_native("x", str(lookup(m) or ""))]
+        if not user_mods:
+            return None
         best: dict[int, str] = {}
-        labels: dict[tuple, str | None] = {}
-        for cid, depth, sym, mod in con.execute(
-                f'SELECT id, stackDepth, symbol, module FROM "{CHAINS}" ORDER BY id, stackDepth'):
+        marks = ",".join("?" * len(user_mods))
+        for cid, sym, mod in con.execute(
+                f'SELECT id, symbol, module FROM "{CHAINS}" WHERE module IN ({marks}) ORDER BY id, stackDepth',
+                user_mods):
             if cid in best:
                 continue
-            key = (sym, mod)
-            lab = labels.get(key, False)
-            if lab is False:
-                s = strings.get(sym, sym) if isinstance(sym, int) else sym
-                m = strings.get(mod, mod) if isinstance(mod, int) else mod
-                s, m = str(s or ""), str(m or "")
-                lab = labels[key] = f"{s} ({os.path.basename(m)})" if is_user_native(s, m) else None
-            if lab is not None:
-                best[cid] = lab
+            sname, mname = str(lookup(sym) or ""), str(lookup(mod) or "")
+            if is_user_native(sname, mname):
+                best[cid] = f"{sname} ({os.path.basename(mname)})"
         if not best:
             return None
         rows = con.execute(
-            f'SELECT globalTid, start, "end", callchainId FROM "{S.RUNTIME}" WHERE callchainId IS NOT NULL '
-            f'LIMIT {MAX_CALLS}').fetchall()
+            f'SELECT globalTid, start, "end", callchainId FROM "{S.RUNTIME}" WHERE callchainId IS NOT NULL').fetchall()
     except sqlite3.DatabaseError:
         return None
     finally:
