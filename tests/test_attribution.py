@@ -359,3 +359,28 @@ def test_sequence_numbers_are_the_same_in_python_and_in_arrow(monkeypatch):
     py = at._texts(arr)[2].tolist()
     monkeypatch.setattr(N, "PYTHON_GROUPING_MAX", 0)
     assert py == at._texts(arr)[2].tolist() == [3, -1, 12, -1, 9, -1, -1, -1]
+
+
+def test_pyprof_texts_give_operator_names_and_source_lines(tmp_path):
+    """NVIDIA pyprof (pyprof.nvtx.init()) writes a source-line marker range around each call and
+    a dict text naming the operator: 3 steps of a 400 us conv2d at train.py:34."""
+    from nsysdoc.testing import Capture
+
+    cap = Capture()
+    t = cap.process().thread()
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.range("{'traceMarker': ['train.py:34', '/usr/lib/python3.10/site-packages/pyprof/nvtx/nvmarker.py:405'],"
+                         " 'funcStack': 'forward'}"):
+                with t.range("{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [{'name': '', 'type': 'tensor', "
+                             "'shape': (1, 3, 8, 8), 'dtype': 'float32'}]}"):
+                    t.launch("conv_kernel", us=400)
+            t.cpu(us=50)
+    r = diagnose_path(cap.write(tmp_path / "pyprof.sqlite"))
+    rows = _rows(r)
+    assert rows["torch.nn.functional.conv2d"]["self_gpu_ms"] == pytest.approx(1.2)
+    assert rows["torch.nn.functional.conv2d"]["frame"] == "train.py:34"
+    assert not any(n.startswith("{'traceMarker'") for n in rows)
+    assert "nsys_stacks" not in [m["key"] for m in r["metrics"]["operators"]["missing"]]
+    assert A.pyprof("{'mod': 'Tensor', 'op': 'uniform_', 'args': []}") == ("op", "Tensor.uniform_")
+    assert A.pyprof("forward") is None

@@ -353,6 +353,16 @@ def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, 
                 seq[has[ok]] = vals
     names = [A.op_name(v) for v in gvals]
     g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
+    # pyprof texts: an operator "mod.op", or a source-line marker (a frame, kind 1)
+    kind = np.zeros(len(names), dtype=np.int8)
+    for i, v in enumerate(names):
+        pp = A.pyprof(v) if v.startswith("{'") else None
+        if pp is not None:
+            names[i] = pp[1]
+            if pp[0] == "op":
+                g_like[i] = True
+            else:
+                kind[i] = 1
     op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
     # the op's own Python frame (2021 Kineto "Call stack", kept by the reader as ", stack = ...")
     stack: dict[int, str] = {}
@@ -368,7 +378,7 @@ def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, 
             t = dictionary[i].as_py()
             if isinstance(t, str) and ", stack = " in t:
                 stack[i] = t.split(", stack = ", 1)[1]
-    return names, grp, seq, op_like, stack
+    return names, grp, seq, op_like, stack, (kind[grp] if len(grp) else np.zeros(0, np.int8))
 
 
 def build(trace, rows: list) -> Attributor | None:
@@ -394,9 +404,10 @@ def build(trace, rows: list) -> Attributor | None:
         return c
 
     # per row: global name code, sequence number, operator-like, domain name
-    th, st, en, nm, sq, ol, dm, sf = [], [], [], [], [], [], [], []
+    th, st, en, nm, sq, ol, dm, sf, kd = [], [], [], [], [], [], [], [], []
     for thread, start, end, dictionary, tidx, dom, dom_names, *groups in rows:
-        dnames, name_idx, seq, op_like, stack = _texts(dictionary, groups[0] if groups else None)
+        dnames, name_idx, seq, op_like, stack, kinds = _texts(dictionary, groups[0] if groups else None)
+        kd.append(kinds[tidx])
         own = np.full(len(dictionary), NONE, dtype=np.int64)
         for i, fr in stack.items():
             lab = A.frame_label(fr)
@@ -419,6 +430,7 @@ def build(trace, rows: list) -> Attributor | None:
                                      cat(sq, np.int64))
     op_like = cat(ol, bool)
     op_frame = cat(sf, np.int64)
+    marker = cat(kd, np.int8) == 1
     dom = np.concatenate(dm) if dm else np.zeros(0, object)
     nn = len(names)
     empty_name = np.array([not x for x in names], dtype=bool) if nn else np.zeros(0, bool)
@@ -435,10 +447,10 @@ def build(trace, rows: list) -> Attributor | None:
         fam_fr = is_py & ~nnmod[name] & user[name]
         fr_names = frame_code[name[fam_fr]] if fam_fr.any() else z
     else:
-        fam_op = ~empty_name[name] if nn else np.zeros(len(name), bool)
+        fam_op = (~empty_name[name] & ~marker) if nn else np.zeros(len(name), bool)
         fam_mod = fam_op & ~op_like
-        fam_fr = np.zeros(len(name), bool)
-        fr_names = z
+        fam_fr = marker & ~empty_name[name] if nn else np.zeros(len(name), bool)
+        fr_names = name[fam_fr]
     if not (fam_op.any() or fam_mod.any() or fam_fr.any()) and calls is None:
         return None
     ops = A.Forest(thread[fam_op], start[fam_op], end[fam_op], name[fam_op])
@@ -603,6 +615,6 @@ def missing_data(trace, attr: Attributor | None) -> list[dict]:
     else:
         if attr is None or attr.source is None:
             keys.append("nvtx_ops")
-        if attr is None or not attr._calls:  # no stack gave a frame of the program's own code
+        if attr is None or not (attr._calls or len(attr.frames)):  # no frame of the program's own code
             keys.append("nsys_stacks")
     return [{"key": k, "what": HINTS[k][0], "switch": HINTS[k][1]} for k in keys]

@@ -117,6 +117,29 @@ def is_user_frame(name: str) -> bool:
     return not any(p in f for p in _LIBRARY_PARTS)
 
 
+_PYPROF_OP = re.compile(r"^\{'mod': '([^']*)', 'op': '([^']*)'")
+_PYPROF_MARK = re.compile(r"^\{'traceMarker': \[")
+_PYPROF_LINE = re.compile(r"'([^']+):(\d+)'")
+
+
+def pyprof(text: str) -> tuple[str, str] | None:
+    """NVTX texts of NVIDIA's pyprof (``pyprof.nvtx.init()``): ``("op", "torch.nn.functional.conv2d")``
+    for ``{'mod': 'torch.nn.functional', 'op': 'conv2d', 'args': [...]}``, ``("frame",
+    "model.py:148")`` for ``{'traceMarker': ['model.py:148', '.../site-packages/...'], ...}`` (its
+    first entry outside libraries), else None."""
+    if not text.startswith("{'"):
+        return None
+    m = _PYPROF_OP.match(text)
+    if m:
+        return "op", f"{m.group(1)}.{m.group(2)}" if m.group(1) else m.group(2)
+    if _PYPROF_MARK.match(text):
+        for f, line in _PYPROF_LINE.findall(text):
+            if is_user_frame(f"{f}({line}): "):
+                return "frame", f"{f}:{line}"
+        return "frame", ""
+    return None
+
+
 def is_module_frame(name: str) -> bool:
     """A Kineto ``nn.Module: Linear_3`` frame (``with_stack=True``)."""
     return name.startswith("nn.Module: ")
