@@ -74,12 +74,14 @@ def backward_node(name: str) -> str:
 
 
 #: NVTX texts that are operators (PyTorch ops and autograd nodes) rather than regions a user named
-_OP_LIKE = re.compile(r"::|Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+")
+_OP_LIKE = re.compile(r"::|Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+|"
+                      r"^(?:nccl|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|cuda|cu)[A-Z]\w*$")
 
 
 def is_op_like(text: str) -> bool:
     """An NVTX range text that is a PyTorch operator (``aten::mm``, ``MulBackward0``, any range
-    with emit_nvtx's ``seq =`` / ``op_id =`` fields) rather than a region a user named
+    with emit_nvtx's ``seq =`` / ``op_id =`` fields) or a library call (``ncclGroupEnd``,
+    ``cublasSgemm``: library ranges whose domain has no name in a sliced export) rather than a region a user named
     (``forward``, ``train step``). Used to find the module of an Nsight Systems launch: the
     innermost enclosing range that is not operator-like."""
     return bool(_OP_LIKE.search(text))
