@@ -333,10 +333,8 @@ def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, 
     seq = np.full(len(dictionary), -1, dtype=np.int64)
     if len(dictionary) <= PYTHON_GROUPING_MAX:
         for i, t in enumerate(dictionary.to_pylist()):
-            if isinstance(t, str) and ", seq = " in t:
-                num = t.split(", seq = ", 1)[1].split(",", 1)[0].strip()
-                if num.isdigit() and num.isascii() and len(num) <= 18:
-                    seq[i] = int(num)
+            if isinstance(t, str):
+                seq[i] = A.seq_of(t)
     else:  # plain string kernels: the digits after ", seq = ", up to the next ","
         import pyarrow as pa
         import pyarrow.compute as pc

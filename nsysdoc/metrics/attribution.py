@@ -43,7 +43,6 @@ SELECTORS = {
 #: PyTorch's per-call fields in emit_nvtx / --pytorch=autograd-nvtx range texts
 #: ("aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2]], input_op_ids = [(1, 0)]").
 _CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids|stack)\s*=.*$", re.DOTALL)
-_SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 #: autograd backward nodes: "MulBackward0", "torch::autograd::AccumulateGrad" is not one
 _BACKWARD = re.compile(r"Backward\d*$")
 _EVALUATE = "autograd::engine::evaluate_function: "
@@ -58,9 +57,13 @@ def op_name(text: str) -> str:
 
 
 def seq_of(text: str) -> int:
-    """The autograd sequence number in a range text (``seq = N``), or -1."""
-    m = _SEQ.search(text)
-    return int(m.group(1)) if m else -1
+    """The autograd sequence number in a range text: the ASCII digits (at most 18) between
+    ``", seq = "`` and the next ``","`` or the end, or -1. (The Arrow path of
+    :func:`nsysdoc.engine.attribute._texts` applies the same rule with string kernels.)"""
+    if ", seq = " not in text:
+        return -1
+    num = text.split(", seq = ", 1)[1].split(",", 1)[0].strip()
+    return int(num) if num.isdigit() and num.isascii() and len(num) <= 18 else -1
 
 
 def is_backward(name: str) -> bool:
@@ -145,13 +148,6 @@ def pyprof(text: str) -> tuple[str, str] | None:
 def is_module_frame(name: str) -> bool:
     """A Kineto ``nn.Module: Linear_3`` frame (``with_stack=True``)."""
     return name.startswith("nn.Module: ")
-
-
-def call_stack_frames(stack: str) -> list[str]:
-    """Frames of a 2021-format ``Call stack`` argument (``"a.py(611): f;b.py(312): g"``), outermost
-    first (the argument lists them innermost first)."""
-    parts = [p.strip() for p in stack.split(";") if p.strip()]
-    return parts[::-1]
 
 
 # ---------------------------------------------------------------------------------------------
