@@ -17,18 +17,31 @@ from ..metrics import attribution as A
 from ..metrics.attribution import SELECTORS  # noqa: F401 - the engine's selections
 from ..trace import schema as S
 
-#: Columns of a site row
-SITE_COLS = ("op", "module", "frame", "backward_op", "forward_op")
 NONE = -1
 #: GPU-operation labels for the operator view's top kernel: kernels use their name id; copies and
 #: memsets these negative codes
 _COPY_LABEL0 = -100
 
 
+class Names(list):
+    """The attributor's strings (operators, modules, frames) and their codes, each string once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._index: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        c = self._index.get(name)
+        if c is None:
+            c = self._index[name] = len(self)
+            self.append(name)
+        return c
+
+
 class Attributor:
     """The capture's range families and the whole-capture operator accumulators."""
 
-    def __init__(self, source: str, names: list[str], ops: A.Forest, mods: A.Forest, frames: A.Forest,
+    def __init__(self, source: str, names: Names, ops: A.Forest, mods: A.Forest, frames: A.Forest,
                  op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None) -> None:
         self.source = source
         self.names = names
@@ -54,13 +67,9 @@ class Attributor:
                 hit[ok] = is_bwd_name[ops.name[a[ok]]]
                 bw_range[hit] = a[hit]
             self._bw_range = bw_range
-            node_code = {}
             codes = np.full(len(names), NONE, dtype=np.int64)
             for c in np.unique(ops.name[bw_range[bw_range >= 0]]).tolist():
-                node = A.backward_node(names[c])
-                if node not in node_code:
-                    node_code[node] = self._code(node)
-                codes[c] = node_code[node]
+                codes[c] = names.code(A.backward_node(names[c]))
             has = bw_range >= 0
             self.bwd[has] = codes[ops.name[bw_range[has]]]
         self.fwd = np.full(n, NONE, dtype=np.int64)
@@ -107,36 +116,29 @@ class Attributor:
         self.sites_all: dict = {}
         self.pairs: dict = {}
         self.total_gpu_ns = 0
-        self.total_ops = 0
-
-    def _code(self, name: str) -> int:
-        try:
-            return self._index[name]
-        except AttributeError:
-            self._index = {v: i for i, v in enumerate(self.names)}
-        except KeyError:
-            pass
-        if name not in self._index:
-            self._index[name] = len(self.names)
-            self.names.append(name)
-        return self._index[name]
 
     # ---- sites ------------------------------------------------------------------------------
     def sites(self, thread, t, valid=None) -> np.ndarray:
         """Site rows ``(n, 5)`` for queries at ``(thread, t)``; rows where ``valid`` is False, or
         the thread is unknown (-1), are all -1."""
+        return self.sites_and_ranges(thread, t, valid)[0]
+
+    def sites_and_ranges(self, thread, t, valid=None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sites`, and the innermost operator range of each query (forest index, -1)."""
         thread = np.asarray(thread, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         n = len(t)
         out = np.full((n, 5), NONE, dtype=np.int64)
+        ranges = np.full(n, NONE, dtype=np.int64)
         ok = thread >= 0
         if valid is not None:
             ok &= np.asarray(valid, dtype=bool)
         q = np.flatnonzero(ok)
         if not len(q):
-            return out
+            return out, ranges
         th, tq = thread[q], t[q]
         r = self.ops.innermost(th, tq)
+        ranges[q] = r
         m = self.mods.innermost(th, tq)
         f = self.frames.innermost(th, tq)
         has = r >= 0
@@ -157,7 +159,7 @@ class Attributor:
             fr[m] = self._call_frame(th[m], tq[m])
         out[q, 1] = mod
         out[q, 2] = fr
-        return out
+        return out, ranges
 
     def set_call_frames(self, thread, start, end, codes) -> None:
         """Frames of backtraced CUDA calls (native stacks): a query at ``(thread, t)`` takes the
@@ -186,17 +188,6 @@ class Attributor:
             out[m[hit]] = cd[p[hit]]
         return out
 
-    def op_range(self, thread, t, valid=None) -> np.ndarray:
-        thread = np.asarray(thread, dtype=np.int64)
-        ok = thread >= 0
-        if valid is not None:
-            ok &= np.asarray(valid, dtype=bool)
-        out = np.full(len(thread), -1, dtype=np.int64)
-        q = np.flatnonzero(ok)
-        if len(q):
-            out[q] = self.ops.innermost(thread[q], np.asarray(t, dtype=np.int64)[q])
-        return out
-
     # ---- whole capture ----------------------------------------------------------------------
     def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
                 index: tuple | None = None) -> None:
@@ -204,7 +195,6 @@ class Attributor:
         labels) to the operator view."""
         dur = np.asarray(dur, dtype=np.int64)
         self.total_gpu_ns += int(dur.sum())
-        self.total_ops += len(dur)
         has = op_range >= 0
         if has.any():
             r = op_range[has]
@@ -271,13 +261,16 @@ def accumulate(acc: dict, distinct: np.ndarray, inv: np.ndarray, weight) -> None
     cnt = np.bincount(inv, minlength=len(distinct))
     used = np.flatnonzero(cnt)
     for row, a, c in zip(distinct[used].tolist(), ns[used].tolist(), cnt[used].tolist()):
-        key = tuple(row)
-        cur = acc.get(key)
-        if cur is None:
-            acc[key] = [int(a), int(c)]
-        else:
-            cur[0] += int(a)
-            cur[1] += int(c)
+        _add(acc, tuple(row), int(a), int(c))
+
+
+def _add(acc: dict, key: tuple, ns: int, count: int) -> None:
+    cur = acc.get(key)
+    if cur is None:
+        acc[key] = [ns, count]
+    else:
+        cur[0] += ns
+        cur[1] += count
 
 
 def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
@@ -290,12 +283,7 @@ def merge_sites(a: dict, b: dict) -> None:
     for sel, d in b.items():
         tgt = a.setdefault(sel, {})
         for k, (ns, c) in d.items():
-            cur = tgt.get(k)
-            if cur is None:
-                tgt[k] = [ns, c]
-            else:
-                cur[0] += ns
-                cur[1] += c
+            _add(tgt, k, ns, c)
 
 
 def gpu_labels(kind: np.ndarray, name_id: np.ndarray, copy_kind: np.ndarray) -> np.ndarray:
@@ -391,15 +379,8 @@ def build(trace, rows: list) -> Attributor | None:
     if not rows and calls is None:
         return None
     kineto = trace.source_tool == "pytorch-profiler"
-    names: list[str] = []
-    index: dict[str, int] = {}
-
-    def code(v: str) -> int:
-        c = index.get(v)
-        if c is None:
-            c = index[v] = len(names)
-            names.append(v)
-        return c
+    names = Names()
+    code = names.code
 
     # per row: global name code, sequence number, operator-like, domain name
     th, st, en, nm, sq, ol, dm, sf, kd = [], [], [], [], [], [], [], [], []
@@ -420,8 +401,7 @@ def build(trace, rows: list) -> Attributor | None:
         nm.append(gcode[ni] if len(gcode) else np.zeros(0, np.int64))
         sq.append(seq[tidx])
         ol.append(op_like[tidx])
-        dm.append(np.array([dom_names[i] for i in range(len(dom_names))], dtype=object)[np.asarray(dom, np.int64)]
-                  if len(dom) else np.zeros(0, object))
+        dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if len(dom) else np.zeros(0, object))
     z = np.zeros(0, np.int64)
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
     thread, start, end, name, seq = (cat(th, np.int64), cat(st, np.int64), cat(en, np.int64), cat(nm, np.int64),
@@ -566,9 +546,7 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
         acc: dict = {}
         for k, v in where.get("by_kernel", {}).items():
             if kernel_name is not None and strings is not None and strings.get(k[5]) == kernel_name:
-                cur = acc.setdefault(k[:5], [0, 0])
-                cur[0] += v[0]
-                cur[1] += v[1]
+                _add(acc, k[:5], v[0], v[1])
     else:
         acc = where.get(selector, {})
     total = sum(v[0] for v in acc.values())

@@ -500,8 +500,8 @@ def op_sites(ctx: Context, st: SliceState) -> tuple:
         attr, ops = ctx.plan.attr, st.ops
         valid = ops.api >= 0
         t = ops.api_start_ns
-        sites = attr.sites(ops.api_thread, t, valid)
-        got = (sites, attr.op_range(ops.api_thread, t, valid), site_index(sites))
+        sites, ranges = attr.sites_and_ranges(ops.api_thread, t, valid)
+        got = (sites, ranges, site_index(sites))
         st.attr_cache["ops"] = got
     return got
 
