@@ -231,6 +231,17 @@ def test_forest_ranges_that_overlap_without_nesting():
     assert f.parent.tolist() == [-1, 0, 1, 2]
 
 
+def _check_against_definition(f, qt, qq):
+    """Innermost and parent, by brute force from the glossary's definitions (forest order)."""
+    got = f.innermost(qt, qq)
+    for i in range(len(qq)):
+        c = [j for j in range(len(f)) if f.thread[j] == qt[i] and f.start[j] <= qq[i] < f.end[j]]
+        assert got[i] == (c[-1] if c else -1)
+    for i in range(len(f)):
+        c = [j for j in range(i) if f.thread[j] == f.thread[i] and f.start[j] <= f.start[i] < f.end[j]]
+        assert f.parent[i] == (c[-1] if c else -1)
+
+
 def test_forest_agrees_with_its_definition_on_random_ranges():
     rng = np.random.default_rng(7)
     for _ in range(150):
@@ -239,13 +250,7 @@ def test_forest_agrees_with_its_definition_on_random_ranges():
         e = s + rng.integers(-3, 40, n)
         f = A.Forest(th, s, e, np.arange(n))
         qt, qq = rng.integers(0, 4, 40), rng.integers(-5, 150, 40)
-        got = f.innermost(qt, qq)
-        for i in range(40):
-            c = [j for j in range(len(f)) if f.thread[j] == qt[i] and f.start[j] <= qq[i] < f.end[j]]
-            assert got[i] == (c[-1] if c else -1)
-        for i in range(len(f)):
-            c = [j for j in range(i) if f.thread[j] == f.thread[i] and f.start[j] <= f.start[i] < f.end[j]]
-            assert f.parent[i] == (c[-1] if c else -1)
+        _check_against_definition(f, qt, qq)
 
 
 def _laminar(rng, lo, hi, depth, out, th):
@@ -272,13 +277,7 @@ def test_forest_fast_path_for_nested_ranges_agrees_with_the_definition():
         f = A.Forest(th, s, e, np.arange(len(rows)))
         assert f._events_ok  # properly nested: the boundary-list path
         qt, qq = rng.integers(0, 3, 40), rng.integers(-5, 110, 40)
-        got = f.innermost(qt, qq)
-        for i in range(40):
-            c = [j for j in range(len(f)) if f.thread[j] == qt[i] and f.start[j] <= qq[i] < f.end[j]]
-            assert got[i] == (c[-1] if c else -1)
-        for i in range(len(f)):
-            c = [j for j in range(i) if f.thread[j] == f.thread[i] and f.start[j] <= f.start[i] < f.end[j]]
-            assert f.parent[i] == (c[-1] if c else -1)
+        _check_against_definition(f, qt, qq)
 
 
 def test_names():
