@@ -105,12 +105,9 @@ def _nvtx_scan(trace, pattern) -> dict:
         # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
         # matched on the text before them
         grp, gvals, decorated = call_field_groups(enc.dictionary)
-        g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)
-        m_step = g_step[grp] if len(grp) else np.zeros(0, bool)
-        m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
-            if len(grp) else np.zeros(0, bool)
-        m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp] \
-            if len(grp) else np.zeros(0, bool)
+        m_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)[grp]
+        m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
+        m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
         sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])

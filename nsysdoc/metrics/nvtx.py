@@ -61,12 +61,9 @@ def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
             decorated[has[dec_np]] = True
             new_sub = pc.if_else(dec, head, sub)
             # scatter the stripped texts back: rows without ", " keep their text
-            full = np.empty(n, dtype=np.int64)
-            full[:] = -1
-            full[has] = np.arange(len(has))
-            combined = pa.concat_arrays([d, new_sub.cast(pa.large_string())])
-            take = np.where(full >= 0, n + full, np.arange(n))
-            stripped = combined.take(pa.array(take))
+            take = np.arange(n)
+            take[has] = n + np.arange(len(has))
+            stripped = pa.concat_arrays([d, new_sub.cast(pa.large_string())]).take(pa.array(take))
     enc = stripped.dictionary_encode()
     return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist(), decorated
 

@@ -367,6 +367,8 @@ def _user_frame(stack: str) -> str | None:
         if fr and is_user_frame(fr):
             return fr[:1000]
     return None
+
+
 _EMPTY: dict = {}
 
 
