@@ -15,6 +15,7 @@ import numpy as np
 
 from . import __version__
 from .metrics import capture as capture_m
+from .metrics import framing as framing_m
 from .metrics import gpu as gpu_m
 from .metrics import host as host_m
 from .metrics.copies import copy_table_from
@@ -463,12 +464,17 @@ def _setup_metrics(a: Analysis, res, devices: list[dict]) -> dict:
     if not res.ctx.active or s0 is None or s1 is None or s1 <= s0:
         return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
     ms = _setup_ms(a, res, s0, s1, span=True)
+    # the events behind it, and behind the set-up before the first GPU operation
+    ext = _capture_extent(a.trace, s0)
+    lo = min(ext[0], s0) if ext else s0
     return {"setup_ms": _num(ms), "setup_pct_of_span": _num(ms / ((s1 - s0) / 1e6) * 100),
-            "events": _records(_setup_events(a, res, s0, s1))}
+            "events": _records(_setup_events(a, res, lo, s1, gpu_start=s0))}
 
 
-def _setup_events(a: Analysis, res, lo: int, hi: int) -> Columns:
-    """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges."""
+def _setup_events(a: Analysis, res, lo: int, hi: int, gpu_start: int | None = None) -> Columns:
+    """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges; a
+    long launch call counts when its operation ended a GPU-idle gap, or when it came before the
+    first GPU operation (``gpu_start``: the GPU was idle then)."""
     glob, plan, strings = res.glob, res.plan, a.trace.strings
     parts = []
     if glob.setup_calls:
@@ -477,6 +483,8 @@ def _setup_events(a: Analysis, res, lo: int, hi: int) -> Columns:
         rows = np.unique(np.concatenate(glob.idle_launch_rows)) if glob.idle_launch_rows else np.zeros(0, np.int64)
         is_launch = c["api_kind"] == S.API_LAUNCH
         ok = np.isin(c["pos"], rows)
+        if gpu_start is not None:
+            ok |= c["start_ns"] < gpu_start
         sel &= ~is_launch | ok
         if sel.any():
             names = [S.strip_api_suffix(x) for x in strings.lookup(c["name_id"][sel])]
@@ -573,6 +581,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         excluded.append(item)
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
+        "framing": _framing(a),
         "session_start_utc_ns": t.session_start_utc_ns,
         "dropped_rows": [dict(d) for d in t.dropped_rows],
         "traced": t.traced,
@@ -597,6 +606,79 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         "device_count": int(len(t.devices)),
         "process_count": int(len(t.processes)),
     }
+
+
+def _capture_extent(t: Trace, first_gpu: int | None) -> tuple[int, int] | None:
+    """``(start, end)`` of the capture: nsys times count from the session start (0), up to the last
+    recorded event. When the events lie elsewhere (absolute timestamps, a PyTorch Profiler trace)
+    or the file was cut out of a longer capture (CUDA calls are traced, yet none comes before the
+    first GPU operation, which some call must have launched), the capture starts at its first
+    event instead: nothing is known about the time before it."""
+    lo = hi = None
+    for name in ("kernels", "memcpy", "memset", "runtime", "nvtx", "osrt", "sync"):
+        tab = t.store.get(name)
+        if tab is None or not len(tab) or not tab.blocks:
+            continue
+        b0 = min(b.start_min for b in tab.blocks)
+        b1 = max(b.end_max for b in tab.blocks)
+        lo = b0 if lo is None else min(lo, b0)
+        hi = b1 if hi is None else max(hi, b1)
+    if lo is None:
+        return None
+    rt = t.store.get("runtime")
+    rt_first = min((b.start_min for b in rt.blocks), default=None) if rt is not None and len(rt) else None
+    cut = t.traced.get("cuda_api") and first_gpu is not None and (rt_first is None or rt_first > first_gpu)
+    start = 0 if t.source_tool == "nsys" and 0 <= lo <= (t.duration_ns or 0) and not cut else lo
+    return int(start), int(hi)
+
+
+def _framing(a: Analysis) -> dict | None:
+    """Where the window sits in the capture (:mod:`nsysdoc.metrics.framing`)."""
+    t, res = a.trace, a.engine
+    s0, s1 = a.span
+    ext = _capture_extent(t, s0)
+    if ext is None:
+        return None
+    c0, c1 = ext
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    # what comes before the window: before its start, and before the first GPU operation
+    first_gpu = min(x for x in (s0, w0, c1) if x is not None)
+    first_call = None
+    ctx_ms = ctx_name = None
+    setup_ms = 0.0
+    rt = t.store.get("runtime")
+    if rt is not None and len(rt):
+        rows = rt.rows_starting_in(c0, first_gpu, ["start_ns", "end_ns", "name_id", "api_kind"])
+        if len(rows["start_ns"]):
+            st_, en = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
+            kind = rows["api_kind"]
+            # process start-up is known only when the capture started with the process (nsys); a
+            # PyTorch Profiler trace starts when the profiler did
+            is_launch = kind == S.API_LAUNCH
+            ci = framing_m.context_call(st_, en, is_launch, first_gpu)
+            is_setup = (kind == S.API_SETUP) | (is_launch & (en - st_ >= gpu_m.SETUP_LAUNCH_MIN_NS))
+            if ci is not None:
+                is_setup[ci] = True
+                ctx_ms = (int(en[ci]) - int(st_[ci])) / 1e6
+                ctx_name = S.strip_api_suffix(str(t.strings.lookup(np.asarray([rows["name_id"][ci]]))[0]))
+            _, rs, re_ = res.plan.setup_ranges if res is not None else ((), np.zeros(0), np.zeros(0))
+            setup_ms = framing_m.setup_before_ns(st_, en, is_setup, np.asarray(rs, np.int64),
+                                                 np.asarray(re_, np.int64), int(st_.min()), first_gpu) / 1e6
+    busy_cap = busy_win = None
+    if res is not None and res.ctx.active and getattr(res.glob, "busy_span", None) is not None:
+        plan = res.plan
+        devs = np.flatnonzero(plan.dev_ops > 0) if len(plan.dev_ops) else []
+        if len(devs):
+            busy_cap = float(res.glob.busy_span[devs].mean()) / 1e6
+            if res.window.busy is not None:
+                busy_win = float(np.asarray(res.window.busy)[devs].mean()) / 1e6
+    if rt is not None and len(rt) and rt.blocks and t.source_tool == "nsys":
+        # process start-up ends at the first CUDA call, wherever the window starts
+        first_call = min(b.start_min for b in rt.blocks)
+    else:  # a PyTorch Profiler trace starts when the profiler did, not with the process
+        first_call = None
+    out = framing_m.framing(c0, c1, w0, w1, first_call, ctx_ms, ctx_name, setup_ms, busy_cap, busy_win, s0)
+    return {k: _num(v) for k, v in out.items()}
 
 
 def _setup_ms(a: Analysis, res, lo: int, hi: int, span: bool = False) -> float:
@@ -693,8 +775,18 @@ def _values(a: Analysis, r: dict) -> dict:
     # one-time set-up over the whole GPU span (the window may exclude the warm-up)
     setup = m["setup"]
     v["span_ms"] = cap["span"]["duration_ms"]
-    v["setup_ms"] = setup["setup_ms"]
-    v["setup_pct"] = setup["setup_pct_of_span"]
+    # plus the set-up before the first GPU operation (context creation, module loading, first
+    # launches, compilation): the GPU is idle then too, and it is the same one-time cost
+    fr = cap.get("framing") or {}
+    before = fr.get("setup_before_ms") or 0.0
+    v["setup_before_ms"] = _num(before)
+    v["setup_span_ms"] = setup["setup_ms"]
+    v["setup_ms"] = _num((setup["setup_ms"] or 0) + before) if setup["setup_ms"] is not None or before else None
+    base = (v["span_ms"] or 0) + before
+    v["setup_pct"] = _num(v["setup_ms"] / base * 100) if v["setup_ms"] is not None and base else None
+    v["capture_ms"] = fr.get("capture_ms")
+    v["busy_capture_pct"] = fr.get("busy_capture_pct")
+    v["outside_window_pct"] = fr.get("outside_window_pct")
     v["warmup_ms"] = sum(x["duration_ms"] or 0 for x in cap["excluded"] if x["kind"] == "warm-up")
     top_setup = (setup["events"] or [None])[0]
     v["top_setup_name"] = top_setup["name"] if top_setup else None

@@ -167,6 +167,7 @@ class Global:
     step_dtoh_exposed: np.ndarray = None
     scalar_reads: int = 0
     setup_idle: np.ndarray = None          # per device, set-up idle time over the GPU span
+    busy_span: np.ndarray = None           # per device, busy time over the whole capture (union)
     setup_gaps: list = field(default_factory=list)    # (start, end, setup ns) of gaps with >= 1 ms of set-up
     setup_pieces: list = field(default_factory=list)  # (device, start, end): set-up idle time, positionally
     idle_launch_rows: list = field(default_factory=list)
@@ -183,6 +184,7 @@ class Global:
             setattr(self, f, z())
         self.step_idle = np.zeros((self.nsteps, NC), dtype=np.int64)
         self.setup_idle = np.zeros(self.ndev, dtype=np.int64)
+        self.busy_span = np.zeros(self.ndev, dtype=np.int64)
 
 
 class Context:
@@ -638,6 +640,8 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
     if st.act is None:
         return
     ndev = ctx.ndev
+    if c1 > c0:  # busy time over the whole capture: the slices are disjoint, so their parts add up
+        tot.busy_span += st.act.busy.covered(np.arange(ndev), np.full(ndev, c0), np.full(ndev, c1))
     # set-up over the GPU span, and what the steady-state window needs
     g = st.gaps
     s0, s1 = ctx.plan.span

@@ -28,6 +28,12 @@ from .gpu import (LV_ALLOC, LV_API, LV_INPUT_NVTX, LV_LAUNCH, LV_SETUP_API, LV_S
                   HostActivity)
 
 SCALAR_READ_MAX_BYTES = 16
+#: Set-up calls at least this long (ns) that follow each other on a thread within
+#: ``SETUP_CLUSTER_GAP_NS`` form one set-up stretch: a library initialising itself (cuBLAS loading
+#: its 15 kernel libraries, a module's first launches) runs host code between its driver calls, and
+#: that time is the library's set-up, not the program's host work.
+SETUP_CLUSTER_MIN_NS = 200_000
+SETUP_CLUSTER_GAP_NS = 10_000_000
 
 
 def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray | None = None) -> np.ndarray:
@@ -41,6 +47,21 @@ def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray |
         level[setup_launch] = LV_SETUP_API
     level[blocking] = LV_SYNC
     return level
+
+
+def setup_stretches(thread: np.ndarray, start: np.ndarray, end: np.ndarray, level: np.ndarray):
+    """``(thread, start, end)`` of the host time between consecutive set-up calls of the same thread
+    (each ``SETUP_CLUSTER_MIN_NS`` or longer) that are at most ``SETUP_CLUSTER_GAP_NS`` apart."""
+    sel = np.flatnonzero((level == LV_SETUP_API) & (end - start >= SETUP_CLUSTER_MIN_NS))
+    empty = (np.zeros(0, np.int64),) * 3
+    if len(sel) < 2:
+        return empty
+    o = sel[np.lexsort((start[sel], thread[sel]))]
+    t, s, e = thread[o].astype(np.int64), start[o], end[o]
+    nxt = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] > e[:-1]) & (s[1:] - e[:-1] <= SETUP_CLUSTER_GAP_NS))
+    if not len(nxt):
+        return empty
+    return t[nxt + 1], e[nxt], s[nxt + 1]
 
 
 def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarray:
@@ -80,6 +101,7 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
         (LV_WAIT, ot[wait], os_[wait], oe[wait]),
         (LV_INPUT_NVTX, *loader_ranges),
         (LV_SETUP_NVTX, *setup_ranges),
+        (LV_SETUP_API, *setup_stretches(rt_thread, rs, re_, levels)),
     ]
     return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),

@@ -106,18 +106,18 @@ def headline(result: dict) -> list[Headline]:
             raw = None  # a share of a window with a handful of GPU operations says nothing
         note = ""
         if key == "gpu_busy_pct":
-            value = fmt_pct(raw)
+            value = fmt_pct(raw) if is_num(raw) else "—"
             note = (f"mean over {len(devices)} devices" if len(devices) > 1 else "of the analysis window") \
                 if is_num(raw) else ("too little GPU work to judge" if too_little else "no GPU activity in the capture")
         elif key == "step_time_ms_median":
-            value = fmt_ms(raw)
+            value = fmt_ms(raw) if is_num(raw) else "—"
             note = f"median over {len(primary)} steps" if is_num(raw) else "no step markers"
         elif key == "host_wait_pct":
-            value = fmt_pct(raw)
+            value = fmt_pct(raw) if is_num(raw) else "—"
             note = "GPU idle while the host waited on a sync or input" if is_num(raw) else \
                 ("too little GPU work to judge" if too_little else "no analysis window")
         else:
-            value = fmt_num(raw, 0) if is_num(raw) else "n/a"
+            value = fmt_num(raw, 0) if is_num(raw) else "—"
             note = "median over steps" if is_num(raw) else ("no step markers" if not capture.get("has_step_markers")
                                                             else "no GPU work in steps")
         text = " ".join(definition(t) for t in terms).strip()
@@ -185,6 +185,7 @@ def verdict(result: dict) -> Verdict:
     v = result.get("verdict") if isinstance(result.get("verdict"), dict) else verdict_of(result)
     detail = str(v.get("detail") or "") or detail_numbers
     return Verdict(sentence=str(v.get("sentence") or ""), status=str(v.get("status") or ""), detail=detail,
+                   framing=str(v.get("framing") or ""),
                    top_rule=str(v.get("rule") or ""), severity=str(v.get("severity") or ""),
                    headline=str(v.get("headline") or ""))
 

@@ -98,6 +98,8 @@ class Verdict:
     status: str = _f("'bottleneck' (a costly finding), 'bound' (none: what bounds the run), 'too-little-work', "
                      "'no-gpu' (nothing to diagnose) or 'no-rules' (the rules engine did not run).")
     detail: str = _f("A second sentence: what bounds the run, what the capture shows, or what the numbers show.")
+    framing: str = _f("What the analysis window leaves out of the capture, with times ('' when it covers nearly "
+                      "all of it).", default="")
     top_rule: str = _f("Rule id of the top finding ('' when none).", default="")
     severity: str = _f("Severity of the top finding ('' when none).", default="")
     headline: str = _f("The verdict's headline id: a rule id, compute-bound, communication-bound, transfer-bound, "

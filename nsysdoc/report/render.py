@@ -201,6 +201,8 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
     cap = r.get("capture") or {}
     lines = [f"### nsysdoc: {_md(source_name(src.get('path')))}", "",
              f"**Verdict:** {_md(v.sentence)}", "", _md(v.detail), ""]
+    if v.framing:
+        lines += [_md(v.framing), ""]
     hs = headline(r)
     lines += ["| " + " | ".join(_md(h.label) for h in hs) + " |",
               "|" + "|".join("---:" for _ in hs) + "|",
@@ -277,8 +279,10 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
     out = [f"nsysdoc: {_clean(source_name(src.get('path')))}", f"Verdict: {_clean(v.sentence)}"]
     if v.detail:
         out.append(f"  {_clean(v.detail)}")
+    if v.framing:
+        out.append(f"  {_clean(v.framing)}")
     hs = headline(r)
-    out.append("  " + " | ".join(f"{h.label} {h.value}" for h in hs))
+    out.append("  " + " | ".join(f"{h.label} {h.value}" + ("" if h.raw is not None else f" ({h.note})") for h in hs))
     findings = rank_findings(r.get("findings") or [])
     if findings:
         out.append(f"Findings ({len(findings)}):")

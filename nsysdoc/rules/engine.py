@@ -433,8 +433,9 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
         impact_pct = _num(rule.impact_pct.evaluate(env))
     else:  # impacts are wall-clock time of one GPU (values average over devices)
         impact_pct = _num(impact / win * 100) if impact is not None and win else None
-    severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct,
-                         bool(values.get("enough_gpu_work", True)))
+    judgeable = bool(values.get("enough_gpu_work", True)) or (
+        rule.scope == "host" and (win or 0) >= policy.HOST_JUDGE_MIN_WINDOW_MS)
+    severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct, judgeable)
     finding = {
         "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,
         "message": _format(rule.message, env).strip(),

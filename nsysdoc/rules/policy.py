@@ -9,7 +9,9 @@ the analysis window (wall-clock, per device: never a sum over GPUs).
 
 A rule may cap it (``max_severity``: one-time set-up does not recur in a longer run, so it is at
 most a warning). On a capture with too little GPU work to judge (``enough_gpu_work`` false) every
-``by-impact`` rule is at most info: the capture-quality finding says why. Team rules may keep
+``by-impact`` rule is at most info (the capture-quality finding says why), except a rule of
+``scope: host`` in a window of at least ``HOST_JUDGE_MIN_WINDOW_MS``: the GPU's own work is too
+little to judge, but seconds of GPU idle time spent on host work are not. Team rules may keep
 their own bands (a fixed severity or expressions) instead.
 """
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 CRITICAL_PCT = 15.0
 WARNING_PCT = 3.0
 SEVERITIES = ("info", "warning", "critical")
+#: Window length from which host-side rules keep their severity on a capture with little GPU work.
+HOST_JUDGE_MIN_WINDOW_MS = 500.0
 
 
 def by_impact(impact_pct: float | None) -> str:

@@ -67,6 +67,9 @@ RULE_SCHEMA: dict[str, Any] = {
         "impact_pct": {"type": ["string", "number", "null"],
                        "description": "expression: impact as a % of the window (default impact_ms / window_ms * 100)"},
         "max_severity": {"enum": list(SEVERITIES), "description": "the highest severity the rule may reach"},
+        "scope": {"enum": ["gpu", "host"],
+                  "description": "host: the rule measures time the GPU sat idle because of the host, which a "
+                                 "long enough window can show even with little GPU work (policy.HOST_JUDGE_MIN_WINDOW_MS)"},
         "impact_of": {"type": "string", "description": "what impact_ms and impact_pct are measured over when not the "
                                                       "analysis window (e.g. 'GPU span')"},
         "message": {"type": "string", "description": "template with {value} or {value:.1f} fields"},
@@ -130,6 +133,8 @@ class Rule:
     replaces_builtin: bool = False
     impact_pct: Expr | None = None
     max_severity: str | None = None
+    #: "host": judged by impact even with too little GPU work (a long window of host-side idle time)
+    scope: str = "gpu"
     #: the attribution selector of the finding's ``where`` list (nsysdoc.engine.attribute.SELECTORS)
     where: str | None = None
 
@@ -418,7 +423,7 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
         id=data["id"], title=data["title"], category=data["category"], path=path, source=source,
         summary=data.get("summary", ""), requires=tuple(data.get("requires") or ()), params=params, when=when,
         severity=severity, impact_ms=impact, impact_ms_per_step=impact_step, message=data["message"],
-        impact_pct=impact_pct, max_severity=data.get("max_severity"),
+        impact_pct=impact_pct, max_severity=data.get("max_severity"), scope=data.get("scope") or "gpu",
         evidence=evidence, evidence_where=where, time_ranges=data.get("time_ranges", "window"),
         verify=data["verify"], fix=data["fix"], docs=data.get("docs") or {}, references=data.get("references") or [],
         raw=data, where=data.get("where"),

@@ -35,11 +35,16 @@ IDLE_LABELS = {
 
 
 def rank_findings(findings: list[dict]) -> list[dict]:
-    """Largest ``impact_ms`` first; unknown impact last; ties by severity, then input order."""
+    """The order of the findings list, which the verdict follows: findings at warning or critical
+    with a cost first, then the others; within each group the largest ``impact_ms`` first, unknown
+    impact last; ties by severity, then input order. The verdict's main bottleneck is the first
+    finding when it is at warning or above."""
     def key(item):
         i, f = item
         imp = f.get("impact_ms")
-        return (0 if is_num(imp) else 1, -(imp if is_num(imp) else 0), -SEVERITY_RANK.get(f.get("severity"), -1), i)
+        costly = is_num(imp) and imp > 0 and f.get("severity") in ("warning", "critical")
+        return (0 if costly else 1, 0 if is_num(imp) else 1, -(imp if is_num(imp) else 0),
+                -SEVERITY_RANK.get(f.get("severity"), -1), i)
     return [f for _, f in sorted(enumerate(findings or []), key=key)]
 
 
@@ -124,6 +129,68 @@ def bound(result: dict) -> tuple[str, str]:
     return head, text
 
 
+def split_text(result: dict) -> str:
+    """The window split as plain facts (no "-bound" claim): the detail line under a bottleneck."""
+    s = window_split(result)
+    if not s:
+        return ""
+    idle = s.get("idle_by_class") or {}
+    c = max(idle, key=idle.get) if idle else None
+    text = (f"In the window (mean over GPUs): compute {fmt_pct(s['compute'])}, exposed communication "
+            f"{fmt_pct(s['exposed_comm'])}, copies with no kernel running {fmt_pct(s['copy_only'])}, "
+            f"GPU idle {fmt_pct(s['idle'])}")
+    if c and idle[c] >= 0.05:
+        text += f" (largest idle class: {IDLE_LABELS.get(c, c)}, {fmt_pct(idle[c])})"
+    return text + "."
+
+
+#: Outside-the-window time (share of the capture) from which the verdict says what was left out.
+FRAMING_MIN_PCT = 10.0
+
+
+def framing_text(result: dict) -> str:
+    """What the window leaves out of the capture, with times (``capture.framing``); "" when the
+    window covers nearly all of it."""
+    fr = (result.get("capture") or {}).get("framing") or {}
+    cap_ms, win_ms = fr.get("capture_ms"), fr.get("window_ms")
+    if not is_num(cap_ms) or not is_num(win_ms) or not is_num(fr.get("outside_window_pct")):
+        return ""
+    if fr["outside_window_pct"] < FRAMING_MIN_PCT:
+        return ""
+    kind = ((result.get("capture") or {}).get("window") or {}).get("kind")
+    what = {"steps": "the training steps", "steady-state": "the steady-state part of the GPU work"}.get(
+        kind, "first to last GPU operation")
+    parts = []
+    small = 0.01 * cap_ms  # parts under 1% of the capture are not worth a word
+    if is_num(fr.get("startup_ms")) and fr["startup_ms"] >= small:
+        parts.append(f"{fmt_ms(fr['startup_ms'])} of process start-up before the first CUDA call")
+    if is_num(fr.get("setup_before_ms")) and fr["setup_before_ms"] >= small:
+        text = f"{fmt_ms(fr['setup_before_ms'])} of set-up before the first GPU operation"
+        if is_num(fr.get("context_ms")) and fr.get("context_call"):
+            text += f" (CUDA context creation in {fr['context_call']}: {fmt_ms(fr['context_ms'])})"
+        parts.append(text)
+    if is_num(fr.get("host_before_ms")) and fr["host_before_ms"] >= small:
+        parts.append(f"{fmt_ms(fr['host_before_ms'])} of other host work before the window")
+    gpu_out = fr.get("gpu_outside_window_ms")
+    if is_num(gpu_out) and gpu_out >= small:
+        parts.append(f"{fmt_ms(gpu_out)} of GPU work outside the window")
+    if is_num(fr.get("after_window_ms")) and fr["after_window_ms"] >= small:
+        parts.append(f"{fmt_ms(fr['after_window_ms'])} after the window (trailing host work and tear-down)")
+    text = (f"The capture lasts {fmt_ms(cap_ms)}; the analysis window ({what}) covers {fmt_ms(win_ms)} of it "
+            f"({fmt_pct(win_ms / cap_ms * 100 if cap_ms else None)}).")
+    if parts:
+        text += " Left out: " + "; ".join(parts) + "."
+    if is_num(fr.get("busy_capture_pct")):
+        busy = (result.get("summary") or {}).get("gpu_busy_pct")
+        text += f" Over the whole capture the GPU was busy {fmt_pct(fr['busy_capture_pct'])}"
+        text += f" (over the window: {fmt_pct(busy)})." if is_num(busy) else "."
+    return text
+
+
+#: Fewer GPU operations than this in the window (a handful) never make a run "compute-bound".
+BOUND_MIN_GPU_OPS = 10
+
+
 def verdict(result: dict) -> dict:
     """The verdict of a result with findings (see the module docstring)."""
     findings = rank_findings(result.get("findings") or [])
@@ -131,39 +198,60 @@ def verdict(result: dict) -> dict:
     summary = result.get("summary") or {}
     window_ms = (cap.get("window") or {}).get("duration_ms")
     base = {"rule": None, "severity": None, "impact_ms": None, "impact_ms_per_step": None, "impact_pct": None}
+    framing = framing_text(result)
     if not cap.get("gpu_activity", True) or (not summary.get("kernel_count") and cap.get("enough_gpu_work") is False):
         why = "the capture has no GPU activity" if not cap.get("gpu_activity", True) else \
             "no GPU kernel ran in the capture"
         f = next((x for x in findings if x.get("rule") == "no-gpu-activity"), None)
         return {**base, "status": "no-gpu", "headline": "no-gpu-activity", "rule": f and f["rule"],
                 "severity": f and f["severity"], "sentence": f"Nothing to diagnose: {why}.",
-                "detail": (f or {}).get("message") or ""}
-    if cap.get("enough_gpu_work") is False:
+                "detail": (f or {}).get("message") or "", "framing": framing}
+    costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
+              and f.get("severity") in ("warning", "critical")]
+    little = cap.get("enough_gpu_work") is False
+    if little and not costly:
         reason = cap.get("not_judgeable_reason") or "too little GPU work to judge"
         shown = [x for x in findings if x.get("rule") not in ("capture-quality",) and is_num(x.get("impact_ms"))]
         detail = f"What the capture shows: {shown[0]['message']}" if shown else ""
         q = next((x for x in findings if x.get("rule") == "capture-quality"), None)
         return {**base, "status": "too-little-work", "headline": "capture-quality", "rule": q and q["rule"],
-                "severity": q and q["severity"], "sentence": reason[:1].upper() + reason[1:] + ".", "detail": detail}
-    costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
-              and f.get("severity") in ("warning", "critical")]
-    # a cost measured outside the analysis window (one-time set-up over the GPU span) ranks after
-    # the window's own findings when most of it lies outside the window: it does not recur there
-    values = (result.get("metrics") or {}).get("values") or {}
-    outside = max((values.get("setup_ms") or 0) - (values.get("idle_setup_ms") or 0), 0)
-    mostly_outside = outside > 0.5 * (values.get("setup_ms") or 0)
-    costly.sort(key=lambda f: (mostly_outside and (f.get("impact_of") or "analysis window") != "analysis window",))
-    head, bound_text = bound(result)
+                "severity": q and q["severity"], "sentence": reason[:1].upper() + reason[1:] + ".", "detail": detail,
+                "framing": framing}
     if costly:
         f = costly[0]
         title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
+        sentence = f"Main bottleneck: {title}. {_cost(f, window_ms)}".strip()
+        if f.get("rule") == "one-time-setup":
+            sentence += " Capture a longer run after warm-up to see the steady state."
+        detail = split_text(result)
+        if little:  # host-side time can be judged; the GPU's own work cannot
+            reason = cap.get("not_judgeable_reason") or "too little GPU work to judge"
+            detail = f"The GPU itself cannot be judged: {reason}."
         return {"status": "bottleneck", "headline": str(f.get("rule")), "rule": f.get("rule"),
                 "severity": f.get("severity"), "impact_ms": f.get("impact_ms"),
                 "impact_ms_per_step": f.get("impact_ms_per_step"), "impact_pct": f.get("impact_pct"),
-                "sentence": f"Main bottleneck: {title}. {_cost(f, window_ms)}".strip(), "detail": bound_text}
+                "sentence": sentence, "detail": detail, "framing": framing}
+    head, bound_text = bound(result)
+    ops = ((result.get("metrics") or {}).get("values") or {}).get("gpu_op_count")
+    if head == "compute-bound" and is_num(ops) and ops < BOUND_MIN_GPU_OPS:
+        fr = cap.get("framing") or {}
+        busy_cap = fr.get("busy_capture_pct")
+        n = int(ops)
+        if is_num(busy_cap) and busy_cap < 50:
+            head = "gpu-idle"
+            bound_text = (f"The GPU is idle most of the capture: busy {fmt_pct(busy_cap)} of "
+                          f"{fmt_ms(fr.get('capture_ms'))}. The window holds only {n} GPU operation(s), "
+                          f"too few to call the run compute-bound.")
+        else:
+            q = next((x for x in findings if x.get("rule") == "capture-quality"), None)
+            return {**base, "status": "too-little-work", "headline": "capture-quality", "rule": q and q["rule"],
+                    "severity": q and q["severity"],
+                    "sentence": f"Too few GPU operations to judge: {n} in the window, too few to call the run "
+                                f"compute-bound or to find a pattern.", "detail": bound_text, "framing": framing}
     small = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0]
     detail = ""
     if small:
         detail = "Smaller findings (under 3% of the window each): " + ", ".join(
             f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in small[:4]) + "."
-    return {**base, "status": "bound", "headline": head, "sentence": bound_text, "detail": detail}
+    return {**base, "status": "bound", "headline": head, "sentence": bound_text, "detail": detail,
+            "framing": framing}

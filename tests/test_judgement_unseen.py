@@ -1,0 +1,119 @@
+"""Issue 28 ("Judgement II: right on captures it has never seen"): one scenario per item, built
+from a description here, with the numbers computed by hand in the comments."""
+from __future__ import annotations
+
+import pytest
+
+from nsysdoc.testing import Capture
+
+from .conftest import diagnose_path
+
+approx = pytest.approx
+
+
+def run(cap: Capture, tmp_path, name="c") -> dict:
+    return diagnose_path(cap.write(tmp_path / f"{name}.sqlite"))
+
+
+def fired(r) -> dict[str, dict]:
+    return {f["rule"]: f for f in r["findings"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Framing: time outside the analysis window
+# ---------------------------------------------------------------------------------------------
+
+def one_long_kernel_after_startup() -> Capture:
+    """A program that starts (950 ms of Python with no CUDA call), creates its CUDA context inside
+    a 160 ms cudaMalloc, loads a module (40 ms), runs one 124 ms kernel, then spends 300 ms on the
+    host before exiting. The capture starts at 0 (the builder's thread starts at ``start_ns``)."""
+    cap = Capture(start_ns=0)
+    t = cap.process().thread()
+    t.cpu(us=950_000)                       # 0 .. 950 ms: process start-up
+    t.malloc(us=160_000)                    # 950 .. 1110 ms: context creation
+    t.api("cuModuleLoadData", us=40_000)    # 1110 .. 1150 ms: module loading
+    t.launch("solver_kernel", us=124_000, api_us=5)  # kernel starts 3 us into the 5 us call + queue
+    t.cpu(us=124_000 + 300_000)             # waits on the host, then 300 ms of host work
+    t.api("cudaDeviceSynchronize", us=1)    # a last call so the capture ends after the host work
+    return cap
+
+
+def test_framing_states_the_capture_and_what_the_window_left_out(tmp_path):
+    r = run(one_long_kernel_after_startup(), tmp_path)
+    fr = r["capture"]["framing"]
+    # the kernel: 124 ms; it starts about 1,150.005 ms into the capture (after the 5 us launch call
+    # begins, plus the queue delay): the window is the GPU span, 124 ms long
+    assert fr["window_ms"] == approx(124.0, abs=0.01)
+    # the capture ends with the last call: 1,150 + 0.005 + 424 + 0.001 ms ~ 1,574 ms
+    assert fr["capture_ms"] == approx(1574.0, abs=0.05)
+    # process start-up: 0 -> the first CUDA call (the cudaMalloc) = 950 ms
+    assert fr["startup_ms"] == approx(950.0, abs=0.01)
+    # context creation: the first non-launch call of 1 ms or more, the 160 ms cudaMalloc
+    assert fr["context_ms"] == approx(160.0, abs=0.01) and fr["context_call"] == "cudaMalloc"
+    # set-up before the first GPU operation: cudaMalloc (160) + cuModuleLoadData (40) = 200 ms
+    assert fr["setup_before_ms"] == approx(200.0, abs=0.01)
+    # busy over the capture: 124 / 1,574 = 7.9 %; over the window: 100 %
+    assert fr["busy_capture_pct"] == approx(124.0 / fr["capture_ms"] * 100, abs=0.01)
+    assert r["summary"]["gpu_busy_pct"] == approx(100.0, abs=0.01)
+    v = r["verdict"]
+    # one kernel is never "compute-bound"; the 200 ms of set-up are 62% of the span and the set-up
+    # before it (200 / (124 + 200)): a warning, the main bottleneck of this capture
+    assert v["headline"] == "one-time-setup", v
+    assert fired(r)["one-time-setup"]["impact_pct"] == approx(200 / 324 * 100, abs=0.01)
+    text = v["framing"]
+    assert "1,574 ms" in text and "124.0 ms" in text
+    assert "950.0 ms of process start-up" in text
+    assert "200.0 ms of set-up before the first GPU operation" in text and "cudaMalloc: 160.0 ms" in text
+    assert "300.0 ms after the window" in text
+    assert "busy 7.9%" in text and "(over the window: 100.0%)" in text
+
+
+def test_one_kernel_is_never_compute_bound(tmp_path):
+    # the same program without the slow context creation and module load: 950 ms of start-up, one
+    # 124 ms kernel, 300 ms of host work; busy over the capture 124 / 1,374 = 9.0 %
+    cap = Capture(start_ns=0)
+    t = cap.process().thread()
+    t.cpu(us=950_000)
+    t.launch("solver_kernel", us=124_000, api_us=5)
+    t.cpu(us=124_000 + 300_000)
+    t.api("cudaDeviceSynchronize", us=1)
+    r = run(cap, tmp_path)
+    v = r["verdict"]
+    assert r["summary"]["gpu_busy_pct"] == approx(100.0, abs=0.01)
+    assert v["status"] == "bound" and v["headline"] == "gpu-idle", v
+    cap_ms = r["capture"]["framing"]["capture_ms"]
+    assert cap_ms == approx(1374.0, abs=0.05)
+    assert f"busy {124 / cap_ms * 100:.1f}%" in v["sentence"] and "1 GPU operation(s)" in v["sentence"]
+
+
+def test_setup_before_the_first_gpu_operation_counts_as_one_time_setup(tmp_path):
+    # a 347 ms first launch (lazy module loading) before the first kernel runs, then 60 warm
+    # launches of 1 ms kernels back to back: before the fix the set-up cost left out the 347 ms
+    cap = Capture(start_ns=0)
+    t = cap.process().thread()
+    t.cpu(us=10_000)
+    t.launch("first_kernel", us=1000, api_us=347_000)
+    for _ in range(60):
+        t.launch("k", us=1000, api_us=5)
+    r = run(cap, tmp_path)
+    v = r["metrics"]["values"]
+    # the first launch's call starts at 10 ms; its kernel starts 0.6 x 347 ms later (the builder
+    # places a kernel's start 60% into its launch call): 208.2 ms of it lies before the first GPU
+    # operation, and the GPU is idle for the rest of the call (138.8 ms)
+    assert v["setup_before_ms"] == approx(347.0 * 0.6, abs=0.01)
+    f = fired(r)["one-time-setup"]
+    assert f["impact_ms"] == approx(v["setup_before_ms"] + v["setup_span_ms"], abs=0.01)
+    assert f["impact_ms"] >= 340.0
+    assert f["impact_of"] == "GPU span and the set-up before it"
+
+
+def test_a_long_capture_around_a_short_window_is_said_in_the_terminal_summary(tmp_path):
+    from nsysdoc.report.render import render_markdown, terminal_summary
+
+    cap = one_long_kernel_after_startup()
+    r = run(cap, tmp_path)
+    term = terminal_summary(r)
+    assert "The capture lasts 1,574 ms" in term
+    assert "n/a" not in term and "no step markers" in term
+    md = render_markdown(r)
+    assert "The capture lasts 1,574 ms" in md and "n/a" not in md
