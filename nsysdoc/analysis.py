@@ -524,6 +524,12 @@ MIN_WINDOW_MS = 1.0
 
 def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
     active = _active(devices)
+    kernels = sum(d["kernel_count"] for d in devices)
+    copies = sum(d["copy_count"] for d in devices)
+    if copies and not kernels:
+        # copies alone say nothing about why a program is slow: its kernels were not captured
+        # (or it has none), so nothing is judged from them
+        return False, f"no kernel was captured, only {copies:,} copy/memset operation(s)"
     if not active or not window_ms:
         kernels = sum(d["kernel_count"] for d in devices)
         copies = sum(d["copy_count"] for d in devices)
@@ -743,6 +749,7 @@ def _values(a: Analysis, r: dict) -> dict:
         "lost_event_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] == "lost-events"),
         "cuda_trace_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] != "lost-events"),
         "launch_call_count": _kernel_launch_calls(t),
+        "module_load_count": _kernel_launch_calls(t, _MODULE_LOADS),
         # the window split (mean over devices): busy = compute + exposed communication + copy-only
         "busy_ms": mean("busy_ms"),
         "compute_ms": mean("compute_ms"),
@@ -868,13 +875,17 @@ def _wall_ms_per_gpu(a: Analysis, total_ns, ndev: int) -> float:
     return float(np.asarray(total_ns).sum()) / max(ndev, 1) / 1e6
 
 
-def _kernel_launch_calls(t: Trace) -> int:
-    """Kernel and graph launch calls in the whole capture (any thread)."""
+def _kernel_launch_calls(t: Trace, pattern=S.KERNEL_LAUNCH_APIS) -> int:
+    """Kernel and graph launch calls (or calls matching ``pattern``) in the whole capture (any thread)."""
     counts = np.asarray(t.derived.get("runtime_name_counts", np.zeros(0, np.int64)))
     if not len(counts) or not t.count("runtime"):
         return 0
-    is_launch = t.strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
-    return int(counts[is_launch(np.arange(len(counts)))].sum())
+    flags = t.strings.flags(lambda v: pattern.match(S.strip_api_suffix(v)) is not None)
+    return int(counts[flags(np.arange(len(counts)))].sum())
+
+
+#: Module and library loading calls: the program loaded GPU code.
+_MODULE_LOADS = __import__("re").compile(r"^(cuModuleLoad\w*|cuLibraryLoad\w*)$")
 
 
 def _step_mean(primary: list[dict], part: str) -> float | None:

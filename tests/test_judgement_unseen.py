@@ -117,3 +117,34 @@ def test_a_long_capture_around_a_short_window_is_said_in_the_terminal_summary(tm
     assert "n/a" not in term and "no step markers" in term
     md = render_markdown(r)
     assert "The capture lasts 1,574 ms" in md and "n/a" not in md
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Kernels that were not traced
+# ---------------------------------------------------------------------------------------------
+
+def test_copies_without_kernels_say_the_kernels_were_not_captured(tmp_path):
+    # a driver-API program whose launches were not traced: 12 module loads, then 270 rounds of
+    # one 1 MiB HtoD copy and one memset with 1 ms of host work between them (540 GPU operations,
+    # GPU idle ~90%): nothing may be ranked as a bottleneck from copies alone
+    cap = Capture()
+    t = cap.process().thread()
+    for _ in range(12):
+        t.api("cuModuleLoadData", us=500)
+    for _ in range(270):
+        t.memcpy("HtoD", 1 << 20)
+        t.memset(1 << 16)
+        t.cpu(us=1000)
+    r = run(cap, tmp_path)
+    assert r["summary"]["kernel_count"] == 0
+    v = r["verdict"]
+    assert v["status"] == "no-gpu" and v["headline"] == "no-gpu-activity", v
+    assert "no kernel was captured, only 540 copy/memset operation(s)" in v["sentence"]
+    f = fired(r)
+    assert f["no-gpu-activity"]["severity"] in ("warning", "critical")
+    q = f["capture-quality"]
+    assert q["severity"] == "warning"
+    assert "12 module/library load call(s)" in q["message"] and "not traced" in q["message"]
+    for rule in ("transfer-bound", "host-bound", "launch-bound", "host-sync", "data-starvation"):
+        assert rule not in f or f[rule]["severity"] == "info", (rule, f[rule])
+    assert r["summary"]["gpu_busy_pct"] is None

@@ -266,7 +266,10 @@ def _extras(result: dict) -> dict:
         problems.append(f"{v['launch_call_count']} kernel launch call(s) were recorded but no kernel execution: "
                         "GPU activity was not recorded")
     elif not v.get("kernel_count"):
-        problems.append(f"no kernel ran: the GPU activity is {v.get('gpu_op_count') or 0} copy/memset operation(s)")
+        loads = v.get("module_load_count") or 0
+        problems.append(f"no kernel was captured: the GPU activity is {v.get('gpu_op_count') or 0} copy/memset "
+                        "operation(s)" + (f", and {loads} module/library load call(s) show the program loaded GPU code"
+                                          if loads else "") + ", so its kernel launches were not traced (or it has none)")
     elif cap.get("not_judgeable_reason"):
         problems.append(cap["not_judgeable_reason"])
     for n in cap.get("nsys_notes") or []:
@@ -434,7 +437,7 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
     else:  # impacts are wall-clock time of one GPU (values average over devices)
         impact_pct = _num(impact / win * 100) if impact is not None and win else None
     judgeable = bool(values.get("enough_gpu_work", True)) or (
-        rule.scope == "host" and (win or 0) >= policy.HOST_JUDGE_MIN_WINDOW_MS)
+        rule.scope == "host" and bool(values.get("kernel_count")) and (win or 0) >= policy.HOST_JUDGE_MIN_WINDOW_MS)
     severity = _severity(rule, env, rs.forced_severity.get(rule.id), impact_pct, judgeable)
     finding = {
         "rule": rule.id, "severity": severity, "category": rule.category, "title": rule.title,

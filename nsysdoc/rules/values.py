@@ -15,7 +15,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "kernels_per_step_median", "kernel_mean_us", "kernel_median_us", "kernel_under_10us_pct", "tiny_kernel_count",
     "nvtx_traced", "osrt_traced", "cuda_api_traced", "os_wait_note", "gpu_metrics_present", "profiler_overhead_pct",
     "diagnostic_warning_count", "diagnostic_error_count", "lost_event_notes", "cuda_trace_notes",
-    "launch_call_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
+    "launch_call_count", "module_load_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
     "copy_only_ms_per_step",
     *(f"idle_{c}_{u}" for c in IDLE_CLASSES for u in ("ms", "pct", "ms_per_step")),
     "idle_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",

@@ -200,8 +200,9 @@ def verdict(result: dict) -> dict:
     base = {"rule": None, "severity": None, "impact_ms": None, "impact_ms_per_step": None, "impact_pct": None}
     framing = framing_text(result)
     if not cap.get("gpu_activity", True) or (not summary.get("kernel_count") and cap.get("enough_gpu_work") is False):
+        ops = ((result.get("metrics") or {}).get("values") or {}).get("gpu_op_count") or 0
         why = "the capture has no GPU activity" if not cap.get("gpu_activity", True) else \
-            "no GPU kernel ran in the capture"
+            (f"no kernel was captured, only {ops:,} copy/memset operation(s)" if ops else "no GPU kernel ran in the capture")
         f = next((x for x in findings if x.get("rule") == "no-gpu-activity"), None)
         return {**base, "status": "no-gpu", "headline": "no-gpu-activity", "rule": f and f["rule"],
                 "severity": f and f["severity"], "sentence": f"Nothing to diagnose: {why}.",
