@@ -208,7 +208,57 @@ def make_plan(trace, pattern) -> Plan:
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
     plan.attr = build_attributor(trace, nv["host"])
+    _first_call_setup(trace, plan)
     return plan
+
+
+#: An operator's first call is set-up when set-up launches cover at least this share of it.
+FIRST_CALL_SETUP_SHARE = 0.5
+
+
+def _first_call_setup(trace, plan: Plan) -> None:
+    """The first call of an operator that is mostly set-up launches (lazy module loading, JIT) is
+    set-up as a whole: the library it calls initialises itself (cuDNN's first convolution runs
+    host code between its driver calls), so its host time with no CUDA call is set-up too, not the
+    program's host work. Added to ``plan.setup_ranges`` as "first call of NAME". Only the
+    innermost operator range around a set-up launch counts, only on its thread's first call of
+    that operator, and only when the set-up launches inside cover ``FIRST_CALL_SETUP_SHARE`` of it."""
+    attr, pos = plan.attr, plan.setup_launch
+    rt = trace.store.get("runtime")
+    if attr is None or not len(attr.ops) or not len(pos) or rt is None or rt.bucketed:
+        return
+    rows = rt.gather(pos, ["start_ns", "end_ns", "thread"])
+    ops = attr.ops
+    th, s, e = rows["thread"].astype(np.int64), rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
+    r = ops.innermost(th, s)
+    ok = r >= 0
+    if not ok.any():
+        return
+    r, dur = r[ok], (e - s)[ok]
+    cand = np.unique(r)
+    covered = np.bincount(np.searchsorted(cand, r), weights=dur, minlength=len(cand))
+    length = ops.end[cand] - ops.start[cand]
+    cand = cand[covered >= FIRST_CALL_SETUP_SHARE * np.maximum(length, 1)]
+    if not len(cand):
+        return
+    # the thread's first call of the operator: no earlier range with its name on its thread
+    names = np.unique(ops.name[cand])
+    same = np.flatnonzero(np.isin(ops.name, names))
+    key = (ops.thread[same] << 32) | (ops.name[same] & 0xFFFFFFFF)
+    first_start = {}
+    for k, st in zip(key.tolist(), ops.start[same].tolist()):
+        if st < first_start.get(k, st + 1):
+            first_start[k] = st
+    ck = ((ops.thread[cand] << 32) | (ops.name[cand] & 0xFFFFFFFF)).tolist()
+    cand = cand[[ops.start[c] <= first_start[k] for c, k in zip(cand.tolist(), ck)]]
+    if not len(cand):
+        return
+    texts = np.array([f"first call of {attr.names[int(n)]} (loads its kernels)" for n in ops.name[cand]], dtype=object)
+    t0, s0, e0 = plan.setup_ranges
+    plan.setup_ranges = (np.concatenate([np.asarray(t0, np.int64), ops.thread[cand]]),
+                         np.concatenate([np.asarray(s0, np.int64), ops.start[cand]]),
+                         np.concatenate([np.asarray(e0, np.int64), ops.end[cand]]))
+    plan.setup_texts = np.concatenate([plan.setup_texts, texts])
 
 
 def _bounds(trace) -> np.ndarray:

@@ -31,7 +31,7 @@ CAUSE_LABELS = {
     "alloc": "memory allocation/free",
     "setup": "one-time setup (module load, JIT, compile)",
     "launch": "launch and dispatch overhead",
-    "api": "other CUDA API calls",
+    "api": "other CUDA API calls (and launch calls of 1 ms or more)",
     "host": "host CPU work (no CUDA call)",
     "dependency": "GPU-side dependency",
     "tail": "after the last GPU operation",
@@ -54,12 +54,15 @@ DISPATCH_MAX_NS = 1_000_000
 SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.
-(LV_SETUP_NVTX, LV_INPUT_NVTX, LV_SETUP_API, LV_ALLOC, LV_SYNC, LV_WAIT, LV_SYNC_BUDGET, LV_LAUNCH,
- LV_API) = range(1, 10)
-NLEVELS = 9
+# LV_DRIVER: a launch call of SETUP_LAUNCH_MIN_NS or more that is not a first launch: the driver
+# doing something else inside it (module loading, a lock, a full launch queue of another GPU the
+# thread feeds), never per-launch overhead, in short windows as in long ones.
+(LV_SETUP_NVTX, LV_INPUT_NVTX, LV_SETUP_API, LV_ALLOC, LV_SYNC, LV_WAIT, LV_SYNC_BUDGET, LV_DRIVER, LV_LAUNCH,
+ LV_API) = range(1, 11)
+NLEVELS = 10
 #: Idle class of each level (index 0 = uncovered: host CPU work, or dispatch in a short window).
 LEVEL_CAUSE = np.array([CAUSE_HOST, CAUSE_SETUP, CAUSE_INPUT, CAUSE_SETUP, CAUSE_ALLOC, CAUSE_SYNC, CAUSE_INPUT,
-                        CAUSE_SYNC, CAUSE_LAUNCH, CAUSE_API], dtype=np.int64)
+                        CAUSE_SYNC, CAUSE_API, CAUSE_LAUNCH, CAUSE_API], dtype=np.int64)
 
 @dataclass
 class Activity:

@@ -24,7 +24,7 @@ from ..trace import schema as S
 from ..trace.columns import Columns
 from ..trace.schema import (API_ALLOC, API_ASYNC_COPY, API_LAUNCH, API_SETUP)
 from . import intervals as iv
-from .gpu import (LV_ALLOC, LV_API, LV_INPUT_NVTX, LV_LAUNCH, LV_SETUP_API, LV_SETUP_NVTX, LV_SYNC, LV_WAIT,
+from .gpu import (SETUP_LAUNCH_MIN_NS, LV_ALLOC, LV_API, LV_DRIVER, LV_INPUT_NVTX, LV_LAUNCH, LV_SETUP_API, LV_SETUP_NVTX, LV_SYNC, LV_WAIT,
                   HostActivity)
 
 SCALAR_READ_MAX_BYTES = 16
@@ -36,11 +36,16 @@ SETUP_CLUSTER_MIN_NS = 200_000
 SETUP_CLUSTER_GAP_NS = 10_000_000
 
 
-def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray | None = None) -> np.ndarray:
+def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray | None = None,
+              dur_ns: np.ndarray | None = None) -> np.ndarray:
     """Painting level of each CUDA API row (see :func:`nsysdoc.metrics.gpu.classify_found_gaps`) from
-    its ``api_kind`` code; ``setup_launch`` marks the launch calls that are set-up work."""
+    its ``api_kind`` code; ``setup_launch`` marks the launch calls that are set-up work; with the
+    calls' durations ``dur_ns``, the other launch calls of ``SETUP_LAUNCH_MIN_NS`` or more are
+    driver work (``LV_DRIVER``), not per-launch overhead."""
     level = np.full(len(kind), LV_API, dtype=np.int8)
     level[np.isin(kind, (API_LAUNCH, API_ASYNC_COPY))] = LV_LAUNCH
+    if dur_ns is not None and len(dur_ns):
+        level[(kind == API_LAUNCH) & (dur_ns >= SETUP_LAUNCH_MIN_NS)] = LV_DRIVER
     level[kind == API_ALLOC] = LV_ALLOC
     level[kind == API_SETUP] = LV_SETUP_API
     if setup_launch is not None and len(setup_launch):
@@ -92,7 +97,7 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
     and set-up NVTX ranges as ``(thread, start, end)`` arrays."""
     rt_thread = np.asarray(rt["thread"])
     rs, re_ = np.asarray(rt["start_ns"], dtype=np.int64), np.asarray(rt["end_ns"], dtype=np.int64)
-    levels = levels_of(np.asarray(rt["api_kind"]), blocking, setup_launch)
+    levels = levels_of(np.asarray(rt["api_kind"]), blocking, setup_launch, re_ - rs)
     wait = _outside_cuda_calls(osrt, np.asarray(osrt["is_wait"], dtype=bool), rt_thread, rs, re_)
     ot = np.asarray(osrt["thread"])
     os_, oe = np.asarray(osrt["start_ns"], dtype=np.int64), np.asarray(osrt["end_ns"], dtype=np.int64)

@@ -326,6 +326,7 @@ def _extras(result: dict) -> dict:
                             "findings describe the steady state." if left_out > 0.5 * (v.get("setup_ms") or 0) else
                             "The analysis window still contains most of it: capture after warm-up to see the "
                             "steady state.")
+    extra["launch_ratio_note"] = _launch_ratio_note(v)
     extra["capture_problems"] = "; ".join(problems) if problems else None
     extra["capture_fix"] = _capture_fix(v, cap, unrecordable)
     extra["capture_problem_count"] = len(problems)
@@ -453,6 +454,23 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
     }
     finding["where"], finding["where_note"] = _where(rule, result)
     return finding
+
+
+def _launch_ratio_note(v: dict) -> str:
+    """What the launch gaps' length says next to the kernels', in words that agree with the ratio
+    (``launch_gap_to_kernel_ratio``: mean launch gap / median kernel)."""
+    r, gap, kern = v.get("launch_gap_to_kernel_ratio"), v.get("launch_gap_us_mean"), v.get("kernel_median_us")
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (r, gap, kern)):
+        return ""
+    g, k = text.duration(gap * 1e3), text.duration(kern * 1e3)
+    if r >= 3:
+        return (f"The gaps last {g} on average, {r:.1f}x the median kernel ({k}): the CPU sets the pace, and "
+                "a faster GPU would not help.")
+    if r >= 1:
+        return (f"The gaps last {g} on average, {r:.1f}x the median kernel ({k}): the host takes about as long "
+                "to issue a kernel as the GPU takes to run it.")
+    return (f"The gaps ({g} on average) are shorter than the median kernel ({k}; {r:.1f}x), but there are so "
+            "many of them that they add up.")
 
 
 def _where(rule: Rule, result: dict) -> tuple[list[dict], str | None]:

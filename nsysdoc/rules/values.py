@@ -36,13 +36,13 @@ VALUE_NAMES: tuple[str, ...] = (
     "tensor_active_pct_median", "dram_read_pct_median",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
-    "warmup_note", "capture_fix",
+    "warmup_note", "capture_fix", "launch_ratio_note",
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
 STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
-                           "warmup_note", "capture_fix", "os_wait_note"})
+                           "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note"})
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {

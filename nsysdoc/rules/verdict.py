@@ -26,7 +26,7 @@ IDLE_LABELS = {
     "alloc": "memory allocation and release",
     "setup": "one-time set-up (module loading, JIT, compilation)",
     "launch": "per-launch overhead between kernels",
-    "api": "other CUDA API calls",
+    "api": "other CUDA API calls (and launch calls of 1 ms or more)",
     "host": "host CPU work with no CUDA call",
     "dependency": "GPU-side dependencies",
     "tail": "after the last GPU operation",
