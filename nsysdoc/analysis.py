@@ -836,6 +836,15 @@ def _values(a: Analysis, r: dict) -> dict:
     v["pageable_gbps"] = _num(p_b / (p_ms * 1e6)) if p_ms else None
     q_ms, q_b = sum(c["time_ms"] for c in pinned), sum(c["bytes"] for c in pinned)
     v["pinned_gbps"] = _num(q_b / (q_ms * 1e6)) if q_ms else None
+    # what pinned copies would reach: measured in this capture, else typical of the GPU's PCIe
+    # generation (glossary: "pinned bandwidth reference")
+    ccs_all = [d.get("compute_capability") for d in active if d.get("compute_capability")]
+    v["pinned_gbps_typical"] = _pinned_typical_gbps(min(ccs_all) if ccs_all else None)
+    ref = v["pinned_gbps"] or v["pinned_gbps_typical"]
+    v["pinned_gbps_reference"] = ref
+    v["pinned_gbps_measured"] = v["pinned_gbps"] is not None
+    v["pageable_saving_ms"] = _num(max(0.0, (v["pageable_copy_ms"] or 0) - v["pageable_copy_bytes"] / (ref * 1e6))) \
+        if pageable else 0.0
     v.update(_dtoh_values(a, primary, ndev))
     b = v["dtoh_bytes_per_step_median"]
     v["dtoh_mib_per_step_median"] = _num(b / 2**20) if b is not None else None
@@ -864,6 +873,15 @@ def _values(a: Analysis, r: dict) -> dict:
     for g in GPU_METRIC_NAMES:
         v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
     return v
+
+
+def _pinned_typical_gbps(cc: float | None) -> float:
+    """Host<->device bandwidth pinned copies typically reach on a GPU of compute capability ``cc``
+    (its usual PCIe link, x16): 9.x (Hopper, PCIe 5.0) 50 GB/s, 8.x (Ampere/Ada, PCIe 4.0) 24 GB/s,
+    older or unknown (PCIe 3.0) 12 GB/s."""
+    if cc is None:
+        return 12.0
+    return 50.0 if cc >= 9.0 else 24.0 if cc >= 8.0 else 12.0
 
 
 def _wall_ms_per_gpu(a: Analysis, total_ns, ndev: int) -> float:

@@ -200,3 +200,30 @@ def test_launch_bound_words_agree_with_the_ratio(tmp_path, kernel_us):
     words = ("the CPU sets the pace" if ratio >= 3 else "about as long" if ratio >= 1 else
              "shorter than the median kernel")
     assert words in f["message"] and f"{ratio:.1f}x" in f["message"], f["message"]
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Tiny blocking readbacks are a sync cost, not pageable memcpy
+# ---------------------------------------------------------------------------------------------
+
+def test_tiny_blocking_readbacks_are_host_synchronisation(tmp_path):
+    # 2000 x (50 us kernel, synchronous 27-byte pageable DtoH readback, 20 us of Python): the GPU
+    # waits on the host after every readback; pinning 27 bytes would save nothing
+    cap = Capture()
+    t = cap.process().thread()
+    for _ in range(2000):
+        t.launch("k", us=50)
+        t.memcpy("DtoH", 27, pageable=True, asynchronous=False)
+        t.cpu(us=20)
+    r = run(cap, tmp_path)
+    f = fired(r)
+    assert "pageable-memcpy" not in f
+    rows = {(c["kind"], c["host_memory"]): c for c in r["metrics"]["copies"]}
+    assert rows[("DtoH", "pageable, small")]["count"] == 2000
+    assert r["metrics"]["values"]["pageable_copy_count"] == 0
+    # the copy call blocks until the 1 us copy ends, so the idle time after it is the host's:
+    # the sync class holds the readbacks' share of the gaps
+    sync = r["devices"][0]["idle_ms_by_cause"]["sync"]
+    # per readback: 20 us of Python plus the refill before the next kernel starts (~22 us), x 2000
+    assert 40.0 < sync < 48.0
+    assert f["host-sync"]["impact_ms"] == approx(sync, abs=0.01) and f["host-sync"]["severity"] == "critical"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..metrics import gpu as gpu_m
 from ..metrics import intervals as iv
-from ..metrics.copies import copy_groups, merge_groups
+from ..metrics.copies import PAGEABLE_MIN_BYTES, copy_groups, merge_groups
 from ..metrics.gpu import CAUSE_HOST, CAUSE_LAUNCH, CAUSE_SETUP, CAUSES, SYNC_TOLERANCE_NS
 from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
@@ -284,7 +284,9 @@ def _op_flags(ctx: Context, ops: Ops) -> None:
     m = ops.kind == KIND_MEMCPY
     if m.any():
         host = ops.host_kind == S.MEM_PAGEABLE
-        fl[m & host & np.isin(ops.copy_kind, (S.COPY_HTOD, S.COPY_DTOH))] |= FLAG_PAGEABLE
+        # staged through the driver's buffer: small ones are latency, which pinning does not cut
+        fl[m & host & np.isin(ops.copy_kind, (S.COPY_HTOD, S.COPY_DTOH))
+           & (ops.nbytes >= PAGEABLE_MIN_BYTES)] |= FLAG_PAGEABLE
         fl[m & (ops.copy_kind == S.COPY_DTOH) & (ops.nbytes > SCALAR_READ_MAX_BYTES)] |= FLAG_DTOH
     k = ops.kind == KIND_KERNEL
     if k.any():

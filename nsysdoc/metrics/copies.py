@@ -2,7 +2,10 @@
 
 Definitions (``docs/glossary.md``): copies are grouped by direction (``HtoD``, ``DtoH``, ``DtoD``,
 ``PtoP``; everything else is ``other``) and, for host transfers, by the host side's memory kind as
-nsys numbers it (``ENUM_CUDA_MEM_KIND``: 0 = pageable, 1 = pinned). ``time_ms`` = summed copy
+nsys numbers it (``ENUM_CUDA_MEM_KIND``: 0 = pageable, 1 = pinned). Pageable copies smaller than
+``PAGEABLE_MIN_BYTES`` are their own group, ``pageable, small``: their time is latency (a
+round trip, often a blocking readback), which pinned memory does not shorten, so they are not
+"pageable memcpy" (bytes moved through the driver's staging buffer). ``time_ms`` = summed copy
 durations; ``gbps`` = bytes / summed duration (10^9 bytes per second). Copies that start inside
 the analysis window are counted.
 """
@@ -13,16 +16,24 @@ import numpy as np
 from ..trace import schema as S
 from ..trace.columns import Columns
 
+#: Pageable copies below this size are latency, not staging bandwidth (same floor as the pinned
+#: bandwidth reference in ``nsysdoc.analysis``: 64 KiB on average).
+PAGEABLE_MIN_BYTES = 64 * 1024
+#: Host-memory code of the small pageable copies' group (not an nsys value).
+SMALL_PAGEABLE = 64
+
 _KIND_NAMES = {S.COPY_HTOD: "HtoD", S.COPY_DTOH: "DtoH", S.COPY_DTOD: "DtoD", S.COPY_PTOP: "PtoP"}
 _KIND_ORDER = {"HtoD": 0, "DtoH": 1, "DtoD": 2, "PtoP": 3, "other": 4}
 
 
 def copy_groups(copy_kind: np.ndarray, host_kind: np.ndarray, nbytes: np.ndarray, dur_ns: np.ndarray) -> dict:
     """Per (copyKind, host memory kind): ``[count, bytes, duration ns]`` of the given copies (a
-    partial :func:`copy_table_from` adds up)."""
+    partial :func:`copy_table_from` adds up); small pageable copies form their own group."""
     out: dict = {}
     if not len(copy_kind):
         return out
+    host_kind = np.where((np.asarray(host_kind) == S.MEM_PAGEABLE) & (np.asarray(nbytes) < PAGEABLE_MIN_BYTES),
+                         SMALL_PAGEABLE, host_kind)
     key = (np.asarray(copy_kind, dtype=np.int64) << 8) | (np.asarray(host_kind, dtype=np.int64) & 0xFF)
     uk, inv = np.unique(key, return_inverse=True)
     cnt = np.bincount(inv, minlength=len(uk))
@@ -55,7 +66,8 @@ def copy_table_from(groups: dict) -> Columns:
     for (ck, hk), (n, nbytes, dur) in sorted(groups.items()):
         kind = _KIND_NAMES.get(int(ck), "other")
         hk = int(hk)
-        host = "pageable" if hk == S.MEM_PAGEABLE else "pinned" if hk == S.MEM_PINNED else "" if hk < 0 else "other"
+        host = "pageable" if hk == S.MEM_PAGEABLE else "pinned" if hk == S.MEM_PINNED else \
+            "pageable, small" if hk == SMALL_PAGEABLE else "" if hk < 0 else "other"
         t = totals.setdefault((kind, host), [0, 0, 0])
         t[0] += int(n)
         t[1] += int(nbytes)

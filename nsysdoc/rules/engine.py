@@ -327,6 +327,7 @@ def _extras(result: dict) -> dict:
                             "The analysis window still contains most of it: capture after warm-up to see the "
                             "steady state.")
     extra["launch_ratio_note"] = _launch_ratio_note(v)
+    extra["pageable_cost_note"] = _pageable_cost_note(v)
     extra["capture_problems"] = "; ".join(problems) if problems else None
     extra["capture_fix"] = _capture_fix(v, cap, unrecordable)
     extra["capture_problem_count"] = len(problems)
@@ -454,6 +455,19 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
     }
     finding["where"], finding["where_note"] = _where(rule, result)
     return finding
+
+
+def _pageable_cost_note(v: dict) -> str:
+    """What pinning the pageable copies would save, or that it would save nothing measurable."""
+    ref, save = v.get("pinned_gbps_reference"), v.get("pageable_saving_ms")
+    if not isinstance(ref, (int, float)) or not isinstance(save, (int, float)):
+        return ""
+    where = "as pinned copies reach in this capture" if v.get("pinned_gbps_measured") else \
+        "typical of pinned copies on this GPU's PCIe generation"
+    if save < 0.0005:
+        return (f"They already move about as fast as pinned memory would ({ref:.1f} GB/s, {where}), so pinning "
+                "would save no measurable time; they still block the host while they run.")
+    return f"At {ref:.1f} GB/s ({where}) they would take {text.duration(save * 1e6)} less."
 
 
 def _launch_ratio_note(v: dict) -> str:

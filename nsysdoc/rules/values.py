@@ -27,7 +27,8 @@ VALUE_NAMES: tuple[str, ...] = (
     "exposed_comm_ms", "comm_overlapped_pct", "exposed_comm_pct", "exposed_comm_ms_per_step", "copy_count",
     "copy_ms", "copy_bytes", "copy_gbps", "top_copy_kind", "top_copy_host_memory", "top_copy_ms",
     "top_copy_bytes", "top_copy_gib", "top_copy_count", "top_copy_gbps", "pageable_copy_count",
-    "pageable_copy_ms", "pageable_copy_bytes", "pageable_copy_gib", "pageable_gbps", "pinned_gbps", "dtoh_bytes",
+    "pageable_copy_ms", "pageable_copy_bytes", "pageable_copy_gib", "pageable_gbps", "pinned_gbps",
+    "pinned_gbps_typical", "pinned_gbps_reference", "pinned_gbps_measured", "pageable_saving_ms", "dtoh_bytes",
     "dtoh_ms", "dtoh_count", "dtoh_bytes_per_step_median", "dtoh_mib_per_step_median", "dtoh_ms_per_step_median",
     "dtoh_ms_per_step", "top_kernel_name", "top_kernel_share_pct",
     "top_kernel_count", "top_kernel_total_ms", "top_kernel_mean_us", "top_kernel_short_name",
@@ -36,13 +37,14 @@ VALUE_NAMES: tuple[str, ...] = (
     "tensor_active_pct_median", "dram_read_pct_median",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
-    "warmup_note", "capture_fix", "launch_ratio_note",
+    "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
 STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
-                           "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note"})
+                           "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
+                           "pageable_cost_note"})
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
