@@ -737,6 +737,8 @@ def _values(a: Analysis, r: dict) -> dict:
         "kernel_under_10us_pct": m["kernels"]["under_10us_pct"],
         "tiny_kernel_count": (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
                               if m["kernels"]["under_10us_pct"] is not None else 0),
+        "tiny_kernels_per_gpu": _num((round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
+                                      if m["kernels"]["under_10us_pct"] is not None else 0) / max(ndev, 1)),
         "nvtx_traced": t.traced["nvtx"], "osrt_traced": t.traced["osrt"], "cuda_api_traced": t.traced["cuda_api"],
         # rules whose evidence differs without OS runtime calls (e.g. a PyTorch Profiler trace) say so
         "os_wait_note": None if t.traced["osrt"] else (
