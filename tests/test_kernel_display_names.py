@@ -238,3 +238,12 @@ def test_report_escapes_display_names(tmp_path):
     assert "<script>alert(1)</script>" not in html
     assert ">gemvx::kernel&lt;int, &amp;b, &#34;&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;&#34;&gt;</td>" in html
 
+
+def test_timeline_spans_carry_display_names(tmp_path):
+    from nsysdoc.analysis import analyze
+    from nsysdoc.metrics.timeline import step_timeline
+    from nsysdoc.trace import load_trace
+
+    a = analyze(load_trace(cutlass_gemm_family().write(tmp_path / "c.sqlite"), cache=False))
+    spans = [s for d in step_timeline(a)["devices"] for lane in d["lanes"] for s in lane["spans"] if s["kind"] == "kernel"]
+    assert {s["name"] for s in spans} == {display_name("Kernel", n) for n in CUTLASS_GEMMS} | {"vectorized_elementwise_kernel"}
