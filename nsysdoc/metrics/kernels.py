@@ -535,11 +535,14 @@ def display_codes(name_code: np.ndarray, short_code: np.ndarray, names, name_ids
     gcodes = np.flatnonzero(generic)
     rank[gcodes] = np.arange(len(gcodes))
     ng, nf = len(gcodes), max(len(name_ids), int(name_code.max()) + 1)
-    sel = np.flatnonzero(generic[short_code])
+    # np.take: half the time of fancy indexing on millions of 2-byte codes
+    sel = np.flatnonzero(np.take(generic, short_code))
     if not len(sel):
         return None
     kdt = np.uint32 if nf * ng < (1 << 32) else np.int64
-    key = name_code[sel].astype(kdt) * kdt(ng) + rank[short_code[sel]].astype(kdt)
+    key = np.take(name_code, sel).astype(kdt)
+    key *= kdt(ng)
+    key += np.take(rank, np.take(short_code, sel)).astype(kdt)
     if nf * ng <= (1 << 24):
         pairs = np.flatnonzero(np.bincount(key, minlength=nf * ng))
     else:
@@ -551,11 +554,11 @@ def display_codes(name_code: np.ndarray, short_code: np.ndarray, names, name_ids
     of_pair = np.array([index.setdefault(display_name(shorts[gcodes[r]], str(f)), len(index))
                         for r, f in zip((pairs % ng).tolist(), full)], dtype=np.int64)
     dt = np.uint16 if len(index) < (1 << 16) else np.int32
-    code = of_short.astype(dt)[short_code]
+    code = np.take(of_short.astype(dt), short_code)
     if nf * ng <= (1 << 24):
         lut = np.zeros(nf * ng, dtype=dt)
         lut[pairs] = of_pair
-        code[sel] = lut[key]
+        code[sel] = np.take(lut, key)
     else:
         code[sel] = of_pair[np.searchsorted(pairs, key)].astype(dt)
     table = StringTable(np.arange(len(index)), np.array(list(index), dtype=object))
