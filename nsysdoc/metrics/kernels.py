@@ -206,7 +206,7 @@ DISPLAY_NAME_MAX = 160
 _DISPLAY_SOURCE_MAX = 1 << 16
 #: Wrapper templates looked through for the kernel's own type (FlashAttention-3's
 #: ``flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>``).
-_PASS_THROUGH = re.compile(r"enable_sm\d*\w*")
+_PASS_THROUGH = re.compile(r"enable_sm\w*")
 #: Type names that say nothing of the kernel (a first template argument such as ``int`` or ``4``).
 _UNINFORMATIVE = re.compile(r"(?:unsigned |signed )?(?:int|long|short|char|bool|float|double|size_t|void|true|"
                             r"false|const|volatile|[0-9][0-9a-zA-Z]*|u?int\d+_t)")
