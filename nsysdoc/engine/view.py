@@ -51,14 +51,15 @@ def window_view(analysis, name: str):
         for kind, key in ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset")):
             m = np.flatnonzero(ops.kind == kind)
             row[m] = np.arange(len(m))
-            frames[key] = Columns({"short_id": ops.short_id[m], "copy_kind": ops.copy_kind[m],
+            frames[key] = Columns({"short_id": ops.short_id[m], "name_id": ops.name_id[m], "copy_kind": ops.copy_kind[m],
                                         "bytes": ops.nbytes[m], "host_kind": ops.host_kind[m],
                                         "stream": ops.stream[m]})
         ops.row = row
     else:
         ops = Ops.concat([_empty_ops(trace)])
         for key in ("kernels", "memcpy", "memset"):
-            frames[key] = Columns({"short_id": [], "copy_kind": [], "bytes": [], "host_kind": [], "stream": []})
+            frames[key] = Columns({"short_id": [], "name_id": [], "copy_kind": [], "bytes": [], "host_kind": [],
+                                   "stream": []})
     if cap.gaps:
         g = [np.concatenate([x[i] for x in cap.gaps]) for i in range(5)]
         order = np.lexsort((g[1], g[0]))

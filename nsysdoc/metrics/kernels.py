@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..trace.columns import Columns
+from ..trace.model import StringTable
 
 TINY_KERNEL_NS = 10_000
 
@@ -189,6 +190,153 @@ def uses_tensor_cores(name: str) -> bool:
     return _classify(name)[1]
 
 
+# --- names users can tell apart -------------------------------------------------------------------
+# The kernel table groups kernels by a display name (glossary: "Kernel names"): nsys's shortName,
+# except where that short name is a library's generic entry point, the same for every kernel the
+# library launches; such kernels are named from their demangled name's template argument instead.
+
+#: Generic short names (the whole short name): CUTLASS's ``cutlass::Kernel``/``Kernel2``/
+#: ``device_kernel`` (every CUTLASS 2/3 GEMM, convolution, FlashAttention-3 kernel), cuBLAS's
+#: ``gemvx::kernel`` and cuBLASLt's ``epilogue::impl::globalKernel``, Thrust's ``_kernel_agent`` and
+#: CUB's ``static_kernel``; a Triton kernel called ``kernel`` has no template argument and keeps it.
+GENERIC_SHORT = re.compile(r"(?:[Kk]ernel|device_kernel|global_?[Kk]ernel|_kernel_agent|static_kernel)\d*")
+#: The longest display name; longer ones are cut and end with "…".
+DISPLAY_NAME_MAX = 160
+#: Demangled names longer than this keep their generic short name (bounds the work per name).
+_DISPLAY_SOURCE_MAX = 1 << 16
+#: Wrapper templates looked through for the kernel's own type (FlashAttention-3's
+#: ``flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>``).
+_PASS_THROUGH = re.compile(r"enable_sm\w*")
+#: Type names that say nothing of the kernel (a first template argument such as ``int`` or ``4``).
+_UNINFORMATIVE = re.compile(r"(?:unsigned |signed )?(?:int|long|short|char|bool|float|double|size_t|void|true|"
+                            r"false|const|volatile|[0-9][0-9a-zA-Z]*|u?int\d+_t)")
+#: Names of the kernel's own type that need their scope (``__fill::functor``).
+_GENERIC_TYPE = re.compile(r"functor|Params|type|impl|Kernel\d*|kernel\d*|Op|Operator")
+#: Element types (first one in the argument; CUTLASS, CUDA, c10 and plain C++ spellings).
+_ELEMENT = re.compile(r"(?<![\w])(bfloat16_t|half_t|tfloat32_t|float_e4m3_t|float_e5m2_t|float_e2m1_t|"
+                      r"float_e2m3_t|float_e3m2_t|float_ue8m0_t|float_ue4m3_t|int4b_t|uint4b_t|__nv_bfloat16|"
+                      r"__nv_fp8_e4m3|__nv_fp8_e5m2|__half|BFloat16|Half|Float8_e4m3fn|Float8_e5m2|complex<float>|"
+                      r"complex<double>|double|float|int8_t|uint8_t|signed char|unsigned char)(?![\w])")
+#: Tile shapes: CUTLASS 2 ``GemmShape<128, 128, 32>``, CuTe ``tuple<C<128>, C<128>, C<64>>`` (after
+#: namespaces are dropped); the first whose largest side is at least 16 (CuTe cluster shapes such as
+#: 2x1x1 come before the tile).
+_SHAPE = re.compile(r"GemmShape<(\d{1,5}), (\d{1,5}), (\d{1,5})>|tuple<C<(\d{1,5})>, C<(\d{1,5})>(?:, C<(\d{1,5})>)?>")
+#: Words of main-loop / schedule / math-instruction type names (CUTLASS).
+_SCHEDULE_WORDS = ("WarpSpecialized", "Multistage", "Pipelined", "Pingpong", "Cooperative")
+_MATH_WORDS = ("TensorOp", "Simt", "Wmma")
+_SCOPE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|\b[A-Za-z_]\w*::")
+_INT_PARAM = re.compile(r"\((?:unsigned |signed )?(?:int|long|bool|char|short)\)|"
+                        r"\b(?:unsigned |signed )?(?:int|long|bool|char|short)=")
+_SPACE = re.compile(r"\s+")
+_TOKEN = re.compile(r"[A-Za-z_]\w*")
+
+
+def _top_args(args: str) -> list[str]:
+    """The top-level comma-separated parts of a template argument list."""
+    parts, depth, start = [], 0, 0
+    for m in re.finditer(r"[<>()\[\]{},]", args):
+        ch = m.group()
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            parts.append(args[start:m.start()])
+            start = m.end()
+    parts.append(args[start:])
+    return [p.strip() for p in parts]
+
+
+def _compact(text: str) -> str:
+    """``text`` with namespaces, nsys's ``int=``/``(int)`` spellings and runs of white space removed."""
+    text = _SCOPE.sub("", _INT_PARAM.sub("", _SPACE.sub(" ", text)))
+    return re.sub(r" ?([<>,]) ?", lambda m: ", " if m.group(1) == "," else m.group(1), text)
+
+
+def _identity(args: str) -> str:
+    """A readable identity of a generic kernel from its template arguments (``""``: none found)."""
+    first = _top_args(args)[0]
+    for _ in range(8):  # look through wrapper templates
+        first = re.sub(r"^(?:(?:const|volatile|struct|class|typename)\s+)+", "", first)
+        head, inner = _split_name(first)
+        last = head.rsplit("::", 1)[-1]
+        if inner and _PASS_THROUGH.fullmatch(last):
+            first = _top_args(inner)[0]
+            continue
+        break
+    if not last or _UNINFORMATIVE.fullmatch(last) or not _TOKEN.fullmatch(last):
+        return _compact(args)  # numbers and built-in types: the argument list itself
+    scope = [c for c in head.split("::")[:-1] if c and "anonymous" not in c and c != "<unnamed>"]
+    core = f"{scope[-1]}::{last}" if scope and _GENERIC_TYPE.fullmatch(last) else last
+    if not inner:
+        return core
+    text = _compact(inner)
+    details = []
+    elem = _ELEMENT.search(text)
+    if elem:
+        details.append(elem.group(1))
+    for m in _SHAPE.finditer(text):
+        dims = [int(d) for d in m.groups() if d is not None]
+        if max(dims) >= 16:
+            details.append("x".join(map(str, dims)))
+            break
+    tokens = _TOKEN.findall(text)
+    math = next((t for t in tokens if any(w in t for w in _MATH_WORDS)), None)
+    sched = [t for t in tokens if any(w in t for w in _SCHEDULE_WORDS)]
+    sched = next((t for t in sched if t.startswith("Kernel")), sched[0] if sched else None)
+    details += [t for t in (math, sched) if t and t not in details]
+    if not details:  # nothing of the above: the name of the template's own first type argument
+        h, _ = _split_name(re.sub(r"^(?:(?:const|volatile|struct|class|typename)\s+)+", "", _top_args(inner)[0]))
+        parts = [c for c in h.split("::") if c and "anonymous" not in c and c != "<unnamed>"]
+        if parts and _TOKEN.fullmatch(parts[-1]) and not _UNINFORMATIVE.fullmatch(parts[-1]):
+            details.append("::".join(parts[-2:]) if len(parts) > 1 and _GENERIC_TYPE.fullmatch(parts[-1])
+                           else parts[-1])
+    return " ".join([core, *details])
+
+
+def display_name(short: str, demangled: str) -> str:
+    """The name a kernel is shown and grouped under: ``short`` (nsys's shortName), unless it is
+    generic (:data:`GENERIC_SHORT`) and the demangled name has template arguments; then
+    ``[namespace::]short<identity>``, where the identity is the first template argument's own type
+    name (looking through ``enable_sm90_or_later``-style wrappers) plus, for a template, its first
+    element type, tile shape, math and schedule type names (``cutlass::device_kernel<GemmUniversal
+    bfloat16_t 128x128x64 KernelTmaWarpSpecializedCooperative>``); for built-in or numeric first
+    arguments the argument list without namespaces (``gemvx::kernel<int, int, float, …>``).
+    At most :data:`DISPLAY_NAME_MAX` characters; demangled names over 64 KiB are not read. Plain
+    text: whoever renders it escapes it."""
+    short = str(short or "")
+    if not GENERIC_SHORT.fullmatch(short) or not demangled or len(demangled) > _DISPLAY_SOURCE_MAX:
+        return short
+    head, args = _split_name(str(demangled))
+    if not args.strip() or head.rsplit("::", 1)[-1] != short:
+        return short
+    ident = _identity(args).strip()
+    if not ident:
+        return short
+    scope = [c for c in head.split("::")[:-1] if c and "anonymous" not in c and c != "<unnamed>"]
+    name = f"{scope[0]}::{short}<{ident}>" if scope else f"{short}<{ident}>"
+    return name if len(name) <= DISPLAY_NAME_MAX else name[:DISPLAY_NAME_MAX - 2] + "…>"
+
+
+#: A display name built by :func:`display_name` from a plain type name (CUTLASS library kernels:
+#: ``cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>``), which the demangled name holds as is.
+_VERBATIM = re.compile(r"(?:[A-Za-z_]\w*::)?([A-Za-z_]\w*)<([A-Za-z_]\w*)>")
+
+
+def ncu_kernel_filter(name: str) -> tuple[str, str]:
+    """(``--kernel-name-base``, ``--kernel-name``) that select the kernels of a kernel-table name in
+    Nsight Compute: the function name ``^name$``; for a name built from a generic short name, the
+    demangled name holding ``short<type>`` when the type is spelled as is, else ``^short$`` (every
+    kernel under that generic name)."""
+    m = _VERBATIM.fullmatch(name)
+    if m and GENERIC_SHORT.fullmatch(m.group(1)):
+        return "demangled", "regex:" + re.escape(m.group(1)) + r"<(\w+::)*" + re.escape(m.group(2)) + "[<>,]"
+    m = re.match(r"(?:[A-Za-z_]\w*::)?([A-Za-z_]\w*)<", name)
+    if m and GENERIC_SHORT.fullmatch(m.group(1)):
+        return "function", "regex:^" + re.escape(m.group(1)) + "$"
+    return "function", "regex:^" + re.escape(name) + "$"
+
+
 #: Groups with at most this many rows take their quantiles from one shared packed sort; bigger
 #: groups from a selection (``np.partition``) of their own rows, when there are at most
 #: ``_MAX_SELECTIONS`` of them (one Python call each) and they hold at least half the rows.
@@ -359,10 +507,62 @@ def kernel_tables(name_code: np.ndarray, short_code: np.ndarray, dur_ns: np.ndar
     short name has a single full name (one selection pass instead of two)."""
     dur = _stats_durations(dur_ns)
     fine = _group_stats(np.asarray(name_code), dur)
-    coarse = _coarser_stats(fine, name_code, short_code, dur)
     by_name = kernels_by_name(name_code, dur, names, is_nccl, ids=name_ids, codes=True, stats=fine)
-    by_short = kernels_by_name(short_code, dur, names, is_nccl, limit=short_limit, ids=short_ids, stats=coarse)
+    shown = display_codes(name_code, short_code, names, name_ids, short_ids)
+    if shown is None:  # no generic short name: the display names are the short names
+        coarse = _coarser_stats(fine, name_code, short_code, dur)
+        by_short = kernels_by_name(short_code, dur, names, is_nccl, limit=short_limit, ids=short_ids, stats=coarse)
+    else:
+        code, table = shown
+        coarse = _coarser_stats(fine, name_code, code, dur)
+        by_short = kernels_by_name(code, dur, table, is_nccl, limit=short_limit, stats=coarse)
     return by_short, by_name
+
+
+def display_codes(name_code: np.ndarray, short_code: np.ndarray, names, name_ids: np.ndarray,
+                  short_ids: np.ndarray) -> tuple[np.ndarray, StringTable] | None:
+    """Per-kernel codes of :func:`display_name` and the table of their strings (code i = id i), or
+    None when no short name is generic (the display names are then the short names). The names
+    are built once per distinct (short name, full name) pair under a generic short name, never per
+    kernel: the kernels under generic short names are keyed by full-name code times the number of
+    generic short names plus the generic short name's rank, and counted with one ``bincount``."""
+    name_code, short_code = np.asarray(name_code), np.asarray(short_code)
+    shorts = [str(v) for v in names.lookup(short_ids)]
+    generic = np.fromiter((GENERIC_SHORT.fullmatch(v) is not None for v in shorts), dtype=bool, count=len(shorts))
+    if not generic.any() or not len(short_code):
+        return None
+    rank = np.full(len(shorts), -1, dtype=np.int64)
+    gcodes = np.flatnonzero(generic)
+    rank[gcodes] = np.arange(len(gcodes))
+    ng, nf = len(gcodes), max(len(name_ids), int(name_code.max()) + 1)
+    # np.take: half the time of fancy indexing on millions of 2-byte codes
+    sel = np.flatnonzero(np.take(generic, short_code))
+    if not len(sel):
+        return None
+    kdt = np.uint32 if nf * ng < (1 << 32) else np.int64
+    key = np.take(name_code, sel).astype(kdt)
+    key *= kdt(ng)
+    key += np.take(rank, np.take(short_code, sel)).astype(kdt)
+    if nf * ng <= (1 << 24):
+        pairs = np.flatnonzero(np.bincount(key, minlength=nf * ng))
+    else:
+        pairs = np.unique(key).astype(np.int64)
+    full = names.lookup(name_ids[pairs // ng])
+    # display strings: the short names first (code order), then one per pair; equal strings share a code
+    index: dict[str, int] = {}
+    of_short = np.array([index.setdefault(v, len(index)) for v in shorts], dtype=np.int64)
+    of_pair = np.array([index.setdefault(display_name(shorts[gcodes[r]], str(f)), len(index))
+                        for r, f in zip((pairs % ng).tolist(), full)], dtype=np.int64)
+    dt = np.uint16 if len(index) < (1 << 16) else np.int32
+    code = np.take(of_short.astype(dt), short_code)
+    if nf * ng <= (1 << 24):
+        lut = np.zeros(nf * ng, dtype=dt)
+        lut[pairs] = of_pair
+        code[sel] = np.take(lut, key)
+    else:
+        code[sel] = of_pair[np.searchsorted(pairs, key)].astype(dt)
+    table = StringTable(np.arange(len(index)), np.array(list(index), dtype=object))
+    return code, table
 
 
 def kernels_by_name(name_id: np.ndarray, dur_ns: np.ndarray, names, is_nccl: np.ndarray | None = None,

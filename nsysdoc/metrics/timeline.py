@@ -183,16 +183,21 @@ class _Names:
 # GPU side
 # ---------------------------------------------------------------------------------------------
 def _op_labels(trace, ops, idx: np.ndarray, names: _Names) -> np.ndarray:
-    """Name index per op: kernel short name; ``memcpy HtoD 24.0 MiB (pageable)``; ``memset 1.0 MiB``."""
+    """Name index per op: kernel display name (glossary: "Kernel names"); ``memcpy HtoD 24.0 MiB
+    (pageable)``; ``memset 1.0 MiB``."""
+    from .kernels import display_name
+
     kind = ops.kind[idx]
     rows = ops.row[idx]
     out = np.zeros(len(idx), dtype=np.int64)
     k = kind == KIND_KERNEL
     if k.any():
-        sid = np.asarray(trace.kernels["short_id"])[rows[k]]
-        uniq, inv = np.unique(sid, return_inverse=True)
-        labels = [str(v) or "(unnamed kernel)" for v in trace.strings.lookup(uniq)]
-        out[k] = names.add_many(labels)[inv]
+        sid = np.asarray(trace.kernels["short_id"])[rows[k]].astype(np.int64)
+        nid = np.asarray(trace.kernels["name_id"])[rows[k]].astype(np.int64)
+        uniq, inv = np.unique(np.stack([sid, nid]), axis=1, return_inverse=True)
+        labels = [display_name(str(s), str(n)) or "(unnamed kernel)"
+                  for s, n in zip(trace.strings.lookup(uniq[0]), trace.strings.lookup(uniq[1]))]
+        out[k] = names.add_many(labels)[np.asarray(inv).reshape(-1)]
     m = kind == KIND_MEMCPY
     if m.any():
         mc = trace.memcpy

@@ -477,7 +477,8 @@ def kernel_table(result: dict) -> Table:
     note = (f"{fmt_num(k.get('count'), 0)} kernels in the window, {fmt_ms(k.get('total_ms'))} of kernel time; "
             f"median {fmt_us(k.get('median_us'))}, p95 {fmt_us(k.get('p95_us'))}, "
             f"{fmt_pct(k.get('under_10us_pct'))} shorter than 10 µs. Top {len(rows)} names by total time "
-            "(nsys shortName). 'Tensor cores' is a name heuristic (glossary, end of page).")
+            "(nsys shortName; generic ones such as Kernel are named from the demangled name, glossary). "
+            "'Tensor cores' is a name heuristic (glossary, end of page).")
     return Table(id="kernels", title="Top kernels", columns=[
         Column("Kernel"), Column("Count", True), Column("Total (ms)", True), Column("Mean (µs)", True),
         Column("Median (µs)", True), Column("p95 (µs)", True),

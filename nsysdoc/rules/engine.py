@@ -252,9 +252,12 @@ def _extras(result: dict) -> dict:
     if short:
         count = v.get("top_kernel_count") or 1
         skip = min(10, max(count // 2, 0)) if count > 1 else 0
+        from ..metrics.kernels import ncu_kernel_filter
+
         safe = re.sub(r"[^A-Za-z0-9_]+", "_", short)[:40] or "kernel"
+        base, pattern = ncu_kernel_filter(short)  # a name built from a generic short name: its type
         extra["ncu_command"] = (
-            f"ncu --kernel-name-base function --kernel-name {shlex.quote('regex:^' + re.escape(short) + '$')} "
+            f"ncu --kernel-name-base {base} --kernel-name {shlex.quote(pattern)} "
             f"--launch-skip {skip} --launch-count 1 --set full -o {safe}_ncu <your training command>")
     else:
         extra["ncu_command"] = None

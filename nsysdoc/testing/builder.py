@@ -440,12 +440,14 @@ class Capture:
             w.con.close()
         return path
 
-    def write_kineto(self, path: str | os.PathLike, form: str = "new", distributed: dict | None = None) -> Path:
+    def write_kineto(self, path: str | os.PathLike, form: str = "new", distributed: dict | None = None,
+                     runtime: str = "cuda", api_names: dict[str, str] | None = None) -> Path:
         """Write the capture as a PyTorch Profiler (Kineto) trace instead: ``form`` "new" (PyTorch
-        >= 2.0) or "old" (1.8-1.12); ``.gz`` compresses. See :mod:`nsysdoc.testing.kineto`."""
+        >= 2.0) or "old" (1.8-1.12); ``runtime`` "cuda" or "hip" (an AMD GPU: HIP call names);
+        ``api_names`` renames calls; ``.gz`` compresses. See :mod:`nsysdoc.testing.kineto`."""
         from .kineto import write_kineto
 
-        return write_kineto(self, path, form=form, distributed=distributed)
+        return write_kineto(self, path, form=form, distributed=distributed, runtime=runtime, api_names=api_names)
 
     def _write_all(self, w: "_Writer") -> None:
         v = self.variant

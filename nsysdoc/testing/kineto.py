@@ -21,6 +21,15 @@ Two forms: ``"new"`` (PyTorch >= 2.0: categories ``kernel``/``cuda_runtime``/``c
 ``Kernel``/``Runtime``/``Operator``/``Memcpy``, absolute integer microseconds since the UNIX
 epoch, ``external id``, string thread ids, ``stream N`` GPU rows, ``async`` flows). A path ending
 in ``.gz`` is written gzip-compressed.
+
+Two runtimes: ``"cuda"`` (NVIDIA) and ``"hip"``, what ``torch.profiler`` records on an AMD GPU
+(Kineto's ROCm back end, ``libkineto/src/RocprofActivity*.h`` and ``RoctracerActivity*.h``): each
+CUDA call becomes its HIP twin (:func:`hip_name`), still a ``cuda_runtime`` event (HIP has no
+driver category) with ``cid``/``correlation`` args; copies are ``Memcpy DtoH (Device -> Host)``
+(ROCm names no pinned or pageable memory) with device, stream, correlation, kind and bytes; memsets
+``Memset (Device)`` without bytes; kernels carry ``kind: "Dispatch Kernel"``, no context; the
+devices are AMD GPUs (``warpSize`` 64, gfx version 9.4 as compute major/minor, no CUPTI fields).
+``api_names`` renames calls in either runtime (``{"cudaMemcpy": "hipMemcpyWithStream"}``).
 """
 from __future__ import annotations
 
@@ -47,6 +56,28 @@ CATS = {"new": {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memse
                 "driver": "cuda_driver", "op": "cpu_op", "annotation": "user_annotation", "flow": "ac2g"},
         "old": {"kernel": "Kernel", "memcpy": "Memcpy", "memset": "Memset", "runtime": "Runtime",
                 "driver": "Runtime", "op": "Operator", "annotation": "Operator", "flow": "async"}}
+
+
+RUNTIMES = ("cuda", "hip")
+#: CUDA calls whose HIP twin is not the same name with ``hip`` for ``cuda``/``cu``
+HIP_NAMES = {"cudaMallocHost": "hipHostMalloc", "cudaHostAlloc": "hipHostMalloc", "cudaFreeHost": "hipHostFree",
+             "cudaThreadSynchronize": "hipDeviceSynchronize", "cuLaunchKernel": "hipModuleLaunchKernel",
+             "cuMemAlloc": "hipMalloc", "cuMemFree": "hipFree"}
+#: ROCm's copy names: (kind, source, destination)
+HIP_COPY = {S.COPY_HTOD: ("HtoD", "Host", "Device"), S.COPY_DTOH: ("DtoH", "Device", "Host"),
+            S.COPY_DTOD: ("DtoD", "Device", "Device"), S.COPY_PTOP: ("DtoD", "Device", "Device")}
+
+
+def hip_name(name: str) -> str:
+    """The HIP call doing what CUDA call ``name`` does: :data:`HIP_NAMES`, else ``cuda``/``cu``
+    replaced by ``hip`` (``cudaStreamSynchronize`` -> ``hipStreamSynchronize``, ``cuModuleLoadData``
+    -> ``hipModuleLoadData``)."""
+    if name in HIP_NAMES:
+        return HIP_NAMES[name]
+    for prefix in ("cuda", "cu"):
+        if name.startswith(prefix):
+            return "hip" + name[len(prefix):]
+    return name
 
 
 def _dumps(v) -> str:
@@ -87,12 +118,18 @@ class KinetoWriter:
 
     # -- document ---------------------------------------------------------------------------
     def header(self, devices: dict[int, str], distributed: dict | None = None, compute: tuple[int, int] = (9, 0),
-               sms: int = 132) -> None:
-        props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
-                  "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-                  "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
-                  "sharedMemPerMultiprocessor": 233472, "numSms": sms, "sharedMemPerBlockOptin": 232448}
-                 for d, name in sorted(devices.items())]
+               sms: int = 132, runtime: str = "cuda") -> None:
+        if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
+            props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
+                      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+                      "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
+                      "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
+        else:
+            props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
+                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
+                      "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
+                      "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 233472, "numSms": sms,
+                      "sharedMemPerBlockOptin": 232448} for d, name in sorted(devices.items())]
         w = self.fh.write
         w('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    ')
         w(",\n    ".join(_dumps(p) for p in props))
@@ -100,7 +137,8 @@ class KinetoWriter:
         if self.form == "new":
             if distributed:
                 w(f'\n  "distributedInfo": {_dumps(distributed)},')
-            w('\n  "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,')
+            if runtime == "cuda":
+                w('\n  "cupti_version": 24, "cuda_runtime_version": 12040, "cuda_driver_version": 12040,')
             w(f'\n  "displayTimeUnit": "ms",\n  "baseTimeNanoseconds": {self.base_ns},')
         w('\n  "traceEvents": [')
 
@@ -142,33 +180,37 @@ def _open(path: Path) -> IO[str]:
 
 
 def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: dict | None = None,
-                 extra_devices: int = 2) -> Path:
+                 extra_devices: int = 2, runtime: str = "cuda", api_names: dict[str, str] | None = None) -> Path:
     """Write ``cap`` (a :class:`~nsysdoc.testing.Capture`) as a Kineto trace at ``path``.
 
     ``distributed`` is written as ``distributedInfo`` (new form only), e.g. ``{"backend": "nccl",
     "rank": 1, "world_size": 2}``. ``deviceProperties`` lists ``extra_devices`` GPUs beyond those
-    of the capture, as a node's trace lists every GPU it sees (they run nothing)."""
+    of the capture, as a node's trace lists every GPU it sees (they run nothing). ``runtime``:
+    ``"cuda"`` or ``"hip"`` (module docstring); ``api_names`` renames calls (CUDA name -> name)."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; choose from {RUNTIMES}")
+    hip = runtime == "hip"
     if len(cap.processes) > 1:
         raise ValueError("a Kineto trace is one process's: write each process (rank) of this capture as its own "
                          "Capture")
     path = Path(path)
     if path.exists():
         path.unlink()
-    devices = dict(cap.gpu_names)
+    devices = {d: "AMD Instinct MI300X" for d in cap.gpu_names} if hip else dict(cap.gpu_names)
     top = max(devices, default=-1)
     for d in range(top + 1, top + 1 + extra_devices):
-        devices[d] = devices.get(0, "NVIDIA GPU")
+        devices[d] = devices.get(0, "AMD Instinct MI300X" if hip else "NVIDIA GPU")
     gpu = sorted(cap._gpu, key=lambda o: (o.start, o.device, o.stream))
-    runtime = sorted(cap._runtime)
+    calls = sorted(cap._runtime)
     ranges = [n for n in cap._nvtx if n.get("type") in (S.NVTX_PUSHPOP, S.NVTX_STARTEND) and n.get("end") is not None]
-    times = [op.start for op in gpu] + [r[0] for r in runtime] + [n["start"] for n in ranges]
-    ends = [op.end for op in gpu] + [r[1] for r in runtime] + [n["end"] for n in ranges]
+    times = [op.start for op in gpu] + [r[0] for r in calls] + [n["start"] for n in ranges]
+    ends = [op.end for op in gpu] + [r[1] for r in calls] + [n["end"] for n in ranges]
     t0 = min(times, default=cap.start_ns)
     stop = max(ends, default=cap.start_ns) + 1_000_000
     by_corr = {(op.global_pid & S.PROCESS_MASK, op.correlation_id): op for op in gpu}
     with _open(path) as fh:
         w = KinetoWriter(fh, form, cap.utc_epoch_ns)
-        w.header(devices, distributed if form == "new" else None)
+        w.header(devices, distributed if form == "new" else None, runtime=runtime)
         cat = w.cat
         for p in cap.processes:
             w.meta("process_name", p.pid, 0, p.name)
@@ -206,11 +248,11 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 pid, tid = S.decode_pid(f["tid"]), S.decode_tid(f["tid"])
                 w.x("python_function", f["text"], pid, w.tid(tid), f["start"], f["end"],
                     {"Python id": i + 1, "Python parent id": None})
-        api_names = sorted({S.strip_api_suffix(r[4]) for r in runtime})
-        codes = _api_kind_codes(StringTable(np.arange(len(api_names)), np.array(api_names, dtype=object)))(
-            np.arange(len(api_names))) if api_names else []
-        kind_of = dict(zip(api_names, (int(c) for c in codes)))
-        for start, end, gtid, corr, raw_name in runtime:
+        cuda_names = sorted({S.strip_api_suffix(r[4]) for r in calls})
+        codes = _api_kind_codes(StringTable(np.arange(len(cuda_names)), np.array(cuda_names, dtype=object)))(
+            np.arange(len(cuda_names))) if cuda_names else []
+        kind_of = dict(zip(cuda_names, (int(c) for c in codes)))
+        for start, end, gtid, corr, raw_name in calls:
             name = S.strip_api_suffix(raw_name)
             pid, tid = S.decode_pid(gtid), S.decode_tid(gtid)
             w.ext += 1
@@ -220,8 +262,10 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 op_name = None  # the scenario names its operators: no made-up one around any call
             if op_name:
                 w.x(cat["op"], op_name, pid, w.tid(tid), start, end, {w.ext_key(): ext})
-            driver = name.startswith("cu") and not name.startswith("cuda")
-            w.x(cat["driver" if driver else "runtime"], name, pid, w.tid(tid), start, end,
+            driver = name.startswith("cu") and not name.startswith("cuda") and not hip
+            shown = (api_names or {}).get(name) or (hip_name(name) if hip else name)
+            w.x(cat["driver" if driver else "runtime"], shown, pid, w.tid(tid), start, end,
+                {w.ext_key(): ext, "cid": 0, "correlation": corr} if hip else
                 {w.ext_key(): ext, "cbid": 0, "correlation": corr})
             if (gpu_op := by_corr.get((gtid & S.PROCESS_MASK, corr))) is not None:
                 w.flow("s", corr, pid, w.tid(tid), start)
@@ -230,13 +274,25 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
         for op in gpu:
             ext = getattr(op, "_kineto_ext", 0)
             args = {w.ext_key(): ext} if ext else {}
-            args.update({"device": op.device, "context": op.context, "stream": op.stream,
-                         "correlation": op.correlation_id})
+            if hip:  # Kineto's ROCm GPU rows: no context; a kind on every row
+                args.update({"device": op.device, "stream": op.stream, "correlation": op.correlation_id})
+            else:
+                args.update({"device": op.device, "context": op.context, "stream": op.stream,
+                             "correlation": op.correlation_id})
             if op.table == "kernel":
-                args.update({"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.0,
-                             "warps per SM": 8.0, "grid": [132, 1, 1], "block": [256, 1, 1],
-                             "est. achieved occupancy %": 12})
+                if hip:
+                    args.update({"kind": "Dispatch Kernel", "grid": [304, 1, 1], "block": [256, 1, 1]})
+                else:
+                    args.update({"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.0,
+                                 "warps per SM": 8.0, "grid": [132, 1, 1], "block": [256, 1, 1],
+                                 "est. achieved occupancy %": 12})
                 w.x(cat["kernel"], op.name, op.device, w.stream_tid(op.stream), op.start, op.end, args)
+            elif op.table == "memcpy" and hip:
+                kind, src, dst = HIP_COPY.get(op.copy_kind, ("<unknown>", "?", "?"))
+                args.update({"kind": kind, "bytes": op.bytes,
+                             "memory bandwidth (GB/s)": round(op.bytes / max(op.end - op.start, 1), 6)})
+                w.x(cat["memcpy"], f"Memcpy {kind} ({src} -> {dst})", op.device, w.stream_tid(op.stream),
+                    op.start, op.end, args)
             elif op.table == "memcpy":
                 kind = S.COPY_KIND_LABELS.get(op.copy_kind, "Unknown")
                 src = MEM_KIND_NAMES.get(op.src_kind if op.src_kind is not None else -1, "Unknown")
@@ -245,6 +301,9 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                              "memory bandwidth (GB/s)": round(op.bytes / max(op.end - op.start, 1), 6)})
                 w.x(cat["memcpy"], f"Memcpy {kind} ({src} -> {dst})", op.device, w.stream_tid(op.stream),
                     op.start, op.end, args)
+            elif hip:
+                args["kind"] = "Device"
+                w.x(cat["memset"], "Memset (Device)", op.device, w.stream_tid(op.stream), op.start, op.end, args)
             else:
                 args.update({"bytes": op.bytes,
                              "memory bandwidth (GB/s)": round(op.bytes / max(op.end - op.start, 1), 6)})

@@ -462,12 +462,40 @@ def native_app_backtraces(steps: int = 4) -> Capture:
     return cap
 
 
+#: Three CUTLASS GEMMs nsys names ``Kernel`` (the generic short name of ``cutlass::Kernel<...>``).
+CUTLASS_GEMMS = (
+    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>"
+    "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4::Params)",
+    "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>"
+    "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8::Params)",
+    "void cutlass::Kernel<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)",
+)
+
+
+def cutlass_gemm_family(steps: int = 4, gemm_us: tuple[float, ...] = (900.0, 600.0, 300.0),
+                        calls: tuple[int, ...] = (2, 1, 3), small_us: float = 50.0) -> Capture:
+    """A model built on CUTLASS: per step, GEMM i of :data:`CUTLASS_GEMMS` runs ``calls[i]`` times
+    for ``gemm_us[i]`` µs (all with nsys short name ``Kernel``), then one elementwise kernel and a
+    ``loss.item()``."""
+    cap = Capture()
+    t = cap.process(pid=4600).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for name, us, n in zip(CUTLASS_GEMMS, gemm_us, calls):
+                for _ in range(n):
+                    t.cpu(us=20)
+                    t.launch(name, us, short_name="Kernel", tensor_active=0.5)
+            t.launch(ELEMENTWISE, small_us)
+            t.item()
+    return cap
+
+
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
-        where_tiny_kernels_and_item, native_app_backtraces,
+        where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family,
     )
 }

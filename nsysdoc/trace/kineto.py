@@ -50,7 +50,7 @@ from .model import StringTable, Trace
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 3
+KINETO_FORMAT = 4
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -871,6 +871,9 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         return v if ok(v) else None
 
     def cc(d):
+        # AMD GPUs (ROCm: warp size 64) give their gfx version (MI300X: 9.4), no CUDA compute capability
+        if prop(d, "warpSize", lambda v: v == 64) is not None:
+            return None
         major = prop(d, "computeMajor", lambda v: v.__class__ is int and 0 < v < 100)
         minor = prop(d, "computeMinor", lambda v: v.__class__ is int and 0 <= v < 100)
         return float(f"{major}.{minor or 0}") if major is not None else None

@@ -162,17 +162,26 @@ def strip_api_suffix(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
 
-#: Kernel names: communication kernels (NCCL <= 2.18 ``ncclKernel_*``, >= 2.19 ``ncclDevKernel_*``).
-NCCL_KERNEL = re.compile(r"^(void\s+)?nccl", re.IGNORECASE)
+#: Kernel names: communication kernels (NCCL <= 2.18 ``ncclKernel_*``, >= 2.19 ``ncclDevKernel_*``;
+#: RCCL, NCCL's ROCm port, the same names and ``ncclDevKernel_Generic_1``, and its MSCCL
+#: ``mscclKernel_*`` kernels).
+NCCL_KERNEL = re.compile(r"^(void\s+)?(nccl|msccl)", re.IGNORECASE)
 
-#: CUDA API classification (names after suffix stripping).
+#: CUDA API classification (names after suffix stripping). Each class also holds the HIP twins
+#: (AMD ROCm; PyTorch Profiler traces from AMD GPUs record HIP runtime calls as ``cuda_runtime``
+#: events): the HIP call that does what the CUDA call does has the same class. HIP's per-thread
+#: default-stream variants end in ``_spt`` as CUDA's end in ``_ptsz``; ``hipDrv*`` copies are the
+#: driver-style twins of ``cuMemcpy*``.
 LAUNCH_APIS = re.compile(
     r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|cudaMemcpy\w*|cuMemcpy\w*|"
-    r"cudaMemset\w*|cuMemset\w*)$"
+    r"cudaMemset\w*|cuMemset\w*|"
+    r"hipLaunch\w*|hipExtLaunch\w*|hipModuleLaunch\w*|hipExtModuleLaunch\w*|hipHccModuleLaunch\w*|"
+    r"hipGraphLaunch\w*|hip(Drv)?Memcpy\w*|hipMemset\w*)$"
 )
 SYNC_ALWAYS_BLOCKING = re.compile(
     r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaThreadSynchronize|"
-    r"cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize)(_ptsz)?$"
+    r"cuCtxSynchronize|cuStreamSynchronize|cuEventSynchronize)(_ptsz)?$|"
+    r"^(hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize|hipCtxSynchronize)(_spt)?$"
 )
 #: Codes of ``runtime.api_kind``.
 API_OTHER, API_LAUNCH, API_SYNC, API_SYNC_COPY, API_SYNC_MEMSET, API_ASYNC_COPY, API_ALLOC, API_SETUP = range(8)
@@ -182,7 +191,10 @@ ALLOC_APIS = re.compile(
     r"^(cudaMalloc\w*|cudaFree\w*|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|cudaMemPool(Create|Destroy|Trim\w*)|"
     r"cuMemAlloc\w*|cuMemFree\w*|cuMemHostAlloc|cuMemHostRegister\w*|cuMemHostUnregister|cuMemCreate|cuMemRelease|"
     r"cuMemMap|cuMemMapArrayAsync|cuMemUnmap|cuMemAddressReserve|cuMemAddressFree|cuMemSetAccess|"
-    r"cuMemPool(Create|Destroy|Trim\w*))(_ptsz)?$"
+    r"cuMemPool(Create|Destroy|Trim\w*))(_ptsz)?$|"
+    r"^(hipMalloc\w*|hipExtMalloc\w*|hipFree\w*|hipHostMalloc|hipHostAlloc|hipHostFree|hipHostRegister|"
+    r"hipHostUnregister|hipMemAlloc\w*|hipMemPool(Create|Destroy|Trim\w*)|hipMemCreate|hipMemRelease|hipMemMap|"
+    r"hipMemMapArrayAsync|hipMemUnmap|hipMemAddressReserve|hipMemAddressFree|hipMemSetAccess)(_spt)?$"
 )
 #: One-time set-up and tear-down: module/library loading and JIT linking, context and stream
 #: creation, driver entry-point lookup, device queries, peer access, CUDA-graph instantiation.
@@ -194,18 +206,27 @@ SETUP_APIS = re.compile(
     r"cudaGetDeviceProperties\w*|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cudaStreamCreate\w*|"
     r"cudaStreamDestroy|cuStreamCreate\w*|cuStreamDestroy\w*|cudaDeviceSetLimit|cudaDeviceEnablePeerAccess|"
     r"cuCtxEnablePeerAccess|cudaIpcOpenMemHandle|cuIpcOpenMemHandle\w*|cudaGraphInstantiate\w*|"
-    r"cuGraphInstantiate\w*|cudaGraphUpload|cuGraphUpload|cudaProfilerStart|cudaProfilerStop)(_ptsz)?$"
+    r"cuGraphInstantiate\w*|cudaGraphUpload|cuGraphUpload|cudaProfilerStart|cudaProfilerStop)(_ptsz)?$|"
+    r"^(hipModuleLoad\w*|hipModuleUnload|hipModuleGetFunction|hipModuleGetGlobal|hipLibraryLoad\w*|"
+    r"hipLibraryUnload|hipLink\w*|hipInit|hipCtxCreate|hipCtxDestroy|hipDevicePrimaryCtx\w*|hipSetDevice|"
+    r"hipDeviceReset|hipGetDeviceProperties\w*|hipGetProcAddress|hipStreamCreate\w*|hipExtStreamCreate\w*|"
+    r"hipStreamDestroy|hipDeviceSetLimit|hipDeviceEnablePeerAccess|hipCtxEnablePeerAccess|hipIpcOpenMemHandle|"
+    r"hipGraphInstantiate\w*|hipGraphUpload|hipProfilerStart|hipProfilerStop)(_spt)?$"
 )
 #: Kernel and graph launches (a launch call this long while the GPU is idle is set-up work: see
 #: ``SETUP_LAUNCH_MIN_NS`` in nsysdoc.metrics.gpu).
-KERNEL_LAUNCH_APIS = re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*)$")
-#: Synchronous copies / memsets: no "Async" in the name.
-SYNC_COPY = re.compile(r"^(cudaMemcpy(?!\w*Async)\w*|cuMemcpy(?!\w*Async)\w*)$")
-SYNC_MEMSET = re.compile(r"^(cudaMemset(?!\w*Async)\w*|cuMemset(?!\w*Async)\w*)$")
-ASYNC_COPY = re.compile(r"^(cudaMemcpy\w*Async\w*|cuMemcpy\w*Async\w*)$")
+KERNEL_LAUNCH_APIS = re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunch\w*|"
+                                r"hipExtLaunch\w*|hipModuleLaunch\w*|hipExtModuleLaunch\w*|hipHccModuleLaunch\w*|"
+                                r"hipGraphLaunch\w*)$")
+#: Synchronous copies / memsets: no "Async" in the name. ``hipMemcpyWithStream`` (PyTorch's
+#: synchronous copy on ROCm) is synchronous despite its stream argument.
+SYNC_COPY = re.compile(r"^(cudaMemcpy(?!\w*Async)\w*|cuMemcpy(?!\w*Async)\w*|hip(Drv)?Memcpy(?!\w*Async)\w*)$")
+SYNC_MEMSET = re.compile(r"^(cudaMemset(?!\w*Async)\w*|cuMemset(?!\w*Async)\w*|hipMemset(?!\w*Async)\w*)$")
+ASYNC_COPY = re.compile(r"^(cudaMemcpy\w*Async\w*|cuMemcpy\w*Async\w*|hip(Drv)?Memcpy\w*Async\w*)$")
 #: Never host-blocking although they are about synchronisation.
 NON_BLOCKING_SYNC = re.compile(r"^(cudaStreamWaitEvent|cuStreamWaitEvent|cudaStreamQuery|cudaEventQuery|"
-                               r"cuStreamQuery|cuEventQuery|cudaEventRecord\w*|cuEventRecord\w*)$")
+                               r"cuStreamQuery|cuEventQuery|cudaEventRecord\w*|cuEventRecord\w*)$|"
+                               r"^(hipStreamWaitEvent|hipStreamQuery|hipEventQuery|hipEventRecord\w*)(_spt)?$")
 
 #: OS runtime calls that mean "this thread is waiting" (for input, a lock, a worker ...).
 OS_WAIT_CALLS = re.compile(
