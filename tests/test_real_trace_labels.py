@@ -655,8 +655,8 @@ LABELS["unet_trainer_no_kernels_rtx4060"] = Label(
 # kineto/hta_a100_rank3of8 (PyTorch Profiler, rank 3 of 8 A100s) -------------------------------
 # Python over the gzip'd JSON (times in us): window = ProfilerStep#1009 start .. ProfilerStep#1014
 #   end = 465.171 ms (6 steps of 75.5-81.1 ms); GPU ops (cat kernel/gpu_memcpy/gpu_memset) all on
-#   device 3, 4 streams: union 388.59 ms = 83.536 % (a sum of durations would be 107.96 % of the
-#   GPU span: kernels overlap across streams, so the union matters here).
+#   device 3, 4 streams: union 388.59 ms = 83.536 % (a sum of durations would be 107.82 % of the
+#   window: kernels overlap across streams, so the union matters here).
 #   NCCL kernels (name starts with nccl: ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t 130.7 ms,
 #   ncclKernel_AllReduce_RING_LL_Sum_float 32.9 ms): union 163.535 ms; NCCL time with no non-NCCL
 #   kernel running = |compute ∪ comm| - |compute| = 87.921 ms = 18.901 % of the window; 75.6 ms
