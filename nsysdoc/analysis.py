@@ -28,6 +28,7 @@ from .trace import Trace
 from .trace import schema as S
 from .trace.columns import Columns
 from .trace.store import release_memory
+from .rules.policy import HOST_JUDGE_MIN_WINDOW_MS
 
 TOP_N = 50
 #: Bytes of freed slice pieces after which :func:`_consume` returns memory to the system.
@@ -225,7 +226,10 @@ def _assemble(a: Analysis, res) -> dict:
     judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
     summary = {
         # a busy share of a window with a handful of GPU operations says nothing: null, with the reason
-        "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals and judgeable else None),
+        # a busy share of a window with a handful of GPU operations says nothing, unless the window
+        # is long: then it says how little the GPU did (host-side judgement, rules.policy)
+        "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals and (
+            judgeable or (window_ns or 0) / 1e6 >= HOST_JUDGE_MIN_WINDOW_MS) else None),
         "step_count": int(threads_steps.max()) if len(threads_steps) else 0,
         "step_time_ms_median": _num(_median([r["step_time_ms"] for r in primary])),
         "kernel_count": kernel_metrics["count"],

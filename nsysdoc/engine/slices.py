@@ -198,6 +198,7 @@ class Context:
         self.ndev = ndev
         st = trace.strings
         self.nccl = st.flags(lambda v: S.NCCL_KERNEL.match(v) is not None)
+        self.lib_init = st.flags(lambda v: v[:2] in ("cu", "hi") and S.LIB_INIT_APIS.match(S.strip_api_suffix(v)) is not None)
         self.fp32 = st.flags(is_fp32_gemm)
         self.thread_keys = np.asarray(trace.threads["global_tid"], dtype=np.int64)
         self.pageable_api = np.asarray(trace.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
@@ -332,7 +333,7 @@ def _host(ctx: Context, lo: int, hi: int):
         lo = max(NEG, r_lo - max(hi - r_lo, 1 << 20))
     setup_launch = in_sorted(plan.setup_launch, rt["pos"]) if len(plan.setup_launch) else None
     host = host_activity_from(rt, blocking, os_, plan.loader_ranges, plan.setup_ranges[:3], ctx.thread_keys,
-                              setup_launch)
+                              setup_launch, ctx.lib_init(rt["name_id"]) if "name_id" in rt else None)
     return rt, blocking, os_, host, r_lo
 
 

@@ -54,10 +54,16 @@ def levels_of(kind: np.ndarray, blocking: np.ndarray, setup_launch: np.ndarray |
     return level
 
 
-def setup_stretches(thread: np.ndarray, start: np.ndarray, end: np.ndarray, level: np.ndarray):
+def setup_stretches(thread: np.ndarray, start: np.ndarray, end: np.ndarray, level: np.ndarray,
+                    lib_init: np.ndarray | None = None):
     """``(thread, start, end)`` of the host time between consecutive set-up calls of the same thread
-    (each ``SETUP_CLUSTER_MIN_NS`` or longer) that are at most ``SETUP_CLUSTER_GAP_NS`` apart."""
-    sel = np.flatnonzero((level == LV_SETUP_API) & (end - start >= SETUP_CLUSTER_MIN_NS))
+    (each ``SETUP_CLUSTER_MIN_NS`` or longer, or a library's driver initialisation call of any
+    length: ``lib_init``, see ``nsysdoc.trace.schema.LIB_INIT_APIS``) that are at most
+    ``SETUP_CLUSTER_GAP_NS`` apart."""
+    long_enough = end - start >= SETUP_CLUSTER_MIN_NS
+    if lib_init is not None and len(lib_init) == len(level):
+        long_enough |= lib_init
+    sel = np.flatnonzero((level == LV_SETUP_API) & long_enough)
     empty = (np.zeros(0, np.int64),) * 3
     if len(sel) < 2:
         return empty
@@ -90,7 +96,8 @@ def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarra
 
 
 def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges: tuple, setup_ranges: tuple,
-                       thread_keys: np.ndarray, setup_launch: np.ndarray | None = None) -> HostActivity:
+                       thread_keys: np.ndarray, setup_launch: np.ndarray | None = None,
+                       lib_init: np.ndarray | None = None) -> HostActivity:
     """Per-thread blocking-sync union, plus the painting sources (CUDA API rows by class, OS waits,
     DataLoader and compile/autotune/warm-up NVTX ranges), from arrays: CUDA API rows ``rt``
     (thread, start_ns, end_ns, api_kind), OS runtime rows ``osrt`` (thread, start_ns, end_ns, is_wait), and the DataLoader
@@ -106,7 +113,7 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
         (LV_WAIT, ot[wait], os_[wait], oe[wait]),
         (LV_INPUT_NVTX, *loader_ranges),
         (LV_SETUP_NVTX, *setup_ranges),
-        (LV_SETUP_API, *setup_stretches(rt_thread, rs, re_, levels)),
+        (LV_SETUP_API, *setup_stretches(rt_thread, rs, re_, levels, lib_init)),
     ]
     return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),

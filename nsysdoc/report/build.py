@@ -102,8 +102,8 @@ def headline(result: dict) -> list[Headline]:
     out = []
     for key, label, terms, where in HEADLINES:
         raw = (summary if where == "summary" else metrics).get(key)
-        if too_little and key in ("gpu_busy_pct", "host_wait_pct"):
-            raw = None  # a share of a window with a handful of GPU operations says nothing
+        if too_little and key == "host_wait_pct" and summary.get("gpu_busy_pct") is None:
+            raw = None  # a share of a short window with a handful of GPU operations says nothing
         note = ""
         if key == "gpu_busy_pct":
             value = fmt_pct(raw) if is_num(raw) else "—"

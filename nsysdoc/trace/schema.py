@@ -213,6 +213,10 @@ SETUP_APIS = re.compile(
     r"hipStreamDestroy|hipDeviceSetLimit|hipDeviceEnablePeerAccess|hipCtxEnablePeerAccess|hipIpcOpenMemHandle|"
     r"hipGraphInstantiate\w*|hipGraphUpload|hipProfilerStart|hipProfilerStop)(_spt)?$"
 )
+#: Calls a library makes while it initialises the driver API for itself (cuBLAS, cuDNN ...):
+#: never part of a training loop's steady state, so a run of them is one library's set-up.
+LIB_INIT_APIS = re.compile(r"^(cuInit|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetLoadingMode|"
+                           r"cuDriverGetVersion|hipInit|hipGetProcAddress)$")
 #: Kernel and graph launches (a launch call this long while the GPU is idle is set-up work: see
 #: ``SETUP_LAUNCH_MIN_NS`` in nsysdoc.metrics.gpu).
 KERNEL_LAUNCH_APIS = re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunch\w*|"
