@@ -77,6 +77,8 @@ def rank_findings(findings: list[dict]) -> list[dict]:
 
 
 def impact_text(f: dict, window_ms=None) -> str:
+    if is_num(f.get("impact_ms")) and f["impact_ms"] < 0.0005:
+        return "no measurable cost"
     parts = []
     if is_num(f.get("impact_ms_per_step")):
         parts.append(f"{fmt_ms(f['impact_ms_per_step'])} per step")
@@ -155,8 +157,10 @@ def numbers_show(result: dict) -> str:
         dur = step.get("duration_ms") or sum(v or 0 for v in bd.values()) or 1
         others = [(k, v or 0) for k, v in bd.items() if k != "compute"]
         k, v = max(others, key=lambda kv: kv[1]) if others else ("", 0)
-        s = (f"GPU busy {fmt_pct(busy)} of the window; in the median step ({fmt_ms(step.get('step_time_ms'))}), "
+        s = (f"GPU busy {fmt_pct(busy)} of the window; " if is_num(busy) else "") + \
+            (f"in the median step ({fmt_ms(dur)} from its start to the end of its GPU work), "
              f"compute takes {fmt_ms(bd.get('compute'))} ({fmt_pct((bd.get('compute') or 0) / dur * 100, 0)})")
+        s = s[:1].upper() + s[1:]
         if v > 0:
             s += f" and the largest other part is {labels.get(k, k)}: {fmt_ms(v)} ({fmt_pct(v / dur * 100, 0)})."
         else:
@@ -166,9 +170,13 @@ def numbers_show(result: dict) -> str:
     window = (capture.get("window") or {}).get("duration_ms")
     if idle and any(v for v in idle.values()):
         c, v = max(idle.items(), key=lambda kv: kv[1] or 0)
-        return (f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} window (no per-step numbers: no step markers); "
+        lead = f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} window" if is_num(busy) else \
+            f"In the {fmt_ms(window)} window"
+        return (lead + " (no per-step numbers: no step markers); "
                 f"the largest idle class is {CAUSE_LABELS.get(c, c)}: {fmt_ms(v)}"
                 + (" per GPU." if len(result.get("devices") or []) > 1 else "."))
+    if not is_num(busy):
+        return f"Too little GPU work in the {fmt_ms(window)} analysis window to give a busy share."
     return f"GPU busy {fmt_pct(busy)} of the {fmt_ms(window)} analysis window."
 
 

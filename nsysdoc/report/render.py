@@ -213,6 +213,10 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
         lines += [f"**Findings** ({len(findings)}, ranked by impact):", "",
                   "| # | severity | finding | per step | in window | share |", "|---:|---|---|---:|---:|---:|"]
         for i, f in enumerate(findings[:max_findings], 1):
+            if _no_cost(f):  # a finding whose cost rounds to nothing says so, not "0.000 ms"
+                lines.append(f"| {i} | {_md(f.get('severity'))} | {_md(f.get('title') or f.get('rule'))} | "
+                             "no measurable cost | | |")
+                continue
             lines.append(f"| {i} | {_md(f.get('severity'))} | {_md(f.get('title') or f.get('rule'))} | "
                          f"{_md(fmt_ms(f.get('impact_ms_per_step')) if is_num(f.get('impact_ms_per_step')) else '—')} | "
                          f"{_md(fmt_ms(f.get('impact_ms')) if is_num(f.get('impact_ms')) else '—')} | "
@@ -254,7 +258,7 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
     win = (cap.get("window") or {}).get("duration_ms")
     facts = [f"nsys {_md(src.get('nsys_version') or 'unknown')}", f"{cap.get('device_count', 0)} device(s)",
              f"{(r.get('summary') or {}).get('step_count', 0)} steps" if cap.get("has_step_markers") else "no step markers",
-             f"analysis window {_md(fmt_ms(win))}"]
+             f"analysis window {_md(fmt_ms(win))}" if is_num(win) else "no analysis window (no GPU activity)"]
     lines.append("Capture: " + ", ".join(facts) + ".")
     for w in cap.get("warnings") or []:
         lines.append(f"- {_md(w)}")
@@ -266,6 +270,11 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
 # ---------------------------------------------------------------------------------------------
 def _ascii(text: str) -> str:
     return text.replace("—", "-").replace("–", "-").replace("·", "|").replace("→", "->").replace("µs", "us")
+
+
+def _no_cost(f: dict) -> bool:
+    """A finding whose measured cost rounds to nothing (printed it would read "0.000 ms")."""
+    return is_num(f.get("impact_ms")) and f["impact_ms"] < 0.0005
 
 
 def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
@@ -288,7 +297,9 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
         out.append(f"Findings ({len(findings)}):")
         for i, f in enumerate(findings[:max_findings], 1):
             imp = ""
-            if is_num(f.get("impact_ms_per_step")):
+            if _no_cost(f):
+                imp = " - no measurable cost"
+            elif is_num(f.get("impact_ms_per_step")):
                 imp = f" - {fmt_ms(f['impact_ms_per_step'])}/step"
             elif is_num(f.get("impact_ms")):
                 imp = f" - {fmt_ms(f['impact_ms'])}"

@@ -420,8 +420,10 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
             continue
         findings.append(finding)
         statuses.append({**status, "status": "fired", "reason": None})
-    findings.sort(key=lambda f: (f["impact_ms"] is None, -(f["impact_ms"] or 0), -SEVERITY_RANK[f["severity"]]))
-    return findings, statuses
+    from .verdict import rank_findings
+
+    # the one order of the findings list (JSON, page, Markdown, terminal), which the verdict follows
+    return rank_findings(findings), statuses
 
 
 def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict, result: dict, window: dict) -> dict | None:

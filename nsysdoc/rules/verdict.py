@@ -204,9 +204,11 @@ def verdict(result: dict) -> dict:
         why = "the capture has no GPU activity" if not cap.get("gpu_activity", True) else \
             (f"no kernel was captured, only {ops:,} copy/memset operation(s)" if ops else "no GPU kernel ran in the capture")
         f = next((x for x in findings if x.get("rule") == "no-gpu-activity"), None)
+        # the detail does not repeat the findings below (no-gpu-activity, capture-quality)
         return {**base, "status": "no-gpu", "headline": "no-gpu-activity", "rule": f and f["rule"],
                 "severity": f and f["severity"], "sentence": f"Nothing to diagnose: {why}.",
-                "detail": (f or {}).get("message") or "", "framing": framing}
+                "detail": "The capture-quality finding below says what the capture lacks and how to record it.",
+                "framing": framing}
     costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
               and f.get("severity") in ("warning", "critical")]
     little = cap.get("enough_gpu_work") is False
