@@ -227,3 +227,39 @@ def test_tiny_blocking_readbacks_are_host_synchronisation(tmp_path):
     # per readback: 20 us of Python plus the refill before the next kernel starts (~22 us), x 2000
     assert 40.0 < sync < 48.0
     assert f["host-sync"]["impact_ms"] == approx(sync, abs=0.01) and f["host-sync"]["severity"] == "critical"
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. A --step-marker that matches nothing says so, and names ranges that look like steps
+# ---------------------------------------------------------------------------------------------
+
+def test_a_step_marker_that_matches_nothing_names_the_ranges_that_look_like_steps(tmp_path):
+    from nsysdoc.analysis import analyze
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace
+
+    cap = Capture()
+    t = cap.process().thread()
+    for i in range(6):
+        with t.range(f"train_iter {i}"):
+            with t.range("forward"):
+                t.launch("gemm_kernel", us=2000)
+            t.cpu(us=500)
+    path = cap.write(tmp_path / "c.sqlite")
+
+    def diagnose(marker):
+        return apply_rules(analyze(load_trace(path, cache=False), step_pattern=marker).to_dict(), load_rules())
+
+    r = diagnose(r"iteration_\d+")
+    q = next(f for f in r["findings"] if f["rule"] == "capture-quality")
+    assert r"no NVTX range matches the step marker 'iteration_\d+' (--step-marker)" in q["message"]
+    assert "no training-step markers" not in q["message"]
+    # "train_iter N": 6 host ranges of ~505 us (a 5 us launch call and 500 us of Python; the kernel
+    # runs asynchronously), the most time among the repeated ones, listed first
+    import re
+    m = re.search(r"ranges that repeat like steps: 'train_iter N' \(6x, ([\d.]+) us each\)", q["message"])
+    assert m and 500 <= float(m.group(1)) <= 510, q["message"]
+    suggestion = re.search(r"for example --step-marker '([^']+)'", q["message"]).group(1)
+    assert suggestion == r"train_iter\ \d+"
+    # the suggestion works
+    assert diagnose(suggestion)["summary"]["step_count"] == 6

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import RuleError
 from . import policy, text
+from . import text as text_m
 from .expr import ExprError
 from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
 from .values import IDLE_CLASSES
@@ -281,7 +282,7 @@ def _extras(result: dict) -> dict:
         times = f" ({n['count']} times)" if n["count"] > 1 else ""
         problems.append(f'nsys says: "{n["text"].rstrip(".")}"{times}')
     if not v.get("has_step_markers"):
-        problems.append("no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step")
+        problems.append(_no_steps_text(result))
     elif (v.get("step_count") or 0) < 3:
         problems.append(f"only {v.get('step_count')} step(s) captured; capture at least 3-5 after warm-up")
     if not v.get("has_step_markers") and (v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"):
@@ -473,6 +474,38 @@ def _pageable_cost_note(v: dict) -> str:
         return (f"They already move about as fast as pinned memory would ({ref:.1f} GB/s, {where}), so pinning "
                 "would save no measurable time; they still block the host while they run.")
     return f"At {ref:.1f} GB/s ({where}) they would take {text.duration(save * 1e6)} less."
+
+
+def _step_candidates(result: dict, k: int = 3) -> list[dict]:
+    """NVTX ranges that repeat like steps (3 times or more, not a library's), most time first."""
+    from ..trace.schema import LIBRARY_NVTX_DOMAINS
+
+    rows = (result.get("metrics") or {}).get("nvtx") or []
+    out = [r for r in rows if isinstance(r, dict) and (r.get("count") or 0) >= 3 and r.get("text")
+           and str(r.get("domain") or "").lower() not in LIBRARY_NVTX_DOMAINS]
+    out.sort(key=lambda r: -(r.get("total_ms") or 0))
+    return out[:k]
+
+
+def _no_steps_text(result: dict) -> str:
+    """Why nothing is per step: the default pattern found no step ranges, or the user's
+    ``--step-marker`` matched nothing; with the ranges that repeat like steps and the option that
+    would use one of them."""
+    from ..trace.schema import DEFAULT_STEP_PATTERN
+
+    pattern = (result.get("capture") or {}).get("step_pattern") or DEFAULT_STEP_PATTERN
+    cands = _step_candidates(result)
+    if pattern != DEFAULT_STEP_PATTERN:
+        text = f"no NVTX range matches the step marker '{pattern}' (--step-marker), so nothing is per step"
+    else:
+        text = "no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step"
+    if cands:
+        names = ", ".join(f"{c['text'][:60]!r} ({c['count']}x, {text_m.duration((c.get('mean_ms') or 0) * 1e6)} each)"
+                          for c in cands)
+        first = re.sub(r"(?<![A-Za-z0-9])N(?![A-Za-z0-9])", lambda _: r"\d+",
+                       re.escape(str(cands[0]["text"])[:60]).replace("\\#", "#"))
+        text += f"; ranges that repeat like steps: {names} (for example --step-marker {shlex.quote(first)})"
+    return text
 
 
 def _launch_ratio_note(v: dict) -> str:
