@@ -584,8 +584,9 @@ def test_pageable_async_copy_is_blocking_and_stream_wait_is_not(tmp_path):
 def test_copies_by_kind_and_host_memory(tmp_path):
     d = run(pageable_capture(), tmp_path)
     rows = {(c["kind"], c["host_memory"]): c for c in d["metrics"]["copies"]}
-    assert set(rows) == {("HtoD", "pageable"), ("HtoD", "pinned")}
-    pg, pn = rows[("HtoD", "pageable")], rows[("HtoD", "pinned")]
+    # the 30,000-byte pageable copy is under 64 KiB: its own group (glossary, "Copies")
+    assert set(rows) == {("HtoD", "pageable, small"), ("HtoD", "pinned")}
+    pg, pn = rows[("HtoD", "pageable, small")], rows[("HtoD", "pinned")]
     assert (pg["count"], pg["bytes"]) == (1, 30_000)
     assert pg["time_ms"] == approx(0.01)
     assert pg["gbps"] == approx(30_000 / 10_000)      # bytes / ns = GB/s = 3.0
@@ -833,7 +834,7 @@ def test_schema_variants_pageable_copies(variant, tmp_path):
     cap.variant = variant
     d = run(cap, tmp_path, name=f"p{variant}.sqlite")
     kinds = sorted((c["kind"], c["host_memory"], c["count"]) for c in d["metrics"]["copies"])
-    assert kinds == [("HtoD", "pageable", 1), ("HtoD", "pinned", 1)]
+    assert kinds == [("HtoD", "pageable, small", 1), ("HtoD", "pinned", 1)]
     (s,) = primary_steps(d)
     assert s["host_sync_ms"] == approx(0.0702)
 
@@ -1100,7 +1101,7 @@ def test_scalar_read_followed_by_device_sync_and_pageable(tmp_path):
     (s,) = primary_steps(d)
     assert s["scalar_reads"] == 2
     kinds = sorted((c["kind"], c["host_memory"]) for c in d["metrics"]["copies"])
-    assert kinds == [("DtoH", "pageable"), ("DtoH", "pinned")]
+    assert kinds == [("DtoH", "pageable, small"), ("DtoH", "pinned")]
 
 
 def test_launch_path_only_kernels_in_window(tmp_path):
