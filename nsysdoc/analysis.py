@@ -771,6 +771,11 @@ def _values(a: Analysis, r: dict) -> dict:
         v[f"idle_{c}_pct"] = pct_of_window(ms)
         v[f"idle_{c}_ms_per_step"] = _num(_step_mean(primary, f"idle_{c}"))
     v["idle_pct"] = mean("idle_pct")
+    # allocation churn is repetition: the share of the primary steps with GPU idle time in
+    # allocation calls (null without steps)
+    bds = [s["breakdown_ms"] for s in primary if s.get("breakdown_ms")]
+    v["alloc_steps_pct"] = _num(sum(1 for b in bds if (b.get("idle_alloc") or 0) > 0) / len(bds) * 100) \
+        if bds else None
     v.update(_gap_shape_values(a, m["kernels"]["median_us"]))
     per_step = lambda key: _median([s[key] if s[key] is not None else np.nan for s in primary])  # noqa: E731
     v["idle_before_first_op_ms_median"] = _num(per_step("idle_before_first_op_ms"))

@@ -263,3 +263,60 @@ def test_a_step_marker_that_matches_nothing_names_the_ranges_that_look_like_step
     assert suggestion == r"train_iter\ \d+"
     # the suggestion works
     assert diagnose(suggestion)["summary"]["step_count"] == 6
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. One-time allocation is not allocation churn
+# ---------------------------------------------------------------------------------------------
+
+def test_allocation_in_the_first_step_only_is_not_churn(tmp_path):
+    # step 0: the caching allocator grows (10 x cudaMalloc of 2 ms between kernels); steps 1-7 reuse
+    # its memory. 20 ms of allocation idle is 1/8 of the steps: one-time, not churn.
+    cap = Capture()
+    t = cap.process().thread()
+    for i in range(8):
+        with t.range(f"step {i}"):
+            for _ in range(10):
+                t.launch("gemm_kernel", us=1000)
+                if i == 0:
+                    t.malloc(us=2000)
+    r = run(cap, tmp_path)
+    v = r["metrics"]["values"]
+    assert v["alloc_steps_pct"] == approx(12.5)
+    assert v["idle_alloc_pct"] >= 1          # the time is there, the repetition is not
+    assert "allocation-churn" not in fired(r)
+
+
+def test_allocation_every_step_is_churn(tmp_path):
+    cap = Capture()
+    t = cap.process().thread()
+    for i in range(8):
+        with t.range(f"step {i}"):
+            for _ in range(10):
+                t.launch("gemm_kernel", us=1000)
+                t.malloc(us=2000)
+    r = run(cap, tmp_path)
+    assert r["metrics"]["values"]["alloc_steps_pct"] == approx(100.0)
+    assert fired(r)["allocation-churn"]["severity"] == "critical"
+
+
+def test_allocation_inside_nccl_communicator_set_up_is_set_up(tmp_path):
+    # ncclCommInitRank (NCCL's NVTX domain) allocates and registers its buffers: 3 x cudaMalloc of
+    # 5 ms and a cudaHostRegister of 5 ms while the GPU waits, inside the GPU span (no step
+    # markers: the window is first to last GPU operation); then 50 kernels of 2 ms
+    cap = Capture()
+    t = cap.process().thread()
+    t.launch("warm_kernel", us=100)
+    with t.range("ncclCommInitRank", domain="NCCL"):
+        for _ in range(3):
+            t.malloc(us=5000)
+        t.api("cudaHostRegister", us=5000)
+    for _ in range(50):
+        t.launch("gemm_kernel", us=2000)
+    r = run(cap, tmp_path)
+    # the 20 ms of communicator set-up (GPU idle from the 0.1 ms warm kernel's end) are set-up:
+    # the window leaves them out as a warm-up, and the one-time-setup total counts them
+    (warm,) = r["capture"]["excluded"]
+    assert warm["kind"] == "warm-up" and warm["setup_ms"] == approx(19.9, abs=0.05)
+    assert r["metrics"]["values"]["setup_span_ms"] == approx(19.9, abs=0.05)
+    assert "allocation-churn" not in fired(r)

@@ -18,7 +18,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "launch_call_count", "module_load_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
     "copy_only_ms_per_step",
     *(f"idle_{c}_{u}" for c in IDLE_CLASSES for u in ("ms", "pct", "ms_per_step")),
-    "idle_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
+    "idle_pct", "alloc_steps_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
     "host_gap_count", "host_gap_ms_max", "host_gap_ms_median", "idle_before_first_op_ms_median",
     "step_start_idle_pct_median", "host_sync_ms_per_step_median", "scalar_reads_per_step_median",
     "scalar_read_count", "sync_call_count", "host_sync_ms_max_thread", "alloc_call_count", "alloc_api_ms",

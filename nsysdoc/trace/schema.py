@@ -243,7 +243,7 @@ OS_WAIT_CALLS = re.compile(
 #: NVTX text of compilation, JIT, autotuning and warm-up ranges (nvFuser, NVRTC, Triton autotune,
 #: user "warmup" ranges). "Compiled ..." alone (torch.compile's compiled-region *execution*) is not.
 SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _-]?up|\blower(ing)?\b|"
-                        r"codegen|cudnnFind", re.IGNORECASE)
+                        r"codegen|cudnnFind|ncclCommInit|ncclCommSplit", re.IGNORECASE)
 
 #: NVTX text of data-loading ranges (PyTorch's DataLoader iterator, or user ranges).
 DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
