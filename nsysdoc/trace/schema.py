@@ -72,6 +72,102 @@ KERNEL_COLS = (
     col("global_pid", "globalPid", required=False, default=0),
     col("name_id", "demangledName", "shortName"), col("short_id", "shortName", "demangledName"),
 )
+#: A kernel's launch configuration, packed into one non-negative int64 by SQLite itself while the
+#: kernel table is read (one column through the driver instead of nine: the configuration
+#: columns cost SQLite about 0.7 us per row to decode, the driver as much again per column). Bits,
+#: lowest first, and the value that means "unknown" (a missing, NULL or impossible column):
+#:
+#: * ``smem``: 18 bits, static + dynamic shared memory per block in bytes; ``LAUNCH_SMEM_UNKNOWN``
+#: * ``regs``: 9 bits, registers per thread + 1 (0-255 -> 1-256); 0
+#: * ``threads``: 11 bits, threads per block (blockX * blockY * blockZ, 1-1024); 0
+#: * ``blocks``: 24 bits, blocks in the grid (gridX * gridY * gridZ), capped at 2^24 - 1; 0
+LAUNCH_SMEM_BITS, LAUNCH_REGS_BITS, LAUNCH_THREADS_BITS, LAUNCH_BLOCKS_BITS = 18, 9, 11, 24
+LAUNCH_REGS_SHIFT = LAUNCH_SMEM_BITS
+LAUNCH_THREADS_SHIFT = LAUNCH_REGS_SHIFT + LAUNCH_REGS_BITS
+LAUNCH_BLOCKS_SHIFT = LAUNCH_THREADS_SHIFT + LAUNCH_THREADS_BITS
+LAUNCH_SMEM_UNKNOWN = (1 << LAUNCH_SMEM_BITS) - 1
+LAUNCH_BLOCKS_CAP = (1 << LAUNCH_BLOCKS_BITS) - 1
+#: the key of a kernel whose configuration is wholly unknown
+LAUNCH_UNKNOWN = LAUNCH_SMEM_UNKNOWN
+KERNEL_LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+                         "staticSharedMemory", "dynamicSharedMemory")
+
+
+def launch_key_sql(present) -> str:
+    """The SQL expression of :data:`KERNEL_LAUNCH_COLUMNS` packed as described above, from the
+    kernel table's columns that exist (a missing column makes its field unknown). Values no launch
+    can have (a grid or block dimension below 1, more than 1,024 threads, more than 255 registers,
+    negative shared memory) and text read as 0 make their field unknown too; a product too large
+    for 64 bits becomes a real number in SQLite and is capped."""
+    present = set(present)
+
+    def q(c: str) -> str:
+        return f'"{c}"'
+
+    if {"gridX", "gridY", "gridZ"} <= present:
+        gx, gy, gz = q("gridX"), q("gridY"), q("gridZ")
+        blocks = (f"CASE WHEN {gx} >= 1 AND {gy} >= 1 AND {gz} >= 1 "
+                  f"THEN min({gx} * {gy} * {gz}, {LAUNCH_BLOCKS_CAP}) ELSE 0 END")
+    else:
+        blocks = "0"
+    if {"blockX", "blockY", "blockZ"} <= present:
+        bx, by, bz = q("blockX"), q("blockY"), q("blockZ")
+        threads = (f"CASE WHEN {bx} BETWEEN 1 AND 1024 AND {by} BETWEEN 1 AND 1024 AND {bz} BETWEEN 1 AND 1024 "
+                   f"AND {bx} * {by} * {bz} <= 1024 THEN {bx} * {by} * {bz} ELSE 0 END")
+    else:
+        threads = "0"
+    regs = (f'CASE WHEN {q("registersPerThread")} BETWEEN 0 AND 255 THEN {q("registersPerThread")} + 1 ELSE 0 END'
+            if "registersPerThread" in present else "0")
+    sm = [q(c) for c in ("staticSharedMemory", "dynamicSharedMemory") if c in present]
+    if sm:
+        total = " + ".join(sm)
+        ok = " AND ".join(f"{c} >= 0" for c in sm)
+        smem = f"CASE WHEN {ok} AND {total} < {LAUNCH_SMEM_UNKNOWN} THEN {total} ELSE {LAUNCH_SMEM_UNKNOWN} END"
+    else:
+        smem = str(LAUNCH_SMEM_UNKNOWN)
+    return (f"(({blocks}) << {LAUNCH_BLOCKS_SHIFT}) | (({threads}) << {LAUNCH_THREADS_SHIFT}) | "
+            f"(({regs}) << {LAUNCH_REGS_SHIFT}) | ({smem})")
+
+
+def pack_launch(blocks, threads, regs, smem):
+    """:func:`launch_key_sql` in numpy (PyTorch Profiler traces, tests): ``-1`` (or any value a
+    launch cannot have) marks an unknown field. Works on ints and int arrays."""
+    import numpy as np
+
+    b = np.asarray(blocks, dtype=np.int64)
+    t = np.asarray(threads, dtype=np.int64)
+    r = np.asarray(regs, dtype=np.int64)
+    s = np.asarray(smem, dtype=np.int64)
+    b = np.where(b >= 1, np.minimum(b, LAUNCH_BLOCKS_CAP), 0)
+    t = np.where((t >= 1) & (t <= 1024), t, 0)
+    r = np.where((r >= 0) & (r <= 255), r + 1, 0)
+    s = np.where((s >= 0) & (s < LAUNCH_SMEM_UNKNOWN), s, LAUNCH_SMEM_UNKNOWN)
+    out = (b << LAUNCH_BLOCKS_SHIFT) | (t << LAUNCH_THREADS_SHIFT) | (r << LAUNCH_REGS_SHIFT) | s
+    return int(out) if out.ndim == 0 else out
+
+
+def unpack_launch(keys) -> dict:
+    """Fields of packed launch keys as int64 arrays: ``blocks``, ``threads`` (per block), ``regs``
+    (per thread) and ``smem`` (bytes per block), each ``-1`` when unknown."""
+    import numpy as np
+
+    k = np.asarray(keys, dtype=np.int64)
+    blocks = (k >> LAUNCH_BLOCKS_SHIFT) & LAUNCH_BLOCKS_CAP
+    threads = (k >> LAUNCH_THREADS_SHIFT) & ((1 << LAUNCH_THREADS_BITS) - 1)
+    regs = ((k >> LAUNCH_REGS_SHIFT) & ((1 << LAUNCH_REGS_BITS) - 1)) - 1
+    smem = k & LAUNCH_SMEM_UNKNOWN
+    bad = k < 0  # not a key this layout makes
+    return {"blocks": np.where((blocks == 0) | bad, -1, blocks), "threads": np.where((threads == 0) | bad, -1, threads),
+            "regs": np.where(bad, -1, regs), "smem": np.where((smem == LAUNCH_SMEM_UNKNOWN) | bad, -1, smem)}
+
+
+#: Per-SM limits of ``TARGET_INFO_GPU`` (in exports from nsys 2022.4 on; older ones may lack
+#: them): devices-table column <- source column. The occupancy calculator falls back to the
+#: compute capability's values for a missing one (``nsysdoc.metrics.occupancy``).
+GPU_LIMIT_COLUMNS = {"max_warps_per_sm": "maxWarpsPerSm", "max_blocks_per_sm": "maxBlocksPerSm",
+                     "regs_per_sm": "maxRegistersPerSm", "smem_per_sm": "maxShmemPerSm",
+                     "smem_per_block_optin": "maxShmemPerBlockOptin"}
+
 MEMCPY_COLS = (
     col("start_ns", "start"), col("end_ns", "end"), col("device_id", "deviceId"),
     col("context_id", "contextId"), col("stream_id", "streamId"),
