@@ -33,7 +33,9 @@ def test_builtin_rule_ids_are_the_public_contract():
         "launch-bound", "tiny-kernels", "host-sync", "data-starvation", "nccl-exposed", "pageable-memcpy",
         "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality",
         # issue 8: what the host does in GPU-idle gaps, and copies that dominate the GPU
-        "transfer-bound", "allocation-churn", "one-time-setup", "host-bound"])
+        "transfer-bound", "allocation-churn", "one-time-setup", "host-bound",
+        # issue 28: kernels too small to fill the GPU
+        "under-filled-gpu"])
 
 
 PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",
