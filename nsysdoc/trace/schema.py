@@ -72,15 +72,19 @@ KERNEL_COLS = (
     col("global_pid", "globalPid", required=False, default=0),
     col("name_id", "demangledName", "shortName"), col("short_id", "shortName", "demangledName"),
 )
-#: A kernel's launch configuration, packed into one non-negative int64 by SQLite itself while the
-#: kernel table is read (one column through the driver instead of nine: the configuration
-#: columns cost SQLite about 0.7 us per row to decode, the driver as much again per column). Bits,
-#: lowest first, and the value that means "unknown" (a missing, NULL or impossible column):
+#: A kernel's launch configuration, packed into one int64 by SQLite itself while the kernel table
+#: is read: one output column instead of nine (each column the driver converts costs about as
+#: much as SQLite's own decoding of the nine, ~0.4 us per row). Bits, lowest first, and the value
+#: that means "unknown":
 #:
 #: * ``smem``: 18 bits, static + dynamic shared memory per block in bytes; ``LAUNCH_SMEM_UNKNOWN``
 #: * ``regs``: 9 bits, registers per thread + 1 (0-255 -> 1-256); 0
 #: * ``threads``: 11 bits, threads per block (blockX * blockY * blockZ, 1-1024); 0
 #: * ``blocks``: 24 bits, blocks in the grid (gridX * gridY * gridZ), capped at 2^24 - 1; 0
+#:
+#: SQLite only masks each field to its bits (a CASE per field to validate it cost 80% more per
+#: row): a value no launch can have is found when unpacked (:func:`unpack_launch`), a grid of
+#: negative or zero size gives a negative or zero key (unknown), NULL gives NULL (unknown).
 LAUNCH_SMEM_BITS, LAUNCH_REGS_BITS, LAUNCH_THREADS_BITS, LAUNCH_BLOCKS_BITS = 18, 9, 11, 24
 LAUNCH_REGS_SHIFT = LAUNCH_SMEM_BITS
 LAUNCH_THREADS_SHIFT = LAUNCH_REGS_SHIFT + LAUNCH_REGS_BITS
@@ -95,43 +99,30 @@ KERNEL_LAUNCH_COLUMNS = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"
 
 def launch_key_sql(present) -> str:
     """The SQL expression of :data:`KERNEL_LAUNCH_COLUMNS` packed as described above, from the
-    kernel table's columns that exist (a missing column makes its field unknown). Values no launch
-    can have (a grid or block dimension below 1, more than 1,024 threads, more than 255 registers,
-    negative shared memory) and text read as 0 make their field unknown too; a product too large
-    for 64 bits becomes a real number in SQLite and is capped."""
+    kernel table's columns that exist (a missing column makes its field unknown). SQLite reads a
+    text or blob value as a number (0 unless it spells one) and a product too large for 64 bits
+    as a real number, which ``min`` caps."""
     present = set(present)
 
     def q(c: str) -> str:
         return f'"{c}"'
 
-    if {"gridX", "gridY", "gridZ"} <= present:
-        gx, gy, gz = q("gridX"), q("gridY"), q("gridZ")
-        blocks = (f"CASE WHEN {gx} >= 1 AND {gy} >= 1 AND {gz} >= 1 "
-                  f"THEN min({gx} * {gy} * {gz}, {LAUNCH_BLOCKS_CAP}) ELSE 0 END")
-    else:
-        blocks = "0"
-    if {"blockX", "blockY", "blockZ"} <= present:
-        bx, by, bz = q("blockX"), q("blockY"), q("blockZ")
-        threads = (f"CASE WHEN {bx} BETWEEN 1 AND 1024 AND {by} BETWEEN 1 AND 1024 AND {bz} BETWEEN 1 AND 1024 "
-                   f"AND {bx} * {by} * {bz} <= 1024 THEN {bx} * {by} * {bz} ELSE 0 END")
-    else:
-        threads = "0"
-    regs = (f'CASE WHEN {q("registersPerThread")} BETWEEN 0 AND 255 THEN {q("registersPerThread")} + 1 ELSE 0 END'
+    blocks = (f'min({q("gridX")} * {q("gridY")} * {q("gridZ")}, {LAUNCH_BLOCKS_CAP})'
+              if {"gridX", "gridY", "gridZ"} <= present else "0")
+    threads = (f'(({q("blockX")} * {q("blockY")} * {q("blockZ")}) & {(1 << LAUNCH_THREADS_BITS) - 1})'
+               if {"blockX", "blockY", "blockZ"} <= present else "0")
+    regs = (f'(({q("registersPerThread")} + 1) & {(1 << LAUNCH_REGS_BITS) - 1})'
             if "registersPerThread" in present else "0")
     sm = [q(c) for c in ("staticSharedMemory", "dynamicSharedMemory") if c in present]
-    if sm:
-        total = " + ".join(sm)
-        ok = " AND ".join(f"{c} >= 0" for c in sm)
-        smem = f"CASE WHEN {ok} AND {total} < {LAUNCH_SMEM_UNKNOWN} THEN {total} ELSE {LAUNCH_SMEM_UNKNOWN} END"
-    else:
-        smem = str(LAUNCH_SMEM_UNKNOWN)
-    return (f"(({blocks}) << {LAUNCH_BLOCKS_SHIFT}) | (({threads}) << {LAUNCH_THREADS_SHIFT}) | "
-            f"(({regs}) << {LAUNCH_REGS_SHIFT}) | ({smem})")
+    smem = f'(({" + ".join(sm)}) & {LAUNCH_SMEM_UNKNOWN})' if sm else str(LAUNCH_SMEM_UNKNOWN)
+    return (f"({blocks} << {LAUNCH_BLOCKS_SHIFT}) | ({threads} << {LAUNCH_THREADS_SHIFT}) | "
+            f"({regs} << {LAUNCH_REGS_SHIFT}) | {smem}")
 
 
 def pack_launch(blocks, threads, regs, smem):
-    """:func:`launch_key_sql` in numpy (PyTorch Profiler traces, tests): ``-1`` (or any value a
-    launch cannot have) marks an unknown field. Works on ints and int arrays."""
+    """A launch key in numpy (PyTorch Profiler traces, tests): equal to :func:`launch_key_sql`'s
+    for values a launch can have; ``-1`` (or any value a launch cannot have) marks an unknown
+    field. Works on ints and int arrays."""
     import numpy as np
 
     b = np.asarray(blocks, dtype=np.int64)
@@ -156,9 +147,10 @@ def unpack_launch(keys) -> dict:
     threads = (k >> LAUNCH_THREADS_SHIFT) & ((1 << LAUNCH_THREADS_BITS) - 1)
     regs = ((k >> LAUNCH_REGS_SHIFT) & ((1 << LAUNCH_REGS_BITS) - 1)) - 1
     smem = k & LAUNCH_SMEM_UNKNOWN
-    bad = k < 0  # not a key this layout makes
-    return {"blocks": np.where((blocks == 0) | bad, -1, blocks), "threads": np.where((threads == 0) | bad, -1, threads),
-            "regs": np.where(bad, -1, regs), "smem": np.where((smem == LAUNCH_SMEM_UNKNOWN) | bad, -1, smem)}
+    bad = k < 0  # a grid of negative size
+    return {"blocks": np.where((blocks == 0) | bad, -1, blocks),
+            "threads": np.where((threads == 0) | (threads > 1024) | bad, -1, threads),
+            "regs": np.where((regs > 255) | bad, -1, regs), "smem": np.where((smem == LAUNCH_SMEM_UNKNOWN) | bad, -1, smem)}
 
 
 #: Per-SM limits of ``TARGET_INFO_GPU`` (in exports from nsys 2022.4 on; older ones may lack
