@@ -124,9 +124,11 @@ ROWS = [  # gridX, gridY, gridZ, blockX, blockY, blockZ, regs, static, dynamic -
     ((1, 1, 1, 1, 1, 1, 32, 0, 0), (1, 1, 32, 0)),
     ((16, 8, 2, 128, 2, 1, 90, 49152, 1024), (256, 256, 90, 50176)),
     ((2**31 - 1, 65535, 65535, 32, 1, 1, 0, 0, 0), (S.LAUNCH_BLOCKS_CAP, 32, 0, 0)),  # product > 2^63
-    ((0, 1, 1, 1, 1, 1, 256, -4, 0), (-1, 1, -1, -1)),          # no grid, 256 regs, negative smem
-    ((None, 1, 1, 2048, 1, 1, None, None, 0), (-1, -1, -1, -1)),  # NULLs, a block of 2,048 threads
-    (("12", 1, 1, "abc", 1, 1, 32.5, 0, 0), (12, -1, 32, 0)),    # text and real values
+    ((0, 1, 1, 1, 1, 1, 256, 300000, 0), (-1, 1, -1, 300000 & 262143)),  # no grid, 256 regs; smem masked
+    ((5, 1, 1, 2048, 1, 1, 32, 0, 0), (5, -1, 32, 0)),           # a block of 2,048 threads
+    ((None, 1, 1, 32, 1, 1, 32, 0, 0), (-1, -1, -1, -1)),         # NULL: the whole key is unknown
+    ((-2, 1, 1, 32, 1, 1, 32, 0, 0), (-1, -1, -1, -1)),           # a negative grid: a negative key
+    (("12", 1, 1, "abc", 1, 1, 32.5, 0, 0), (12, -1, 32, 0)),    # text read as a number (or 0), reals cut
 ]
 
 
@@ -134,7 +136,9 @@ def test_launch_key_sql_matches_pack_launch():
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE TABLE k ({', '.join(S.KERNEL_LAUNCH_COLUMNS)})")
     con.executemany(f"INSERT INTO k VALUES ({','.join('?' * 9)})", [r for r, _ in ROWS])
-    keys = [v for (v,) in con.execute(f"SELECT {S.launch_key_sql(S.KERNEL_LAUNCH_COLUMNS)} FROM k")]
+    # NULL becomes the unknown key, as the loader's column default
+    keys = [S.LAUNCH_UNKNOWN if v is None else v
+            for (v,) in con.execute(f"SELECT {S.launch_key_sql(S.KERNEL_LAUNCH_COLUMNS)} FROM k")]
     f = S.unpack_launch(keys)
     got = list(zip(f["blocks"].tolist(), f["threads"].tolist(), f["regs"].tolist(), f["smem"].tolist()))
     assert got == [e for _, e in ROWS]
@@ -258,15 +262,17 @@ def test_export_without_launch_columns_counts_kernels_as_filling(tmp_path):
     assert d["metrics"]["underfilled"]["kernels"] == []
 
 
-def test_text_in_a_launch_column_is_unknown_not_a_crash(tmp_path):
+def test_text_or_impossible_launch_values_are_unknown_not_a_crash(tmp_path):
     path = _capture(sm_count=28, compute_capability=(8, 6)).write(tmp_path / "c.sqlite")
     con = sqlite3.connect(path)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 'many', registersPerThread = x'00'")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 'many', registersPerThread = 300")
     con.commit()
     con.close()
     tr = load_trace(path, cache=False)
     f = S.unpack_launch(tr.derived["launch_keys"])
     assert (f["blocks"] == -1).all() and (f["regs"] == -1).all() and (f["threads"] > 0).all()
+    # unknown grids count as filling the GPU: nothing under-filled
+    assert analyze(tr).to_dict()["metrics"]["values"]["underfilled_recoverable_ms"] == 0
 
 
 def test_kineto_args_and_device_properties(tmp_path):
@@ -370,3 +376,40 @@ def test_gpu_metrics_disagree_when_sm_active_is_high(tmp_path):
     v = analyze(load_trace(cap.write(tmp_path / "c.sqlite"), cache=False)).to_dict()["metrics"]["values"]
     assert v["underfilled_sm_active_pct"] == pytest.approx(80, abs=1.5)
     assert v["underfilled_gpu_metrics_note"].startswith("GPU metrics disagree: SM Active averaged")
+
+
+def test_sweep_against_its_definition_on_random_kernels():
+    """Brute force, one nanosecond at a time: idle SMs = max(0, S - sum of min(blocks, S) of the
+    running kernels) while an under-filled kernel runs; checked for mixes where few kernels are
+    under-filled (the sweep then keeps only the kernels beside them) and where most are."""
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        sm = int(rng.integers(4, 40))
+        n = int(rng.integers(1, 30))
+        s = rng.integers(0, 300, n)
+        e = s + rng.integers(0, 60, n)
+        blocks = np.where(rng.random(n) < (0.2 if trial % 2 else 0.8), rng.integers(1, sm, n), rng.integers(sm, 3 * sm, n))
+        under = blocks < sm
+        dev = rng.integers(0, 2, n)
+        sw = O.FillSweep(dev, s, e, np.minimum(blocks, sm), under, np.array([sm, sm]))
+        for d in (0, 1):
+            idle = wall = 0
+            share = np.zeros(n)
+            for t in range(0, 400):
+                run = (dev == d) & (s <= t) & (t < e)
+                k = run & under
+                if k.any():
+                    x = max(0, sm - int(np.minimum(blocks[run], sm).sum()))
+                    idle += x
+                    wall += 1
+                    share[k] += x / k.sum()
+            assert sw.recoverable_ns([d], [0], [400])[0] == pytest.approx(idle / sm)
+            assert sw.wall_ns([d], [0], [400])[0] == wall
+            mine = np.flatnonzero((dev == d) & under)
+            if len(mine):
+                got = sw.share_ns(np.full(len(mine), d), s[mine], e[mine])
+                assert got == pytest.approx(share[mine] / sm)
+            # a part of the range: [100, 200)
+            part = sum(max(0, sm - int(np.minimum(blocks[(dev == d) & (s <= t) & (t < e)], sm).sum()))
+                       for t in range(100, 200) if ((dev == d) & under & (s <= t) & (t < e)).any())
+            assert sw.recoverable_ns([d], [100], [200])[0] == pytest.approx(part / sm)

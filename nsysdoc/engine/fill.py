@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..metrics.occupancy import FillSweep, LaunchTable, device_limits, launch_table
+from ..metrics.occupancy import FillSweep, LaunchTable, _overlapping, device_limits, launch_table
 from ..metrics.ops import KIND_KERNEL
 from .data import FLAG_LOW_OCC, FLAG_UNDERFILLED, Ops
 
@@ -28,6 +28,10 @@ class FillContext:
         self.table: LaunchTable = launch_table(keys, limits)
         self.ncodes = len(keys)
         self.active = self.table.any_known and self.ncodes > 0
+        #: per device and code, the flags its kernels get (one gather per slice); None when no
+        #: configuration is under-filled or low-occupancy anywhere (the usual healthy capture)
+        lut = (np.where(self.table.under, FLAG_UNDERFILLED, 0) | np.where(self.table.low_occupancy, FLAG_LOW_OCC, 0))
+        self.flag_lut = lut.astype(np.int16) if self.active and lut.any() else None
         # SM Active samples per device index (GPU metrics name their device by its raw id)
         self.sm_active: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         gm = trace.gpu_metrics
@@ -48,53 +52,52 @@ class FillContext:
         """FLAG_UNDERFILLED / FLAG_LOW_OCC of each operation (kernels that are not NCCL and not
         autotuning candidates)."""
         out = np.zeros(len(ops), dtype=np.int16)
-        if not self.active:
+        if self.flag_lut is None:
             return out
         k = np.flatnonzero(kernel & ~ops.is_nccl & ~tune & (ops.launch >= 0) & (ops.launch < self.ncodes))
         if len(k):
-            d, c = ops.device[k].astype(np.int64), ops.launch[k].astype(np.int64)
-            out[k[self.table.under[d, c]]] |= FLAG_UNDERFILLED
-            out[k[self.table.low_occupancy[d, c]]] |= FLAG_LOW_OCC
+            out[k] = self.flag_lut[ops.device[k].astype(np.int64), ops.launch[k].astype(np.int64)]
         return out
 
 
 def sweep(ctx, st) -> tuple[FillSweep, dict] | None:
     """The slice's idle-SM sweep (computed once per slice) and its under-filled or low-occupancy
-    kernels, or None when no such kernel runs in it. Every kernel running on those devices
-    counts (owned and still running from an earlier slice), its time clipped to the slice."""
+    kernels, or None when no such kernel runs in it. The kernels that count are those running
+    beside an under-filled one (owned, or still running from an earlier slice), their time
+    clipped to the slice: the others change none of its integrals."""
     got = st.fill_cache.get("sweep", False)
     if got is not False:
         return got
     fc: FillContext = ctx.fill
     parts = [p for p in (st.carried, st.ops) if p is not None and len(p)]
-    flagged = [(p.flags & (FLAG_UNDERFILLED | FLAG_LOW_OCC)) != 0 for p in parts]
-    if not any(f.any() for f in flagged):
+    if not any(((p.flags & (FLAG_UNDERFILLED | FLAG_LOW_OCC)) != 0).any() for p in parts):
         st.fill_cache["sweep"] = None
         return None
-    devs = np.unique(np.concatenate([p.device[f] for p, f in zip(parts, flagged)]).astype(np.int64))
     c0, c1 = st.c0, st.c1
-    cols = {k: [] for k in ("device", "start", "end", "used", "under")}
-    sel = {k: [] for k in ("device", "start", "end", "s0", "e0", "name", "launch", "under", "counted")}
-    for p, f in zip(parts, flagged):
-        k = np.flatnonzero((p.kind == KIND_KERNEL) & np.isin(p.device, devs) & (p.end_ns > p.start_ns))
-        if not len(k):
-            continue
-        d = p.device[k].astype(np.int64)
-        code = p.launch[k].astype(np.int64)
-        known = (code >= 0) & (code < fc.ncodes)
-        used = np.where(known, fc.table.used[d, np.where(known, code, 0)], fc.table.sm_count[d])
-        under = (p.flags[k] & FLAG_UNDERFILLED) != 0
-        s, e = np.maximum(p.start_ns[k], c0), np.minimum(p.end_ns[k], c1)
-        for name, v in (("device", d), ("start", s), ("end", e), ("used", used), ("under", under)):
-            cols[name].append(v)
-        m = np.flatnonzero(f[k])
-        for name, v in (("device", d[m]), ("start", s[m]), ("end", e[m]), ("s0", p.start_ns[k][m]),
-                        ("e0", p.end_ns[k][m]), ("name", p.name_id[k][m]), ("launch", code[m]), ("under", under[m]),
-                        ("counted", p.owned[k][m])):
-            sel[name].append(v)
-    cat = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in cols.items()}
-    sw = FillSweep(cat["device"], cat["start"], cat["end"], cat["used"], cat["under"], fc.table.sm_count)
-    got = (sw, {k: np.concatenate(v) for k, v in sel.items()} if sel["device"] else None)
+    idxs = [np.flatnonzero((p.kind == KIND_KERNEL) & (p.end_ns > p.start_ns)) for p in parts]
+
+    def get(field: str, sel=None) -> np.ndarray:
+        got = [getattr(p, field)[i] for p, i in zip(parts, idxs)]
+        v = np.concatenate(got) if len(got) > 1 else got[0]
+        return v if sel is None else v[sel]
+
+    flags, d = get("flags"), get("device").astype(np.int64)
+    s0, e0 = get("start_ns"), get("end_ns")
+    s, e = np.maximum(s0, c0), np.minimum(e0, c1)
+    under = (flags & FLAG_UNDERFILLED) != 0
+    near = under.copy()
+    for dv in np.unique(d[under]).tolist():
+        m = np.flatnonzero(d == dv)
+        near[m] = _overlapping(s[m], e[m], under[m])
+    keep = np.flatnonzero(near)
+    code = get("launch").astype(np.int64)
+    known = (code >= 0) & (code < fc.ncodes)
+    used = np.where(known, fc.table.used[d, np.where(known, code, 0)], fc.table.sm_count[d])
+    sw = FillSweep(d[keep], s[keep], e[keep], used[keep], under[keep], fc.table.sm_count, near_only=False)
+    f = np.flatnonzero((flags & (FLAG_UNDERFILLED | FLAG_LOW_OCC)) != 0)
+    sel = {"device": d[f], "start": s[f], "end": e[f], "s0": s0[f], "e0": e0[f], "name": get("name_id", f),
+           "launch": code[f], "under": under[f], "counted": get("owned", f)}
+    got = (sw, sel)
     st.fill_cache["sweep"] = got
     return got
 
@@ -122,11 +125,15 @@ def window(ctx, st, win, w0: int, w1: int, a: int, b: int) -> None:
             counted = k["counted"][over] & in_window(k["s0"][over], k["e0"][over], w0, w1)
             name = ctx.name_code(k["name"][over]).astype(np.int64)
             key = (name * max(ctx.fill.ncodes, 1) + k["launch"][over]) * max(ndev, 1) + d
-            uk, inv = np.unique(key, return_inverse=True)
-            inv = inv.reshape(-1)
-            n = np.bincount(inv, weights=counted, minlength=len(uk))
-            t = np.bincount(inv, weights=(e - s)[over], minlength=len(uk))
-            r = np.bincount(inv, weights=rec, minlength=len(uk))
+            top = int(key.max()) + 1
+            if top <= max(1 << 22, 4 * len(key)):  # dense keys: one bincount each, no sort
+                n, t, r = (np.bincount(key, weights=w, minlength=top) for w in (counted, (e - s)[over], rec))
+                uk = np.flatnonzero(np.bincount(key, minlength=top))
+                n, t, r = n[uk], t[uk], r[uk]
+            else:
+                uk, inv = np.unique(key, return_inverse=True)
+                inv = inv.reshape(-1)
+                n, t, r = (np.bincount(inv, weights=w, minlength=len(uk)) for w in (counted, (e - s)[over], rec))
             for j, kk in enumerate(uk.tolist()):
                 acc = win.uf_groups.get(kk)
                 if acc is None:

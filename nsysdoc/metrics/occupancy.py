@@ -248,7 +248,9 @@ class FillSweep:
     """Idle-SM time of a set of kernels per device (see the module docstring), answering integrals
     over any range: built once per slice from the kernels running in it (times clipped to it)."""
 
-    def __init__(self, device, start, end, used, under, sm_count) -> None:
+    def __init__(self, device, start, end, used, under, sm_count, near_only: bool = True) -> None:
+        """``near_only``: keep only the kernels that overlap an under-filled one (the others change
+        no integral); False when the caller has done so."""
         self.by_dev: dict[int, _Steps] = {}
         device = np.asarray(device, dtype=np.int64)
         for d in np.unique(device).tolist():
@@ -259,6 +261,11 @@ class FillSweep:
             if sm <= 0 or not ok.any():
                 continue
             s, e, u, k = s[ok], e[ok], np.asarray(used, dtype=np.int64)[m][ok], np.asarray(under, dtype=bool)[m][ok]
+            if not k.any():
+                continue
+            if near_only and k.mean() < 0.5:  # only kernels beside an under-filled one change its integrals
+                near = _overlapping(s, e, k)
+                s, e, u, k = s[near], e[near], u[near], k[near]
             self.by_dev[d] = _build(s, e, u, k.astype(np.int64), sm)
 
     def _each(self, dev, lo, hi, what: str) -> np.ndarray:
@@ -302,12 +309,41 @@ class FillSweep:
         return ok & (st.on[np.clip(i, 0, len(st.on) - 1)] > 0)
 
 
+def _overlapping(s: np.ndarray, e: np.ndarray, under: np.ndarray) -> np.ndarray:
+    """Which intervals ``[s, e)`` overlap the union of the ``under`` ones (those included)."""
+    us, ue = s[under], e[under]
+    order = np.argsort(us, kind="stable")
+    us, ue = us[order], ue[order]
+    run = np.maximum.accumulate(ue)
+    first = np.flatnonzero(np.concatenate(([True], us[1:] > run[:-1])))   # a new union piece starts
+    starts, ends = us[first], run[np.append(first[1:], len(us)) - 1]
+    i = np.searchsorted(ends, s, side="right")        # the first piece ending after s
+    return (i < len(ends)) & (starts[np.minimum(i, len(ends) - 1)] < e)
+
+
+#: events are sorted as one int64 value: time, then whether it is an end, under-filled, SMs used
+_SM_BITS = 11
+
+
 def _build(s: np.ndarray, e: np.ndarray, used: np.ndarray, under: np.ndarray, sm: int) -> _Steps:
-    t = np.concatenate([s, e])
-    du = np.concatenate([used, -used])
-    dk = np.concatenate([under, -under])
-    order = np.argsort(t, kind="stable")
-    t, du, dk = t[order], du[order], dk[order]
+    t0 = int(s.min())
+    if sm < (1 << _SM_BITS) and int(e.max()) - t0 < (1 << (62 - _SM_BITS - 2)):
+        # one value sort (an argsort and three gathers cost several times more)
+        ev = np.concatenate([((s - t0) << (_SM_BITS + 2)) | (under << (_SM_BITS + 1)) | used,
+                             ((e - t0) << (_SM_BITS + 2)) | (1 << _SM_BITS) | (under << (_SM_BITS + 1)) | used])
+        ev.sort()
+        t = (ev >> (_SM_BITS + 2)) + t0
+        end = ((ev >> _SM_BITS) & 1).astype(bool)
+        u = ev & ((1 << _SM_BITS) - 1)
+        k = (ev >> (_SM_BITS + 1)) & 1
+        du, dk = np.where(end, -u, u), np.where(end, -k, k)
+        del ev, end, u, k
+    else:
+        t = np.concatenate([s, e])
+        du = np.concatenate([used, -used])
+        dk = np.concatenate([under, -under])
+        order = np.argsort(t, kind="stable")
+        t, du, dk = t[order], du[order], dk[order]
     level, count = np.cumsum(du), np.cumsum(dk)
     last = np.flatnonzero(np.concatenate((t[1:] != t[:-1], [True])))  # state after every event at t
     bt, lv, ct = t[last], level[last], count[last]
