@@ -413,3 +413,61 @@ def test_sweep_against_its_definition_on_random_kernels():
             part = sum(max(0, sm - int(np.minimum(blocks[(dev == d) & (s <= t) & (t < e)], sm).sum()))
                        for t in range(100, 200) if ((dev == d) & under & (s <= t) & (t < e)).any())
             assert sw.recoverable_ns([d], [100], [200])[0] == pytest.approx(part / sm)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 7])
+def test_slicing_does_not_change_the_numbers(rows, tmp_path, monkeypatch):
+    """Kernels running across slice edges, on two streams and two GPUs, with steps and a window
+    that leaves a warm-up out: the same metrics.underfilled, values and step costs in slices of a
+    few rows as in one slice."""
+    cap = Capture(sm_count=28, compute_capability=(8, 6), gpu_metrics_hz=2000)
+    for dev in (0, 1):
+        t = cap.process(pid=60 + dev, device=dev).thread()
+        for i in range(4):
+            with t.range(f"ProfilerStep#{i}"):
+                t.launch("one_block(float*)", 3_000, grid=1, block=128, stream=7, sm_active=0.04)
+                t.launch("half(float*)", 1_500, grid=14, block=256, stream=9, sm_active=0.5)
+                t.launch("full(float*)", 800, grid=4096, stream=9)
+                t.launch("tile(float*)", 400, grid=1024, block=32, dynamic_shared_mem=90_000, stream=7)
+                t.item()
+    path = cap.write(tmp_path / "c.sqlite")
+
+    def numbers():
+        d = analyze(load_trace(path, cache=False)).to_dict()
+        keys = [k for k in d["metrics"]["values"] if "underfilled" in k or "occupancy" in k]
+        return d["metrics"]["underfilled"], {k: d["metrics"]["values"][k] for k in keys}
+
+    monkeypatch.delenv("NSYSDOC_SLICE_ROWS", raising=False)
+    whole = numbers()
+    monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(rows))
+    assert numbers() == whole
+    assert whole[0]["recoverable_ms"] > 0 and whole[0]["low_occupancy_ms"] > 0 and whole[0]["sm_active_pct"] is not None
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_slicing_with_a_warm_up_left_out(rows, tmp_path, monkeypatch):
+    """No step markers: the steady-state window leaves the warm-up out (slices at its edge run
+    again for the new window); an under-filled kernel inside the warm-up does not count."""
+    cap = Capture(sm_count=28, compute_capability=(8, 6))
+    t = cap.process(pid=70).thread()
+    t.launch("warm_one_block(float*)", 40_000, grid=1, block=64)   # in the warm-up
+    t.api("cuModuleLoadData", us=50_000)
+    t.launch("gemm(float*)", 500, api_us=300_000)                 # the first launch JITs
+    for i in range(800):
+        t.launch("one_block(float*)" if i % 4 == 0 else "gemm(float*)", 500, grid=1 if i % 4 == 0 else 4096)
+    t.sync_device()
+    path = cap.write(tmp_path / "c.sqlite")
+
+    def numbers():
+        d = analyze(load_trace(path, cache=False)).to_dict()
+        return d["capture"]["window"], d["metrics"]["underfilled"]
+
+    monkeypatch.delenv("NSYSDOC_SLICE_ROWS", raising=False)
+    window, uf = numbers()
+    assert window["kind"] == "steady-state"
+    # 200 one-block kernels of 0.5 ms, back to back with the others: 100 ms, 100 x 27/28 idle
+    assert [r["name"] for r in uf["kernels"]] == ["one_block(float*)"]
+    assert uf["kernel_ms"] == pytest.approx(100.0, abs=1e-4)
+    assert uf["recoverable_ms"] == pytest.approx(100 * 27 / 28, abs=1e-4)
+    monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(rows))
+    assert numbers() == (window, uf)
