@@ -252,6 +252,7 @@ def _assemble(a: Analysis, res) -> dict:
                                     if nv is not None else (), t.nvtx_domains, w0, w1),
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
+    metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
     quality = _capture(a, judgeable, why_not)
     result = {
         "nsysdoc_version": __version__,
@@ -883,6 +884,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v["time_busy_pct_median"] = _num(per_step("time_busy_pct")) if primary else None
     for g in GPU_METRIC_NAMES:
         v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
+    v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
     return v
 
 
@@ -972,3 +974,119 @@ def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
         out["dtoh_ms_per_step_median"] = _num(_median(d))
         out["dtoh_ms_per_step"] = _num(float(np.mean(d)))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+def _underfilled(a: Analysis, res, devices: list[dict], window_ns) -> dict:
+    """Kernels that cannot fill the GPU, in the window (definitions: ``nsysdoc.metrics.occupancy``):
+    times per GPU, the mean over the devices with GPU work whose SM count is known; per kernel
+    name and launch configuration, the rows of the evidence table (most idle-SM time first)."""
+    from .engine.fill import decode_group
+
+    fc = res.ctx.fill
+    sm = fc.table.sm_count
+    known = [d["device"] for d in _active(devices) if d["device"] < len(sm) and sm[d["device"]] > 0]
+    out = {"sm_count": int(sm[known].min()) if known else None, "devices": len(known), "kernel_ms": None,
+           "recoverable_ms": None, "sm_fill_pct": None, "low_occupancy_ms": None, "sm_active_pct": None, "count": None,
+           "kernels": []}
+    if not known or not res.ctx.active or not window_ns:
+        return out
+    win = res.window
+    n = len(known)
+    out["kernel_ms"] = _num(float(win.uf_wall[known].sum()) / n / 1e6)
+    out["recoverable_ms"] = _num(float(win.uf_idle[known].sum()) / n / 1e6)
+    wall = float(win.uf_wall[known].sum())
+    # the SMs in use while under-filled kernels run (time-weighted; every running kernel counts)
+    out["sm_fill_pct"] = _num((1 - float(win.uf_idle[known].sum()) / wall) * 100) if wall > 0 else None
+    out["low_occupancy_ms"] = _num(float(win.lowocc_wall[known].sum()) / n / 1e6)
+    samples = int(win.uf_smact_n[known].sum())
+    out["sm_active_pct"] = _num(float(win.uf_smact[known].sum()) / samples) if samples else None
+    rows: dict = {}
+    keep = set(known)
+    for key, (cnt, t_ns, r_ns) in win.uf_groups.items():
+        name, code, d = decode_group(key, fc.ncodes, res.ctx.ndev)
+        if d not in keep:
+            continue
+        k = (name, code, int(sm[d]))
+        acc = rows.setdefault(k, [0, 0.0, 0.0, d])
+        acc[0] += cnt
+        acc[1] += t_ns
+        acc[2] += r_ns
+    f = fc.table.fields
+    table = []
+    names = a.trace.strings.lookup(res.ctx.name_ids[np.array([k[0] for k in rows], dtype=np.int64)]) if rows else []
+    for (name, code, s_), (cnt, t_ns, r_ns, d), nm in zip(rows, rows.values(), names):
+        blocks, occ = int(f["blocks"][code]), fc.table.occupancy_pct[d, code]
+        table.append({
+            "name": nm, "blocks": blocks if blocks > 0 else None,
+            "threads_per_block": int(f["threads"][code]) if f["threads"][code] > 0 else None,
+            "registers_per_thread": int(f["regs"][code]) if f["regs"][code] >= 0 else None,
+            "shared_memory_bytes": int(f["smem"][code]) if f["smem"][code] >= 0 else None,
+            "sm_count": s_, "sm_fill_pct": _num(min(1.0, blocks / s_) * 100) if blocks > 0 else None,
+            "theoretical_occupancy_pct": _num(occ) if occ == occ else None,
+            "est_achieved_occupancy_pct": int(fc.est[code]) if code < len(fc.est) and fc.est[code] >= 0 else None,
+            "low_occupancy": bool(fc.table.low_occupancy[d, code]),
+            "count": int(cnt), "time_ms": _num(t_ns / n / 1e6), "recoverable_ms": _num(r_ns / n / 1e6),
+            "share_of_window_pct": _num(r_ns / n / window_ns * 100),
+        })
+    # most idle-SM time first, then longest; ties: name, then blocks
+    table.sort(key=lambda r: (-(r["recoverable_ms"] or 0), -(r["time_ms"] or 0), r["name"], r["blocks"] or 0))
+    out["count"] = sum(r["count"] for r in table if r["blocks"] is not None and r["blocks"] < r["sm_count"])
+    out["kernels"] = table[:TOP_N]
+    return out
+
+
+#: SM Active (GPU metrics) and the SM fill the launch configurations predict agree within this many
+#: percentage points
+FILL_AGREE_POINTS = 15.0
+
+
+def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -> dict:
+    """The under-filled kernel values of ``metrics.values`` (``docs/glossary.md``)."""
+    pct = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
+    kernel_ms, rec_ms = uf["kernel_ms"], uf["recoverable_ms"]
+    fill = uf["sm_fill_pct"]
+    rows = [r for r in uf["kernels"] if (r["sm_fill_pct"] or 100) < 100]
+    v = {"sm_count": uf["sm_count"],
+         "underfilled_kernel_ms": kernel_ms, "underfilled_kernel_pct": pct(kernel_ms),
+         "underfilled_recoverable_ms": rec_ms, "underfilled_recoverable_pct": pct(rec_ms),
+         "underfilled_kernel_count": uf["count"],
+         "underfilled_sm_fill_pct": fill,
+         "underfilled_sm_active_pct": uf["sm_active_pct"],
+         "low_occupancy_kernel_ms": uf["low_occupancy_ms"], "low_occupancy_kernel_pct": pct(uf["low_occupancy_ms"])}
+    # per step: idle-SM time on the step's device, mean over the primary steps on a known GPU
+    res = a.engine
+    sm = res.ctx.fill.table.sm_count
+    per = [float(res.glob.step_uf[s["step"]]) / 1e6 for s in primary
+           if 0 <= res.plan.step_dev[s["step"]] < len(sm) and sm[res.plan.step_dev[s["step"]]] > 0]
+    # null without under-filled kernel time (a finding on low occupancy alone has no cost per step)
+    v["underfilled_ms_per_step"] = _num(float(np.mean(per))) if per and kernel_ms else None
+    top = rows[0] if rows else None
+    for k, col in (("name", "name"), ("blocks", "blocks"), ("threads", "threads_per_block"), ("count", "count"),
+                   ("ms", "time_ms"), ("recoverable_ms", "recoverable_ms"), ("sm_fill_pct", "sm_fill_pct"),
+                   ("occupancy_pct", "theoretical_occupancy_pct"),
+                   ("est_occupancy_pct", "est_achieved_occupancy_pct")):
+        v[f"top_underfilled_{k}"] = top[col] if top else None
+    note = None
+    measured = uf["sm_active_pct"]
+    if measured is not None and fill is not None:
+        if abs(measured - fill) <= FILL_AGREE_POINTS:
+            note = (f"GPU metrics agree: SM Active averaged {measured:.1f}% while these kernels ran, close to the "
+                    f"{fill:.1f}% of SMs their grids keep busy.")
+        else:
+            note = (f"GPU metrics disagree: SM Active averaged {measured:.1f}% while these kernels ran, against the "
+                    f"{fill:.1f}% of SMs their grids keep busy"
+                    + (" (other work, or samples coarser than these kernels, kept the SMs busier)."
+                       if measured > fill else " (SMs with blocks resident were not all active)."))
+    v["underfilled_gpu_metrics_note"] = note
+    lo = uf["low_occupancy_ms"]
+    if lo:
+        from .metrics.occupancy import MIN_RESIDENT_WARPS
+        from .rules.text import duration
+
+        v["low_occupancy_note"] = (f"Kernels whose launch configuration keeps fewer than {MIN_RESIDENT_WARPS} warps "
+                                   f"resident per SM (too few for its warp schedulers) ran for {duration(lo * 1e6)} per "
+                                   f"GPU ({v['low_occupancy_kernel_pct']:.1f}% of the window).")
+    else:
+        v["low_occupancy_note"] = None
+    return v

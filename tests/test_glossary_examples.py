@@ -1698,3 +1698,35 @@ def test_two_gpus_each_losing_x_ms_lose_x_per_window(tmp_path):
     dx = diagnose_path(path)
     (f,) = [f for f in dx["findings"] if f.get("id", f.get("rule")) == "data-starvation"]
     assert f["impact_ms"] == approx(2.0, 1e-3)
+
+
+# ------------------------------------------------------------------------------------------
+# Under-filled GPU (metrics.underfilled)
+# ------------------------------------------------------------------------------------------
+def test_underfilled_glossary_example(tmp_path):
+    """The glossary's example: one 1x1x1 grid of one thread running 1,040 ms on a 28-SM GPU; and
+    its occupancy example, 256 threads x 64 registers on an A100, here on a grid of 54 blocks."""
+    cap = Capture(sm_count=28, compute_capability=(8, 6))
+    t = cap.process(pid=100).thread()
+    t.launch("serial(float*)", us=1_040_000, grid=1, block=1)
+    d = run(cap, tmp_path)
+    uf = d["metrics"]["underfilled"]
+    # no markers, one kernel: window = the kernel, 1,040 ms; SM fill 1/28 = 3.5714%
+    assert uf["sm_count"] == 28 and uf["devices"] == 1
+    assert uf["kernel_ms"] == approx(1040.0)
+    assert uf["recoverable_ms"] == approx(1040 * 27 / 28)          # 1,002.857 ms
+    assert uf["sm_fill_pct"] == approx(100 / 28)
+    (row,) = uf["kernels"]
+    assert (row["blocks"], row["threads_per_block"], row["count"]) == (1, 1, 1)
+    assert row["sm_fill_pct"] == approx(100 / 28) and row["share_of_window_pct"] == approx(2700 / 28)
+    v = d["metrics"]["values"]
+    assert v["underfilled_recoverable_pct"] == approx(2700 / 28) and v["underfilled_kernel_pct"] == approx(100.0)
+
+    cap = Capture(sm_count=108, compute_capability=(8, 0))
+    t = cap.process(pid=100).thread()
+    t.launch("half(float*)", us=1_000, grid=54, block=256, registers=64)
+    (row,) = run(cap, tmp_path, "a100.sqlite")["metrics"]["underfilled"]["kernels"]
+    # 8 warps per block: warps allow 8 blocks, registers (2,048 per warp, 8 warps per sub-partition,
+    # 32 warps) 4, shared memory (the 1 KB reserve) 164, cap 32 -> 4 x 8 / 64 = 50%; fill 54/108
+    assert row["theoretical_occupancy_pct"] == approx(50.0) and row["sm_fill_pct"] == approx(50.0)
+    assert row["recoverable_ms"] == approx(0.5) and row["low_occupancy"] is False

@@ -34,8 +34,9 @@ def test_builtin_rule_ids_are_the_public_contract():
         "d2h-transfer", "dominant-kernel", "pseudo-busy", "fp32-gemm", "no-gpu-activity", "capture-quality",
         # issue 8: what the host does in GPU-idle gaps, and copies that dominate the GPU
         "transfer-bound", "allocation-churn", "one-time-setup", "host-bound",
-        # issue 28: long CUDA calls while the GPU waits are driver work, not launch overhead
-        "driver-stall"])
+        # issue 28: long CUDA calls while the GPU waits are driver work, not launch overhead;
+        # kernels too small to fill the GPU
+        "driver-stall", "under-filled-gpu"])
 
 
 PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",

@@ -13,7 +13,7 @@ from ..trace import schema as S
 GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))
 _BASE = ["start_ns", "end_ns", "device", "proc", "stream", "api", "api_start_ns", "api_end_ns",
          "api_thread", "api_kind", "pos"]
-_EXTRA = {"kernels": ["name_id", "short_id"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
+_EXTRA = {"kernels": ["name_id", "short_id", "launch"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
 #: Sentinels for unbounded slice edges (every real time is far inside them).
 NEG = -(1 << 62)
 POS = 1 << 62
@@ -39,6 +39,7 @@ class Ops:
     api_kind: np.ndarray
     name_id: np.ndarray       # kernels: demangled name id (else -1)
     short_id: np.ndarray
+    launch: np.ndarray        # kernels: launch configuration code (``trace.derived["launch_keys"]``; else -1)
     nbytes: np.ndarray
     copy_kind: np.ndarray     # memcpy: copyKind (else -1)
     host_kind: np.ndarray     # memcpy: host memory kind (else -1)
@@ -86,6 +87,8 @@ FLAG_DTOH = 4            # a device-to-host copy of more than SCALAR_READ_MAX_BY
 FLAG_FP32 = 8            # an FP32 GEMM/convolution kernel that is not an autotuning candidate
 FLAG_SCALAR = 16         # a scalar read (.item())
 FLAG_TUNING = 32         # launched inside a compile/autotune/warm-up NVTX range
+FLAG_UNDERFILLED = 64    # a kernel with fewer blocks than its GPU has SMs (not NCCL, not autotuning)
+FLAG_LOW_OCC = 128       # a kernel whose theoretical occupancy leaves a warp scheduler idle (likewise)
 
 
 def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
@@ -105,6 +108,7 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
         neg = np.full(n, -1, dtype=np.int32)
         nid = d.get("name_id", neg)
         sid = d.get("short_id", neg)
+        lau = d.get("launch", neg)
         parts.append(dict(
             start_ns=d["start_ns"].astype(np.int64, copy=False), end_ns=d["end_ns"].astype(np.int64, copy=False),
             device=d["device"].astype(np.int32, copy=False), kind=np.full(n, kind, dtype=np.int8),
@@ -113,15 +117,17 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
             api=d["api"], api_start_ns=d["api_start_ns"], api_end=d["api_end_ns"], api_thread=d["api_thread"],
             api_kind=d["api_kind"],
             name_id=nid.astype(np.int32, copy=False), short_id=sid.astype(np.int32, copy=False),
-            nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
+            launch=lau.astype(np.int32, copy=False), nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
             copy_kind=d.get("copy_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False),
             host_kind=d.get("host_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False)))
     if not parts:
         z64 = np.zeros(0, np.int64)
-        return Ops(z64, z64, np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, bool), np.zeros(0, np.int32),
-                   np.zeros(0, np.int32), z64, z64, z64, z64, np.zeros(0, np.int32),
-                   np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.int32), z64, np.zeros(0, np.int8),
-                   np.zeros(0, np.int8), np.zeros(0, bool), z64, np.zeros(0, np.int16), thread_gtid)
+        i32 = np.zeros(0, np.int32)
+        return Ops(start_ns=z64, end_ns=z64, device=i32, kind=np.zeros(0, np.int8), is_nccl=np.zeros(0, bool),
+                   proc=i32, stream=i32, row=z64, api=z64, api_start_ns=z64, api_end=z64, api_thread=i32,
+                   api_kind=np.zeros(0, np.int8), name_id=i32, short_id=i32, launch=i32, nbytes=z64,
+                   copy_kind=np.zeros(0, np.int8), host_kind=np.zeros(0, np.int8), owned=np.zeros(0, bool), step=z64,
+                   flags=np.zeros(0, np.int16), thread_gtid=thread_gtid)
     cols = {k: np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in parts[0]}
     n = len(cols["start_ns"])
     return Ops(owned=np.ones(n, dtype=bool), step=np.full(n, -1, dtype=np.int64), flags=np.zeros(n, dtype=np.int16),

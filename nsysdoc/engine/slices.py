@@ -23,9 +23,10 @@ from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
+from . import fill as fill_m
 from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index
-from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING, NEG, POS, Ops,
-                   blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
+from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_LOW_OCC, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING,
+                   FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
 
 NC = len(CAUSES)
 
@@ -98,13 +99,25 @@ class Window:
     dtoh_count: int = 0
     #: attribution: selector -> {site row: [ns, count]} (see nsysdoc.engine.attribute.SELECTORS)
     where: dict = field(default_factory=dict)
+    # under-filled kernels (nsysdoc.engine.fill), per device: idle-SM time (ns, float), time with
+    # one running, SM Active samples then (sum, count); low-occupancy kernels' union
+    uf_idle: np.ndarray = None
+    uf_wall: np.ndarray = None
+    uf_smact: np.ndarray = None
+    uf_smact_n: np.ndarray = None
+    lowocc_wall: np.ndarray = None
+    #: (name code, launch code, device) key -> [launches, time ns, idle-SM share ns]
+    uf_groups: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = self.ndev
         for f in ("kernel_count", "copy_count", "start_count", "gap_count", "busy", "kern", "compute", "comm", "pageable_wall",
-                  "fp32_wall", "dtoh_wall"):
+                  "fp32_wall", "dtoh_wall", "uf_wall", "uf_smact_n", "lowocc_wall"):
             if getattr(self, f) is None:
                 setattr(self, f, np.zeros(n, dtype=np.int64))
+        for f in ("uf_idle", "uf_smact"):
+            if getattr(self, f) is None:
+                setattr(self, f, np.zeros(n, dtype=np.float64))
         if self.idle is None:
             self.idle = np.zeros((n, NC), dtype=np.int64)
         if self.gaps_by_cause is None:
@@ -112,8 +125,17 @@ class Window:
 
     def add(self, o: "Window") -> None:
         for f in ("kernel_count", "copy_count", "start_count", "gap_count", "busy", "kern", "compute", "comm", "idle",
-                  "pageable_wall", "fp32_wall", "dtoh_wall", "gaps_by_cause"):
+                  "pageable_wall", "fp32_wall", "dtoh_wall", "gaps_by_cause", "uf_idle", "uf_wall", "uf_smact",
+                  "uf_smact_n", "lowocc_wall"):
             setattr(self, f, getattr(self, f) + getattr(o, f))
+        for k, (n, t, r) in o.uf_groups.items():
+            acc = self.uf_groups.get(k)
+            if acc is None:
+                self.uf_groups[k] = [n, t, r]
+            else:
+                acc[0] += n
+                acc[1] += t
+                acc[2] += r
         for f in ("k_dur", "k_name", "k_short", "k_nccl", "k_tune", "l_api", "l_queue", "launch_gaps", "host_gaps"):
             getattr(self, f).extend(getattr(o, f))
         merge_groups(self.copies, o.copies)
@@ -165,6 +187,7 @@ class Global:
     step_sync: np.ndarray = None
     step_dtoh_bytes: np.ndarray = None
     step_dtoh_exposed: np.ndarray = None
+    step_uf: np.ndarray = None              # idle-SM time while under-filled kernels run (ns, float)
     scalar_reads: int = 0
     setup_idle: np.ndarray = None          # per device, set-up idle time over the GPU span
     busy_span: np.ndarray = None           # per device, busy time over the whole capture (union)
@@ -183,6 +206,7 @@ class Global:
                   "step_sync", "step_dtoh_bytes", "step_dtoh_exposed"):
             setattr(self, f, z())
         self.step_idle = np.zeros((self.nsteps, NC), dtype=np.int64)
+        self.step_uf = np.zeros(self.nsteps, dtype=np.float64)
         self.setup_idle = np.zeros(self.ndev, dtype=np.int64)
         self.busy_span = np.zeros(self.ndev, dtype=np.int64)
 
@@ -206,6 +230,8 @@ class Context:
         #: arrays kept for exact per-name statistics are then 2 bytes a name
         self.name_ids = np.asarray(trace.derived.get("kernel_name_ids", np.zeros(0, np.int64)), dtype=np.int64)
         self.short_ids = np.asarray(trace.derived.get("kernel_short_ids", np.zeros(0, np.int64)), dtype=np.int64)
+        #: launch configurations per device: under-filled and low-occupancy kernels
+        self.fill = fill_m.FillContext(trace, ndev)
         self._luts: dict = {}
         w0, w1 = plan.window
         self.w0, self.w1 = w0, w1
@@ -273,6 +299,8 @@ class SliceState:
     rt_lo: int = NEG          # the CUDA API rows read are all those overlapping [rt_lo, c1)
     #: attribution of the slice's operations (site rows, innermost operator range), computed once
     attr_cache: dict = field(default_factory=dict)
+    #: the idle-SM sweep of its under-filled kernels (nsysdoc.engine.fill), computed once
+    fill_cache: dict = field(default_factory=dict)
 
 
 def _op_flags(ctx: Context, ops: Ops) -> None:
@@ -299,6 +327,7 @@ def _op_flags(ctx: Context, ops: Ops) -> None:
                 tune[ka[ctx.plan.tuning.contains(t, s)]] = True
         fl[tune] |= FLAG_TUNING
         fl[k & ctx.fp32(ops.name_id) & ~tune] |= FLAG_FP32
+        fl |= ctx.fill.flags(ops, k, tune)
     ops.flags = fl
     if ctx.has_markers:
         when = np.where(ops.api >= 0, ops.api_start_ns, ops.start_ns)
@@ -455,7 +484,7 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         win.comm = st.act.comm.covered(devs, lo, hi)
         # wall-clock union of selected operations (every op in the window, owned or still running)
         for flag, attr, no_k in ((FLAG_PAGEABLE, "pageable_wall", False), (FLAG_FP32, "fp32_wall", False),
-                                 (FLAG_DTOH, "dtoh_wall", True)):
+                                 (FLAG_DTOH, "dtoh_wall", True), (FLAG_LOW_OCC, "lowocc_wall", False)):
             sd, ss_, se_ = [], [], []
             for p in _both(st):
                 sel_win = (p.flags & FLAG_IN_WINDOW) != 0 if (w0, w1) == (ctx.w0, ctx.w1) else \
@@ -472,6 +501,8 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
                 cov = st.act.kernels.covered(u.keys, u.starts, u.ends)
                 tot = tot - np.bincount(u.keys, weights=cov, minlength=ndev)[:ndev].astype(np.int64)
             setattr(win, attr, tot)
+        if ctx.fill.active:
+            fill_m.window(ctx, st, win, w0, w1, a, b)
     g = st.gaps
     if g is not None and len(g):
         win.idle = g.amounts_in(devs, np.full(ndev, w0), np.full(ndev, w1)).astype(np.int64)
@@ -522,6 +553,7 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
         fl = ops.flags
         for sel, mask in (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
                           ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
+                          ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
                           ("copies", inw & (ops.kind == KIND_MEMCPY)),
                           ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
                           ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0))):
@@ -682,6 +714,8 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
         fs = np.maximum(plan.step_first[ok], s)
         a2, b2 = np.maximum(s, c0), np.maximum(np.minimum(fs, c1), np.maximum(s, c0))
         tot.step_before_busy[ok] += st.act.busy.covered(d, a2, b2)
+        if ctx.fill.active:
+            fill_m.steps(ctx, st, tot, ok, d, a, b)
     if st.host is not None:
         sel = np.flatnonzero((ctx.step_thread >= 0) & (ss < c1) & (se > c0))
         if len(sel):

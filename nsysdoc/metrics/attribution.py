@@ -26,6 +26,7 @@ SELECTORS = {
     "top_kernel": "the kernel with the most GPU time (by full name), by its duration",
     "nccl_kernels": "NCCL kernels in the window, by their duration",
     "fp32_kernels": "FP32 GEMM/convolution kernels in the window, by their duration",
+    "underfilled_kernels": "kernels with fewer blocks than the GPU has SMs in the window, by their duration",
     "copies": "memory copies in the window, by their duration",
     "pageable_copies": "host<->device copies from or to pageable memory, by their duration",
     "dtoh_copies": "device-to-host copies larger than a scalar, by their duration",

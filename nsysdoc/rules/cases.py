@@ -28,7 +28,9 @@ A cases file::
 :class:`nsysdoc.testing.Thread` (``launch``, ``nccl``, ``memcpy``, ``memset``, ``cpu``, ``os_call``,
 ``item``, ``sync_stream``, ``sync_device``, ``sync_event``, ``wait_event``, ``at``, ``mark``) with
 their keyword arguments, plus ``range`` (with ``do``) and ``repeat`` (with ``do``; ``{i}`` in range
-texts is the repeat index).
+texts is the repeat index). An inline capture may also give ``gpu: {name, sm_count,
+compute_capability}`` (the GPU every device is; default an H100: 132 SMs, 9.0) and ``format: kineto``
+(play it as a PyTorch Profiler trace instead of an nsys export).
 """
 from __future__ import annotations
 
@@ -125,7 +127,23 @@ def build_capture(spec: dict, where: str):
     opts = {k: spec[k] for k in ("variant", "gpu_metrics_hz") if k in spec}
     if "trace" in spec:
         opts["trace"] = tuple(spec["trace"])
+    if spec.get("format", "nsys") not in ("nsys", "kineto"):
+        raise RuleError(f"{where}.format: nsys or kineto")
+    gpu = spec.get("gpu")  # {name, sm_count, compute_capability: "8.6"}: TARGET_INFO_GPU of every device
+    if gpu is not None:
+        if not isinstance(gpu, dict) or set(gpu) - {"name", "sm_count", "compute_capability"}:
+            raise RuleError(f"{where}.gpu: a mapping of name, sm_count and compute_capability (e.g. \"8.6\")")
+        try:
+            if "sm_count" in gpu:
+                opts["sm_count"] = None if gpu["sm_count"] is None else int(gpu["sm_count"])
+            if "compute_capability" in gpu:
+                major, _, minor = str(gpu["compute_capability"]).partition(".")
+                opts["compute_capability"] = (int(major), int(minor or 0))
+        except ValueError:
+            raise RuleError(f"{where}.gpu: sm_count is a number and compute_capability major.minor") from None
     cap = Capture(**opts)
+    if gpu is not None and "name" in gpu:
+        cap.gpu_names = {0: str(gpu["name"])}
     for pi, p in enumerate(spec.get("processes") or []):
         proc = cap.process(pid=int(p.get("pid", 1000 + pi)), name=str(p.get("name", "python")),
                            device=int(p.get("device", 0)))
@@ -190,7 +208,10 @@ def run_case(case: Case, rs: RuleSet, workdir: Path | None = None) -> CaseResult
         if p not in rule.params:
             raise RuleError(f"{case.path}:{case.line}: rule {case.rule!r} has no parameter {p!r}")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        path = cap.write(Path(tmp) / "case.sqlite")
+        if case.capture is not None and case.capture.get("format") == "kineto":
+            path = cap.write_kineto(Path(tmp) / "case.pt.trace.json")
+        else:
+            path = cap.write(Path(tmp) / "case.sqlite")
         result = analyze(load_trace(path, cache=False), step_pattern=case.step_marker).to_dict()
     one = RuleSet(rules=[rule], param_values={rule.id: {**rs.param_values.get(rule.id, {}), **case.params}})
     findings, statuses = evaluate(one, result)

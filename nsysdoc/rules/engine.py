@@ -28,6 +28,8 @@ REQUIREMENT_REASONS = {
     "steps": ("has_step_markers", "needs training-step markers (NVTX ranges such as ProfilerStep#N); none found"),
     "gpu_metrics": ("gpu_metrics_present", "needs GPU metrics (nsys --gpu-metrics-devices=all); none captured"),
     "memcpy": ("_memcpy_traced", "needs CUDA memcpy rows; the capture has none"),
+    "sm_count": ("sm_count", "needs the GPU's SM count (smCount in TARGET_INFO_GPU, numSms in a PyTorch Profiler "
+                             "trace's deviceProperties); the capture does not record it"),
 }
 
 
@@ -243,6 +245,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
         "sync_calls": m["sync"]["sync_calls"],
         "sync_threads": m["sync"]["host_sync_ms_by_thread"],
         "gaps": gaps,
+        "underfilled_kernels": (m.get("underfilled") or {}).get("kernels") or [],
     }
 
 

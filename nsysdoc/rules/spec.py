@@ -24,7 +24,7 @@ from .values import STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 SEVERITIES = ("info", "warning", "critical")
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
               "communication", "kernel-efficiency", "capture")
-REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy")
+REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy", "sm_count")
 ID_RE = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 
 RULE_SCHEMA: dict[str, Any] = {

@@ -35,6 +35,13 @@ VALUE_NAMES: tuple[str, ...] = (
     "top_kernel_calls_per_step", "top_kernel_instance_share_pct", "fp32_gemm_ms", "fp32_gemm_share_pct",
     "compute_capability", "tf32_capable", "time_busy_pct_median", "sm_active_pct_median", "sm_issue_pct_median",
     "tensor_active_pct_median", "dram_read_pct_median",
+    # kernels that cannot fill the GPU (nsysdoc.metrics.occupancy)
+    "sm_count", "underfilled_kernel_ms", "underfilled_kernel_pct", "underfilled_recoverable_ms",
+    "underfilled_recoverable_pct", "underfilled_ms_per_step", "underfilled_kernel_count", "underfilled_sm_fill_pct",
+    "underfilled_sm_active_pct", "underfilled_gpu_metrics_note", "low_occupancy_kernel_ms", "low_occupancy_kernel_pct",
+    "low_occupancy_note", "top_underfilled_name", "top_underfilled_blocks", "top_underfilled_threads", "top_underfilled_count",
+    "top_underfilled_ms", "top_underfilled_recoverable_ms", "top_underfilled_sm_fill_pct",
+    "top_underfilled_occupancy_pct", "top_underfilled_est_occupancy_pct",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
@@ -44,7 +51,8 @@ VALUE_NAMES: tuple[str, ...] = (
 STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
-                           "pageable_cost_note"})
+                           "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
+                           "low_occupancy_note"})
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
@@ -66,6 +74,9 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "setup_events": ["name", "kind", "count", "total_ms", "max_ms"],
     "gaps": ["device", "start_ns", "end_ns", "duration_ms", "cause", "pid", "tid",
              *(f"{c}_ms" for c in IDLE_CLASSES)],
+    "underfilled_kernels": ["name", "blocks", "threads_per_block", "registers_per_thread", "shared_memory_bytes",
+                            "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
+                            "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],
 }
 
 #: ``time_ranges`` kinds: ``gaps:<cause>`` (longest gaps of that cause), ``worst_step``,

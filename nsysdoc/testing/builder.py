@@ -84,6 +84,12 @@ class GpuOp:
     sm_active: float = 0.8
     tensor_active: float = 0.0
     context: int = 1
+    #: kernels: launch configuration (a grid of more blocks than any GPU has SMs by default)
+    grid: tuple[int, int, int] = (1024, 1, 1)
+    block: tuple[int, int, int] = (256, 1, 1)
+    registers: int = 32
+    shared_mem: int = 0
+    dynamic_shared_mem: int = 0
 
 
 class Thread:
@@ -233,21 +239,28 @@ class Thread:
 
     def launch(self, name: str, us: float = 10.0, *, stream: int = 7, device: int | None = None,
                api_us: float = 5.0, api: str = "cudaLaunchKernel_v7000", short_name: str | None = None,
-               sm_active: float = 0.8, tensor_active: float = 0.0) -> GpuOp:
-        """``cudaLaunchKernel`` of a kernel that runs ``us`` microseconds on the GPU."""
+               sm_active: float = 0.8, tensor_active: float = 0.0, grid=(1024, 1, 1), block=(256, 1, 1),
+               registers: int = 32, shared_mem: int = 0, dynamic_shared_mem: int = 0) -> GpuOp:
+        """``cudaLaunchKernel`` of a kernel that runs ``us`` microseconds on the GPU, launched with
+        ``grid`` blocks of ``block`` threads (an int or 1-3 dimensions), ``registers`` per thread
+        and ``shared_mem`` (static) + ``dynamic_shared_mem`` bytes of shared memory per block."""
         dev = self.process.default_device if device is None else device
         s = self.process.stream(dev, stream)
         a0, a1, corr = self._api(api, api_us)
         op = GpuOp("kernel", 0, 0, dev, stream, corr, self.process.global_pid, name=name,
-                   short_name=short_name or _short(name), sm_active=sm_active, tensor_active=tensor_active)
+                   short_name=short_name or _short(name), sm_active=sm_active, tensor_active=tensor_active,
+                   grid=_dims(grid), block=_dims(block), registers=int(registers), shared_mem=int(shared_mem),
+                   dynamic_shared_mem=int(dynamic_shared_mem))
         return self._enqueue(op, a0 + int(api_us * US * 0.6), int(round(us * US)), s)
 
     def nccl(self, collective: str = "AllReduce", us: float = 500.0, *, stream: int = 13,
-             device: int | None = None, api_us: float = 8.0) -> GpuOp:
-        """An NCCL collective kernel (``ncclDevKernel_<coll>...``) on the communication stream."""
+             device: int | None = None, api_us: float = 8.0, grid=(24, 1, 1), block=(640, 1, 1)) -> GpuOp:
+        """An NCCL collective kernel (``ncclDevKernel_<coll>...``) on the communication stream, with
+        one block per channel, as NCCL launches them (fewer blocks than SMs, on purpose)."""
         name = f"ncclDevKernel_{collective}_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
         return self.launch(name, us, stream=stream, device=device, api_us=api_us,
-                           short_name=f"ncclDevKernel_{collective}_Sum_f32_RING_LL", sm_active=0.1)
+                           short_name=f"ncclDevKernel_{collective}_Sum_f32_RING_LL", sm_active=0.1, grid=grid,
+                           block=block)
 
     def memcpy(self, kind: str = "HtoD", nbytes: int = 1 << 20, *, asynchronous: bool = True,
                pageable: bool = False, stream: int = 7, device: int | None = None,
@@ -393,6 +406,10 @@ class Capture:
     utc_epoch_ns: int = 1_764_000_000_000_000_000
     queue_ns: int = 2_000
     gpu_names: dict[int, str] = field(default_factory=lambda: {0: "NVIDIA H100 80GB HBM3"})
+    #: TARGET_INFO_GPU of every device: SM count and compute capability (the per-SM limits are
+    #: written for it, except in the "2022" variant, whose table lacks those columns)
+    sm_count: int | None = 132
+    compute_capability: tuple[int, int] | None = (9, 0)
     gpu_metrics_hz: int | None = None
     diagnostics: list[tuple[int, int, str]] = field(default_factory=list)
     overhead: list[tuple[int, int, str]] = field(default_factory=list)
@@ -459,9 +476,8 @@ class Capture:
         w.table("ANALYSIS_DETAILS", ddl.OTHER_TABLES["ANALYSIS_DETAILS"], [(0, stop - 0, 0, stop)])
         w.table("TARGET_INFO_SESSION_START_TIME", ddl.OTHER_TABLES["TARGET_INFO_SESSION_START_TIME"],
                 [(self.utc_epoch_ns, "2026-11-29 00:00:00", "2026-11-29 00:00:00")])
-        w.table("TARGET_INFO_GPU", ddl.OTHER_TABLES["TARGET_INFO_GPU"],
-                [(0, d, name, f"0000:{d:02x}:00.0", 85899345920, 3352320000000, 132, 9, 0, d)
-                 for d, name in sorted(self.gpu_names.items())])
+        w.table("TARGET_INFO_GPU", ddl.target_info_gpu_columns(v), [self._gpu_row(d, name)
+                                                                    for d, name in sorted(self.gpu_names.items())])
         w.table("PROCESSES", ddl.OTHER_TABLES["PROCESSES"], [(p.global_pid, p.pid, p.name) for p in self.processes])
         w.table("ThreadNames", ddl.OTHER_TABLES["ThreadNames"],
                 [(w.sid(t.name), 0, t.global_tid) for p in self.processes for t in p.threads])
@@ -486,6 +502,17 @@ class Capture:
         if self.gpu_metrics_hz and "cuda" in self.trace:
             self._write_gpu_metrics(w, stop)
         w.strings()
+
+    def _gpu_row(self, d: int, name: str) -> tuple:
+        major, minor = self.compute_capability if self.compute_capability else (None, None)
+        row = [0, d, name, f"0000:{d:02x}:00.0", 85899345920, 3352320000000, self.sm_count, major, minor, d]
+        if self.variant != "2022":
+            from ..metrics.occupancy import CC_LIMITS
+
+            lim = CC_LIMITS.get((major, minor)) if major is not None else None
+            warps, blocks, regs, smem, optin = lim if lim else (None,) * 5
+            row += [32, warps, blocks, regs, smem, optin, 1024]
+        return tuple(row)
 
     def _write_cuda(self, w: "_Writer") -> None:
         v = self.variant
@@ -521,7 +548,8 @@ class Capture:
                 grid_id += 1
                 dn, sn = w.sid(op.name), w.sid(op.short_name)
                 row = base + [dn, sn] + ([w.sid("_Z" + op.short_name)] if green else []) + [
-                    1, 0, 32, 128, 1, 1, 256, 1, 1, 0, 0, 0, 0, grid_id, 0, None, 0]
+                    1, 0, op.registers, *op.grid, *op.block, op.shared_mem, op.dynamic_shared_mem, 0, 0, grid_id,
+                    op.shared_mem + op.dynamic_shared_mem, None, 0]
                 kernels.append(tuple(row))
             elif op.table == "memcpy":
                 copies.append(tuple(base + [op.bytes, op.copy_kind, None, op.src_kind, op.dst_kind,
@@ -644,6 +672,16 @@ class _Writer:
     def strings(self) -> None:
         self.table("StringIds", ddl.OTHER_TABLES["StringIds"],
                    [(i, s) for s, i in sorted(self._strings.items(), key=lambda kv: kv[1])])
+
+
+def _dims(v) -> tuple[int, int, int]:
+    """A grid or block size given as an int or 1-3 dimensions, as (x, y, z)."""
+    if isinstance(v, int):
+        return (v, 1, 1)
+    d = [int(x) for x in v]
+    if not 1 <= len(d) <= 3:
+        raise ValueError(f"a grid or block has 1 to 3 dimensions, got {v!r}")
+    return tuple(d + [1] * (3 - len(d)))  # type: ignore[return-value]
 
 
 def _short(name: str) -> str:

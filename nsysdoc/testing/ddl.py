@@ -273,6 +273,17 @@ ENUM_TABLES = {
 }
 
 
+def target_info_gpu_columns(variant: str) -> list[tuple[str, str]]:
+    """TARGET_INFO_GPU; the per-SM limits (real exports have them since nsys 2022.4) are left out
+    of the "2022" variant so that their absence is exercised too."""
+    cols = list(OTHER_TABLES["TARGET_INFO_GPU"])
+    if variant != "2022":
+        cols += [("threadsPerWarp", "INTEGER"), ("maxWarpsPerSm", "INTEGER"), ("maxBlocksPerSm", "INTEGER"),
+                 ("maxRegistersPerSm", "INTEGER"), ("maxShmemPerSm", "INTEGER"), ("maxShmemPerBlockOptin", "INTEGER"),
+                 ("maxThreadsPerBlock", "INTEGER")]
+    return cols
+
+
 def create_sql(table: str, columns: list[tuple[str, str]]) -> str:
     body = ",\n    ".join(f'"{name}" {decl}' for name, decl in columns)
     return f"CREATE TABLE {table} (\n    {body}\n);"

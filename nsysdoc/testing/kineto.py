@@ -119,17 +119,20 @@ class KinetoWriter:
     # -- document ---------------------------------------------------------------------------
     def header(self, devices: dict[int, str], distributed: dict | None = None, compute: tuple[int, int] = (9, 0),
                sms: int = 132, runtime: str = "cuda") -> None:
+        from ..metrics.occupancy import CC_LIMITS
+
         if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
             props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
                       "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
                       "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
                       "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
         else:
+            warps, _blocks, regs, smem, optin = CC_LIMITS.get(tuple(compute), CC_LIMITS[(9, 0)])
             props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
-                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048,
-                      "regsPerBlock": 65536, "regsPerMultiprocessor": 65536, "warpSize": 32,
-                      "sharedMemPerBlock": 49152, "sharedMemPerMultiprocessor": 233472, "numSms": sms,
-                      "sharedMemPerBlockOptin": 232448} for d, name in sorted(devices.items())]
+                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": warps * 32,
+                      "regsPerBlock": 65536, "regsPerMultiprocessor": regs, "warpSize": 32, "sharedMemPerBlock": 49152,
+                      "sharedMemPerMultiprocessor": smem, "numSms": sms, "sharedMemPerBlockOptin": optin}
+                     for d, name in sorted(devices.items())]
         w = self.fh.write
         w('{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    ')
         w(",\n    ".join(_dumps(p) for p in props))
@@ -179,6 +182,23 @@ def _open(path: Path) -> IO[str]:
     return open(path, "w", encoding="utf-8")
 
 
+def _kernel_args(op, sms: int, compute) -> dict:
+    """A kernel event's launch arguments as Kineto writes them: blocks and warps per SM over the
+    whole GPU, and the estimated achieved occupancy min(warps per SM / max warps, theoretical)."""
+    from ..metrics.occupancy import device_limits, theoretical_occupancy
+
+    blocks = op.grid[0] * op.grid[1] * op.grid[2]
+    threads = op.block[0] * op.block[1] * op.block[2]
+    smem = op.shared_mem + op.dynamic_shared_mem
+    lim = device_limits(sms, float(f"{compute[0]}.{compute[1]}"))
+    warps_sm = blocks / sms * -(-threads // 32)
+    theo = float(theoretical_occupancy(threads, op.registers, smem, lim))
+    est = min(warps_sm / lim.max_warps_per_sm * 100, theo) if lim.max_warps_per_sm and theo == theo else 0.0
+    return {"registers per thread": op.registers, "shared memory": smem, "blocks per SM": round(blocks / sms, 7),
+            "warps per SM": round(warps_sm, 7), "grid": list(op.grid), "block": list(op.block),
+            "est. achieved occupancy %": int(round(est))}
+
+
 def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: dict | None = None,
                  extra_devices: int = 2, runtime: str = "cuda", api_names: dict[str, str] | None = None) -> Path:
     """Write ``cap`` (a :class:`~nsysdoc.testing.Capture`) as a Kineto trace at ``path``.
@@ -210,7 +230,21 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
     by_corr = {(op.global_pid & S.PROCESS_MASK, op.correlation_id): op for op in gpu}
     with _open(path) as fh:
         w = KinetoWriter(fh, form, cap.utc_epoch_ns)
-        w.header(devices, distributed if form == "new" else None, runtime=runtime)
+               sms: int = 132, runtime: str = "cuda") -> None:
+        from ..metrics.occupancy import CC_LIMITS
+
+        if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
+            props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
+                      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+                      "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
+                      "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
+        else:
+            warps, _blocks, regs, smem, optin = CC_LIMITS.get(tuple(compute), CC_LIMITS[(9, 0)])
+            props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
+                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": warps * 32,
+                      "regsPerBlock": 65536, "regsPerMultiprocessor": regs, "warpSize": 32, "sharedMemPerBlock": 49152,
+                      "sharedMemPerMultiprocessor": smem, "numSms": sms, "sharedMemPerBlockOptin": optin}
+                     for d, name in sorted(devices.items())]
         cat = w.cat
         for p in cap.processes:
             w.meta("process_name", p.pid, 0, p.name)
@@ -280,12 +314,21 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 args.update({"device": op.device, "context": op.context, "stream": op.stream,
                              "correlation": op.correlation_id})
             if op.table == "kernel":
-                if hip:
-                    args.update({"kind": "Dispatch Kernel", "grid": [304, 1, 1], "block": [256, 1, 1]})
-                else:
-                    args.update({"registers per thread": 32, "shared memory": 0, "blocks per SM": 1.0,
-                                 "warps per SM": 8.0, "grid": [132, 1, 1], "block": [256, 1, 1],
-                                 "est. achieved occupancy %": 12})
+               sms: int = 132, runtime: str = "cuda") -> None:
+        from ..metrics.occupancy import CC_LIMITS
+
+        if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
+            props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
+                      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+                      "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
+                      "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
+        else:
+            warps, _blocks, regs, smem, optin = CC_LIMITS.get(tuple(compute), CC_LIMITS[(9, 0)])
+            props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
+                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": warps * 32,
+                      "regsPerBlock": 65536, "regsPerMultiprocessor": regs, "warpSize": 32, "sharedMemPerBlock": 49152,
+                      "sharedMemPerMultiprocessor": smem, "numSms": sms, "sharedMemPerBlockOptin": optin}
+                     for d, name in sorted(devices.items())]
                 w.x(cat["kernel"], op.name, op.device, w.stream_tid(op.stream), op.start, op.end, args)
             elif op.table == "memcpy" and hip:
                 kind, src, dst = HIP_COPY.get(op.copy_kind, ("<unknown>", "?", "?"))

@@ -328,6 +328,11 @@ class _Acc:
         # GPU tables: start, end, device, context, stream, correlation, name, bytes
         self.gpu = {k: {"s": q(), "e": q(), "dev": q(), "ctx": i(), "st": i(), "corr": q(), "name": i(), "bytes": q()}
                     for k in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC)}
+        # kernels: the launch configuration's code (grid, block, registers, shared memory and the
+        # estimated achieved occupancy, as distinct packed keys: schema.launch_key_sql)
+        self.gpu[K_KERNEL]["launch"] = i()
+        self.launch_raw: dict = {}   # args as written -> code
+        self.launch_codes: dict[tuple[int, int], int] = {}  # (packed key, est. occupancy %) -> code
         self.rt = {"s": q(), "e": q(), "thr": i(), "corr": q(), "name": i(), "drv": array("b")}
         self.host = {"s": q(), "e": q(), "thr": i(), "name": i(), "dom": array("b")}
         self.flow_s = {"id": q(), "thr": i(), "ts": q()}
@@ -342,6 +347,25 @@ class _Acc:
         self.events = 0
         self.ignored = 0
 
+    def launch_code(self, a: dict) -> int:
+        """The code of a kernel event's launch configuration (its ``args``)."""
+        g, b = a.get("grid"), a.get("block")
+        raw = (tuple(g) if g.__class__ is list and len(g) == 3 else None,
+               tuple(b) if b.__class__ is list and len(b) == 3 else None,
+               a.get("registers per thread"), a.get("shared memory"), a.get("est. achieved occupancy %"))
+        try:
+            code = self.launch_raw.get(raw)
+        except TypeError:  # an unhashable value (a list where a number belongs)
+            raw, code = None, None
+        if code is None:
+            item = _launch_fields(raw)
+            code = self.launch_codes.get(item)
+            if code is None:
+                code = self.launch_codes[item] = len(self.launch_codes)
+            if raw is not None:
+                self.launch_raw[raw] = code
+        return code
+
     def name_id(self, v) -> int:
         if v.__class__ is not str:
             v = L.UNKNOWN_NAME if v is None else str(v)
@@ -349,6 +373,27 @@ class _Acc:
         if got is None:
             got = self.names[v] = len(self.names)
         return got
+
+
+def _launch_fields(raw) -> tuple[int, int]:
+    """(packed launch key, est. achieved occupancy % or -1) of a kernel's args ``(grid, block,
+    registers per thread, shared memory, est. achieved occupancy %)``; a value of the wrong type
+    or out of range leaves its field unknown."""
+    if raw is None:
+        return S.LAUNCH_UNKNOWN, -1
+    g, b, r, sm, est = raw
+
+    def size(dims, cap):
+        if dims is None or any(v.__class__ is not int or not 1 <= v < _I32 for v in dims):
+            return -1
+        return min(dims[0] * dims[1] * dims[2], cap)
+
+    blocks = size(g, S.LAUNCH_BLOCKS_CAP)
+    threads = size(b, 1 << 20)
+    regs = r if r.__class__ is int and 0 <= r <= 255 else -1
+    smem = sm if sm.__class__ is int and 0 <= sm < _I32 else -1
+    occ = int(round(est)) if est.__class__ in (int, float) and 0 <= est <= 100 else -1
+    return S.pack_launch(blocks, threads, regs, smem), occ
 
 
 _DOMAINS = ("", "cpu_op", "python_function")
@@ -529,6 +574,7 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
     cats = CATEGORIES
     ns = us_to_ns
     name_id = acc.name_id
+    launch_code = acc.launch_code
     threads = acc.threads
     gk, gm, gs, gy = (acc.gpu[k] for k in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC))
     gpu_tabs = {K_KERNEL: gk, K_MEMCPY: gm, K_MEMSET: gs, K_SYNC: gy}
@@ -657,6 +703,8 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
                         g["corr"].append(c)
                         g["name"].append(name_id(ev.get("name")))
                         g["bytes"].append(nb)
+                        if kind == K_KERNEL:
+                            g["launch"].append(launch_code(a))
             elif (ph == "s" or ph == "f") and ev.get("cat") in FLOW_CATEGORIES:
                 fid = ev.get("id")
                 ts = ns(ev.get("ts"))
@@ -816,6 +864,8 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
                     "context_id": _np(t["ctx"], np.int64), "stream_id": _np(t["st"], np.int64),
                     "correlation_id": _np(t["corr"], np.int64), "name_id": _np(t["name"], np.int32),
                     "bytes": _np(t["bytes"], np.int64)}
+        if kind == K_KERNEL:
+            gpu[key]["launch"] = _np(t["launch"], np.int32)
 
     # ---- launch -> GPU join: ``correlation`` args, else the ac2g flow events ---------------------
     _flow_correlations(acc, rt, rt_thr, gpu, times)
@@ -870,6 +920,15 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         v = props.get(int(d), {}).get(key)
         return v if ok(v) else None
 
+    def limit(d, col):
+        pos = lambda v: v.__class__ is int and 0 < v < _I32  # noqa: E731
+        if col == "max_warps_per_sm":
+            threads, warp = prop(d, "maxThreadsPerMultiprocessor", pos), prop(d, "warpSize", pos)
+            return threads // warp if threads and warp else None
+        src = {"regs_per_sm": "regsPerMultiprocessor", "smem_per_sm": "sharedMemPerMultiprocessor",
+               "smem_per_block_optin": "sharedMemPerBlockOptin"}.get(col)
+        return prop(d, src, pos) if src else None
+
     def cc(d):
         # AMD GPUs (ROCm: warp size 64) give their gfx version (MI300X: 9.4), no CUDA compute capability
         if prop(d, "warpSize", lambda v: v == 64) is not None:
@@ -884,6 +943,9 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         "name": np.array([L._cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids], dtype=object),
         "sm_count": [prop(d, "numSms", lambda v: v.__class__ is int and v > 0) for d in dev_ids],
         "compute_capability": [cc(d) for d in dev_ids],
+        # per-SM limits for the occupancy calculator (maxBlocksPerSm is not recorded: from the
+        # compute capability)
+        **{c: [limit(d, c) for d in dev_ids] for c in S.GPU_LIMIT_COLUMNS},
     })
 
     # ---- names: kernel short names, copy and memset kinds ------------------------------------
@@ -990,7 +1052,9 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
             "duration_ns": duration, "session_start_utc_ns": session_start, "traced": traced,
             "not_recorded": not_recorded, "distributed": distributed,
             "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
-    return {"frames": out, "strings": strings, "info": info, "n_names": n_names}
+    items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
+    launch = L.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
+    return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch}
 
 
 def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times) -> None:
@@ -1066,7 +1130,8 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                 "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"]}
         from_cache = False
         tmp = L._cache_tmp(folder) if entry is not None else None
-        store, extras = L.store_from_frames(frames, strings, tmp, write_all=tmp is not None)
+        store, extras = L.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
+                                            launch_configs=built["launch"])
         if tmp is not None and not L._publish(tmp, entry, meta, frames, strings, store, extras):
             store._own_tmp = tmp
     traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}

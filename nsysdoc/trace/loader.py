@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 19
+CACHE_FORMAT = 20
 
 ProgressFn = Callable[[str], None]
 
@@ -149,9 +149,14 @@ class _ChunkReader:
     exports; gaps and ``where`` filters only make chunks shorter)."""
 
     def __init__(self, exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "",
-                 chunk_rows: int | None = None) -> None:
-        self.exp, self.table, self.cols = exp, table, cols
+                 chunk_rows: int | None = None, extra: dict[str, tuple[str, int]] | None = None) -> None:
         exprs, self.chosen = _select_list(exp, table, cols)
+        # computed columns: name -> (SQL expression over the table's columns, value for NULL)
+        for name, (sql, default) in (extra or {}).items():
+            exprs.append(f"({sql})")
+            self.chosen[name] = sql
+            cols = cols + (S.Col(name, (), required=False, default=default),)
+        self.exp, self.table, self.cols = exp, table, cols
         self.spec = {c.name: c for c in cols}
         self.where = where
         cond = where.replace("WHERE", "AND", 1) if where else ""
@@ -656,7 +661,7 @@ LAUNCHED = {"api": "int32", "api_start_ns": "int64", "api_end_ns": "int64", "api
 #: GPU operation tables are stored in start-time buckets (``Table.bucket_by_start``); ``row`` keeps
 #: each row's place in the table.
 TABLE_DTYPES = {
-    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", **LAUNCHED, "row": "int32"},
+    "kernels": {**GPU_BASE, "name_id": "int32", "short_id": "int32", "launch": "int32", **LAUNCHED, "row": "int32"},
     "memcpy": {**GPU_BASE, "bytes": "int64", "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8",
                "host_kind": "int8", **LAUNCHED, "row": "int32"},
     "memset": {**GPU_BASE, "bytes": "int64", "mem_kind": "int8", **LAUNCHED, "row": "int32"},
@@ -708,6 +713,8 @@ class _Ingest:
         self.kernel_names: set[int] = set()
         self.expected: dict[str, int] = {}  # rows of each big table (its rowid range)
         self.kernel_shorts: set[int] = set()
+        #: distinct packed launch configurations (schema.launch_key_sql): a kernel row keeps its code
+        self.launch = _Codes()
         self.nvtx_domains = _TupleCodes()
         self.domain_names: dict[tuple[int, int], str] = {}
         self.domain_any: dict[int, str] = {}
@@ -728,7 +735,10 @@ class _Ingest:
     def _rows(self, key: str, where: str = "", cols=None, end_optional: bool = False):
         """Validated chunks of one table (dict of columns), in rowid order."""
         table = _TABLE_OF[key]
-        reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where)
+        # a kernel's launch configuration, packed by SQLite into one column (schema.launch_key_sql)
+        extra = {"launch_key": (S.launch_key_sql(self.exp.columns(table)), S.LAUNCH_UNKNOWN)} \
+            if key == "kernels" else None
+        reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where, extra=extra)
         self.expected[key] = max(0, reader.hi - reader.lo)
         anchor = None
         if len(reader.ranges) > 1 and self.duration_ns:
@@ -827,6 +837,7 @@ class _Ingest:
                 d["api"] = api
                 d.update(self._launching(api, has, n))
                 if key == "kernels":
+                    d["launch"] = self.launch(d.pop("launch_key"))
                     self.kernel_names.update(_uniq(d["name_id"]).tolist())
                     self.kernel_shorts.update(_uniq(d["short_id"]).tolist())
                     self.first.add(getattr(self, "_cand", None), proc, d["name_id"], api, d["api_start_ns"], d["row"])
@@ -938,6 +949,7 @@ class _Ingest:
             "kernel_name_ids": np.array(sorted(self.kernel_names), dtype=np.int64),
             "kernel_short_ids": np.array(sorted(self.kernel_shorts), dtype=np.int64),
             "runtime_name_counts": self.name_counts,
+            **launch_arrays(self.launch.keys),
         }
         return {"frames": out, "strings": strings, "nvtx_domains": np.array(dnames, dtype=object),
                 "derived": derived}
@@ -989,6 +1001,16 @@ class FirstLaunches:
         firsts = np.array([v[2] for v in self.first.values()], dtype=np.int64)
         out |= set(firsts[in_sorted_pos(cand, firsts)].tolist())
         return np.array(sorted(out), dtype=np.int64)
+
+
+def launch_arrays(keys, est_occupancy=None) -> dict[str, np.ndarray]:
+    """The derived arrays of the launch configurations: ``launch_keys`` (the packed key of each
+    code a kernel row holds, ``schema.launch_key_sql``) and ``launch_est_occupancy`` (PyTorch
+    Profiler's "est. achieved occupancy %" of each code; -1 when not recorded, always for nsys)."""
+    keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+    est = np.full(len(keys), -1, dtype=np.int64) if est_occupancy is None else \
+        np.asarray(est_occupancy, dtype=np.int64).reshape(-1)
+    return {"launch_keys": keys, "launch_est_occupancy": est}
 
 
 def in_sorted_pos(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -1152,15 +1174,18 @@ class _NvtxReader:
 
 def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> Columns:
     gpu_names = {}
+    limits: dict[int, list] = {}  # per GPU id: S.GPU_LIMIT_COLUMNS values (None when absent)
     if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
         have = set(exp.columns("TARGET_INFO_GPU"))
-        extra = "".join(f", {c}" if c in have else ", NULL" for c in ("smCount", "computeMajor", "computeMinor"))
-        for gid, name, sm, major, minor in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
+        srcs = ("smCount", "computeMajor", "computeMinor", *S.GPU_LIMIT_COLUMNS.values())
+        extra = "".join(f', "{c}"' if c in have else ", NULL" for c in srcs)
+        for gid, name, sm, major, minor, *lim in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
             if type(gid) is not int:
                 continue
             cc = float(f"{major}.{_int(minor, 0)}") if type(major) is int and 0 < major < 100 \
                 and 0 <= _int(minor, 0) < 100 else None
             gpu_names[gid] = (name if isinstance(name, str) else "", sm if type(sm) is int and sm > 0 else None, cc)
+            limits[gid] = [v if type(v) is int and 0 < v < (1 << 31) else None for v in lim]
     hosts = all_dev // 65536
     dev_ids = all_dev % 65536
     multi_host = len(np.unique(hosts)) > 1
@@ -1175,6 +1200,9 @@ def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> Columns:
         # compute capability (e.g. 8.0 for A100), from TARGET_INFO_GPU; None when not exported
         "compute_capability": [gpu_names.get(int(d), ("", None, None))[2] if not multi_host else None
                                for d in dev_ids],
+        # per-SM limits (occupancy calculator); None when not exported
+        **{c: [limits.get(int(d), [None] * len(S.GPU_LIMIT_COLUMNS))[j] if not multi_host else None
+               for d in dev_ids] for j, c in enumerate(S.GPU_LIMIT_COLUMNS)},
     })
 
 
@@ -1338,7 +1366,7 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
 #: The columns of each table as a whole DataFrame (``Trace.frame``) and of each small table.
 FRAME_COLUMNS = {
     "kernels": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "name_id",
-                "short_id", "device", "proc", "stream"),
+                "short_id", "launch", "device", "proc", "stream"),
     "memcpy": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "bytes", "copy_kind",
                "src_kind", "dst_kind", "device", "proc", "host_kind", "stream"),
     "memset": ("start_ns", "end_ns", "device_id", "context_id", "stream_id", "correlation_id", "bytes", "mem_kind",
@@ -1348,7 +1376,8 @@ FRAME_COLUMNS = {
              "proc", "stream"),
     "osrt": ("start_ns", "end_ns", "global_tid", "name_id", "is_wait", "thread"),
     "nvtx": ("start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"),
-    "devices": ("device", "host", "device_id", "label", "name", "sm_count", "compute_capability"),
+    "devices": ("device", "host", "device_id", "label", "name", "sm_count", "compute_capability",
+                *S.GPU_LIMIT_COLUMNS),
     "processes": ("global_pid", "pid", "name"),
     "streams": ("stream", "proc", "device", "context_id", "stream_id"),
     "threads": ("thread", "global_tid", "pid", "tid", "name"),
@@ -1392,7 +1421,7 @@ def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
 
 
 def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spill_dir: Path | None = None,
-                      write_all: bool = False) -> tuple[Store, dict]:
+                      write_all: bool = False, launch_configs: dict[str, np.ndarray] | None = None) -> tuple[Store, dict]:
     """A store holding whole event frames (a PyTorch Profiler trace, parsed in one go), with the
     columns and derived arrays the streaming loader computes: ``(store, extras)``."""
     from ..lazy_pandas import pandas as _pandas
@@ -1468,7 +1497,8 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
                           "kernel_name_ids": np.unique(frames["kernels"]["name_id"].to_numpy()).astype(np.int64),
                           "kernel_short_ids": np.unique(frames["kernels"]["short_id"].to_numpy()).astype(np.int64),
                           "runtime_name_counts": np.bincount(np.maximum(nid, 0).astype(np.int64)) if len(nid)
-                          else np.zeros(0, np.int64)}}
+                          else np.zeros(0, np.int64),
+                          **(launch_configs if launch_configs is not None else launch_arrays([]))}}
     store.finish_writes()
     return store, extras
 
@@ -1502,7 +1532,8 @@ _META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version"
               "duration_ns": (int, type(None)), "process_messages": list,
               "session_start_utc_ns": (int, type(None)), "dropped_rows": list, "store": dict}
 _ARRAYS = ("remap_proc", "remap_device", "remap_thread", "pageable_async_api", "launch_candidates",
-           "setup_launch", "runtime_name_counts", "kernel_name_ids", "kernel_short_ids")
+           "setup_launch", "runtime_name_counts", "kernel_name_ids", "kernel_short_ids", "launch_keys",
+           "launch_est_occupancy")
 
 
 def _arrow_table(t: Columns):
