@@ -230,21 +230,8 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
     by_corr = {(op.global_pid & S.PROCESS_MASK, op.correlation_id): op for op in gpu}
     with _open(path) as fh:
         w = KinetoWriter(fh, form, cap.utc_epoch_ns)
-               sms: int = 132, runtime: str = "cuda") -> None:
-        from ..metrics.occupancy import CC_LIMITS
-
-        if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
-            props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
-                      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                      "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
-                      "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
-        else:
-            warps, _blocks, regs, smem, optin = CC_LIMITS.get(tuple(compute), CC_LIMITS[(9, 0)])
-            props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
-                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": warps * 32,
-                      "regsPerBlock": 65536, "regsPerMultiprocessor": regs, "warpSize": 32, "sharedMemPerBlock": 49152,
-                      "sharedMemPerMultiprocessor": smem, "numSms": sms, "sharedMemPerBlockOptin": optin}
-                     for d, name in sorted(devices.items())]
+        w.header(devices, distributed if form == "new" else None, compute=cap.compute_capability or (9, 0),
+                 sms=cap.sm_count or 132, runtime=runtime)
         cat = w.cat
         for p in cap.processes:
             w.meta("process_name", p.pid, 0, p.name)
@@ -314,21 +301,10 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 args.update({"device": op.device, "context": op.context, "stream": op.stream,
                              "correlation": op.correlation_id})
             if op.table == "kernel":
-               sms: int = 132, runtime: str = "cuda") -> None:
-        from ..metrics.occupancy import CC_LIMITS
-
-        if runtime == "hip":  # Kineto's ROCm device properties (hipDeviceProp_t): an MI300X
-            props = [{"id": d, "name": name, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
-                      "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
-                      "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304,
-                      "maxSharedMemoryPerMultiProcessor": 65536} for d, name in sorted(devices.items())]
-        else:
-            warps, _blocks, regs, smem, optin = CC_LIMITS.get(tuple(compute), CC_LIMITS[(9, 0)])
-            props = [{"id": d, "name": name, "totalGlobalMem": 85899345920, "computeMajor": compute[0],
-                      "computeMinor": compute[1], "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": warps * 32,
-                      "regsPerBlock": 65536, "regsPerMultiprocessor": regs, "warpSize": 32, "sharedMemPerBlock": 49152,
-                      "sharedMemPerMultiprocessor": smem, "numSms": sms, "sharedMemPerBlockOptin": optin}
-                     for d, name in sorted(devices.items())]
+                if hip:
+                    args.update({"kind": "Dispatch Kernel", "grid": list(op.grid), "block": list(op.block)})
+                else:
+                    args.update(_kernel_args(op, cap.sm_count or 132, cap.compute_capability or (9, 0)))
                 w.x(cat["kernel"], op.name, op.device, w.stream_tid(op.stream), op.start, op.end, args)
             elif op.table == "memcpy" and hip:
                 kind, src, dst = HIP_COPY.get(op.copy_kind, ("<unknown>", "?", "?"))
