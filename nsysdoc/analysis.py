@@ -1086,7 +1086,10 @@ def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -
 
         v["low_occupancy_note"] = (f"Kernels whose launch configuration keeps fewer than {MIN_RESIDENT_WARPS} warps "
                                    f"resident per SM (too few for its warp schedulers) ran for {duration(lo * 1e6)} per "
-                                   f"GPU ({v['low_occupancy_kernel_pct']:.1f}% of the window).")
+                                   f"GPU ({v['low_occupancy_kernel_pct']:.1f}% of the window)."
+                                   + ("" if (v.get("underfilled_recoverable_ms") or 0) > 0 else
+                                      " The launch configuration alone gives no measurable cost for that: Nsight "
+                                      "Compute's occupancy section says whether more resident warps would help."))
     else:
         v["low_occupancy_note"] = None
     return v
