@@ -471,3 +471,13 @@ def test_slicing_with_a_warm_up_left_out(rows, tmp_path, monkeypatch):
     assert uf["recoverable_ms"] == pytest.approx(100 * 27 / 28, abs=1e-4)
     monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(rows))
     assert numbers() == (window, uf)
+
+
+def test_kineto_grid_without_block(tmp_path):
+    """A kernel event with a grid but no block keeps its grid."""
+    path = tmp_path / "nob.json"
+    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 20,
+          "args": {"device": 0, "stream": 7, "grid": [3, 2, 1], "registers per thread": 40}}
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 8}], "traceEvents": [ev]}))
+    f = S.unpack_launch(load_trace(path, cache=False).derived["launch_keys"])
+    assert (f["blocks"].tolist(), f["threads"].tolist(), f["regs"].tolist(), f["smem"].tolist()) == ([6], [-1], [40], [-1])
