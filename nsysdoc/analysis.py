@@ -944,8 +944,8 @@ def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -
         else:
             note = (f"GPU metrics disagree: SM Active averaged {measured:.1f}% while these kernels ran, against the "
                     f"{fill:.1f}% of SMs their grids keep busy"
-                    + (" (other work, or samples coarser than these kernels, kept the SMs busier)."
-                       if measured > fill else " (SMs with blocks resident were not all active)."))
+                    + (" (work the capture does not show, or samples coarser than these kernels, kept more SMs "
+                       "busy)." if measured > fill else " (not every SM with a block resident was active)."))
     v["underfilled_gpu_metrics_note"] = note
     lo = uf["low_occupancy_ms"]
     if lo:
@@ -953,8 +953,9 @@ def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -
         from .rules.text import duration
 
         v["low_occupancy_note"] = (f"Kernels whose launch configuration keeps fewer than {MIN_RESIDENT_WARPS} warps "
-                                   f"resident per SM (too few for its warp schedulers) ran for {duration(lo * 1e6)} per "
-                                   f"GPU ({v['low_occupancy_kernel_pct']:.1f}% of the window).")
+                                   "resident per SM (too few for its warp schedulers) ran for "
+                                   f"{duration(lo * 1e6)} per GPU ({v['low_occupancy_kernel_pct']:.1f}% of the "
+                                   "window).")
     else:
         v["low_occupancy_note"] = None
     return v
