@@ -1076,8 +1076,8 @@ def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -
         else:
             note = (f"GPU metrics disagree: SM Active averaged {measured:.1f}% while these kernels ran, against the "
                     f"{fill:.1f}% of SMs their grids keep busy"
-                    + (" (other work, or samples coarser than these kernels, kept the SMs busier)."
-                       if measured > fill else " (SMs with blocks resident were not all active)."))
+                    + (" (work the capture does not show, or samples coarser than these kernels, kept more SMs "
+                       "busy)." if measured > fill else " (not every SM with a block resident was active)."))
     v["underfilled_gpu_metrics_note"] = note
     lo = uf["low_occupancy_ms"]
     if lo:

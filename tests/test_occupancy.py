@@ -388,7 +388,8 @@ def test_sweep_against_its_definition_on_random_kernels():
         n = int(rng.integers(1, 30))
         s = rng.integers(0, 300, n)
         e = s + rng.integers(0, 60, n)
-        blocks = np.where(rng.random(n) < (0.2 if trial % 2 else 0.8), rng.integers(1, sm, n), rng.integers(sm, 3 * sm, n))
+        few = rng.random(n) < (0.2 if trial % 2 else 0.8)
+        blocks = np.where(few, rng.integers(1, sm, n), rng.integers(sm, 3 * sm, n))
         under = blocks < sm
         dev = rng.integers(0, 2, n)
         sw = O.FillSweep(dev, s, e, np.minimum(blocks, sm), under, np.array([sm, sm]))
@@ -471,3 +472,14 @@ def test_slicing_with_a_warm_up_left_out(rows, tmp_path, monkeypatch):
     assert uf["recoverable_ms"] == pytest.approx(100 * 27 / 28, abs=1e-4)
     monkeypatch.setenv("NSYSDOC_SLICE_ROWS", str(rows))
     assert numbers() == (window, uf)
+
+
+def test_kineto_grid_without_block(tmp_path):
+    """A kernel event with a grid but no block keeps its grid."""
+    path = tmp_path / "nob.json"
+    ev = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 100, "dur": 20,
+          "args": {"device": 0, "stream": 7, "grid": [3, 2, 1], "registers per thread": 40}}
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 8}], "traceEvents": [ev]}))
+    f = S.unpack_launch(load_trace(path, cache=False).derived["launch_keys"])
+    got = (f["blocks"].tolist(), f["threads"].tolist(), f["regs"].tolist(), f["smem"].tolist())
+    assert got == ([6], [-1], [40], [-1])

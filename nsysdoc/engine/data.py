@@ -13,7 +13,8 @@ from ..trace import schema as S
 GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))
 _BASE = ["start_ns", "end_ns", "device", "proc", "stream", "api", "api_start_ns", "api_end_ns",
          "api_thread", "api_kind", "pos"]
-_EXTRA = {"kernels": ["name_id", "short_id", "launch"], "memcpy": ["bytes", "copy_kind", "host_kind"], "memset": ["bytes"]}
+_EXTRA = {"kernels": ["name_id", "short_id", "launch"], "memcpy": ["bytes", "copy_kind", "host_kind"],
+          "memset": ["bytes"]}
 #: Sentinels for unbounded slice edges (every real time is far inside them).
 NEG = -(1 << 62)
 POS = 1 << 62
@@ -117,7 +118,8 @@ def read_ops(trace, t0: int, t1: int, nccl_flag) -> Ops:
             api=d["api"], api_start_ns=d["api_start_ns"], api_end=d["api_end_ns"], api_thread=d["api_thread"],
             api_kind=d["api_kind"],
             name_id=nid.astype(np.int32, copy=False), short_id=sid.astype(np.int32, copy=False),
-            launch=lau.astype(np.int32, copy=False), nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
+            launch=lau.astype(np.int32, copy=False),
+            nbytes=d.get("bytes", np.zeros(n, np.int64)).astype(np.int64, copy=False),
             copy_kind=d.get("copy_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False),
             host_kind=d.get("host_kind", np.full(n, -1, np.int8)).astype(np.int8, copy=False)))
     if not parts:

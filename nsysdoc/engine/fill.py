@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..metrics.occupancy import FillSweep, LaunchTable, _overlapping, device_limits, launch_table
+from ..metrics.occupancy import FillSweep, LaunchTable, device_limits, launch_table, overlapping
 from ..metrics.ops import KIND_KERNEL
 from .data import FLAG_LOW_OCC, FLAG_UNDERFILLED, Ops
 
@@ -88,7 +88,7 @@ def sweep(ctx, st) -> tuple[FillSweep, dict] | None:
     near = under.copy()
     for dv in np.unique(d[under]).tolist():
         m = np.flatnonzero(d == dv)
-        near[m] = _overlapping(s[m], e[m], under[m])
+        near[m] = overlapping(s[m], e[m], under[m])
     keep = np.flatnonzero(near)
     code = get("launch").astype(np.int64)
     known = (code >= 0) & (code < fc.ncodes)

@@ -361,9 +361,36 @@ def _host(ctx: Context, lo: int, hi: int):
             break
         lo = max(NEG, r_lo - max(hi - r_lo, 1 << 20))
     setup_launch = in_sorted(plan.setup_launch, rt["pos"]) if len(plan.setup_launch) else None
+    stretches = _setup_stretches(ctx, rt, r_lo, r_hi)
     host = host_activity_from(rt, blocking, os_, plan.loader_ranges, plan.setup_ranges[:3], ctx.thread_keys,
-                              setup_launch, ctx.lib_init(rt["name_id"]) if "name_id" in rt else None)
+                              setup_launch, stretches=stretches)
     return rt, blocking, os_, host, r_lo
+
+
+def _setup_stretches(ctx: Context, rt: dict, lo: int, hi: int) -> tuple:
+    """Set-up stretches (``nsysdoc.metrics.host.setup_stretches``) of the rows ``rt`` read for
+    ``[lo, hi)``, with the CUDA calls within ``SETUP_CLUSTER_GAP_NS`` beyond it on either side as
+    well, so that a stretch is the same whichever slice paints it (only those margins are read
+    again)."""
+    from ..metrics.host import SETUP_CLUSTER_GAP_NS, levels_of, setup_stretches
+
+    plan = ctx.plan
+    parts = [rt]
+    if lo > NEG:
+        parts.append(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo))
+    if hi < POS:
+        parts.append(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS)))
+    cols = ("pos", "start_ns", "end_ns", "thread", "api_kind", "name_id")
+    allr = {c: np.concatenate([np.asarray(p[c]) for p in parts]) for c in cols if all(c in p for p in parts)}
+    if not len(allr["start_ns"]):
+        return (np.zeros(0, np.int64),) * 3
+    _, first = np.unique(allr["pos"], return_index=True)
+    allr = {c: v[first] for c, v in allr.items()}
+    setup_launch = in_sorted(plan.setup_launch, allr["pos"]) if len(plan.setup_launch) else None
+    s, e = allr["start_ns"].astype(np.int64), allr["end_ns"].astype(np.int64)
+    levels = levels_of(np.asarray(allr["api_kind"]), np.zeros(len(s), dtype=bool), setup_launch, e - s)
+    return setup_stretches(np.asarray(allr["thread"]), s, e, levels,
+                           ctx.lib_init(allr["name_id"]) if "name_id" in allr else None)
 
 
 @dataclass

@@ -97,7 +97,7 @@ def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarra
 
 def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges: tuple, setup_ranges: tuple,
                        thread_keys: np.ndarray, setup_launch: np.ndarray | None = None,
-                       lib_init: np.ndarray | None = None) -> HostActivity:
+                       lib_init: np.ndarray | None = None, stretches: tuple | None = None) -> HostActivity:
     """Per-thread blocking-sync union, plus the painting sources (CUDA API rows by class, OS waits,
     DataLoader and compile/autotune/warm-up NVTX ranges), from arrays: CUDA API rows ``rt``
     (thread, start_ns, end_ns, api_kind), OS runtime rows ``osrt`` (thread, start_ns, end_ns, is_wait), and the DataLoader
@@ -113,7 +113,9 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
         (LV_WAIT, ot[wait], os_[wait], oe[wait]),
         (LV_INPUT_NVTX, *loader_ranges),
         (LV_SETUP_NVTX, *setup_ranges),
-        (LV_SETUP_API, *setup_stretches(rt_thread, rs, re_, levels, lib_init)),
+        # set-up stretches: given by the caller when it read set-up calls beyond these rows (a stretch
+        # must not depend on where a slice of the capture begins or ends)
+        (LV_SETUP_API, *(stretches if stretches is not None else setup_stretches(rt_thread, rs, re_, levels, lib_init))),
     ]
     return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),

@@ -264,7 +264,7 @@ class FillSweep:
             if not k.any():
                 continue
             if near_only and k.mean() < 0.5:  # only kernels beside an under-filled one change its integrals
-                near = _overlapping(s, e, k)
+                near = overlapping(s, e, k)
                 s, e, u, k = s[near], e[near], u[near], k[near]
             self.by_dev[d] = _build(s, e, u, k.astype(np.int64), sm)
 
@@ -309,7 +309,7 @@ class FillSweep:
         return ok & (st.on[np.clip(i, 0, len(st.on) - 1)] > 0)
 
 
-def _overlapping(s: np.ndarray, e: np.ndarray, under: np.ndarray) -> np.ndarray:
+def overlapping(s: np.ndarray, e: np.ndarray, under: np.ndarray) -> np.ndarray:
     """Which intervals ``[s, e)`` overlap the union of the ``under`` ones (those included)."""
     us, ue = s[under], e[under]
     order = np.argsort(us, kind="stable")
@@ -357,4 +357,4 @@ def _build(s: np.ndarray, e: np.ndarray, used: np.ndarray, under: np.ndarray, sm
 
 
 __all__ = ["MIN_RESIDENT_WARPS", "CC_LIMITS", "DeviceLimits", "device_limits", "sm_fill", "blocks_per_sm",
-           "theoretical_occupancy", "LaunchTable", "launch_table", "FillSweep"]
+           "theoretical_occupancy", "LaunchTable", "launch_table", "FillSweep", "overlapping"]

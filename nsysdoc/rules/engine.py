@@ -484,8 +484,10 @@ def _step_candidates(result: dict, k: int = 3) -> list[dict]:
     from ..trace.schema import LIBRARY_NVTX_DOMAINS
 
     rows = (result.get("metrics") or {}).get("nvtx") or []
+    # texts that are data (pyprof's dict texts, multi-line ones) or markup-like are no step names
     out = [r for r in rows if isinstance(r, dict) and (r.get("count") or 0) >= 3 and r.get("text")
-           and str(r.get("domain") or "").lower() not in LIBRARY_NVTX_DOMAINS]
+           and str(r.get("domain") or "").lower() not in LIBRARY_NVTX_DOMAINS
+           and not str(r["text"]).lstrip().startswith(("{", "[")) and not any(c in str(r["text"]) for c in "\n{}<>")]
     out.sort(key=lambda r: -(r.get("total_ms") or 0))
     return out[:k]
 

@@ -39,8 +39,8 @@ VALUE_NAMES: tuple[str, ...] = (
     "sm_count", "underfilled_kernel_ms", "underfilled_kernel_pct", "underfilled_recoverable_ms",
     "underfilled_recoverable_pct", "underfilled_ms_per_step", "underfilled_kernel_count", "underfilled_sm_fill_pct",
     "underfilled_sm_active_pct", "underfilled_gpu_metrics_note", "low_occupancy_kernel_ms", "low_occupancy_kernel_pct",
-    "low_occupancy_note", "top_underfilled_name", "top_underfilled_blocks", "top_underfilled_threads", "top_underfilled_count",
-    "top_underfilled_ms", "top_underfilled_recoverable_ms", "top_underfilled_sm_fill_pct",
+    "low_occupancy_note", "top_underfilled_name", "top_underfilled_blocks", "top_underfilled_threads",
+    "top_underfilled_count", "top_underfilled_ms", "top_underfilled_recoverable_ms", "top_underfilled_sm_fill_pct",
     "top_underfilled_occupancy_pct", "top_underfilled_est_occupancy_pct",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",

@@ -350,9 +350,13 @@ class _Acc:
     def launch_code(self, a: dict) -> int:
         """The code of a kernel event's launch configuration (its ``args``)."""
         g, b = a.get("grid"), a.get("block")
-        raw = (tuple(g) if g.__class__ is list and len(g) == 3 else None,
-               tuple(b) if b.__class__ is list and len(b) == 3 else None,
-               a.get("registers per thread"), a.get("shared memory"), a.get("est. achieved occupancy %"))
+        if g.__class__ is list and b.__class__ is list and len(g) == 3 and len(b) == 3:
+            raw = (g[0], g[1], g[2], b[0], b[1], b[2], a.get("registers per thread"), a.get("shared memory"),
+                   a.get("est. achieved occupancy %"))
+        else:  # the rare event without both: each dimension list kept on its own
+            raw = (tuple(g) if g.__class__ is list and len(g) == 3 else None,
+                   tuple(b) if b.__class__ is list and len(b) == 3 else None,
+                   a.get("registers per thread"), a.get("shared memory"), a.get("est. achieved occupancy %"))
         try:
             code = self.launch_raw.get(raw)
         except TypeError:  # an unhashable value (a list where a number belongs)
@@ -381,7 +385,10 @@ def _launch_fields(raw) -> tuple[int, int]:
     or out of range leaves its field unknown."""
     if raw is None:
         return S.LAUNCH_UNKNOWN, -1
-    g, b, r, sm, est = raw
+    if len(raw) == 9:  # grid and block both lists of 3, flattened
+        g, b, (r, sm, est) = raw[0:3], raw[3:6], raw[6:]
+    else:
+        g, b, r, sm, est = raw
 
     def size(dims, cap):
         if dims is None or any(v.__class__ is not int or not 1 <= v < _I32 for v in dims):

@@ -150,7 +150,8 @@ def unpack_launch(keys) -> dict:
     bad = k < 0  # a grid of negative size
     return {"blocks": np.where((blocks == 0) | bad, -1, blocks),
             "threads": np.where((threads == 0) | (threads > 1024) | bad, -1, threads),
-            "regs": np.where((regs > 255) | bad, -1, regs), "smem": np.where((smem == LAUNCH_SMEM_UNKNOWN) | bad, -1, smem)}
+            "regs": np.where((regs > 255) | bad, -1, regs),
+            "smem": np.where((smem == LAUNCH_SMEM_UNKNOWN) | bad, -1, smem)}
 
 
 #: Per-SM limits of ``TARGET_INFO_GPU`` (in exports from nsys 2022.4 on; older ones may lack
