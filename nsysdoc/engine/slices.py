@@ -371,8 +371,9 @@ def _setup_stretches(ctx: Context, rt: dict, lo: int, hi: int) -> tuple:
     """Set-up stretches (``nsysdoc.metrics.host.setup_stretches``) of the rows ``rt`` read for
     ``[lo, hi)``, with the CUDA calls within ``SETUP_CLUSTER_GAP_NS`` beyond it on either side as
     well, so that a stretch is the same whichever slice paints it (only those margins are read
-    again)."""
-    from ..metrics.host import SETUP_CLUSTER_GAP_NS, levels_of, setup_stretches
+    again). Only set-up calls can start or end a stretch, so only they are kept: set-up API calls
+    and the plan's set-up launches (the rows ``levels_of`` paints ``LV_SETUP_API``)."""
+    from ..metrics.host import SETUP_CLUSTER_GAP_NS, setup_stretches
 
     plan = ctx.plan
     parts = [rt]
@@ -380,17 +381,21 @@ def _setup_stretches(ctx: Context, rt: dict, lo: int, hi: int) -> tuple:
         parts.append(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo))
     if hi < POS:
         parts.append(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS)))
-    cols = ("pos", "start_ns", "end_ns", "thread", "api_kind", "name_id")
-    allr = {c: np.concatenate([np.asarray(p[c]) for p in parts]) for c in cols if all(c in p for p in parts)}
-    if not len(allr["start_ns"]):
+    cols = ("pos", "start_ns", "end_ns", "thread", "name_id")
+    keep = []
+    for p in parts:
+        m = np.asarray(p["api_kind"]) == S.API_SETUP
+        if len(plan.setup_launch):
+            m |= in_sorted(plan.setup_launch, p["pos"])
+        keep.append({c: np.asarray(p[c])[m] for c in cols})
+    allr = {c: np.concatenate([k[c] for k in keep]) for c in cols}
+    if len(allr["pos"]) < 2:
         return (np.zeros(0, np.int64),) * 3
-    _, first = np.unique(allr["pos"], return_index=True)
+    _, first = np.unique(allr["pos"], return_index=True)  # the margins overlap the rows read
     allr = {c: v[first] for c, v in allr.items()}
-    setup_launch = in_sorted(plan.setup_launch, allr["pos"]) if len(plan.setup_launch) else None
     s, e = allr["start_ns"].astype(np.int64), allr["end_ns"].astype(np.int64)
-    levels = levels_of(np.asarray(allr["api_kind"]), np.zeros(len(s), dtype=bool), setup_launch, e - s)
-    return setup_stretches(np.asarray(allr["thread"]), s, e, levels,
-                           ctx.lib_init(allr["name_id"]) if "name_id" in allr else None)
+    return setup_stretches(allr["thread"], s, e, np.full(len(s), gpu_m.LV_SETUP_API, dtype=np.int8),
+                           ctx.lib_init(allr["name_id"]))
 
 
 @dataclass

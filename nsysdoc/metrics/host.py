@@ -97,11 +97,12 @@ def _outside_cuda_calls(osrt, wait: np.ndarray, rt_thread, rs, re_) -> np.ndarra
 
 def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges: tuple, setup_ranges: tuple,
                        thread_keys: np.ndarray, setup_launch: np.ndarray | None = None,
-                       lib_init: np.ndarray | None = None, stretches: tuple | None = None) -> HostActivity:
+                       stretches: tuple | None = None) -> HostActivity:
     """Per-thread blocking-sync union, plus the painting sources (CUDA API rows by class, OS waits,
     DataLoader and compile/autotune/warm-up NVTX ranges), from arrays: CUDA API rows ``rt``
-    (thread, start_ns, end_ns, api_kind), OS runtime rows ``osrt`` (thread, start_ns, end_ns, is_wait), and the DataLoader
-    and set-up NVTX ranges as ``(thread, start, end)`` arrays."""
+    (thread, start_ns, end_ns, api_kind), OS runtime rows ``osrt`` (thread, start_ns, end_ns, is_wait), the DataLoader
+    and set-up NVTX ranges as ``(thread, start, end)`` arrays, and the set-up ``stretches`` (same form) the
+    caller found with :func:`setup_stretches`."""
     rt_thread = np.asarray(rt["thread"])
     rs, re_ = np.asarray(rt["start_ns"], dtype=np.int64), np.asarray(rt["end_ns"], dtype=np.int64)
     levels = levels_of(np.asarray(rt["api_kind"]), blocking, setup_launch, re_ - rs)
@@ -113,9 +114,9 @@ def host_activity_from(rt: dict, blocking: np.ndarray, osrt: dict, loader_ranges
         (LV_WAIT, ot[wait], os_[wait], oe[wait]),
         (LV_INPUT_NVTX, *loader_ranges),
         (LV_SETUP_NVTX, *setup_ranges),
-        # set-up stretches: given by the caller when it read set-up calls beyond these rows (a stretch
-        # must not depend on where a slice of the capture begins or ends)
-        (LV_SETUP_API, *(stretches if stretches is not None else setup_stretches(rt_thread, rs, re_, levels, lib_init))),
+        # set-up stretches (``setup_stretches``): the caller finds them, from set-up calls beyond these
+        # rows too, so that a stretch does not depend on where a slice of the capture begins or ends
+        (LV_SETUP_API, *(stretches if stretches is not None else (np.zeros(0, np.int64),) * 3)),
     ]
     return HostActivity(
         thread_keys=np.asarray(thread_keys, dtype=np.int64),
