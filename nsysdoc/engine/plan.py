@@ -241,16 +241,16 @@ def _first_call_setup(trace, plan: Plan) -> None:
     cand = cand[covered >= FIRST_CALL_SETUP_SHARE * np.maximum(length, 1)]
     if not len(cand):
         return
-    # the thread's first call of the operator: no earlier range with its name on its thread
-    names = np.unique(ops.name[cand])
-    same = np.flatnonzero(np.isin(ops.name, names))
-    key = (ops.thread[same] << 32) | (ops.name[same] & 0xFFFFFFFF)
-    first_start = {}
-    for k, st in zip(key.tolist(), ops.start[same].tolist()):
-        if st < first_start.get(k, st + 1):
-            first_start[k] = st
-    ck = ((ops.thread[cand] << 32) | (ops.name[cand] & 0xFFFFFFFF)).tolist()
-    cand = cand[[ops.start[c] <= first_start[k] for c, k in zip(cand.tolist(), ck)]]
+    # the thread's first call of the operator: no earlier range with its name on its thread (the
+    # earliest start per (thread, name) among the ranges with a candidate's name, vectorised: an
+    # operator can have millions of calls)
+    same = np.flatnonzero(np.isin(ops.name, np.unique(ops.name[cand])))
+    key = (ops.thread[same].astype(np.int64) << 32) | (ops.name[same].astype(np.int64) & 0xFFFFFFFF)
+    uk, inv = np.unique(key, return_inverse=True)
+    first_start = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_start, inv, ops.start[same].astype(np.int64))
+    ck = (ops.thread[cand].astype(np.int64) << 32) | (ops.name[cand].astype(np.int64) & 0xFFFFFFFF)
+    cand = cand[ops.start[cand] <= first_start[np.searchsorted(uk, ck)]]
     if not len(cand):
         return
     texts = np.array([f"first call of {attr.names[int(n)]} (loads its kernels)" for n in ops.name[cand]], dtype=object)
