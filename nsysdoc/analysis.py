@@ -224,6 +224,7 @@ def _assemble(a: Analysis, res) -> dict:
     launch = _launch(res.window)
     kernel_metrics = _kernel_metrics(t, res)
     judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
+    extent = _capture_extent(t, a.span[0])
     summary = {
         # a busy share of a window with a handful of GPU operations says nothing: null, with the reason
         # a busy share of a window with a handful of GPU operations says nothing, unless the window
@@ -243,7 +244,7 @@ def _assemble(a: Analysis, res) -> dict:
         "copies": _records(copy_table_from(res.window.copies)),
         "idle_gaps": _gap_metrics(a, res, devices),
         "alloc_calls": _records(host_m.calls_table_from(res.window.alloc_calls, t.strings)) if w0 is not None else [],
-        "setup": _setup_metrics(a, res, devices),
+        "setup": _setup_metrics(a, res, devices, extent),
         "communication": _comm_metrics(devices),
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
@@ -253,7 +254,7 @@ def _assemble(a: Analysis, res) -> dict:
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
-    quality = _capture(a, judgeable, why_not)
+    quality = _capture(a, judgeable, why_not, extent)
     result = {
         "nsysdoc_version": __version__,
         "contract": CONTRACT,
@@ -462,7 +463,7 @@ def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
             "count_by_cause": {c: int(win.gaps_by_cause[j]) for j, c in enumerate(gpu_m.CAUSES)}}
 
 
-def _setup_metrics(a: Analysis, res, devices: list[dict]) -> dict:
+def _setup_metrics(a: Analysis, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:
     """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
     work) and the set-up work behind it."""
     s0, s1 = a.span
@@ -470,8 +471,7 @@ def _setup_metrics(a: Analysis, res, devices: list[dict]) -> dict:
         return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
     ms = _setup_ms(a, res, s0, s1, span=True)
     # the events behind it, and behind the set-up before the first GPU operation
-    ext = _capture_extent(a.trace, s0)
-    lo = min(ext[0], s0) if ext else s0
+    lo = min(extent[0], s0) if extent else s0
     return {"setup_ms": _num(ms), "setup_pct_of_span": _num(ms / ((s1 - s0) / 1e6) * 100),
             "events": _records(_setup_events(a, res, lo, s1, gpu_start=s0))}
 
@@ -536,8 +536,6 @@ def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str 
         # (or it has none), so nothing is judged from them
         return False, f"no kernel was captured, only {copies:,} copy/memset operation(s)"
     if not active or not window_ms:
-        kernels = sum(d["kernel_count"] for d in devices)
-        copies = sum(d["copy_count"] for d in devices)
         if kernels + copies:
             return False, (f"too little GPU work to judge: {kernels} kernel(s) and {copies} copy/memset "
                            f"operation(s) in a window of {_fmt_ms(window_ms or 0)}")
@@ -563,7 +561,7 @@ def _span_dict(lo, hi) -> dict:
     return {"start_ns": lo, "end_ns": hi, "duration_ms": _num((hi - lo) / 1e6) if lo is not None and hi is not None else None}
 
 
-def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
+def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[int, int] | None) -> dict:
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     notes = []
@@ -592,7 +590,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
         excluded.append(item)
     return {
         "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
-        "framing": _framing(a),
+        "framing": _framing(a, extent),
         "session_start_utc_ns": t.session_start_utc_ns,
         "dropped_rows": [dict(d) for d in t.dropped_rows],
         "traced": t.traced,
@@ -619,6 +617,13 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None) -> dict:
     }
 
 
+def _first_start(tab) -> int | None:
+    """The earliest start of a stored event table's rows (from its blocks), or None when empty."""
+    if tab is None or not len(tab) or not tab.blocks:
+        return None
+    return int(min(b.start_min for b in tab.blocks))
+
+
 def _capture_extent(t: Trace, first_gpu: int | None) -> tuple[int, int] | None:
     """``(start, end)`` of the capture: nsys times count from the session start (0), up to the last
     recorded event. When the events lie elsewhere (absolute timestamps, a PyTorch Profiler trace)
@@ -636,25 +641,22 @@ def _capture_extent(t: Trace, first_gpu: int | None) -> tuple[int, int] | None:
         hi = b1 if hi is None else max(hi, b1)
     if lo is None:
         return None
-    rt = t.store.get("runtime")
-    rt_first = min((b.start_min for b in rt.blocks), default=None) if rt is not None and len(rt) else None
+    rt_first = _first_start(t.store.get("runtime"))
     cut = t.traced.get("cuda_api") and first_gpu is not None and (rt_first is None or rt_first > first_gpu)
     start = 0 if t.source_tool == "nsys" and 0 <= lo <= (t.duration_ns or 0) and not cut else lo
     return int(start), int(hi)
 
 
-def _framing(a: Analysis) -> dict | None:
+def _framing(a: Analysis, extent: tuple[int, int] | None) -> dict | None:
     """Where the window sits in the capture (:mod:`nsysdoc.metrics.framing`)."""
     t, res = a.trace, a.engine
-    s0, s1 = a.span
-    ext = _capture_extent(t, s0)
-    if ext is None:
+    if extent is None:
         return None
-    c0, c1 = ext
+    c0, c1 = extent
+    s0 = a.span[0]
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     # what comes before the window: before its start, and before the first GPU operation
     first_gpu = min(x for x in (s0, w0, c1) if x is not None)
-    first_call = None
     ctx_ms = ctx_name = None
     setup_ms = 0.0
     rt = t.store.get("runtime")
@@ -663,8 +665,6 @@ def _framing(a: Analysis) -> dict | None:
         if len(rows["start_ns"]):
             st_, en = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
             kind = rows["api_kind"]
-            # process start-up is known only when the capture started with the process (nsys); a
-            # PyTorch Profiler trace starts when the profiler did
             is_launch = kind == S.API_LAUNCH
             ci = framing_m.context_call(st_, en, is_launch, first_gpu)
             is_setup = (kind == S.API_SETUP) | (is_launch & (en - st_ >= gpu_m.SETUP_LAUNCH_MIN_NS))
@@ -683,11 +683,10 @@ def _framing(a: Analysis) -> dict | None:
             busy_cap = float(res.glob.busy_span[devs].mean()) / 1e6
             if res.window.busy is not None:
                 busy_win = float(np.asarray(res.window.busy)[devs].mean()) / 1e6
-    if rt is not None and len(rt) and rt.blocks and t.source_tool == "nsys":
-        # process start-up ends at the first CUDA call, wherever the window starts
-        first_call = min(b.start_min for b in rt.blocks)
-    else:  # a PyTorch Profiler trace starts when the profiler did, not with the process
-        first_call = None
+    # process start-up ends at the first CUDA call, wherever the window starts; it is known only
+    # when the capture started with the process (nsys): a PyTorch Profiler trace starts when the
+    # profiler did
+    first_call = _first_start(rt) if t.source_tool == "nsys" else None
     out = framing_m.framing(c0, c1, w0, w1, first_call, ctx_ms, ctx_name, setup_ms, busy_cap, busy_win, s0)
     return {k: _num(v) for k, v in out.items()}
 
@@ -723,6 +722,8 @@ def _values(a: Analysis, r: dict) -> dict:
     ndev = len(active)
     mean = lambda key: _num(_mean([d.get(key) for d in active])) if ndev else None  # noqa: E731
     pct_of_window = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
+    tiny = (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
+            if m["kernels"]["under_10us_pct"] is not None else 0)
     v: dict = {
         "window_ms": window_ms,
         "window_kind": cap["window"]["kind"],
@@ -740,10 +741,8 @@ def _values(a: Analysis, r: dict) -> dict:
         "kernel_mean_us": m["kernels"]["mean_us"],
         "kernel_median_us": m["kernels"]["median_us"],
         "kernel_under_10us_pct": m["kernels"]["under_10us_pct"],
-        "tiny_kernel_count": (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
-                              if m["kernels"]["under_10us_pct"] is not None else 0),
-        "tiny_kernels_per_gpu": _num((round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
-                                      if m["kernels"]["under_10us_pct"] is not None else 0) / max(ndev, 1)),
+        "tiny_kernel_count": tiny,
+        "tiny_kernels_per_gpu": _num(tiny / max(ndev, 1)),
         "nvtx_traced": t.traced["nvtx"], "osrt_traced": t.traced["osrt"], "cuda_api_traced": t.traced["cuda_api"],
         # rules whose evidence differs without OS runtime calls (e.g. a PyTorch Profiler trace) say so
         "os_wait_note": None if t.traced["osrt"] else (
