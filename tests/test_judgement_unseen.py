@@ -269,18 +269,23 @@ def test_a_step_marker_that_matches_nothing_names_the_ranges_that_look_like_step
 # 5. One-time allocation is not allocation churn
 # ---------------------------------------------------------------------------------------------
 
-def test_allocation_in_the_first_step_only_is_not_churn(tmp_path):
-    # step 0: the caching allocator grows (10 x cudaMalloc of 2 ms between kernels); steps 1-7 reuse
-    # its memory. 20 ms of allocation idle is 1/8 of the steps: one-time, not churn.
+def _steps_allocating(alloc_steps) -> Capture:
+    """8 steps of 10 x (1 ms kernel); in the steps ``alloc_steps``, a 2 ms cudaMalloc after each."""
     cap = Capture()
     t = cap.process().thread()
     for i in range(8):
         with t.range(f"step {i}"):
             for _ in range(10):
                 t.launch("gemm_kernel", us=1000)
-                if i == 0:
+                if i in alloc_steps:
                     t.malloc(us=2000)
-    r = run(cap, tmp_path)
+    return cap
+
+
+def test_allocation_in_the_first_step_only_is_not_churn(tmp_path):
+    # step 0: the caching allocator grows (10 x cudaMalloc of 2 ms between kernels); steps 1-7 reuse
+    # its memory. 20 ms of allocation idle is 1/8 of the steps: one-time, not churn.
+    r = run(_steps_allocating({0}), tmp_path)
     v = r["metrics"]["values"]
     assert v["alloc_steps_pct"] == approx(12.5)
     assert v["idle_alloc_pct"] >= 1          # the time is there, the repetition is not
@@ -288,14 +293,7 @@ def test_allocation_in_the_first_step_only_is_not_churn(tmp_path):
 
 
 def test_allocation_every_step_is_churn(tmp_path):
-    cap = Capture()
-    t = cap.process().thread()
-    for i in range(8):
-        with t.range(f"step {i}"):
-            for _ in range(10):
-                t.launch("gemm_kernel", us=1000)
-                t.malloc(us=2000)
-    r = run(cap, tmp_path)
+    r = run(_steps_allocating(range(8)), tmp_path)
     assert r["metrics"]["values"]["alloc_steps_pct"] == approx(100.0)
     assert fired(r)["allocation-churn"]["severity"] == "critical"
 
