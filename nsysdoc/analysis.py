@@ -567,9 +567,12 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
     notes = []
     if not t.has_gpu_activity:
         notes.append("no GPU activity: the capture has no kernel, memcpy or memset rows")
+    inferred = _steps_inferred(a.steps)
     if not a.steps.has_markers:
         notes.append("no step markers found (NVTX ranges matching the step pattern); the analysis window is the "
                      "steady-state part of the GPU span (first to last GPU operation), and per-step numbers are absent")
+    elif inferred:
+        notes.append("no step markers found (NVTX ranges matching the step pattern): " + inferred["description"])
     for kind, label in (("cuda_api", "CUDA API"), ("nvtx", "NVTX"), ("osrt", "OS runtime")):
         if kind in t.not_recorded:
             notes.append(f"{t.not_recorded[kind]} not recorded: the {t.source_label} does not record them")
@@ -581,7 +584,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         if d["reason"].startswith("no timestamps"):
             continue  # CUPTI writes such rows in normal captures; counted in dropped_rows only
         notes.append(f"{d['rows']:,} row(s) of {d['table']} ignored: {d['reason']}")
-    kind = "steps" if a.steps.has_markers else ("steady-state" if a.excluded else "gpu-span")
+    kind = "steps" if a.steps.has_markers and not inferred else ("steady-state" if a.excluded else "gpu-span")
     excluded = []
     for x in a.excluded:
         item = {**x, "duration_ms": _num((x["end_ns"] - x["start_ns"]) / 1e6)}
@@ -604,7 +607,10 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         "excluded": excluded,
         "enough_gpu_work": judgeable,
         "not_judgeable_reason": None if judgeable else why_not,
-        "has_step_markers": a.steps.has_markers,
+        "has_step_markers": a.steps.has_markers and not inferred,
+        # where the steps come from: "markers", "inferred" (from the repeating GPU work) or None
+        "step_source": a.steps.source if a.steps.has_markers else None,
+        "steps_inferred": inferred,
         "step_pattern": a.step_pattern,
         "gpu_activity": t.has_gpu_activity,
         "profiler_overhead_pct": _num(capture_m.overhead_pct(t.overhead, w0, w1)),
@@ -615,6 +621,34 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         "device_count": int(len(t.devices)),
         "process_count": int(len(t.processes)),
     }
+
+
+def _steps_inferred(steps) -> dict | None:
+    """``capture.steps_inferred``: what the steps were inferred from, per process, and one
+    sentence that says it (``nsysdoc.metrics.step_inference``); None for marked or no steps."""
+    info = getattr(steps, "inferred", None)
+    if not info:
+        return None
+    groups: dict = {}
+    for p in info["processes"]:  # processes running the same loop are said once
+        groups.setdefault((p["period_ops"], p["anchor"], p["unit"]), []).append(p)
+    parts = []
+    for (period, anchor, unit_kind), ps in groups.items():
+        unit = ("" if unit_kind == "training step" else
+                "; it runs no optimizer or backward kernel, so it may be one model layer or block rather than a "
+                "whole training step")
+        where = "" if len(info["processes"]) == 1 else (
+            f"in process {ps[0]['pid']}, " if len(ps) == 1 else f"in each of processes {', '.join(str(p['pid']) for p in ps)}, ")
+        steps = "/".join(f"{p['steps']:,}" for p in ps)
+        match = min(p["match_pct"] for p in ps)
+        gap = float(np.median([p["anchor_gap_ms"] for p in ps]))
+        cover = min(p["ops_covered_pct"] for p in ps)
+        parts.append(f"{where}the GPU work launched by the main thread repeats every {period:,} operations "
+                     f"({match:.0f}% of positions match one period later); {steps} steps were inferred, each "
+                     f"starting at a launch of {anchor[:80]} (after the longest recurring host pause, median {gap:,.2f} ms), "
+                     f"covering {cover:.0f}%{' or more' if len(ps) > 1 else ''} of that thread's GPU operations{unit}")
+    return {**info, "description": "steps were inferred from the repeating GPU work: " + "; ".join(parts) +
+            ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}
 
 
 def _first_start(tab) -> int | None:
@@ -729,6 +763,8 @@ def _values(a: Analysis, r: dict) -> dict:
         "window_kind": cap["window"]["kind"],
         "device_count": ndev,
         "has_step_markers": cap["has_step_markers"],
+        "has_steps": cap["step_source"] is not None,
+        "steps_inferred": cap["step_source"] == "inferred",
         "step_count": summ["step_count"],
         "step_time_ms_median": summ["step_time_ms_median"],
         "gpu_busy_pct": summ["gpu_busy_pct"],

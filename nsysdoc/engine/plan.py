@@ -25,6 +25,7 @@ from ..trace import schema as S
 from ..trace.columns import Columns
 from .attribute import build as build_attributor
 from .data import GPU_KINDS, NEG, POS
+from .infer import infer_steps
 
 #: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
 #: (about 0.2-0.3 KB per row while it runs). ``NSYSDOC_SLICE_ROWS`` overrides it (tests use a
@@ -158,11 +159,43 @@ def _gpu_tables(trace) -> list:
     return out
 
 
+def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+    """One pass over the GPU tables: the steps are extended to the end of the GPU work launched in
+    them, and each step's device (most operations, then most GPU time) and first operation's start."""
+    step_dev = np.full(nsteps, -1, dtype=np.int64)
+    step_first = np.full(nsteps, -1, dtype=np.int64)
+    # step markers: steps last until the GPU work launched in them ends, and each has a device
+    st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
+    st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
+    st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
+    for t in tables:
+        for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"]):
+            s, e = b["start_ns"], b["end_ns"]
+            dev, proc = b["device"].astype(np.int64), b["proc"]
+            when = np.where(b["api"] >= 0, b["api_start_ns"], s)
+            k = builder.add_ops(proc, when, e)
+            ok = np.flatnonzero(k >= 0)
+            if len(ok):
+                # one flat index into the (step, device) tables: ufunc.at with a pair of index
+                # arrays is 6x slower than with one
+                cell = k[ok] * st_n.shape[1] + dev[ok]
+                np.add.at(st_n.reshape(-1), cell, 1)
+                np.add.at(st_d.reshape(-1), cell, (e - s)[ok])
+                np.minimum.at(st_f.reshape(-1), cell, s[ok])
+    if ndev:
+        # each step's device: most operations; ties: most GPU time, then the lower device index
+        any_op = st_n.sum(axis=1) > 0
+        best = np.lexsort((np.arange(st_n.shape[1])[None, :].repeat(nsteps, 0), -st_d, -st_n), axis=1)[:, 0] \
+            if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
+        step_dev = np.where(any_op, best, -1)
+        step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
+    return step_dev, step_first
+
+
 def make_plan(trace, pattern) -> Plan:
     nv = _nvtx_scan(trace, pattern)
     ndev = len(trace.devices)
     builder = StepBuilder(nv["ranges"], np.asarray(trace.processes["global_pid"], dtype=np.int64))
-    nsteps = len(builder.df) if builder.has else 0
     tables = _gpu_tables(trace)
     n_ops = sum(len(t) for t in tables)
     lo_all = min((int(t._smin.min()) for t in tables), default=None)
@@ -170,35 +203,24 @@ def make_plan(trace, pattern) -> Plan:
     dev_min = np.full(max(ndev, 1), POS, dtype=np.int64)
     dev_max = np.full(max(ndev, 1), NEG, dtype=np.int64)
     dev_n = np.zeros(max(ndev, 1), dtype=np.int64)
+    inferred = None
+    if not builder.has and tables:
+        # no step markers: steps from the repeating GPU work, when it repeats (engine/infer.py)
+        ranges, inferred = infer_steps(trace, tables)
+        if ranges is not None:
+            builder = StepBuilder(outermost_ranges(ranges), np.asarray(trace.processes["global_pid"], dtype=np.int64))
+    nsteps = len(builder.df) if builder.has else 0
     step_dev = np.full(nsteps, -1, dtype=np.int64)
     step_first = np.full(nsteps, -1, dtype=np.int64)
     if builder.has:
-        # step markers: steps last until the GPU work launched in them ends, and each has a device
-        st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
-        st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
-        st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
-        for t in tables:
-            for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"]):
-                s, e = b["start_ns"], b["end_ns"]
-                dev, proc = b["device"].astype(np.int64), b["proc"]
-                when = np.where(b["api"] >= 0, b["api_start_ns"], s)
-                k = builder.add_ops(proc, when, e)
-                ok = np.flatnonzero(k >= 0)
-                if len(ok):
-                    # one flat index into the (step, device) tables: ufunc.at with a pair of index
-                    # arrays is 6x slower than with one
-                    cell = k[ok] * st_n.shape[1] + dev[ok]
-                    np.add.at(st_n.reshape(-1), cell, 1)
-                    np.add.at(st_d.reshape(-1), cell, (e - s)[ok])
-                    np.minimum.at(st_f.reshape(-1), cell, s[ok])
-        if ndev:
-            # each step's device: most operations; ties: most GPU time, then the lower device index
-            any_op = st_n.sum(axis=1) > 0
-            best = np.lexsort((np.arange(st_n.shape[1])[None, :].repeat(nsteps, 0), -st_d, -st_n), axis=1)[:, 0] \
-                if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
-            step_dev = np.where(any_op, best, -1)
-            step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
+        step_dev, step_first = _step_devices(builder, tables, ndev, nsteps)
     steps = builder.finish(lo_all, hi_all)
+    steps.source = "markers" if steps.has_markers and inferred is None else ("inferred" if inferred else None)
+    steps.inferred = inferred
+    if inferred:
+        # inferred steps are an estimate laid over the capture: the window stays the one without
+        # markers (the GPU span, trimmed to its steady state by the run), so no window number moves
+        steps.window_start_ns, steps.window_end_ns = lo_all, hi_all
     span = (lo_all, hi_all) if n_ops else (None, None)
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,

@@ -96,7 +96,7 @@ def run(trace, plan: Plan) -> Result:
     glob.merged_total = carry.merged_busy
     w0, w1 = ctx.w0, ctx.w1
     excluded: list = []
-    if ctx.active and not plan.steps.has_markers:
+    if ctx.active and plan.steps.source != "markers":
         t0, t1, excluded = _steady(ctx, glob, gap_total, w0, w1)
         if excluded:
             new = _rerun(ctx, spans, carries, parts, t0, t1)

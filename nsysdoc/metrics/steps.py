@@ -75,7 +75,12 @@ class Steps:
     table: Columns
     window_start_ns: int | None
     window_end_ns: int | None
+    #: steps exist (from markers, or inferred from the repeating GPU work: see ``source``)
     has_markers: bool
+    #: "markers", "inferred" (:mod:`nsysdoc.metrics.step_inference`) or None (no steps)
+    source: str | None = None
+    #: what inferred steps were inferred from (``capture.steps_inferred``), else None
+    inferred: dict | None = None
 
     @property
     def primary(self) -> Columns:

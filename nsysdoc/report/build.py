@@ -660,7 +660,9 @@ def recapture_commands(result: dict) -> tuple[str, str, list[str], list[str]]:
                        "(what nvidia-smi would say vs the truth) are unavailable. Add --gpu-metrics-devices=all "
                        "(needs profiling permissions; Turing or newer).")
     if not capture.get("has_step_markers"):
-        advice.append("No training-step markers were found. Wrap each iteration in an NVTX range, e.g. "
+        advice.append(("No training-step markers were found; the steps shown were inferred from the repeating GPU "
+                       "work (see Capture). " if capture.get("step_source") == "inferred" else
+                       "No training-step markers were found. ") + "Wrap each iteration in an NVTX range, e.g. "
                       "torch.cuda.nvtx.range_push(f\"train_step_{i}\") … torch.cuda.nvtx.range_pop(), or run under "
                       "torch.profiler.profile (it emits ProfilerStep#N). If your steps are already marked with "
                       "another name, pass --step-marker REGEX.")
@@ -717,7 +719,9 @@ def capture_view(result: dict) -> CaptureView:
                                   f"({fmt_ms(win.get('duration_ms'))}, {WINDOW_KINDS.get(win.get('kind'), win.get('kind') or '')})")
               if win.get("start_ns") is not None else "none"),
              *_span_facts(cap),
-             ("step markers", "found" if cap.get("has_step_markers") else "none found"),
+             ("step markers", "found" if cap.get("has_step_markers") else
+              "none found; steps inferred from the repeating GPU work" if cap.get("step_source") == "inferred"
+              else "none found"),
              ("step pattern", str(cap.get("step_pattern") or "")),
              ("devices", str(cap.get("device_count"))), ("processes", str(cap.get("process_count"))),
              ("profiler overhead", fmt_pct(cap.get("profiler_overhead_pct"), 2) + " of the window")]

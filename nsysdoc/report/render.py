@@ -257,7 +257,9 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
         lines.append("")
     win = (cap.get("window") or {}).get("duration_ms")
     facts = [f"nsys {_md(src.get('nsys_version') or 'unknown')}", f"{cap.get('device_count', 0)} device(s)",
-             f"{(r.get('summary') or {}).get('step_count', 0)} steps" if cap.get("has_step_markers") else "no step markers",
+             f"{(r.get('summary') or {}).get('step_count', 0)} steps" if cap.get("has_step_markers") else
+             f"no step markers ({(r.get('summary') or {}).get('step_count', 0)} steps inferred from the repeating GPU work)"
+             if cap.get("step_source") == "inferred" else "no step markers",
              f"analysis window {_md(fmt_ms(win))}" if is_num(win) else "no analysis window (no GPU activity)"]
     lines.append("Capture: " + ", ".join(facts) + ".")
     for w in cap.get("warnings") or []:

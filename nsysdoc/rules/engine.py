@@ -25,7 +25,8 @@ REQUIREMENT_REASONS = {
     "cuda_api": ("cuda_api_traced", "needs CUDA API calls (nsys --trace=cuda); none were traced"),
     "nvtx": ("nvtx_traced", "needs NVTX ranges (nsys --trace=nvtx); none were traced"),
     "osrt": ("osrt_traced", "needs OS runtime calls (nsys --trace=osrt); none were traced"),
-    "steps": ("has_step_markers", "needs training-step markers (NVTX ranges such as ProfilerStep#N); none found"),
+    "steps": ("has_steps", "needs training steps (NVTX ranges such as ProfilerStep#N, or GPU work that repeats); "
+                           "none found"),
     "gpu_metrics": ("gpu_metrics_present", "needs GPU metrics (nsys --gpu-metrics-devices=all); none captured"),
     "memcpy": ("_memcpy_traced", "needs CUDA memcpy rows; the capture has none"),
     "sm_count": ("sm_count", "needs the GPU's SM count (smCount in TARGET_INFO_GPU, numSms in a PyTorch Profiler "
@@ -288,7 +289,7 @@ def _extras(result: dict) -> dict:
         problems.append(_no_steps_text(result))
     elif (v.get("step_count") or 0) < 3:
         problems.append(f"only {v.get('step_count')} step(s) captured; capture at least 3-5 after warm-up")
-    if not v.get("has_step_markers") and (v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"):
+    if not v.get("has_steps") and (v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"):
         problems.append(f"one-time set-up runs through the capture ({v['setup_pct']:.0f}% of the GPU span), so no "
                         "steady state could be separated from it")
     for x in cap.get("excluded") or []:
@@ -504,6 +505,13 @@ def _no_steps_text(result: dict) -> str:
         text = f"no NVTX range matches the step marker '{pattern}' (--step-marker), so nothing is per step"
     else:
         text = "no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step"
+    inferred = (result.get("capture") or {}).get("steps_inferred")
+    if inferred:
+        n = sum(p.get("steps") or 0 for p in inferred.get("processes") or [])
+        period = "/".join(f"{p['period_ops']:,}" for p in inferred.get("processes") or [])
+        text = text.replace(", so nothing is per step", "") + (
+            f"; {n:,} steps were inferred from the repeating GPU work (every {period} GPU operations), so step "
+            "times are estimates and a step may be one layer or block rather than a whole training step")
     if cands:
         names = ", ".join(f"{c['text'][:60]!r} ({c['count']}x, {text_m.duration((c.get('mean_ms') or 0) * 1e6)} each)"
                           for c in cands)

@@ -10,7 +10,7 @@ IDLE_CLASSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dep
 
 #: every name in ``metrics.values``
 VALUE_NAMES: tuple[str, ...] = (
-    "window_ms", "window_kind", "device_count", "has_step_markers", "step_count", "step_time_ms_median",
+    "window_ms", "window_kind", "device_count", "has_step_markers", "has_steps", "steps_inferred", "step_count", "step_time_ms_median",
     "gpu_busy_pct", "gpu_activity", "enough_gpu_work", "gpu_op_count", "host_wait_pct", "kernel_count", "tiny_kernels_per_gpu",
     "kernels_per_step_median", "kernel_mean_us", "kernel_median_us", "kernel_under_10us_pct", "tiny_kernel_count",
     "nvtx_traced", "osrt_traced", "cuda_api_traced", "os_wait_note", "gpu_metrics_present", "profiler_overhead_pct",

@@ -300,6 +300,63 @@ def steady_training(steps: int = 20, gemm_us: float = 1500.0, jitter_pct: float 
     return cap
 
 
+GEMM_DGRAD = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize128x128x64_dgrad_kernel__5x_cublas"
+GEMM_WGRAD = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tt_n_tilesize128x128x64_wgrad_kernel__5x_cublas"
+
+
+def layered_training(steps: int = 8, layers: int = 6, gemm_us: float = 400.0, input_ms: float = 3.0,
+                     step_markers: bool = False) -> Capture:
+    """A model of ``layers`` identical layers trained without NVTX step ranges (by default): per
+    step the host waits ``input_ms`` for its batch, copies 4 MiB (pinned), runs per layer a GEMM
+    and 2 elementwise kernels forward, then per layer a dgrad and a wgrad GEMM backward, the
+    optimizer (one fused Adam kernel) and ``loss.item()``. The layers repeat inside a step, but
+    the whole step is the unit that repeats: ``7 * layers + 3`` GPU operations (the item() copy
+    included)."""
+    cap = Capture()
+    t = cap.process(pid=5100).thread()
+    for i in range(steps):
+        with (t.range(f"ProfilerStep#{i}") if step_markers else contextlib.nullcontext()):
+            t.os_call("poll", us=input_ms * 1000)
+            t.memcpy("HtoD", 4 << 20, pageable=False)
+            for _ in range(layers):
+                t.cpu(us=10)
+                t.launch(GEMM, gemm_us)
+                t.cpu(us=10)
+                t.launch(ELEMENTWISE, 20)
+                t.cpu(us=10)
+                t.launch(ELEMENTWISE, 20)
+            for _ in range(layers):
+                t.cpu(us=10)
+                t.launch(GEMM_DGRAD, gemm_us)
+                t.cpu(us=10)
+                t.launch(GEMM_WGRAD, gemm_us)
+                t.cpu(us=10)
+                t.launch(ELEMENTWISE, 20)
+                t.cpu(us=10)
+                t.launch(ELEMENTWISE, 20)
+            t.launch(ADAM, 200)
+            t.item()
+    return cap
+
+
+def forward_layers_slice(layers: int = 12, gemm_us: float = 900.0, host_us: float = 1500.0) -> Capture:
+    """A slice of one inference pass: ``layers`` identical transformer-like blocks (an H2D copy of
+    a small tensor, a GEMM, 2 elementwise kernels, then ``host_us`` of Python), no optimizer, no
+    backward, no NVTX: the repeating unit is a layer, not a training step."""
+    cap = Capture()
+    t = cap.process(pid=5200).thread()
+    for _ in range(layers):
+        t.cpu(us=host_us)
+        t.memcpy("HtoD", 4096, pageable=False)
+        t.cpu(us=10)
+        t.launch(GEMM, gemm_us)
+        t.cpu(us=10)
+        t.launch(ELEMENTWISE, 30)
+        t.cpu(us=10)
+        t.launch(SOFTMAX, 30)
+    return cap
+
+
 def sample_training() -> Capture:
     """The bundled sample: a 1-GPU training loop that starves on its DataLoader, copies the batch
     from pageable memory, and reads the loss with ``.item()`` every step."""

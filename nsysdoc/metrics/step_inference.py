@@ -1,0 +1,162 @@
+"""Steps inferred from repeating GPU work, for captures without step markers (glossary "Inferred steps").
+
+A training loop launches the same sequence of GPU operations every iteration. On the thread of a
+process that launches most of its GPU operations (its **launch thread**), each operation is a
+token (a kernel's short name, a copy's direction, or a memset), in launch order. The sequence is
+**periodic with period P** when the token at position i equals the token at i + P for at least
+``MIN_AGREEMENT`` of the positions (its **agreement**). Periods tried: the median distance between
+successive occurrences (and between every second occurrence) of each token that occurs at least
+``MIN_REPEATS`` times; the smallest that agrees, and that no other period beats by more than
+``AGREEMENT_SLACK`` unless that one is about a multiple of it, wins (:func:`find_period`). A period
+needs at least ``MIN_PERIOD_OPS`` operations of at least two kinds, and ``MIN_REPEATS``
+repetitions covering ``MIN_COVERAGE`` of the thread's operations.
+
+The step boundary is an **anchor**: a token that occurs once per period (its successive
+occurrences exactly P apart for ``ANCHOR_REGULAR`` of them); of several, the one with the longest
+median host gap before its launch (the end of the previous launch call to the start of its own):
+a loop's longest recurring host pause (input, logging, optimizer bookkeeping) is where one
+iteration ends and the next begins. A step starts at the start of an anchor's launch call and
+lasts until the next one's (the host pause before an anchor closes the step before it); the
+iteration after the last anchor counts when it holds at least ``LAST_STEP_SHARE`` of the median
+step's operations, and lasts until the end of its last launch call (a capture that stops
+mid-iteration leaves a partial one out).
+
+The repeating unit may be a model layer rather than a whole training step when the capture holds
+only part of one step: :func:`unit_kind` says "training step" when the period contains an
+optimizer or backward kernel, "repeating unit" otherwise, and the report says which.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+MIN_PERIOD_OPS = 4
+MIN_REPEATS = 3
+MIN_AGREEMENT = 0.8
+AGREEMENT_SLACK = 0.05
+MIN_COVERAGE = 0.5
+ANCHOR_REGULAR = 0.8
+LAST_STEP_SHARE = 0.9
+MAX_CANDIDATES = 64
+#: operations of one launch thread read to find the period (the rest are only counted)
+SAMPLE_OPS = 2_000_000
+
+OPTIMIZER_KERNEL = re.compile(r"adam|sgd|lamb|lion|adagrad|rmsprop|optimi[sz]er|multi_tensor_apply|fused_.*step",
+                              re.IGNORECASE)
+BACKWARD_KERNEL = re.compile(r"backward|bwd|_grad|dgrad|wgrad", re.IGNORECASE)
+
+
+def _candidates(tokens: np.ndarray) -> list[int]:
+    """Period candidates: per token seen ``MIN_REPEATS`` times, the median distance between its
+    successive occurrences and between every second one; the most supported first."""
+    m = len(tokens)
+    order = np.argsort(tokens, kind="stable")
+    tok = tokens[order]
+    support: dict[int, int] = {}
+    starts = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
+    ends = np.append(starts[1:], m)
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        if e - s < MIN_REPEATS:
+            continue
+        pos = order[s:e]
+        for step in (1, 2):
+            if e - s <= step:
+                continue
+            p = int(np.median(pos[step:] - pos[:-step]))
+            if MIN_PERIOD_OPS <= p <= m // MIN_REPEATS:
+                support[p] = support.get(p, 0) + (e - s)
+    ranked = sorted(support, key=lambda p: (-support[p], p))[:MAX_CANDIDATES]
+    return sorted(ranked)
+
+
+def agreement(tokens: np.ndarray, period: int) -> float:
+    """Share of positions i whose token equals the token at i + ``period``."""
+    if period <= 0 or period >= len(tokens):
+        return 0.0
+    return float(np.mean(tokens[:-period] == tokens[period:]))
+
+
+def _near_multiple(q: int, p: int) -> bool:
+    """``q`` is about k periods ``p`` (one inserted or missing operation per period allowed)."""
+    k = max(1, round(q / p))
+    return abs(q - k * p) <= k
+
+
+def find_period(tokens: np.ndarray) -> tuple[int, float] | None:
+    """``(period, agreement)`` of a token sequence (see the module docstring), or None.
+
+    The smallest candidate period whose agreement reaches ``MIN_AGREEMENT`` and that no other
+    candidate beats by more than ``AGREEMENT_SLACK`` unless that one is about a multiple of it
+    (an operation logged every few steps lowers a period's agreement, not its multiples');
+    then its smallest divisor that agrees as well (within the slack) is the period: a loop of
+    fewer than ``MIN_PERIOD_OPS`` operations, or of one kind of operation, is no step."""
+    tokens = np.asarray(tokens)
+    if len(tokens) < MIN_PERIOD_OPS * MIN_REPEATS:
+        return None
+    scored = {p: agreement(tokens, p) for p in _candidates(tokens)}
+    for p in sorted(scored):
+        a = scored[p]
+        if a < MIN_AGREEMENT:
+            continue
+        if any(b > a + AGREEMENT_SLACK and not _near_multiple(q, p) for q, b in scored.items()):
+            continue
+        for d in range(1, p // 2 + 1):
+            if p % d == 0:
+                ad = agreement(tokens, d)
+                if ad >= a - AGREEMENT_SLACK:
+                    if d < MIN_PERIOD_OPS:
+                        return None
+                    p, a = d, ad
+                    break
+        if len(np.unique(tokens[:p])) < 2:
+            return None
+        return p, a
+    return None
+
+
+def pick_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int) -> tuple[int, float] | None:
+    """``(anchor token, its median host gap before, ns)``: of the tokens that occur once per
+    period, the one after the longest median host pause (ties: the earliest first occurrence)."""
+    tokens = np.asarray(tokens)
+    order = np.argsort(tokens, kind="stable")
+    tok = tokens[order]
+    starts = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
+    ends = np.append(starts[1:], len(tok))
+    best = None
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        if e - s < MIN_REPEATS:
+            continue
+        pos = order[s:e]
+        d = np.diff(pos)
+        if np.mean(d == period) < ANCHOR_REGULAR:
+            continue
+        gap = float(np.median(gap_before_ns[pos]))
+        key = (gap, -int(pos[0]))
+        if best is None or key > best[0]:
+            best = (key, int(tok[s]), gap)
+    return (best[1], best[2]) if best else None
+
+
+def step_ranges(anchor_start_ns: np.ndarray, ops_in: np.ndarray,
+                last_end_in_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inferred step ranges ``(start_ns, range_end_ns)`` from the anchors' launch starts (sorted),
+    the launch thread's operations launched from each anchor to the next (the last: to the end),
+    and the end of the last launch call in each of those stretches."""
+    start = np.asarray(anchor_start_ns, dtype=np.int64)
+    if len(start) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    full = ops_in[:-1]
+    keep_last = len(full) > 0 and ops_in[-1] >= LAST_STEP_SHARE * float(np.median(full))
+    end = np.append(start[1:], max(int(last_end_in_ns[-1]), int(start[-1])))
+    if not keep_last:
+        start, end = start[:-1], end[:-1]
+    return start, end.astype(np.int64)
+
+
+def unit_kind(period_names: list[str]) -> str:
+    """"training step" when the repeating unit runs an optimizer or backward kernel, else
+    "repeating unit" (perhaps a model layer: the capture may hold part of one step)."""
+    if any(OPTIMIZER_KERNEL.search(n) or BACKWARD_KERNEL.search(n) for n in period_names):
+        return "training step"
+    return "repeating unit"
