@@ -85,13 +85,25 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
     others = [r for r in range(R) if r != top]
     rows = last == top
     caused_ms = float(wait[rows][:, others].sum() / 1e6 / max(len(others), 1)) if others else 0.0
+    per_coll = caused_ms / int(counts[top])
     per_step = caused_ms / steps_n if steps_n else None
     per_s = caused_ms / (window_ms / 1000) if window_ms else None
-    ref = (per_step / job_step_ms * 100) if per_step is not None and job_step_ms else \
-        (per_s / 10 if per_s is not None else None)  # ms per s -> % of the window
+    few = C < MIN_COLLECTIVES
+    if per_step is not None and job_step_ms:
+        basis, ref = "step", per_step / job_step_ms * 100
+    elif few and C >= 2:
+        # a short capture with 2 collectives and no steps: the window says little (it holds set-up
+        # and tails); the interval between the collectives stands for the step
+        interval_ms = float(np.mean(np.diff(J.max(axis=1)))) / 1e6
+        basis, ref = "collective interval", (per_coll / interval_ms * 100 if interval_ms > 0 else None)
+    else:
+        basis, ref = "window", (per_s / 10 if per_s is not None else None)  # ms per s -> % of the window
     stats["straggler_candidate"] = {"rank": ok[top]["rank"], "late_pct": _num(late_pct, 2),
-                                    "wait_ms_per_step": _num(per_step), "wait_pct": _num(ref, 2)}
-    if C < MIN_COLLECTIVES or late_pct < STRAGGLER_LATE_PCT or ref is None or ref < STRAGGLER_WAIT_PCT:
+                                    "wait_ms_per_step": _num(per_step), "wait_ms_per_collective": _num(per_coll),
+                                    "wait_pct": _num(ref, 2), "basis": basis}
+    # with 3 or more collectives, last in at least half of them; with 2, last in both; 1 says nothing
+    late_enough = late_pct >= STRAGGLER_LATE_PCT if not few else (C >= 2 and counts[top] == C)
+    if not late_enough or ref is None or ref < STRAGGLER_WAIT_PCT:
         return None, stats
     cause, excess = None, None
     mine = ok[top].get("breakdown_ms_per_step")
@@ -125,7 +137,7 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
     return {"rank": ok[top]["rank"], "severity": "critical" if ref >= 15 else "warning",
             "late_pct": _num(late_pct, 2), "last_count": int(counts[top]),
             "matched_collectives": int(C), "wait_ms_per_step": _num(per_step), "wait_ms_per_s": _num(per_s),
-            "wait_pct_of_step": _num(ref, 2),
+            "wait_ms_per_collective": _num(per_coll), "wait_pct_of_step": _num(ref, 2), "basis": basis,
             "cause": cause, "cause_label": BREAKDOWN_LABELS.get(cause) if cause else None,
             "cause_excess_ms_per_step": _num(excess) if mine else None,
             "cause_excess_ms_per_s": None if mine else _num(excess)}, stats
@@ -226,6 +238,7 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
             "gpu_busy_pct": s.get("gpu_busy_pct"), "compute_pct": s.get("compute_pct"),
             "exposed_comm_pct": s.get("exposed_comm_pct"), "copy_only_pct": s.get("copy_only_pct"),
             "idle_pct_by_cause": s.get("idle_pct_by_cause"), "breakdown_ms_per_step": s.get("breakdown_ms_per_step"),
+            "timestamps": s.get("timestamps"),
             "clock_offset_ms": _num(clock["offsets_ns"][i] / 1e6),
             "clock_mad_us": clock["mad_us"][i],
             "last_count": stats["last_count"][i] if stats["last_count"] else 0,
@@ -243,7 +256,8 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "rank_source": rank_source, "rank_count": len(ok), "failed_count": len(failed),
         "ranks": ranks,
         "clock": {"method": clock["method"], "reference_rank": ok[0]["rank"] if ok else None,
-                  "collective": clock["name"], "session_start_used": clock["use_utc"]},
+                  "collective": clock["name"], "session_start_used": clock["use_utc"],
+                  "timestamps": _timestamps(ok)},
         "step_time_ms_median": _num(job_step_ms), "job_steps": int(len(job_steps)),
         "collectives": {"matched": stats["matched_collectives"], "names": sorted(set(matched["name_of"]))},
         "straggler": straggler,
@@ -253,6 +267,13 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "heatmap": heat,
         "warnings": warnings,
     }
+
+
+def _timestamps(ok: list[dict]) -> str | None:
+    """How the ranks' files counted their times: "session", "absolute" or "mixed" (each rank is
+    put on the wall clock by its own kind: the loader rebases absolute times on the session start)."""
+    kinds = {s.get("timestamps") for s in ok if s.get("timestamps")}
+    return None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def _job_step_times(ok: list[dict]) -> np.ndarray:

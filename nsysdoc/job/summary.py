@@ -123,6 +123,9 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             "devices": sorted(labels),
             "shared_capture": len(groups) > 1,
             "session_start_utc_ns": trace.session_start_utc_ns,
+            # how the file counted its times ("session" | "absolute"); the loader put both on the
+            # session timeline, so wall = session_start_utc_ns + t either way
+            "timestamps": getattr(trace, "clock", "session"),
             # the rank a PyTorch Profiler trace records (distributedInfo); None for nsys captures
             "distributed_rank": (trace.distributed or {}).get("rank") if len(groups) == 1 else None,
             "window_ms": ((result.get("capture") or {}).get("window") or {}).get("duration_ms"),
