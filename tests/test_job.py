@@ -19,7 +19,7 @@ import pytest
 from nsysdoc.errors import InputError
 from nsysdoc.job import analyze_job, assign_ranks, rank_from_name, run_job
 from nsysdoc.job.align import clock_offsets, match_collectives
-from nsysdoc.testing.scenarios import ddp_job, three_node_job_two_allreduces
+from nsysdoc.testing.scenarios import ddp_job, three_node_job_two_allreduces, unrelated_captures
 
 from .conftest import SHARED_TRACES, run_cli
 
@@ -217,6 +217,42 @@ def test_nine_rank_job_offsets_and_straggler(absolute, tmp_path):
     assert s["wait_ms_per_collective"] == pytest.approx(10.0, abs=0.05)
     assert d["verdict"]["status"] == "straggler"
     assert not any("process ids" in w for w in d["warnings"])
+
+
+# ---------------------------------------------------------------------------------------------
+# can the inputs be one job?
+# ---------------------------------------------------------------------------------------------
+def test_unrelated_captures_on_different_gpus_are_refused(tmp_path):
+    files = _write(unrelated_captures(), tmp_path)
+    with pytest.raises(InputError, match="not one job: different GPU models .*no collective kernel"):
+        run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    p = run_cli("job", *files, "-f", "json", "--no-config", "--no-cache")
+    assert p.returncode == 2 and "not one job" in p.stderr and "Traceback" not in p.stderr
+    assert [ln for ln in p.stderr.splitlines() if "[" not in ln][0].startswith("nsysdoc: error: these captures")
+
+
+def test_captures_hours_apart_are_refused(tmp_path):
+    same = ("NVIDIA H100 80GB HBM3",) * 2
+    files = _write(unrelated_captures(hours_apart=3, gpus=same), tmp_path)
+    with pytest.raises(InputError, match=r"rank 1's session \(rank1.sqlite\) started 3.0 hours after rank 0's"):
+        run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+
+
+def test_independent_processes_on_one_gpu_model_only_warn(tmp_path):
+    """Same GPU model, sessions a minute apart, no NCCL: maybe independent processes of one job
+    (gloo, or no communication): compared, with the warning that nothing aligns them."""
+    same = ("NVIDIA H100 80GB HBM3",) * 2
+    files = _write(unrelated_captures(hours_apart=1 / 60, gpus=same), tmp_path)
+    d = run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    assert d["straggler"] is None and d["rank_count"] == 2
+    assert any("no collective kernel that every rank runs" in w for w in d["warnings"])
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="shared traces absent")
+def test_the_shared_traces_folder_is_not_one_job():
+    """11 unrelated captures from different machines and nsys versions (years apart)."""
+    p = run_cli("job", SHARED_TRACES, "-f", "json", "-q", "--no-config", timeout=900)
+    assert p.returncode == 2 and "these captures are not one job" in p.stderr and "Traceback" not in p.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,8 @@ JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
 STRAGGLER_WAIT_PCT = 3.0
 MIN_COLLECTIVES = 3
+#: session starts (on the aligned wall clock) farther apart than this are not one job's captures
+MAX_SESSION_SPREAD_S = 3600.0
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 COMM_RULES = ("nccl-exposed",)
 #: how a straggler's cause reads in a sentence ("it is late because of ...")
@@ -210,6 +212,51 @@ def _verdict(ok: list[dict], straggler: dict | None, findings: list[dict], job_s
             "sentence": "No straggler and no bottleneck shared by most ranks at warning or above."}
 
 
+def comparability(ok: list[dict], clock: dict, one_clock: bool) -> list[str]:
+    """Can these captures be one job? Raises InputError when they cannot: session starts more than
+    an hour apart on the aligned wall clock, or different GPU models with no collective kernel that
+    every rank runs. Returns warnings for what is only doubtful (docs/job.md, "One job?")."""
+    from ..errors import InputError
+
+    if one_clock or len(ok) < 2:
+        return []
+    names = {s["rank"]: s for s in ok}
+    if clock.get("use_utc"):
+        starts = {s["rank"]: int(s["session_start_utc_ns"]) - clock["offsets_ns"][i] for i, s in enumerate(ok)}
+        first, last = min(starts, key=starts.get), max(starts, key=starts.get)
+        spread = (starts[last] - starts[first]) / 1e9
+        if spread > MAX_SESSION_SPREAD_S:
+            raise InputError(
+                f"these captures are not one job: rank {last}'s session ({_base(names[last])}) started "
+                f"{_duration(spread)} after rank {first}'s ({_base(names[first])})",
+                hint="pass the per-rank captures of one run (one folder per run)")
+    shared = clock.get("method") in ("collective ends",)
+    models = {s["rank"]: tuple(s.get("gpu_models") or ()) for s in ok}
+    kinds = {m for m in models.values() if m}
+    if not shared and len(kinds) > 1:
+        by = {}
+        for r, m in models.items():
+            if m:
+                by.setdefault(m, r)
+        ex = "; ".join(f"rank {r}: {', '.join(m)}" for m, r in list(by.items())[:3])
+        raise InputError(f"these captures are not one job: different GPU models ({ex}) and no collective kernel "
+                         f"that every rank runs", hint="pass the per-rank captures of one run (one folder per run)")
+    if len(kinds) > 1:
+        return [f"the ranks run on different GPU models ({'; '.join(', '.join(k) for k in sorted(kinds)[:3])}): "
+                f"compare their times with care"]
+    return []
+
+
+def _duration(s: float) -> str:
+    return f"{s / 86400:.1f} days" if s >= 2 * 86400 else f"{s / 3600:.1f} hours"
+
+
+def _base(s: dict) -> str:
+    from pathlib import Path
+
+    return Path(str(s.get("file"))).name
+
+
 def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dict:
     """The job result (``docs/job.md``) from rank summaries that carry their ``rank``."""
     ok = sorted([s for s in summaries if s.get("ok")], key=lambda s: s["rank"])
@@ -218,6 +265,7 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     warnings = [f"rank {f['rank']} ({f['file']}) could not be read: {f['error']}" for f in failed]
     clock = clock_offsets(ok, one_clock)
     warnings += clock["warnings"]
+    warnings += comparability(ok, clock, one_clock)
     matched = match_collectives(ok, clock) if clock["method"] in ("collective ends", "same capture") and len(ok) > 1 \
         else {"join_ns": np.zeros((0, len(ok)), dtype=np.int64), "local_start_ns": np.zeros((0, len(ok)), dtype=np.int64),
               "name_of": []}
@@ -233,7 +281,8 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     for i, s in enumerate(ok):
         w = stats["wait_ms_total"][i] if stats["wait_ms_total"] else 0.0
         ranks.append({
-            "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"), "ok": True,
+            "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"),
+            "gpu_models": s.get("gpu_models"), "ok": True,
             "error": None, "steps": len(s.get("steps") or []), "step_time_ms_median": s.get("step_time_ms_median"),
             "gpu_busy_pct": s.get("gpu_busy_pct"), "compute_pct": s.get("compute_pct"),
             "exposed_comm_pct": s.get("exposed_comm_pct"), "copy_only_pct": s.get("copy_only_pct"),

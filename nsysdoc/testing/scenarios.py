@@ -433,6 +433,18 @@ def three_node_job_two_allreduces(absolute_timestamps: bool = True, slow_rank: i
     return caps
 
 
+def unrelated_captures(hours_apart: float = 0.0, gpus: tuple[str, str] = ("NVIDIA H100 80GB HBM3",
+                                                                          "NVIDIA GeForce RTX 3080")) -> list[Capture]:
+    """Two captures that are not one job: a training run on ``gpus[0]`` and a kernel loop on
+    ``gpus[1]`` (no NCCL in either), the second session starting ``hours_apart`` after the first."""
+    a = healthy_training(steps=3)
+    a.gpu_names = {0: gpus[0]}
+    b = no_step_markers(launches=50)
+    b.gpu_names = {0: gpus[1]}
+    b.utc_epoch_ns = a.utc_epoch_ns + int(round(hours_apart * 3600 * 1e9))
+    return [a, b]
+
+
 def operators_forward_backward(steps: int = 2, cuda_backtrace: bool = False) -> Capture:
     """A PyTorch step recorded with operators, a record_function region, nn.Module and Python frames:
     on the main thread ``forward`` > ``train.py:40`` > ``Linear_0`` > ``model.py:12`` > ``aten::linear``
