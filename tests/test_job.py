@@ -256,6 +256,41 @@ def test_the_shared_traces_folder_is_not_one_job():
 
 
 # ---------------------------------------------------------------------------------------------
+# rank ids that look like process ids; the page and progress
+# ---------------------------------------------------------------------------------------------
+def test_rank_ids_that_look_like_process_ids_are_warned(tmp_path):
+    """``nsys profile -o report_%p``: report_7000.sqlite .. report_7001.sqlite hold pids 7000/7001
+    (ddp_job's pids are 7000 + rank): the ids equal the captures' pids. Another name, rank ids 0-1,
+    gives no warning."""
+    caps = ddp_job(ranks=2, steps=2, slow_rank=None, ranks_per_node=2)
+    files = _write(caps, tmp_path / "pid", name="report_{r}.sqlite")
+    files = [f.rename(f.with_name(f"report_{7000 + r}.sqlite")) for r, f in enumerate(files)]
+    d = run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    assert [r["rank"] for r in d["ranks"]] == [7000, 7001]
+    assert any(w.startswith("rank ids 7000, 7001 were taken from file names and look like process ids; "
+                            "pass --rank-pattern") for w in d["warnings"])
+    from nsysdoc.job.ranks import pid_like_ranks
+
+    assert pid_like_ranks([12345, 12399], [[1], [2]]) == [12345, 12399]  # big against 2 inputs
+    assert pid_like_ranks([0, 1, 5], [[4242], [4243], [5]]) == [5]  # its own capture's pid
+    assert pid_like_ranks([3, 900], [[1], [2]]) == []
+
+
+def test_page_wording_and_one_progress_line_per_rank(tmp_path):
+    """Per-node captures of two processes each: the findings note does not speak of 'the one
+    capture', the device column is named for what it holds, and progress names each rank's pid."""
+    files = [ddp_job(ranks=2, steps=2, slow_rank=1, one_capture=True)[0].write(tmp_path / f"node{n}.sqlite")
+             for n in range(2)]
+    p = run_cli("job", *files, "-o", tmp_path / "job.html", "--no-config", "--no-cache", "--jobs", "1")
+    assert p.returncode in (0, 1), p.stderr
+    html = (tmp_path / "job.html").read_text()
+    assert "the one capture" not in html and ">GPUs<" not in html and "Device ids" in html
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("nsysdoc: [")]
+    assert lines == ["nsysdoc: [1/2] node0.sqlite (pid 6000): ok", "nsysdoc: [1/2] node0.sqlite (pid 6001): ok",
+                     "nsysdoc: [2/2] node1.sqlite (pid 6000): ok", "nsysdoc: [2/2] node1.sqlite (pid 6001): ok"]
+
+
+# ---------------------------------------------------------------------------------------------
 # scale-out: same JSON in one process, on a pool, on Dask
 # ---------------------------------------------------------------------------------------------
 def _stable(d):
