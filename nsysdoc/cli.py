@@ -405,9 +405,10 @@ def job(
     def progress(done: int, total: int, recs: list) -> None:
         if quiet:
             return
-        for rec in recs:
+        for rec in recs:  # one line per rank: a capture of several processes names each one's pids
             state = "ok" if rec.get("ok") else f"failed: {rec.get('error')}"
-            typer.echo(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}: {state}", err=True)
+            who = f" (pid {', '.join(str(p) for p in rec['pids'])})" if len(recs) > 1 and rec.get("pids") else ""
+            typer.echo(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}{who}: {state}", err=True)
 
     try:
         if target is not None or rank_reports is not None:

@@ -13,12 +13,13 @@ import copy
 import json
 import os
 
+import numpy as np
 import pytest
 
 from nsysdoc.errors import InputError
 from nsysdoc.job import analyze_job, assign_ranks, rank_from_name, run_job
 from nsysdoc.job.align import clock_offsets, match_collectives
-from nsysdoc.testing.scenarios import ddp_job
+from nsysdoc.testing.scenarios import ddp_job, three_node_job_two_allreduces, unrelated_captures
 
 from .conftest import SHARED_TRACES, run_cli
 
@@ -152,6 +153,141 @@ def test_no_shared_collective_means_no_straggler():
     d = analyze_job([a, b], "order", one_clock=False)
     assert d["straggler"] is None and d["clock"]["method"] == "session start"
     assert any("no collective kernel that every rank runs" in w for w in d["warnings"])
+
+
+def test_two_or_three_instances_pair_by_the_smallest_offset():
+    """Three periodic all-reduces, rank 1's clock +1 ms with ±100 µs of end noise: s = 0 gives
+    differences 0.9, 1.1, 1.0 ms (median 1.0); with only 3 instances the MAD cannot choose the
+    pairing, the smallest offset does. Without the first instance, pairs (1.1, 1.0): 1.05 ms."""
+    from nsysdoc.job.align import _offset
+
+    ref = [0, 100_000_000, 200_000_000]
+    other = [1_000_000 - 100_000, 101_000_000 + 100_000, 201_000_000]
+    assert _offset(np.array(ref), np.array(other))[::2] == (1_000_000, 0)
+    assert _offset(np.array(ref), np.array(other[1:]))[::2] == (1_050_000, -1)
+
+
+def _job_of(joins_ms, ends_ms=None):
+    """Summaries of ranks (one clock) whose all-reduces start at ``joins_ms[r][k]`` and end together."""
+    out = []
+    for r, joins in enumerate(joins_ms):
+        ends = ends_ms or [max(j[k] for j in joins_ms) + 3 for k in range(len(joins))]
+        s = _rank(10, [int(e * 1e6) for e in ends], [int(j * 1e6) for j in joins])
+        s["rank"], s["window_ms"] = r, 1000.0
+        out.append(s)
+    return out
+
+
+def test_a_straggler_in_two_collectives_must_be_last_in_both():
+    # 2 all-reduces 100 ms apart; rank 2 joins 10 ms late in both: the others wait 10 ms per
+    # collective, 10% of the 100 ms interval -> named (critical from 15%: a warning)
+    d = analyze_job(_job_of([[100, 200], [100, 200], [110, 210]]), "order", one_clock=False)
+    s = d["straggler"]
+    assert s["rank"] == 2 and s["basis"] == "collective interval" and s["severity"] == "warning"
+    assert s["wait_ms_per_collective"] == pytest.approx(10.0) and s["wait_pct_of_step"] == pytest.approx(10.0)
+    # last in one of two: not named; one collective alone: not named
+    assert analyze_job(_job_of([[100, 210], [100, 200], [110, 200]]), "order", one_clock=False)["straggler"] is None
+    d = analyze_job(_job_of([[100], [100], [110]]), "order", one_clock=False)
+    assert d["straggler"] is None and d["straggler_candidate"]["rank"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# a 9-rank, 3-node job with only 2 all-reduces, no step markers (issue 29)
+# ---------------------------------------------------------------------------------------------
+#: clock offset of each rank to rank 0 by construction: node error + rank error − rank 0's (0),
+#: plus the rank's all-reduce end skew (r * 7 % 10 µs) — ms
+NINE_TRUTH = {r: [0.0, 0.6, 1.1][r // 3] + [0, 20, -30, 10, -40, 35, -15, 25, 40][r] / 1000 for r in range(9)}
+
+
+@pytest.mark.parametrize("absolute", [True, False], ids=["ts-normalize", "session"])
+def test_nine_rank_job_offsets_and_straggler(absolute, tmp_path):
+    """Absolute timestamps used to count the session start twice (offsets of tens of ms and no
+    straggler); aligned on one clock, offsets are the clock errors, and rank 4, last into both
+    all-reduces by 10 ms, is the straggler."""
+    files = _write(three_node_job_two_allreduces(absolute_timestamps=absolute), tmp_path)
+    d = run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    assert d["clock"]["timestamps"] == ("absolute" if absolute else "session")
+    assert d["clock"]["method"] == "collective ends" and d["collectives"]["matched"] == 2
+    got = {r["rank"]: r["clock_offset_ms"] for r in d["ranks"]}
+    for r in range(9):
+        assert got[r] == pytest.approx(NINE_TRUTH[r], abs=0.3), r
+        assert got[r] == pytest.approx(NINE_TRUTH[r] + ((r * 7 % 10) / 1000), abs=0.002), r  # end skew too
+    s = d["straggler"]
+    assert s["rank"] == 4 and s["last_count"] == 2 and s["basis"] == "collective interval"
+    assert s["wait_ms_per_collective"] == pytest.approx(10.0, abs=0.05)
+    assert d["verdict"]["status"] == "straggler"
+    assert not any("process ids" in w for w in d["warnings"])
+
+
+# ---------------------------------------------------------------------------------------------
+# can the inputs be one job?
+# ---------------------------------------------------------------------------------------------
+def test_unrelated_captures_on_different_gpus_are_refused(tmp_path):
+    files = _write(unrelated_captures(), tmp_path)
+    with pytest.raises(InputError, match="not one job: different GPU models .*no collective kernel"):
+        run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    p = run_cli("job", *files, "-f", "json", "--no-config", "--no-cache")
+    assert p.returncode == 2 and "not one job" in p.stderr and "Traceback" not in p.stderr
+    assert [ln for ln in p.stderr.splitlines() if "[" not in ln][0].startswith("nsysdoc: error: these captures")
+
+
+def test_captures_hours_apart_are_refused(tmp_path):
+    same = ("NVIDIA H100 80GB HBM3",) * 2
+    files = _write(unrelated_captures(hours_apart=3, gpus=same), tmp_path)
+    with pytest.raises(InputError, match=r"rank 1's session \(rank1.sqlite\) started 3.0 hours after rank 0's"):
+        run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+
+
+def test_independent_processes_on_one_gpu_model_only_warn(tmp_path):
+    """Same GPU model, sessions a minute apart, no NCCL: maybe independent processes of one job
+    (gloo, or no communication): compared, with the warning that nothing aligns them."""
+    same = ("NVIDIA H100 80GB HBM3",) * 2
+    files = _write(unrelated_captures(hours_apart=1 / 60, gpus=same), tmp_path)
+    d = run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    assert d["straggler"] is None and d["rank_count"] == 2
+    assert any("no collective kernel that every rank runs" in w for w in d["warnings"])
+
+
+@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="shared traces absent")
+def test_the_shared_traces_folder_is_not_one_job():
+    """11 unrelated captures from different machines and nsys versions (years apart)."""
+    p = run_cli("job", SHARED_TRACES, "-f", "json", "-q", "--no-config", timeout=900)
+    assert p.returncode == 2 and "these captures are not one job" in p.stderr and "Traceback" not in p.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# rank ids that look like process ids; the page and progress
+# ---------------------------------------------------------------------------------------------
+def test_rank_ids_that_look_like_process_ids_are_warned(tmp_path):
+    """``nsys profile -o report_%p``: report_7000.sqlite .. report_7001.sqlite hold pids 7000/7001
+    (ddp_job's pids are 7000 + rank): the ids equal the captures' pids. Another name, rank ids 0-1,
+    gives no warning."""
+    caps = ddp_job(ranks=2, steps=2, slow_rank=None, ranks_per_node=2)
+    files = _write(caps, tmp_path / "pid", name="report_{r}.sqlite")
+    files = [f.rename(f.with_name(f"report_{7000 + r}.sqlite")) for r, f in enumerate(files)]
+    d = run_job([str(p) for p in files], {"no_cache": True}, jobs=1)
+    assert [r["rank"] for r in d["ranks"]] == [7000, 7001]
+    assert any(w.startswith("rank ids 7000, 7001 were taken from file names and look like process ids; "
+                            "pass --rank-pattern") for w in d["warnings"])
+    from nsysdoc.job.ranks import pid_like_ranks
+
+    assert pid_like_ranks([12345, 12399], [[1], [2]]) == [12345, 12399]  # big against 2 inputs
+    assert pid_like_ranks([0, 1, 5], [[4242], [4243], [5]]) == [5]  # its own capture's pid
+    assert pid_like_ranks([3, 900], [[1], [2]]) == []
+
+
+def test_page_wording_and_one_progress_line_per_rank(tmp_path):
+    """Per-node captures of two processes each: the findings note does not speak of 'the one
+    capture', the device column is named for what it holds, and progress names each rank's pid."""
+    files = [ddp_job(ranks=2, steps=2, slow_rank=1, one_capture=True)[0].write(tmp_path / f"node{n}.sqlite")
+             for n in range(2)]
+    p = run_cli("job", *files, "-o", tmp_path / "job.html", "--no-config", "--no-cache", "--jobs", "1")
+    assert p.returncode in (0, 1), p.stderr
+    html = (tmp_path / "job.html").read_text()
+    assert "the one capture" not in html and ">GPUs<" not in html and "Device ids" in html
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("nsysdoc: [")]
+    assert lines == ["nsysdoc: [1/2] node0.sqlite (pid 6000): ok", "nsysdoc: [1/2] node0.sqlite (pid 6001): ok",
+                     "nsysdoc: [2/2] node1.sqlite (pid 6000): ok", "nsysdoc: [2/2] node1.sqlite (pid 6001): ok"]
 
 
 # ---------------------------------------------------------------------------------------------

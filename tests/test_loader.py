@@ -339,3 +339,76 @@ def test_grow_column_reserves_widens_and_trims():
     full.reserve(2)
     full.add(np.array([7, 8]))
     assert full.done().tolist() == [7, 8]
+
+
+# --- timestamps on the UTC wall clock (nsys export --ts-normalize=true) ----------------------
+def _same_but_file(d):
+    """A report without what depends on the file name or the load time."""
+    if isinstance(d, dict):
+        return {k: _same_but_file(v) for k, v in d.items() if not any(w in k for w in ("path", "file", "seconds"))}
+    if isinstance(d, list):
+        return [_same_but_file(v) for v in d]
+    return d
+
+
+@pytest.mark.parametrize("scenario", ["sample_training", "jit_warmup_then_steady", "operators_forward_backward",
+                                      "no_step_markers"])
+def test_absolute_timestamps_give_the_report_of_session_timestamps(scenario, tmp_path):
+    """The same capture exported with session-relative and with absolute (epoch) timestamps: the
+    loader tells them apart (``clock``) and puts both on the session timeline, so every number of
+    the report — step starts, idle gaps, capture framing, GPU metrics — is the same."""
+    from nsysdoc.testing import scenarios
+
+    from .conftest import diagnose_path
+
+    cap = getattr(scenarios, scenario)()
+    cap.diagnostic("CUDA event collection stalled", at_ns=cap.start_ns + 5_000_000)
+    cap.profiler_overhead(cap.start_ns + 1_000_000, cap.start_ns + 2_000_000)
+    rel = cap.write(tmp_path / "rel.sqlite")
+    cap.absolute_timestamps = True
+    abs_ = cap.write(tmp_path / "abs.sqlite")
+    con = sqlite3.connect(abs_)
+    first = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    stop = con.execute("SELECT stopTime FROM ANALYSIS_DETAILS").fetchone()[0]
+    con.close()
+    assert first > cap.utc_epoch_ns and stop > cap.utc_epoch_ns  # the export really is on the epoch
+    t_rel, t_abs = load_trace(rel, cache=False), load_trace(abs_, cache=False)
+    assert (t_rel.clock, t_abs.clock) == ("session", "absolute")
+    assert t_rel.session_start_utc_ns == t_abs.session_start_utc_ns == cap.utc_epoch_ns
+    assert int(t_abs.kernels["start_ns"].min()) == first - cap.utc_epoch_ns
+    assert t_abs.diagnostics["timestamp_ns"].tolist() == t_rel.diagnostics["timestamp_ns"].tolist() == [1_005_000_000]
+    assert t_abs.overhead["start_ns"].tolist() == [1_001_000_000]
+    assert _same_but_file(diagnose_path(abs_)) == _same_but_file(diagnose_path(rel))
+
+
+def test_absolute_timestamps_survive_the_cache(tmp_path):
+    cap = small_capture(absolute_timestamps=True)
+    p = cap.write(tmp_path / "abs.sqlite")
+    first = load_trace(p, cache_dir=tmp_path / "cache")
+    again = load_trace(p, cache_dir=tmp_path / "cache")
+    assert again.from_cache and (first.clock, again.clock) == ("absolute", "absolute")
+    assert again.kernels["start_ns"].tolist() == first.kernels["start_ns"].tolist()
+    assert 0 < int(again.kernels["start_ns"].min()) < 2_000_000_000
+
+
+def test_absolute_timestamps_without_a_session_start(tmp_path):
+    """No TARGET_INFO_SESSION_START_TIME: epoch-sized times are still absolute; the earliest time
+    sampled (the first rows of the event tables) stands for the session start."""
+    cap = small_capture(absolute_timestamps=True)
+    p = cap.write(tmp_path / "abs.sqlite")
+    con = sqlite3.connect(p)
+    con.execute("DROP TABLE TARGET_INFO_SESSION_START_TIME")
+    first_api = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con.commit()
+    con.close()
+    t = load_trace(p, cache=False)
+    assert t.clock == "absolute" and t.session_start_utc_ns == first_api
+    assert int(t.runtime["start_ns"].min()) == 0
+    # session-relative times without a session start stay as they are
+    q = small_capture().write(tmp_path / "rel.sqlite")
+    con = sqlite3.connect(q)
+    con.execute("DROP TABLE TARGET_INFO_SESSION_START_TIME")
+    con.commit()
+    con.close()
+    t = load_trace(q, cache=False)
+    assert t.clock == "session" and t.session_start_utc_ns is None

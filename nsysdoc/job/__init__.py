@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .analysis import JOB_CONTRACT, analyze_job
-from .ranks import assign_ranks, rank_from_name
+from .ranks import assign_ranks, pid_like_ranks, rank_from_name
 from .run import Progress, run_dask, run_local
 from .summary import summarize_file, summarize_trace
 
@@ -67,4 +67,12 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
     if not any(s.get("ok") for s in summaries):
         errors = "; ".join(f"{Path(s['file']).name}: {s['error']}" for s in summaries[:3])
         raise InputError(f"no rank could be read ({errors})")
-    return analyze_job(summaries, source, one_clock=one)
+    result = analyze_job(summaries, source, one_clock=one)
+    if source == "file name":
+        odd = pid_like_ranks([s["rank"] for s in summaries], [s.get("pids") or [] for s in summaries])
+        if odd:
+            shown = ", ".join(str(r) for r in odd[:5]) + (", ..." if len(odd) > 5 else "")
+            result["warnings"].append(
+                f"rank ids {shown} were taken from file names and look like process ids; pass --rank-pattern "
+                f"REGEX to read the rank from another part of the name (its first group is the rank)")
+    return result

@@ -23,6 +23,8 @@ import numpy as np
 MAX_SHIFT = 50
 MATCH_TOL_NS = 1_000_000
 MAD_TIE_NS = 20_000
+#: below this many instances on either rank, the pairing is not chosen by its MAD (see _offset)
+FEW_INSTANCES = 4
 
 
 def _wall(summary: dict, use_utc: bool) -> int:
@@ -54,6 +56,13 @@ def _offset(ref_end: np.ndarray, end: np.ndarray) -> tuple[int, float, int] | No
         cands.append((float(np.median(np.abs(d - med))), med, s))
     if not cands:
         return None
+    if min(n0, n1) < FEW_INSTANCES:
+        # 2-3 instances: a MAD over 2 pairs says nothing. Pair as many as possible, then take the
+        # pairing that leaves the smallest offset (the session starts already put the clocks within
+        # half the interval between collectives: docs/job.md, Limits)
+        most = max(min(n0, n1 - c[2]) - max(0, -c[2]) for c in cands)
+        pick = min((c for c in cands if min(n0, n1 - c[2]) - max(0, -c[2]) == most), key=lambda c: (abs(c[1]), abs(c[2])))
+        return int(round(pick[1])), pick[0], pick[2]
     best_mad = min(c[0] for c in cands)
     tied = [c for c in cands if c[0] <= max(2 * best_mad, MAD_TIE_NS)]
     zero = [c for c in tied if c[2] == 0]

@@ -33,6 +33,8 @@ JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
 STRAGGLER_WAIT_PCT = 3.0
 MIN_COLLECTIVES = 3
+#: session starts (on the aligned wall clock) farther apart than this are not one job's captures
+MAX_SESSION_SPREAD_S = 3600.0
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 COMM_RULES = ("nccl-exposed",)
 #: how a straggler's cause reads in a sentence ("it is late because of ...")
@@ -85,13 +87,25 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
     others = [r for r in range(R) if r != top]
     rows = last == top
     caused_ms = float(wait[rows][:, others].sum() / 1e6 / max(len(others), 1)) if others else 0.0
+    per_coll = caused_ms / int(counts[top])
     per_step = caused_ms / steps_n if steps_n else None
     per_s = caused_ms / (window_ms / 1000) if window_ms else None
-    ref = (per_step / job_step_ms * 100) if per_step is not None and job_step_ms else \
-        (per_s / 10 if per_s is not None else None)  # ms per s -> % of the window
+    few = C < MIN_COLLECTIVES
+    if per_step is not None and job_step_ms:
+        basis, ref = "step", per_step / job_step_ms * 100
+    elif few and C >= 2:
+        # a short capture with 2 collectives and no steps: the window says little (it holds set-up
+        # and tails); the interval between the collectives stands for the step
+        interval_ms = float(np.mean(np.diff(J.max(axis=1)))) / 1e6
+        basis, ref = "collective interval", (per_coll / interval_ms * 100 if interval_ms > 0 else None)
+    else:
+        basis, ref = "window", (per_s / 10 if per_s is not None else None)  # ms per s -> % of the window
     stats["straggler_candidate"] = {"rank": ok[top]["rank"], "late_pct": _num(late_pct, 2),
-                                    "wait_ms_per_step": _num(per_step), "wait_pct": _num(ref, 2)}
-    if C < MIN_COLLECTIVES or late_pct < STRAGGLER_LATE_PCT or ref is None or ref < STRAGGLER_WAIT_PCT:
+                                    "wait_ms_per_step": _num(per_step), "wait_ms_per_collective": _num(per_coll),
+                                    "wait_pct": _num(ref, 2), "basis": basis}
+    # with 3 or more collectives, last in at least half of them; with 2, last in both; 1 says nothing
+    late_enough = late_pct >= STRAGGLER_LATE_PCT if not few else (C >= 2 and counts[top] == C)
+    if not late_enough or ref is None or ref < STRAGGLER_WAIT_PCT:
         return None, stats
     cause, excess = None, None
     mine = ok[top].get("breakdown_ms_per_step")
@@ -125,7 +139,7 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
     return {"rank": ok[top]["rank"], "severity": "critical" if ref >= 15 else "warning",
             "late_pct": _num(late_pct, 2), "last_count": int(counts[top]),
             "matched_collectives": int(C), "wait_ms_per_step": _num(per_step), "wait_ms_per_s": _num(per_s),
-            "wait_pct_of_step": _num(ref, 2),
+            "wait_ms_per_collective": _num(per_coll), "wait_pct_of_step": _num(ref, 2), "basis": basis,
             "cause": cause, "cause_label": BREAKDOWN_LABELS.get(cause) if cause else None,
             "cause_excess_ms_per_step": _num(excess) if mine else None,
             "cause_excess_ms_per_s": None if mine else _num(excess)}, stats
@@ -198,6 +212,51 @@ def _verdict(ok: list[dict], straggler: dict | None, findings: list[dict], job_s
             "sentence": "No straggler and no bottleneck shared by most ranks at warning or above."}
 
 
+def comparability(ok: list[dict], clock: dict, one_clock: bool) -> list[str]:
+    """Can these captures be one job? Raises InputError when they cannot: session starts more than
+    an hour apart on the aligned wall clock, or different GPU models with no collective kernel that
+    every rank runs. Returns warnings for what is only doubtful (docs/job.md, "One job?")."""
+    from ..errors import InputError
+
+    if one_clock or len(ok) < 2:
+        return []
+    names = {s["rank"]: s for s in ok}
+    if clock.get("use_utc"):
+        starts = {s["rank"]: int(s["session_start_utc_ns"]) - clock["offsets_ns"][i] for i, s in enumerate(ok)}
+        first, last = min(starts, key=starts.get), max(starts, key=starts.get)
+        spread = (starts[last] - starts[first]) / 1e9
+        if spread > MAX_SESSION_SPREAD_S:
+            raise InputError(
+                f"these captures are not one job: rank {last}'s session ({_base(names[last])}) started "
+                f"{_duration(spread)} after rank {first}'s ({_base(names[first])})",
+                hint="pass the per-rank captures of one run (one folder per run)")
+    shared = clock.get("method") in ("collective ends",)
+    models = {s["rank"]: tuple(s.get("gpu_models") or ()) for s in ok}
+    kinds = {m for m in models.values() if m}
+    if not shared and len(kinds) > 1:
+        by = {}
+        for r, m in models.items():
+            if m:
+                by.setdefault(m, r)
+        ex = "; ".join(f"rank {r}: {', '.join(m)}" for m, r in list(by.items())[:3])
+        raise InputError(f"these captures are not one job: different GPU models ({ex}) and no collective kernel "
+                         f"that every rank runs", hint="pass the per-rank captures of one run (one folder per run)")
+    if len(kinds) > 1:
+        return [f"the ranks run on different GPU models ({'; '.join(', '.join(k) for k in sorted(kinds)[:3])}): "
+                f"compare their times with care"]
+    return []
+
+
+def _duration(s: float) -> str:
+    return f"{s / 86400:.1f} days" if s >= 2 * 86400 else f"{s / 3600:.1f} hours"
+
+
+def _base(s: dict) -> str:
+    from pathlib import Path
+
+    return Path(str(s.get("file"))).name
+
+
 def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dict:
     """The job result (``docs/job.md``) from rank summaries that carry their ``rank``."""
     ok = sorted([s for s in summaries if s.get("ok")], key=lambda s: s["rank"])
@@ -206,6 +265,7 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     warnings = [f"rank {f['rank']} ({f['file']}) could not be read: {f['error']}" for f in failed]
     clock = clock_offsets(ok, one_clock)
     warnings += clock["warnings"]
+    warnings += comparability(ok, clock, one_clock)
     matched = match_collectives(ok, clock) if clock["method"] in ("collective ends", "same capture") and len(ok) > 1 \
         else {"join_ns": np.zeros((0, len(ok)), dtype=np.int64), "local_start_ns": np.zeros((0, len(ok)), dtype=np.int64),
               "name_of": []}
@@ -221,11 +281,13 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     for i, s in enumerate(ok):
         w = stats["wait_ms_total"][i] if stats["wait_ms_total"] else 0.0
         ranks.append({
-            "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"), "ok": True,
+            "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"),
+            "gpu_models": s.get("gpu_models"), "ok": True,
             "error": None, "steps": len(s.get("steps") or []), "step_time_ms_median": s.get("step_time_ms_median"),
             "gpu_busy_pct": s.get("gpu_busy_pct"), "compute_pct": s.get("compute_pct"),
             "exposed_comm_pct": s.get("exposed_comm_pct"), "copy_only_pct": s.get("copy_only_pct"),
             "idle_pct_by_cause": s.get("idle_pct_by_cause"), "breakdown_ms_per_step": s.get("breakdown_ms_per_step"),
+            "timestamps": s.get("timestamps"),
             "clock_offset_ms": _num(clock["offsets_ns"][i] / 1e6),
             "clock_mad_us": clock["mad_us"][i],
             "last_count": stats["last_count"][i] if stats["last_count"] else 0,
@@ -243,7 +305,8 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "rank_source": rank_source, "rank_count": len(ok), "failed_count": len(failed),
         "ranks": ranks,
         "clock": {"method": clock["method"], "reference_rank": ok[0]["rank"] if ok else None,
-                  "collective": clock["name"], "session_start_used": clock["use_utc"]},
+                  "collective": clock["name"], "session_start_used": clock["use_utc"],
+                  "timestamps": _timestamps(ok)},
         "step_time_ms_median": _num(job_step_ms), "job_steps": int(len(job_steps)),
         "collectives": {"matched": stats["matched_collectives"], "names": sorted(set(matched["name_of"]))},
         "straggler": straggler,
@@ -253,6 +316,13 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "heatmap": heat,
         "warnings": warnings,
     }
+
+
+def _timestamps(ok: list[dict]) -> str | None:
+    """How the ranks' files counted their times: "session", "absolute" or "mixed" (each rank is
+    put on the wall clock by its own kind: the loader rebases absolute times on the session start)."""
+    kinds = {s.get("timestamps") for s in ok if s.get("timestamps")}
+    return None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def _job_step_times(ok: list[dict]) -> np.ndarray:

@@ -54,6 +54,18 @@ def rank_from_name(path: str, pattern: str | None = None) -> int | None:
     return None
 
 
+#: a rank id from a file name at or above this, and 10x the number of inputs, looks like a process id
+PID_LIKE_MIN = 1000
+
+
+def pid_like_ranks(ranks: list[int], pids: list[list[int]]) -> list[int]:
+    """Rank ids (taken from file names) that look like process ids: equal to a pid of their own
+    capture, or at least :data:`PID_LIKE_MIN` and 10 times the number of inputs (``report_12345``
+    from ``nsys profile -o report_%p``)."""
+    n = len(ranks)
+    return sorted(r for r, p in zip(ranks, pids) if r in (p or []) or (r >= PID_LIKE_MIN and r >= 10 * n))
+
+
 def assign_ranks(files: list[str], pattern: str | None = None) -> tuple[list[int], str]:
     """Rank ids for ``files`` and how they were found: ``"file name"``, ``"pattern"`` or ``"order"``.
 

@@ -112,6 +112,8 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             if len(df):
                 dev_idx |= set(np.unique(np.asarray(df["device"])[np.isin(np.asarray(df["proc"]), group)]).tolist())
         labels = {str(np.asarray(trace.devices["label"])[d]) for d in dev_idx if 0 <= d < len(trace.devices)}
+        models = sorted({str(np.asarray(trace.devices["name"])[d]) for d in dev_idx
+                         if 0 <= d < len(trace.devices) and "name" in trace.devices.columns} - {""})
         steps = _rank_steps(result, pids)
         times = [s["step_time_ms"] for s in steps]
         rows = [s["breakdown_ms"] for s in steps if s.get("breakdown_ms")]
@@ -121,8 +123,12 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             "file": file, "ok": True, "error": None,
             "pids": sorted(pids), "process_name": names[0] if names else None,
             "devices": sorted(labels),
+            "gpu_models": models,
             "shared_capture": len(groups) > 1,
             "session_start_utc_ns": trace.session_start_utc_ns,
+            # how the file counted its times ("session" | "absolute"); the loader put both on the
+            # session timeline, so wall = session_start_utc_ns + t either way
+            "timestamps": getattr(trace, "clock", "session"),
             # the rank a PyTorch Profiler trace records (distributedInfo); None for nsys captures
             "distributed_rank": (trace.distributed or {}).get("rank") if len(groups) == 1 else None,
             "window_ms": ((result.get("capture") or {}).get("window") or {}).get("duration_ms"),

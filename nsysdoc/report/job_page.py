@@ -71,7 +71,9 @@ def ranks_table(job: dict, page_dir: str | None) -> Table:
             Cell(", ".join(r.get("findings") or []) or "—", None),
         ])
     return Table(id="ranks", title="Ranks", columns=[
-        Column("Rank", True), Column("Capture"), Column("GPUs"), Column("Steps", True),
+        Column("Rank", True), Column("Capture"),
+        Column("Device ids", False, "the CUDA device ids of the GPUs the rank used (host-prefixed across hosts)"),
+        Column("Steps", True),
         Column("Median step", True, "median of the rank's step times", anchor("Job step time")),
         Column("GPU busy", True), Column("Compute", True), Column("Exposed comm.", True), Column("Largest idle cause"),
         Column("Clock offset (ms)", True, "its clock minus the reference rank's", anchor("Clock offset")),
@@ -98,7 +100,8 @@ def findings_table(job: dict) -> Table:
         Column("Finding"), Column("Severity"), Column("Ranks", True), Column("Which"),
         Column("Median impact per step", True, "median over the ranks where it fired", anchor("Rolled-up finding")),
         Column("Median share", True)], rows=rows,
-        note=("Findings of the one capture (all its ranks)." if scope == "capture" else
+        note=("A capture holding several ranks (processes) has one set of findings, counted for each of its "
+              "ranks; its report has the evidence and fixes." if scope == "capture" else
               "Each rank's report has the evidence and fixes."), empty="No rule fired on any rank.")
 
 

@@ -415,6 +415,10 @@ class Capture:
     overhead: list[tuple[int, int, str]] = field(default_factory=list)
     #: record the Python call stack of every CUDA call (nsys --cudabacktrace=all --python-backtrace=cuda)
     cuda_backtrace: bool = False
+    #: write timestamps on the UTC wall clock, as ``nsys export --ts-normalize=true`` does: every
+    #: time column (``start``, ``end``, ``timestamp``, ``ANALYSIS_DETAILS.startTime/stopTime``) is
+    #: shifted by ``utc_epoch_ns``; ``utcEpochNs`` itself and ``duration`` are unchanged
+    absolute_timestamps: bool = False
 
     def __post_init__(self) -> None:
         if self.variant not in ddl.VARIANTS:
@@ -452,6 +456,8 @@ class Capture:
         w = _Writer(path, self.variant)
         try:
             self._write_all(w)
+            if self.absolute_timestamps:
+                w.shift_times(self.utc_epoch_ns)
             w.con.commit()
         finally:
             w.con.close()
@@ -655,6 +661,18 @@ class _Writer:
         if rows:
             marks = ",".join("?" * len(columns))
             self.con.executemany(f"INSERT INTO {name} VALUES ({marks})", rows)
+
+    #: the columns that hold times (ns) on the session timeline, in any table that has them
+    TIME_COLUMNS = ("start", "end", "timestamp", "startTime", "stopTime")
+
+    def shift_times(self, shift_ns: int) -> None:
+        """Add ``shift_ns`` to every time column of every table written (NULLs stay NULL)."""
+        tables = [r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for t in tables:
+            cols = {r[1] for r in self.con.execute(f'PRAGMA table_info("{t}")')}
+            for c in self.TIME_COLUMNS:
+                if c in cols:
+                    self.con.execute(f'UPDATE "{t}" SET "{c}" = "{c}" + ? WHERE "{c}" IS NOT NULL', (shift_ns,))
 
     def meta(self, product: str, schema: str) -> None:
         table = ddl.META_TABLE[self.variant]

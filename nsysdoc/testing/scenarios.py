@@ -441,6 +441,67 @@ def ddp_job(ranks: int = 8, steps: int = 8, slow_rank: int | None = 5, input_ms:
     return caps
 
 
+def three_node_job_two_allreduces(absolute_timestamps: bool = True, slow_rank: int | None = 4,
+                                  slow_ms: float = 10.0, ranks_per_node: int = 3,
+                                  node_offsets_ms: tuple[float, ...] = (0.0, 0.6, 1.1),
+                                  rank_offsets_us: tuple[float, ...] = (0, 20, -30, 10, -40, 35, -15, 25, 40),
+                                  allreduces: int = 2, gemms: int = 20, gemm_us: float = 2000.0,
+                                  allreduce_us: float = 3000.0, session_stagger_ms: float = 3.1) -> list[Capture]:
+    """A short capture of a 9-rank, 3-node NCCL job, one export per rank, as ``nsys export
+    --ts-normalize=true`` writes it (``absolute_timestamps``; else session-relative): no step
+    markers, only ``allreduces`` all-reduces. Every rank runs ``gemms`` GEMMs of ``gemm_us`` then
+    joins an all-reduce that ends ``allreduce_us`` after the last rank joins, then the optimizer and
+    ``.item()``; ``slow_rank`` first spends ``slow_ms`` more on the host (untraced Python), so it
+    joins every all-reduce ``slow_ms`` after the others.
+
+    Clocks: rank r's clock is ahead of the true time by ``node_offsets_ms[r // ranks_per_node]`` +
+    ``rank_offsets_us[r]``: its clock offset to rank 0 is the difference of the two ranks' errors.
+    The instances of an all-reduce end together up to a per-rank 0–9 µs (``r * 7 % 10``), as NCCL
+    kernels do. Rank r's session starts ``r * session_stagger_ms`` after rank 0's (true time), and
+    its ``utcEpochNs`` is that start read on its own clock."""
+    ranks = len(rank_offsets_us)
+    stagger = int(round(session_stagger_ms * MS))
+    base = Capture().utc_epoch_ns
+    caps, threads, starts = [], [], []
+    for r in range(ranks):
+        err = int(round(node_offsets_ms[r // ranks_per_node] * MS + rank_offsets_us[r] * US))
+        cap = Capture(utc_epoch_ns=base + r * stagger + err, absolute_timestamps=absolute_timestamps)
+        caps.append(cap)
+        t = cap.process(pid=9100 + r, device=0).thread()
+        t.at(cap.start_ns + (ranks - 1 - r) * stagger)  # the work starts at one true time on every rank
+        threads.append(t)
+        starts.append(r * stagger)  # session start on the true timeline
+    for _ in range(allreduces):
+        joined = []
+        for r, t in enumerate(threads):
+            if r == slow_rank:
+                t.cpu(us=slow_ms * 1000)
+            compute_block(t, gemms=gemms, gemm_us=gemm_us, small=gemms, small_us=40)
+            t.wait_event(13, 7)
+            joined.append(t.nccl("AllReduce", allreduce_us, stream=13))
+        last = max(starts[r] + op.start for r, op in enumerate(joined))
+        for r, (t, op) in enumerate(zip(threads, joined)):
+            op.end = last + int(round(allreduce_us * US)) + (r * 7 % 10) * US - starts[r]
+            t.process.stream(t.process.default_device, 13).free_at = op.end
+        for t in threads:
+            t.wait_event(7, 13)
+            t.launch(ADAM, 300)
+            t.item()
+    return caps
+
+
+def unrelated_captures(hours_apart: float = 0.0, gpus: tuple[str, str] = ("NVIDIA H100 80GB HBM3",
+                                                                          "NVIDIA GeForce RTX 3080")) -> list[Capture]:
+    """Two captures that are not one job: a training run on ``gpus[0]`` and a kernel loop on
+    ``gpus[1]`` (no NCCL in either), the second session starting ``hours_apart`` after the first."""
+    a = healthy_training(steps=3)
+    a.gpu_names = {0: gpus[0]}
+    b = no_step_markers(launches=50)
+    b.gpu_names = {0: gpus[1]}
+    b.utc_epoch_ns = a.utc_epoch_ns + int(round(hours_apart * 3600 * 1e9))
+    return [a, b]
+
+
 def operators_forward_backward(steps: int = 2, cuda_backtrace: bool = False) -> Capture:
     """A PyTorch step recorded with operators, a record_function region, nn.Module and Python frames:
     on the main thread ``forward`` > ``train.py:40`` > ``Linear_0`` > ``model.py:12`` > ``aten::linear``

@@ -1057,6 +1057,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     schema = meta.get("schemaVersion")
     info = {"schema_version": None if schema is None or isinstance(schema, (dict, list)) else str(schema)[:32],
             "duration_ns": duration, "session_start_utc_ns": session_start, "traced": traced,
+            "clock": "absolute" if shift else "session",
             "not_recorded": not_recorded, "distributed": distributed,
             "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
     items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
@@ -1132,7 +1133,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
             raise InputError(f"{p}: not enough memory to load this trace") from None
         frames, strings, info = built["frames"], built["strings"], built["info"]
         meta = {"nsys_version": None, "schema_version": info["schema_version"], "duration_ns": info["duration_ns"],
-                "process_messages": [], "session_start_utc_ns": info["session_start_utc_ns"],
+                "process_messages": [], "session_start_utc_ns": info["session_start_utc_ns"], "clock": info["clock"],
                 "dropped_rows": drops.as_list(), "source_tool": SOURCE_TOOL, "traced": info["traced"],
                 "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"]}
         from_cache = False
@@ -1148,7 +1149,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         store=store, **{name: frames[name] for name in L.SMALL_FRAMES},
         nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
         duration_ns=meta.get("duration_ns"), process_messages=[],
-        session_start_utc_ns=meta.get("session_start_utc_ns"),
+        session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta.get("clock") or "session",
         dropped_rows=list(meta.get("dropped_rows") or []), from_cache=from_cache,
         source_tool=SOURCE_TOOL, not_recorded=dict(meta.get("not_recorded") or {}),
         distributed=meta.get("distributed"),

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 20
+CACHE_FORMAT = 21
 
 ProgressFn = Callable[[str], None]
 
@@ -330,6 +330,53 @@ def _session_duration(exp: ExportFile) -> int | None:
         if rows and isinstance(rows[0][0], int) and not isinstance(rows[0][0], bool) and 0 < rows[0][0] < TIME_LIMIT_NS:
             return int(rows[0][0])
     return None
+
+
+def _session_start(exp: ExportFile) -> int | None:
+    """``TARGET_INFO_SESSION_START_TIME.utcEpochNs``: the UTC wall clock (ns) at session start."""
+    if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
+        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
+        if rows and type(rows[0][0]) is int and 0 < rows[0][0] < TIME_LIMIT_NS:
+            return int(rows[0][0])
+    return None
+
+
+#: An event time at or beyond this (3 * 10^17 ns: 1979) is on the UNIX epoch, not on the session's
+#: timeline (which counts from 0 at the session start: days are 10^14 ns)
+ABSOLUTE_MIN_NS = 3 * 10 ** 17
+#: tables sampled to tell the clock of an export's timestamps (their first rows)
+_CLOCK_TABLES = (S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.OSRT, S.NVTX)
+
+
+def timestamp_clock(exp: ExportFile, session_start: int | None) -> tuple[str, int]:
+    """How the export's timestamps count: ``("session", 0)`` from the session start (nsys's
+    default), or ``("absolute", shift)`` on the UTC wall clock, as ``nsys export
+    --ts-normalize=true`` writes them. ``shift`` is what the loader subtracts to put them back on
+    the session timeline: ``utcEpochNs``, or without it the earliest time sampled.
+
+    Told from the first rows of the event tables: their median is absolute when it lies nearer
+    ``utcEpochNs`` than 0 (without ``utcEpochNs``: at or beyond :data:`ABSOLUTE_MIN_NS`)."""
+    sample: list[int] = []
+    for table in _CLOCK_TABLES:
+        if exp.has(table) and "start" in exp.columns(table):
+            rows = _query(exp, f'SELECT start FROM "{table}" WHERE typeof(start) = \'integer\' AND start != 0 LIMIT 3')
+            sample += [int(r[0]) for r in rows if abs(r[0]) < TIME_LIMIT_NS]
+    if not sample:
+        return "session", 0
+    med = int(np.median(sample))
+    if session_start:
+        return ("absolute", session_start) if abs(med - session_start) < abs(med) else ("session", 0)
+    return ("absolute", min(sample)) if med >= ABSOLUTE_MIN_NS else ("session", 0)
+
+
+def _shift_times(d: dict[str, np.ndarray], shift: int, cols=("start_ns", "end_ns")) -> dict[str, np.ndarray]:
+    """``d`` with ``shift`` subtracted from its time columns (NULLs, read as BAD, stay BAD)."""
+    if shift:
+        for c in cols:
+            if c in d:
+                v = d[c]
+                d[c] = np.where(v != BAD, v - shift, BAD)
+    return d
 
 
 _REASONS = ("start or end NULL or not an integer", "deviceId, contextId or streamId NULL or out of range",
@@ -689,8 +736,10 @@ class _Ingest:
     """Streams an export's tables into a :class:`Store` (see the module docstring)."""
 
     def __init__(self, exp: ExportFile, store: Store, strings: StringTable, duration_ns: int | None,
-                 drops: Drops, progress: ProgressFn | None = None) -> None:
+                 drops: Drops, progress: ProgressFn | None = None, shift: int = 0) -> None:
         self.exp, self.store, self.strings, self.duration_ns, self.drops = exp, store, strings, duration_ns, drops
+        #: subtracted from every time read: absolute timestamps back on the session timeline
+        self.shift = shift
         self.say = progress or (lambda _msg: None)
         self.procs, self.devices, self.threads = _Codes(), _Codes(), _Codes()
         self.streams = _TupleCodes()
@@ -745,8 +794,10 @@ class _Ingest:
             smp = reader.sample()
             ok, _, _ = _checks(smp, end_optional)
             anchor = median_anchor(smp["start_ns"], ok)
+            anchor = None if anchor is None else anchor - self.shift
         for chunk in reader.chunks():
             self._names(chunk)
+            _shift_times(chunk, self.shift)
             d = _validate(chunk, table, self.duration_ns, self.drops, end_optional, anchor=anchor if len(reader.ranges) > 1 else None)
             yield d
 
@@ -1106,6 +1157,7 @@ class _NvtxReader:
             smp = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
             ok, _, _ = _checks(smp, True)
             anchor = median_anchor(smp["start_ns"], ok)
+            anchor = None if anchor is None else anchor - ing.shift
         try:
             futures = []
             for lo, hi in self.ranges:
@@ -1126,6 +1178,7 @@ class _NvtxReader:
         characters and capped, else the ``textId`` string), DomainCreate rows kept aside."""
         import pyarrow as pa
 
+        _shift_times(ints, ing.shift)
         n = len(ints["start_ns"])
         idx = np.full(n, -1, dtype=np.int64)
         values: list[str] = []
@@ -1284,13 +1337,14 @@ def _int(v, default: int) -> int:
     return v if type(v) is int else default
 
 
-def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
+def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict:
+    """The small tables; ``shift`` is subtracted from their times (:func:`timestamp_clock`)."""
     res: dict = {}
     # diagnostics
     diag = {"timestamp_ns": [], "severity": [], "text": []}
     if exp.has("DIAGNOSTIC_EVENT") and {"severity", "text"} <= set(exp.columns("DIAGNOSTIC_EVENT")):
         for ts, sev, text in _query(exp, 'SELECT timestamp, severity, text FROM "DIAGNOSTIC_EVENT"'):
-            diag["timestamp_ns"].append(_int(ts, 0))
+            diag["timestamp_ns"].append(_int(ts, shift) - shift)
             diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)) if type(sev) is int else str(sev))
             diag["text"].append(text if isinstance(text, str) else "")
     res["diagnostics"] = Columns(diag)
@@ -1302,7 +1356,7 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
         for r, n in zip(rows, names):
             if type(r[0]) is int and type(r[1]) is int and r[0] <= r[1] and abs(r[0]) < TIME_LIMIT_NS \
                     and abs(r[1]) < TIME_LIMIT_NS:
-                ov["start_ns"].append(r[0]); ov["end_ns"].append(r[1]); ov["global_tid"].append(_int(r[2], 0)); ov["name"].append(n)
+                ov["start_ns"].append(r[0] - shift); ov["end_ns"].append(r[1] - shift); ov["global_tid"].append(_int(r[2], 0)); ov["name"].append(n)
     res["overhead"] = Columns({"start_ns": np.asarray(ov["start_ns"], dtype=np.int64),
                                "end_ns": np.asarray(ov["end_ns"], dtype=np.int64),
                                "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
@@ -1327,7 +1381,7 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
             rows = [r for r in rows if (r[1], r[2]) in wanted and type(r[0]) is int
                     and isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
             gm = {
-                "timestamp_ns": np.array([r[0] for r in rows], dtype=np.int64),
+                "timestamp_ns": np.array([r[0] - shift for r in rows], dtype=np.int64),
                 # UNVERIFIED in NVIDIA docs: the low byte of typeId is the GPU index (nsys2prv).
                 "device_id": np.array([r[1] & 0xFF for r in rows], dtype=np.int64),
                 "metric": np.array([wanted[(r[1], r[2])] for r in rows], dtype=object),
@@ -1337,11 +1391,8 @@ def _small_tables(exp: ExportFile, strings: StringTable) -> dict:
     # capture duration
     res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
-    res["session_start_utc_ns"] = None
-    if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
-        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
-        if rows and type(rows[0][0]) is int:
-            res["session_start_utc_ns"] = int(rows[0][0])
+    # (absolute timestamps without utcEpochNs: the time they were shifted by stands for it)
+    res["session_start_utc_ns"] = _session_start(exp) or (shift or None)
     # messages the profiled process wrote (shows why a capture failed: e.g. injection errors)
     msgs: list[str] = []
     if exp.has("ProcessStreams") and "contentId" in exp.columns("ProcessStreams"):
@@ -1530,7 +1581,7 @@ def _read_parquet(path: Path) -> Columns:
 
 _META_KEYS = {"format": int, "nsys_version": (str, type(None)), "schema_version": (str, type(None)),
               "duration_ns": (int, type(None)), "process_messages": list,
-              "session_start_utc_ns": (int, type(None)), "dropped_rows": list, "store": dict}
+              "session_start_utc_ns": (int, type(None)), "clock": str, "dropped_rows": list, "store": dict}
 _ARRAYS = ("remap_proc", "remap_device", "remap_thread", "pageable_async_api", "launch_candidates",
            "setup_launch", "runtime_name_counts", "kernel_name_ids", "kernel_short_ids", "launch_keys",
            "launch_est_occupancy")
@@ -1707,7 +1758,8 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
             store.compress = expected * UNCOMPRESSED_ROW_BYTES > UNCOMPRESSED_MAX_BYTES
             strings = _strings(exp)
             drops = Drops(order=_DROP_ORDER)
-            ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress)
+            clock, shift = timestamp_clock(exp, _session_start(exp))
+            ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress, shift=shift)
             say = progress or (lambda _msg: None)
             say("reading the CUDA API calls")
             ing.runtime()
@@ -1722,7 +1774,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
             release_memory()
             strings = built["strings"]
             frames = built["frames"]
-            small = _small_tables(exp, strings)
+            small = _small_tables(exp, strings, shift)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError, UnicodeError) as exc:
             store.close()
             if tmp is not None:
@@ -1739,7 +1791,8 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
-                "session_start_utc_ns": small["session_start_utc_ns"], "dropped_rows": drops.as_list()}
+                "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,
+                "dropped_rows": drops.as_list()}
         extras = built
         from_cache = False
         if tmp is not None and not _publish(tmp, entry, meta, frames, strings, store, built):
@@ -1750,7 +1803,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         **{name: frames[name] for name in SMALL_FRAMES},
         nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
         duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
-        session_start_utc_ns=meta.get("session_start_utc_ns"),
+        session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta["clock"],
         dropped_rows=list(meta.get("dropped_rows", [])),
         from_cache=from_cache,
     )

@@ -134,6 +134,11 @@ class Trace:
     duration_ns: int | None = None
     #: UTC epoch (ns) at the start of the capture session (TARGET_INFO_SESSION_START_TIME), or None
     session_start_utc_ns: int | None = None
+    #: how the file's timestamps counted: "session" (from the session start, nsys's default; a
+    #: PyTorch Profiler trace's from ``baseTimeNanoseconds``) or "absolute" (on the UTC wall clock:
+    #: ``nsys export --ts-normalize=true``, PyTorch < 2.0). The loader puts both on the session
+    #: timeline, so event times always count from ``session_start_utc_ns`` (wall = it + t).
+    clock: str = "session"
     process_messages: list[str] = field(default_factory=list)
     #: rows the loader refused: [{"table", "reason", "rows"}] (bad values no session can hold)
     dropped_rows: list[dict] = field(default_factory=list)
