@@ -213,7 +213,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
 @app.command()
 def report(
     inputs: list[Path] = typer.Argument(None, show_default=False,
-                                        help="nsys exports (.sqlite) or reports (.nsys-rep), or folders of them."),
+                                        help="nsys exports (.sqlite) or reports (.nsys-rep), PyTorch Profiler traces (.pt.trace.json[.gz], e.g. from torch.profiler.tensorboard_trace_handler or prof.export_chrome_trace), or folders of them."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html (one self-contained file), json (the contract in docs/json.md) or "
                                               "md. Default: from the --output suffix, else html."),
@@ -236,7 +236,13 @@ def report(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the terminal summary."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
 ) -> None:
-    """Diagnose one or more captures."""
+    """Diagnose one or more captures: nsys exports or reports, or PyTorch Profiler (Kineto) traces.
+
+    A PyTorch Profiler trace is what torch.profiler writes: profile(activities=[ProfilerActivity.CPU,
+    ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=2, active=5),
+    on_trace_ready=tensorboard_trace_handler("log/run")) with prof.step() every iteration, then
+    nsysdoc report log/run/ (or prof.export_chrome_trace("trace.pt.trace.json")).
+    """
     if fmt is None:
         fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
     paths = list(inputs or [])

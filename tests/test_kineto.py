@@ -166,7 +166,7 @@ def test_the_page_says_which_tool_made_the_trace(tmp_path):
     p = run_cli("report", path, "-o", tmp_path / "h.html", "-q", "--no-config", "--no-cache")
     assert p.returncode == 0, p.stderr
     page = (tmp_path / "h.html").read_text(encoding="utf-8")
-    assert "<dt>made by</dt><dd>PyTorch Profiler (trace schemaVersion 1)</dd>" in page
+    assert "<dt>made by</dt><dd>PyTorch Profiler (Kineto) trace, schemaVersion 1</dd>" in page
     assert "What the PyTorch Profiler does not record" in page and "OS runtime calls (poll, futex, read, ...)" in page
     sq = healthy_training().write(tmp_path / "h.sqlite")
     run_cli("report", sq, "-o", tmp_path / "s.html", "-q", "--no-config", "--no-cache")

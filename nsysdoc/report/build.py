@@ -21,7 +21,7 @@ from ..rules.verdict import rank_findings as _rank
 from ..rules.verdict import verdict as verdict_of
 from . import charts, columns
 from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, LegendItem, ReportContext, RuleStatus,
-                      StepsView, Table, TimeRange, Verdict, CaptureView, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
+                      StepsView, Table, TimeRange, Verdict, CaptureView, ViewerGuide, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
 
@@ -66,6 +66,33 @@ REPORT_TERMS = [
      "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
      "exactly the time of the spans they stand for, plus the small holes between them."),
 ]
+
+
+#: the same terms for a PyTorch Profiler trace, whose host ranges are CPU operators and annotations
+#: (docs/kineto.md), plus the trace-viewer seconds the page shows instead of the nsys GUI's
+KINETO_REPORT_TERMS = [
+    REPORT_TERMS[0],
+    ("Host range totals",
+     "CPU operators (cpu_op), user annotations (record_function, ProfilerStep#N) and Python functions "
+     "(python_function) overlapping the analysis window, grouped by kind and text: count, total (sum of the "
+     "ranges' durations clipped to the window — nested ranges count at every level, and ranges on several "
+     "threads add up, so totals can exceed the window), mean and max."),
+    ("Timeline spans",
+     "The timeline draws each kernel, copy, memset, CPU operator or annotation range, CUDA API call and blocking "
+     "sync call overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
+     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
+     "exactly the time of the spans they stand for, plus the small holes between them."),
+    ("Trace-viewer time",
+     "Times of a PyTorch Profiler trace are shown in seconds from the trace's start — the start of the "
+     "profiler's own span (PyTorch Profiler (0)), else the first event — which is where ui.perfetto.dev, "
+     "chrome://tracing and TensorBoard's trace view put 0: (t − start) ÷ 10^9, with ns precision. The JSON keeps "
+     "the trace's own times (start_ns, end_ns)."),
+]
+
+
+def is_kineto(result: dict) -> bool:
+    """Whether the result comes from a PyTorch Profiler (Kineto) trace (``source.tool``)."""
+    return (result.get("source") or {}).get("tool") == "pytorch-profiler"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -214,18 +241,39 @@ def _evidence(ev) -> Evidence | None:
                     rows=text_rows, numeric=numeric)
 
 
-def _time_ranges(ranges) -> list[TimeRange]:
+#: where a PyTorch Profiler trace is opened to find a range (the page names them in this order)
+TRACE_VIEWERS = "ui.perfetto.dev or chrome://tracing (or TensorBoard's trace view, torch-tb-profiler)"
+
+
+def viewer_guide(result: dict, origin_ns=None) -> ViewerGuide:
+    """How to find the page's time ranges: in the Nsight Systems GUI (an nsys export: the export's
+    own times), or in a trace viewer (a PyTorch Profiler trace: seconds from ``origin_ns``, the
+    instant Perfetto, chrome://tracing and TensorBoard show as 0, ``Trace.viewer_origin_ns``)."""
+    if (result.get("source") or {}).get("tool") != "pytorch-profiler":
+        return ViewerGuide()
+    return ViewerGuide(
+        heading="Find in the trace viewer (Perfetto, chrome://tracing, TensorBoard)",
+        how=(f"Open the trace file in {TRACE_VIEWERS} and go to these times: seconds from the trace's start, "
+             "as those viewers show them."),
+        timeline_hint=(f"in seconds from the trace's start — open the trace in {TRACE_VIEWERS} and go to these "
+                       "times to see the same range"),
+        gaps_note=("Start/end in seconds from the trace's start, as ui.perfetto.dev, chrome://tracing and "
+                   "TensorBoard's trace view show them."),
+        origin_ns=int(origin_ns) if is_num(origin_ns) else 0)
+
+
+def _time_ranges(ranges, origin_ns: int = 0) -> list[TimeRange]:
     out = []
     for r in ranges or []:
         if not isinstance(r, dict) or not is_num(r.get("start_ns")) or not is_num(r.get("end_ns")):
             continue
         s, e = int(r["start_ns"]), int(r["end_ns"])
-        out.append(TimeRange(label=str(r.get("label") or ""), start_ns=s, end_ns=e, start_s=fmt_s(s), end_s=fmt_s(e),
-                             duration=fmt_dur_ns(e - s), device=str(r.get("device") or "")))
+        out.append(TimeRange(label=str(r.get("label") or ""), start_ns=s, end_ns=e, start_s=fmt_s(s - origin_ns),
+                             end_s=fmt_s(e - origin_ns), duration=fmt_dur_ns(e - s), device=str(r.get("device") or "")))
     return out
 
 
-def finding_views(result: dict) -> list[FindingView]:
+def finding_views(result: dict, origin_ns: int = 0) -> list[FindingView]:
     out = []
     for i, f in enumerate(rank_findings(result.get("findings") or []), 1):
         sev = str(f.get("severity") or "info")
@@ -237,7 +285,7 @@ def finding_views(result: dict) -> list[FindingView]:
             impact_ms_per_step=f.get("impact_ms_per_step") if is_num(f.get("impact_ms_per_step")) else None,
             impact_pct=f.get("impact_pct") if is_num(f.get("impact_pct")) else None,
             evidence=_evidence(f.get("evidence")), verify=str(f.get("verify") or ""), fix=str(f.get("fix") or ""),
-            references=[str(r) for r in f.get("references") or []], time_ranges=_time_ranges(f.get("time_ranges")),
+            references=[str(r) for r in f.get("references") or []], time_ranges=_time_ranges(f.get("time_ranges"), origin_ns),
             source=str(f.get("source") or "builtin"), replaces_builtin=bool(f.get("replaces_builtin")),
             where=where_rows(f.get("where")), where_note=str(f.get("where_note") or ""),
         ))
@@ -371,7 +419,8 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
     with_bd = [s for s in primary if s.get("breakdown_ms")]
     capture = result.get("capture") or {}
     if not primary:
-        reason = ("No step markers: no NVTX range matched the step pattern, so there is no per-step breakdown "
+        reason = (f"No step markers: no {'CPU operator or annotation' if is_kineto(result) else 'NVTX'} range "
+                  "matched the step pattern, so there is no per-step breakdown "
                   "(see Capture for how to add markers)." if not capture.get("has_step_markers")
                   else "No primary steps.")
     elif not with_bd:
@@ -485,7 +534,9 @@ def kernel_table(result: dict) -> Table:
     note = (f"{fmt_num(k.get('count'), 0)} kernels in the window, {fmt_ms(k.get('total_ms'))} of kernel time; "
             f"median {fmt_us(k.get('median_us'))}, p95 {fmt_us(k.get('p95_us'))}, "
             f"{fmt_pct(k.get('under_10us_pct'))} shorter than 10 µs. Top {len(rows)} names by total time "
-            "(nsys shortName; generic ones such as Kernel are named from the demangled name, glossary). "
+            + ("(the kernel's own function name, without namespace, template and argument lists; "
+               if is_kineto(result) else "(nsys shortName; ") +
+            "generic ones such as Kernel are named from the demangled name, glossary). "
             "'Tensor cores' is a name heuristic (glossary, end of page).")
     return Table(id="kernels", title="Top kernels", columns=[
         Column("Kernel"), Column("Count", True), Column("Total (ms)", True), Column("Mean (µs)", True),
@@ -556,24 +607,29 @@ def launch_table(result: dict) -> Table:
 
 
 def nvtx_table(result: dict) -> Table:
+    kineto = is_kineto(result)
     rows = []
     for r in ((result.get("metrics") or {}).get("nvtx") or [])[:25]:
         text = r["text"] or "(no text)"
         rows.append([Cell(_trunc(text), text, title=text[:1000] if len(text) > 120 else ""),
-                     Cell(r["domain"] or "—", r["domain"]),
+                     Cell(r["domain"] or ("record_function" if kineto else "—"), r["domain"]),
                      Cell(fmt_num(r["count"], 0), r["count"], True),
                      Cell(fmt_num(r["total_ms"], 2), r["total_ms"], True),
                      Cell(fmt_num(r["mean_ms"], 3), r["mean_ms"], True),
                      Cell(fmt_num(r["max_ms"], 3), r["max_ms"], True)])
-    return Table(id="nvtx", title="NVTX ranges (top by total time)", columns=[
-        Column("Range"), Column("Domain"), Column("Count", True),
+    return Table(id="nvtx", title=("CPU operators and user annotations (record_function), top by total time"
+                                   if kineto else "NVTX ranges (top by total time)"), columns=[
+        Column("Operator / annotation" if kineto else "Range"), Column("Kind" if kineto else "Domain"),
+        Column("Count", True),
         Column("Total (ms)", True, "sum of durations clipped to the window (inclusive of nested ranges)",
-               anchor("NVTX range totals")),
+               anchor("Host range totals" if kineto else "NVTX range totals")),
         Column("Mean (ms)", True), Column("Longest (ms)", True)], rows=rows,
         note="Inclusive times: nested ranges count at every level, ranges on several threads add up. "
              "Texts are folded: numbers shown as N and PyTorch's seq/op_id/sizes fields dropped, so each step "
-             "marker shape and each aten op is one row.",
-        empty="No NVTX ranges in the analysis window (NVTX not traced, or none recorded).")
+             "marker shape and each aten op is one row." + (" Kind: cpu_op (an operator), python_function, or "
+                                                             "record_function (a user annotation)." if kineto else ""),
+        empty=("No CPU operators or annotations in the analysis window (ProfilerActivity.CPU off, or none recorded)."
+               if kineto else "No NVTX ranges in the analysis window (NVTX not traced, or none recorded)."))
 
 
 def device_table(result: dict) -> Table:
@@ -603,14 +659,17 @@ def device_table(result: dict) -> Table:
         empty="No GPU devices in the capture.")
 
 
-def gaps_table(result: dict) -> Table:
+def gaps_table(result: dict, viewer: ViewerGuide | None = None) -> Table:
     gaps = (result.get("metrics") or {}).get("idle_gaps") or {}
+    viewer = viewer or ViewerGuide()
     rows = []
     for g in gaps.get("longest") or []:
         who = f"{g.get('pid')}/{g.get('tid')}" if g.get("pid") is not None else "—"
         rows.append([Cell(str(g.get("device")), g.get("device")),
-                     Cell(fmt_s(g.get("start_ns")), g.get("start_ns"), True),
-                     Cell(fmt_s(g.get("end_ns")), g.get("end_ns"), True),
+                     Cell(fmt_s(g["start_ns"] - viewer.origin_ns) if is_num(g.get("start_ns")) else fmt_s(None),
+                          g.get("start_ns"), True),
+                     Cell(fmt_s(g["end_ns"] - viewer.origin_ns) if is_num(g.get("end_ns")) else fmt_s(None),
+                          g.get("end_ns"), True),
                      Cell(fmt_num(g.get("duration_ms"), 3), g.get("duration_ms"), True),
                      Cell(CAUSE_LABELS.get(g.get("cause"), str(g.get("cause"))), g.get("cause"),
                           cls=f"cause c-idle_{g.get('cause')}"),
@@ -618,7 +677,7 @@ def gaps_table(result: dict) -> Table:
     by = gaps.get("idle_ms_by_cause") or {}
     parts = [f"{CAUSE_LABELS.get(c, c)} {fmt_ms(v)}" for c, v in by.items() if v]
     note = (f"{fmt_num(gaps.get('count'), 0)} idle gaps; idle time by cause (all devices): "
-            + ("; ".join(parts) if parts else "none") + ". Start/end in seconds as the Nsight Systems GUI shows them.")
+            + ("; ".join(parts) if parts else "none") + ". " + viewer.gaps_note)
     return Table(id="idle-gaps", title="Longest idle gaps", columns=[
         Column("Device"), Column("Start (s)", True), Column("End (s)", True), Column("Duration (ms)", True),
         Column("Largest class", False, "", anchor("Idle gap")), Column("Launching PID/TID")], rows=rows, note=note,
@@ -636,6 +695,44 @@ TRACED_LABELS = {"cuda_api": "CUDA API", "cuda_kernels": "CUDA kernels", "cuda_m
 
 #: ``source.tool`` -> the tool's name on the page
 TOOL_LABELS = {"nsys": "Nsight Systems", "pytorch-profiler": "PyTorch Profiler"}
+
+#: how to profile again with torch.profiler (a PyTorch Profiler trace's "Capture again"; README, docs/kineto.md)
+TORCH_PROFILER_SNIPPET = """\
+from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
+
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+             schedule=schedule(wait=1, warmup=2, active=5),
+             on_trace_ready=tensorboard_trace_handler("log/run")) as prof:
+    for batch in loader:
+        train_step(batch)
+        prof.step()  # marks ProfilerStep#N
+# then: nsysdoc report log/run/"""
+
+
+def _kineto_recapture(result: dict) -> tuple[list[str], list[str]]:
+    """(what cannot be diagnosed, advice) for a PyTorch Profiler trace, in torch.profiler's terms."""
+    capture = result.get("capture") or {}
+    traced = capture.get("traced") or {}
+    missing, advice = [], []
+    if not traced.get("cuda_api"):
+        missing.append("CUDA API calls were not recorded: gaps cannot be attributed to their launching call "
+                       "(host sync, launch overhead and input waits are unknown). Profile with "
+                       "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA].")
+    if not (traced.get("cuda_kernels") or traced.get("cuda_memcpy") or traced.get("cuda_memset")):
+        missing.append("No GPU activity was recorded: add ProfilerActivity.CUDA to the profiler's activities and "
+                       "check that the profiled steps ran CUDA work (the schedule's active steps).")
+    if not traced.get("nvtx"):
+        missing.append("No CPU operators or annotations were recorded: add ProfilerActivity.CPU to the activities "
+                       "(it records operators, record_function ranges and ProfilerStep#N).")
+    if not capture.get("has_step_markers"):
+        advice.append("No training-step markers were found. Call prof.step() once per iteration inside "
+                      "torch.profiler.profile (it writes ProfilerStep#N), or wrap each iteration in "
+                      "torch.profiler.record_function(f\"train_step_{i}\"). If your steps are already marked with "
+                      "another name, pass --step-marker REGEX.")
+    advice.append("Python lines and nn.Module names: with_stack=True (and with_modules=True); input shapes: "
+                  "record_shapes=True; allocations: profile_memory=True. Each adds overhead.")
+    return missing, advice
+
 
 
 def recapture_commands(result: dict) -> tuple[str, str, list[str], list[str]]:
@@ -686,16 +783,19 @@ WINDOW_KINDS = {"steps": "first to last training step", "gpu-span": "first to la
                 "steady-state": "the steady-state part of the GPU span"}
 
 
-def _span_facts(cap: dict) -> list[tuple[str, str]]:
+def _span_facts(cap: dict, origin: int = 0) -> list[tuple[str, str]]:
     """The GPU span and what the window leaves out of it (no step markers), as facts."""
     span = cap.get("span") or {}
     out = []
     if span.get("start_ns") is not None:
-        out.append(("GPU span", f"{fmt_s(span['start_ns'])} → {fmt_s(span['end_ns'])} ({fmt_ms(span.get('duration_ms'))})"))
+        out.append(("GPU span", f"{fmt_s(span['start_ns'] - origin)} → {fmt_s(span['end_ns'] - origin)} "
+                                f"({fmt_ms(span.get('duration_ms'))})"))
     for x in cap.get("excluded") or []:
         what = {"warm-up": "left out: warm-up", "idle head": "left out: idle start",
                 "idle tail": "left out: idle end"}.get(x.get("kind"), f"left out: {x.get('kind')}")
-        text = f"{fmt_s(x.get('start_ns'))} → {fmt_s(x.get('end_ns'))} ({fmt_ms(x.get('duration_ms'))})"
+        x0, x1 = x.get("start_ns"), x.get("end_ns")
+        text = (f"{fmt_s(x0 - origin if is_num(x0) else None)} → {fmt_s(x1 - origin if is_num(x1) else None)} "
+                f"({fmt_ms(x.get('duration_ms'))})")
         if is_num(x.get("setup_ms")):
             text += f", {fmt_ms(x['setup_ms'])} of one-time set-up with the GPU idle"
         out.append((what, text))
@@ -704,28 +804,35 @@ def _span_facts(cap: dict) -> list[tuple[str, str]]:
     return out
 
 
-def capture_view(result: dict) -> CaptureView:
+def capture_view(result: dict, viewer: ViewerGuide | None = None) -> CaptureView:
     src = result.get("source") or {}
     cap = result.get("capture") or {}
     win = cap.get("window") or {}
     tool = str(src.get("tool") or "nsys")
     made_by = [("made by", "Nsight Systems")] if tool == "nsys" else \
         [("made by", f"{TOOL_LABELS.get(tool, tool)} (trace schemaVersion {src.get('schema_version') or 'unknown'})")]
+    kineto = tool == "pytorch-profiler"
+    if kineto:
+        made_by = [("made by", f"PyTorch Profiler (Kineto) trace, schemaVersion {src.get('schema_version') or 'unknown'}"),
+                   ("times", "seconds from the trace's start, as ui.perfetto.dev, chrome://tracing and TensorBoard's "
+                             "trace view show them")]
+    origin = (viewer or ViewerGuide()).origin_ns if kineto else 0
     facts = [("capture file", str(src.get("path") or "")), *made_by,
              *([("nsys version", str(src.get("nsys_version") or "unknown")),
                 ("export schema version", str(src.get("schema_version") or "unknown"))] if tool == "nsys" else []),
              ("capture duration", fmt_ms(cap.get("duration_ms"))),
-             ("analysis window", (f"{fmt_s(win.get('start_ns'))} → {fmt_s(win.get('end_ns'))} "
+             ("analysis window", (f"{fmt_s(win['start_ns'] - origin)} → {fmt_s(win['end_ns'] - origin)} "
                                   f"({fmt_ms(win.get('duration_ms'))}, {WINDOW_KINDS.get(win.get('kind'), win.get('kind') or '')})")
-              if win.get("start_ns") is not None else "none"),
-             *_span_facts(cap),
+              if win.get("start_ns") is not None and win.get("end_ns") is not None else "none"),
+             *_span_facts(cap, origin),
              ("step markers", "found" if cap.get("has_step_markers") else
               "none found; steps inferred from the repeating GPU work" if cap.get("step_source") == "inferred"
               else "none found"),
              ("step pattern", str(cap.get("step_pattern") or "")),
              ("devices", str(cap.get("device_count"))), ("processes", str(cap.get("process_count"))),
              ("profiler overhead", fmt_pct(cap.get("profiler_overhead_pct"), 2) + " of the window")]
-    traced = [(TRACED_LABELS.get(k, k), bool(v)) for k, v in (cap.get("traced") or {}).items()]
+    labels = {**TRACED_LABELS, "nvtx": "CPU operators and annotations (record_function)"} if kineto else TRACED_LABELS
+    traced = [(labels.get(k, k), bool(v)) for k, v in (cap.get("traced") or {}).items()]
     diag_rows = [[Cell(str(d.get("severity")), d.get("severity"), cls=f"sev-{d.get('severity')}"),
                   Cell(str(d.get("text")), d.get("text")), Cell(fmt_num(d.get("count"), 0), d.get("count"), True)]
                  for d in cap.get("diagnostics") or []]
@@ -734,16 +841,25 @@ def capture_view(result: dict) -> CaptureView:
                 "nsys --trace=cuda,nvtx,osrt than without it. Read the absolute times here as relative ones, and "
                 "re-measure the step time without the profiler after a fix. nsys's own recorded overhead "
                 f"(PROFILER_OVERHEAD) covers {fmt_pct(cap.get('profiler_overhead_pct'), 2)} of this window.")
+    if kineto:
+        missing, advice = _kineto_recapture(result)
+        overhead = ("Profiling adds overhead: the PyTorch Profiler's CUDA activity tracing and operator recording "
+                    "lengthen step times, more so with record_shapes, with_stack and profile_memory. Read the absolute "
+                    "times here as relative ones, and re-measure the step time without the profiler after a fix. "
+                    f"The profiler's own recorded overhead covers {fmt_pct(cap.get('profiler_overhead_pct'), 2)} of "
+                    "this window.")
     return CaptureView(
         facts=facts, traced=traced,
-        diagnostics=Table(id="diagnostics", title="nsys diagnostics", columns=[Column("Severity"), Column("Message"),
-                                                                               Column("Count", True)],
-                          rows=diag_rows, empty="nsys recorded no warnings or errors."),
+        diagnostics=Table(id="diagnostics", title="Profiler diagnostics" if kineto else "nsys diagnostics",
+                          columns=[Column("Severity"), Column("Message"), Column("Count", True)], rows=diag_rows,
+                          empty=("The trace holds no profiler warnings or errors." if kineto
+                                 else "nsys recorded no warnings or errors.")),
         process_messages=[str(m) for m in cap.get("process_messages") or []],
         warnings=[str(w) for w in cap.get("warnings") or []], missing=missing, nsysdoc_command=ns_cmd,
         tool=TOOL_LABELS.get(tool, tool),
         not_recorded=[str(n.get("what")) for n in cap.get("not_recorded") or [] if isinstance(n, dict)],
-        nsys_command=nsys_cmd, advice=advice, overhead=overhead)
+        nsys_command=nsys_cmd, advice=advice, overhead=overhead,
+        profiler_snippet=TORCH_PROFILER_SNIPPET if kineto else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -770,19 +886,20 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
     else:
         reason = ""
     js = _static("report.js")
+    viewer = viewer_guide(result, getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None))
     return ReportContext(
         title=f"nsysdoc — {source_name(src.get('path'))}",
         source_name=source_name(src.get("path")), source_path=str(src.get("path") or ""),
         nsysdoc_version=str(result.get("nsysdoc_version") or __version__),
-        verdict=verdict(result), headline=headline(result), findings=finding_views(result),
+        verdict=verdict(result), headline=headline(result), findings=finding_views(result, viewer.origin_ns),
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
         tables=[*operator_tables(result), kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
-                nvtx_table(result), device_table(result), gaps_table(result)],
-        capture=capture_view(result),
+                nvtx_table(result), device_table(result), gaps_table(result, viewer)],
+        capture=capture_view(result, viewer),
         glossary_html=glossary_html(),
-        report_terms=[(anchor(t), t, d) for t, d in REPORT_TERMS],
+        report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
-        result=capped_result(result),
+        result=capped_result(result), viewer=viewer,
     )

@@ -141,6 +141,9 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
         return None
     w0, w1 = tl["start_ns"], tl["end_ns"]
     span = max(w1 - w0, 1)
+    # a PyTorch Profiler trace's host ranges are CPU operators and annotations, not NVTX (docs/kineto.md)
+    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
+    kind_labels = {**KIND_LABELS, "nvtx": "CPU op / annotation range"} if kineto else KIND_LABELS
     rows: list[TimelineRow] = []
     rects: list[TimelineRect] = []
     labels: list[TimelineLabel] = []
@@ -231,7 +234,8 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
             add_spans(lane["spans"], y, LANE_H, nvtx=lane["kind"] == "nvtx")
             y += LANE_H + PAD
         if th["hidden_nvtx_levels"]:
-            notes.append(f"Thread {th['pid']}/{th['tid']}: {th['hidden_nvtx_levels']} deeper NVTX nesting levels not shown.")
+            notes.append(f"Thread {th['pid']}/{th['tid']}: {th['hidden_nvtx_levels']} deeper "
+                         f"{'operator/annotation' if kineto else 'NVTX'} nesting levels not shown.")
         y += 4
     height = max(y, 1)
     if tl["merged"]:
@@ -252,15 +256,17 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
     else:
         n_ops = sum(ln["total"] for d in tl["devices"] for ln in d["lanes"])
         heading = (f"Middle of the capture (no step markers): {fmt_num(n_ops, 0)} GPU operations, {fmt_ms(dur_ms)}")
-    legend = [LegendItem(cls=f"k-{k}", label=KIND_LABELS[k], anchor=KIND_ANCHORS.get(k, ""))
+    legend = [LegendItem(cls=f"k-{k}", label=kind_labels[k], anchor=KIND_ANCHORS.get(k, ""))
               for k in KIND_LABELS if k in kinds_seen]
     legend += [LegendItem(cls=f"c-idle_{c}", label=f"idle — {CAUSE_LABELS[c]}", anchor=anchor("Idle gap"))
                for c in CAUSES if c in causes_seen]
     if "mixed" in causes_seen:
         legend.append(LegendItem(cls="c-idle_mixed", label="idle — merged gaps of several causes",
                                  anchor=anchor("Idle gap")))
-    return TimelineView(heading=heading, choice=tl["choice"], start_ns=w0, end_ns=w1, start_s=fmt_s(w0),
-                        end_s=fmt_s(w1), duration=fmt_ms(dur_ms), width_units=UNITS, height=height,
+    # seconds as the capture's viewer shows them: a PyTorch Profiler trace's from its start (report.build.viewer_guide)
+    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+    return TimelineView(heading=heading, choice=tl["choice"], start_ns=w0, end_ns=w1, start_s=fmt_s(w0 - origin),
+                        end_s=fmt_s(w1 - origin), duration=fmt_ms(dur_ms), width_units=UNITS, height=height,
                         label_width=LABEL_W, rows=rows, rects=rects, labels=labels, ticks=time_ticks(dur_ms),
                         legend=legend, notes=notes, span_count=len(rects))
 

@@ -111,15 +111,31 @@ class Verdict:
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class TimeRange:
-    """A time range to open in the Nsight Systems GUI."""
+    """A time range to open in the tool that shows the capture (:class:`ViewerGuide`)."""
 
     label: str = _f("What happens in the range.")
     start_ns: int = _f("Start on the export's timeline (ns, as the GUI shows it).")
     end_ns: int = _f("End (ns).")
-    start_s: str = _f("Start in seconds with ns precision, as typed in the GUI.")
-    end_s: str = _f("End in seconds with ns precision.")
+    start_s: str = _f("Start in seconds with ns precision, as the viewer shows it (ViewerGuide.origin_ns).")
+    end_s: str = _f("End in seconds with ns precision, as the viewer shows it.")
     duration: str = _f("Formatted duration.")
     device: str = _f("Device label ('' when not device-specific).")
+
+
+@dataclass
+class ViewerGuide:
+    """How to find a range of this page in the tool that shows the capture: the Nsight Systems GUI
+    for an nsys export; Perfetto, chrome://tracing or TensorBoard for a PyTorch Profiler trace."""
+
+    heading: str = _f("Heading over a finding's time ranges.", default="Open in the Nsight Systems GUI")
+    how: str = _f("Sentence under that heading: where to open the file and what the times are ('' for nsys).",
+                  default="")
+    timeline_hint: str = _f("Words after the timeline's window: what its times are and where to type them ('' "
+                            "for nsys: the template's own words, the Nsight Systems GUI).", default="")
+    gaps_note: str = _f("Last sentence of the idle-gap table's note: what its start/end seconds are.",
+                        default="Start/end in seconds as the Nsight Systems GUI shows them.")
+    origin_ns: int = _f("Instant the viewer shows as 0 on the capture's timeline (0 for nsys): shown seconds are "
+                        "(t - origin_ns) / 1e9.", default=0)
 
 
 @dataclass
@@ -164,7 +180,7 @@ class FindingView:
     verify: str = _f("How to confirm it.")
     fix: str = _f("What to try.")
     references: list[str] = _f("References, shown as text (the page loads and links nothing external).")
-    time_ranges: list[TimeRange] = _f("Exact ranges to open in the Nsight Systems GUI.")
+    time_ranges: list[TimeRange] = _f("Exact ranges to open in the viewer (the Nsight Systems GUI, Perfetto ...).")
     source: str = _f("'builtin' or the path of the team rule file.")
     replaces_builtin: bool = _f("A team rule that replaces a built-in one.")
     where: list[WhereRow] = _f("Where the finding's time comes from, most first (may be empty).", default_factory=list)
@@ -313,6 +329,8 @@ class CaptureView:
     overhead: str = _f("The profiling-overhead caveat, with the measured PROFILER_OVERHEAD share.")
     tool: str = _f("The tool that made the trace: Nsight Systems or PyTorch Profiler.")
     not_recorded: list[str] = _f("What that tool cannot record at all (PyTorch Profiler: OS runtime calls ...).")
+    profiler_snippet: str = _f("torch.profiler code that profiles again (a PyTorch Profiler trace), else ''.",
+                               default="")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,6 +361,8 @@ class ReportContext:
     js: Markup = _f("Inlined script (static/report.js): zoom/pan of the timeline, table sorting.")
     csp: str = _f("Content-Security-Policy: nothing external; only the inlined script (by hash) runs.")
     result: dict = _f("The JSON result (docs/json.md), embedded as application/json for tools.")
+    viewer: ViewerGuide = _f("Where to find this page's time ranges (the tool that shows the capture).",
+                             default_factory=ViewerGuide)
 
 
 # ---------------------------------------------------------------------------------------------

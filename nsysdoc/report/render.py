@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import jinja2
 
 from .build import backward_text, build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
-from .context import fmt_ms, fmt_num, fmt_pct, is_num, source_name
+from .context import fmt_ms, fmt_num, fmt_pct, fmt_s, is_num, source_name
 
 
 def _load_template(name: str):
@@ -191,6 +191,28 @@ def _where_md(w: dict) -> str:
     return " ".join(parts) + f" ({share}, {ms}/GPU)"
 
 
+def _viewer_origin(analysis, r: dict) -> int | None:
+    """Where trace viewers put 0 (``Trace.viewer_origin_ns``) for a PyTorch Profiler trace whose
+    Analysis is at hand; None for nsys, or when only a result dict was given (its origin is unknown)."""
+    if (r.get("source") or {}).get("tool") != "pytorch-profiler":
+        return None
+    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None)
+    return int(origin) if is_num(origin) else None
+
+
+def _viewer_range(f: dict, origin: int) -> str | None:
+    """'0.398056000 s -> 0.479176000 s (label)': a finding's first time range in trace-viewer seconds."""
+    for t in f.get("time_ranges") or []:
+        if isinstance(t, dict) and is_num(t.get("start_ns")) and is_num(t.get("end_ns")):
+            label = f" ({_clean(t['label'])})" if t.get("label") else ""
+            return f"{fmt_s(int(t['start_ns']) - origin)} → {fmt_s(int(t['end_ns']) - origin)}{label}"
+    return None
+
+
+#: where a PyTorch Profiler trace is opened to find a range (report.build.TRACE_VIEWERS)
+_VIEWERS_MD = "ui.perfetto.dev or chrome://tracing (or TensorBoard's trace view)"
+
+
 def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10) -> str:
     """Markdown summary: verdict, headline numbers, top findings, skipped rules. Link-free.
 
@@ -199,6 +221,7 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
     v = verdict(r)
     src = r.get("source") or {}
     cap = r.get("capture") or {}
+    origin = _viewer_origin(analysis, r)
     lines = [f"### nsysdoc: {_md(source_name(src.get('path')))}", "",
              f"**Verdict:** {_md(v.sentence)}", "", _md(v.detail), ""]
     if v.framing:
@@ -237,6 +260,10 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
                 lines += [f"- *How to verify:* {_md(f['verify'])}"]
             if f.get("fix"):
                 lines += [f"- *What to try:* {_md(f['fix'])}"]
+            span = _viewer_range(f, origin) if origin is not None else None
+            if span:
+                lines += [f"- *Where to look:* open the trace in {_md(_VIEWERS_MD)} and go to {_md(span)} "
+                          "(seconds from the trace's start)"]
             lines.append("")
     ops = (r.get("metrics") or {}).get("operators") or {}
     op_rows = [x for x in ops.get("rows") or [] if isinstance(x, dict)][:max_operators]
@@ -256,7 +283,9 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
             f"{_md(s.rule)}{' (broken rule)' if s.status == 'broken' else ''} ({_md(s.reason)})" for s in skipped) + ".")
         lines.append("")
     win = (cap.get("window") or {}).get("duration_ms")
-    facts = [f"nsys {_md(src.get('nsys_version') or 'unknown')}", f"{cap.get('device_count', 0)} device(s)",
+    made_by = (f"PyTorch Profiler (Kineto) trace (schemaVersion {_md(src.get('schema_version') or 'unknown')})"
+               if src.get("tool") == "pytorch-profiler" else f"nsys {_md(src.get('nsys_version') or 'unknown')}")
+    facts = [made_by, f"{cap.get('device_count', 0)} device(s)",
              f"{(r.get('summary') or {}).get('step_count', 0)} steps" if cap.get("has_step_markers") else
              f"no step markers ({(r.get('summary') or {}).get('step_count', 0)} steps inferred from the repeating GPU work)"
              if cap.get("step_source") == "inferred" else "no step markers",
@@ -287,6 +316,7 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
     r = _result(analysis)
     v = verdict(r)
     src = r.get("source") or {}
+    origin = _viewer_origin(analysis, r)
     out = [f"nsysdoc: {_clean(source_name(src.get('path')))}", f"Verdict: {_clean(v.sentence)}"]
     if v.detail:
         out.append(f"  {_clean(v.detail)}")
@@ -308,6 +338,9 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
             out.append(f"  {i}. [{_clean(f.get('severity') or 'info').upper()}] {_clean(f.get('title') or f.get('rule'))}{imp}")
         if len(findings) > max_findings:
             out.append(f"  ... and {len(findings) - max_findings} more")
+        span = _viewer_range(findings[0], origin) if origin is not None else None
+        if span:
+            out.append(f"  Where to look (finding 1): open the trace in {_VIEWERS_MD} and go to {span}")
     ran, counts, skipped = rule_statuses(r)
     if ran and skipped:
         names = ", ".join(_clean(s.rule) for s in skipped[:6])

@@ -250,9 +250,57 @@ def tables(result: dict) -> dict[str, list[dict]]:
     }
 
 
+#: Wording that depends on the tool that made the capture (``source.tool``): rule messages name the
+#: Nsight Systems GUI and nsys switches for an nsys export, a trace viewer and torch.profiler switches
+#: for a PyTorch Profiler trace (docs/kineto.md). Engine values: rules quote them as ``{name}``.
+TOOL_WORDING: dict[str, dict[str, str]] = {
+    "nsys": {
+        "trace_viewer": "the Nsight Systems GUI",
+        "trace_timeline": "the Nsight Systems timeline",
+        "capture_check": ("Check the capture command and the Diagnostics Summary of the report in the Nsight Systems "
+                          "GUI (or the capture section below, which quotes nsys's own messages)."),
+        "stack_switch": "with --python-backtrace=cuda (nsysdoc capture --python-backtrace)",
+        "copy_rows": "the CUDA HW row is filled by [CUDA memcpy Host-to-Device] (or Device-to-Host) blocks",
+        "kernel_summary_cmd": "nsys stats -r cuda_gpu_kern_sum",
+        "pageable_check": ('In the timeline\'s CUDA HW row the memcpy is labelled "Pageable" (nsys memory kind 0); '
+                           "nsys analyze -r cuda_memcpy_async lists the same copies."),
+        "cpu_sampling_capture": "Capture with CPU sampling (nsys profile --sample=process-tree, or nsysdoc capture "
+                                "--cpu-sampling)",
+        "host_ranges": "NVTX ranges",
+        "steady_capture": ("capture with nsysdoc capture --delay SECONDS, or mark steps and use "
+                           "--capture-range=cudaProfilerApi with torch.cuda.profiler.start()/stop() or "
+                           "--capture-range=nvtx"),
+    },
+    "pytorch-profiler": {
+        "trace_viewer": "the trace viewer (ui.perfetto.dev, chrome://tracing or TensorBoard's trace view)",
+        "trace_timeline": "the trace viewer's timeline (ui.perfetto.dev, chrome://tracing or TensorBoard's trace view)",
+        "capture_check": ("Check the torch.profiler.profile call that wrote the trace: activities "
+                          "(ProfilerActivity.CPU and ProfilerActivity.CUDA), the schedule (wait, warmup, active "
+                          "steps) and prof.step() once per iteration (or the capture section below)."),
+        "stack_switch": "with torch.profiler.profile(with_stack=True)",
+        "copy_rows": "the GPU stream rows are filled by Memcpy HtoD (or DtoH) blocks",
+        "kernel_summary_cmd": 'prof.key_averages().table(sort_by="count")',
+        "pageable_check": ('In the trace viewer the copy is named "Memcpy HtoD (Pageable -> Device)" (or DtoH '
+                           '"Device -> Pageable"), and the cudaMemcpyAsync call above it lasts as long as the copy.'),
+        "cpu_sampling_capture": ("Profile with with_stack=True (torch.profiler.profile(with_stack=True): the Python "
+                                 "frames of the operators)"),
+        "host_ranges": "torch.profiler.record_function ranges",
+        "steady_capture": ("profile with schedule=torch.profiler.schedule(wait=1, warmup=2, active=5) and call "
+                           "prof.step() every iteration, so that the trace holds steady steps only"),
+    },
+}
+
+
+def _tool(result: dict) -> str:
+    tool = (result.get("source") or {}).get("tool")
+    return tool if tool in TOOL_WORDING else "nsys"
+
+
 def _extras(result: dict) -> dict:
     v = result["metrics"]["values"]
     extra: dict[str, Any] = {"_memcpy_traced": result["capture"]["traced"].get("cuda_memcpy", False)}
+    kineto = _tool(result) == "pytorch-profiler"
+    extra.update(TOOL_WORDING[_tool(result)])
     short = v.get("top_kernel_short_name")
     if short:
         count = v.get("top_kernel_count") or 1
@@ -299,13 +347,17 @@ def _extras(result: dict) -> dict:
     if (v.get("profiler_overhead_pct") or 0) >= 5:
         problems.append(f"profiler overhead covers {v['profiler_overhead_pct']:.1f}% of the window")
     unrecordable = _not_recorded(result)
-    for flag, kind, what in (("cuda_api_traced", "cuda_api", "CUDA API (--trace=cuda)"),
-                             ("nvtx_traced", "nvtx", "NVTX (--trace=nvtx)"),
-                             ("osrt_traced", "osrt", "OS runtime (--trace=osrt)")):
+    switches = ((("cuda_api_traced", "cuda_api", "CUDA API calls (ProfilerActivity.CUDA) were"),
+                 ("nvtx_traced", "nvtx", "CPU operators and annotations (ProfilerActivity.CPU) were"),
+                 ("osrt_traced", "osrt", "OS runtime calls were")) if kineto else
+                (("cuda_api_traced", "cuda_api", "CUDA API (--trace=cuda) was"),
+                 ("nvtx_traced", "nvtx", "NVTX (--trace=nvtx) was"),
+                 ("osrt_traced", "osrt", "OS runtime (--trace=osrt) was")))
+    for flag, kind, what in switches:
         if kind in unrecordable:
             problems.append(f"{unrecordable[kind]['what']} are {unrecordable[kind]['why']}")
         elif not v.get(flag):
-            problems.append(f"{what} was not traced")
+            problems.append(f"{what} {'not recorded' if kineto else 'not traced'}")
     cc, tf32 = v.get("compute_capability"), v.get("tf32_capable")
     if tf32 is True:
         extra["fp32_advice"] = (f"This GPU (compute capability {cc:.1f}) runs them on tensor cores with TF32, or with "
@@ -337,7 +389,7 @@ def _extras(result: dict) -> dict:
     extra["launch_ratio_note"] = _launch_ratio_note(v)
     extra["pageable_cost_note"] = _pageable_cost_note(v)
     extra["capture_problems"] = "; ".join(problems) if problems else None
-    extra["capture_fix"] = _capture_fix(v, cap, unrecordable)
+    extra["capture_fix"] = (_kineto_capture_fix if kineto else _capture_fix)(v, cap, unrecordable)
     extra["capture_problem_count"] = len(problems)
     return extra
 
@@ -372,6 +424,39 @@ def _capture_fix(v: dict, cap: dict, unrecordable: dict | None = None) -> str:
                     "at exit), flush periodically, or capture a shorter range.")
     if (v.get("profiler_overhead_pct") or 0) >= 5:
         todo.append("Keep the capture short and the trace types few: profiler overhead inflates step times.")
+    return " ".join(todo) or "Nothing to change in the capture."
+
+
+def _kineto_capture_fix(v: dict, cap: dict, unrecordable: dict | None = None) -> str:
+    """:func:`_capture_fix` for a PyTorch Profiler trace: torch.profiler's switches, not nsys's."""
+    todo = []
+    unrecordable = unrecordable or {}
+    if not v.get("kernel_count") and v.get("cuda_api_traced"):
+        todo.append("Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
+                    "CUPTI), give containers the /dev/nvidia* devices, and profile inside the process that does "
+                    "the GPU work.")
+    missing = [a for a, kind, flag in (("ProfilerActivity.CUDA", "cuda_api", "cuda_api_traced"),
+                                       ("ProfilerActivity.CPU", "nvtx", "nvtx_traced"))
+               if not v.get(flag) and kind not in unrecordable]
+    if missing:
+        todo.append(f"Add {' and '.join(missing)} to the profiler's activities "
+                    "(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]).")
+    wanted = [n["what"] for k, n in unrecordable.items() if k in ("cuda_api", "nvtx", "osrt", "gpu_metrics")]
+    if wanted:
+        todo.append(f"For {' and '.join(wanted)}, capture with Nsight Systems as "
+                    "well (nsysdoc capture traces cuda,nvtx,osrt; add --gpu-metrics-devices all for GPU metrics).")
+    if not v.get("has_step_markers"):
+        todo.append("Mark training steps: call prof.step() once per iteration inside torch.profiler.profile (it "
+                    'writes ProfilerStep#N), or wrap each step in torch.profiler.record_function("train_step").')
+    elif (v.get("step_count") or 0) < 3:
+        todo.append("Profile at least 3-5 steps after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=5)).")
+    if v.get("kernel_count") and (cap.get("enough_gpu_work") is False or
+                                  ((v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"))):
+        todo.append("Profile the steady state after warm-up: schedule=torch.profiler.schedule(wait=1, warmup=2, "
+                    "active=5) with prof.step() every iteration leaves the first steps out of the trace.")
+    if (v.get("profiler_overhead_pct") or 0) >= 5:
+        todo.append("Keep the profiled range short and the switches few (record_shapes, with_stack and "
+                    "profile_memory add overhead): profiler overhead inflates step times.")
     return " ".join(todo) or "Nothing to change in the capture."
 
 
@@ -502,16 +587,22 @@ def _no_steps_text(result: dict) -> str:
     pattern = (result.get("capture") or {}).get("step_pattern") or DEFAULT_STEP_PATTERN
     cands = _step_candidates(result)
     if pattern != DEFAULT_STEP_PATTERN:
-        text = f"no NVTX range matches the step marker '{pattern}' (--step-marker), so nothing is per step"
+        what = "CPU operator or annotation" if _tool(result) == "pytorch-profiler" else "NVTX"
+        text = f"no {what} range matches the step marker '{pattern}' (--step-marker), so nothing is per step"
+    elif _tool(result) == "pytorch-profiler":
+        text = ("no training-step markers (ProfilerStep#N ranges, which prof.step() writes), so nothing is per "
+                "step")
     else:
         text = "no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step"
     inferred = (result.get("capture") or {}).get("steps_inferred")
     if inferred:
         n = sum(p.get("steps") or 0 for p in inferred.get("processes") or [])
         period = "/".join(f"{p['period_ops']:,}" for p in inferred.get("processes") or [])
+        layer = any(p.get("unit") != "training step" for p in inferred.get("processes") or [])
         text = text.replace(", so nothing is per step", "") + (
             f"; {n:,} steps were inferred from the repeating GPU work (every {period} GPU operations), so step "
-            "times are estimates and a step may be one layer or block rather than a whole training step")
+            "times are estimates" + (" and a step may be one layer or block rather than a whole training step"
+                                     if layer else ""))
     if cands:
         names = ", ".join(f"{c['text'][:60]!r} ({c['count']}x, {text_m.duration((c.get('mean_ms') or 0) * 1e6)} each)"
                           for c in cands)

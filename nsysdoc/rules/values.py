@@ -45,6 +45,9 @@ VALUE_NAMES: tuple[str, ...] = (
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
+    # wording by the tool that made the capture (nsysdoc.rules.engine.TOOL_WORDING)
+    "trace_viewer", "trace_timeline", "capture_check",
+    "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture",
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
@@ -52,7 +55,8 @@ STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_comm
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
-                           "low_occupancy_note"})
+                           "low_occupancy_note", "trace_viewer", "trace_timeline", "capture_check",
+                           "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture"})
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {

@@ -50,7 +50,7 @@ from .model import StringTable, Trace
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 4
+KINETO_FORMAT = 5
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -1044,6 +1044,9 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     ends = [int(out[k]["end_ns"].max()) for k in ("kernels", "memcpy", "memset", "runtime", "nvtx") if counts[k]]
     begins = [int(out[k]["start_ns"].min()) for k in ("kernels", "memcpy", "memset", "runtime", "nvtx") if counts[k]]
     duration = span_duration if span_duration is not None else (max(ends) - min(begins) if ends else None)
+    # the instant trace viewers (Perfetto, chrome://tracing, TensorBoard's trace view) show as 0:
+    # the profiler's span starts first (Kineto writes it at the profiler's start), else the first event
+    viewer_origin = min(s for s, _ in spans) if spans else (min(begins) if begins else None)
     dist = meta.get("distributedInfo")
     distributed = None
     if isinstance(dist, dict):
@@ -1058,6 +1061,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     info = {"schema_version": None if schema is None or isinstance(schema, (dict, list)) else str(schema)[:32],
             "duration_ns": duration, "session_start_utc_ns": session_start, "traced": traced,
             "clock": "absolute" if shift else "session",
+            "viewer_origin_ns": viewer_origin,
             "not_recorded": not_recorded, "distributed": distributed,
             "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
     items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
@@ -1135,7 +1139,8 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         meta = {"nsys_version": None, "schema_version": info["schema_version"], "duration_ns": info["duration_ns"],
                 "process_messages": [], "session_start_utc_ns": info["session_start_utc_ns"], "clock": info["clock"],
                 "dropped_rows": drops.as_list(), "source_tool": SOURCE_TOOL, "traced": info["traced"],
-                "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"]}
+                "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"],
+                "viewer_origin_ns": info["viewer_origin_ns"]}
         from_cache = False
         tmp = L._cache_tmp(folder) if entry is not None else None
         store, extras = L.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
@@ -1153,6 +1158,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         dropped_rows=list(meta.get("dropped_rows") or []), from_cache=from_cache,
         source_tool=SOURCE_TOOL, not_recorded=dict(meta.get("not_recorded") or {}),
         distributed=meta.get("distributed"),
+        viewer_origin_ns=meta.get("viewer_origin_ns") if isinstance(meta.get("viewer_origin_ns"), int) else None,
     )
     trace.load_seconds = time.perf_counter() - t0
     return trace

@@ -152,6 +152,10 @@ class Trace:
     not_recorded: dict[str, str] = field(default_factory=dict)
     #: ``{"rank", "world_size", "backend"}`` from a PyTorch Profiler trace's distributedInfo, else None
     distributed: dict | None = None
+    #: where trace viewers put 0 on this trace's timeline (ns): a PyTorch Profiler trace opened in
+    #: Perfetto, chrome://tracing or TensorBoard shows times from its first event (the profiler's
+    #: span); None for nsys, whose GUI shows the export's own times
+    viewer_origin_ns: int | None = None
     _frames: dict = field(default_factory=dict, repr=False)
 
     @property
