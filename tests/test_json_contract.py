@@ -68,7 +68,7 @@ def test_contract_version_and_every_kernel_name(build):
 
 
 def test_absent_numbers_are_null(build):
-    d = analyze_path(build("no_step_markers"))
+    d = analyze_path(build("irregular_work"))  # no steps: neither markers nor repeating work
     assert d["summary"]["step_count"] == 0
     assert d["summary"]["step_time_ms_median"] is None
     assert d["summary"]["kernels_per_step_median"] is None

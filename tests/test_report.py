@@ -486,7 +486,7 @@ def test_tensor_core_heuristic(name, label):
 
 
 def test_capture_section_and_recapture_command(tmp_path, build):
-    a = _analysis(build("no_step_markers"))
+    a = _analysis(build("irregular_work"))  # no markers, and no repeating work to infer steps from
     doc = parse(render_html(a))
     cap = doc.by_id("capture")
     nsysdoc_cmd = doc.by_id("recapture-nsysdoc").norm()

@@ -269,6 +269,12 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     matched = match_collectives(ok, clock) if clock["method"] in ("collective ends", "same capture") and len(ok) > 1 \
         else {"join_ns": np.zeros((0, len(ok)), dtype=np.int64), "local_start_ns": np.zeros((0, len(ok)), dtype=np.int64),
               "name_of": []}
+    inferred = [s["rank"] for s in ok if s.get("step_source") == "inferred" and s.get("steps")]
+    if inferred:
+        warnings.append(f"the steps of rank(s) {', '.join(map(str, inferred[:10]))}{' …' if len(inferred) > 10 else ''} "
+                        "were inferred from their repeating GPU work (no step markers): step times are estimates, "
+                        "and step k of one rank is matched with step k of another by order, which assumes the "
+                        "captures start at the same iteration")
     job_steps = _job_step_times(ok)
     job_step_ms = float(np.median(job_steps)) if len(job_steps) else None
     window_ms = _median([s.get("window_ms") for s in ok])
@@ -283,7 +289,8 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         ranks.append({
             "rank": s["rank"], "file": s["file"], "pids": s.get("pids"), "devices": s.get("devices"),
             "gpu_models": s.get("gpu_models"), "ok": True,
-            "error": None, "steps": len(s.get("steps") or []), "step_time_ms_median": s.get("step_time_ms_median"),
+            "error": None, "steps": len(s.get("steps") or []), "step_source": s.get("step_source"),
+            "step_time_ms_median": s.get("step_time_ms_median"),
             "gpu_busy_pct": s.get("gpu_busy_pct"), "compute_pct": s.get("compute_pct"),
             "exposed_comm_pct": s.get("exposed_comm_pct"), "copy_only_pct": s.get("copy_only_pct"),
             "idle_pct_by_cause": s.get("idle_pct_by_cause"), "breakdown_ms_per_step": s.get("breakdown_ms_per_step"),

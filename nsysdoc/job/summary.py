@@ -133,6 +133,8 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             "distributed_rank": (trace.distributed or {}).get("rank") if len(groups) == 1 else None,
             "window_ms": ((result.get("capture") or {}).get("window") or {}).get("duration_ms"),
             "steps": steps,
+            # "markers", "inferred" (from the repeating GPU work) or None
+            "step_source": (result.get("capture") or {}).get("step_source"),
             "step_time_ms_median": _num(float(np.median(times))) if times else None,
             "breakdown_ms_per_step": breakdown,
             **_device_split(result, labels),

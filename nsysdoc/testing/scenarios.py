@@ -148,6 +148,24 @@ def no_step_markers(launches: int = 200) -> Capture:
     return cap
 
 
+def irregular_work(launches: int = 200, seed: int = 0) -> Capture:
+    """GPU work that does not repeat, without NVTX step ranges: ``launches`` kernels drawn from 8
+    names with durations of 10-300 us (``random.Random(seed)``), a ``loss.item()`` after every 10
+    launches. No step markers, and no period to infer steps from: nothing is per step."""
+    import random
+
+    rng = random.Random(seed)
+    names = [GEMM, ELEMENTWISE, SOFTMAX, ADAM, SGEMM] + [f"irregular_kernel_{i}" for i in range(3)]
+    cap = Capture()
+    t = cap.process(pid=4750).thread()
+    for i in range(launches):
+        t.cpu(us=rng.uniform(5, 40))
+        t.launch(names[rng.randrange(len(names))], rng.uniform(10, 300))
+        if i % 10 == 9:
+            t.item()
+    return cap
+
+
 def seed_case_augmentation(steps: int = 8, kernels: int = 120, python_augment_us: float = 450.0) -> Capture:
     """Seed article case 1: 3–10 µs kernels, periodic 400–500 µs holes while Python augments data."""
     cap = Capture()
@@ -611,7 +629,7 @@ def cutlass_gemm_family(steps: int = 4, gemm_us: tuple[float, ...] = (900.0, 600
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
-        ddp_nccl, dominant_kernel, no_step_markers, seed_case_augmentation, seed_case_large_model,
+        ddp_nccl, dominant_kernel, no_step_markers, irregular_work, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
         where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family,
