@@ -174,17 +174,30 @@ def _step_times(result: dict) -> np.ndarray:
     return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
 
 
+#: resampled values drawn at once per side (a chunk of resamples × steps): bounds the bootstrap's memory
+CHUNK_VALUES = 1 << 21
+
+
 def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
-                            seed: int = SEED) -> tuple[float, float, float]:
+                            seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
     """``(change_pct, lo_pct, hi_pct)``: the change of the median from ``a`` to ``b`` and its
-    bootstrap 95% interval (percentile method; each side resampled with replacement)."""
+    bootstrap ``level``% interval (percentile method; each side resampled with replacement).
+
+    The resamples are drawn in chunks of at most ``CHUNK_VALUES`` values per side, so memory stays
+    bounded however many steps a side has; for a given seed the result is deterministic."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma, mb = float(np.median(a)), float(np.median(b))
     change = (mb / ma - 1) * 100 if ma else float("nan")
     rng = np.random.default_rng(seed)
-    ra = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    rb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    ratio = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
-    lo, hi = np.nanpercentile(ratio, [2.5, 97.5])
+    chunk = max(1, CHUNK_VALUES // max(len(a), len(b), 1))
+    ratio = np.empty(resamples, dtype=float)
+    for start in range(0, resamples, chunk):
+        k = min(chunk, resamples - start)
+        ra = np.median(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
+        rb = np.median(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
+        ratio[start:start + k] = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
+    tail = (100.0 - level) / 2
+    lo, hi = np.nanpercentile(ratio, [tail, 100.0 - tail])
     return change, float(lo), float(hi)
 
 
