@@ -80,7 +80,11 @@ def test_dataloader_fix_is_faster_and_input_wait_explains_it(runs):
     ch = {c["rule"]: c for c in d["findings"]["changed"]}
     assert ch["data-starvation"]["base_severity"] == "critical"
     assert ch["data-starvation"]["candidate_impact_pct"] < ch["data-starvation"]["base_impact_pct"]
-    assert "idle: waiting for input -38.00 ms/step" in d["sentence"]
+    assert "idle: waiting for input -38.00 ms per step" in d["sentence"]
+    # 53.07 -> 15.07 ms: (15.07 / 53.07 - 1) = -71.6%
+    assert d["headline"] == "Faster: 71.6% less time per step (strong evidence)"
+    assert d["comparability"]["status"] == "comparable" and d["comparability"]["shared_kernel_time_pct"] == \
+        {"base": 100.0, "candidate": 100.0}
 
 
 def test_slower_gemm_is_slower_and_that_kernel_moves_first(runs):
