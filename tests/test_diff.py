@@ -527,3 +527,148 @@ def test_real_fastvideo_before_after():
     flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
     assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
     assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]
+
+
+# ---------------------------------------------------------------------------------------------
+# comparability (issue 29): what differs between the runs, and when there is no verdict
+# ---------------------------------------------------------------------------------------------
+def _on_gpu(result: dict, name: str) -> dict:
+    """The same report, as if captured on a GPU called ``name``."""
+    import copy
+
+    r = copy.deepcopy(result)
+    for d in r["devices"]:
+        d["name"] = name
+    return r
+
+
+def unrelated_models_on_v100_and_a100() -> tuple[dict, dict]:
+    """Two runs of different models on different GPUs: the base spends 90 ms in its own GEMM and
+    10 ms in an elementwise kernel; the candidate 80 ms in its own convolution and 20 ms in the same
+    elementwise kernel. Shared kernel time: 10 / 100 = 10% of the base's, 20 / 100 = 20% of the
+    candidate's."""
+    base = _fake(1000, {"sgemm_v100": (100, 90.0), "elementwise_kernel": (50, 10.0)})
+    cand = _fake(1000, {"conv_a100": (100, 80.0), "elementwise_kernel": (50, 20.0)})
+    base["devices"] = [{"device": 0, "name": "Tesla V100-SXM2-16GB"}]
+    cand["devices"] = [{"device": 0, "name": "NVIDIA A100-SXM4-80GB"}]
+    return base, cand
+
+
+def test_unrelated_models_on_different_gpus_are_not_comparable():
+    base, cand = unrelated_models_on_v100_and_a100()
+    d = compare(base, cand)
+    c = d["comparability"]
+    assert c["status"] == "not comparable" and d["comparable"] is False
+    assert c["shared_kernel_time_pct"] == {"base": 10.0, "candidate": 20.0}
+    assert c["gpu_models"] == {"base": ["Tesla V100-SXM2-16GB"], "candidate": ["A100-SXM4-80GB"], "same": False}
+    assert d["headline"] == ("Not comparable: different models (10% and 20% of kernel time in shared kernels) "
+                             "on different GPUs (Tesla V100-SXM2-16GB vs A100-SXM4-80GB)")
+    # the elementwise kernel runs as often: the launch-rate measure alone would say "no change"
+    assert d["verdict"] == "no significant change" and d["strength"] == "none" and not regression(d, 0)
+    assert d["sentence"].startswith("No verdict:") and "Slower" not in d["sentence"]
+    assert any("Tesla V100-SXM2-16GB vs A100-SXM4-80GB" in w for w in d["warnings"])
+    assert any(w.startswith("Only 10% of the base's kernel time and 20% of the candidate's") for w in d["warnings"])
+
+
+KINETO = SHARED_TRACES / "kineto"
+
+
+@pytest.mark.skipif(not (KINETO / "hta_a100_rank3of8.pt.trace.json.gz").is_file()
+                    or not (KINETO / "kineto_resnet50_v100_oldformat.pt.trace.json.gz").is_file(),
+                    reason="shared Kineto traces absent")
+def test_real_resnet_v100_against_another_model_on_a100_is_not_comparable():
+    """Expert reading: a ResNet-50 on a V100 and a recommender model (embedding and NCCL kernels) on
+    an A100; only generic elementwise kernels share a name (about 15% of either's kernel time). The
+    diff used to say "Faster -56.5%, strong"; it must refuse a verdict and name both GPUs."""
+    a = diagnose_path(KINETO / "kineto_resnet50_v100_oldformat.pt.trace.json.gz")
+    b = diagnose_path(KINETO / "hta_a100_rank3of8.pt.trace.json.gz")
+    d = compare(a, b)
+    assert d["comparability"]["status"] == "not comparable" and d["strength"] == "none"
+    assert d["verdict"] == "no significant change"
+    assert d["headline"].startswith("Not comparable: different models (")
+    assert "on different GPUs (Tesla V100-DGXS-32GB vs A100-PG509-200)" in d["headline"]
+    sa, sb = d["comparability"]["shared_kernel_time_pct"].values()
+    assert 5 < sa < 25 and 5 < sb < 25
+    assert d["comparability"]["tool"] == {"base": "pytorch-profiler", "candidate": "pytorch-profiler"}
+
+
+def test_same_work_on_different_gpu_models_is_at_most_weak(runs):
+    """base vs gemm_slower (+1.2 ms on a 13.6477 ms step = +8.79%, strong on one GPU type) with the
+    candidate on another GPU: still slower, but weak, and the warning names both models."""
+    d = compare(runs["base"][1], _on_gpu(runs["gemm_slower"][1], "NVIDIA A100-SXM4-80GB"))
+    assert d["verdict"] == "slower" and d["strength"] == "weak"
+    assert d["comparability"]["status"] == "limited" and d["comparability"]["limits"] == ["different GPU models"]
+    assert d["headline"] == "Slower: 8.8% more time per step (weak evidence: different GPU models)"
+    assert any("(H100 80GB HBM3 vs A100-SXM4-80GB)" in w for w in d["warnings"])
+    same = _diff(runs, "base", "gemm_slower")
+    assert same["comparability"]["status"] == "comparable" and same["strength"] == "strong"
+    assert same["headline"] == "Slower: 8.8% more time per step (strong evidence)"
+    assert same["comparability"]["gpu_models"]["same"] is True
+
+
+def test_marked_against_inferred_steps_is_said_and_at_most_weak(runs):
+    """A report written after step inference: ``capture.step_source`` and ``steps_inferred``. The
+    same steps, once marked and once inferred: the text says which were inferred and how."""
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    cand["capture"].update(step_source="inferred", has_step_markers=False,
+                           steps_inferred={"method": "kernel-period", "description": "a sequence of 25 kernels repeats"})
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["step_source"] == {"base": "markers", "candidate": "inferred"}
+    assert d["strength"] == "weak" and d["verdict"] == "slower"
+    assert d["headline"] == ("Slower: 8.8% more time per step (weak evidence: marked steps against inferred steps, "
+                             "inferred steps on the candidate)")
+    assert "The steps of the candidate were inferred, not marked (candidate: a sequence of 25 kernels repeats)" \
+        in d["sentence"]
+    assert any("steps are marked and the candidate's inferred (a sequence of 25 kernels repeats)" in w
+               for w in d["warnings"])
+    both = compare(cand, cand)
+    assert both["comparability"]["status"] == "comparable" and both["strength"] == "strong"
+    assert "inferred steps on both sides" in both["headline"]
+
+
+def test_reports_without_step_source_read_as_marked(runs):
+    """Reports made before step inference have no capture.step_source: has_step_markers decides."""
+    assert "step_source" not in runs["base"][1]["capture"]
+    d = _diff(runs, "base", "no_markers")
+    assert d["comparability"]["step_source"] == {"base": "markers", "candidate": None}
+
+
+def test_twice_the_kernels_per_step_is_at_most_weak(runs):
+    """The candidate's step launches every kernel twice (25 -> 50 per step: ratio 2 >= 1.5)."""
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    for k in cand["metrics"]["kernels"]["names"]:
+        k["count"] *= 2
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["kernels_per_step"] == {"base": 25.0, "candidate": 50.0}
+    assert d["comparability"]["limits"] == ["kernels per step differ"] and d["strength"] == "weak"
+    assert any(w.startswith("A step launches 25 kernels per GPU in the base and 50 in the candidate") for w in d["warnings"])
+
+
+def test_nsys_against_pytorch_profiler_is_at_most_weak(runs):
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    cand["source"].update(tool="pytorch-profiler", nsys_version=None, schema_version="1")
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["limits"] == ["different profilers"] and d["strength"] == "weak"
+    assert d["comparability"]["tool"] == {"base": "nsys", "candidate": "pytorch-profiler"}
+    assert any("captured by Nsight Systems and the candidate by the PyTorch Profiler" in w for w in d["warnings"])
+
+
+def test_text_uses_plain_units(runs):
+    """Per step, or per second of work without steps; never "unit of work" or "ms/"."""
+    from nsysdoc.report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
+
+    for d in (_diff(runs, "no_markers", "no_markers_slower"), _diff(runs, "base", "gemm_slower")):
+        texts = [render_diff_markdown(d), diff_terminal_summary(d), d["headline"], d["sentence"], *d["warnings"]]
+        page = render_diff_html(d)
+        texts.append(page[:page.index('id="nsysdoc-diff"')])  # the embedded JSON keeps its key names
+        for t in texts:
+            assert "unit of work" not in t and "ms/" not in t, t[:200]
+    d = _diff(runs, "no_markers", "no_markers_slower")
+    assert "ms per second of work" in d["sentence"]
+    assert d["headline"].startswith("Slower: the same work takes 17.6% more time (weak evidence: no timed steps")
