@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from .conftest import SHARED_TRACES, diagnose_path, run_cli
+from .conftest import ROOT, SHARED_TRACES, diagnose_path, run_cli
 from nsysdoc.diff import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
 from nsysdoc.errors import InputError
 from nsysdoc.testing.scenarios import GEMM, SOFTMAX, dataloader_starvation, steady_training
@@ -672,3 +672,81 @@ def test_text_uses_plain_units(runs):
     d = _diff(runs, "no_markers", "no_markers_slower")
     assert "ms per second of work" in d["sentence"]
     assert d["headline"].startswith("Slower: the same work takes 17.6% more time (weak evidence: no timed steps")
+
+
+# ---------------------------------------------------------------------------------------------
+# the bootstrap: bounded memory, and the interval's level
+# ---------------------------------------------------------------------------------------------
+def long_run_report(tmp_path, steps: int = 50_000) -> dict:
+    """A saved report of a run of ``steps`` steps, built from a report JSON (not the builder: a
+    50,000-step capture would take minutes to build and diagnose): the 6-step ``steady_training``
+    report with its step records capped as ``nsysdoc report`` caps them (``steps_truncated``) and
+    every step in ``step_series``, step times 13.6477 ms ± 3% (seeded normal)."""
+    r = diagnose_path(steady_training(steps=6).write(tmp_path / "six.sqlite"))
+    rng = np.random.default_rng(7)
+    ms = np.round(STEP_MS * (1 + 0.03 * rng.standard_normal(steps)), 4)
+    pid = next(s["pid"] for s in r["steps"] if s["primary"])
+    r["steps_truncated"] = {"shown": len(r["steps"]), "total": steps}
+    r["step_series"] = {"index": list(range(steps)), "pid": [pid] * steps, "step_time_ms": ms.tolist()}
+    return r
+
+
+@pytest.mark.skipif(not __import__("shutil").which("prlimit"), reason="prlimit missing")
+def test_diff_of_50000_steps_runs_in_bounded_memory(tmp_path):
+    """A 50,000-step run diffed against itself under a 3 GB address space (prlimit --as), and its
+    peak resident memory stays under 600 MB. Before the resamples were chunked the bootstrap held
+    (2000 x 50,000) index and value arrays: 1.6 GB peak, and it failed under 1.5 GB."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(long_run_report(tmp_path)))
+    out = tmp_path / "d.json"
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(p.returncode)")
+    p = subprocess.run([sys.executable, "-c", probe, "prlimit", "--as=3000000000", sys.executable, "-m", "nsysdoc",
+                        "diff", str(path), str(path), "-o", str(out), "-q", "--no-config"],
+                       capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert p.returncode == 0, p.stderr
+    peak_kb = int(p.stdout.split()[-1])
+    assert peak_kb < 600_000, f"peak {peak_kb / 1000:.0f} MB"
+    d = json.loads(out.read_text())
+    assert d["step_time_ms_median"]["base_steps"] == 50_000 and d["verdict"] == "no significant change"
+    # a side against itself: both sides are resampled independently, so the interval straddles 0;
+    # the median of 50,000 steps of ±3% moves by about 0.02% between resamples
+    lo, hi = d["step_time_ms_median"]["ci95_pct"]
+    assert -0.2 < lo <= 0 <= hi < 0.2
+
+
+def _exact_median_quantile(values: np.ndarray, p: float) -> float:
+    """The ``p`` quantile of the median of n (odd) draws with replacement from ``values`` (sorted,
+    distinct), computed exactly: P(median <= v_k) = P(Binomial(n, k/n) >= (n + 1) / 2)."""
+    n = len(values)
+    half = (n + 1) // 2
+    for k in range(1, n + 1):
+        q = k / n
+        cdf = sum(math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                           + j * math.log(q) + ((n - j) * math.log1p(-q) if q < 1 else 0.0))
+                  for j in range(half, n + 1))
+        if cdf >= p:
+            return float(values[k - 1])
+    return float(values[-1])
+
+
+def test_bootstrap_interval_is_95_percent():
+    """The interval's level, against an exact computation independent of the random stream. The
+    base is constant (1000 ms: its resampled median is always 1000), the candidate 1001 distinct
+    steps 1000..2000 ms, so the resampled change is (median of 1001 draws ÷ 1000 − 1) × 100, whose
+    quantiles follow from the binomial law: 2.5% and 97.5% at 1469 and 1531 ms (+46.9%, +53.1%),
+    5% and 95% at 1474 and 1526 ms (+47.4%, +52.6%). The bootstrap's ends must be nearer the
+    95% interval's quantiles than the 90% one's. Checked to fail: with the default level mutated
+    to 90 in bootstrap_median_change the ends are +47.3% and +52.6%, with 50 +48.9% and +51.1%
+    (mutation not committed)."""
+    a = np.full(11, 1000.0)
+    b = 1000.0 + np.arange(1001, dtype=float)
+    change, lo, hi = bootstrap_median_change(a, b)
+    assert change == pytest.approx(50.0)
+    q = {p: (_exact_median_quantile(b, p) / 1000 - 1) * 100 for p in (0.025, 0.05, 0.95, 0.975)}
+    assert q[0.05] - q[0.025] > 0.4 and q[0.975] - q[0.95] > 0.4  # the levels are told apart (≥ 4 steps)
+    assert abs(lo - q[0.025]) < abs(lo - q[0.05]), (lo, q)
+    assert abs(hi - q[0.975]) < abs(hi - q[0.95]), (hi, q)
