@@ -8,12 +8,16 @@ baseline. Definitions (``docs/diff.md``):
   bootstrap 95% interval (both sides' steps resampled with replacement, ``RESAMPLES`` times, fixed
   seed). ``"faster"`` or ``"slower"`` only when the interval excludes 0 and the change is at least
   ``NEGLIGIBLE_PCT`` %; else ``"no significant change"``. With fewer than ``MIN_STEPS`` steps on a side the verdict is marked weak.
-* Without step markers on a side there is no unit of work to time: the **work rate** compares how
-  often the same kernels run per second of the window on each GPU (per-name launch rates, weighted
-  by the base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` %
-  and is marked weak. Every per-unit number is then per **unit of work** (the work the base does
-  in one second), so the candidate's numbers are scaled by its time per unit of work: a kernel
-  that is unchanged shows no change even though it runs less often per second.
+* Without timed steps on a side there is no step to time: the **work rate** compares how often the
+  same kernels run per second of the window on each GPU (per-name launch rates, weighted by the
+  base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` % and is
+  marked weak. Every per-unit number is then per **second of work** (the work the base does in
+  one second), so the candidate's numbers are scaled by its time for the same work: a kernel that
+  is unchanged shows no change even though it runs less often per second.
+* **Comparability**: what differs between the runs (GPU models and count, kernel time in shared
+  kernels, how steps were found, kernels per step, profiler and version). Runs that share less
+  than ``SHARED_NOT_COMPARABLE_PCT`` % of their kernel time get no verdict; limited ones (see
+  ``_comparability``) at most a weak one. The **headline** says it in one line.
 * **Why**: the step breakdown side by side (mean per step, per GPU), kernels matched by short name
   (time and launches per step, per GPU; new and vanished ones), NVTX ranges matched by folded name,
   copies by direction and host memory, sync calls and launches per step, and the findings resolved,
