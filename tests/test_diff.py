@@ -366,6 +366,8 @@ def _mutations():
         ("window text", put(["capture", "window"], "long")),
         ("device count text", put(["metrics", "values", "device_count"], "two")),
         ("devices null entries", put(["devices"], [None])),
+        ("step source guessed", put(["capture", "step_source"], "guessed")),
+        ("steps inferred text", put(["capture", "steps_inferred"], "by period")),
     ]
 
 
@@ -471,6 +473,11 @@ def test_cli_default_output_is_an_html_page(runs, tmp_path):
     html = page.read_text()
     assert "Diff: " + str(page) in r.stdout
     assert 'id="verdict-sentence">Slower: median step 13.65 ms → 14.15 ms' in html
+    # the headline comes first: on the terminal and before anything else in the page's main part
+    assert r.stdout.splitlines()[0] == "Slower: 3.7% more time per step (strong evidence)"  # 0.5 / 13.6477
+    main = html[html.index("<main>"):]
+    assert main.index('id="diff-headline"><strong>Slower: 3.7% more time per step (strong evidence)') < \
+        main.index('id="verdict-sentence"')
     assert "cunn_SoftMaxForward" in html and 'st-new" data-sort="new">new</td>' in html
     assert 'http-equiv="Content-Security-Policy"' in html and "<script src" not in html and "<link" not in html
 
