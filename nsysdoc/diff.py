@@ -425,6 +425,11 @@ def _shared_pct(rows_a: list[dict], rows_b: list[dict]) -> float | None:
     return _num(sum(r["total_ms"] for r in rows_a if r["name"] in names_b) / total * 100, 1) if total > 0 else None
 
 
+def _whole(x: float) -> str:
+    """A percentage in whole points, half up (62.5 -> "63"), as a reader rounds."""
+    return str(int(math.floor(x + 0.5)))
+
+
 def _version(side: dict) -> str | None:
     if side["tool"] == "pytorch-profiler":
         return f"trace schema {side['schema_version']}" if side.get("schema_version") else None
@@ -455,9 +460,9 @@ def _comparability(base: dict, cand: dict, a: dict, b: dict, per: str, kernels: 
     sa, sb = _shared_pct(rows_a, rows_b), _shared_pct(rows_b, rows_a)
     shared = min(x for x in (sa, sb, 100.0) if x is not None)
     if sa is not None and sb is not None:
-        both = f"{sa:.0f}% of the base's kernel time and {sb:.0f}% of the candidate's"
+        both = f"{_whole(sa)}% of the base's kernel time and {_whole(sb)}% of the candidate's"
         if shared < SHARED_NOT_COMPARABLE_PCT:
-            reasons.append(f"different models ({sa:.0f}% and {sb:.0f}% of kernel time in shared kernels)")
+            reasons.append(f"different models ({_whole(sa)}% and {_whole(sb)}% of kernel time in shared kernels)")
             warn.append(f"Only {both} is in kernels both runs launch (matched by name): they run different "
                         "models or code, so their times do not measure a change.")
         elif shared < SHARED_LIMITED_PCT:
@@ -516,7 +521,7 @@ def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
     out = []
     if (a["device_count"] or 0) != (b["device_count"] or 0):
         out.append(f"The runs use different GPU counts ({a['device_count']} and {b['device_count']}): kernels, copies "
-                   "and the breakdown are compared per GPU; the step time is the job's.")
+                   "and the breakdown are compared per GPU; the step time is the job's, so a verdict is at most weak.")
     if per == "step" and a["step_source"] == b["step_source"] == "markers" and a["step_pattern"] != b["step_pattern"]:
         out.append("The step markers were found with different patterns; check that a step is the same work in both.")
     missing = " and ".join(w for w, r in (("base", a), ("candidate", b)) if (r["steps"] or 0) < 2)

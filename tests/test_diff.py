@@ -273,6 +273,8 @@ def test_work_rate_is_per_gpu_and_per_second():
     assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx(0, abs=1e-9)
     assert d["verdict"] == "no significant change"
     assert any("different GPU counts" in w for w in d["warnings"])
+    assert d["comparability"]["limits"] == ["different GPU counts"]
+    assert d["comparability"]["device_count"] == {"base": 1, "candidate": 2}
 
 
 def test_work_rate_ignores_rare_and_unshared_kernels():
@@ -534,6 +536,11 @@ def test_real_fastvideo_before_after():
     flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
     assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
     assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]
+    assert d["comparability"]["status"] == "comparable"
+    assert d["comparability"]["shared_kernel_time_pct"] == {"base": 100.0, "candidate": 100.0}
+    c = d["work_rate"]["time_per_work_change_pct"]
+    assert d["headline"] == (f"Slower: the same work takes {c:.1f}% more time (weak evidence: no timed steps on "
+                             "the base and the candidate, measured by kernel launch rates)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -757,3 +764,29 @@ def test_bootstrap_interval_is_95_percent():
     assert q[0.05] - q[0.025] > 0.4 and q[0.975] - q[0.95] > 0.4  # the levels are told apart (≥ 4 steps)
     assert abs(lo - q[0.025]) < abs(lo - q[0.05]), (lo, q)
     assert abs(hi - q[0.975]) < abs(hi - q[0.95]), (hi, q)
+
+
+def test_different_nsys_versions_are_noted_without_weakening(runs):
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    va = runs["base"][1]["source"]["nsys_version"]
+    cand["source"]["nsys_version"] = "2099.1.1"
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["status"] == "comparable" and d["strength"] == "strong"
+    assert d["comparability"]["version"] == {"base": f"nsys {va}", "candidate": "nsys 2099.1.1"}
+    assert any(f"different profiler versions (nsys {va} and nsys 2099.1.1)" in w for w in d["warnings"])
+
+
+def test_a_third_of_the_kernels_replaced_is_at_most_weak():
+    """A compiler change: the base spends 100 ms in GEMMs and 60 ms in elementwise kernels, the
+    candidate the same 100 ms in GEMMs and 40 ms in one fused kernel instead. Shared kernel time:
+    100 / 160 = 62.5% of the base's (between 50 and 80: limited), 100 / 140 = 71.4% of the
+    candidate's; the GEMM runs as often: no change of the time for the same work."""
+    base = _fake(1000, {"gemm": (100, 100.0), "add": (300, 30.0), "mul": (300, 30.0)})
+    cand = _fake(1000, {"gemm": (100, 100.0), "triton_fused_add_mul": (300, 40.0)})
+    d = compare(base, cand)
+    assert d["comparability"]["shared_kernel_time_pct"] == {"base": 62.5, "candidate": 71.4}
+    assert d["comparability"]["status"] == "limited" and d["comparability"]["limits"] == ["many kernels differ"]
+    assert d["comparable"] is True and d["work_rate"]["time_per_work_change_pct"] == 0
+    assert any(w.startswith("Only 63% of the base's kernel time and 71% of the candidate's") for w in d["warnings"])
