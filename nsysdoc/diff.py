@@ -62,7 +62,7 @@ BREAKDOWN_LABELS = {
 }
 
 
-#: what the *_per_step fields are per (without step markers a "step" is a unit of work, or a second)
+#: what the *_per_step fields are per (without timed steps a "step" is a second of work, or of window)
 UNITS = {"step": "per step per GPU",
          "work": "per second of work per GPU (a second of work: what the base run does in one second of its window)",
          "second": "per second of the analysis window per GPU"}
@@ -231,7 +231,7 @@ def _window_s(result: dict) -> float:
 def _units(result: dict, per: str, time_per_work: float = 1.0) -> float:
     """How many units a result spans: steps (per process: each process's step thread times the
     same steps), seconds of window, or units of work (the work the base does in one second of its
-    window: the candidate's window ÷ its time per unit of work relative to the base)."""
+    window: the candidate's window ÷ its time for the same work relative to the base)."""
     if per == "step":
         prim = _primary(result)
         return float(len(prim) / max(len({s.get("pid") for s in prim}), 1)) or 1.0
@@ -241,7 +241,7 @@ def _units(result: dict, per: str, time_per_work: float = 1.0) -> float:
 
 
 def _work_rate_change(base: dict, cand: dict) -> tuple[float | None, int]:
-    """Change (%) of the time per unit of work, from the launch rates of the kernels both runs
+    """Change (%) of the time for the same work, from the launch rates of the kernels both runs
     run (count per second of window), weighted by the base's time in each; positive = slower."""
     wa, wb = _window_s(base) * _devices(base), _window_s(cand) * _devices(cand)
     kb = {k["name"]: k for k in base["metrics"]["kernels"].get("names") or []}
@@ -289,7 +289,7 @@ def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[d
             rows = [s["breakdown_ms"] for s in _primary(r) if s.get("breakdown_ms")]
             keys = set().union(*rows) if rows else set()
             return {k: float(np.mean([x.get(k) or 0 for x in rows])) for k in keys}
-        # per unit of work or second of window, per GPU: the device split of each GPU with work
+        # per second of work or of window, per GPU: the device split of each GPU with work
         devs = [d for d in r.get("devices") or [] if d.get("busy_pct") is not None
                 and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
         out: dict[str, float] = {}
@@ -658,7 +658,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     missing = " and ".join(w for w, n in (("the base", a["steps"]), ("the candidate", b["steps"])) if n < 2) \
         or "both sides"
     sentence = _sentence(verdict, head, why, missing, comparable)
-    if comparable:
+    if comparable and per == "step":
         sentence += _inferred_note(a, b)
     return {
         "nsysdoc_version": __version__,
@@ -690,7 +690,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
 
 def regression(diff: dict, pct: float) -> bool:
     """``--fail-on-regression PCT``: the verdict is "slower" and the median step time (or, without
-    steps, the time per unit of work) grew by more than ``pct`` percent."""
+    steps, the time for the same work) grew by more than ``pct`` percent."""
     if diff["verdict"] != "slower":
         return False
     change = diff["step_time_ms_median"]["change_pct"] if diff["per"] == "step" else \
