@@ -403,18 +403,19 @@ def _gpu_models(r: dict) -> list[str] | None:
 def _side(r: dict, name: str | None) -> dict:
     v = r["metrics"].get("values") or {}
     cap = r.get("capture") or {}
-    src = r.get("source") or {}
+    src = r.get("source") if isinstance(r.get("source"), dict) else {}
+    text = lambda x: x if isinstance(x, str) else None  # noqa: E731
     inferred = cap.get("steps_inferred") if isinstance(cap.get("steps_inferred"), dict) else None
     return {"input": name, "path": src.get("path"),
-            "nsys_version": src.get("nsys_version"),
+            "nsys_version": text(src.get("nsys_version")),
             "nsysdoc_version": r.get("nsysdoc_version"), "steps": len(_step_times(r)),
             "step_pattern": cap.get("step_pattern"),
             "window_ms": (cap.get("window") or {}).get("duration_ms"),
             "gpu_busy_pct": v.get("gpu_busy_pct"), "device_count": v.get("device_count"),
             "verdict": (r.get("verdict") or {}).get("headline"),
-            "tool": src.get("tool") or "nsys", "schema_version": src.get("schema_version"),
+            "tool": text(src.get("tool")) or "nsys", "schema_version": text(src.get("schema_version")),
             "gpu_models": _gpu_models(r), "step_source": _step_source(r),
-            "steps_inferred": {"method": inferred.get("method"), "description": inferred.get("description")}
+            "steps_inferred": {"method": text(inferred.get("method")), "description": text(inferred.get("description"))}
             if inferred else None}
 
 
