@@ -8,12 +8,16 @@ baseline. Definitions (``docs/diff.md``):
   bootstrap 95% interval (both sides' steps resampled with replacement, ``RESAMPLES`` times, fixed
   seed). ``"faster"`` or ``"slower"`` only when the interval excludes 0 and the change is at least
   ``NEGLIGIBLE_PCT`` %; else ``"no significant change"``. With fewer than ``MIN_STEPS`` steps on a side the verdict is marked weak.
-* Without step markers on a side there is no unit of work to time: the **work rate** compares how
-  often the same kernels run per second of the window on each GPU (per-name launch rates, weighted
-  by the base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` %
-  and is marked weak. Every per-unit number is then per **unit of work** (the work the base does
-  in one second), so the candidate's numbers are scaled by its time per unit of work: a kernel
-  that is unchanged shows no change even though it runs less often per second.
+* Without timed steps on a side there is no step to time: the **work rate** compares how often the
+  same kernels run per second of the window on each GPU (per-name launch rates, weighted by the
+  base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` % and is
+  marked weak. Every per-unit number is then per **second of work** (the work the base does in
+  one second), so the candidate's numbers are scaled by its time for the same work: a kernel that
+  is unchanged shows no change even though it runs less often per second.
+* **Comparability**: what differs between the runs (GPU models and count, kernel time in shared
+  kernels, how steps were found, kernels per step, profiler and version). Runs that share less
+  than ``SHARED_NOT_COMPARABLE_PCT`` % of their kernel time get no verdict; limited ones (see
+  ``_comparability``) at most a weak one. The **headline** says it in one line.
 * **Why**: the step breakdown side by side (mean per step, per GPU), kernels matched by short name
   (time and launches per step, per GPU; new and vanished ones), NVTX ranges matched by folded name,
   copies by direction and host memory, sync calls and launches per step, and the findings resolved,
@@ -40,6 +44,13 @@ WEAK_THRESHOLD_PCT = 5.0
 NEGLIGIBLE_PCT = 1.0
 #: a finding changed when its severity changed or its impact moved by this many points of the window
 FINDING_CHANGE_PCT = 1.0
+#: shared kernel time (either side) below this: the runs do different work, no verdict
+SHARED_NOT_COMPARABLE_PCT = 50.0
+#: shared kernel time (either side) below this: many kernels differ, the verdict is at most weak
+SHARED_LIMITED_PCT = 80.0
+#: kernels per step differing by this factor or more: a step is probably not the same work (at most weak)
+KERNELS_PER_STEP_RATIO = 1.5
+TOOL_LABELS = {"nsys": "Nsight Systems", "pytorch-profiler": "the PyTorch Profiler"}
 
 BREAKDOWN_LABELS = {
     "compute": "compute", "exposed_comm": "exposed communication", "copy": "copies only",
@@ -51,10 +62,12 @@ BREAKDOWN_LABELS = {
 }
 
 
-#: what the *_per_step fields are per (without step markers a "step" is a unit of work, or a second)
+#: what the *_per_step fields are per (without timed steps a "step" is a second of work, or of window)
 UNITS = {"step": "per step per GPU",
-         "work": "per unit of work per GPU (a unit: the work the base does in one second of its window)",
+         "work": "per second of work per GPU (a second of work: what the base run does in one second of its window)",
          "second": "per second of the analysis window per GPU"}
+#: the time unit of the "why" numbers, in words
+MS_UNIT = {"step": "ms per step", "work": "ms per second of work", "second": "ms per second of window"}
 
 
 def _is_num(x) -> bool:
@@ -109,6 +122,11 @@ def check_report(result, what: str) -> None:
             raise _malformed(what, f"metrics.{field}", "is missing or not an object")
     if not isinstance(m.get("launch"), (dict, type(None))):
         raise _malformed(what, "metrics.launch", "is not an object")
+    cap = result["capture"]
+    if cap.get("step_source") not in ("markers", "inferred", None):
+        raise _malformed(what, "capture.step_source", "is not \"markers\", \"inferred\" or null")
+    if not isinstance(cap.get("steps_inferred"), (dict, type(None))):
+        raise _malformed(what, "capture.steps_inferred", "is not an object")
     window = result["capture"].get("window")
     if not isinstance(window, (dict, type(None))) or (window and not _is_num(window.get("duration_ms", 0) or 0)):
         raise _malformed(what, "capture.window", "is not an object with a number duration_ms")
@@ -174,17 +192,30 @@ def _step_times(result: dict) -> np.ndarray:
     return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
 
 
+#: resampled values drawn at once per side (a chunk of resamples × steps): bounds the bootstrap's memory
+CHUNK_VALUES = 1 << 21
+
+
 def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
-                            seed: int = SEED) -> tuple[float, float, float]:
+                            seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
     """``(change_pct, lo_pct, hi_pct)``: the change of the median from ``a`` to ``b`` and its
-    bootstrap 95% interval (percentile method; each side resampled with replacement)."""
+    bootstrap ``level``% interval (percentile method; each side resampled with replacement).
+
+    The resamples are drawn in chunks of at most ``CHUNK_VALUES`` values per side, so memory stays
+    bounded however many steps a side has; for a given seed the result is deterministic."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ma, mb = float(np.median(a)), float(np.median(b))
     change = (mb / ma - 1) * 100 if ma else float("nan")
     rng = np.random.default_rng(seed)
-    ra = np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    rb = np.median(b[rng.integers(0, len(b), (resamples, len(b)))], axis=1)
-    ratio = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
-    lo, hi = np.nanpercentile(ratio, [2.5, 97.5])
+    chunk = max(1, CHUNK_VALUES // max(len(a), len(b), 1))
+    ratio = np.empty(resamples, dtype=float)
+    for start in range(0, resamples, chunk):
+        k = min(chunk, resamples - start)
+        ra = np.median(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
+        rb = np.median(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
+        ratio[start:start + k] = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
+    tail = (100.0 - level) / 2
+    lo, hi = np.nanpercentile(ratio, [tail, 100.0 - tail])
     return change, float(lo), float(hi)
 
 
@@ -200,7 +231,7 @@ def _window_s(result: dict) -> float:
 def _units(result: dict, per: str, time_per_work: float = 1.0) -> float:
     """How many units a result spans: steps (per process: each process's step thread times the
     same steps), seconds of window, or units of work (the work the base does in one second of its
-    window: the candidate's window ÷ its time per unit of work relative to the base)."""
+    window: the candidate's window ÷ its time for the same work relative to the base)."""
     if per == "step":
         prim = _primary(result)
         return float(len(prim) / max(len({s.get("pid") for s in prim}), 1)) or 1.0
@@ -210,7 +241,7 @@ def _units(result: dict, per: str, time_per_work: float = 1.0) -> float:
 
 
 def _work_rate_change(base: dict, cand: dict) -> tuple[float | None, int]:
-    """Change (%) of the time per unit of work, from the launch rates of the kernels both runs
+    """Change (%) of the time for the same work, from the launch rates of the kernels both runs
     run (count per second of window), weighted by the base's time in each; positive = slower."""
     wa, wb = _window_s(base) * _devices(base), _window_s(cand) * _devices(cand)
     kb = {k["name"]: k for k in base["metrics"]["kernels"].get("names") or []}
@@ -258,7 +289,7 @@ def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[d
             rows = [s["breakdown_ms"] for s in _primary(r) if s.get("breakdown_ms")]
             keys = set().union(*rows) if rows else set()
             return {k: float(np.mean([x.get(k) or 0 for x in rows])) for k in keys}
-        # per unit of work or second of window, per GPU: the device split of each GPU with work
+        # per second of work or of window, per GPU: the device split of each GPU with work
         devs = [d for d in r.get("devices") or [] if d.get("busy_pct") is not None
                 and (d.get("kernel_count") or 0) + (d.get("copy_count") or 0) > 0]
         out: dict[str, float] = {}
@@ -352,24 +383,147 @@ def _findings(base: dict, cand: dict) -> dict:
             "new": [brief(fb[r]) for r in sorted(set(fb) - set(fa))], "changed": changed}
 
 
+def _step_source(r: dict) -> str | None:
+    """How a side's steps were found: "markers", "inferred" or None (no steps). Reports made before
+    step inference have no ``capture.step_source``: their steps are the marked ones."""
+    cap = r.get("capture") or {}
+    if "step_source" in cap:
+        return cap["step_source"]
+    return "markers" if cap.get("has_step_markers") else None
+
+
+def _gpu_models(r: dict) -> list[str] | None:
+    """The GPU model names of a side (``devices[].name`` without a leading "NVIDIA "), each once,
+    sorted; None when the capture records none."""
+    names = {str(d.get("name")).strip() for d in r.get("devices") or [] if isinstance(d.get("name"), str)}
+    names = {n[7:] if n.startswith("NVIDIA ") else n for n in names if n}
+    return sorted(names) or None
+
+
 def _side(r: dict, name: str | None) -> dict:
     v = r["metrics"].get("values") or {}
     cap = r.get("capture") or {}
-    return {"input": name, "path": (r.get("source") or {}).get("path"),
-            "nsys_version": (r.get("source") or {}).get("nsys_version"),
+    src = r.get("source") if isinstance(r.get("source"), dict) else {}
+    text = lambda x: x if isinstance(x, str) else None  # noqa: E731
+    inferred = cap.get("steps_inferred") if isinstance(cap.get("steps_inferred"), dict) else None
+    return {"input": name, "path": src.get("path"),
+            "nsys_version": text(src.get("nsys_version")),
             "nsysdoc_version": r.get("nsysdoc_version"), "steps": len(_step_times(r)),
             "step_pattern": cap.get("step_pattern"),
             "window_ms": (cap.get("window") or {}).get("duration_ms"),
             "gpu_busy_pct": v.get("gpu_busy_pct"), "device_count": v.get("device_count"),
-            "verdict": (r.get("verdict") or {}).get("headline")}
+            "verdict": (r.get("verdict") or {}).get("headline"),
+            "tool": text(src.get("tool")) or "nsys", "schema_version": text(src.get("schema_version")),
+            "gpu_models": _gpu_models(r), "step_source": _step_source(r),
+            "steps_inferred": {"method": text(inferred.get("method")), "description": text(inferred.get("description"))}
+            if inferred else None}
+
+
+def _shared_pct(rows_a: list[dict], rows_b: list[dict]) -> float | None:
+    """Share (%) of side A's kernel time in kernel names side B also launches; None without kernel time."""
+    names_b = {r["name"] for r in rows_b}
+    total = sum(r["total_ms"] for r in rows_a)
+    return _num(sum(r["total_ms"] for r in rows_a if r["name"] in names_b) / total * 100, 1) if total > 0 else None
+
+
+def _whole(x: float) -> str:
+    """A percentage in whole points, half up (62.5 -> "63"), as a reader rounds."""
+    return str(int(math.floor(x + 0.5)))
+
+
+def _version(side: dict) -> str | None:
+    if side["tool"] == "pytorch-profiler":
+        return f"trace schema {side['schema_version']}" if side.get("schema_version") else None
+    return f"nsys {side['nsys_version']}" if side.get("nsys_version") else None
+
+
+def _comparability(base: dict, cand: dict, a: dict, b: dict, per: str, kernels: list[dict]) -> tuple[dict, list[str]]:
+    """What differs between the two runs, and whether their times can measure a change:
+    ``status`` "comparable" (a strong verdict is possible), "limited" (the verdict is at most weak:
+    ``limits`` says why) or "not comparable" (no verdict: ``reasons`` says why). With the warnings
+    that say it in words (docs/diff.md, glossary "Comparability")."""
+    warn: list[str] = []
+    limits: list[str] = []
+    reasons: list[str] = []
+    ga, gb = a["gpu_models"], b["gpu_models"]
+    gpus_differ = bool(ga and gb and ga != gb)
+    if gpus_differ:
+        limits.append("different GPU models")
+        warn.append(f"The runs use different GPU models ({', '.join(ga)} vs {', '.join(gb)}): the change includes "
+                    "the hardware's, so a verdict is at most weak.")
+    elif bool(ga) != bool(gb):
+        warn.append(f"The {'candidate' if ga else 'base'} does not record its GPU model (the "
+                    f"{'base' if ga else 'candidate'} ran on {', '.join(ga or gb)}): check both ran on the same GPU type.")
+    if (a["device_count"] or 0) != (b["device_count"] or 0):
+        limits.append("different GPU counts")
+    rows_a = base["metrics"]["kernels"].get("names") or []
+    rows_b = cand["metrics"]["kernels"].get("names") or []
+    sa, sb = _shared_pct(rows_a, rows_b), _shared_pct(rows_b, rows_a)
+    shared = min(x for x in (sa, sb, 100.0) if x is not None)
+    if sa is not None and sb is not None:
+        both = f"{_whole(sa)}% of the base's kernel time and {_whole(sb)}% of the candidate's"
+        if shared < SHARED_NOT_COMPARABLE_PCT:
+            reasons.append(f"different models ({_whole(sa)}% and {_whole(sb)}% of kernel time in shared kernels)")
+            warn.append(f"Only {both} is in kernels both runs launch (matched by name): they run different "
+                        "models or code, so their times do not measure a change.")
+        elif shared < SHARED_LIMITED_PCT:
+            limits.append("many kernels differ")
+            warn.append(f"Only {both} is in kernels both runs launch (matched by name): a new kernel library, "
+                        "compiler or model change replaced many kernels, so the verdict is at most weak.")
+    srca, srcb = a["step_source"], b["step_source"]
+    if a["steps"] >= 2 and b["steps"] >= 2 and {srca, srcb} == {"markers", "inferred"}:
+        inf = a if srca == "inferred" else b
+        how = ((inf.get("steps_inferred") or {}).get("description") or "").rstrip(".")
+        limits.append("marked steps against inferred steps")
+        warn.append(f"The {'base' if srca == 'markers' else 'candidate'}'s steps are marked and the "
+                    f"{'base' if srca == 'inferred' else 'candidate'}'s inferred{f' ({how})' if how else ''}: "
+                    "check a step is the same work in both; the verdict is at most weak.")
+    elif srca == srcb == "inferred":
+        ma, mb = ((s.get("steps_inferred") or {}).get("method") for s in (a, b))
+        if ma != mb:
+            warn.append(f"Both runs' steps were inferred, by different methods ({ma} and {mb}): check a step "
+                        "is the same work in both.")
+    kpa = kpb = None
+    if per == "step":
+        kpa = _num(sum(k["base_count_per_step"] or 0 for k in kernels), 1)
+        kpb = _num(sum(k["candidate_count_per_step"] or 0 for k in kernels), 1)
+        if kpa and kpb and max(kpa, kpb) / min(kpa, kpb) >= KERNELS_PER_STEP_RATIO:
+            limits.append("kernels per step differ")
+            warn.append(f"A step launches {kpa:.0f} kernels per GPU in the base and {kpb:.0f} in the candidate: "
+                        "a step is probably not the same work (batch size, gradient accumulation, model), so the "
+                        "verdict is at most weak.")
+    if a["tool"] != b["tool"]:
+        limits.append("different profilers")
+        warn.append(f"The base was captured by {TOOL_LABELS.get(a['tool'], a['tool'])} and the candidate by "
+                    f"{TOOL_LABELS.get(b['tool'], b['tool'])}: they record different events, so the verdict is "
+                    "at most weak.")
+    else:
+        va, vb = _version(a), _version(b)
+        if va and vb and va != vb:
+            warn.append(f"The captures come from different profiler versions ({va} and {vb}); the numbers "
+                        "should not depend on it.")
+    if per == "second" and not reasons:
+        reasons.append("no shared measure of work")
+    status = "not comparable" if reasons else "limited" if limits else "comparable"
+    out = {"status": status, "reasons": reasons, "limits": limits,
+           "gpu_models": {"base": ga, "candidate": gb, "same": None if not (ga and gb) else ga == gb},
+           "device_count": {"base": a["device_count"], "candidate": b["device_count"]},
+           "shared_kernel_time_pct": {"base": sa, "candidate": sb},
+           "step_source": {"base": srca, "candidate": srcb},
+           "kernels_per_step": {"base": kpa, "candidate": kpb},
+           "tool": {"base": a["tool"], "candidate": b["tool"]},
+           "version": {"base": _version(a), "candidate": _version(b)}}
+    if gpus_differ and reasons:
+        reasons[-1] += f" on different GPUs ({', '.join(ga)} vs {', '.join(gb)})"
+    return out, warn
 
 
 def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
     out = []
     if (a["device_count"] or 0) != (b["device_count"] or 0):
         out.append(f"The runs use different GPU counts ({a['device_count']} and {b['device_count']}): kernels, copies "
-                   "and the breakdown are compared per GPU; the step time is the job's.")
-    if per == "step" and a["step_pattern"] != b["step_pattern"]:
+                   "and the breakdown are compared per GPU; the step time is the job's, so a verdict is at most weak.")
+    if per == "step" and a["step_source"] == b["step_source"] == "markers" and a["step_pattern"] != b["step_pattern"]:
         out.append("The step markers were found with different patterns; check that a step is the same work in both.")
     missing = " and ".join(w for w, r in (("base", a), ("candidate", b)) if (r["steps"] or 0) < 2)
     if per == "work":
@@ -387,35 +541,79 @@ def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
     return out
 
 
-def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides") -> str:
+def _inferred_note(a: dict, b: dict) -> str:
+    """" Steps inferred on ...": which sides' steps were inferred (no step markers), with how."""
+    sides = [(w, x) for w, x in (("base", a), ("candidate", b)) if x["step_source"] == "inferred" and x["steps"] >= 2]
+    if not sides:
+        return ""
+    how = "; ".join(f"{w}: {(x.get('steps_inferred') or {}).get('description') or 'no description'}".rstrip(".")
+                    for w, x in sides)
+    who = "both sides" if len(sides) == 2 else f"the {sides[0][0]}"
+    return f" The steps of {who} were inferred, not marked ({how})."
+
+
+def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides", comparable: bool = True) -> str:
     st = head["step_time_ms_median"]
     if head["per"] == "step":
         lo, hi = st["ci95_pct"]
         text = (f"median step {st['base']:.2f} ms → {st['candidate']:.2f} ms ({st['change_pct']:+.1f}%, "
                 f"95% interval {lo:+.1f}% to {hi:+.1f}%, {st['base_steps']} and {st['candidate_steps']} steps)")
+        if not comparable:
+            return (f"No verdict: {text}, but the runs are not comparable (see the warnings), so this does not "
+                    "measure a change.")
         if verdict != "no significant change":
             text = f"{verdict.capitalize()}: {text}."
         elif lo > 0 or hi < 0:
             text = f"No significant change: {text}; a change under {NEGLIGIBLE_PCT:.0f}% counts as none."
         else:
             text = f"No significant change: {text}; the interval includes 0."
-        if head["strength"] == "weak":
+        if head["strength"] == "weak" and min(st["base_steps"], st["candidate_steps"]) < MIN_STEPS:
             text += f" Weak: fewer than {MIN_STEPS} steps on a side."
     else:
         wr = head["work_rate"]
         if wr["time_per_work_change_pct"] is None:
-            text = (f"No verdict possible: without timed steps on {missing}, work is measured by the kernels both "
+            return (f"No verdict possible: without timed steps on {missing}, work is measured by the kernels both "
                     "runs launch at least 3 times, and they share none.")
-        else:
-            c = wr["time_per_work_change_pct"]
-            often = "as often" if abs(c) < 0.05 else "less often" if c > 0 else "more often"
-            text = (f"{'No significant change' if verdict == 'no significant change' else verdict.capitalize()} "
-                    f"(weak): without timed steps on {missing}, time per unit of work {c:+.1f}% — the kernels "
-                    f"both runs share run {often} per second per GPU "
-                    f"({wr['kernels_compared']} kernels compared; {WEAK_THRESHOLD_PCT:.0f}% needed).")
+        c = wr["time_per_work_change_pct"]
+        often = "as often" if abs(c) < 0.05 else "less often" if c > 0 else "more often"
+        measure = (f"without timed steps on {missing}, the time for the same work changes by {c:+.1f}% — the kernels both runs "
+                   f"share run {often} per second per GPU ({wr['kernels_compared']} kernels compared; "
+                   f"{WEAK_THRESHOLD_PCT:.0f}% needed)")
+        if not comparable:
+            return f"No verdict: {measure}, but the runs are not comparable (see the warnings)."
+        text = f"{'No significant change' if verdict == 'no significant change' else verdict.capitalize()} (weak): {measure}."
     if why:
         text += " Largest moves: " + "; ".join(why) + "."
     return text
+
+
+def _headline(verdict: str, head: dict, strength: str, comp: dict, a: dict, b: dict, missing: str) -> str:
+    """One line: the verdict, by how much, per what, and how strong (docs/diff.md)."""
+    if comp["status"] == "not comparable":
+        if head["per"] == "second" and comp["reasons"] == ["no shared measure of work"]:
+            return f"No verdict: no timed steps on {missing} and no shared kernel to measure work by"
+        return "Not comparable: " + "; ".join(comp["reasons"])
+    inferred = [w for w, x in (("base", a), ("candidate", b)) if x["step_source"] == "inferred" and x["steps"] >= 2]
+    why = list(comp["limits"])
+    if head["per"] == "step":
+        st = head["step_time_ms_median"]
+        c, (lo, hi) = st["change_pct"], st["ci95_pct"]
+        if inferred:
+            why.append("inferred steps on " + ("both sides" if len(inferred) == 2 else f"the {inferred[0]}"))
+        if strength == "weak" and min(st["base_steps"], st["candidate_steps"]) < MIN_STEPS:
+            why.append(f"fewer than {MIN_STEPS} steps")
+        if verdict == "no significant change":
+            return (f"No significant change in time per step ({c:+.1f}%, 95% interval {lo:+.1f}% to {hi:+.1f}%"
+                    + "".join(f"; {w}" for w in why) + ")")
+        return (f"{verdict.capitalize()}: {abs(c):.1f}% {'more' if c > 0 else 'less'} time per step "
+                f"({strength} evidence" + (": " + ", ".join(why) if why else "") + ")")
+    c = head["work_rate"]["time_per_work_change_pct"]
+    why.insert(0, f"no timed steps on {missing}, measured by kernel launch rates")
+    if verdict == "no significant change":
+        return (f"No significant change in time for the same work ({c:+.1f}%; {WEAK_THRESHOLD_PCT:.0f}% needed "
+                f"without steps)")
+    return (f"{verdict.capitalize()}: the same work takes {abs(c):.1f}% {'more' if c > 0 else 'less'} time "
+            f"({strength} evidence: " + ", ".join(why) + ")")
 
 
 def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dict:
@@ -442,7 +640,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     sync_b = sum(x["count"] for x in cand["metrics"]["sync"].get("sync_calls") or [])
     launch_a = (base["metrics"].get("launch") or {}).get("launch_count") or 0
     launch_b = (cand["metrics"].get("launch") or {}).get("launch_count") or 0
-    unit = {"step": "ms/step", "work": "ms/unit of work", "second": "ms/s"}[per]
+    unit = MS_UNIT[per]
     why = [f"{b['label']} {b['delta_ms_per_step']:+.2f} {unit}" for b in breakdown[:2]
            if abs(b["delta_ms_per_step"] or 0) >= 0.005]
     why += [f"kernel {k['name'][:60]} {k['delta_ms_per_step']:+.2f} {unit}" for k in kernels[:1]
@@ -450,6 +648,19 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     if per == "second":  # no common measure of work: per-second moves say nothing about speed
         why = []
     a, b = _side(base, names[0]), _side(cand, names[1])
+    comp, comp_warnings = _comparability(base, cand, a, b, per, kernels)
+    strength = head["strength"]
+    comparable = comp["status"] != "not comparable"
+    if not comparable:
+        verdict, strength = "no significant change", "none"
+    elif comp["status"] == "limited" and strength == "strong":
+        strength = "weak"
+    head["strength"] = strength
+    missing = " and ".join(w for w, n in (("the base", a["steps"]), ("the candidate", b["steps"])) if n < 2) \
+        or "both sides"
+    sentence = _sentence(verdict, head, why, missing, comparable)
+    if comparable and per == "step":
+        sentence += _inferred_note(a, b)
     return {
         "nsysdoc_version": __version__,
         "kind": "diff",
@@ -459,12 +670,12 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
         "per": per,
         "unit": UNITS[per],
         "verdict": verdict,
-        "strength": head["strength"],
-        "comparable": per != "second",
-        "sentence": _sentence(verdict, head, why, " and ".join(
-            w for w, n in (("the base", len(_step_times(base))), ("the candidate", len(_step_times(cand)))) if n < 2)
-            or "both sides"),
-        "warnings": _warnings(base, cand, a, b, per),
+        "strength": strength,
+        "comparable": comparable,
+        "headline": _headline(verdict, head, strength, comp, a, b, missing),
+        "sentence": sentence,
+        "comparability": comp,
+        "warnings": comp_warnings + _warnings(base, cand, a, b, per),
         "step_time_ms_median": head["step_time_ms_median"],
         "work_rate": head["work_rate"],
         "breakdown": breakdown,
@@ -480,7 +691,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
 
 def regression(diff: dict, pct: float) -> bool:
     """``--fail-on-regression PCT``: the verdict is "slower" and the median step time (or, without
-    steps, the time per unit of work) grew by more than ``pct`` percent."""
+    steps, the time for the same work) grew by more than ``pct`` percent."""
     if diff["verdict"] != "slower":
         return False
     change = diff["step_time_ms_median"]["change_pct"] if diff["per"] == "step" else \

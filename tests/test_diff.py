@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from .conftest import SHARED_TRACES, diagnose_path, run_cli
+from .conftest import ROOT, SHARED_TRACES, diagnose_path, run_cli
 from nsysdoc.diff import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
 from nsysdoc.errors import InputError
 from nsysdoc.testing.scenarios import GEMM, SOFTMAX, dataloader_starvation, steady_training
@@ -80,7 +80,11 @@ def test_dataloader_fix_is_faster_and_input_wait_explains_it(runs):
     ch = {c["rule"]: c for c in d["findings"]["changed"]}
     assert ch["data-starvation"]["base_severity"] == "critical"
     assert ch["data-starvation"]["candidate_impact_pct"] < ch["data-starvation"]["base_impact_pct"]
-    assert "idle: waiting for input -38.00 ms/step" in d["sentence"]
+    assert "idle: waiting for input -38.00 ms per step" in d["sentence"]
+    # 53.07 -> 15.07 ms: (15.07 / 53.07 - 1) = -71.6%
+    assert d["headline"] == "Faster: 71.6% less time per step (strong evidence)"
+    assert d["comparability"]["status"] == "comparable" and d["comparability"]["shared_kernel_time_pct"] == \
+        {"base": 100.0, "candidate": 100.0}
 
 
 def test_slower_gemm_is_slower_and_that_kernel_moves_first(runs):
@@ -269,6 +273,8 @@ def test_work_rate_is_per_gpu_and_per_second():
     assert d["work_rate"]["time_per_work_change_pct"] == pytest.approx(0, abs=1e-9)
     assert d["verdict"] == "no significant change"
     assert any("different GPU counts" in w for w in d["warnings"])
+    assert d["comparability"]["limits"] == ["different GPU counts"]
+    assert d["comparability"]["device_count"] == {"base": 1, "candidate": 2}
 
 
 def test_work_rate_ignores_rare_and_unshared_kernels():
@@ -362,6 +368,8 @@ def _mutations():
         ("window text", put(["capture", "window"], "long")),
         ("device count text", put(["metrics", "values", "device_count"], "two")),
         ("devices null entries", put(["devices"], [None])),
+        ("step source guessed", put(["capture", "step_source"], "guessed")),
+        ("steps inferred text", put(["capture", "steps_inferred"], "by period")),
     ]
 
 
@@ -467,6 +475,11 @@ def test_cli_default_output_is_an_html_page(runs, tmp_path):
     html = page.read_text()
     assert "Diff: " + str(page) in r.stdout
     assert 'id="verdict-sentence">Slower: median step 13.65 ms → 14.15 ms' in html
+    # the headline comes first: on the terminal and before anything else in the page's main part
+    assert r.stdout.splitlines()[0] == "Slower: 3.7% more time per step (strong evidence)"  # 0.5 / 13.6477
+    main = html[html.index("<main>"):]
+    assert main.index('id="diff-headline"><strong>Slower: 3.7% more time per step (strong evidence)') < \
+        main.index('id="verdict-sentence"')
     assert "cunn_SoftMaxForward" in html and 'st-new" data-sort="new">new</td>' in html
     assert 'http-equiv="Content-Security-Policy"' in html and "<script src" not in html and "<link" not in html
 
@@ -523,3 +536,257 @@ def test_real_fastvideo_before_after():
     flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
     assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
     assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]
+    assert d["comparability"]["status"] == "comparable"
+    assert d["comparability"]["shared_kernel_time_pct"] == {"base": 100.0, "candidate": 100.0}
+    c = d["work_rate"]["time_per_work_change_pct"]
+    assert d["headline"] == (f"Slower: the same work takes {c:.1f}% more time (weak evidence: no timed steps on "
+                             "the base and the candidate, measured by kernel launch rates)")
+
+
+# ---------------------------------------------------------------------------------------------
+# comparability (issue 29): what differs between the runs, and when there is no verdict
+# ---------------------------------------------------------------------------------------------
+def _on_gpu(result: dict, name: str) -> dict:
+    """The same report, as if captured on a GPU called ``name``."""
+    import copy
+
+    r = copy.deepcopy(result)
+    for d in r["devices"]:
+        d["name"] = name
+    return r
+
+
+def unrelated_models_on_v100_and_a100() -> tuple[dict, dict]:
+    """Two runs of different models on different GPUs: the base spends 90 ms in its own GEMM and
+    10 ms in an elementwise kernel; the candidate 80 ms in its own convolution and 20 ms in the same
+    elementwise kernel. Shared kernel time: 10 / 100 = 10% of the base's, 20 / 100 = 20% of the
+    candidate's."""
+    base = _fake(1000, {"sgemm_v100": (100, 90.0), "elementwise_kernel": (50, 10.0)})
+    cand = _fake(1000, {"conv_a100": (100, 80.0), "elementwise_kernel": (50, 20.0)})
+    base["devices"] = [{"device": 0, "name": "Tesla V100-SXM2-16GB"}]
+    cand["devices"] = [{"device": 0, "name": "NVIDIA A100-SXM4-80GB"}]
+    return base, cand
+
+
+def test_unrelated_models_on_different_gpus_are_not_comparable():
+    base, cand = unrelated_models_on_v100_and_a100()
+    d = compare(base, cand)
+    c = d["comparability"]
+    assert c["status"] == "not comparable" and d["comparable"] is False
+    assert c["shared_kernel_time_pct"] == {"base": 10.0, "candidate": 20.0}
+    assert c["gpu_models"] == {"base": ["Tesla V100-SXM2-16GB"], "candidate": ["A100-SXM4-80GB"], "same": False}
+    assert d["headline"] == ("Not comparable: different models (10% and 20% of kernel time in shared kernels) "
+                             "on different GPUs (Tesla V100-SXM2-16GB vs A100-SXM4-80GB)")
+    # the elementwise kernel runs as often: the launch-rate measure alone would say "no change"
+    assert d["verdict"] == "no significant change" and d["strength"] == "none" and not regression(d, 0)
+    assert d["sentence"].startswith("No verdict:") and "Slower" not in d["sentence"]
+    assert any("Tesla V100-SXM2-16GB vs A100-SXM4-80GB" in w for w in d["warnings"])
+    assert any(w.startswith("Only 10% of the base's kernel time and 20% of the candidate's") for w in d["warnings"])
+
+
+KINETO = SHARED_TRACES / "kineto"
+
+
+@pytest.mark.skipif(not (KINETO / "hta_a100_rank3of8.pt.trace.json.gz").is_file()
+                    or not (KINETO / "kineto_resnet50_v100_oldformat.pt.trace.json.gz").is_file(),
+                    reason="shared Kineto traces absent")
+def test_real_resnet_v100_against_another_model_on_a100_is_not_comparable():
+    """Expert reading: a ResNet-50 on a V100 and a recommender model (embedding and NCCL kernels) on
+    an A100; only generic elementwise kernels share a name (about 15% of either's kernel time). The
+    diff used to say "Faster -56.5%, strong"; it must refuse a verdict and name both GPUs."""
+    a = diagnose_path(KINETO / "kineto_resnet50_v100_oldformat.pt.trace.json.gz")
+    b = diagnose_path(KINETO / "hta_a100_rank3of8.pt.trace.json.gz")
+    d = compare(a, b)
+    assert d["comparability"]["status"] == "not comparable" and d["strength"] == "none"
+    assert d["verdict"] == "no significant change"
+    assert d["headline"].startswith("Not comparable: different models (")
+    assert "on different GPUs (Tesla V100-DGXS-32GB vs A100-PG509-200)" in d["headline"]
+    sa, sb = d["comparability"]["shared_kernel_time_pct"].values()
+    assert 5 < sa < 25 and 5 < sb < 25
+    assert d["comparability"]["tool"] == {"base": "pytorch-profiler", "candidate": "pytorch-profiler"}
+
+
+def test_same_work_on_different_gpu_models_is_at_most_weak(runs):
+    """base vs gemm_slower (+1.2 ms on a 13.6477 ms step = +8.79%, strong on one GPU type) with the
+    candidate on another GPU: still slower, but weak, and the warning names both models."""
+    d = compare(runs["base"][1], _on_gpu(runs["gemm_slower"][1], "NVIDIA A100-SXM4-80GB"))
+    assert d["verdict"] == "slower" and d["strength"] == "weak"
+    assert d["comparability"]["status"] == "limited" and d["comparability"]["limits"] == ["different GPU models"]
+    assert d["headline"] == "Slower: 8.8% more time per step (weak evidence: different GPU models)"
+    assert any("(H100 80GB HBM3 vs A100-SXM4-80GB)" in w for w in d["warnings"])
+    same = _diff(runs, "base", "gemm_slower")
+    assert same["comparability"]["status"] == "comparable" and same["strength"] == "strong"
+    assert same["headline"] == "Slower: 8.8% more time per step (strong evidence)"
+    assert same["comparability"]["gpu_models"]["same"] is True
+
+
+def test_marked_against_inferred_steps_is_said_and_at_most_weak(runs):
+    """A report written after step inference: ``capture.step_source`` and ``steps_inferred``. The
+    same steps, once marked and once inferred: the text says which were inferred and how."""
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    cand["capture"].update(step_source="inferred", has_step_markers=False,
+                           steps_inferred={"method": "kernel-period", "description": "a sequence of 25 kernels repeats"})
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["step_source"] == {"base": "markers", "candidate": "inferred"}
+    assert d["strength"] == "weak" and d["verdict"] == "slower"
+    assert d["headline"] == ("Slower: 8.8% more time per step (weak evidence: marked steps against inferred steps, "
+                             "inferred steps on the candidate)")
+    assert "The steps of the candidate were inferred, not marked (candidate: a sequence of 25 kernels repeats)" \
+        in d["sentence"]
+    assert any("steps are marked and the candidate's inferred (a sequence of 25 kernels repeats)" in w
+               for w in d["warnings"])
+    both = compare(cand, cand)
+    assert both["comparability"]["status"] == "comparable" and both["strength"] == "strong"
+    assert "inferred steps on both sides" in both["headline"]
+
+
+def test_reports_without_step_source_read_as_marked(runs):
+    """Reports made before step inference have no capture.step_source: has_step_markers decides."""
+    assert "step_source" not in runs["base"][1]["capture"]
+    d = _diff(runs, "base", "no_markers")
+    assert d["comparability"]["step_source"] == {"base": "markers", "candidate": None}
+
+
+def test_twice_the_kernels_per_step_is_at_most_weak(runs):
+    """The candidate's step launches every kernel twice (25 -> 50 per step: ratio 2 >= 1.5)."""
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    for k in cand["metrics"]["kernels"]["names"]:
+        k["count"] *= 2
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["kernels_per_step"] == {"base": 25.0, "candidate": 50.0}
+    assert d["comparability"]["limits"] == ["kernels per step differ"] and d["strength"] == "weak"
+    assert any(w.startswith("A step launches 25 kernels per GPU in the base and 50 in the candidate") for w in d["warnings"])
+
+
+def test_nsys_against_pytorch_profiler_is_at_most_weak(runs):
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    cand["source"].update(tool="pytorch-profiler", nsys_version=None, schema_version="1")
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["limits"] == ["different profilers"] and d["strength"] == "weak"
+    assert d["comparability"]["tool"] == {"base": "nsys", "candidate": "pytorch-profiler"}
+    assert any("captured by Nsight Systems and the candidate by the PyTorch Profiler" in w for w in d["warnings"])
+
+
+def test_text_uses_plain_units(runs):
+    """Per step, or per second of work without steps; never "unit of work" or "ms/"."""
+    from nsysdoc.report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
+
+    for d in (_diff(runs, "no_markers", "no_markers_slower"), _diff(runs, "base", "gemm_slower")):
+        texts = [render_diff_markdown(d), diff_terminal_summary(d), d["headline"], d["sentence"], *d["warnings"]]
+        page = render_diff_html(d)
+        texts.append(page[:page.index('id="nsysdoc-diff"')])  # the embedded JSON keeps its key names
+        for t in texts:
+            assert "unit of work" not in t and "ms/" not in t, t[:200]
+    d = _diff(runs, "no_markers", "no_markers_slower")
+    assert "ms per second of work" in d["sentence"]
+    assert d["headline"].startswith("Slower: the same work takes 17.6% more time (weak evidence: no timed steps")
+
+
+# ---------------------------------------------------------------------------------------------
+# the bootstrap: bounded memory, and the interval's level
+# ---------------------------------------------------------------------------------------------
+def long_run_report(tmp_path, steps: int = 50_000) -> dict:
+    """A saved report of a run of ``steps`` steps, built from a report JSON (not the builder: a
+    50,000-step capture would take minutes to build and diagnose): the 6-step ``steady_training``
+    report with its step records capped as ``nsysdoc report`` caps them (``steps_truncated``) and
+    every step in ``step_series``, step times 13.6477 ms ± 3% (seeded normal)."""
+    r = diagnose_path(steady_training(steps=6).write(tmp_path / "six.sqlite"))
+    rng = np.random.default_rng(7)
+    ms = np.round(STEP_MS * (1 + 0.03 * rng.standard_normal(steps)), 4)
+    pid = next(s["pid"] for s in r["steps"] if s["primary"])
+    r["steps_truncated"] = {"shown": len(r["steps"]), "total": steps}
+    r["step_series"] = {"index": list(range(steps)), "pid": [pid] * steps, "step_time_ms": ms.tolist()}
+    return r
+
+
+@pytest.mark.skipif(not __import__("shutil").which("prlimit"), reason="prlimit missing")
+def test_diff_of_50000_steps_runs_in_bounded_memory(tmp_path):
+    """A 50,000-step run diffed against itself under a 3 GB address space (prlimit --as), and its
+    peak resident memory stays under 600 MB. Before the resamples were chunked the bootstrap held
+    (2000 x 50,000) index and value arrays: 1.6 GB peak, and it failed under 1.5 GB."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(long_run_report(tmp_path)))
+    out = tmp_path / "d.json"
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(p.returncode)")
+    p = subprocess.run([sys.executable, "-c", probe, "prlimit", "--as=3000000000", sys.executable, "-m", "nsysdoc",
+                        "diff", str(path), str(path), "-o", str(out), "-q", "--no-config"],
+                       capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert p.returncode == 0, p.stderr
+    peak_kb = int(p.stdout.split()[-1])
+    assert peak_kb < 600_000, f"peak {peak_kb / 1000:.0f} MB"
+    d = json.loads(out.read_text())
+    assert d["step_time_ms_median"]["base_steps"] == 50_000 and d["verdict"] == "no significant change"
+    # a side against itself: both sides are resampled independently, so the interval straddles 0;
+    # the median of 50,000 steps of ±3% moves by about 0.02% between resamples
+    lo, hi = d["step_time_ms_median"]["ci95_pct"]
+    assert -0.2 < lo <= 0 <= hi < 0.2
+
+
+def _exact_median_quantile(values: np.ndarray, p: float) -> float:
+    """The ``p`` quantile of the median of n (odd) draws with replacement from ``values`` (sorted,
+    distinct), computed exactly: P(median <= v_k) = P(Binomial(n, k/n) >= (n + 1) / 2)."""
+    n = len(values)
+    half = (n + 1) // 2
+    for k in range(1, n + 1):
+        q = k / n
+        cdf = sum(math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                           + j * math.log(q) + ((n - j) * math.log1p(-q) if q < 1 else 0.0))
+                  for j in range(half, n + 1))
+        if cdf >= p:
+            return float(values[k - 1])
+    return float(values[-1])
+
+
+def test_bootstrap_interval_is_95_percent():
+    """The interval's level, against an exact computation independent of the random stream. The
+    base is constant (1000 ms: its resampled median is always 1000), the candidate 1001 distinct
+    steps 1000..2000 ms, so the resampled change is (median of 1001 draws ÷ 1000 − 1) × 100, whose
+    quantiles follow from the binomial law: 2.5% and 97.5% at 1469 and 1531 ms (+46.9%, +53.1%),
+    5% and 95% at 1474 and 1526 ms (+47.4%, +52.6%). The bootstrap's ends must be nearer the
+    95% interval's quantiles than the 90% one's. Checked to fail: with the default level mutated
+    to 90 in bootstrap_median_change the ends are +47.3% and +52.6%, with 50 +48.9% and +51.1%
+    (mutation not committed)."""
+    a = np.full(11, 1000.0)
+    b = 1000.0 + np.arange(1001, dtype=float)
+    change, lo, hi = bootstrap_median_change(a, b)
+    assert change == pytest.approx(50.0)
+    q = {p: (_exact_median_quantile(b, p) / 1000 - 1) * 100 for p in (0.025, 0.05, 0.95, 0.975)}
+    assert q[0.05] - q[0.025] > 0.4 and q[0.975] - q[0.95] > 0.4  # the levels are told apart (≥ 4 steps)
+    assert abs(lo - q[0.025]) < abs(lo - q[0.05]), (lo, q)
+    assert abs(hi - q[0.975]) < abs(hi - q[0.95]), (hi, q)
+
+
+def test_different_nsys_versions_are_noted_without_weakening(runs):
+    import copy
+
+    cand = copy.deepcopy(runs["gemm_slower"][1])
+    va = runs["base"][1]["source"]["nsys_version"]
+    cand["source"]["nsys_version"] = "2099.1.1"
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["status"] == "comparable" and d["strength"] == "strong"
+    assert d["comparability"]["version"] == {"base": f"nsys {va}", "candidate": "nsys 2099.1.1"}
+    assert any(f"different profiler versions (nsys {va} and nsys 2099.1.1)" in w for w in d["warnings"])
+
+
+def test_a_third_of_the_kernels_replaced_is_at_most_weak():
+    """A compiler change: the base spends 100 ms in GEMMs and 60 ms in elementwise kernels, the
+    candidate the same 100 ms in GEMMs and 40 ms in one fused kernel instead. Shared kernel time:
+    100 / 160 = 62.5% of the base's (between 50 and 80: limited), 100 / 140 = 71.4% of the
+    candidate's; the GEMM runs as often: no change of the time for the same work."""
+    base = _fake(1000, {"gemm": (100, 100.0), "add": (300, 30.0), "mul": (300, 30.0)})
+    cand = _fake(1000, {"gemm": (100, 100.0), "triton_fused_add_mul": (300, 40.0)})
+    d = compare(base, cand)
+    assert d["comparability"]["shared_kernel_time_pct"] == {"base": 62.5, "candidate": 71.4}
+    assert d["comparability"]["status"] == "limited" and d["comparability"]["limits"] == ["many kernels differ"]
+    assert d["comparable"] is True and d["work_rate"]["time_per_work_change_pct"] == 0
+    assert any(w.startswith("Only 63% of the base's kernel time and 71% of the candidate's") for w in d["warnings"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from .. import __version__
-from ..diff import BREAKDOWN_LABELS
+from ..diff import BREAKDOWN_LABELS, MS_UNIT
 from ..fmt import fmt_bytes, fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from .build import _static, csp_for
 from .context import Cell, Column, LegendItem, Table
@@ -32,12 +32,12 @@ def _name(side: dict) -> str:
 
 
 def _unit_word(diff: dict) -> str:
-    """What one unit is, in a column header: step, unit of work, or s."""
-    return {"step": "step", "work": "unit of work"}.get(diff.get("per"), "s")
+    """What one unit is, in a column header: step, second of work, or second of window."""
+    return {"step": "step", "work": "second of work"}.get(diff.get("per"), "second of window")
 
 
 def _ms_unit(diff: dict) -> str:
-    return {"step": "ms/step", "work": "ms/unit"}.get(diff.get("per"), "ms/s")
+    return MS_UNIT.get(diff.get("per"), MS_UNIT["second"])
 
 
 #: a change is coloured when it is at least this share of its reference (the base's total)
@@ -51,7 +51,7 @@ def _ref_total(diff: dict) -> float:
 
 def _cls(diff: dict, x, ref: float) -> str:
     """Colour a change red (more time) or green (less) only when the verdict is significant
-    (faster/slower), the numbers are per step or per unit of work (per second of window, less
+    (faster/slower), the numbers are per step or per second of work (per second of window, less
     kernel time can mean less work done), and the change is at least 1% of ``ref``."""
     if diff.get("verdict") not in ("faster", "slower") or diff.get("per") not in ("step", "work"):
         return ""
@@ -113,16 +113,35 @@ def facts(diff: dict) -> list[Fact]:
         change = (f"{st['change_pct']:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%)"
                   if is_num(st.get("change_pct")) and ci else "—")
         out.append(Fact("Median step time", fmt_ms(st.get("base"), 2), fmt_ms(st.get("candidate"), 2), change,
-                        _delta_cls(st.get("change_pct")) if st.get("significant") else "",
+                        _delta_cls(st.get("change_pct")) if diff.get("verdict") in ("faster", "slower") else "",
                         "Median primary step time; the interval is a bootstrap over both sides' steps."))
     wr = diff.get("work_rate")
     if wr:
         c = wr.get("time_per_work_change_pct")
-        out.append(Fact("Time per unit of work", "1 (reference)",
-                        f"{1 + c / 100:.3f}" if is_num(c) else "n/a", f"{c:+.1f}%" if is_num(c) else "—",
-                        _delta_cls(c) if wr.get("significant") else "",
-                        f"From the launch rates of {wr.get('kernels_compared')} kernels both runs share."))
+        out.append(Fact("Time for the same work", "1.000 s",
+                        f"{1 + c / 100:.3f} s" if is_num(c) else "n/a", f"{c:+.1f}%" if is_num(c) else "—",
+                        _delta_cls(c) if wr.get("significant") and diff.get("verdict") in ("faster", "slower") else "",
+                        "The time the candidate takes for the work the base does in one second, from the launch "
+                        f"rates of {wr.get('kernels_compared')} kernels both runs share."))
     out.append(Fact("Steps", fmt_num(a.get("steps"), 0), fmt_num(b.get("steps"), 0)))
+    comp = diff.get("comparability") or {}
+    src = comp.get("step_source") or {}
+    words = {"markers": "marked", "inferred": "inferred", None: "none"}
+    if src:
+        out.append(Fact("Steps found by", words.get(src.get("base"), str(src.get("base"))),
+                        words.get(src.get("candidate"), str(src.get("candidate"))),
+                        help="marked: step markers (NVTX ranges, ProfilerStep); inferred: found without markers (the report says how)."))
+    kps = comp.get("kernels_per_step") or {}
+    if is_num(kps.get("base")) or is_num(kps.get("candidate")):
+        out.append(Fact("Kernels per step per GPU", fmt_num(kps.get("base"), 1), fmt_num(kps.get("candidate"), 1)))
+    gm = comp.get("gpu_models") or {}
+    if gm:
+        out.append(Fact("GPU model", ", ".join(gm.get("base") or ["not recorded"]),
+                        ", ".join(gm.get("candidate") or ["not recorded"])))
+    sh = comp.get("shared_kernel_time_pct") or {}
+    if is_num(sh.get("base")) or is_num(sh.get("candidate")):
+        out.append(Fact("Kernel time in shared kernels", fmt_pct(sh.get("base")), fmt_pct(sh.get("candidate")),
+                        help="Share of each run's kernel time in kernel names the other run also launches."))
     out.append(Fact("Analysis window", fmt_ms(a.get("window_ms")), fmt_ms(b.get("window_ms"))))
     out.append(Fact("GPUs", fmt_num(a.get("device_count"), 0), fmt_num(b.get("device_count"), 0)))
     gb, gc = a.get("gpu_busy_pct"), b.get("gpu_busy_pct")
@@ -139,7 +158,9 @@ def facts(diff: dict) -> list[Fact]:
     if ps.get("base") is not None or ps.get("candidate") is not None:
         out.append(Fact("Pageable share of host copies", fmt_pct(ps.get("base")), fmt_pct(ps.get("candidate"))))
     out.append(Fact("Report verdict", str(a.get("verdict") or "—"), str(b.get("verdict") or "—")))
-    out.append(Fact("nsys version", str(a.get("nsys_version") or "—"), str(b.get("nsys_version") or "—")))
+    ver = comp.get("version") or {}
+    out.append(Fact("Profiler", str(ver.get("base") or a.get("nsys_version") or "—"),
+                    str(ver.get("candidate") or b.get("nsys_version") or "—")))
     return out
 
 
@@ -271,7 +292,8 @@ def render_diff_markdown(diff: dict) -> str:
     unit = _ms_unit(diff)
     icon = {"faster": "✅", "slower": "❌"}.get(diff["verdict"], "➖")
     lines = [f"### nsysdoc diff: {_md(_name(a))} → {_md(_name(b))}", "",
-             f"{icon} {_md(diff['sentence'])} "
+             f"{icon} **{_md(diff.get('headline') or diff['verdict'])}**", "",
+             f"{_md(diff['sentence'])} "
              f"*({_md(diff['strength']) + ' evidence' if diff.get('comparable', True) else 'no verdict'})*", ""]
     for w in diff.get("warnings") or []:
         lines.append(f"> {_md(w)}")
@@ -317,7 +339,8 @@ def render_diff_markdown(diff: dict) -> str:
 
 def diff_terminal_summary(diff: dict, path: str | None = None) -> str:
     a, b = diff["base"], diff["candidate"]
-    out = [f"nsysdoc diff: {_clean(_name(a))} -> {_clean(_name(b))}", f"Verdict: {_clean(diff['sentence'])}"]
+    out = [_clean(diff.get("headline") or diff["verdict"]),
+           f"nsysdoc diff: {_clean(_name(a))} -> {_clean(_name(b))}", f"Verdict: {_clean(diff['sentence'])}"]
     for w in diff.get("warnings") or []:
         out.append(f"  note: {_clean(w)}")
     f = findings_view(diff)
