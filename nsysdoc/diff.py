@@ -415,8 +415,28 @@ def _side(r: dict, name: str | None) -> dict:
             "verdict": (r.get("verdict") or {}).get("headline"),
             "tool": text(src.get("tool")) or "nsys", "schema_version": text(src.get("schema_version")),
             "gpu_models": _gpu_models(r), "step_source": _step_source(r),
-            "steps_inferred": {"method": text(inferred.get("method")), "description": text(inferred.get("description"))}
+            "steps_inferred": {"method": text(inferred.get("method")), "description": text(inferred.get("description")),
+                               **_inferred_unit(inferred)}
             if inferred else None}
+
+
+def _inferred_unit(inferred: dict) -> dict:
+    """The period(s) in GPU operations and whether every process's unit is a whole training step
+    (an optimizer or backward kernel in it), from ``capture.steps_inferred.processes``."""
+    procs = [p for p in inferred.get("processes") or [] if isinstance(p, dict)]
+    periods = sorted({p["period_ops"] for p in procs if _is_num(p.get("period_ops"))})
+    return {"period_ops": [int(x) for x in periods],
+            "whole_steps": bool(procs) and all(p.get("unit") == "training step" for p in procs)}
+
+
+def _inferred_short(x: dict) -> str:
+    """A few words on one side's inferred steps: the period, and whether it may be a layer."""
+    inf = x.get("steps_inferred") or {}
+    periods = "/".join(f"{p:,}" for p in inf.get("period_ops") or [])
+    text = f"a unit of {periods} GPU operations repeats" if periods else "the GPU work repeats"
+    if not inf.get("whole_steps"):
+        text += " and runs no optimizer or backward kernel, so it may be one layer or block rather than a whole step"
+    return text
 
 
 def _shared_pct(rows_a: list[dict], rows_b: list[dict]) -> float | None:
@@ -473,12 +493,19 @@ def _comparability(base: dict, cand: dict, a: dict, b: dict, per: str, kernels: 
     srca, srcb = a["step_source"], b["step_source"]
     if a["steps"] >= 2 and b["steps"] >= 2 and {srca, srcb} == {"markers", "inferred"}:
         inf = a if srca == "inferred" else b
-        how = ((inf.get("steps_inferred") or {}).get("description") or "").rstrip(".")
+        how = _inferred_short(inf)
         limits.append("marked steps against inferred steps")
         warn.append(f"The {'base' if srca == 'markers' else 'candidate'}'s steps are marked and the "
                     f"{'base' if srca == 'inferred' else 'candidate'}'s inferred{f' ({how})' if how else ''}: "
                     "check a step is the same work in both; the verdict is at most weak.")
-    elif srca == srcb == "inferred":
+    if any(x["step_source"] == "inferred" and x["steps"] >= 2 and not (x.get("steps_inferred") or {}).get("whole_steps")
+           for x in (a, b)):
+        limits.append("inferred steps may be layers")
+        warn.append("The steps inferred on " + " and ".join(
+            w for w, x in (("the base", a), ("the candidate", b)) if x["step_source"] == "inferred") +
+            " run no optimizer or backward kernel: each may be one layer or block of a longer step, so the "
+            "verdict is at most weak. Mark steps (ProfilerStep#N) for a verdict per training step.")
+    if srca == srcb == "inferred":
         ma, mb = ((s.get("steps_inferred") or {}).get("method") for s in (a, b))
         if ma != mb:
             warn.append(f"Both runs' steps were inferred, by different methods ({ma} and {mb}): check a step "
@@ -546,10 +573,9 @@ def _inferred_note(a: dict, b: dict) -> str:
     sides = [(w, x) for w, x in (("base", a), ("candidate", b)) if x["step_source"] == "inferred" and x["steps"] >= 2]
     if not sides:
         return ""
-    how = "; ".join(f"{w}: {(x.get('steps_inferred') or {}).get('description') or 'no description'}".rstrip(".")
-                    for w, x in sides)
+    how = "; ".join(f"{w}: {_inferred_short(x)}" for w, x in sides)
     who = "both sides" if len(sides) == 2 else f"the {sides[0][0]}"
-    return f" The steps of {who} were inferred, not marked ({how})."
+    return f" The steps of {who} were inferred from the repeating GPU work, not marked ({how})."
 
 
 def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides", comparable: bool = True) -> str:
@@ -598,7 +624,7 @@ def _headline(verdict: str, head: dict, strength: str, comp: dict, a: dict, b: d
     if head["per"] == "step":
         st = head["step_time_ms_median"]
         c, (lo, hi) = st["change_pct"], st["ci95_pct"]
-        if inferred:
+        if inferred and "inferred steps may be layers" not in why:
             why.append("inferred steps on " + ("both sides" if len(inferred) == 2 else f"the {inferred[0]}"))
         if strength == "weak" and min(st["base_steps"], st["candidate_steps"]) < MIN_STEPS:
             why.append(f"fewer than {MIN_STEPS} steps")

@@ -36,8 +36,9 @@ def runs(tmp_path_factory):
         "twelve_steps": dict(steps=12),
         "new_kernel": dict(extra_kernel_us=500),
         "few_steps": dict(steps=3, gemm_us=1650),
-        "no_markers": dict(step_markers=False),
-        "no_markers_slower": dict(step_markers=False, gemm_us=1800),
+        # no markers, and kernels in a shuffled order: no steps can be inferred either
+        "no_markers": dict(step_markers=False, order_seed=11),
+        "no_markers_slower": dict(step_markers=False, gemm_us=1800, order_seed=12),
     }
     out = {}
     for name, kw in specs.items():
@@ -522,25 +523,30 @@ FASTVIDEO = ("fastvideo_torchrun_h100x2_before.sqlite", "fastvideo_torchrun_h100
 
 @pytest.mark.skipif(not all((SHARED_TRACES / f).is_file() for f in FASTVIDEO), reason="shared traces absent")
 def test_real_fastvideo_before_after():
-    """Expert reading (SQL in docs/diff.md): no step markers; in 0.3 s windows the after-run launches
-    flash_fwd_kernel 60 times per GPU against 68 (same 4.0 ms mean), i.e. ~12% less work per second,
-    and its GPUs idle on launches instead: slower (weak), launch idle and exposed NCCL explain it,
-    compute per unit of work unchanged."""
+    """Expert reading (SQL in docs/diff.md): no step markers, but each process launches the same
+    157 GPU operations over and over (one DiT block: no optimizer, no backward), one H2D copy
+    each time. SQL: the H2D copy launches come every 16.70 / 16.75 ms (median, per process) before
+    and every 18.44 / 19.57 ms after: the after-run is slower per repeating unit by 10-17%, its
+    GPUs idle on launches instead. The diff times the inferred units: slower, weak (a unit may be a
+    layer), launch idle and exposed NCCL explain it, compute per unit unchanged."""
     a, b = (diagnose_path(SHARED_TRACES / f) for f in FASTVIDEO)
     d = compare(a, b)
-    assert d["per"] == "work" and d["verdict"] == "slower" and d["strength"] == "weak"
-    assert 9 < d["work_rate"]["time_per_work_change_pct"] < 15
+    assert d["per"] == "step" and d["verdict"] == "slower" and d["strength"] == "weak"
+    st = d["step_time_ms_median"]
+    # the job's step: the longer process per step index (16.8 / 17.3 ms before, 19.2 / 20.2 ms after)
+    assert 16.5 < st["base"] < 17.5 and 19.0 < st["candidate"] < 20.5
+    assert 10 < st["change_pct"] < 20
+    assert d["comparability"]["limits"] == ["inferred steps may be layers"]
     parts = {r["part"]: r for r in d["breakdown"]}
-    assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_step"] > 50
-    assert abs(parts["compute"]["delta_ms_per_step"]) < 0.01 * parts["compute"]["base_ms_per_step"]
+    assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_step"] > 1
+    assert abs(parts["compute"]["delta_ms_per_step"]) < 0.05 * parts["compute"]["base_ms_per_step"]
     flash = next(k for k in d["kernels"] if k["name"] == "flash_fwd_kernel")
     assert abs(flash["candidate_mean_us"] / flash["base_mean_us"] - 1) < 0.01
-    assert [f["rule"] for f in d["findings"]["new"]] == ["launch-bound"]
-    assert d["comparability"]["status"] == "comparable"
+    assert "launch-bound" in [f["rule"] for f in d["findings"]["new"]]
+    assert d["comparability"]["status"] == "limited"
     assert d["comparability"]["shared_kernel_time_pct"] == {"base": 100.0, "candidate": 100.0}
-    c = d["work_rate"]["time_per_work_change_pct"]
-    assert d["headline"] == (f"Slower: the same work takes {c:.1f}% more time (weak evidence: no timed steps on "
-                             "the base and the candidate, measured by kernel launch rates)")
+    assert d["headline"] == (f"Slower: {st['change_pct']:.1f}% more time per step (weak evidence: inferred steps "
+                             "may be layers)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -627,25 +633,37 @@ def test_marked_against_inferred_steps_is_said_and_at_most_weak(runs):
 
     cand = copy.deepcopy(runs["gemm_slower"][1])
     cand["capture"].update(step_source="inferred", has_step_markers=False,
-                           steps_inferred={"method": "kernel-period", "description": "a sequence of 25 kernels repeats"})
+                           steps_inferred={"method": "kernel sequence period", "description": "steps were inferred",
+                                           "processes": [{"pid": 4700, "steps": 20, "period_ops": 27,
+                                                          "unit": "training step"}]})
     d = compare(runs["base"][1], cand)
     assert d["comparability"]["step_source"] == {"base": "markers", "candidate": "inferred"}
     assert d["strength"] == "weak" and d["verdict"] == "slower"
     assert d["headline"] == ("Slower: 8.8% more time per step (weak evidence: marked steps against inferred steps, "
                              "inferred steps on the candidate)")
-    assert "The steps of the candidate were inferred, not marked (candidate: a sequence of 25 kernels repeats)" \
-        in d["sentence"]
-    assert any("steps are marked and the candidate's inferred (a sequence of 25 kernels repeats)" in w
+    assert ("The steps of the candidate were inferred from the repeating GPU work, not marked (candidate: a unit "
+            "of 27 GPU operations repeats)") in d["sentence"]
+    assert any("steps are marked and the candidate's inferred (a unit of 27 GPU operations repeats)" in w
                for w in d["warnings"])
     both = compare(cand, cand)
     assert both["comparability"]["status"] == "comparable" and both["strength"] == "strong"
     assert "inferred steps on both sides" in both["headline"]
+    # a unit with no optimizer or backward kernel may be a layer: said, and at most weak
+    cand["capture"]["steps_inferred"]["processes"][0]["unit"] = "repeating unit"
+    d = compare(runs["base"][1], cand)
+    assert d["comparability"]["limits"] == ["marked steps against inferred steps", "inferred steps may be layers"]
+    assert "may be one layer or block rather than a whole step" in d["sentence"]
 
 
 def test_reports_without_step_source_read_as_marked(runs):
     """Reports made before step inference have no capture.step_source: has_step_markers decides."""
-    assert "step_source" not in runs["base"][1]["capture"]
-    d = _diff(runs, "base", "no_markers")
+    import copy
+
+    old = [copy.deepcopy(runs[n][1]) for n in ("base", "no_markers")]
+    for r in old:
+        r["capture"].pop("step_source", None)
+        r["capture"].pop("steps_inferred", None)
+    d = compare(*old)
     assert d["comparability"]["step_source"] == {"base": "markers", "candidate": None}
 
 

@@ -293,23 +293,36 @@ def sync_then_dependent_cpu_work(steps: int = 8, kernels: int = 6, kernel_us: fl
 
 
 def steady_training(steps: int = 20, gemm_us: float = 1500.0, jitter_pct: float = 0.0, seed: int = 0,
-                    extra_kernel_us: float = 0.0, step_markers: bool = True) -> Capture:
+                    extra_kernel_us: float = 0.0, step_markers: bool = True, order_seed: int | None = None) -> Capture:
     """A GPU-bound loop for before/after diffs: per step an 8 MiB pinned copy, 8 GEMMs of
     ``gemm_us`` with 16 elementwise kernels of 40 µs, an optimizer kernel of 300 µs and one
     ``loss.item()``. ``jitter_pct`` scales every step's GEMMs by a factor drawn uniformly from
     ``1 ± jitter_pct/100`` (``random.Random(seed)``: deterministic run-to-run noise);
     ``extra_kernel_us`` adds one softmax kernel per step (a new kernel); without ``step_markers``
-    the loop has no NVTX step ranges."""
+    the loop has no NVTX step ranges. ``order_seed`` shuffles the order of each step's 8 GEMMs and
+    16 elementwise kernels (``random.Random(order_seed)``; the same kernels, the same time): the
+    launch sequence then has no period, so no steps can be inferred either."""
     import random
 
     rng = random.Random(seed)
+    order = random.Random(order_seed) if order_seed is not None else None
     cap = Capture()
     t = cap.process(pid=4700).thread()
     for i in range(steps):
         scale = 1 + rng.uniform(-jitter_pct, jitter_pct) / 100
         with (t.range(f"ProfilerStep#{i}") if step_markers else contextlib.nullcontext()):
             t.memcpy("HtoD", 8 << 20, pageable=False)
-            compute_block(t, gemms=8, gemm_us=gemm_us * scale, small=16, small_us=40, py_us=10)
+            if order is None:
+                compute_block(t, gemms=8, gemm_us=gemm_us * scale, small=16, small_us=40, py_us=10)
+            else:
+                kinds = [GEMM] * 8 + [ELEMENTWISE] * 16
+                order.shuffle(kinds)
+                for name in kinds:
+                    t.cpu(us=10)
+                    if name == GEMM:
+                        t.launch(GEMM, gemm_us * scale, tensor_active=0.6, sm_active=0.9)
+                    else:
+                        t.launch(ELEMENTWISE, 40, sm_active=0.5)
             if extra_kernel_us:
                 t.cpu(us=10)
                 t.launch(SOFTMAX, extra_kernel_us)
