@@ -227,3 +227,14 @@ def test_fastvideo_slices_repeat_every_157_operations(name):
     assert len(ours) == len(cadence) == 2
     assert ours == pytest.approx(sorted(cadence), rel=0.05)
     json.dumps(inf)  # plain JSON
+
+
+def test_a_sample_finds_the_period_and_every_step_is_still_counted(tmp_path, monkeypatch):
+    """Only the first SAMPLE_OPS launches are read to find the period (memory stays bounded);
+    the anchors and steps come from every launch. 150 operations hold 3 periods of 45; the 352
+    kernels exceed 2 x 150, so the earliest 150 are kept and later launches (the copies, read from
+    their own table afterwards) are cut off by launch time."""
+    monkeypatch.setattr(si, "SAMPLE_OPS", 150)
+    r = _result(layered_training(steps=8, layers=6), tmp_path, "layered_sampled")
+    (proc,) = r["capture"]["steps_inferred"]["processes"]
+    assert proc["period_ops"] == 45 and proc["steps"] == 8

@@ -55,25 +55,34 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
             lead[proc] = (th, n)
     if not lead:
         return None, None
-    # pass 2: the launch threads' operations (a sample from the start when there are many)
+    # pass 2: the launch threads' operations (the first SAMPLE_OPS in launch order when there are
+    # more: once twice that many are held, the earliest SAMPLE_OPS are kept and later launches are
+    # skipped, so memory stays bounded whatever the capture's length)
     parts: dict[int, list] = {p: [] for p in lead}
+    held = {p: 0 for p in lead}
+    cutoff = {p: None for p in lead}
     for t in tables:
         for b in t.iter_blocks(_cols(t.name)):
             proc = np.asarray(b["proc"], dtype=np.int64)
             th = np.asarray(b["api_thread"], dtype=np.int64)
+            start = np.asarray(b["api_start_ns"], np.int64)
             tok = _tokens(t.name, b)
             for p, (thread, _n) in lead.items():
-                sel = np.flatnonzero((proc == p) & (th == thread))
-                if len(sel):
-                    parts[p].append((tok[sel], np.asarray(b["api_start_ns"], np.int64)[sel],
-                                     np.asarray(b["api_end_ns"], np.int64)[sel]))
+                keep = (proc == p) & (th == thread)
+                if cutoff[p] is not None:
+                    keep &= start <= cutoff[p]
+                sel = np.flatnonzero(keep)
+                if not len(sel):
+                    continue
+                parts[p].append((tok[sel], start[sel], np.asarray(b["api_end_ns"], np.int64)[sel]))
+                held[p] += len(sel)
+                if held[p] > 2 * si.SAMPLE_OPS:
+                    parts[p] = [_earliest(parts[p], si.SAMPLE_OPS)]
+                    held[p] = si.SAMPLE_OPS
+                    cutoff[p] = int(parts[p][0][1][-1])
     found: dict[int, dict] = {}
     for p, chunks in parts.items():
-        tok = np.concatenate([c[0] for c in chunks])
-        s = np.concatenate([c[1] for c in chunks])
-        e = np.concatenate([c[2] for c in chunks])
-        order = np.argsort(s, kind="stable")[: si.SAMPLE_OPS]
-        tok, s, e = tok[order], s[order], e[order]
+        tok, s, e = _earliest(chunks, si.SAMPLE_OPS)
         del chunks
         got = si.find_period(tok)
         if got is None:
@@ -147,6 +156,15 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
     ranges = Columns({"global_tid": np.concatenate(gtids), "name": names_,
                       "start_ns": np.concatenate(starts), "range_end_ns": np.concatenate(ends)})
     return ranges, {"method": "kernel sequence period", "processes": info}
+
+
+def _earliest(chunks: list, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``n`` earliest launches (by launch start) of ``(tokens, starts, ends)`` chunks, sorted."""
+    tok = np.concatenate([c[0] for c in chunks])
+    s = np.concatenate([c[1] for c in chunks])
+    e = np.concatenate([c[2] for c in chunks])
+    order = np.argsort(s, kind="stable")[:n]
+    return tok[order], s[order], e[order]
 
 
 def _token_name(strings, token: int) -> str:
