@@ -645,7 +645,8 @@ def _steps_inferred(steps) -> dict | None:
         cover = min(p["ops_covered_pct"] for p in ps)
         parts.append(f"{where}the GPU work launched by the main thread repeats every {period:,} operations "
                      f"({match:.0f}% of positions match one period later); {steps} steps were inferred, each "
-                     f"starting at a launch of {anchor[:80]} (after the longest recurring host pause, median {gap:,.2f} ms), "
+                     f"starting at a launch of {anchor[:80]} (of the operations launched once per unit, the "
+                     f"one after the longest host pause: median {gap:,.2f} ms), "
                      f"covering {cover:.0f}%{' or more' if len(ps) > 1 else ''} of that thread's GPU operations{unit}")
     return {**info, "description": "steps were inferred from the repeating GPU work: " + "; ".join(parts) +
             ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}
