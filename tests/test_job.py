@@ -427,3 +427,47 @@ def test_per_node_captures_of_several_processes_number_ranks_in_order(tmp_path):
     assert d["rank_source"] == "processes"
     assert [(r["rank"], r["file"].endswith(f"node{r['rank'] // 2}.sqlite"), r["pids"]) for r in d["ranks"]] == \
         [(0, True, [6000]), (1, True, [6001]), (2, True, [6000]), (3, True, [6001])]
+
+
+def _markerless_rank(rank: int, first_step: int, steps: int, slow_step: int | None):
+    """One rank of a markerless job: per iteration a 2 ms input wait, an H2D copy, 4 GEMMs of
+    1 ms, an all-reduce of 0.5 ms, Adam, item(). Iteration i starts at true time 1 s + i x P on
+    every rank; the capture of ``rank`` starts at iteration ``first_step``. Iteration ``slow_step``
+    waits 6 ms more for its input on this rank."""
+    from nsysdoc.testing import Capture
+    from nsysdoc.testing.scenarios import ADAM, GEMM
+
+    cap = Capture()
+    t = cap.process(pid=300 + rank, device=0).thread()
+    period_ns = 20_000_000
+    for i in range(first_step, first_step + steps):
+        t.at(1_000_000_000 + i * period_ns)
+        t.os_call("poll", us=2000 + (6000 if i == slow_step else 0))
+        t.memcpy("HtoD", 1 << 20, pageable=False)
+        for _ in range(4):
+            t.cpu(us=10)
+            t.launch(GEMM, 1000)
+        t.nccl("AllReduce", 500)
+        t.launch(ADAM, 100)
+        t.item()
+    return cap
+
+
+def test_inferred_steps_of_ranks_are_matched_by_time_not_order(tmp_path):
+    """Rank 1's capture starts one iteration later than rank 0's, so its inferred step k is rank
+    0's step k + 1. Iteration 3 waits 6 ms more for input on rank 1; an inferred step starts at
+    the H2D copy that follows the wait (the anchor), so that wait closes the step of iteration 2:
+    matched by time, rank 1's slow step is job step 2; matched by order it would be step 1."""
+    caps = [_markerless_rank(0, 0, 8, None), _markerless_rank(1, 1, 7, 3)]
+    paths = _write(caps, tmp_path)
+    d = run_job([str(p) for p in paths], {"no_cache": True})
+    assert [r["step_source"] for r in d["ranks"]] == ["inferred", "inferred"]
+    assert any("matched with the reference rank's steps by their start" in w for w in d["warnings"])
+    heat = d["heatmap"]
+    assert heat["steps"] == list(range(8))
+    row0, row1 = heat["step_time_ms"]
+    assert row1[0] is None  # rank 1 did not capture iteration 0
+    slow = max(range(1, 8), key=lambda k: row1[k] or 0)
+    assert slow == 2
+    assert row1[2] == pytest.approx(26.0, abs=0.1)   # 20 ms period + 6 ms more wait
+    assert row0[2] == pytest.approx(20.0, abs=0.1)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..diff import BREAKDOWN_LABELS
-from .align import clock_offsets, match_collectives
+from .align import aligned, clock_offsets, match_collectives
 
 JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
@@ -271,10 +271,12 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
               "name_of": []}
     inferred = [s["rank"] for s in ok if s.get("step_source") == "inferred" and s.get("steps")]
     if inferred:
+        how = ("matched with the reference rank's steps by their start on the aligned clock"
+               if _match_inferred_steps(ok, clock) else
+               "matched by order (step k with step k), which assumes the captures start at the same iteration")
         warnings.append(f"the steps of rank(s) {', '.join(map(str, inferred[:10]))}{' …' if len(inferred) > 10 else ''} "
-                        "were inferred from their repeating GPU work (no step markers): step times are estimates, "
-                        "and step k of one rank is matched with step k of another by order, which assumes the "
-                        "captures start at the same iteration")
+                        f"were inferred from their repeating GPU work (no step markers): step times are estimates, "
+                        f"{how}")
     job_steps = _job_step_times(ok)
     job_step_ms = float(np.median(job_steps)) if len(job_steps) else None
     window_ms = _median([s.get("window_ms") for s in ok])
@@ -332,18 +334,55 @@ def _timestamps(ok: list[dict]) -> str | None:
     return None if not kinds else kinds.pop() if len(kinds) == 1 else "mixed"
 
 
+def _match_inferred_steps(ok: list[dict], clock: dict) -> bool:
+    """Give each inferred step of a rank the index of the reference rank's step (``ok[0]``) whose
+    start is nearest on the aligned clock, when within half the reference's median step time;
+    steps with no such partner get index None (left out of the per-step views). Inferred steps
+    are numbered from 0 in each capture, so two ranks' step k may be different iterations. Returns
+    False (indices unchanged) when the reference has no steps or the ranks share no clock."""
+    if len(ok) < 2 or not ok[0].get("steps") or clock.get("method") == "none":
+        return False
+    use_utc = bool(clock.get("use_utc"))
+    ref_base = int(ok[0].get("session_start_utc_ns") or 0) if use_utc else 0
+    ref = ok[0]["steps"]
+    ref_start = aligned(ok[0], [st["start_ns"] for st in ref], clock["offsets_ns"][0], ref_base, use_utc)
+    ref_index = np.array([st["index"] for st in ref])
+    order = np.argsort(ref_start, kind="stable")
+    ref_start, ref_index = ref_start[order], ref_index[order]
+    tol = float(np.median([st["step_time_ms"] for st in ref])) * 1e6 / 2
+    for i, s in enumerate(ok[1:], start=1):
+        steps = s.get("steps") or []
+        if s.get("step_source") != "inferred" or not steps:
+            continue
+        t = aligned(s, [st["start_ns"] for st in steps], clock["offsets_ns"][i], ref_base, use_utc)
+        pos = np.clip(np.searchsorted(ref_start, t), 1, max(len(ref_start) - 1, 1))
+        left = ref_start[pos - 1] if len(ref_start) > 1 else ref_start[np.zeros_like(pos)]
+        right = ref_start[np.minimum(pos, len(ref_start) - 1)]
+        pick = np.where(np.abs(t - left) <= np.abs(right - t), pos - 1, np.minimum(pos, len(ref_start) - 1))
+        if len(ref_start) == 1:
+            pick = np.zeros_like(pos)
+        near = np.abs(ref_start[pick] - t) <= tol
+        taken: set = set()
+        for st, k, ok_ in zip(steps, ref_index[pick].tolist(), near.tolist()):
+            st["index"] = int(k) if ok_ and k not in taken else None
+            if st["index"] is not None:
+                taken.add(st["index"])
+    return True
+
+
 def _job_step_times(ok: list[dict]) -> np.ndarray:
     """Per step index, the longest rank's step (a synchronous step ends with its slowest rank)."""
     by: dict[int, float] = {}
     for s in ok:
         for st in s.get("steps") or []:
-            by[st["index"]] = max(by.get(st["index"], 0.0), float(st["step_time_ms"]))
+            if st["index"] is not None:
+                by[st["index"]] = max(by.get(st["index"], 0.0), float(st["step_time_ms"]))
     return np.array([by[k] for k in sorted(by)], dtype=float)
 
 
 def _heatmap(ok: list[dict], m: dict) -> dict:
     """Rank x step matrices: step time and wait in collectives (ms), None where a rank lacks the step."""
-    index = sorted({st["index"] for s in ok for st in s.get("steps") or []})
+    index = sorted({st["index"] for s in ok for st in s.get("steps") or [] if st["index"] is not None})
     pos = {k: i for i, k in enumerate(index)}
     st_ms = [[None] * len(index) for _ in ok]
     wait = [[None] * len(index) for _ in ok]
@@ -352,11 +391,15 @@ def _heatmap(ok: list[dict], m: dict) -> dict:
     for r, s in enumerate(ok):
         steps = s.get("steps") or []
         for st in steps:
+            if st["index"] is None:
+                continue
             st_ms[r][pos[st["index"]]] = st["step_time_ms"]
             wait[r][pos[st["index"]]] = 0.0 if len(J) else None
         if len(J) and steps:
             where = _step_of(steps, L[:, r])
             for c in np.flatnonzero(where >= 0):
+                if steps[where[c]]["index"] is None:
+                    continue
                 k = pos[steps[where[c]]["index"]]
                 wait[r][k] = (wait[r][k] or 0.0) + float(W[c, r]) / 1e6
     rnd = lambda v: None if v is None else round(v, 4)  # noqa: E731
