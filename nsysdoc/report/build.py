@@ -140,7 +140,8 @@ def headline(result: dict) -> list[Headline]:
                 if is_num(raw) else ("too little GPU work to judge" if too_little else "no GPU activity in the capture")
         elif key == "step_time_ms_median":
             value = fmt_ms(raw) if is_num(raw) else "—"
-            note = f"median over {len(primary)} steps" if is_num(raw) else "no step markers"
+            inferred = " inferred from the repeating GPU work" if capture.get("step_source") == "inferred" else ""
+            note = f"median over {len(primary)} steps{inferred}" if is_num(raw) else "no step markers"
         elif key == "host_wait_pct":
             value = fmt_pct(raw) if is_num(raw) else "—"
             note = "GPU idle while the host waited on a sync or input" if is_num(raw) else \

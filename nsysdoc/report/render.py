@@ -323,7 +323,9 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
     if v.framing:
         out.append(f"  {_clean(v.framing)}")
     hs = headline(r)
-    out.append("  " + " | ".join(f"{h.label} {h.value}" + ("" if h.raw is not None else f" ({h.note})") for h in hs))
+    out.append("  " + " | ".join(f"{h.label} {h.value}" + ("" if h.raw is not None else f" ({h.note})")
+                                 + (" (inferred steps)" if h.key == "step_time_ms_median" and h.raw is not None
+                                    and "inferred" in h.note else "") for h in hs))
     findings = rank_findings(r.get("findings") or [])
     if findings:
         out.append(f"Findings ({len(findings)}):")
