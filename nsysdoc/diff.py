@@ -220,7 +220,8 @@ def _check_series(result: dict, what: str) -> None:
         ok = _is_num if k == "index" else (lambda x: x is None or _is_num(x))
         for i, x in enumerate(v):
             if not ok(x):
-                raise _malformed(what, f"step_series.{k}[{i}]", "is not a number" + ("" if k == "index" else " or null"))
+                why = "is not a number" if k == "index" else "is not a number or null"
+                raise _malformed(what, f"step_series.{k}[{i}]", why)
 
 
 def _num(x, digits: int = 4):
