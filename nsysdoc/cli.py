@@ -276,7 +276,7 @@ def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cac
         # a PyTorch Profiler trace (*.pt.trace.json) is a capture, told from a saved report by content
         if (raw.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(raw):
             try:
-                return json.loads(raw.read_text(encoding="utf-8-sig"))  # a BOM is harmless
+                return __import__("nsysdoc.diff").diff.read_saved_report(raw)  # size/depth/NaN limits: one line
             except (UnicodeDecodeError, ValueError) as exc:
                 raise InputError(f"{raw}: not valid JSON ({exc})",
                                  hint="pass a saved 'nsysdoc report --format json' file or a capture")

@@ -25,7 +25,10 @@ baseline. Definitions (``docs/diff.md``):
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -50,6 +53,12 @@ SHARED_NOT_COMPARABLE_PCT = 50.0
 SHARED_LIMITED_PCT = 80.0
 #: kernels per step differing by this factor or more: a step is probably not the same work (at most weak)
 KERNELS_PER_STEP_RATIO = 1.5
+#: the largest saved report JSON read (a report is a few hundred KB; 10 M steps' step_series ~300 MB)
+MAX_REPORT_BYTES = 512 << 20
+#: the largest magnitude of a number field the diff reads: no count, time (ms), byte total or
+#: percent of a real report comes near it, and sums and ratios of such numbers cannot overflow
+#: to infinity (1e308 step times did, and the diff then crashed formatting "None")
+MAX_NUMBER = 1e18
 TOOL_LABELS = {"nsys": "Nsight Systems", "pytorch-profiler": "the PyTorch Profiler"}
 
 BREAKDOWN_LABELS = {
@@ -71,7 +80,40 @@ MS_UNIT = {"step": "ms per step", "work": "ms per second of work", "second": "ms
 
 
 def _is_num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and -MAX_NUMBER < x < MAX_NUMBER
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_saved_report(path: str | os.PathLike) -> dict:
+    """A saved report JSON (one side of ``nsysdoc diff``), read with limits: at most
+    :data:`MAX_REPORT_BYTES`, no ``NaN``/``Infinity`` literals (not JSON; Python's writer only
+    makes them when asked), nesting no deeper than the parser's recursion limit. Anything else
+    is an :class:`InputError` (one line). The fields the diff reads are then checked by
+    :func:`check_report` (finite numbers of magnitude < :data:`MAX_NUMBER`, typed step_series)."""
+    p = Path(path)
+    hint = "pass a saved 'nsysdoc report --format json' file or a capture"
+    try:
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_REPORT_BYTES:
+                raise InputError(f"{p}: {size / (1 << 20):,.0f} MB is too large for a saved nsysdoc report "
+                                 f"(at most {MAX_REPORT_BYTES >> 20} MB read)", hint=hint)
+            raw = fh.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_REPORT_BYTES:  # grew while being read
+        raise InputError(f"{p}: too large for a saved nsysdoc report (at most {MAX_REPORT_BYTES >> 20} MB read)",
+                         hint=hint)
+    try:
+        return json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)  # a BOM is harmless
+    except RecursionError:
+        raise InputError(f"{p}: not an nsysdoc report: JSON nested too deeply", hint=hint) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{p}: not valid JSON ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})",
+                         hint=hint) from None
 
 
 def _malformed(what: str, field: str, why: str) -> InputError:
@@ -157,6 +199,29 @@ def check_report(result, what: str) -> None:
         for k, v in (d.get("idle_ms_by_cause") or {}).items():
             if not (_is_num(v) or v is None):
                 raise _malformed(what, f"devices[{i}].idle_ms_by_cause.{k}", "is not a number")
+    _check_series(result, what)
+
+
+def _check_series(result: dict, what: str) -> None:
+    """``step_series`` (read when ``steps_truncated``): an object of three lists of equal length,
+    numbers (index), numbers or null (pid, step_time_ms)."""
+    series = result.get("step_series")
+    if series is None:
+        return
+    if not isinstance(series, dict):
+        raise _malformed(what, "step_series", "is not an object")
+    lists = {k: series.get(k) for k in ("index", "pid", "step_time_ms")}
+    for k, v in lists.items():
+        if not isinstance(v, list):
+            raise _malformed(what, f"step_series.{k}", "is not a list")
+    if len({len(v) for v in lists.values()}) != 1:
+        raise _malformed(what, "step_series", "has lists of different lengths")
+    for k, v in lists.items():
+        ok = _is_num if k == "index" else (lambda x: x is None or _is_num(x))
+        for i, x in enumerate(v):
+            if not ok(x):
+                why = "is not a number" if k == "index" else "is not a number or null"
+                raise _malformed(what, f"step_series.{k}[{i}]", why)
 
 
 def _num(x, digits: int = 4):

@@ -1518,6 +1518,327 @@ for _label, _second in (("same_spelling", "run.sqlite"), ("dot_slash", "./run.sq
     case(f"same_file_twice_{_label}", 13, REPORT)(_mk(_second))
 
 
+# --- issue 30 (inputs) ---
+# Kineto input limits (3), saved-report JSON for diff (4), configuration found walking up (6),
+# rule test case sizes (7), symlinked rule files (10). Named h30_*, Case.item = 30. Each comment
+# "before:" says what the code did before the issue-30 change.
+def case30(name: str, expect: str, **kw):
+    def deco(fn: Callable[[Ctx], Setup]) -> Callable[[Ctx], Setup]:
+        kw.setdefault("doc", (fn.__doc__ or "").strip())
+        CASES.append(Case(name=f"h30_{name}", item=30, expect=expect, build=fn, new=True, **kw))
+        return fn
+    return deco
+
+
+def _kineto_text() -> str:
+    """The "known" capture (4 steps x 5 kernels) as Kineto trace text (built here, ~23 kB)."""
+    from nsysdoc.testing.builder import Capture
+
+    cap = Capture()
+    t = cap.process(pid=4600).thread()
+    for i in range(4):
+        with t.range(f"ProfilerStep#{i}"):
+            for k in range(5):
+                t.cpu(us=20)
+                t.launch(f"known_kernel_{k}", us=1500 * (k + 1))
+            t.sync_stream()
+    tmp = Path(tempfile.mkdtemp(prefix="nsysdoc-h30-"))
+    try:
+        return cap.write_kineto(tmp / "k.json").read_text()
+    finally:
+        shutil.rmtree(tmp, True)
+
+
+def _kernel_field(text: str, k: int, key: str, value: str) -> str:
+    """``text`` with ``key`` (ts or dur) of kernel ``known_kernel_{k}``'s first event set to ``value``."""
+    pat = re.compile(r'("name": "known_kernel_%d".*?"%s": )[-0-9.eE]+' % (k, key))
+    out, n = pat.subn(lambda m: m.group(1) + value, text, count=1)
+    if n != 1:
+        raise HarnessError(f"known_kernel_{k} {key} not found in the Kineto text")
+    return out
+
+
+@case30("kineto_out_of_range_numbers", REPORT, timeout=60)
+def _(ctx: Ctx) -> Setup:
+    """ts 1e999999, ts -1e999999999, ts beyond int64, a 5,000-digit integer ts and a negative dur:
+    each row dropped and counted, the rest reported. Before: internal error (decimal.Overflow) on
+    the exponents; the 5,000-digit integer refused the whole trace (int-from-text limit)."""
+    text = _kineto_text()
+    for k, key, value in ((0, "ts", "1e999999"), (1, "ts", "-1e999999999"), (2, "ts", "99999999999999999999999"),
+                          (3, "ts", "9" * 5000), (4, "dur", "-1500.000")):
+        text = _kernel_field(text, k, key, value)
+    p = ctx.tmp / "trace.pt.trace.json"
+    p.write_text(text)
+    return _report(ctx, p, check=check_dropped("kernel", 5))
+
+
+@case30("kineto_200mb_string_gz", REPORT, timeout=60.0, max_seconds=25.0)
+def _(ctx: Ctx) -> Setup:
+    """A 200 MB string argument in a kernel event (gzip: under 1 MB on disk) is read in linear time.
+    Before: the value was re-decoded on each 1 MB refill (quadratic): 49 s on an idle machine, past
+    this case's 25 s bound; after: ~6 s."""
+    import gzip
+
+    text = _kineto_text()
+    m = re.search(r'"name": "known_kernel_0".*?"args": \{', text)
+    p = ctx.tmp / "big.pt.trace.json.gz"
+    with gzip.open(p, "wt", compresslevel=1) as fh:
+        fh.write(text[:m.end()] + '"junk": "')
+        block = "x" * (1 << 20)
+        for _ in range(200):
+            fh.write(block)
+        fh.write('", ' + text[m.end():])
+    return _report(ctx, p, check=check_kernel_count(KNOWN_KERNELS))
+
+
+@case30("kineto_duplicate_trace_events", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """Two traceEvents keys: the last one is used, as json.load (and a browser) does
+    (docs/kineto.md). Before: the first was used and the second decoded whole and thrown away."""
+    text = _kineto_text()
+    end = text.rindex("}")
+    last = ('"traceEvents": [{"ph": "X", "cat": "kernel", "name": "only_last_kernel", "pid": 0, "tid": 7, '
+            '"ts": 1000000.000, "dur": 5000.000, "args": {"device": 0, "stream": 7}}]')
+    p = ctx.tmp / "dup.pt.trace.json"
+    p.write_text(text[:end].rstrip() + ", " + last + "\n}\n")
+
+    def check(c: Ctx) -> list[str]:
+        names = [r["name"] for r in c.data["metrics"]["kernels"]["names"]]
+        return [] if names == ["only_last_kernel"] else [f"kernels {names[:6]}: not the last traceEvents list"]
+    return _report(ctx, p, check=check)
+
+
+# -- diff of saved reports (4) --
+_SAVED_REPORT: dict[str, Any] = {}
+_SAVED_LOCK = threading.Lock()
+
+
+def _saved_report(ctx: Ctx) -> dict:
+    """A saved report of the "known" capture (made once per process)."""
+    with _SAVED_LOCK:
+        if "known" not in _SAVED_REPORT:
+            _SAVED_REPORT["known"] = ctx.reference(capture("known", ctx.tmp / "ref-src" / "run.sqlite"))
+        return json.loads(json.dumps(_SAVED_REPORT["known"]))
+
+
+def _diff_setup(ctx: Ctx, cand: Path, base: dict | None = None) -> Setup:
+    b = ctx.tmp / "base.json"
+    b.write_text(json.dumps(base if base is not None else _saved_report(ctx)))
+    out = ctx.tmp / "out" / "diff.json"
+    return Setup(argv=["diff", str(b), str(cand), "-f", "json", "-o", str(out)], cwd=ctx.tmp, inputs=[b, cand],
+                 output=out)
+
+
+@case30("diff_json_nested_100k", REFUSAL, max_rss_mb=BOUNDED_RSS_MB)
+def _(ctx: Ctx) -> Setup:
+    """A saved "report" nested 100,000 levels deep. Before: internal error (RecursionError)."""
+    p = ctx.tmp / "deep.json"
+    p.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    return _diff_setup(ctx, p)
+
+
+@case30("diff_json_infinity_literal", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """An Infinity literal (not JSON) in a field the diff does not check. Before: a diff (exit 0)."""
+    d = _saved_report(ctx)
+    d["metrics"]["values"]["h30_extra"] = float("inf")
+    p = ctx.tmp / "inf.json"
+    p.write_text(json.dumps(d))
+    return _diff_setup(ctx, p)
+
+
+@case30("diff_json_1e308_step_times", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """Every step time 1e308 (finite, overflows in arithmetic). Before: internal error (TypeError
+    formatting None after the overflow)."""
+    d = _saved_report(ctx)
+    for s in d["steps"]:
+        s["step_time_ms"] = 1e308
+    p = ctx.tmp / "huge.json"
+    p.write_text(json.dumps(d))
+    return _diff_setup(ctx, p)
+
+
+@case30("diff_json_step_series_wrong_types", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """A truncated report whose step_series holds a list and an object where numbers belong.
+    Before: internal error (TypeError: unhashable type)."""
+    d = _saved_report(ctx)
+    d["steps_truncated"] = {"shown": 4, "total": 3}
+    d["step_series"] = {"index": [0, [1], 2], "pid": [4600, {}, 4600], "step_time_ms": [1.0, 2.0, 3.0]}
+    p = ctx.tmp / "series.json"
+    p.write_text(json.dumps(d))
+    return _diff_setup(ctx, p)
+
+
+@case30("diff_json_oversized", REFUSAL, max_rss_mb=BOUNDED_RSS_MB, timeout=60)
+def _(ctx: Ctx) -> Setup:
+    """A 700 MB saved report (sparse: no disk space) is refused by its size, unread. Before: read
+    whole (bytes + text, ~1.4 GB of memory) before json said it was not JSON."""
+    p = ctx.tmp / "big.json"
+    with open(p, "wb") as fh:
+        fh.write(b'{"nsysdoc_version": "')
+        fh.truncate(700 << 20)
+    return _diff_setup(ctx, p)
+
+
+# -- configuration found walking up (6) --
+def _walkup(ctx: Ctx, pyproject: bytes | str, *extra: str, expect_report: bool = True) -> Setup:
+    """The capture in a/b/, ``pyproject`` in a/ (found by walking up from the cwd a/b)."""
+    sub = ctx.tmp / "a" / "b"
+    sub.mkdir(parents=True)
+    cap = capture("known", sub / "run.sqlite")
+    pp = ctx.tmp / "a" / "pyproject.toml"
+    pp.write_bytes(pyproject if isinstance(pyproject, bytes) else pyproject.encode())
+    s = _report(ctx, cap, *extra, inputs=[pp])
+    s.cwd = sub
+    return s
+
+
+@case30("config_walkup_pyproject_tool_not_a_table", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """A parent's pyproject.toml with ``tool = 5`` (and the word nsysdoc in a comment) is not ours:
+    ignored. Before: traceback (TypeError: argument of type 'int' is not iterable)."""
+    return _walkup(ctx, "tool = 5  # not nsysdoc's\n")
+
+
+@case30("config_walkup_pyproject_deep_arrays", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """A parent's pyproject.toml with arrays nested 5,000 deep: ignored. Before: a RecursionError in
+    tomllib, whose rich traceback did not even finish printing within the 30 s timeout here."""
+    return _walkup(ctx, "x = " + "[" * 5000 + "]" * 5000 + "\n# nsysdoc\n")
+
+
+@case30("config_walkup_pyproject_not_utf8", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """A parent's pyproject.toml that is not UTF-8: ignored. Before: traceback (UnicodeDecodeError)."""
+    return _walkup(ctx, b"\xff\xfe [tool.nsysdoc]\n")
+
+
+@case30("config_explicit_pyproject_deep_arrays", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """The same deep pyproject.toml given with --config is refused in one line. Before: a
+    RecursionError traceback (did not finish within the 30 s timeout here)."""
+    return _walkup(ctx, "x = " + "[" * 5000 + "]" * 5000 + "\n", "--config", str(ctx.tmp / "a" / "pyproject.toml"))
+
+
+def _names_key(key: str):
+    def check(c: Ctx) -> list[str]:
+        return [] if key in c.run.stderr else [f"the error does not name {key}: {c.run.stderr.strip()[:200]}"]
+    return check
+
+
+@case30("config_nan_threshold_pyproject", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """``[tool.nsysdoc.rules.host-sync.params] min_idle_pct = nan`` (valid TOML) is refused naming
+    the key. Before: a report in which the rule could never fire."""
+    s = _walkup(ctx, "[tool.nsysdoc.rules.host-sync.params]\nmin_idle_pct = nan\n")
+    s.check = _names_key("rules.host-sync.params.min_idle_pct")
+    return s
+
+
+@case30("config_inf_threshold_yaml", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """nsysdoc.yaml with ``min_idle_pct: .inf`` is refused naming the key. Before: a report."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    cfg = ctx.tmp / "nsysdoc.yaml"
+    cfg.write_text("rules:\n  host-sync:\n    params:\n      min_idle_pct: .inf\n")
+    return _report(ctx, cap, inputs=[cfg], check=_names_key("rules.host-sync.params.min_idle_pct"))
+
+
+@case30("rule_param_default_nan", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """A team rule whose parameter default is .nan is refused naming the key. Before: accepted
+    (``rules check`` exit 0)."""
+    rules = _team_rule(ctx, "kernel_count > limit", extra="params:\n  limit: {default: .nan, doc: A limit.}\n")
+    s = Setup(argv=["rules", "check", str(rules)], cwd=ctx.tmp, inputs=[rules])
+    s.check = _names_key("params.limit.default")
+    return s
+
+
+# -- rule test case sizes (7) --
+def _repeat_nest(levels: int, count: Any) -> str:
+    s = "{launch: {name: k, us: 1}}"
+    for _ in range(levels):
+        s = "{repeat: %s, do: [%s]}" % (count, s)
+    return s
+
+
+def _cases_dir(ctx: Ctx, do: str) -> Path:
+    d = _team_rule(ctx, "kernel_count > 0")
+    (d / "team-probe.cases.yaml").write_text(
+        "rule: team-probe\ncases:\n  - name: big\n    capture:\n      processes:\n        - pid: 1\n"
+        f"          do: [{do}]\n    expect: {{fires: true}}\n")
+    return d
+
+
+_FAST = dict(timeout=20.0, max_seconds=FAST_SECONDS, max_rss_mb=BOUNDED_RSS_MB)
+
+
+@case30("cases_billion_launches", REFUSAL, **_FAST)
+def _(ctx: Ctx) -> Setup:
+    """repeat 1000 x 1000 x 1000 launches: refused before anything is built. Before: hang (it
+    started building a billion launches)."""
+    d = _cases_dir(ctx, _repeat_nest(3, 1000))
+    return Setup(argv=["rules", "test", str(d)], cwd=ctx.tmp, inputs=[d])
+
+
+@case30("cases_repeat_nested_9_deep", REFUSAL, **_FAST)
+def _(ctx: Ctx) -> Setup:
+    """repeat nested 9 deep (limit 8), one launch in all. Before: accepted (exit 0)."""
+    d = _cases_dir(ctx, _repeat_nest(9, 1))
+    return Setup(argv=["rules", "test", str(d)], cwd=ctx.tmp, inputs=[d])
+
+
+@case30("cases_repeat_not_a_number", REFUSAL, **_FAST)
+def _(ctx: Ctx) -> Setup:
+    """``repeat: many``. Before: traceback (ValueError from int())."""
+    d = _cases_dir(ctx, _repeat_nest(1, "many"))
+    return Setup(argv=["rules", "test", str(d)], cwd=ctx.tmp, inputs=[d])
+
+
+# -- symlinked rule files (10) --
+def _secret_link(ctx: Ctx, body: str, name: str = "leak.yaml") -> Path:
+    secret = ctx.tmp / "secret.env"
+    secret.write_text(body)
+    d = ctx.tmp / "rules"
+    d.mkdir(exist_ok=True)
+    os.symlink(secret, d / name)
+    return d
+
+
+@case30("rule_symlink_secret_as_id", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """A rule file linking to a secret that is valid YAML (``id: <secret>``). Before: the id was
+    quoted in the error line (does not match the id pattern)."""
+    d = _secret_link(ctx, f"id: {SECRET_MARK}a1b2c3\n")
+    return Setup(argv=["rules", "check", str(d)], cwd=ctx.tmp, inputs=[d, ctx.tmp / "secret.env"],
+                 check=check_no_secret)
+
+
+@case30("rule_symlink_secret_as_key", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """A rule file linking to ``<SECRET>_TOKEN: x`` (a .env-like file). Before: the key was quoted
+    ("unknown field ...")."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    d = _secret_link(ctx, f"{SECRET_MARK}_TOKEN: x\n")
+    s = _report(ctx, cap, "--rules", d, inputs=[d, ctx.tmp / "secret.env"])
+    s.check = check_no_secret
+    return s
+
+
+@case30("cases_symlink_secret", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """A cases file linking out of the rules folder to ``rule: <secret>``. Before: the rule name
+    was quoted ("no rule ...")."""
+    d = _team_rule(ctx, "kernel_count > 0")
+    _secret_link(ctx, f"rule: {SECRET_MARK}x\ncases:\n  - name: a\n    scenario: healthy_training\n"
+                      "    expect: {fires: true}\n", name="team-probe.cases.yaml")
+    return Setup(argv=["rules", "test", str(d)], cwd=ctx.tmp, inputs=[d, ctx.tmp / "secret.env"],
+                 check=check_no_secret)
+
+
+
 # ---------------------------------------------------------------------------------------------
 # random damage of a fixture capture (the sweep's --flips)
 # ---------------------------------------------------------------------------------------------

@@ -31,6 +31,12 @@ their keyword arguments, plus ``range`` (with ``do``) and ``repeat`` (with ``do`
 texts is the repeat index). An inline capture may also give ``gpu: {name, sm_count,
 compute_capability}`` (the GPU every device is; default an H100: 132 SMs, 9.0) and ``format: kineto``
 (play it as a PyTorch Profiler trace instead of an nsys export).
+
+Limits (one-line refusal, exit 2): an inline capture plays at most :data:`MAX_ACTIONS` actions in
+all (each ``repeat`` multiplies its body; a ``range`` counts as one) and nests ``repeat`` at most
+:data:`MAX_REPEAT_DEPTH` deep (``range``/``repeat`` together at most :data:`MAX_NESTING`); a
+``repeat`` count is a whole number >= 0. They are checked before anything is built, so a cases
+file cannot ask for a billion launches.
 """
 from __future__ import annotations
 
@@ -43,6 +49,11 @@ from ..errors import RuleError
 from .engine import RuleSet, evaluate
 from .spec import load_yaml, validate
 
+#: the most actions an inline capture plays (repeats multiplied out)
+MAX_ACTIONS = 1_000_000
+#: the deepest ``repeat`` inside ``repeat``; and ``range``/``repeat`` nesting of any kind
+MAX_REPEAT_DEPTH = 8
+MAX_NESTING = 64
 ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
            "sync_event", "wait_event", "at", "mark", "api", "malloc", "free")
 EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled", "broken"]},
@@ -116,7 +127,12 @@ def load_cases(path: Path) -> list[Case]:
 
 
 def find_case_files(folder: Path) -> list[Path]:
-    return sorted(list(Path(folder).glob("*.cases.yaml")) + list(Path(folder).glob("*.cases.yml")))
+    from .engine import check_inside
+
+    files = sorted(list(Path(folder).glob("*.cases.yaml")) + list(Path(folder).glob("*.cases.yml")))
+    for f in files:
+        check_inside(folder, f)  # a symlink out of the folder is refused, never read
+    return files
 
 
 # --- inline captures -----------------------------------------------------------------------------
@@ -141,6 +157,19 @@ def build_capture(spec: dict, where: str):
                 opts["compute_capability"] = (int(major), int(minor or 0))
         except ValueError:
             raise RuleError(f"{where}.gpu: sm_count is a number and compute_capability major.minor") from None
+    procs = spec.get("processes") or []
+    if not isinstance(procs, list) or not all(isinstance(p, dict) for p in procs):
+        raise RuleError(f"{where}.processes: a list of mappings (pid, name, device, do, threads)")
+    total = 0
+    for pi, p in enumerate(procs):
+        threads = p.get("threads") or []
+        if not isinstance(threads, list) or not all(isinstance(th, dict) for th in threads):
+            raise RuleError(f"{where}.processes[{pi}].threads: a list of mappings (tid, do)")
+        for th in [p, *threads]:
+            total += _count(th.get("do") or [], f"{where}.processes[{pi}]", 0, 0)
+            if total > MAX_ACTIONS:
+                raise RuleError(f"{where}.processes[{pi}]: the capture would play more than {MAX_ACTIONS:,} actions "
+                                "(repeats multiplied out); a rule case needs a few hundred")
     cap = Capture(**opts)
     if gpu is not None and "name" in gpu:
         cap.gpu_names = {0: str(gpu["name"])}
@@ -154,13 +183,41 @@ def build_capture(spec: dict, where: str):
     return cap
 
 
+def _count(actions, where: str, repeats: int, depth: int) -> int:
+    """How many actions ``actions`` plays (repeats multiplied out); refuses a bad ``repeat``,
+    nesting past the limits, or more than :data:`MAX_ACTIONS` (stops counting there)."""
+    if not isinstance(actions, list):
+        raise RuleError(f"{where}.do: a list of actions")
+    if depth > MAX_NESTING:
+        raise RuleError(f"{where}: range/repeat nested more than {MAX_NESTING} deep")
+    n = 0
+    for ai, act in enumerate(actions):
+        here = f"{where}.do[{ai}]"
+        if isinstance(act, dict) and "repeat" in act:
+            k = act["repeat"]
+            if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+                raise RuleError(f"{here}.repeat: a whole number >= 0, got {str(k)[:40]}")
+            if repeats + 1 > MAX_REPEAT_DEPTH:
+                raise RuleError(f"{here}: repeat nested more than {MAX_REPEAT_DEPTH} deep")
+            body = _count(act.get("do") or [], here, repeats + 1, depth + 1)
+            n += k * body
+        elif isinstance(act, dict) and "range" in act:
+            n += 1 + _count(act.get("do") or [], here, repeats, depth + 1)
+        else:
+            n += 1
+        if n > MAX_ACTIONS:
+            raise RuleError(f"{here}: the capture would play more than {MAX_ACTIONS:,} actions "
+                            "(repeats multiplied out); a rule case needs a few hundred")
+    return n
+
+
 def _run(t, actions: list, where: str, ctx: dict) -> None:
     for ai, act in enumerate(actions):
         here = f"{where}.do[{ai}]"
         if not isinstance(act, dict) or not act:
             raise RuleError(f"{here}: an action is a mapping such as {{launch: {{name: k, us: 10}}}}")
-        if "repeat" in act:
-            for i in range(int(act["repeat"])):
+        if "repeat" in act:  # a whole number, within the limits: checked by _count first
+            for i in range(act["repeat"]):
                 _run(t, act.get("do") or [], here, {**ctx, "i": i})
             continue
         if "range" in act:

@@ -91,13 +91,29 @@ def find_config(start: Path | None = None) -> Path | None:
             if (d / name).exists():  # a FIFO or device is refused by load_config, not opened
                 return d / name
         pp = d / "pyproject.toml"
-        if pp.is_file():
-            try:
-                if "nsysdoc" in tomllib.loads(pp.read_text(encoding="utf-8")).get("tool", {}):
-                    return pp
-            except (tomllib.TOMLDecodeError, OSError):
-                pass
+        if _pyproject_is_ours(pp):
+            return pp
     return None
+
+
+def _pyproject_is_ours(pp: Path) -> bool:
+    """Whether a ``pyproject.toml`` found by walking up holds a ``[tool.nsysdoc]`` table. Any
+    other one is not ours and is ignored, whatever it holds: invalid or non-UTF-8 TOML, ``tool``
+    that is not a table, arrays nested past the parser's recursion limit, more than
+    ``MAX_TEXT_BYTES``, a FIFO (an explicit ``--config`` gets those refused instead)."""
+    from ..inputs import MAX_TEXT_BYTES
+
+    try:
+        if not pp.is_file():
+            return False
+        with open(pp, "rb") as fh:
+            raw = fh.read(MAX_TEXT_BYTES + 1)
+        if len(raw) > MAX_TEXT_BYTES or b"nsysdoc" not in raw:
+            return False
+        tool = tomllib.loads(raw.decode("utf-8").removeprefix("\ufeff")).get("tool")
+    except (OSError, ValueError, RecursionError, MemoryError):  # TOMLDecodeError, UnicodeDecodeError are ValueErrors
+        return False
+    return isinstance(tool, dict) and isinstance(tool.get("nsysdoc"), dict)
 
 
 def load_config(path: Path | None) -> Config:
@@ -116,8 +132,12 @@ def load_config(path: Path | None) -> Config:
             raise RuleError(exc.message) from None
         except tomllib.TOMLDecodeError as exc:
             raise RuleError(f"{path}: invalid TOML: {str(exc)[:120]}") from None
+        except RecursionError:
+            raise RuleError(f"{path}: invalid TOML: nested too deeply") from None
         tool = doc.get("tool", {})
         data = tool.get("nsysdoc", {}) if isinstance(tool, dict) else {}
+        if not isinstance(data, dict):
+            raise RuleError(f"{path}: tool.nsysdoc: expected a table, got {_short(data)}")
         lines: dict = {}
     else:
         data, lines = load_yaml(path, "config")
@@ -150,6 +170,21 @@ class RuleSet:
         raise RuleError(f"no rule {rule_id!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
 
 
+def check_inside(folder: Path, p: Path) -> None:
+    """Refuse a rule or cases file that is a symlink to a file outside its folder (never read: a
+    link to ``/etc/shadow`` or a ``.env`` must not be quoted in an error line, nor run as a rule).
+    A link to another file of the same folder (or below it) is read as usual."""
+    if not p.is_symlink():
+        return
+    try:
+        inside = p.resolve().is_relative_to(Path(folder).resolve())
+    except (OSError, RuntimeError):  # a symlink loop
+        inside = False
+    if not inside:
+        raise RuleError(f"{p}: a symlink to a file outside the rules folder; refusing to read it",
+                        hint="copy the rule into the folder (or link to one inside it)")
+
+
 def load_dir(folder: Path, source: str) -> list[Rule]:
     folder = Path(folder)
     if not folder.is_dir():
@@ -158,6 +193,7 @@ def load_dir(folder: Path, source: str) -> list[Rule]:
     for p in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
         if p.name.endswith((".cases.yaml", ".cases.yml")):
             continue
+        check_inside(folder, p)
         rules.append(load_rule(p, source if source == "builtin" else str(p)))
     seen: dict[str, Path] = {}
     for r in rules:
@@ -204,6 +240,8 @@ def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None,
             if isinstance(default, (int, float)) and not isinstance(default, bool):
                 if not isinstance(pval, (int, float)) or isinstance(pval, bool):
                     raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected a number, got {_short(pval)}")
+                if not math.isfinite(pval):  # a NaN threshold never compares true; inf always/never does
+                    raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected a finite number, got {pval}")
             elif type(pval) is not type(default):
                 raise RuleError(f"{where}: rules.{rid}.params.{pname}: expected {type(default).__name__}, got {_short(pval)}")
             rs.param_values.setdefault(rid, {})[pname] = pval

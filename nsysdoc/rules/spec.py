@@ -7,6 +7,7 @@ and the field, with a suggestion for unknown names.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,6 +370,9 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
     if path.name.split(".")[0] != data["id"]:
         raise _fail(path, lines, ("id",), f"the file must be named {data['id']}.yaml (rule id {data['id']!r})")
     params = {name: Param(name, p["default"], p["doc"], p.get("unit", "")) for name, p in (data.get("params") or {}).items()}
+    for name, prm in params.items():  # a NaN threshold never compares true; an infinite one always/never does
+        if isinstance(prm.default, float) and not math.isfinite(prm.default):
+            raise _fail(path, lines, ("params", name, "default"), f"expected a finite number, got {prm.default}")
     clash = set(params) & set(VALUE_NAMES)
     if clash:
         raise _fail(path, lines, ("params", sorted(clash)[0]), "parameter name clashes with a metric value name")

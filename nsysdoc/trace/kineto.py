@@ -33,7 +33,7 @@ import stat
 import time
 import zlib
 from array import array
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
 from pathlib import Path
 
@@ -102,6 +102,14 @@ _STREAM_TID = re.compile(r"^\s*stream\s+(\d+)\s*$", re.IGNORECASE)
 BAD = L.BAD
 _I32 = 1 << 31
 _LIM = 1 << 62
+#: longest number text read as a time (longer ones are out of range: the row is dropped)
+_MAX_NUMBER_CHARS = 100
+
+
+def _big_int(text: str):
+    """``parse_int`` of the fallback decoder: an integer longer than Python's int-from-text limit
+    (4300 digits) stays text, so the value is out of range (its row dropped), not a refusal."""
+    return int(text) if len(text) <= 4000 else text
 
 
 class NotJsonError(InputError):
@@ -215,13 +223,17 @@ def _ns_slow(v) -> int:
     if v.__class__ is int:
         x = v * 1000
     elif v.__class__ is str:
+        if len(v) > _MAX_NUMBER_CHARS:
+            return BAD
         try:
             d = Decimal(v.strip())
-        except InvalidOperation:
+            # a huge exponent (1e999999) is out of range before any arithmetic (which would
+            # overflow the decimal context, or build a million-digit integer)
+            if not d.is_finite() or (d and d.adjusted() > 30):
+                return BAD
+            x = int((d * 1000).to_integral_value(ROUND_HALF_EVEN))
+        except DecimalException:
             return BAD
-        if not d.is_finite():
-            return BAD
-        x = int((d * 1000).to_integral_value(ROUND_HALF_EVEN))
     else:
         return BAD
     return x if -_LIM < x < _LIM else BAD
@@ -435,13 +447,28 @@ class _Stream:
         self.offset = 0  # characters consumed before ``buf``
         self.eof = False
         self.in_trace = False  # inside traceEvents: errors are damage, not "not JSON"
-        self.decode = json.JSONDecoder(parse_float=str).raw_decode
+        self._fast = json.JSONDecoder(parse_float=str).raw_decode
+        self._slow = json.JSONDecoder(parse_float=str, parse_int=_big_int).raw_decode
 
-    def more(self) -> bool:
+    def decode(self, buf: str, pos: int):
+        """``raw_decode`` (floats as their text); an integer too long for Python's int-from-text
+        limit (a ValueError that is not a syntax error) is decoded again keeping it as text."""
+        try:
+            return self._fast(buf, pos)
+        except JSONDecodeError:
+            raise
+        except ValueError:
+            return self._slow(buf, pos)
+
+    def more(self, grow: bool = False) -> bool:
+        """Read the next chunk. ``grow``: the value at ``pos`` is incomplete, so read at least as
+        much again as is pending: a long value is then decoded O(log n) times, not once per chunk
+        (a 200 MB string re-scanned on every 1 MB refill took quadratic time)."""
         if self.eof:
             return False
+        size = max(CHUNK_CHARS, len(self.buf) - self.pos) if grow else CHUNK_CHARS
         try:
-            chunk = self.fh.read(CHUNK_CHARS)
+            chunk = self.fh.read(size)
         except EOFError:
             raise TruncatedTraceError(f"{self.path}: truncated gzip file: the compressed data ends before the trace does",
                                       hint="the file was cut while being written or copied; profile or copy it again") from None
@@ -474,7 +501,7 @@ class _Stream:
             try:
                 obj, end = self.decode(self.buf, self.pos)
             except JSONDecodeError as exc:
-                if self._incomplete(exc) and self.more():
+                if self._incomplete(exc) and self.more(grow=True):
                     continue
                 self.fail(exc)
             except RecursionError:
@@ -551,17 +578,20 @@ def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
                     st.fail(what="expected ':'", truncated=c == "")
             else:
                 st.pos = m.end()
-            if key == "traceEvents" and not seen_events:
+            if key == "traceEvents":
+                # a repeated key: the last one wins, as with json.load (and a browser's
+                # JSON.parse, so the trace viewers show the same events): the events read so
+                # far are dropped, streaming the later list (never held as Python objects)
                 if st.peek() != "[":
                     raise NotATraceError(f"{path}: JSON, but traceEvents is not a list of events")
                 st.pos += 1
                 st.in_trace = True
+                if seen_events:
+                    acc = _Acc()
                 _events(st, acc, progress)
                 seen_events = True
             else:
-                val = st.value()
-                if key != "traceEvents":
-                    meta[key] = val
+                meta[key] = st.value()
             c = st.peek()
             if c == ",":
                 st.pos += 1
@@ -575,7 +605,7 @@ def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
 
 def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the hot loop, kept flat on purpose
     """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'."""
-    decode = st.decode
+    decode = st._fast  # the hot path; st.decode's fallback only on a ValueError
     ws = _WS.match
     after = _AFTER.match
     cats = CATEGORIES
@@ -604,10 +634,15 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
                 st.fail(truncated=True)
             continue
         try:
-            ev, end = decode(st.buf, pos)
+            try:
+                ev, end = decode(st.buf, pos)
+            except JSONDecodeError:
+                raise
+            except ValueError:  # an integer of > 4300 digits: decoded again, kept as text
+                ev, end = st._slow(st.buf, pos)
         except JSONDecodeError as exc:
             st.pos = pos
-            if st._incomplete(exc) and st.more():
+            if st._incomplete(exc) and st.more(grow=True):
                 continue
             st.fail(exc)
         except RecursionError:
