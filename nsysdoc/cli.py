@@ -271,12 +271,13 @@ def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cac
                 head = fh.read(64).lstrip()
         except OSError as exc:
             raise InputError(f"{raw}: cannot read: {exc.strerror or exc}")
+        from .diff import read_saved_report
         from .trace.kineto import is_kineto_trace
 
         # a PyTorch Profiler trace (*.pt.trace.json) is a capture, told from a saved report by content
         if (raw.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(raw):
             try:
-                return __import__("nsysdoc.diff").diff.read_saved_report(raw)  # size/depth/NaN limits: one line
+                return read_saved_report(raw)  # size, depth and non-finite numbers checked: one line
             except (UnicodeDecodeError, ValueError) as exc:
                 raise InputError(f"{raw}: not valid JSON ({exc})",
                                  hint="pass a saved 'nsysdoc report --format json' file or a capture")
