@@ -767,13 +767,44 @@ def rules_docs(out: Path = typer.Argument(Path("docs/rules"), help="Folder to wr
         typer.echo(f"wrote {p}")
 
 
+_INTERRUPTED = False
+
+
+def _on_sigint(signum, frame) -> None:
+    global _INTERRUPTED
+    _INTERRUPTED = True  # Typer turns KeyboardInterrupt into a silent exit 130: main() says why
+    raise KeyboardInterrupt
+
+
+def _interrupted_exit() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the goodbye
+    try:
+        sys.stderr.write("nsysdoc: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_INTERRUPTED)  # worker processes were terminated where they ran (nsysdoc.job.run)
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Ctrl-C: one line ``nsysdoc: interrupted`` and exit 130, at once
+    (a job's worker processes are terminated, not waited for)."""
+    import signal
+
+    global _INTERRUPTED
+    _INTERRUPTED = False
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         app(prog_name="nsysdoc")
     except KeyboardInterrupt:
-        typer.echo("nsysdoc: interrupted", err=True)
-        sys.exit(130)
+        _interrupted_exit()
+    except SystemExit:
+        if _INTERRUPTED:
+            _interrupted_exit()
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,9 +34,12 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: workers start clean (no inherited threads or open SQLite handles), on every platform
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+    # spawn: workers start clean (no inherited threads or open SQLite handles), on every platform.
+    # Workers ignore Ctrl-C (the terminal sends it to the whole process group): the parent stops
+    # them, so an interrupted job ends at once, without a traceback from each worker.
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_ignore_sigint)
+    try:
         futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
         for done, fut in enumerate(as_completed(futs), 1):
             i = futs[fut]
@@ -46,7 +49,38 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
                 out[i] = [{"file": files[i], "ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}]
             if progress:
                 progress(done, len(files), out[i])
+    except BaseException:  # Ctrl-C, or the caller's progress callback failed: stop, do not wait
+        terminate_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     return out  # type: ignore[return-value]
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def terminate_pool(pool) -> None:
+    """Cancel what has not started and terminate the worker processes (not waiting for them)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    try:
+        pool.shutdown(wait=False, cancel_futures=True)
+    except Exception:
+        pass
+    for p in procs:
+        try:
+            p.terminate()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.join(0.5)
+            if p.is_alive():
+                p.kill()
+        except Exception:
+            pass
 
 
 def run_dask(files: list[str], options: dict, address: str, progress: Progress | None = None) -> list[list[dict]]:
