@@ -56,6 +56,15 @@ def _err(message: str, hint: str | None = None) -> None:
         typer.echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
 
 
+def _cache_warnings(print_them: bool = True) -> None:
+    """One warning line per cache problem the library recorded (the report was made without it)."""
+    from .cache import take_problems
+
+    for msg in take_problems():
+        if print_them:
+            typer.echo(f"nsysdoc: warning: {_one_line(msg)}; carrying on without the cache", err=True)
+
+
 def _progress(msg: str) -> None:
     if sys.stderr.isatty():
         typer.echo(f"nsysdoc: {msg}...", err=True)
@@ -178,7 +187,9 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
             result = analysis.to_dict()
             text = _render(analysis, fmt, worst_step, no_cache, cache_dir)
+            _cache_warnings()
         except NsysdocError as exc:
+            _cache_warnings(False)  # the error line is the one line to read
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
             continue
@@ -351,6 +362,7 @@ def diff(
             sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
                      for p, what in ((base, "base"), (candidate, "candidate"))]
         result = compare(*sides, names=(str(base), str(candidate)))
+        _cache_warnings()
         if fmt == Format.json:
             text = json.dumps(result, indent=2, allow_nan=False) + "\n"
         elif fmt == Format.md:
@@ -454,6 +466,7 @@ def job(
                    "rank_reports_dir": str(rank_reports.resolve()) if rank_reports else None}
         result = run_job([str(p) for p in inputs], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
                          progress=progress)
+        _cache_warnings(not quiet)  # ranks read in this process (-j 1); workers' own go unreported
         if fmt == Format.json:
             text = json.dumps(result, indent=2, allow_nan=False) + "\n"
         elif fmt == Format.md:
