@@ -1631,7 +1631,8 @@ def _(ctx: Ctx) -> Setup:
 @h30("cache_disk_full", REPORT)
 def _(ctx: Ctx) -> Setup:
     """The cache folder's disk is full: the report is made without the cache, one warning line.
-    Before: internal error (OSError: cannot write spilled rows: No space left on device)."""
+    Before: this capture's entry failed silently (no word that no cache was written); a bigger
+    one (the bundled sample) was an internal error (OSError: cannot write spilled rows: ENOSPC)."""
     cap = capture("healthy", ctx.tmp / "run.sqlite")
     full = ctx.tmp / "fullcache"
     umount = _tmpfs(full, "64k")
@@ -1762,17 +1763,18 @@ def _(ctx: Ctx) -> Setup:
 
 @h30("stdout_dev_full", REFUSAL)
 def _(ctx: Ctx) -> Setup:
-    """report -f json (standard output) > /dev/full: one error line, exit 2.
-    Before: 'cannot write the report None', then Python's own 'Exception ignored ... OSError' at exit."""
+    """report -f json -o - > /dev/full: one error line, exit 2. Before: -o - wrote a file named '-'
+    (exit 0; without -o the refusal was already one line, naming the report 'None')."""
     cap = capture("known", ctx.tmp / "run.sqlite")
-    return Setup(argv=["report", "run.sqlite", "-f", "json", "-q"], cwd=ctx.tmp, inputs=[cap],
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-q", "-o", "-"], cwd=ctx.tmp, inputs=[cap],
                  wrap=[sys.executable, "-c", _STDOUT_FULL])
 
 
 @h30("stdout_closed_pipe", FINISH)
 def _(ctx: Ctx) -> Setup:
     """report -f json | (a reader that closed): exits quietly with 141 (as if killed by SIGPIPE, like
-    cat or grep), nothing on stderr. Before: an error line about 'None' plus 'Exception ignored'."""
+    cat or grep), nothing on stderr. Before: exit 2, 'nsysdoc: error: cannot write the report None:
+    Broken pipe'."""
     cap = capture("known", ctx.tmp / "run.sqlite")
 
     def check(c: Ctx) -> list[str]:
