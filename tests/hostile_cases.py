@@ -1628,6 +1628,56 @@ def _(ctx: Ctx) -> Setup:
                  cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
 
 
+@h30("diff_output_enospc_keeps_previous", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """diff -o on a full disk: one error line, the previous diff intact, no temporary file left.
+    Before: the previous diff was truncated and a partial page left."""
+    caps = [capture("known", ctx.tmp / f"run{i}.sqlite") for i in range(2)]
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    prev = small / "diff.html"
+    prev.write_text("PREVIOUS DIFF\n")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        state["prev"] = prev.read_text() if prev.exists() else None
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = []
+        if state.get("prev") != "PREVIOUS DIFF\n":
+            p.append(f"the previous diff was destroyed: now {str(state.get('prev'))[:60]!r}")
+        if state.get("files") != ["diff.html"]:
+            p.append(f"files left in the folder: {state.get('files')}")
+        return p
+    return Setup(argv=["diff", *map(str, caps), "-q", "-o", str(prev), "--no-cache", "--no-config"],
+                 cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
+
+
+@h30("rank_reports_enospc_no_partial_pages", FINISH)
+def _(ctx: Ctx) -> Setup:
+    """job --rank-reports into a full folder: no half-written rank page is left there, and no
+    traceback. Before: each rank's page was written in place and left truncated, and each rank's
+    error was "internal error: OSError: [Errno 28] ... (please report this)"."""
+    caps = [capture("known", ctx.tmp / f"rank{i}.sqlite") for i in range(2)]
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = [] if not state.get("files") else [f"partial rank pages left: {state.get('files')}"]
+        return p + ([] if c.run.rc == 2 and _stderr_problem(c.run.stderr) is None
+                    else [f"expected one error line (no rank could be written), exit {c.run.rc}: {_stderr_lines(c)[:2]}"])
+    return Setup(argv=["job", *map(str, caps), "-q", "-j", "1", "-f", "json", "-o", "job.json", "--rank-reports",
+                       str(small), "--no-cache", "--no-config"], cwd=ctx.tmp, inputs=caps, check=check,
+                 cleanup=cleanup)
+
+
 @h30("cache_disk_full", REPORT)
 def _(ctx: Ctx) -> Setup:
     """The cache folder's disk is full: the report is made without the cache, one warning line.
