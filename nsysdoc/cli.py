@@ -798,7 +798,19 @@ def _interrupted_exit() -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-    sys.exit(EXIT_INTERRUPTED)  # worker processes were terminated where they ran (nsysdoc.job.run)
+    mp = sys.modules.get("multiprocessing.util")
+    if mp is not None:  # the job's pool was terminated (nsysdoc.job.run): release its semaphores
+        try:
+            mp._exit_function()
+        except Exception:
+            pass
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    # not sys.exit: an interrupt caught inside an import can make the interpreter's exit status
+    # the signal's (-2) whatever SystemExit says; os._exit also skips waiting for background threads
+    os._exit(EXIT_INTERRUPTED)
 
 
 def main() -> None:

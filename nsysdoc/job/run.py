@@ -45,7 +45,8 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_ignore_sigint)
     try:
-        futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
+        with _sigint_ignored():  # workers started now begin life ignoring it (before their initializer runs)
+            futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
         for done, fut in enumerate(as_completed(futs), 1):
             i = futs[fut]
             try:
@@ -61,10 +62,35 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
     return out  # type: ignore[return-value]
 
 
+class _sigint_ignored:
+    """Block SIGINT in this (main) thread while worker processes are spawned: a spawned Python
+    starts with it blocked (the mask survives exec) until its initializer ignores and unblocks it,
+    so a Ctrl-C while a worker is still importing cannot print its traceback. Here the signal stays
+    pending and is delivered when the block ends: no Ctrl-C is lost."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.blocked = False
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            self.blocked = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _ignore_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the parent while spawning
 
 
 def terminate_pool(pool) -> None:
