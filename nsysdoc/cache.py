@@ -20,7 +20,13 @@ Guarantees, each enforced here and nowhere else:
 * **Bounded.** After a write, least-recently-used entries are removed until the cache is under
   ``NSYSDOC_CACHE_MAX_MB`` (default 4096 MB). A read marks the entry used.
 * **Never fatal.** Readers treat any unreadable or wrong-shaped entry as a miss and rebuild it;
-  writers that fail only cost speed next time.
+  writers that fail only cost speed next time. A cache folder that cannot be written (full disk,
+  no permission, removed while in use) means carrying on without the cache: the problem is
+  recorded with :func:`note_problem` and ``nsysdoc.cli`` prints it as one warning line
+  (:func:`take_problems`).
+* **Runs in progress are safe.** An entry is written in a ``.tmp-*`` folder and renamed when
+  complete; :func:`clear` and :func:`evict` remove a ``.tmp-*`` folder only once it is older than
+  :data:`STALE_TMP_S` (another nsysdoc may be writing it right now).
 """
 from __future__ import annotations
 
@@ -43,6 +49,22 @@ STALE_TMP_S = 3600
 #: in the folder is counted, evicted or cleared, whatever ``NSYSDOC_CACHE_DIR`` points at
 _ENTRY_NAME = re.compile(r"^(?:(?:trace|export|templates)-[0-9a-f]{24}|[0-9a-f]{20})$")
 _TMP_NAME = re.compile(r"^\.tmp-[a-z0-9_]+$")
+
+
+_PROBLEMS: list[str] = []
+
+
+def note_problem(message: str) -> None:
+    """Record that the cache could not be used (printed once by the CLI as a warning)."""
+    if message not in _PROBLEMS:
+        _PROBLEMS.append(message)
+
+
+def take_problems() -> list[str]:
+    """The problems recorded since the last call (and forget them)."""
+    out = list(_PROBLEMS)
+    _PROBLEMS.clear()
+    return out
 
 
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -189,9 +211,10 @@ def clear(cache_dir: str | os.PathLike | None = None) -> tuple[int, int]:
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             n, b = n + 1, b + size
+    now = time.time()
     try:
-        for child in folder.iterdir():
-            if _TMP_NAME.match(child.name) and not child.is_symlink():
+        for child in folder.iterdir():  # a fresh one is the working folder of a run in progress
+            if _TMP_NAME.match(child.name) and not child.is_symlink() and now - child.stat().st_mtime > STALE_TMP_S:
                 shutil.rmtree(child, ignore_errors=True)
     except OSError:
         pass

@@ -7,6 +7,7 @@ option, nsys missing ...).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from enum import Enum
@@ -17,8 +18,13 @@ import typer
 
 from . import __version__
 from .errors import NsysdocError, RuleError
+from .outputs import StdoutClosed
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+#: standard output's reader went away (``| head``): exit quietly, with the status of a process
+#: killed by SIGPIPE, as ``cat`` or ``grep`` would
+EXIT_PIPE = 128 + 13
+EXIT_INTERRUPTED = 130
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Why is my GPU training slow? Diagnoses from Nsight Systems captures.")
@@ -48,6 +54,15 @@ def _err(message: str, hint: str | None = None) -> None:
     typer.echo(f"nsysdoc: error: {_one_line(message)}", err=True)
     if hint:
         typer.echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
+
+
+def _cache_warnings(print_them: bool = True) -> None:
+    """One warning line per cache problem the library recorded (the report was made without it)."""
+    from .cache import take_problems
+
+    for msg in take_problems():
+        if print_them:
+            typer.echo(f"nsysdoc: warning: {_one_line(msg)}; carrying on without the cache", err=True)
 
 
 def _progress(msg: str) -> None:
@@ -120,7 +135,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                   no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity | None", debug: bool,
                   nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
                   no_config: bool = False, quiet: bool = False, open_report: bool = False,
-                  worst_step: bool = False, json_beside: bool = False) -> int:
+                  worst_step: bool = False, json_beside: bool = False, to_stdout: bool = False,
+                  as_dir: bool = False) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .inputs import check_outputs, expand_inputs
 
@@ -149,14 +165,19 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         return EXIT_ERROR
     several = len(files) > 1 or len(paths) > 1 or any(Path(p).is_dir() for p in paths)
     names = _unique_names(files)
-    if several and output is not None and output.suffix:
+    if several and to_stdout:
+        _err("-o - (standard output) takes one input", "name a folder with -o DIR/ for several inputs")
+        return EXIT_ERROR
+    if several and output is not None and output.suffix and not as_dir:
         _err("with several inputs, --output must be a directory")
         return EXIT_ERROR
-    targets = {path: _target(Path(names.get(path, path)), output, several, fmt) for path in files}
+    targets = {path: None if to_stdout else _target(Path(names.get(path, path)), output, several, fmt, as_dir)
+               for path in files}
     planned = [t for t in targets.values() if t is not None]
     if json_beside:
         planned += [t.with_suffix(".json") for t in planned if fmt != Format.json]
     try:  # before any work: no output may replace an input (or a later input's file)
+        _check_names(planned)
         check_outputs(planned, files)
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
@@ -166,7 +187,9 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
             result = analysis.to_dict()
             text = _render(analysis, fmt, worst_step, no_cache, cache_dir)
+            _cache_warnings()
         except NsysdocError as exc:
+            _cache_warnings(False)  # the error line is the one line to read
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
             continue
@@ -178,15 +201,13 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             continue
         target = targets[path]
         try:
-            if target is None:
-                sys.stdout.write(text)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text, encoding="utf-8")
+            _write_out(text, target)
             if json_beside and target is not None and fmt != Format.json:
-                target.with_suffix(".json").write_text(_render(analysis, Format.json, worst_step), encoding="utf-8")
-        except OSError as exc:
-            _err(f"cannot write the report {target}: {exc.strerror or exc}")
+                _write_out(_render(analysis, Format.json, worst_step), target.with_suffix(".json"))
+        except StdoutClosed:
+            return EXIT_PIPE  # the reader went away (| head): nothing more to say, to anyone
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
             worst = EXIT_ERROR
             continue
         for st in result.get("rules") or []:
@@ -217,9 +238,10 @@ def report(
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html (one self-contained file), json (the contract in docs/json.md) or "
                                               "md. Default: from the --output suffix, else html."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Output file (one input) or directory (several). Default: "
-                                               "<name>.nsysdoc.html here; json and md go to stdout."),
+    output: Optional[str] = typer.Option(None, "--output", "-o",
+                                         help="Output file (one input) or directory (several, or a name ending "
+                                              "in /, created). '-' is standard output. Default: "
+                                              "<name>.nsysdoc.html here; json and md go to stdout."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker",
                                               help="Regex an NVTX range's whole text must match to mark a training step."),
     sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
@@ -243,8 +265,8 @@ def report(
     on_trace_ready=tensorboard_trace_handler("log/run")) with prof.step() every iteration, then
     nsysdoc report log/run/ (or prof.export_chrome_trace("trace.pt.trace.json")).
     """
-    if fmt is None:
-        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
+    out_path, to_stdout, as_dir = _output_arg(output)
+    fmt = _fmt_for(fmt, out_path, as_dir)
     paths = list(inputs or [])
     if sample:
         paths.insert(0, sample_path())
@@ -254,8 +276,9 @@ def report(
     from .lazy_pandas import deferring
 
     with deferring():  # an nsys export's report needs no pandas: keep pyarrow from importing it
-        code = _report_paths(paths, fmt, output, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
-                             rules, config, no_config, quiet, open_report, worst_step)
+        code = _report_paths(paths, fmt, out_path, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
+                             rules, config, no_config, quiet, open_report, worst_step, to_stdout=to_stdout,
+                             as_dir=as_dir)
     raise typer.Exit(code)
 
 
@@ -296,9 +319,10 @@ def diff(
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html (one self-contained file), json (docs/diff.md) or md (a PR "
                                               "comment). Default: from the --output suffix, else html."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Output file. Default: <base>-vs-<candidate>.nsysdoc-diff.html here; "
-                                               "json and md go to stdout."),
+    output: Optional[str] = typer.Option(None, "--output", "-o",
+                                         help="Output file ('-': standard output; a name ending in / is a folder). "
+                                              "Default: <base>-vs-<candidate>.nsysdoc-diff.html here; json and md "
+                                              "go to stdout."),
     fail_on_regression: Optional[float] = typer.Option(
         None, "--fail-on-regression", metavar="PCT", min=0.0,
         help="Exit 1 when the candidate is significantly slower by more than PCT percent (median step time, or "
@@ -318,17 +342,20 @@ def diff(
     from .diff import compare, regression
     from .report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
 
-    if fmt is None:
-        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
-    target = output
-    if target is None and fmt == Format.html:
-        target = Path.cwd() / f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.html"
+    out_path, to_stdout, as_dir = _output_arg(output)
+    fmt = _fmt_for(fmt, out_path, as_dir)
+    default_name = f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.{fmt.value}"
+    target = None if to_stdout else (out_path / default_name if as_dir or (out_path is not None and _is_dir(out_path))
+                                     else out_path)
+    if target is None and fmt == Format.html and not to_stdout:
+        target = Path.cwd() / default_name
     from .lazy_pandas import deferring
 
     try:
         if target is not None:
             from .inputs import check_outputs
 
+            _check_names([target])
             check_outputs([target], [base, candidate])
         ruleset, cfg = _ruleset(list(rules), config, no_config)
         marker = step_marker or cfg.step_marker
@@ -336,6 +363,7 @@ def diff(
             sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
                      for p, what in ((base, "base"), (candidate, "candidate"))]
         result = compare(*sides, names=(str(base), str(candidate)))
+        _cache_warnings()
         if fmt == Format.json:
             text = json.dumps(result, indent=2, allow_nan=False) + "\n"
         elif fmt == Format.md:
@@ -351,13 +379,11 @@ def diff(
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
     try:
-        if target is None:
-            sys.stdout.write(text)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        _err(f"cannot write the diff {target}: {exc.strerror or exc}")
+        _write_out(text, target)
+    except StdoutClosed:
+        raise typer.Exit(EXIT_PIPE)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
         typer.echo(diff_terminal_summary(result, str(target) if target is not None else None).rstrip("\n"),
@@ -376,8 +402,9 @@ def job(
                                              "processes."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html, json (docs/job.md) or md. Default: from the --output suffix, else html."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",
-                                          help="Output file. Default: job.nsysdoc.html here; json and md go to stdout."),
+    output: Optional[str] = typer.Option(None, "--output", "-o",
+                                         help="Output file ('-': standard output; a name ending in / is a folder). "
+                                              "Default: job.nsysdoc.html here; json and md go to stdout."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1,
                                        help="Ranks analysed in parallel on this machine (default: CPU count)."),
     dask: Optional[str] = typer.Option(None, "--dask", envvar="DASK_SCHEDULER_ADDRESS", show_envvar=True,
@@ -405,9 +432,14 @@ def job(
     from .report.job_page import job_terminal_summary, render_job_html, render_job_markdown
     from .rules.engine import find_config
 
-    if fmt is None:
-        fmt = {".json": Format.json, ".md": Format.md}.get(output.suffix.lower() if output else "", Format.html)
-    target = output if output is not None else (Path.cwd() / "job.nsysdoc.html" if fmt == Format.html else None)
+    out_path, to_stdout, as_dir = _output_arg(output)
+    fmt = _fmt_for(fmt, out_path, as_dir)
+    if to_stdout:
+        target = None
+    elif out_path is not None:
+        target = out_path / f"job.nsysdoc.{fmt.value}" if as_dir or _is_dir(out_path) else out_path
+    else:
+        target = Path.cwd() / "job.nsysdoc.html" if fmt == Format.html else None
 
     def progress(done: int, total: int, recs: list) -> None:
         if quiet:
@@ -425,6 +457,7 @@ def job(
             planned = [target] if target is not None else []
             if rank_reports is not None:
                 planned += [rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files]
+            _check_names(planned)
             check_outputs(planned, files)
         _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
         cfg_path = config if config is not None else (None if no_config else find_config())
@@ -434,6 +467,7 @@ def job(
                    "rank_reports_dir": str(rank_reports.resolve()) if rank_reports else None}
         result = run_job([str(p) for p in inputs], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
                          progress=progress)
+        _cache_warnings(not quiet)  # ranks read in this process (-j 1); workers' own go unreported
         if fmt == Format.json:
             text = json.dumps(result, indent=2, allow_nan=False) + "\n"
         elif fmt == Format.md:
@@ -449,13 +483,11 @@ def job(
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
     try:
-        if target is None:
-            sys.stdout.write(text)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        _err(f"cannot write {target}: {exc.strerror or exc}")
+        _write_out(text, target)
+    except StdoutClosed:
+        raise typer.Exit(EXIT_PIPE)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
         typer.echo(job_terminal_summary(result, str(target) if target else None).rstrip("\n"), err=target is None)
@@ -560,13 +592,57 @@ def _fails(result: dict, fail_on: "Severity | None") -> bool:
     return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in result.get("findings", []))
 
 
-def _target(path: Path, output: Path | None, several: bool, fmt: Format) -> Path | None:
+def _target(path: Path, output: Path | None, several: bool, fmt: Format, as_dir: bool = False) -> Path | None:
     name = f"{Path(path).stem}.nsysdoc.{fmt.value}"
     if output is None:
         return None if (fmt != Format.html and not several) else Path.cwd() / name
-    if several or output.is_dir():
+    if several or as_dir or _is_dir(output):
         return output / name
     return output
+
+
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()`` that answers False where the name cannot even be looked up (too long ...)."""
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _output_arg(raw: Optional[str]) -> tuple[Optional[Path], bool, bool]:
+    """``-o``'s value as (path, standard output?, folder?): ``-`` is standard output, a name ending
+    in a path separator is a folder (created when missing)."""
+    if raw is None:
+        return None, False, False
+    if raw == "-":
+        return None, True, False
+    seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    return Path(raw), False, raw.endswith(seps) and len(raw) > 1 or raw == os.sep
+
+
+def _fmt_for(fmt: "Format | None", output: Optional[Path], as_dir: bool) -> "Format":
+    if fmt is not None:
+        return fmt
+    suffix = output.suffix.lower() if output is not None and not as_dir else ""
+    return {".json": Format.json, ".md": Format.md}.get(suffix, Format.html)
+
+
+def _check_names(targets) -> None:
+    from .outputs import check_output_name
+
+    for t in targets:
+        if t is not None:
+            check_output_name(t)
+
+
+def _write_out(text: str, target: Optional[Path]) -> None:
+    """The one place outputs are written: atomically to a file, or to standard output."""
+    from .outputs import write_stdout, write_text_atomic
+
+    if target is None:
+        write_stdout(text)
+    else:
+        write_text_atomic(target, text)
 
 
 cache_app = typer.Typer(no_args_is_help=True, help="Show or clear nsysdoc's cache of loaded captures and exports.")
@@ -705,13 +781,56 @@ def rules_docs(out: Path = typer.Argument(Path("docs/rules"), help="Folder to wr
         typer.echo(f"wrote {p}")
 
 
+_INTERRUPTED = False
+
+
+def _on_sigint(signum, frame) -> None:
+    global _INTERRUPTED
+    _INTERRUPTED = True  # Typer turns KeyboardInterrupt into a silent exit 130: main() says why
+    raise KeyboardInterrupt
+
+
+def _interrupted_exit() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the goodbye
+    try:
+        sys.stderr.write("nsysdoc: interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    mp = sys.modules.get("multiprocessing.util")
+    if mp is not None:  # the job's pool was terminated (nsysdoc.job.run): release its semaphores
+        try:
+            mp._exit_function()
+        except Exception:
+            pass
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    # not sys.exit: an interrupt caught inside an import can make the interpreter's exit status
+    # the signal's (-2) whatever SystemExit says; os._exit also skips waiting for background threads
+    os._exit(EXIT_INTERRUPTED)
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Ctrl-C: one line ``nsysdoc: interrupted`` and exit 130, at once
+    (a job's worker processes are terminated, not waited for)."""
+    import signal
+
+    global _INTERRUPTED
+    _INTERRUPTED = False
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         app(prog_name="nsysdoc")
     except KeyboardInterrupt:
-        typer.echo("nsysdoc: interrupted", err=True)
-        sys.exit(130)
+        _interrupted_exit()
+    except SystemExit:
+        if _INTERRUPTED:
+            _interrupted_exit()
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -51,3 +51,7 @@ class NsysNotFoundError(NsysdocError):
 
 class NsysFailedError(NsysdocError):
     """``nsys`` ran but failed (non-zero exit, missing output)."""
+
+
+class OutputError(NsysdocError):
+    """An output (report, diff, job page) cannot be written: full disk, no permission, bad name."""

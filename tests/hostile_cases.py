@@ -25,7 +25,8 @@ Generic expectations (``Case.expect``):
 ``success``   exit 0 (the ``cache`` sub-commands).
 
 Issue item numbers (1-13) are recorded per case (``Case.item``; 0 = control case that must pass
-today and proves the harness and the baseline captures are sound).
+today and proves the harness and the baseline captures are sound). Issue 30's cases carry
+``Case.item = 30`` and names ``h30_*`` (their blocks are at the end of the case definitions).
 """
 from __future__ import annotations
 
@@ -1837,6 +1838,379 @@ def _(ctx: Ctx) -> Setup:
     return Setup(argv=["rules", "test", str(d)], cwd=ctx.tmp, inputs=[d, ctx.tmp / "secret.env"],
                  check=check_no_secret)
 
+
+# --- issue 30 (outputs, cache, Dask, paths, Ctrl-C) ---
+# Names h30_*, Case.item = 30 (appended with h30(), not case(): the i<NN>_ prefix is for items 1-13).
+# Each comment says what the code before issue 30 did.
+def h30(name: str, expect: str, **kw):
+    def deco(fn: Callable[[Ctx], Setup]) -> Callable[[Ctx], Setup]:
+        kw.setdefault("doc", (fn.__doc__ or "").strip())
+        CASES.append(Case(name=f"h30_{name}", item=30, expect=expect, build=fn, new=True, **kw))
+        return fn
+    return deco
+
+
+def _tmpfs(folder: Path, size: str) -> Callable[[], None]:
+    """Mount a tiny tmpfs on ``folder`` (a full disk on demand; needs root); returns the unmount."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        raise Skip("a full-disk case mounts a tiny tmpfs: needs root")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Skip(f"cannot mount a tmpfs here: {r.stderr.strip()[:200]}")
+    return lambda: subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+# wrappers around the launcher: standard output on /dev/full, on a pipe nobody reads, Ctrl-C
+_STDOUT_FULL = "import os,sys\nfd=os.open('/dev/full',os.O_WRONLY)\nos.dup2(fd,1)\nos.execv(sys.argv[1],sys.argv[1:])\n"
+_STDOUT_CLOSED = "import os,sys\nr,w=os.pipe()\nos.dup2(w,1)\nos.close(r)\nos.close(w)\nos.execv(sys.argv[1],sys.argv[1:])\n"
+_CTRL_C = (  # Ctrl-C as a terminal sends it: SIGINT to nsysdoc and every process it started (not to
+    # the launcher, which is harness); records how long nsysdoc took to exit after it
+    "import os,signal,subprocess,sys,time\n"
+    "delay,out=float(sys.argv[1]),sys.argv[2]\n"
+    "p=subprocess.Popen(sys.argv[3:])\n"
+    "time.sleep(delay)\n"
+    "def kids(pid):\n"
+    "    out=[]\n"
+    "    for t in os.listdir(f'/proc/{pid}/task'):\n"
+    "        try: out+= [int(x) for x in open(f'/proc/{pid}/task/{t}/children').read().split()]\n"
+    "        except OSError: pass\n"
+    "    return out\n"
+    "todo,seen=kids(p.pid),[]\n"
+    "while todo:\n"
+    "    q=todo.pop(); seen.append(q); todo+=kids(q)\n"
+    "t0=time.monotonic()\n"
+    "for q in seen:\n"
+    "    try: os.kill(q,signal.SIGINT)\n"
+    "    except OSError: pass\n"
+    "rc=p.wait()\n"
+    "open(out,'w').write(f'{time.monotonic()-t0:.3f} {len(seen)}' if seen else 'none')\n"
+    "sys.exit(rc if rc>=0 else 128-rc)\n"
+)
+
+
+def _stderr_lines(ctx: Ctx) -> list[str]:
+    return [ln for ln in ctx.run.stderr.splitlines() if ln.strip()]
+
+
+@h30("output_enospc_keeps_previous", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """report -o on a full disk: one error line, the previous report intact, no temporary file left.
+    Before: write_text truncated the previous report, then failed half-way (a partial file)."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    prev = small / "report.html"
+    prev.write_text("PREVIOUS REPORT\n")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        state["prev"] = prev.read_text() if prev.exists() else None
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = []
+        if state.get("prev") != "PREVIOUS REPORT\n":
+            p.append(f"the previous report was destroyed: now {str(state.get('prev'))[:60]!r}")
+        if state.get("files") != ["report.html"]:
+            p.append(f"files left in the folder: {state.get('files')}")
+        return p
+    return Setup(argv=["report", "run.sqlite", "-f", "html", "-o", str(prev), "--no-cache"], cwd=ctx.tmp,
+                 inputs=[cap], check=check, cleanup=cleanup)
+
+
+@h30("job_output_enospc_keeps_previous", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """job -o on a full disk: one error line, the previous page intact, no temporary file left.
+    Before: the previous page was truncated and a partial one left."""
+    caps = [capture("known", ctx.tmp / f"rank{i}.sqlite") for i in range(2)]
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    prev = small / "job.html"
+    prev.write_text("PREVIOUS JOB\n")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        state["prev"] = prev.read_text() if prev.exists() else None
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = []
+        if state.get("prev") != "PREVIOUS JOB\n":
+            p.append(f"the previous page was destroyed: now {str(state.get('prev'))[:60]!r}")
+        if state.get("files") != ["job.html"]:
+            p.append(f"files left in the folder: {state.get('files')}")
+        return p
+    return Setup(argv=["job", *map(str, caps), "-q", "-j", "1", "-o", str(prev), "--no-cache", "--no-config"],
+                 cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
+
+
+@h30("diff_output_enospc_keeps_previous", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """diff -o on a full disk: one error line, the previous diff intact, no temporary file left.
+    Before: the previous diff was truncated and a partial page left."""
+    caps = [capture("known", ctx.tmp / f"run{i}.sqlite") for i in range(2)]
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    prev = small / "diff.html"
+    prev.write_text("PREVIOUS DIFF\n")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        state["prev"] = prev.read_text() if prev.exists() else None
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = []
+        if state.get("prev") != "PREVIOUS DIFF\n":
+            p.append(f"the previous diff was destroyed: now {str(state.get('prev'))[:60]!r}")
+        if state.get("files") != ["diff.html"]:
+            p.append(f"files left in the folder: {state.get('files')}")
+        return p
+    return Setup(argv=["diff", *map(str, caps), "-q", "-o", str(prev), "--no-cache", "--no-config"],
+                 cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
+
+
+@h30("rank_reports_enospc_no_partial_pages", FINISH)
+def _(ctx: Ctx) -> Setup:
+    """job --rank-reports into a full folder: no half-written rank page is left there, and no
+    traceback. Before: each rank's page was written in place and left truncated, and each rank's
+    error was "internal error: OSError: [Errno 28] ... (please report this)"."""
+    caps = [capture("known", ctx.tmp / f"rank{i}.sqlite") for i in range(2)]
+    small = ctx.tmp / "small"
+    umount = _tmpfs(small, "16k")
+    state: dict = {}
+
+    def cleanup() -> None:
+        state["files"] = sorted(p.name for p in small.iterdir())
+        umount()
+
+    def check(c: Ctx) -> list[str]:
+        p = [] if not state.get("files") else [f"partial rank pages left: {state.get('files')}"]
+        return p + ([] if c.run.rc == 2 and _stderr_problem(c.run.stderr) is None
+                    else [f"expected one error line (no rank could be written), exit {c.run.rc}: {_stderr_lines(c)[:2]}"])
+    return Setup(argv=["job", *map(str, caps), "-q", "-j", "1", "-f", "json", "-o", "job.json", "--rank-reports",
+                       str(small), "--no-cache", "--no-config"], cwd=ctx.tmp, inputs=caps, check=check,
+                 cleanup=cleanup)
+
+
+@h30("cache_disk_full", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """The cache folder's disk is full: the report is made without the cache, one warning line.
+    Before: this capture's entry failed silently (no word that no cache was written); a bigger
+    one (the bundled sample) was an internal error (OSError: cannot write spilled rows: ENOSPC)."""
+    cap = capture("healthy", ctx.tmp / "run.sqlite")
+    full = ctx.tmp / "fullcache"
+    umount = _tmpfs(full, "64k")
+
+    def check(c: Ctx) -> list[str]:
+        warn = [ln for ln in _stderr_lines(c) if ln.startswith("nsysdoc: warning:") and "cache" in ln]
+        return [] if len(warn) == 1 else [f"expected one cache warning line, stderr: {_stderr_lines(c)[:4]}"]
+    s = _report(ctx, cap, check=check, env={"NSYSDOC_CACHE_DIR": str(full)})
+    s.cleanup = umount
+    return s
+
+
+@h30("cache_unwritable_warns", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """A cache folder that cannot be created (under a regular file): report, one warning line.
+    Before: the cache was skipped silently (no word that every run re-reads the capture)."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    (ctx.tmp / "afile").write_text("x")
+
+    def check(c: Ctx) -> list[str]:
+        warn = [ln for ln in _stderr_lines(c) if ln.startswith("nsysdoc: warning:") and "cache" in ln]
+        return [] if len(warn) == 1 else [f"expected one cache warning line, stderr: {_stderr_lines(c)[:4]}"]
+    return _report(ctx, cap, check=check, env={"NSYSDOC_CACHE_DIR": str(ctx.tmp / "afile" / "cache")})
+
+
+@h30("cache_clear_spares_run_in_progress", SUCCESS)
+def _(ctx: Ctx) -> Setup:
+    """cache clear keeps a fresh .tmp-* folder (another nsysdoc is writing an entry there) and removes
+    a stale one. Before: every .tmp-* folder was removed, pulling the files from under a running report."""
+    cache = ctx.tmp / "c"
+    fresh, stale = cache / ".tmp-fresh1", cache / ".tmp-stale1"
+    for d in (fresh, stale):
+        d.mkdir(parents=True)
+        (d / "kernels.arrow").write_bytes(b"x" * 100)
+    old = time.time() - 3 * 3600
+    os.utime(stale, (old, old))
+
+    def check(c: Ctx) -> list[str]:
+        p = [] if fresh.is_dir() and (fresh / "kernels.arrow").exists() else ["the running write's folder was removed"]
+        return p + ([] if not stale.exists() else ["a stale temporary folder was kept"])
+    return Setup(argv=["cache", "clear", "--cache-dir", str(cache)], cwd=ctx.tmp, inputs=[], check=check)
+
+
+def _fake_server(mode: str) -> tuple[int, Callable[[], None]]:
+    """A local TCP server that is not a Dask scheduler: 'random' sends random bytes (whose first 8
+    read as an exabyte length), 'silent' accepts and says nothing, 'http' answers HTTP requests."""
+    import socket
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    conns: list = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            conns.append(c)
+            try:
+                if mode == "random":
+                    c.sendall(b"\xf0\xe1\xd2\xc3\xb4\xa5\x96\x27" + random.Random(30).randbytes(4088))
+                elif mode == "http":
+                    c.settimeout(5)
+                    if c.recv(65536):
+                        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi")
+            except OSError:
+                pass
+
+    threading.Thread(target=serve, daemon=True, name="fake-dask").start()
+
+    def close() -> None:
+        stop.set()
+        for c in [srv, *conns]:
+            try:
+                c.close()
+            except OSError:
+                pass
+    return srv.getsockname()[1], close
+
+
+for _mode, _before in (("random", "a MemoryError traceback: distributed read the first 8 bytes as a frame "
+                                  "length and tried to allocate 2.8 EiB"),
+                       ("silent", "a hang: Client waited past the case's 30 s timeout (over 120 s by hand)"),
+                       ("http", "a hang: distributed waited for a handshake an HTTP server never sends")):
+    def _mk(mode: str, before: str):
+        def build(ctx: Ctx) -> Setup:
+            try:
+                import distributed  # noqa: F401
+            except ImportError:
+                raise Skip("dask.distributed is not installed")
+            caps = [capture("known", ctx.tmp / f"rank{i}.sqlite") for i in range(2)]
+            port, close = _fake_server(mode)
+            return Setup(argv=["job", *map(str, caps), "--dask", f"tcp://127.0.0.1:{port}", "-f", "json", "-q",
+                               "--no-config"], cwd=ctx.tmp, inputs=caps, cleanup=close)
+        build.__doc__ = f"--dask at a {mode} server that is not Dask: one line within the connect timeout. Before: {before}."
+        return build
+    h30(f"dask_not_dask_{_mode}", REFUSAL, max_seconds=20.0)(_mk(_mode, _before))
+
+
+@h30("o_trailing_slash_is_folder", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """-o newdir/ (missing, trailing slash) is a folder: newdir/run.nsysdoc.json.
+    Before: the slash was dropped and the report written to a file named newdir."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-o", "newdir/"], cwd=ctx.tmp, inputs=[cap],
+                 output=ctx.tmp / "newdir" / "run.nsysdoc.json")
+
+
+@h30("o_dash_is_stdout", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """-o - writes the report to standard output (no file named '-').
+    Before: a file named '-' was written, standard output stayed empty."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+
+    def check(c: Ctx) -> list[str]:
+        p = [] if not (ctx.tmp / "-").exists() else ["a file named '-' was written"]
+        try:
+            json.loads(c.run.stdout)
+        except ValueError as exc:
+            p.append(f"standard output is not the JSON report: {exc}: {c.run.stdout[:80]!r}")
+        return p
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-o", "-"], cwd=ctx.tmp, inputs=[cap], check=check)
+
+
+@h30("stdout_dev_full", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """report -f json -o - > /dev/full: one error line, exit 2. Before: -o - wrote a file named '-'
+    (exit 0; without -o the refusal was already one line, naming the report 'None')."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-q", "-o", "-"], cwd=ctx.tmp, inputs=[cap],
+                 wrap=[sys.executable, "-c", _STDOUT_FULL])
+
+
+@h30("stdout_closed_pipe", FINISH)
+def _(ctx: Ctx) -> Setup:
+    """report -f json | (a reader that closed): exits quietly with 141 (as if killed by SIGPIPE, like
+    cat or grep), nothing on stderr. Before: exit 2, 'nsysdoc: error: cannot write the report None:
+    Broken pipe'."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+
+    def check(c: Ctx) -> list[str]:
+        p = [] if c.run.rc == 141 else [f"exit {c.run.rc}, expected 141 (standard output's reader went away)"]
+        return p + ([] if not _stderr_lines(c) else [f"stderr not empty: {_stderr_lines(c)[:3]}"])
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-q"], cwd=ctx.tmp, inputs=[cap], check=check,
+                 wrap=[sys.executable, "-c", _STDOUT_CLOSED])
+
+
+@h30("output_name_too_long", REFUSAL, max_seconds=8.0)
+def _(ctx: Ctx) -> Setup:
+    """-o with a 305-byte file name: refused before the capture is read (one line).
+    Before: a traceback (OSError: File name too long, from Path.is_dir)."""
+    cap = capture("big_steps", ctx.tmp / "run.sqlite")  # 11 s to analyse: the refusal must come first
+
+    def check(c: Ctx) -> list[str]:
+        return [] if "255" in c.run.stderr else [f"the error does not give the limit: {_stderr_lines(c)[:1]}"]
+    return Setup(argv=["report", "run.sqlite", "-f", "json", "-o", "x" * 300 + ".json"], cwd=ctx.tmp, inputs=[cap],
+                 check=check)
+
+
+@h30("non_utf8_file_name", REPORT)
+def _(ctx: Ctx) -> Setup:
+    """A capture whose name is not UTF-8 (b'run\\xff.sqlite'): reported into out/ under that name.
+    Before: internal error (UnicodeEncodeError quoting the SQLite URI)."""
+    name = os.fsdecode(b"run\xff.sqlite")
+    cap = capture("known", ctx.tmp / name)
+    return Setup(argv=["report", name, "-f", "json", "-o", "out/"], cwd=ctx.tmp, inputs=[cap],
+                 output=ctx.tmp / "out" / os.fsdecode(b"run\xff.nsysdoc.json"))
+
+
+def _ctrl_c_check(limit_s: float):
+    def check(c: Ctx) -> list[str]:
+        p = [] if c.run.rc == 130 else [f"exit {c.run.rc}, expected 130"]
+        lines = _stderr_lines(c)
+        if lines[-1:] != ["nsysdoc: interrupted"] or len([ln for ln in lines if "interrupt" in ln.lower()]) != 1:
+            p.append(f"expected one line 'nsysdoc: interrupted', stderr: {lines[-4:]}")
+        took = (c.tmp / "ctrl_c.txt").read_text().split() if (c.tmp / "ctrl_c.txt").exists() else ["none"]
+        if took[0] == "none":
+            raise HarnessError("nsysdoc had already finished before the Ctrl-C")
+        if float(took[0]) > limit_s:
+            p.append(f"took {float(took[0]):.1f} s to stop after Ctrl-C, limit {limit_s:g} s")
+        return p
+    return check
+
+
+@h30("ctrl_c_job_many_ranks", FINISH, timeout=120.0)
+def _(ctx: Ctx) -> Setup:
+    """Ctrl-C 5 s into a 200-rank job (-j 2): one line, exit 130, stopped within 2 s.
+    Before: no message, and 27 s to stop (the process pool finished its running ranks first)."""
+    ranks = ctx.tmp / "ranks"
+    for i in range(200):
+        capture("known", ranks / f"rank{i}.sqlite")
+    return Setup(argv=["job", str(ranks), "-j", "2", "-q", "-f", "json", "-o", "job.json", "--no-config"],
+                 cwd=ctx.tmp, inputs=[], check=_ctrl_c_check(2.0),
+                 wrap=[sys.executable, "-c", _CTRL_C, "5", str(ctx.tmp / "ctrl_c.txt")])
+
+
+@h30("ctrl_c_report", FINISH, timeout=60.0)
+def _(ctx: Ctx) -> Setup:
+    """Ctrl-C 3 s into a report (11 s of work): one line 'nsysdoc: interrupted', exit 130.
+    Before: exit 130 without a word (Typer swallows KeyboardInterrupt)."""
+    cap = capture("big_steps", ctx.tmp / "run.sqlite")
+    return Setup(argv=["report", "run.sqlite", "-q", "-f", "json", "-o", "r.json", "--no-cache"], cwd=ctx.tmp,
+                 inputs=[cap], check=_ctrl_c_check(2.0),
+                 wrap=[sys.executable, "-c", _CTRL_C, "3", str(ctx.tmp / "ctrl_c.txt")])
 
 
 # ---------------------------------------------------------------------------------------------

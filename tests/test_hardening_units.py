@@ -329,3 +329,136 @@ def test_the_command_line_reuses_freed_memory_instead_of_faulting_it_in_again():
         pytest.skip("no glibc mallopt")
     assert int(kept) < 500, kept
     assert int(run("default")) > 4000  # the probe can tell the difference
+
+
+# --------------------------------------------------------------------------------------------
+# issue 30: atomic outputs, the cache failing without failing the report, the Dask probe
+# --------------------------------------------------------------------------------------------
+def test_atomic_write_keeps_the_previous_file_when_the_write_fails(tmp_path, monkeypatch):
+    """ENOSPC half-way through: OutputError, the previous file byte for byte, no temporary file."""
+    import errno
+
+    from nsysdoc import outputs
+    from nsysdoc.errors import OutputError
+
+    target = tmp_path / "report.html"
+    target.write_text("PREVIOUS")
+    real_write, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(len(data))
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data[:10]))  # a short write first: the helper must loop
+    monkeypatch.setattr(outputs.os, "write", write)
+    with pytest.raises(OutputError) as e:
+        outputs.write_text_atomic(target, "NEW" * 1000)
+    assert "No space left" in e.value.message and len(calls) == 2
+    assert target.read_text() == "PREVIOUS" and sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+def test_atomic_write_replaces_and_creates_folders(tmp_path):
+    from nsysdoc import outputs
+
+    target = tmp_path / "a" / "b" / "r.json"
+    outputs.write_text_atomic(target, "one")
+    outputs.write_text_atomic(target, "two \udcff")  # a surrogate from a non-UTF-8 name: replaced
+    assert target.read_text(encoding="utf-8") == "two ?" and sorted(os.listdir(target.parent)) == ["r.json"]
+    assert oct(target.stat().st_mode & 0o777) != oct(0o600)  # the usual permissions, not mkstemp's
+
+
+def test_output_names_over_name_max_are_refused(tmp_path):
+    from nsysdoc import outputs
+    from nsysdoc.errors import OutputError
+
+    outputs.check_output_name(tmp_path / ("x" * 250 + ".json"))
+    with pytest.raises(OutputError, match="at most 255"):
+        outputs.check_output_name(tmp_path / ("x" * 251 + ".json"))
+    with pytest.raises(OutputError):  # counted in bytes: 128 two-byte characters
+        outputs.check_output_name(tmp_path / ("é" * 128))
+
+
+def _sample_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    from nsysdoc.cli import sample_path
+
+    dest = tmp_path / "run.sqlite"
+    shutil.copyfile(sample_path(), dest)
+    return dest
+
+
+def test_a_cache_folder_removed_while_in_use_still_gives_the_trace(tmp_path, monkeypatch):
+    """Another nsysdoc's cleanup removes the entry being written just before it is published: the
+    capture is read again without the cache, and the problem recorded for the CLI's warning."""
+    import shutil
+
+    cap = _sample_copy(tmp_path)
+    ref = L.load_trace(cap, cache=False)
+    real = L._publish
+
+    def vanish(tmp, *a, **kw):
+        shutil.rmtree(tmp)
+        return real(tmp, *a, **kw)
+    monkeypatch.setattr(L, "_publish", vanish)
+    cache.take_problems()
+    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    assert len(t.kernels) == len(ref.kernels) and not t.from_cache
+    probs = cache.take_problems()
+    assert len(probs) == 1 and "cache" in probs[0]
+
+
+def test_a_cache_folder_gone_before_the_first_block_still_gives_the_trace(tmp_path, monkeypatch):
+    cap = _sample_copy(tmp_path)
+    gone = tmp_path / "c" / ".tmp-gone"
+    monkeypatch.setattr(L, "_cache_tmp", lambda folder: gone)  # never created: every write fails
+    monkeypatch.setattr(L, "_expected_rows", lambda exp, tables: 0)
+    cache.take_problems()
+    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    assert len(t.kernels) > 0 and len(cache.take_problems()) == 1
+
+
+def test_cache_clear_keeps_fresh_working_folders(tmp_path):
+    fresh, stale = tmp_path / ".tmp-a1", tmp_path / ".tmp-b2"
+    for d in (fresh, stale):
+        d.mkdir()
+    old = time.time() - cache.STALE_TMP_S - 60
+    os.utime(stale, (old, old))
+    cache.clear(tmp_path)
+    assert fresh.is_dir() and not stale.exists()
+
+
+def _greeter(payload: bytes):
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        c, _ = srv.accept()
+        c.sendall(payload)
+        time.sleep(0.5)
+        c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{srv.getsockname()[1]}", srv
+
+
+def test_dask_probe_accepts_a_scheduler_greeting_and_refuses_others():
+    import struct
+
+    from nsysdoc.job.run import probe_scheduler
+
+    body = b"\x02\x00\x00\x00\x00\x00\x00\x00" + b"\x81\xafpickle-protocol\x05" + b"\x00" * 20
+    addr, srv = _greeter(struct.pack("<Q", len(body)) + body)
+    probe_scheduler(addr, timeout=5)  # no error
+    srv.close()
+    addr, srv = _greeter(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="not a Dask scheduler"):
+        probe_scheduler(addr, timeout=5)
+    assert time.monotonic() - t0 < 2
+    srv.close()
+    with pytest.raises(InputError, match="not an address"):
+        probe_scheduler("tcp://host:notaport")

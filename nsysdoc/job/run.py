@@ -14,6 +14,11 @@ from .summary import summarize_file
 
 Progress = Callable[[int, int, list], None]
 DASK_HINT = "install the extra: pip install 'nsysdoc[dask]'"
+DASK_ADDRESS_HINT = "pass the scheduler's address, as the scheduler prints it: --dask tcp://HOST:8786"
+#: seconds to connect to a Dask scheduler and hear its greeting (the probe), then again for the client
+CONNECT_TIMEOUT_S = 10.0
+#: a scheduler's greeting (its handshake message) is a few hundred bytes; a length over this is not Dask
+_MAX_GREETING = 1 << 20
 
 
 def _default_jobs(n: int) -> int:
@@ -34,10 +39,14 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    # spawn: workers start clean (no inherited threads or open SQLite handles), on every platform
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
+    # spawn: workers start clean (no inherited threads or open SQLite handles), on every platform.
+    # Workers ignore Ctrl-C (the terminal sends it to the whole process group): the parent stops
+    # them, so an interrupted job ends at once, without a traceback from each worker.
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_ignore_sigint)
+    try:
+        with _sigint_ignored():  # workers started now begin life ignoring it (before their initializer runs)
+            futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
         for done, fut in enumerate(as_completed(futs), 1):
             i = futs[fut]
             try:
@@ -46,7 +55,124 @@ def run_local(files: list[str], options: dict, jobs: int | None = None,
                 out[i] = [{"file": files[i], "ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}]
             if progress:
                 progress(done, len(files), out[i])
+    except BaseException:  # Ctrl-C, or the caller's progress callback failed: stop, do not wait
+        terminate_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     return out  # type: ignore[return-value]
+
+
+class _sigint_ignored:
+    """Block SIGINT in this (main) thread while worker processes are spawned: a spawned Python
+    starts with it blocked (the mask survives exec) until its initializer ignores and unblocks it,
+    so a Ctrl-C while a worker is still importing cannot print its traceback. Here the signal stays
+    pending and is delivered when the block ends: no Ctrl-C is lost."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.blocked = False
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            self.blocked = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the parent while spawning
+
+
+def terminate_pool(pool) -> None:
+    """Cancel what has not started and terminate the worker processes (not waiting for them)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    try:
+        pool.shutdown(wait=False, cancel_futures=True)
+    except Exception:
+        pass
+    for p in procs:
+        try:
+            p.terminate()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.join(0.5)
+            if p.is_alive():
+                p.kill()
+        except Exception:
+            pass
+
+
+def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise InputError unless a plain ``tcp://`` address answers like a Dask scheduler within
+    ``timeout`` seconds. A scheduler speaks first: it sends its handshake (an 8-byte length, then
+    msgpack frames naming its pickle protocol) as soon as a client connects. Anything else (an
+    HTTP server waiting for a request, a socket that stays silent or sends random bytes) would make
+    ``distributed`` hang or try to allocate the "length" it read (exabytes). Other schemes (tls://,
+    ucx://, inproc://) are left to ``distributed`` and its timeout."""
+    import socket
+    import struct
+    import time
+
+    raw = address.strip()
+    scheme, _, rest = raw.rpartition("://")
+    if scheme not in ("", "tcp"):
+        return
+    host, sep, port_s = rest.rpartition(":")
+    host = host.strip("[]")
+    try:
+        port = int(port_s) if sep else 8786
+    except ValueError:
+        raise InputError(f"--dask {address}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
+    if not (0 < port < 65536) or not (host or not sep):
+        raise InputError(f"--dask {address}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
+    where = f"the Dask scheduler at {address}"
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        return max(0.01, deadline - time.monotonic())
+
+    def recv_exact(sock, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            sock.settimeout(left())
+            chunk = sock.recv(min(n - len(buf), 65536))
+            if not chunk:
+                raise InputError(f"cannot connect to {where}: the server closed the connection without "
+                                 "greeting like a Dask scheduler", hint=DASK_ADDRESS_HINT)
+            buf += chunk
+        return buf
+
+    try:
+        with socket.create_connection((host or "127.0.0.1", port), timeout=left()) as sock:
+            head = recv_exact(sock, 8)
+            (n,) = struct.unpack("<Q", head)
+            if not 16 <= n <= _MAX_GREETING:
+                raise InputError(f"cannot connect to {where}: the server there is not a Dask scheduler "
+                                 f"(its first bytes {head[:8]!r} are no Dask greeting)", hint=DASK_ADDRESS_HINT)
+            body = recv_exact(sock, n)
+            if b"pickle-protocol" not in body and b"compression" not in body:
+                raise InputError(f"cannot connect to {where}: the server there is not a Dask scheduler "
+                                 "(its greeting is no Dask handshake)", hint=DASK_ADDRESS_HINT)
+    except InputError:
+        raise
+    except (socket.timeout, TimeoutError):
+        raise InputError(f"cannot connect to {where}: no Dask greeting within {timeout:g} s (is it a Dask "
+                         "scheduler?)", hint=DASK_ADDRESS_HINT) from None
+    except (OSError, ValueError, UnicodeError, OverflowError) as exc:
+        raise InputError(f"cannot connect to {where}: {getattr(exc, 'strerror', None) or exc}",
+                         hint=DASK_ADDRESS_HINT) from None
 
 
 def run_dask(files: list[str], options: dict, address: str, progress: Progress | None = None) -> list[list[dict]]:
@@ -55,10 +181,12 @@ def run_dask(files: list[str], options: dict, address: str, progress: Progress |
         from distributed import Client, as_completed
     except ImportError:
         raise InputError("--dask needs dask.distributed, which is not installed", hint=DASK_HINT)
+    probe_scheduler(address)
     try:
-        client = Client(address, timeout="20s")
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"cannot connect to the Dask scheduler at {address}: {exc}")
+        client = Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s")
+    except (Exception, MemoryError) as exc:  # whatever distributed raises: one line, never a traceback
+        raise InputError(f"cannot connect to the Dask scheduler at {address}: {type(exc).__name__}: "
+                         f"{str(exc)[:200]}", hint=DASK_ADDRESS_HINT) from None
     out: list[list[dict] | None] = [None] * len(files)
     try:
         futs = [client.submit(summarize_file, f, options, key=f"nsysdoc-rank-{i}-{abs(hash(f))}", pure=False)

@@ -175,8 +175,9 @@ def summarize_file(path: str, options: dict | None = None) -> list[dict]:
             from .ranks import _stem
 
             target = Path(o["rank_reports_dir"]) / f"{_stem(str(path))}.nsysdoc.html"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(render_html(analysis), encoding="utf-8")
+            from ..outputs import write_text_atomic
+
+            write_text_atomic(target, render_html(analysis))  # temp file + rename: never half a page
             for rec in recs:
                 rec["report"] = str(target)
         return recs

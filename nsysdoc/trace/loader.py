@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from .. import cache as cache_m
-from ..errors import CorruptFileError, EmptyCaptureError
+from ..errors import CorruptFileError, EmptyCaptureError, OutputError
 from . import schema as S
 from .columns import Columns, factorize
 from .model import EVENT_FRAMES, StringTable, Trace
 from .open import ExportFile, open_export, readonly_uri
-from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, Store, release_memory, take,
+from .store import (STR, UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, SpillError, Store, release_memory, take,
                     to_text)
 
 if TYPE_CHECKING:
@@ -1667,11 +1667,13 @@ def wait_for_cache_writes() -> None:
 
 
 def _cache_tmp(cache_dir: Path) -> Path | None:
-    """A private folder to write a new entry into, or None when the cache folder is unwritable."""
+    """A private folder to write a new entry into, or None when the cache folder is unwritable
+    (recorded for the CLI's warning)."""
     try:
         cache_m.make_dir(cache_dir)
         return Path(tempfile.mkdtemp(prefix=".tmp-", dir=cache_dir))
-    except OSError:
+    except OSError as exc:
+        cache_m.note_problem(f"cannot write the cache folder {cache_dir}: {exc.strerror or exc}")
         return None
 
 
@@ -1719,11 +1721,44 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
                progress: ProgressFn | None = None) -> Trace:
     """Load an nsys SQLite export, or a PyTorch Profiler (Kineto) trace (JSON or gzip-compressed
     JSON: :mod:`nsysdoc.trace.kineto`, cached the same way). Raises :mod:`nsysdoc.errors`
-    exceptions on bad input."""
+    exceptions on bad input.
+
+    The cache can fail without failing the load: when writing the new entry fails (a full disk, its
+    folder removed by another process), the capture is read again without the cache and the
+    problem is recorded (:func:`nsysdoc.cache.note_problem`). Only when even the temporary files
+    of a cache-less load cannot be written is it an error (OutputError, one line)."""
     from . import kineto
 
-    if kineto.routes_here(path):
-        return kineto.load_kineto(path, cache=cache, cache_dir=cache_dir, progress=progress)
+    def once(use_cache: bool) -> Trace:
+        if kineto.routes_here(path):
+            return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
+        return _load_export(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
+
+    try:
+        return once(cache)
+    except SpillError as exc:
+        if not cache:
+            raise _spill_refusal(exc) from None
+        cache_m.note_problem(f"cannot write the cache in {Path(cache_dir or cache_m.default_cache_dir())}: "
+                             f"{_short(exc)}")
+    try:
+        return once(False)
+    except SpillError as exc:
+        raise _spill_refusal(exc) from None
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _spill_refusal(exc: BaseException) -> OutputError:
+    return OutputError(f"cannot write temporary files in {tempfile.gettempdir()}: {_short(exc)}",
+                       hint="free some disk space there, or point TMPDIR at a folder with room")
+
+
+def _load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.PathLike | None,
+                 progress: ProgressFn | None) -> Trace:
     t0 = time.perf_counter()
     exp = open_export(path)
     tables = frozenset(exp.tables)
@@ -1797,6 +1832,10 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
         from_cache = False
         if tmp is not None and not _publish(tmp, entry, meta, frames, strings, store, built):
             store._own_tmp = tmp  # the store still reads its spilled blocks there; removed with it
+            if not store.files_present():  # the folder was removed under us (another nsysdoc's clear)
+                store.close()
+                raise SpillError(f"the cache's working folder {tmp} was removed while in use")
+            cache_m.note_problem(f"cannot write the cache entry {entry}; carrying on without it")
     trace = Trace(
         path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
         tables=tables, traced=traced, strings=strings, store=store,

@@ -26,7 +26,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def readonly_uri(path: str | os.PathLike) -> str:
     """``file:`` URI that opens ``path`` read-only and immutable (no locks, no -journal files)."""
-    quoted = urllib.parse.quote(str(Path(path).resolve()))
+    # the name's bytes, not its str: a file name that is not UTF-8 (surrogateescape) quotes byte for byte
+    quoted = urllib.parse.quote(os.fsencode(str(Path(path).resolve())))
     return f"file:{quoted}?mode=ro&immutable=1"
 
 

@@ -494,6 +494,10 @@ class Store:
             self._writer.close()
             self._writer = None
 
+    def files_present(self) -> bool:
+        """Whether every spilled table's file is still there (its folder may have been removed)."""
+        return all(t._file is None or Path(t._file).is_file() for t in self.tables.values())
+
     def relocate(self, folder: Path) -> None:
         """The spill folder was renamed (a cache entry published): read files from ``folder``."""
         self._spill_dir = Path(folder)
@@ -593,8 +597,12 @@ class Store:
                 return
 
     def close(self) -> None:
-        """Drop readers and the private temporary folder, if any."""
-        self.finish_writes()
+        """Drop readers and the private temporary folder, if any (never raises: it cleans up after
+        errors too)."""
+        try:
+            self.finish_writes()
+        except OSError:
+            pass
         self._readers.clear()
         self._lru.clear()
         self._lru_bytes = 0
@@ -650,6 +658,11 @@ class Store:
         return st
 
 
+class SpillError(OSError):
+    """A spilled block could not be written (full disk, folder removed ...). The loader then carries
+    on without the cache, or refuses in one line when even its temporary folder cannot be written."""
+
+
 class _Writer:
     """Writes blocks to their table's Arrow IPC file (one record batch per block) on
     a background thread (the writes overlap the reading of the next chunks); the queue is
@@ -665,7 +678,7 @@ class _Writer:
 
     def put(self, table: Table, part: dict[str, np.ndarray]) -> None:
         if self.error is not None:
-            raise OSError(f"cannot write spilled rows: {self.error}")
+            raise SpillError(f"cannot write spilled rows: {self.error}")
         self.q.put((table, part))
 
     def _run(self) -> None:
@@ -698,7 +711,7 @@ class _Writer:
             except Exception as exc:
                 self.error = self.error or exc
         if self.error is not None:
-            raise OSError(f"cannot write spilled rows: {self.error}")
+            raise SpillError(f"cannot write spilled rows: {self.error}")
 
 
 #: Resident bytes below which :func:`release_memory` keeps freed memory for reuse: handing pages
@@ -803,4 +816,4 @@ def disk_free(folder: Path) -> int:
         return 0
 
 
-__all__ = ["BLOCK_ROWS", "MEMORY_BUDGET", "Block", "Store", "Table", "arrays_nbytes", "disk_free"]
+__all__ = ["BLOCK_ROWS", "MEMORY_BUDGET", "Block", "SpillError", "Store", "Table", "arrays_nbytes", "disk_free"]
