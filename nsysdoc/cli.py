@@ -379,7 +379,7 @@ def diff(
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
     try:
-        _write_out(text, target)
+        _write_out(text, target, "the diff")
     except StdoutClosed:
         raise typer.Exit(EXIT_PIPE)
     except NsysdocError as exc:
@@ -483,7 +483,7 @@ def job(
         _err(f"internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
         raise typer.Exit(EXIT_ERROR)
     try:
-        _write_out(text, target)
+        _write_out(text, target, "the job page")
     except StdoutClosed:
         raise typer.Exit(EXIT_PIPE)
     except NsysdocError as exc:
@@ -635,14 +635,14 @@ def _check_names(targets) -> None:
             check_output_name(t)
 
 
-def _write_out(text: str, target: Optional[Path]) -> None:
+def _write_out(text: str, target: Optional[Path], what: str = "the report") -> None:
     """The one place outputs are written: atomically to a file, or to standard output."""
     from .outputs import write_stdout, write_text_atomic
 
     if target is None:
         write_stdout(text)
     else:
-        write_text_atomic(target, text)
+        write_text_atomic(target, text, what)
 
 
 cache_app = typer.Typer(no_args_is_help=True, help="Show or clear nsysdoc's cache of loaded captures and exports.")

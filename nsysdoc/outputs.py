@@ -60,7 +60,7 @@ def check_output_name(path: Path) -> None:
                               f"allows at most {limit}", hint="choose a shorter name with -o")
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, what: str = "the output") -> None:
     """Write ``text`` (UTF-8; unpaired surrogates from non-UTF-8 names are replaced) to ``path``
     atomically: a temporary file in the same folder, fsync, then ``os.replace``. On failure the
     previous file is left as it was, the temporary file is removed and OutputError is raised."""
@@ -87,7 +87,9 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}",
+        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        why = f"{blocked} is a file, not a folder" if blocked is not None else (exc.strerror or str(exc))
+        raise OutputError(f"cannot write {what} {path}: {why}",
                           hint="the previous file, if any, was left unchanged" if path.exists() else None) from None
     finally:
         if tmp is not None:

@@ -57,6 +57,7 @@ def test_unwritable_output_is_a_one_line_error(build, tmp_path):
     proc = run("report", build("healthy_training"), "--format", "json", "-o", blocker / "x.json")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "cannot write the report" in proc.stderr
+    assert f"{blocker} is a file, not a folder" in proc.stderr  # not mkdir's bare "File exists"
 
 
 def test_same_file_names_in_several_folders_get_distinct_reports(build, tmp_path):
