@@ -427,74 +427,76 @@ def _extras(result: dict) -> dict:
     extra["launch_ratio_note"] = _launch_ratio_note(v)
     extra["pageable_cost_note"] = _pageable_cost_note(v)
     extra["capture_problems"] = "; ".join(problems) if problems else None
-    extra["capture_fix"] = (_kineto_capture_fix if kineto else _capture_fix)(v, cap, unrecordable)
+    extra["capture_fix"] = _capture_fix(v, cap, unrecordable, kineto)
     extra["capture_problem_count"] = len(problems)
     return extra
 
 
-def _capture_fix(v: dict, cap: dict, unrecordable: dict | None = None) -> str:
-    """What to change in the capture, only for what this capture actually lacks."""
+#: What to change in the capture, worded for the tool that made it (nsys, or the PyTorch Profiler:
+#: torch.profiler's switches). :func:`_capture_fix` picks one text per problem.
+_FIX_TEXTS = {
+    "nsys": {
+        "no_activity": "Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
+                       "CUPTI), give containers the /dev/nvidia* devices and SYS_ADMIN, and trace the process that "
+                       "does the GPU work (with launchers such as torchrun, the whole process tree).",
+        "no_markers": 'Mark training steps with NVTX ranges (the PyTorch profiler\'s ProfilerStep#N, or '
+                      'torch.cuda.nvtx.range("step N") around each step).',
+        "few_steps": "Capture at least 3-5 steps after warm-up.",
+        "steady": "Capture the steady state after warm-up: nsysdoc capture --delay SECONDS, or "
+                  "--capture-range=cudaProfilerApi with torch.cuda.profiler.start()/stop() around 5-10 steps.",
+        "overhead": "Keep the capture short and the trace types few: profiler overhead inflates step times.",
+    },
+    "pytorch-profiler": {
+        "no_activity": "Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
+                       "CUPTI), give containers the /dev/nvidia* devices, and profile inside the process that does "
+                       "the GPU work.",
+        "no_markers": "Mark training steps: call prof.step() once per iteration inside torch.profiler.profile (it "
+                      'writes ProfilerStep#N), or wrap each step in torch.profiler.record_function("train_step").',
+        "few_steps": "Profile at least 3-5 steps after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=5)).",
+        "steady": "Profile the steady state after warm-up: schedule=torch.profiler.schedule(wait=1, warmup=2, "
+                  "active=5) with prof.step() every iteration leaves the first steps out of the trace.",
+        "overhead": "Keep the profiled range short and the switches few (record_shapes, with_stack and "
+                    "profile_memory add overhead): profiler overhead inflates step times.",
+    },
+}
+
+
+def _capture_fix(v: dict, cap: dict, unrecordable: dict | None = None, kineto: bool = False) -> str:
+    """What to change in the capture, only for what this capture actually lacks, in the words of
+    the tool that made it (``kineto``: torch.profiler's switches, not nsys's)."""
+    texts = _FIX_TEXTS["pytorch-profiler" if kineto else "nsys"]
     todo = []
     unrecordable = unrecordable or {}
     if not v.get("kernel_count") and v.get("cuda_api_traced"):
-        todo.append("Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
-                    "CUPTI), give containers the /dev/nvidia* devices and SYS_ADMIN, and trace the process that "
-                    "does the GPU work (with launchers such as torchrun, the whole process tree).")
-    missing = [t for t, kind, flag in (("cuda", "cuda_api", "cuda_api_traced"), ("nvtx", "nvtx", "nvtx_traced"),
-                                       ("osrt", "osrt", "osrt_traced")) if not v.get(flag) and kind not in unrecordable]
-    if missing:
-        todo.append(f"Trace {', '.join(missing)} as well (nsysdoc capture traces cuda,nvtx,osrt).")
+        todo.append(texts["no_activity"])
+    if kineto:
+        missing = [a for a, kind, flag in (("ProfilerActivity.CUDA", "cuda_api", "cuda_api_traced"),
+                                           ("ProfilerActivity.CPU", "nvtx", "nvtx_traced"))
+                   if not v.get(flag) and kind not in unrecordable]
+        if missing:
+            todo.append(f"Add {' and '.join(missing)} to the profiler's activities "
+                        "(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]).")
+    else:
+        missing = [t for t, kind, flag in (("cuda", "cuda_api", "cuda_api_traced"), ("nvtx", "nvtx", "nvtx_traced"),
+                                           ("osrt", "osrt", "osrt_traced")) if not v.get(flag) and kind not in unrecordable]
+        if missing:
+            todo.append(f"Trace {', '.join(missing)} as well (nsysdoc capture traces cuda,nvtx,osrt).")
     wanted = [n["what"] for k, n in unrecordable.items() if k in ("cuda_api", "nvtx", "osrt", "gpu_metrics")]
     if wanted:
         todo.append(f"For {' and '.join(wanted)}, capture with Nsight Systems as "
                     "well (nsysdoc capture traces cuda,nvtx,osrt; add --gpu-metrics-devices all for GPU metrics).")
     if not v.get("has_step_markers"):
-        todo.append('Mark training steps with NVTX ranges (the PyTorch profiler\'s ProfilerStep#N, or '
-                    'torch.cuda.nvtx.range("step N") around each step).')
+        todo.append(texts["no_markers"])
     elif (v.get("step_count") or 0) < 3:
-        todo.append("Capture at least 3-5 steps after warm-up.")
+        todo.append(texts["few_steps"])
     if v.get("kernel_count") and (cap.get("enough_gpu_work") is False or
                                   ((v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"))):
-        todo.append("Capture the steady state after warm-up: nsysdoc capture --delay SECONDS, or "
-                    "--capture-range=cudaProfilerApi with torch.cuda.profiler.start()/stop() around 5-10 steps.")
-    if v.get("lost_event_notes"):
+        todo.append(texts["steady"])
+    if v.get("lost_event_notes") and not kineto:
         todo.append("Nsight Systems may have lost events: let the program exit normally (buffers are flushed "
                     "at exit), flush periodically, or capture a shorter range.")
     if (v.get("profiler_overhead_pct") or 0) >= 5:
-        todo.append("Keep the capture short and the trace types few: profiler overhead inflates step times.")
-    return " ".join(todo) or "Nothing to change in the capture."
-
-
-def _kineto_capture_fix(v: dict, cap: dict, unrecordable: dict | None = None) -> str:
-    """:func:`_capture_fix` for a PyTorch Profiler trace: torch.profiler's switches, not nsys's."""
-    todo = []
-    unrecordable = unrecordable or {}
-    if not v.get("kernel_count") and v.get("cuda_api_traced"):
-        todo.append("Make CUDA activity recording work: match the driver and CUDA versions (a mismatch breaks "
-                    "CUPTI), give containers the /dev/nvidia* devices, and profile inside the process that does "
-                    "the GPU work.")
-    missing = [a for a, kind, flag in (("ProfilerActivity.CUDA", "cuda_api", "cuda_api_traced"),
-                                       ("ProfilerActivity.CPU", "nvtx", "nvtx_traced"))
-               if not v.get(flag) and kind not in unrecordable]
-    if missing:
-        todo.append(f"Add {' and '.join(missing)} to the profiler's activities "
-                    "(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]).")
-    wanted = [n["what"] for k, n in unrecordable.items() if k in ("cuda_api", "nvtx", "osrt", "gpu_metrics")]
-    if wanted:
-        todo.append(f"For {' and '.join(wanted)}, capture with Nsight Systems as "
-                    "well (nsysdoc capture traces cuda,nvtx,osrt; add --gpu-metrics-devices all for GPU metrics).")
-    if not v.get("has_step_markers"):
-        todo.append("Mark training steps: call prof.step() once per iteration inside torch.profiler.profile (it "
-                    'writes ProfilerStep#N), or wrap each step in torch.profiler.record_function("train_step").')
-    elif (v.get("step_count") or 0) < 3:
-        todo.append("Profile at least 3-5 steps after warm-up (torch.profiler.schedule(wait=1, warmup=2, active=5)).")
-    if v.get("kernel_count") and (cap.get("enough_gpu_work") is False or
-                                  ((v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"))):
-        todo.append("Profile the steady state after warm-up: schedule=torch.profiler.schedule(wait=1, warmup=2, "
-                    "active=5) with prof.step() every iteration leaves the first steps out of the trace.")
-    if (v.get("profiler_overhead_pct") or 0) >= 5:
-        todo.append("Keep the profiled range short and the switches few (record_shapes, with_stack and "
-                    "profile_memory add overhead): profiler overhead inflates step times.")
+        todo.append(texts["overhead"])
     return " ".join(todo) or "Nothing to change in the capture."
 
 
