@@ -113,6 +113,17 @@ def aligned(summary: dict, t_ns, offset_ns: int, ref_base_ns: int, use_utc: bool
     return np.asarray(t_ns, dtype=np.int64) + _wall(summary, use_utc) - offset_ns - ref_base_ns
 
 
+def nearest(sorted_values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """For each target, the position in ``sorted_values`` (ascending, not empty) of the nearest
+    value (ties: the smaller one)."""
+    n = len(sorted_values)
+    pos = np.clip(np.searchsorted(sorted_values, targets), 1, max(n - 1, 1))
+    if n == 1:
+        return np.zeros(len(targets), dtype=np.int64)
+    left, right = sorted_values[pos - 1], sorted_values[np.minimum(pos, n - 1)]
+    return np.where(np.abs(left - targets) <= np.abs(right - targets), pos - 1, np.minimum(pos, n - 1))
+
+
 def match_collectives(summaries: list[dict], clock: dict) -> dict:
     """Collectives found on every rank: ``{"names": [...], "join_ns": (C, R) array, "end_ns": (C, R),
     "local_start_ns": (C, R) (each rank's own timeline), "name_of": [C]}``; times on the
@@ -139,13 +150,7 @@ def match_collectives(summaries: list[dict], clock: dict) -> dict:
             a_en = aligned(s, en, clock["offsets_ns"][r], ref_base, use_utc)
             order = np.argsort(a_en, kind="stable")
             a_sorted = a_en[order]
-            pos = np.clip(np.searchsorted(a_sorted, ref_end), 1, max(len(a_sorted) - 1, 1))
-            left = a_sorted[pos - 1] if len(a_sorted) > 1 else a_sorted[np.zeros_like(pos)]
-            right = a_sorted[np.minimum(pos, len(a_sorted) - 1)]
-            pick = np.where(np.abs(left - ref_end) <= np.abs(right - ref_end), pos - 1, np.minimum(pos, len(a_sorted) - 1))
-            if len(a_sorted) == 1:
-                pick = np.zeros_like(pos)
-            idx = order[pick]
+            idx = order[nearest(a_sorted, ref_end)]
             ok &= np.abs(a_en[idx] - ref_end) <= tol
             J[:, r] = aligned(s, st[idx], clock["offsets_ns"][r], ref_base, use_utc)
             E[:, r] = a_en[idx]

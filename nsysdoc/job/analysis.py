@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..diff import BREAKDOWN_LABELS
-from .align import aligned, clock_offsets, match_collectives
+from .align import aligned, clock_offsets, match_collectives, nearest
 
 JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
@@ -355,12 +355,7 @@ def _match_inferred_steps(ok: list[dict], clock: dict) -> bool:
         if s.get("step_source") != "inferred" or not steps:
             continue
         t = aligned(s, [st["start_ns"] for st in steps], clock["offsets_ns"][i], ref_base, use_utc)
-        pos = np.clip(np.searchsorted(ref_start, t), 1, max(len(ref_start) - 1, 1))
-        left = ref_start[pos - 1] if len(ref_start) > 1 else ref_start[np.zeros_like(pos)]
-        right = ref_start[np.minimum(pos, len(ref_start) - 1)]
-        pick = np.where(np.abs(t - left) <= np.abs(right - t), pos - 1, np.minimum(pos, len(ref_start) - 1))
-        if len(ref_start) == 1:
-            pick = np.zeros_like(pos)
+        pick = nearest(ref_start, t)
         near = np.abs(ref_start[pick] - t) <= tol
         taken: set = set()
         for st, k, ok_ in zip(steps, ref_index[pick].tolist(), near.tolist()):
