@@ -48,7 +48,8 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
             key = np.asarray(b["proc"], dtype=np.int64)[ok] * (1 << 32) + th[ok]
             u, c = np.unique(key, return_counts=True)
             for k, n in zip(u.tolist(), c.tolist()):
-                counts[(k >> 32, k & 0xFFFFFFFF)] = counts.get((k >> 32, k & 0xFFFFFFFF), 0) + n
+                key2 = (k >> 32, k & 0xFFFFFFFF)
+                counts[key2] = counts.get(key2, 0) + n
     lead: dict[int, tuple[int, int]] = {}
     for (proc, th), n in sorted(counts.items()):
         if n >= si.MIN_PERIOD_OPS * si.MIN_REPEATS and (proc not in lead or n > lead[proc][1]):

@@ -47,25 +47,29 @@ OPTIMIZER_KERNEL = re.compile(r"adam|sgd|lamb|lion|adagrad|rmsprop|optimi[sz]er|
 BACKWARD_KERNEL = re.compile(r"backward|bwd|_grad|dgrad|wgrad", re.IGNORECASE)
 
 
+def _repeated(tokens: np.ndarray):
+    """``(token, positions)`` (ascending) of every token that occurs at least ``MIN_REPEATS`` times."""
+    order = np.argsort(tokens, kind="stable")
+    tok = tokens[order]
+    starts = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
+    ends = np.append(starts[1:], len(tok))
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        if e - s >= MIN_REPEATS:
+            yield int(tok[s]), order[s:e]
+
+
 def _candidates(tokens: np.ndarray) -> list[int]:
     """Period candidates: per token seen ``MIN_REPEATS`` times, the median distance between its
     successive occurrences and between every second one; the most supported first."""
     m = len(tokens)
-    order = np.argsort(tokens, kind="stable")
-    tok = tokens[order]
     support: dict[int, int] = {}
-    starts = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
-    ends = np.append(starts[1:], m)
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        if e - s < MIN_REPEATS:
-            continue
-        pos = order[s:e]
+    for _tok, pos in _repeated(tokens):
         for step in (1, 2):
-            if e - s <= step:
+            if len(pos) <= step:
                 continue
             p = int(np.median(pos[step:] - pos[:-step]))
             if MIN_PERIOD_OPS <= p <= m // MIN_REPEATS:
-                support[p] = support.get(p, 0) + (e - s)
+                support[p] = support.get(p, 0) + len(pos)
     ranked = sorted(support, key=lambda p: (-support[p], p))[:MAX_CANDIDATES]
     return sorted(ranked)
 
@@ -118,23 +122,14 @@ def find_period(tokens: np.ndarray) -> tuple[int, float] | None:
 def pick_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int) -> tuple[int, float] | None:
     """``(anchor token, its median host gap before, ns)``: of the tokens that occur once per
     period, the one after the longest median host pause (ties: the earliest first occurrence)."""
-    tokens = np.asarray(tokens)
-    order = np.argsort(tokens, kind="stable")
-    tok = tokens[order]
-    starts = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
-    ends = np.append(starts[1:], len(tok))
     best = None
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        if e - s < MIN_REPEATS:
-            continue
-        pos = order[s:e]
-        d = np.diff(pos)
-        if np.mean(d == period) < ANCHOR_REGULAR:
+    for tok, pos in _repeated(np.asarray(tokens)):
+        if np.mean(np.diff(pos) == period) < ANCHOR_REGULAR:
             continue
         gap = float(np.median(gap_before_ns[pos]))
         key = (gap, -int(pos[0]))
         if best is None or key > best[0]:
-            best = (key, int(tok[s]), gap)
+            best = (key, tok, gap)
     return (best[1], best[2]) if best else None
 
 
