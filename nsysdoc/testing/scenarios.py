@@ -29,6 +29,13 @@ def compute_block(t: Thread, *, gemms: int = 4, gemm_us: float = 800.0, small: i
             t.launch(ELEMENTWISE, small_us, device=device, sm_active=0.5)
 
 
+def launch_each(t: Thread, *kernels: tuple[str, float], py_us: float = 10.0) -> None:
+    """Launch each ``(name, us)`` kernel after ``py_us`` of host work."""
+    for name, us in kernels:
+        t.cpu(us=py_us)
+        t.launch(name, us)
+
+
 def healthy_training(steps: int = 6) -> Capture:
     """Big back-to-back kernels, the CPU runs ahead, one ``loss.item()`` per step at its end."""
     cap = Capture(gpu_metrics_hz=10_000)
@@ -350,21 +357,9 @@ def layered_training(steps: int = 8, layers: int = 6, gemm_us: float = 400.0, in
             t.os_call("poll", us=input_ms * 1000)
             t.memcpy("HtoD", 4 << 20, pageable=False)
             for _ in range(layers):
-                t.cpu(us=10)
-                t.launch(GEMM, gemm_us)
-                t.cpu(us=10)
-                t.launch(ELEMENTWISE, 20)
-                t.cpu(us=10)
-                t.launch(ELEMENTWISE, 20)
+                launch_each(t, (GEMM, gemm_us), (ELEMENTWISE, 20), (ELEMENTWISE, 20))
             for _ in range(layers):
-                t.cpu(us=10)
-                t.launch(GEMM_DGRAD, gemm_us)
-                t.cpu(us=10)
-                t.launch(GEMM_WGRAD, gemm_us)
-                t.cpu(us=10)
-                t.launch(ELEMENTWISE, 20)
-                t.cpu(us=10)
-                t.launch(ELEMENTWISE, 20)
+                launch_each(t, (GEMM_DGRAD, gemm_us), (GEMM_WGRAD, gemm_us), (ELEMENTWISE, 20), (ELEMENTWISE, 20))
             t.launch(ADAM, 200)
             t.item()
     return cap
@@ -379,12 +374,7 @@ def forward_layers_slice(layers: int = 12, gemm_us: float = 900.0, host_us: floa
     for _ in range(layers):
         t.cpu(us=host_us)
         t.memcpy("HtoD", 4096, pageable=False)
-        t.cpu(us=10)
-        t.launch(GEMM, gemm_us)
-        t.cpu(us=10)
-        t.launch(ELEMENTWISE, 30)
-        t.cpu(us=10)
-        t.launch(SOFTMAX, 30)
+        launch_each(t, (GEMM, gemm_us), (ELEMENTWISE, 30), (SOFTMAX, 30))
     return cap
 
 
