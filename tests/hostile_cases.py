@@ -1524,6 +1524,7 @@ for _label, _second in (("same_spelling", "run.sqlite"), ("dot_slash", "./run.sq
 # rule test case sizes (7), symlinked rule files (10). Named h30_*, Case.item = 30. Each comment
 # "before:" says what the code did before the issue-30 change.
 def case30(name: str, expect: str, **kw):
+    """Register an issue-30 case: name ``h30_<name>``, item 30."""
     def deco(fn: Callable[[Ctx], Setup]) -> Callable[[Ctx], Setup]:
         kw.setdefault("doc", (fn.__doc__ or "").strip())
         CASES.append(Case(name=f"h30_{name}", item=30, expect=expect, build=fn, new=True, **kw))
@@ -1840,14 +1841,9 @@ def _(ctx: Ctx) -> Setup:
 
 
 # --- issue 30 (outputs, cache, Dask, paths, Ctrl-C) ---
-# Names h30_*, Case.item = 30 (appended with h30(), not case(): the i<NN>_ prefix is for items 1-13).
-# Each comment says what the code before issue 30 did.
-def h30(name: str, expect: str, **kw):
-    def deco(fn: Callable[[Ctx], Setup]) -> Callable[[Ctx], Setup]:
-        kw.setdefault("doc", (fn.__doc__ or "").strip())
-        CASES.append(Case(name=f"h30_{name}", item=30, expect=expect, build=fn, new=True, **kw))
-        return fn
-    return deco
+# Names h30_*, Case.item = 30 (appended with case30(), not case(): the i<NN>_ prefix is for items
+# 1-13). Each comment says what the code before issue 30 did.
+h30 = case30
 
 
 def _tmpfs(folder: Path, size: str) -> Callable[[], None]:
@@ -1894,15 +1890,15 @@ def _stderr_lines(ctx: Ctx) -> list[str]:
     return [ln for ln in ctx.run.stderr.splitlines() if ln.strip()]
 
 
-@h30("output_enospc_keeps_previous", REFUSAL)
-def _(ctx: Ctx) -> Setup:
-    """report -o on a full disk: one error line, the previous report intact, no temporary file left.
-    Before: write_text truncated the previous report, then failed half-way (a partial file)."""
-    cap = capture("known", ctx.tmp / "run.sqlite")
+def _full_disk_keeps_previous(ctx: Ctx, inputs: list[Path], name: str, what: str,
+                              argv: Callable[[Path], list[str]]) -> Setup:
+    """An output ``name`` on a 16 kB tmpfs that already holds a previous ``what``: the run must
+    leave that file intact and no temporary file beside it."""
     small = ctx.tmp / "small"
     umount = _tmpfs(small, "16k")
-    prev = small / "report.html"
-    prev.write_text("PREVIOUS REPORT\n")
+    prev = small / name
+    text = f"PREVIOUS {what.split()[-1].upper()}\n"
+    prev.write_text(text)
     state: dict = {}
 
     def cleanup() -> None:
@@ -1912,13 +1908,21 @@ def _(ctx: Ctx) -> Setup:
 
     def check(c: Ctx) -> list[str]:
         p = []
-        if state.get("prev") != "PREVIOUS REPORT\n":
-            p.append(f"the previous report was destroyed: now {str(state.get('prev'))[:60]!r}")
-        if state.get("files") != ["report.html"]:
+        if state.get("prev") != text:
+            p.append(f"the previous {what} was destroyed: now {str(state.get('prev'))[:60]!r}")
+        if state.get("files") != [name]:
             p.append(f"files left in the folder: {state.get('files')}")
         return p
-    return Setup(argv=["report", "run.sqlite", "-f", "html", "-o", str(prev), "--no-cache"], cwd=ctx.tmp,
-                 inputs=[cap], check=check, cleanup=cleanup)
+    return Setup(argv=argv(prev), cwd=ctx.tmp, inputs=inputs, check=check, cleanup=cleanup)
+
+
+@h30("output_enospc_keeps_previous", REFUSAL)
+def _(ctx: Ctx) -> Setup:
+    """report -o on a full disk: one error line, the previous report intact, no temporary file left.
+    Before: write_text truncated the previous report, then failed half-way (a partial file)."""
+    cap = capture("known", ctx.tmp / "run.sqlite")
+    return _full_disk_keeps_previous(ctx, [cap], "report.html", "report", lambda prev: [
+        "report", "run.sqlite", "-f", "html", "-o", str(prev), "--no-cache"])
 
 
 @h30("job_output_enospc_keeps_previous", REFUSAL)
@@ -1926,26 +1930,8 @@ def _(ctx: Ctx) -> Setup:
     """job -o on a full disk: one error line, the previous page intact, no temporary file left.
     Before: the previous page was truncated and a partial one left."""
     caps = [capture("known", ctx.tmp / f"rank{i}.sqlite") for i in range(2)]
-    small = ctx.tmp / "small"
-    umount = _tmpfs(small, "16k")
-    prev = small / "job.html"
-    prev.write_text("PREVIOUS JOB\n")
-    state: dict = {}
-
-    def cleanup() -> None:
-        state["files"] = sorted(p.name for p in small.iterdir())
-        state["prev"] = prev.read_text() if prev.exists() else None
-        umount()
-
-    def check(c: Ctx) -> list[str]:
-        p = []
-        if state.get("prev") != "PREVIOUS JOB\n":
-            p.append(f"the previous page was destroyed: now {str(state.get('prev'))[:60]!r}")
-        if state.get("files") != ["job.html"]:
-            p.append(f"files left in the folder: {state.get('files')}")
-        return p
-    return Setup(argv=["job", *map(str, caps), "-q", "-j", "1", "-o", str(prev), "--no-cache", "--no-config"],
-                 cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
+    return _full_disk_keeps_previous(ctx, caps, "job.html", "job page", lambda prev: [
+        "job", *map(str, caps), "-q", "-j", "1", "-o", str(prev), "--no-cache", "--no-config"])
 
 
 @h30("diff_output_enospc_keeps_previous", REFUSAL)
@@ -1953,26 +1939,8 @@ def _(ctx: Ctx) -> Setup:
     """diff -o on a full disk: one error line, the previous diff intact, no temporary file left.
     Before: the previous diff was truncated and a partial page left."""
     caps = [capture("known", ctx.tmp / f"run{i}.sqlite") for i in range(2)]
-    small = ctx.tmp / "small"
-    umount = _tmpfs(small, "16k")
-    prev = small / "diff.html"
-    prev.write_text("PREVIOUS DIFF\n")
-    state: dict = {}
-
-    def cleanup() -> None:
-        state["files"] = sorted(p.name for p in small.iterdir())
-        state["prev"] = prev.read_text() if prev.exists() else None
-        umount()
-
-    def check(c: Ctx) -> list[str]:
-        p = []
-        if state.get("prev") != "PREVIOUS DIFF\n":
-            p.append(f"the previous diff was destroyed: now {str(state.get('prev'))[:60]!r}")
-        if state.get("files") != ["diff.html"]:
-            p.append(f"files left in the folder: {state.get('files')}")
-        return p
-    return Setup(argv=["diff", *map(str, caps), "-q", "-o", str(prev), "--no-cache", "--no-config"],
-                 cwd=ctx.tmp, inputs=caps, check=check, cleanup=cleanup)
+    return _full_disk_keeps_previous(ctx, caps, "diff.html", "diff", lambda prev: [
+        "diff", *map(str, caps), "-q", "-o", str(prev), "--no-cache", "--no-config"])
 
 
 @h30("rank_reports_enospc_no_partial_pages", FINISH)
