@@ -89,46 +89,27 @@ def sample_path() -> Path:
 
 
 def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
-    from .rules import load_config, load_rules
-    from .rules.engine import find_config
+    from .pipeline import load_ruleset
 
-    path = config if config is not None else (None if no_config else find_config())
-    cfg = load_config(path)
-    return load_rules(rule_dirs, cfg), cfg
+    return load_ruleset(rule_dirs, config, no_config)
 
 
-def _render(analysis, fmt: "Format", worst_step: bool, no_cache: bool = True,
-            cache_dir: Optional[Path] = None) -> str:
+def _render(rep, fmt: "Format", worst_step: bool) -> str:
+    """The text of a Report (nsysdoc.api) in ``fmt``."""
     if fmt == Format.json:
-        from .report.render import capped_result
-
-        return json.dumps(capped_result(analysis.to_dict()), indent=2, allow_nan=False) + "\n"
-    from .report import render_html, render_markdown
-
+        return rep.to_json()
     if fmt == Format.md:
-        return render_markdown(analysis)
-    from .cache import templates_dir
-
-    return render_html(analysis, worst_step=worst_step, bytecode_dir=None if no_cache else templates_dir(cache_dir))
+        return rep.to_markdown()
+    return rep.to_html(worst_step=worst_step)
 
 
-def _diagnose(path: str, ruleset, step_marker: Optional[str], no_cache: bool, cache_dir: Optional[Path],
-              nsys: Optional[str]):
-    """Export (a .nsys-rep), load, analyse and apply the rules: the Analysis with its result filled."""
-    from .analysis import analyze
-    from .nsys import ensure_sqlite
-    from .rules import apply_rules
-    from .trace import load_trace
-    from .trace.store import keep_freed_memory
-
-    keep_freed_memory()  # this process is ours: let the allocator reuse freed pages (see there)
-    if Path(path).suffix in (".nsys-rep", ".qdrep"):
-        typer.echo(f"nsysdoc: exporting {path} to SQLite (nsys export)...", err=True)
-        path = ensure_sqlite(path, nsys=nsys)
-    trace = load_trace(path, cache=not no_cache, cache_dir=cache_dir, progress=_progress)
-    analysis = analyze(trace, step_pattern=step_marker)
-    apply_rules(analysis.to_dict(), ruleset)  # fills analysis.result in place
-    return analysis
+def _say(msg: str) -> None:
+    """Pipeline progress: exporting a report is always said (it takes a while); the rest only on
+    a terminal."""
+    if msg.startswith("exporting "):
+        typer.echo(f"nsysdoc: {msg}...", err=True)
+    else:
+        _progress(msg)
 
 
 def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
@@ -140,17 +121,18 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .inputs import check_outputs, expand_inputs
 
+    from .api import _report
+    from .pipeline import empty_rule_dirs
+
     try:
-        ruleset, cfg = _ruleset(list(rule_dirs or []), config, no_config)
+        ruleset = _ruleset(list(rule_dirs or []), config, no_config)
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         return EXIT_ERROR
-    for d in list(rule_dirs or []) + list(cfg.rule_dirs):
-        if Path(d).is_dir() and not any(p for p in Path(d).glob("*.y*ml") if ".cases." not in p.name):
-            typer.echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
+    for d in empty_rule_dirs(rule_dirs, ruleset):
+        typer.echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
     if fail_on is None:
-        fail_on = Severity(cfg.fail_on) if cfg.fail_on else Severity.never
-    step_marker = step_marker or cfg.step_marker
+        fail_on = Severity(ruleset.fail_on) if ruleset.fail_on else Severity.never
 
     files: list[str] = []
     worst = EXIT_OK
@@ -184,9 +166,10 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         return EXIT_ERROR
     for path in files:
         try:
-            analysis = _diagnose(path, ruleset, step_marker, no_cache, cache_dir, nsys)
-            result = analysis.to_dict()
-            text = _render(analysis, fmt, worst_step, no_cache, cache_dir)
+            rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
+                          nsys=nsys, progress=_say)
+            result = rep._result
+            text = _render(rep, fmt, worst_step)
             _cache_warnings()
         except NsysdocError as exc:
             _cache_warnings(False)  # the error line is the one line to read
@@ -203,7 +186,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         try:
             _write_out(text, target)
             if json_beside and target is not None and fmt != Format.json:
-                _write_out(_render(analysis, Format.json, worst_step), target.with_suffix(".json"))
+                _write_out(rep.to_json(), target.with_suffix(".json"))
         except StdoutClosed:
             return EXIT_PIPE  # the reader went away (| head): nothing more to say, to anyone
         except NsysdocError as exc:
@@ -215,9 +198,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                 typer.echo(f"nsysdoc: warning: rule {st.get('rule')} is broken and did not run: {st.get('reason')}",
                            err=True)
         if not quiet:
-            from .report import terminal_summary
-
-            summary = terminal_summary(analysis, str(target) if target is not None else None)
+            summary = rep.summary_text(str(target) if target is not None else None)
             typer.echo(summary.rstrip("\n"), err=target is None)
         elif target is not None:
             typer.echo(f"nsysdoc: wrote {target}", err=True)
@@ -282,35 +263,6 @@ def report(
     raise typer.Exit(code)
 
 
-def _diff_side(raw: Path, what: str, ruleset, step_marker: Optional[str], no_cache: bool,
-               cache_dir: Optional[Path], nsys: Optional[str]) -> dict:
-    """One side of a diff: a saved report JSON, or a capture (file, or a folder holding one) to diagnose."""
-    from .errors import InputError
-    from .inputs import expand_inputs
-
-    if raw.is_file():
-        try:
-            with open(raw, "rb") as fh:
-                head = fh.read(64).lstrip()
-        except OSError as exc:
-            raise InputError(f"{raw}: cannot read: {exc.strerror or exc}")
-        from .diff import read_saved_report
-        from .trace.kineto import is_kineto_trace
-
-        # a PyTorch Profiler trace (*.pt.trace.json) is a capture, told from a saved report by content
-        if (raw.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(raw):
-            try:
-                return read_saved_report(raw)  # size, depth and non-finite numbers checked: one line
-            except (UnicodeDecodeError, ValueError) as exc:
-                raise InputError(f"{raw}: not valid JSON ({exc})",
-                                 hint="pass a saved 'nsysdoc report --format json' file or a capture")
-    files = expand_inputs([raw])
-    if len(files) != 1:
-        raise InputError(f"{raw}: holds {len(files)} captures; the {what} must be one capture",
-                         hint="name the capture file itself")
-    return _diagnose(files[0], ruleset, step_marker, no_cache, cache_dir, nsys).to_dict()
-
-
 @app.command()
 def diff(
     base: Path = typer.Argument(..., help="The run before the change: a capture (.sqlite, .nsys-rep) or a saved "
@@ -339,8 +291,7 @@ def diff(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
 ) -> None:
     """Compare two runs: is the candidate faster than the base, by how much, and why."""
-    from .diff import compare, regression
-    from .report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
+    from .api import diff as diff_runs
 
     out_path, to_stdout, as_dir = _output_arg(output)
     fmt = _fmt_for(fmt, out_path, as_dir)
@@ -349,27 +300,17 @@ def diff(
                                      else out_path)
     if target is None and fmt == Format.html and not to_stdout:
         target = Path.cwd() / default_name
-    from .lazy_pandas import deferring
-
     try:
         if target is not None:
             from .inputs import check_outputs
 
             _check_names([target])
             check_outputs([target], [base, candidate])
-        ruleset, cfg = _ruleset(list(rules), config, no_config)
-        marker = step_marker or cfg.step_marker
-        with deferring():  # as for report: two analyses, no pandas needed
-            sides = [_diff_side(p, what, ruleset, marker, no_cache, cache_dir, nsys)
-                     for p, what in ((base, "base"), (candidate, "candidate"))]
-        result = compare(*sides, names=(str(base), str(candidate)))
+        _ruleset(list(rules), config, no_config)  # one error for bad rules, even with two saved reports
+        d = diff_runs(base, candidate, rules=list(rules), config=config, no_config=no_config,
+                      step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=_say)
         _cache_warnings()
-        if fmt == Format.json:
-            text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-        elif fmt == Format.md:
-            text = render_diff_markdown(result)
-        else:
-            text = render_diff_html(result)
+        text = d.to_json() if fmt == Format.json else d.to_markdown() if fmt == Format.md else d.to_html()
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
@@ -386,11 +327,10 @@ def diff(
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
-        typer.echo(diff_terminal_summary(result, str(target) if target is not None else None).rstrip("\n"),
-                   err=target is None)
+        typer.echo(d.summary_text(str(target) if target is not None else None).rstrip("\n"), err=target is None)
     elif target is not None:
         typer.echo(f"nsysdoc: wrote {target}", err=True)
-    if fail_on_regression is not None and regression(result, fail_on_regression):
+    if fail_on_regression is not None and d.regression(fail_on_regression):
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
 
@@ -428,9 +368,7 @@ def job(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
 ) -> None:
     """Analyse a multi-rank job: per-rank summaries, clock offsets, straggler, rolled-up findings."""
-    from .job import run_job
-    from .report.job_page import job_terminal_summary, render_job_html, render_job_markdown
-    from .rules.engine import find_config
+    from .api import job as run_job
 
     out_path, to_stdout, as_dir = _output_arg(output)
     fmt = _fmt_for(fmt, out_path, as_dir)
@@ -459,21 +397,13 @@ def job(
                 planned += [rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files]
             _check_names(planned)
             check_outputs(planned, files)
-        _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
-        cfg_path = config if config is not None else (None if no_config else find_config())
-        options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in rules],
-                   "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": no_cache,
-                   "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
-                   "rank_reports_dir": str(rank_reports.resolve()) if rank_reports else None}
-        result = run_job([str(p) for p in inputs], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
-                         progress=progress)
+        ruleset = _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
+        j = run_job(inputs, jobs=jobs, dask=dask, rank_pattern=rank_pattern, rank_reports=rank_reports,
+                    rules=list(rules), config=ruleset.config_path, no_config=no_config, step_marker=step_marker,
+                    cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
         _cache_warnings(not quiet)  # ranks read in this process (-j 1); workers' own go unreported
-        if fmt == Format.json:
-            text = json.dumps(result, indent=2, allow_nan=False) + "\n"
-        elif fmt == Format.md:
-            text = render_job_markdown(result)
-        else:
-            text = render_job_html(result, str(target) if target else None)
+        text = (j.to_json() if fmt == Format.json else j.to_markdown() if fmt == Format.md
+                else j.to_html(str(target) if target else None))
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
@@ -490,12 +420,10 @@ def job(
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
-        typer.echo(job_terminal_summary(result, str(target) if target else None).rstrip("\n"), err=target is None)
+        typer.echo(j.summary_text(str(target) if target else None).rstrip("\n"), err=target is None)
     if fail_on is None:
-        from .rules import load_config
-
-        fail_on = Severity((load_config(cfg_path).fail_on if cfg_path else None) or "never")
-    raise typer.Exit(EXIT_FINDINGS if _fails(result, fail_on) else EXIT_OK)
+        fail_on = Severity(ruleset.fail_on or "never")
+    raise typer.Exit(EXIT_FINDINGS if _fails(j._result, fail_on) else EXIT_OK)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -155,19 +155,12 @@ def summarize_file(path: str, options: dict | None = None) -> list[dict]:
     report there; its path comes back as ``report``)."""
     o = dict(options or {})
     try:
-        from ..analysis import analyze
-        from ..nsys import ensure_sqlite
-        from ..rules import apply_rules, load_config, load_rules
-        from ..trace import load_trace
+        from ..pipeline import diagnose, load_ruleset
 
-        cfg = load_config(Path(o["config"]) if o.get("config") else None)
-        ruleset = load_rules([Path(d) for d in o.get("rule_dirs") or []], cfg)
-        src = path
-        if Path(path).suffix in (".nsys-rep", ".qdrep"):
-            src = ensure_sqlite(path, nsys=o.get("nsys"))
-        trace = load_trace(src, cache=not o.get("no_cache"), cache_dir=o.get("cache_dir"))
-        analysis = analyze(trace, step_pattern=o.get("step_marker") or cfg.step_marker)
-        result = apply_rules(analysis.to_dict(), ruleset)
+        ruleset = load_ruleset(o.get("rule_dirs") or [], o.get("config"), no_config=True)
+        analysis = diagnose(path, ruleset, step_marker=o.get("step_marker"), cache=not o.get("no_cache"),
+                            cache_dir=o.get("cache_dir"), nsys=o.get("nsys"))
+        trace, result = analysis.trace, analysis.to_dict()
         recs = summarize_trace(trace, result, str(path), split_processes=bool(o.get("split_processes")))
         if o.get("rank_reports_dir"):
             from ..report import render_html

@@ -1,0 +1,596 @@
+"""The Python API: the same diagnoses as the commands, as objects (docs/api.md).
+
+    import nsysdoc
+    r = nsysdoc.report("run.sqlite")
+    r.verdict, r.findings, r.steps          # the sentence, Finding objects, a pandas DataFrame
+    d = nsysdoc.diff("base.sqlite", r)      # paths, saved JSON reports or Report objects
+    j = nsysdoc.job(["rank0.sqlite", "rank1.sqlite"], jobs=2)
+
+Everything here runs :mod:`nsysdoc.pipeline`, the pipeline the command line runs, so
+``Report.to_dict()`` is exactly the JSON ``nsysdoc report -f json`` writes, ``Diff.to_dict()``
+what ``nsysdoc diff -f json`` writes and ``Job.to_dict()`` what ``nsysdoc job -f json`` writes.
+Bad input raises :class:`nsysdoc.NsysdocError` with the command line's one-line message.
+pandas is imported only when a DataFrame is asked for.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
+
+from . import pipeline
+from .errors import InputError, NsysdocError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+PathLike = Union[str, os.PathLike]
+SEVERITIES = ("info", "warning", "critical")
+#: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
+IDLE_CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+#: parts of a step's exclusive split (columns of ``Report.steps``, in ms)
+STEP_PARTS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_alloc", "idle_setup",
+              "idle_launch", "idle_api", "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")
+#: height of the frame ``_repr_html_`` shows the page in (the page scrolls inside it)
+NOTEBOOK_FRAME_PX = 800
+
+
+# --- tables -------------------------------------------------------------------------------------
+def _frame(rows: Iterable[dict], columns: Sequence[tuple[str, str]]) -> "pd.DataFrame":
+    """A DataFrame with exactly ``columns`` (name, dtype), in that order, whatever the rows hold.
+
+    dtypes: ``int64``, ``Int64`` (nullable integer), ``float64`` (missing = NaN), ``bool``,
+    ``boolean`` (nullable), ``object`` (str, or None when missing)."""
+    from .lazy_pandas import pandas
+
+    pd = pandas()
+    rows = list(rows)
+    data = {}
+    for name, dtype in columns:
+        values = [r.get(name) for r in rows]
+        if dtype == "float64":
+            values = [float("nan") if v is None else float(v) for v in values]
+        data[name] = pd.Series(values, dtype=dtype if rows or dtype != "object" else "object")
+    return pd.DataFrame(data, columns=[c for c, _ in columns])
+
+
+STEP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("step", "int64"), ("index", "int64"), ("name", "object"), ("primary", "bool"),
+    ("pid", "Int64"), ("tid", "Int64"), ("device", "object"),
+    ("start_ns", "int64"), ("end_ns", "int64"), ("step_time_ms", "float64"), ("duration_ms", "float64"),
+    ("kernel_count", "Int64"), ("time_busy_pct", "float64"), ("idle_before_first_op_ms", "float64"),
+    ("host_sync_ms", "float64"), ("scalar_reads", "Int64"), ("sm_active_pct", "float64"),
+    ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"), ("dram_read_pct", "float64"),
+) + tuple((f"{p}_ms", "float64") for p in STEP_PARTS)
+
+KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "object"), ("count", "int64"), ("total_ms", "float64"), ("mean_us", "float64"),
+    ("median_us", "float64"), ("p95_us", "float64"), ("share_of_kernel_time_pct", "float64"),
+    ("under_10us_pct", "float64"), ("is_nccl", "bool"),
+)
+
+OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "object"), ("calls", "Int64"), ("gpu_ms", "float64"), ("self_gpu_ms", "float64"),
+    ("cpu_ms", "float64"), ("self_cpu_ms", "float64"), ("kernels", "Int64"), ("top_kernel", "object"),
+    ("module", "object"), ("frame", "object"),
+)
+
+DEVICE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("device", "int64"), ("label", "object"), ("name", "object"), ("compute_capability", "float64"),
+    ("busy_pct", "float64"), ("compute_pct", "float64"), ("comm_pct", "float64"),
+    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("idle_pct", "float64"),
+    ("busy_ms", "float64"), ("compute_ms", "float64"), ("copy_only_ms", "float64"), ("comm_ms", "float64"),
+    ("exposed_comm_ms", "float64"), ("kernel_count", "int64"), ("copy_count", "int64"), ("gap_count", "int64"),
+) + tuple((f"idle_{c}_ms", "float64") for c in IDLE_CAUSES)
+
+GAP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("device", "object"), ("start_ns", "int64"), ("end_ns", "int64"), ("duration_ms", "float64"),
+    ("cause", "object"), ("pid", "Int64"), ("tid", "Int64"),
+) + tuple((f"{c}_ms", "float64") for c in IDLE_CAUSES)
+
+RANK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("rank", "int64"), ("file", "object"), ("ok", "bool"), ("error", "object"), ("pids", "object"),
+    ("devices", "object"), ("gpu_models", "object"), ("step_source", "object"), ("steps", "Int64"),
+    ("step_time_ms_median", "float64"), ("gpu_busy_pct", "float64"), ("compute_pct", "float64"),
+    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("clock_offset_ms", "float64"),
+    ("clock_mad_us", "float64"), ("last_count", "Int64"), ("wait_ms_per_step", "float64"),
+    ("kernel_count", "Int64"), ("verdict", "object"), ("report", "object"),
+)
+
+DIFF_KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "object"), ("status", "object"), ("base_ms_per_step", "float64"),
+    ("candidate_ms_per_step", "float64"), ("delta_ms_per_step", "float64"),
+    ("base_count_per_step", "float64"), ("candidate_count_per_step", "float64"),
+    ("base_mean_us", "float64"), ("candidate_mean_us", "float64"),
+)
+
+
+def _without_pandas(method):
+    """Run ``method`` with passing imports of pandas refused (pyarrow's): rendering an nsys
+    export's report needs none (nsysdoc.lazy_pandas); a process that has pandas keeps it."""
+    import functools
+
+    @functools.wraps(method)
+    def run(*args, **kwargs):
+        from .lazy_pandas import deferring
+
+        with deferring():
+            return method(*args, **kwargs)
+    return run
+
+
+def _iframe(page: str, title: str) -> str:
+    """The self-contained page in a sandboxed frame: its styles and script stay inside it, and a
+    notebook shows it as the browser would (the page is the frame's whole document, escaped once)."""
+    return (f'<iframe title="{html.escape(title)}" sandbox="allow-scripts" '
+            f'style="width:100%;height:{NOTEBOOK_FRAME_PX}px;border:1px solid #ddd" '
+            f'srcdoc="{html.escape(page, quote=True)}"></iframe>')
+
+
+def _json_text(result: dict) -> str:
+    return json.dumps(result, indent=2, allow_nan=False) + "\n"
+
+
+# --- report -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Finding:
+    """One finding of a report (docs/json.md, ``findings[]``)."""
+
+    rule: str
+    severity: str
+    title: str
+    message: str
+    impact_ms: float | None
+    impact_ms_per_step: float | None
+    impact_pct: float | None
+    category: str | None = None
+    where: list = field(default_factory=list)
+    where_note: str | None = None
+    evidence: list = field(default_factory=list)
+    verify: str | None = None
+    fix: str | None = None
+    references: list = field(default_factory=list)
+    time_ranges: list = field(default_factory=list)
+    source: str | None = None
+
+    @classmethod
+    def from_dict(cls, f: dict) -> "Finding":
+        return cls(rule=f.get("rule"), severity=f.get("severity"), title=f.get("title"), message=f.get("message"),
+                   impact_ms=f.get("impact_ms"), impact_ms_per_step=f.get("impact_ms_per_step"),
+                   impact_pct=f.get("impact_pct"), category=f.get("category"), where=list(f.get("where") or []),
+                   where_note=f.get("where_note"), evidence=list(f.get("evidence") or []), verify=f.get("verify"),
+                   fix=f.get("fix"), references=list(f.get("references") or []),
+                   time_ranges=list(f.get("time_ranges") or []), source=f.get("source"))
+
+
+def _at_least(severity: str | None, floor: str) -> bool:
+    if floor == "never" or severity not in SEVERITIES:
+        return False
+    if floor not in SEVERITIES:
+        raise UsageError(f"unknown severity {floor!r}", hint=f"use one of {', '.join(SEVERITIES)} or never")
+    return SEVERITIES.index(severity) >= SEVERITIES.index(floor)
+
+
+class Report:
+    """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
+
+    def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True) -> None:
+        self._analysis = analysis
+        self._cache = cache
+        self._cache_dir = cache_dir
+        self._tables: dict[str, Any] = {}
+
+    # plain values
+    @property
+    def path(self) -> str:
+        """The capture this report read (the SQLite export, for a ``.nsys-rep``)."""
+        return str(self._result["source"]["path"])
+
+    @property
+    def _result(self) -> dict:
+        return self._analysis.to_dict()
+
+    @property
+    def verdict(self) -> str:
+        """The verdict sentence (the page's first line)."""
+        return str((self._result.get("verdict") or {}).get("sentence") or "")
+
+    @property
+    def headline(self) -> str | None:
+        """The verdict's short label (e.g. ``launch-bound``), or None."""
+        return (self._result.get("verdict") or {}).get("headline")
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Findings, worst first (as on the page)."""
+        return [Finding.from_dict(f) for f in self._result.get("findings") or []]
+
+    @property
+    def summary(self) -> dict:
+        """GPU busy %, step count, median step time, kernel counts (``summary`` in the JSON)."""
+        return dict(self._result.get("summary") or {})
+
+    def fails(self, severity: str = "warning") -> bool:
+        """True when a finding has at least ``severity`` (what ``--fail-on`` exits 1 for)."""
+        return any(_at_least(f.severity, severity) for f in self.findings)
+
+    # tables
+    def _table(self, name: str, build: Callable[[], "pd.DataFrame"]) -> "pd.DataFrame":
+        if name not in self._tables:
+            self._tables[name] = build()
+        return self._tables[name].copy()
+
+    @property
+    def steps(self) -> "pd.DataFrame":
+        """One row per step (every process's; ``primary`` marks the thread whose steps count)."""
+        def build():
+            rows = []
+            for s in self._result.get("steps") or []:
+                row = dict(s)
+                for p in STEP_PARTS:
+                    row[f"{p}_ms"] = (s.get("breakdown_ms") or {}).get(p)
+                rows.append(row)
+            return _frame(rows, STEP_COLUMNS)
+        return self._table("steps", build)
+
+    @property
+    def kernels(self) -> "pd.DataFrame":
+        """Every kernel name that starts in the analysis window, by total GPU time (largest first)."""
+        def build():
+            full = getattr(self._analysis, "tables", {}).get("kernels")
+            rows = full.records() if full is not None else \
+                ((self._result.get("metrics") or {}).get("kernels") or {}).get("by_name") or []
+            return _frame(rows, KERNEL_COLUMNS)
+        return self._table("kernels", build)
+
+    @property
+    def operators(self) -> "pd.DataFrame":
+        """The operator view (like ``key_averages()``), by GPU time; empty when the capture has no
+        operator ranges (``metrics.operators.missing`` says which switch adds them)."""
+        return self._table("operators", lambda: _frame(
+            ((self._result.get("metrics") or {}).get("operators") or {}).get("rows") or [], OPERATOR_COLUMNS))
+
+    @property
+    def devices(self) -> "pd.DataFrame":
+        """One row per GPU: the exclusive split of the analysis window and idle time by cause."""
+        def build():
+            rows = []
+            for d in self._result.get("devices") or []:
+                row = dict(d)
+                for c in IDLE_CAUSES:
+                    row[f"idle_{c}_ms"] = (d.get("idle_ms_by_cause") or {}).get(c)
+                rows.append(row)
+            return _frame(rows, DEVICE_COLUMNS)
+        return self._table("devices", build)
+
+    @property
+    def gaps(self) -> "pd.DataFrame":
+        """The longest idle gaps of the window (``metrics.idle_gaps.longest``), with their cause
+        and the split of each gap between causes (ms)."""
+        def build():
+            rows = []
+            for g in ((self._result.get("metrics") or {}).get("idle_gaps") or {}).get("longest") or []:
+                row = dict(g)
+                for c in IDLE_CAUSES:
+                    row[f"{c}_ms"] = (g.get("split_ms") or {}).get(c, 0.0)
+                rows.append(row)
+            return _frame(rows, GAP_COLUMNS)
+        return self._table("gaps", build)
+
+    # renderings
+    def to_dict(self) -> dict:
+        """Exactly the JSON ``nsysdoc report -f json`` writes (docs/json.md), as Python objects."""
+        return json.loads(self.to_json())
+
+    @_without_pandas
+    def to_json(self) -> str:
+        """The text ``nsysdoc report -f json`` writes."""
+        from .report.render import capped_result
+
+        return _json_text(capped_result(self._result))
+
+    @_without_pandas
+    def to_html(self, *, worst_step: bool = False) -> str:
+        """The self-contained HTML page ``nsysdoc report`` writes."""
+        from .report import render_html
+
+        bytecode = None
+        if self._cache:
+            from .cache import templates_dir
+
+            bytecode = templates_dir(self._cache_dir)
+        return render_html(self._analysis, worst_step=worst_step, bytecode_dir=bytecode)
+
+    @_without_pandas
+    def to_markdown(self) -> str:
+        """The Markdown ``nsysdoc report -f md`` writes."""
+        from .report import render_markdown
+
+        return render_markdown(self._analysis)
+
+    @_without_pandas
+    def summary_text(self, page_path: str | None = None) -> str:
+        """The short summary the command prints on the terminal."""
+        from .report import terminal_summary
+
+        return terminal_summary(self._analysis, page_path)
+
+    def _repr_html_(self) -> str:
+        return _iframe(self.to_html(), f"nsysdoc report: {Path(self.path).name}")
+
+    def __repr__(self) -> str:
+        n = len(self._result.get("findings") or [])
+        return f"<nsysdoc.Report {Path(self.path).name}: {self.verdict!r} ({n} finding{'s' * (n != 1)})>"
+
+
+def _options(rules, config, no_config) -> pipeline.Ruleset:
+    if isinstance(rules, (str, os.PathLike)):
+        rules = [rules]
+    return pipeline.load_ruleset(list(rules or []), config, no_config)
+
+
+def _check_path(path) -> None:
+    if isinstance(path, Report):
+        return
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"expected a path, got {type(path).__name__}")
+
+
+def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] | PathLike = (),
+            config: PathLike | None = None, no_config: bool = False, step_marker: str | None = None,
+            cache: bool = True, cache_dir: PathLike | None = None, nsys: str | None = None,
+            progress: Callable[[str], None] | None = None) -> list[Report]:
+    """A Report for each capture in ``paths`` (files or folders of them), in order."""
+    from .inputs import expand_inputs
+
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    for p in items:
+        _check_path(p)
+    ruleset = _options(rules, config, no_config)
+    files = expand_inputs([Path(p) for p in items])
+    return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
+                    progress=progress) for f in files]
+
+
+def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
+            nsys=None, progress=None) -> Report:
+    from .lazy_pandas import deferring
+
+    with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
+        analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
+                                     nsys=nsys, progress=progress)
+    return Report(analysis, cache=cache, cache_dir=cache_dir)
+
+
+def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None,
+           no_config: bool = False, step_marker: str | None = None, cache: bool = True,
+           cache_dir: PathLike | None = None, nsys: str | None = None,
+           progress: Callable[[str], None] | None = None) -> Report:
+    """Diagnose one capture: an nsys export (``.sqlite``), an nsys report (``.nsys-rep``, exported
+    with ``nsys``), a PyTorch Profiler trace (``.pt.trace.json[.gz]``), or a folder holding one.
+
+    Options are the command's: ``rules`` (team rule folders), ``config`` (default: the nearest
+    nsysdoc.yaml or pyproject.toml [tool.nsysdoc], upwards; ``no_config=True`` ignores them),
+    ``step_marker`` (regex for NVTX step ranges), ``cache`` / ``cache_dir``, ``nsys`` (binary).
+    Raises NsysdocError for bad input (its ``message`` is the command's error line)."""
+    _check_path(path)
+    if isinstance(path, Report):
+        return path
+    ruleset = _options(rules, config, no_config)
+    return _report(pipeline.one_capture(path, "input"), ruleset, step_marker=step_marker, cache=cache,
+                   cache_dir=cache_dir, nsys=nsys, progress=progress)
+
+
+# --- diff ---------------------------------------------------------------------------------------
+class Diff:
+    """Two runs compared: what ``nsysdoc diff`` computes, as an object."""
+
+    def __init__(self, result: dict) -> None:
+        self._result = result
+
+    @property
+    def verdict(self) -> str:
+        """``faster``, ``slower`` or ``no significant change``."""
+        return str(self._result.get("verdict"))
+
+    @property
+    def headline(self) -> str:
+        """One line, e.g. "Slower: 17.6% more time per step (strong evidence)"."""
+        return str(self._result.get("headline") or "")
+
+    @property
+    def sentence(self) -> str:
+        return str(self._result.get("sentence") or "")
+
+    @property
+    def comparable(self) -> bool:
+        return bool(self._result.get("comparable"))
+
+    @property
+    def change_pct(self) -> float | None:
+        """Median step time change, percent (None without timed steps on both sides)."""
+        return (self._result.get("step_time_ms_median") or {}).get("change_pct")
+
+    def regression(self, pct: float) -> bool:
+        """True when the candidate is significantly slower by more than ``pct`` percent (what
+        ``--fail-on-regression PCT`` exits 1 for)."""
+        from .diff import regression
+
+        return regression(self._result, pct)
+
+    @property
+    def kernels(self) -> "pd.DataFrame":
+        """Kernels matched by name across the runs, per step (or per second of work), largest move first."""
+        return _frame(self._result.get("kernels") or [], DIFF_KERNEL_COLUMNS)
+
+    @property
+    def breakdown(self) -> "pd.DataFrame":
+        """The step split side by side (ms per step)."""
+        return _frame(self._result.get("breakdown") or [], (
+            ("part", "object"), ("label", "object"), ("base_ms_per_step", "float64"),
+            ("candidate_ms_per_step", "float64"), ("delta_ms_per_step", "float64")))
+
+    def to_dict(self) -> dict:
+        """Exactly the JSON ``nsysdoc diff -f json`` writes (docs/diff.md)."""
+        return json.loads(self.to_json())
+
+    def to_json(self) -> str:
+        return _json_text(self._result)
+
+    def to_html(self) -> str:
+        from .report.diff_page import render_diff_html
+
+        return render_diff_html(self._result)
+
+    def to_markdown(self) -> str:
+        from .report.diff_page import render_diff_markdown
+
+        return render_diff_markdown(self._result)
+
+    def summary_text(self, page_path: str | None = None) -> str:
+        from .report.diff_page import diff_terminal_summary
+
+        return diff_terminal_summary(self._result, page_path)
+
+    def _repr_html_(self) -> str:
+        return _iframe(self.to_html(), "nsysdoc diff")
+
+    def __repr__(self) -> str:
+        return f"<nsysdoc.Diff {self.headline!r}>"
+
+
+def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -> tuple[dict, str]:
+    if isinstance(x, Report):
+        return x._result, x.path
+    if isinstance(x, dict):
+        raise UsageError(f"the {what} is a dict; pass a Report, a capture path or a saved report's path")
+    _check_path(x)
+    if pipeline.is_saved_report(x):
+        return pipeline.read_report(x), str(x)
+    return _report(pipeline.one_capture(x, what), ruleset_of(), **options)._result, str(x)
+
+
+def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequence[PathLike] | PathLike = (),
+         config: PathLike | None = None, no_config: bool = False, step_marker: str | None = None,
+         cache: bool = True, cache_dir: PathLike | None = None, nsys: str | None = None,
+         progress: Callable[[str], None] | None = None) -> Diff:
+    """Compare two runs: captures, saved report JSON files (``nsysdoc report -f json``) or Report
+    objects, in any mix. Options as :func:`report` (used for the sides that are captures)."""
+    from .diff import compare
+
+    loaded: list[pipeline.Ruleset] = []
+
+    def ruleset_of() -> pipeline.Ruleset:
+        if not loaded:
+            loaded.append(_options(rules, config, no_config))
+        return loaded[0]
+
+    opts = dict(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, **opts),
+                                _side(candidate, "candidate", ruleset_of, **opts))
+    return Diff(compare(a, b, names=(name_a, name_b)))
+
+
+# --- job ----------------------------------------------------------------------------------------
+class Job:
+    """A multi-rank job: what ``nsysdoc job`` computes, as an object."""
+
+    def __init__(self, result: dict, page_path: str | None = None) -> None:
+        self._result = result
+        self._page_path = page_path
+
+    @property
+    def verdict(self) -> str:
+        return str((self._result.get("verdict") or {}).get("sentence") or "")
+
+    @property
+    def straggler(self) -> dict | None:
+        """The rank that makes the others wait (rank, wait per step, cause ...), or None."""
+        s = self._result.get("straggler")
+        return dict(s) if s else None
+
+    @property
+    def findings(self) -> list[dict]:
+        """Findings rolled up over ranks (rule, severity, ranks, median impact)."""
+        return [dict(f) for f in self._result.get("findings") or []]
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._result.get("warnings") or [])
+
+    @property
+    def ranks(self) -> "pd.DataFrame":
+        """One row per rank: its file, step time, split of the window, clock offset and wait."""
+        rows = []
+        for r in self._result.get("ranks") or []:
+            row = dict(r)
+            row["steps"] = len(r["steps"]) if isinstance(r.get("steps"), list) else r.get("steps")
+            row["verdict"] = (r.get("verdict") or {}).get("sentence") if isinstance(r.get("verdict"), dict) \
+                else r.get("verdict")
+            rows.append(row)
+        return _frame(rows, RANK_COLUMNS)
+
+    def fails(self, severity: str = "warning") -> bool:
+        return any(_at_least(f.get("severity"), severity) for f in self._result.get("findings") or [])
+
+    def to_dict(self) -> dict:
+        """Exactly the JSON ``nsysdoc job -f json`` writes (docs/job.md)."""
+        return json.loads(self.to_json())
+
+    def to_json(self) -> str:
+        return _json_text(self._result)
+
+    def to_html(self, page_path: str | None = None) -> str:
+        from .report.job_page import render_job_html
+
+        return render_job_html(self._result, page_path if page_path is not None else self._page_path)
+
+    def to_markdown(self) -> str:
+        from .report.job_page import render_job_markdown
+
+        return render_job_markdown(self._result)
+
+    def summary_text(self, page_path: str | None = None) -> str:
+        from .report.job_page import job_terminal_summary
+
+        return job_terminal_summary(self._result, page_path)
+
+    def _repr_html_(self) -> str:
+        return _iframe(self.to_html(), "nsysdoc job")
+
+    def __repr__(self) -> str:
+        return f"<nsysdoc.Job {self._result.get('rank_count')} ranks: {self.verdict!r}>"
+
+
+def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask: str | None = None,
+        rank_pattern: str | None = None, rank_reports: PathLike | None = None,
+        rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None, no_config: bool = False,
+        step_marker: str | None = None, cache: bool = True, cache_dir: PathLike | None = None,
+        nsys: str | None = None, progress: Callable[[int, int, list], None] | None = None) -> Job:
+    """Analyse the ranks of one job: per-rank captures (files or folders), or one capture holding
+    several processes. ``jobs`` ranks at a time on this machine, or on the Dask scheduler ``dask``
+    (``tcp://host:8786``). ``rank_reports``: also write each rank's HTML page into this folder.
+    ``progress(done, total, records)`` is called as ranks finish."""
+    from .job import run_job
+
+    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    for p in items:
+        _check_path(p)
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"jobs must be a whole number ≥ 1, got {jobs!r}")
+    ruleset = _options(rules, config, no_config)  # one error, before any work
+    cfg_path = ruleset.config_path
+    options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in
+                                                         ([rules] if isinstance(rules, (str, os.PathLike)) else rules)],
+               "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": not cache,
+               "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
+               "rank_reports_dir": str(Path(rank_reports).resolve()) if rank_reports else None}
+    result = run_job([str(p) for p in items], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
+                     progress=progress)
+    return Job(result)
+
+
+__all__ = ["Report", "Finding", "Diff", "Job", "report", "reports", "diff", "job", "NsysdocError", "InputError"]

@@ -1,0 +1,141 @@
+"""The one pipeline every entry point runs: export (a ``.nsys-rep``) → load → analyse → rules.
+
+``nsysdoc report``, ``nsysdoc diff``, ``nsysdoc job`` (each rank, in a worker) and the Python API
+(:mod:`nsysdoc.api`) all call :func:`diagnose`; rules and configuration are loaded by
+:func:`load_ruleset`. Nothing here prints: progress goes to an optional callback, problems are
+raised as :class:`nsysdoc.errors.NsysdocError` (one-line message, optional hint).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import InputError, NsysdocError
+
+#: suffixes of Nsight Systems reports that must be exported to SQLite first
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """Loaded rules and the project configuration they were loaded with."""
+
+    rules: Any  # nsysdoc.rules.RuleSet
+    config: Any  # nsysdoc.rules.Config
+    config_path: Path | None = None
+
+    @property
+    def step_marker(self) -> str | None:
+        return self.config.step_marker
+
+    @property
+    def fail_on(self) -> str | None:
+        return self.config.fail_on
+
+
+def config_path(config: str | os.PathLike | None, no_config: bool) -> Path | None:
+    """The configuration file to use: ``config`` if given, none with ``no_config``, else the
+    nearest nsysdoc.yaml or pyproject.toml with a [tool.nsysdoc] table, upwards from here."""
+    if config is not None:
+        return Path(config)
+    if no_config:
+        return None
+    from .rules.engine import find_config
+
+    found = find_config()
+    return Path(found) if found else None
+
+
+def load_ruleset(rule_dirs=(), config: str | os.PathLike | None = None, no_config: bool = False) -> Ruleset:
+    """Built-in rules plus each team folder in ``rule_dirs`` (same id replaces a built-in), with
+    the project configuration's thresholds. Raises RuleError (an NsysdocError) on a bad file."""
+    from .rules import load_config, load_rules
+
+    path = config_path(config, no_config)
+    cfg = load_config(path)
+    return Ruleset(load_rules([Path(d) for d in rule_dirs], cfg), cfg, path)
+
+
+def empty_rule_dirs(rule_dirs, ruleset: Ruleset) -> list[Path]:
+    """Rule folders (given or from the configuration) that hold no rule file: worth a warning."""
+    out = []
+    for d in list(rule_dirs or []) + list(ruleset.config.rule_dirs):
+        if Path(d).is_dir() and not any(p for p in Path(d).glob("*.y*ml") if ".cases." not in p.name):
+            out.append(Path(d))
+    return out
+
+
+def diagnose(path: str | os.PathLike, ruleset: Ruleset, *, step_marker: str | None = None, cache: bool = True,
+             cache_dir: str | os.PathLike | None = None, nsys: str | None = None,
+             progress: Callable[[str], None] | None = None):
+    """Export (a ``.nsys-rep``), load, analyse and apply the rules: the Analysis, its result filled.
+
+    ``step_marker`` defaults to the configuration's. ``progress`` receives short phase messages
+    (the command line shows them on a terminal)."""
+    from .analysis import analyze
+    from .nsys import ensure_sqlite
+    from .rules import apply_rules
+    from .trace import load_trace
+    from .trace.store import keep_freed_memory
+
+    keep_freed_memory()  # let the allocator reuse freed pages (see there)
+    src = str(path)
+    if Path(src).suffix in REPORT_SUFFIXES:
+        if progress is not None:
+            progress(f"exporting {src} to SQLite (nsys export)")
+        src = ensure_sqlite(src, nsys=nsys)
+    trace = load_trace(src, cache=cache, cache_dir=cache_dir, progress=progress)
+    analysis = analyze(trace, step_pattern=step_marker or ruleset.step_marker)
+    apply_rules(analysis.to_dict(), ruleset.rules)  # fills analysis.result in place
+    return analysis
+
+
+def is_saved_report(path: str | os.PathLike) -> bool:
+    """A file that holds a saved report (``nsysdoc report -f json``), told from a capture by content:
+    a PyTorch Profiler trace is JSON too, but a capture."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(64).lstrip()
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read: {exc.strerror or exc}")
+    from .trace.kineto import is_kineto_trace
+
+    return (p.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(p)
+
+
+def read_report(path: str | os.PathLike) -> dict:
+    """A saved report JSON, checked (size, depth, non-finite numbers): one-line errors."""
+    from .diff import read_saved_report
+
+    try:
+        return read_saved_report(Path(path))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})",
+                         hint="pass a saved 'nsysdoc report --format json' file or a capture")
+
+
+def one_capture(path: str | os.PathLike, what: str) -> str:
+    """The single capture ``path`` names (a file, or a folder holding exactly one)."""
+    from .inputs import expand_inputs
+
+    files = expand_inputs([Path(path)])
+    if len(files) != 1:
+        raise InputError(f"{path}: holds {len(files)} captures; the {what} must be one capture",
+                         hint="name the capture file itself")
+    return files[0]
+
+
+def diff_side(path: str | os.PathLike, what: str, ruleset: Ruleset, **options) -> dict:
+    """One side of a diff as a report result: a saved report JSON, or a capture to diagnose."""
+    if is_saved_report(path):
+        return read_report(path)
+    return diagnose(one_capture(path, what), ruleset, **options).to_dict()
+
+
+__all__ = ["Ruleset", "config_path", "load_ruleset", "empty_rule_dirs", "diagnose", "is_saved_report",
+           "read_report", "one_capture", "diff_side", "NsysdocError"]
