@@ -240,8 +240,10 @@ class Report:
     def kernels(self) -> "pd.DataFrame":
         """Every kernel name that starts in the analysis window, by total GPU time (largest first)."""
         def build():
+            from .assembly.numbers import _records
+
             full = getattr(self._analysis, "tables", {}).get("kernels")
-            rows = full.records() if full is not None else \
+            rows = _records(full) if full is not None else \
                 ((self._result.get("metrics") or {}).get("kernels") or {}).get("by_name") or []
             return _frame(rows, KERNEL_COLUMNS)
         return self._table("kernels", build)

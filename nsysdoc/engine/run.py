@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics import gpu as gpu_m
-from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT,
-                              STEADY_MAX_SETUP_PCT)
+from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, MIN_GPU_BUSY_MS, MIN_GPU_OPS,
+                              MIN_WINDOW_MS, SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT, STEADY_MAX_SETUP_PCT)
 from ..trace.store import release_memory
 from .data import NEG, POS, Ops
 from .plan import Plan, middle_window
@@ -174,9 +174,8 @@ def _recapture(ctx: Context, spans: list, carries: list, cap: Capture) -> None:
 
 
 def _enough_work(parts: list, lo: int, hi: int) -> bool:
-    """``nsysdoc.analysis._enough_work_in`` for the window ``[lo, hi)``."""
-    from ..analysis import MIN_GPU_BUSY_MS, MIN_GPU_OPS, MIN_WINDOW_MS
-
+    """Enough GPU work in the window ``[lo, hi)`` to judge (the thresholds the report's
+    ``capture.enough_gpu_work`` uses: ``nsysdoc.metrics.window``)."""
     if hi - lo < MIN_WINDOW_MS * 1e6:
         return False
     n = sum(p.start_count for p in parts)

@@ -17,7 +17,7 @@ Definitions (``docs/glossary.md``, "Steps and the analysis window"):
   one-time-setup rule looks at the whole span.
 
 The engine computes it from what the time slices record (``nsysdoc.engine.run._steady``); this
-module holds the thresholds.
+module holds the thresholds, and those of a window with enough GPU work to judge.
 """
 from __future__ import annotations
 
@@ -26,5 +26,12 @@ SETUP_GAP_MIN_PCT = 1.0
 IDLE_EDGE_MIN_PCT = 25.0
 IDLE_EDGE_MAX_WORK_PCT = 5.0
 STEADY_MAX_SETUP_PCT = 5.0
+
+#: Least GPU work in the window for a judgement: this many GPU operations, or this much GPU busy
+#: time (mean over devices with work), in a window at least ``MIN_WINDOW_MS`` long. Read by the
+#: engine (is a steady-state window worth keeping?) and by the report's capture section.
+MIN_GPU_OPS = 50
+MIN_GPU_BUSY_MS = 50.0
+MIN_WINDOW_MS = 1.0
 
 

@@ -1,0 +1,95 @@
+"""The report result (the JSON contract, docs/json.md) assembled from the engine's run.
+
+:func:`assemble` lays out the sections; the numbers are computed in :mod:`.sections`,
+:mod:`.capture` and :mod:`.values`, the JSON number rules in :mod:`.numbers`. The layout of the
+result changes only with :data:`CONTRACT`."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import __version__
+from ..metrics import host as host_m
+from ..metrics.copies import copy_table_from
+from ..metrics.nvtx import nvtx_summary_blocks
+from ..metrics.steps import pick_steps
+from ..rules.policy import HOST_JUDGE_MIN_WINDOW_MS
+from .capture import _capture, _judgeable
+from .numbers import _median, _num, _records
+from .sections import (_attribution, _capture_extent, _comm_metrics, _devices, _gap_metrics, _host_wait,
+                       _kernel_metrics, _launch, _setup_metrics, _steps, _sync_metrics, _underfilled)
+from .values import _values
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis import Analysis
+
+
+#: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
+CONTRACT = 3
+
+
+def assemble(a: Analysis, res) -> dict:
+    """The report result of analysis ``a`` (findings empty: the rules fill them)."""
+    t = a.trace
+    steps = a.steps
+    w0, w1 = steps.window_start_ns, steps.window_end_ns
+    window_ns = steps.window_ns
+    devices = _devices(a, res, window_ns)
+    step_rows = _steps(a, res)
+    primary = [r for r in step_rows if r["primary"]]
+    threads_steps = np.unique([r["global_tid"] for r in primary], return_counts=True)[1] if primary \
+        else np.zeros(0, np.int64)
+    busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
+    # the launch arrays go before the kernel arrays are gathered: never both held
+    launch = _launch(res.window)
+    kernel_metrics = _kernel_metrics(t, res, a.tables)
+    judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
+    extent = _capture_extent(t, a.span[0])
+    summary = {
+        # a busy share of a window with a handful of GPU operations says nothing: null, with the reason
+        # a busy share of a window with a handful of GPU operations says nothing, unless the window
+        # is long: then it says how little the GPU did (host-side judgement, rules.policy)
+        "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals and (
+            judgeable or (window_ns or 0) / 1e6 >= HOST_JUDGE_MIN_WINDOW_MS) else None),
+        "step_count": int(threads_steps.max()) if len(threads_steps) else 0,
+        "step_time_ms_median": _num(_median([r["step_time_ms"] for r in primary])),
+        "kernel_count": kernel_metrics["count"],
+        "kernels_per_step_median": _num(_median([r["kernel_count"] for r in primary])),
+    }
+    nv = t.store.get("nvtx")
+    metrics = {
+        "kernels": kernel_metrics,
+        "launch": launch,
+        "sync": _sync_metrics(a, res, primary),
+        "copies": _records(copy_table_from(res.window.copies)),
+        "idle_gaps": _gap_metrics(a, res, devices),
+        "alloc_calls": _records(host_m.calls_table_from(res.window.alloc_calls, t.strings)) if w0 is not None else [],
+        "setup": _setup_metrics(a, res, devices, extent),
+        "communication": _comm_metrics(devices),
+        "host_wait_pct": _host_wait(devices, window_ns),
+        "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
+        "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
+        "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text"])
+                                    if nv is not None else (), t.nvtx_domains, w0, w1),
+    }
+    metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
+    metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
+    quality = _capture(a, judgeable, why_not, extent)
+    result = {
+        "nsysdoc_version": __version__,
+        "contract": CONTRACT,
+        "source": {"path": t.path, "tool": t.source_tool, "nsys_version": t.nsys_version,
+                   "schema_version": t.schema_version},
+        "capture": quality,
+        "summary": summary,
+        "devices": devices,
+        "steps": step_rows,
+        "metrics": metrics,
+        "findings": [],
+    }
+    metrics["values"] = _values(a, result)
+    return result
+
+
+__all__ = ["CONTRACT", "assemble"]

@@ -1,0 +1,140 @@
+"""The ``capture`` section: what was recorded, the analysis window, whether there is enough GPU
+work to judge (thresholds in :mod:`nsysdoc.metrics.window`), steps and what the capture lacks."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..metrics import capture as capture_m
+from ..metrics.window import MIN_GPU_BUSY_MS, MIN_GPU_OPS, MIN_WINDOW_MS
+from .numbers import _mean, _num
+from .sections import _active, _framing, _setup_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis import Analysis
+
+
+def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
+    active = _active(devices)
+    kernels = sum(d["kernel_count"] for d in devices)
+    copies = sum(d["copy_count"] for d in devices)
+    if copies and not kernels:
+        # copies alone say nothing about why a program is slow: its kernels were not captured
+        # (or it has none), so nothing is judged from them
+        return False, f"no kernel was captured, only {copies:,} copy/memset operation(s)"
+    if not active or not window_ms:
+        if kernels + copies:
+            return False, (f"too little GPU work to judge: {kernels} kernel(s) and {copies} copy/memset "
+                           f"operation(s) in a window of {_fmt_ms(window_ms or 0)}")
+        return False, "no GPU activity in the window"
+    ops = sum(d["kernel_count"] + d["copy_count"] for d in active)
+    busy = _mean([d.get("busy_ms") or 0 for d in active]) or 0.0
+    if window_ms < MIN_WINDOW_MS or (ops < MIN_GPU_OPS and busy < MIN_GPU_BUSY_MS):
+        kernels = sum(d["kernel_count"] for d in active)
+        copies = sum(d["copy_count"] for d in active)
+        return False, (f"too little GPU work to judge: {kernels} kernel(s) and {copies} copy/memset operation(s), "
+                       f"{_fmt_ms(busy)} of GPU time in a {_fmt_ms(window_ms)} window (a judgement needs at least "
+                       f"{MIN_GPU_OPS} GPU operations or {MIN_GPU_BUSY_MS:.0f} ms of GPU time)")
+    return True, None
+
+
+def _fmt_ms(v: float) -> str:
+    if v < 0.01:
+        return f"{v * 1000:.1f} µs"
+    return f"{v:,.2f} ms" if v < 100 else f"{v:,.0f} ms"
+
+
+def _span_dict(lo, hi) -> dict:
+    return {"start_ns": lo, "end_ns": hi, "duration_ms": _num((hi - lo) / 1e6) if lo is not None and hi is not None else None}
+
+
+def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[int, int] | None) -> dict:
+    t = a.trace
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    notes = []
+    if not t.has_gpu_activity:
+        notes.append("no GPU activity: the capture has no kernel, memcpy or memset rows")
+    inferred = _steps_inferred(a.steps)
+    if not a.steps.has_markers:
+        notes.append("no step markers found (NVTX ranges matching the step pattern); the analysis window is the "
+                     "steady-state part of the GPU span (first to last GPU operation), and per-step numbers are absent")
+    elif inferred:
+        notes.append("no step markers found (NVTX ranges matching the step pattern): " + inferred["description"])
+    for kind, label in (("cuda_api", "CUDA API"), ("nvtx", "NVTX"), ("osrt", "OS runtime")):
+        if kind in t.not_recorded:
+            notes.append(f"{t.not_recorded[kind]} not recorded: the {t.source_label} does not record them")
+        elif not t.traced[kind]:
+            notes.append(f"{label} not traced (no {label} table in the export)")
+    if not judgeable and t.has_gpu_activity and why_not:
+        notes.append(why_not)
+    for d in t.dropped_rows:
+        if d["reason"].startswith("no timestamps"):
+            continue  # CUPTI writes such rows in normal captures; counted in dropped_rows only
+        notes.append(f"{d['rows']:,} row(s) of {d['table']} ignored: {d['reason']}")
+    kind = "steps" if a.steps.has_markers and not inferred else ("steady-state" if a.excluded else "gpu-span")
+    excluded = []
+    for x in a.excluded:
+        item = {**x, "duration_ms": _num((x["end_ns"] - x["start_ns"]) / 1e6)}
+        if x["kind"] == "warm-up" and a.engine.ctx.active:
+            item["setup_ms"] = _num(_setup_ms(a, a.engine, x["start_ns"], x["end_ns"]))
+        excluded.append(item)
+    return {
+        "duration_ms": _num(t.duration_ns / 1e6) if t.duration_ns else None,
+        "framing": _framing(a, extent),
+        "session_start_utc_ns": t.session_start_utc_ns,
+        "dropped_rows": [dict(d) for d in t.dropped_rows],
+        "traced": t.traced,
+        # what the tool that made the trace cannot record at all (the PyTorch Profiler: OS runtime
+        # calls, GPU metrics ...); [] for nsys, where every trace type can be switched on
+        "not_recorded": [{"kind": k, "what": w, "why": f"not recorded by the {t.source_label}"}
+                         for k, w in t.not_recorded.items()],
+        "distributed": dict(t.distributed) if t.distributed else None,
+        "window": {**_span_dict(w0, w1), "kind": kind},
+        "span": _span_dict(*a.span),
+        "excluded": excluded,
+        "enough_gpu_work": judgeable,
+        "not_judgeable_reason": None if judgeable else why_not,
+        "has_step_markers": a.steps.has_markers and not inferred,
+        # where the steps come from: "markers", "inferred" (from the repeating GPU work) or None
+        "step_source": a.steps.source if a.steps.has_markers else None,
+        "steps_inferred": inferred,
+        "step_pattern": a.step_pattern,
+        "gpu_activity": t.has_gpu_activity,
+        "profiler_overhead_pct": _num(capture_m.overhead_pct(t.overhead, w0, w1)),
+        "diagnostics": capture_m.diagnostics_table(t.diagnostics),
+        "nsys_notes": capture_m.nsys_notes(t.diagnostics),
+        "process_messages": t.process_messages,
+        "warnings": notes,
+        "device_count": int(len(t.devices)),
+        "process_count": int(len(t.processes)),
+    }
+
+
+def _steps_inferred(steps) -> dict | None:
+    """``capture.steps_inferred``: what the steps were inferred from, per process, and one
+    sentence that says it (``nsysdoc.metrics.step_inference``); None for marked or no steps."""
+    info = getattr(steps, "inferred", None)
+    if not info:
+        return None
+    groups: dict = {}
+    for p in info["processes"]:  # processes running the same loop are said once
+        groups.setdefault((p["period_ops"], p["anchor"], p["unit"]), []).append(p)
+    parts = []
+    for (period, anchor, unit_kind), ps in groups.items():
+        unit = ("" if unit_kind == "training step" else
+                "; it runs no optimizer or backward kernel, so it may be one model layer or block rather than a "
+                "whole training step")
+        where = "" if len(info["processes"]) == 1 else (
+            f"in process {ps[0]['pid']}, " if len(ps) == 1 else f"in each of processes {', '.join(str(p['pid']) for p in ps)}, ")
+        steps = "/".join(f"{p['steps']:,}" for p in ps)
+        match = min(p["match_pct"] for p in ps)
+        gap = float(np.median([p["anchor_gap_ms"] for p in ps]))
+        cover = min(p["ops_covered_pct"] for p in ps)
+        parts.append(f"{where}the GPU work launched by the main thread repeats every {period:,} operations "
+                     f"({match:.0f}% of positions match one period later); {steps} steps were inferred, each "
+                     f"starting at a launch of {anchor[:80]} (of the operations launched once per unit, the "
+                     f"one after the longest host pause: median {gap:,.2f} ms), "
+                     f"covering {cover:.0f}%{' or more' if len(ps) > 1 else ''} of that thread's GPU operations{unit}")
+    return {**info, "description": "steps were inferred from the repeating GPU work: " + "; ".join(parts) +
+            ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}

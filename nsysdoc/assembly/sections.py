@@ -1,0 +1,499 @@
+"""The numbers of each section of the report result, from the engine's run (``nsysdoc.engine``):
+kernels, launches, devices, steps, sync, idle gaps, set-up, communication, operators and where,
+under-filled kernels, and the capture's framing. Each function returns a plain-JSON piece;
+:mod:`nsysdoc.assembly` lays them out."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..metrics import framing as framing_m
+from ..metrics import gpu as gpu_m
+from ..metrics import host as host_m
+from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
+from ..metrics.gpu_metrics import window_means
+from ..metrics.kernels import is_fp32_gemm, kernel_summary, kernel_tables, uses_tensor_cores
+from ..trace import Trace
+from ..trace import schema as S
+from ..trace.columns import Columns
+from .numbers import _consume, _isnan, _mean, _median, _num, _num_list, _records, _rounded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis import Analysis
+
+
+TOP_N = 50
+
+
+#: Kernel names kept in ``metrics.kernels.names`` (every name up to this many, for ``nsysdoc diff``).
+ALL_NAMES_MAX = 5000
+
+
+def _kernel_metrics(trace: Trace, res, tables: dict | None = None) -> dict:
+    """Kernel statistics of the kernels that start in the window (the compact per-kernel arrays
+    the slices kept): overall, by name and by short name, FP32 GEMM and tensor-core time.
+    ``tables["kernels"]`` receives the whole by-name table (the result keeps its top ``TOP_N``)."""
+    win = res.window
+    dur = _consume(win.k_dur, np.uint32)
+    nccl = _consume(win.k_nccl, bool)
+    short = _consume(win.k_short, np.uint16)
+    name = _consume(win.k_name, np.uint16)
+    tune = _consume(win.k_tune, bool)
+    name_ids, short_ids = res.ctx.name_ids, res.ctx.short_ids
+    # FP32 GEMM/conv time and tensor-core time, by name (classified once per distinct name);
+    # autotuning candidates (launched inside compile/autotune ranges) do not count
+    # one table per name kind: the short-name table serves both the top list and every name
+    by_short, by_name_all = kernel_tables(name, short, dur, trace.strings, nccl, name_ids, short_ids,
+                                          short_limit=ALL_NAMES_MAX)
+    del short
+    by_name = by_name_all.head(TOP_N).drop(["code", "total_ns"])
+    if tables is not None:
+        tables["kernels"] = by_name_all.drop(["code", "total_ns"])
+    fp32_ms = tc_ms = 0.0
+    fp32_names: list[str] = []
+    if len(dur):
+        # per-name totals indexed by name code (the by-name table's exact group sums), without
+        # autotuning candidates
+        codes = np.asarray(by_name_all["code"])
+        totals = np.zeros(int(codes.max()) + 1, dtype=np.float64)
+        totals[codes] = np.asarray(by_name_all["total_ns"])
+        if tune.any():
+            totals -= np.bincount(name[tune], weights=dur[tune].astype(np.float64), minlength=len(totals))
+        used = np.flatnonzero(totals)
+        for code, nm in zip(used, trace.strings.lookup(name_ids[used])):
+            if is_fp32_gemm(nm):
+                fp32_ms += totals[code] / 1e6
+                fp32_names.append(nm)
+            elif uses_tensor_cores(nm):
+                tc_ms += totals[code] / 1e6
+    del name, tune
+    nccl_count = int(nccl.sum())
+    return {
+        # last: its quantiles reorder the durations in place (no copy of them)
+        **{key: _num(v) for key, v in kernel_summary(dur, in_place=True).items()},
+        "nccl_count": nccl_count,
+        "fp32_gemm_ms": _num(fp32_ms),
+        "fp32_gemm_names": fp32_names[:20],
+        "tensor_core_ms": _num(tc_ms),
+        "by_short_name": _records(by_short.head(TOP_N)),
+        "by_name": _records(by_name),
+        # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
+        "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
+                  _records(by_short.select(["name", "count", "total_ms"]))],
+    }
+
+
+def _launch(win) -> dict:
+    """API time and queue delay of the kernel launches in the window (definitions:
+    ``nsysdoc.metrics.host``)."""
+    api_ns = _consume(win.l_api, np.uint32)
+    n = len(api_ns)
+    api_med, api_p95 = host_m.quantiles(api_ns, in_place=True)
+    del api_ns
+    queue_ns = _consume(win.l_queue, np.uint32)
+    q_under_10us = float((queue_ns < 10_000).mean() * 100) if n else None
+    q_med, q_p95 = host_m.quantiles(queue_ns, in_place=True)
+    del queue_ns
+    out = {
+        "launch_count": n,
+        "launch_api_us_median": None if api_med is None else api_med / 1e3,
+        "launch_api_us_p95": None if api_p95 is None else api_p95 / 1e3,
+        "queue_delay_us_median": None if q_med is None else q_med / 1e3,
+        "queue_delay_us_p95": None if q_p95 is None else q_p95 / 1e3,
+        "queue_delay_under_10us_pct": q_under_10us,
+    }
+    return {k: _num(v) for k, v in out.items()}
+
+
+def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
+    """The operator view (whole capture) and, per ``where:`` selector, the sites of its time in the
+    window (``nsysdoc.engine.attribute``), with what the capture lacks to say more."""
+    from ..engine import attribute as att
+
+    attr = res.plan.attr
+    t = a.trace
+    ops = att.operator_view(attr, t.strings)
+    ops["missing"] = att.missing_data(t, attr)
+    ndev = len(_active(devices)) or 1
+    top = (kernel_metrics.get("by_name") or [None])[0]
+    where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,
+                                  kernel_name=top["name"] if top else None)
+             for sel in att.SELECTORS}
+    return _rounded(ops), _rounded(where)
+
+
+def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]:
+    """Exclusive split of a range from its totals (sums to the range's length): compute, exposed
+    communication, copies (no kernel running), then idle split by idle class (sums to the range: idle no gap holds counts as unattributed, which cannot happen inside the
+    window)."""
+    out = {"compute_ns": compute, "exposed_comm_ns": kern - compute, "copy_ns": busy - kern}
+    idle_total = idle_span_ns - busy
+    assigned = np.zeros_like(idle_total)
+    for i, cause in enumerate(gpu_m.CAUSES):
+        out[f"idle_{cause}_ns"] = idle[:, i]
+        assigned = assigned + idle[:, i]
+    out["idle_unattributed_ns"] = out["idle_unattributed_ns"] + (idle_total - assigned)
+    return out
+
+
+def _devices(a: Analysis, res, window_ns: int) -> list[dict]:
+    t = a.trace
+    win = res.window
+    out = []
+    ndev = len(t.devices)
+    if not res.ctx.active or not window_ns:
+        for r in t.devices.records(["device", "label", "name"]):
+            d = r["device"]
+            out.append({"device": int(d), "label": r["label"], "name": r["name"], "busy_pct": None,
+                        "kernel_count": int(win.kernel_count[d]) if d < len(win.kernel_count) else 0,
+                        "copy_count": int(win.copy_count[d]) if d < len(win.copy_count) else 0})
+        return out
+    bd = _breakdown(np.full(ndev, window_ns, dtype=np.int64), win.busy, win.kern, win.compute, win.idle)
+    busy, comm = win.busy, win.comm
+    cc = np.asarray(t.devices["compute_capability"]) if "compute_capability" in t.devices else [None] * ndev
+    for d in range(ndev):
+        row = t.devices.row(d)
+        pct = lambda v: _num(v / window_ns * 100)  # noqa: E731
+        out.append({
+            "device": d, "label": row["label"], "name": row["name"],
+            "compute_capability": _num(cc[d]) if cc[d] is not None and not _isnan(cc[d]) else None,
+            "busy_pct": pct(busy[d]),
+            "compute_pct": pct(bd["compute_ns"][d]),
+            "comm_pct": pct(comm[d]),
+            "exposed_comm_pct": pct(bd["exposed_comm_ns"][d]),
+            "copy_only_pct": pct(bd["copy_ns"][d]),
+            "idle_pct": pct(window_ns - busy[d]),
+            "busy_ms": _num(busy[d] / 1e6),
+            "compute_ms": _num(bd["compute_ns"][d] / 1e6),
+            "copy_only_ms": _num(bd["copy_ns"][d] / 1e6),
+            "idle_ms_by_cause": {c: _num(bd[f"idle_{c}_ns"][d] / 1e6) for c in gpu_m.CAUSES},
+            "comm_ms": _num(comm[d] / 1e6),
+            "exposed_comm_ms": _num(bd["exposed_comm_ns"][d] / 1e6),
+            "kernel_count": int(win.kernel_count[d]),
+            "copy_count": int(win.copy_count[d]),
+            "gap_count": int(win.gap_count[d]),
+        })
+    return out
+
+
+def _steps(a: Analysis, res) -> list[dict]:
+    st = a.steps.table
+    if len(st) == 0:
+        return []
+    plan, glob = res.plan, res.glob
+    nsteps = len(st)
+    kcount = glob.step_kernels
+    scalar = glob.step_scalar
+    dev = plan.step_dev
+    first_start = plan.step_first
+    s = np.asarray(st["start_ns"], dtype=np.int64)
+    e = np.asarray(st["end_ns"], dtype=np.int64)
+    active = res.ctx.active
+    ok = (dev >= 0) & active
+    bd = None
+    gm = {m: np.full(nsteps, np.nan) for m in GPU_METRIC_NAMES}
+    time_busy = np.full(nsteps, np.nan)
+    idle_before = np.full(nsteps, np.nan)
+    sync_ms = np.full(nsteps, np.nan)
+    if active and ok.any():
+        idx = np.flatnonzero(ok)
+        bd = _breakdown(np.maximum(e[idx], s[idx]) - s[idx], glob.step_busy[idx], glob.step_kern[idx],
+                        glob.step_compute[idx], glob.step_idle[idx])
+        span = np.maximum(e[idx] - s[idx], 1)
+        time_busy[idx] = glob.step_kern[idx] / span * 100
+        fs = np.maximum(first_start[idx], s[idx])
+        idle_before[idx] = ((fs - s[idx]) - glob.step_before_busy[idx]) / 1e6
+        dev_ids = np.asarray(a.trace.devices["device_id"])[dev[idx]]
+        means = window_means(a.trace.gpu_metrics, dev_ids, s[idx], e[idx])
+        for m in GPU_METRIC_NAMES:
+            gm[m][idx] = means[m]
+    if active and len(st):
+        okt = res.ctx.step_thread >= 0
+        sync_ms[okt] = glob.step_sync[okt] / 1e6
+    # columns first (one conversion per column), then one dict per step: O(steps), no numpy
+    # scalar per value
+    bd_pos = {int(i): j for j, i in enumerate(np.flatnonzero(ok))} if bd is not None else {}
+    bd_cols = {k[:-3]: _num_list(v / 1e6) for k, v in bd.items()} if bd is not None else {}
+    labels = np.asarray(a.trace.devices["label"])
+    start_ns, end_ns = s, e
+    cols = {
+        "step": st["step"].tolist(), "pid": st["pid"].tolist(), "tid": st["tid"].tolist(),
+        "global_tid": st["global_tid"].tolist(), "primary": st["primary"].astype(bool).tolist(),
+        "index": st["index"].tolist(), "name": st["name"].tolist(),
+        "start_ns": start_ns.tolist(), "range_end_ns": st["range_end_ns"].tolist(), "end_ns": end_ns.tolist(),
+        "step_time_ms": _num_list(np.asarray(st["step_time_ns"]) / 1e6),
+        "duration_ms": _num_list((end_ns - start_ns) / 1e6),
+        "device": [labels[d] if d >= 0 else None for d in dev.tolist()],
+        "kernel_count": kcount.tolist(),
+        "time_busy_pct": _num_list(time_busy),
+        "idle_before_first_op_ms": _num_list(idle_before),
+        "host_sync_ms": _num_list(sync_ms),
+        "scalar_reads": scalar.tolist(),
+        **{m: _num_list(gm[m]) for m in GPU_METRIC_NAMES},
+    }
+    keys = list(cols)
+    rows = []
+    for i, values in enumerate(zip(*cols.values())):
+        row = dict(zip(keys, values))
+        j = bd_pos.get(i)
+        row["breakdown_ms"] = None if j is None else {k: v[j] for k, v in bd_cols.items()}
+        rows.append(row)
+    return rows
+
+
+def _sync_metrics(a: Analysis, res, primary: list[dict]) -> dict:
+    t = a.trace
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    out = {"host_sync_ms_by_thread": [], "sync_calls": [], "scalar_read_count": int(res.glob.scalar_reads),
+           "scalar_reads_per_step_median": _num(_median([r["scalar_reads"] for r in primary])),
+           "host_sync_ms_per_step_median": _num(_median([r["host_sync_ms"] if r["host_sync_ms"] is not None else np.nan for r in primary]))}
+    if not res.ctx.active or w0 is None:
+        return out
+    keys = res.ctx.thread_keys
+    n = len(keys)
+    per = res.window.sync_by_thread if res.window.sync_by_thread is not None else np.zeros(n, dtype=np.int64)
+    rows = [(int(keys[i]), int(per[i])) for i in np.argsort(-per) if per[i] > 0][:20]
+    out["host_sync_ms_by_thread"] = [{"pid": int(S.decode_pid(g)), "tid": int(S.decode_tid(g)),
+                                      "host_sync_ms": _num(v / 1e6),
+                                      "share_of_window_pct": _num(v / max(w1 - w0, 1) * 100)} for g, v in rows]
+    out["sync_calls"] = _records(host_m.calls_table_from(res.window.sync_calls, t.strings))
+    return out
+
+
+def _active(devices: list[dict]) -> list[dict]:
+    """Devices with GPU work in the window: the ones per-window numbers average over."""
+    return [d for d in devices if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
+
+
+def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
+    if not res.ctx.active:
+        return {"count": 0, "idle_ms_by_cause": {}, "longest": [], "count_by_cause": {}}
+    win = res.window
+    active = _active(devices)
+    by = {c: _num(_mean([d["idle_ms_by_cause"][c] for d in active])) for c in gpu_m.CAUSES} if active else {}
+    labels = np.asarray(a.trace.devices["label"])
+    longest = []
+    for dur, dev, s0, s1, cause, split, thread in win.longest:
+        longest.append({
+            "device": labels[dev], "start_ns": int(s0), "end_ns": int(s1),
+            "duration_ms": _num(dur / 1e6), "cause": gpu_m.CAUSES[cause],
+            "split_ms": {c: _num(split[j] / 1e6) for j, c in enumerate(gpu_m.CAUSES) if split[j]},
+            "pid": int(S.decode_pid(thread)) if thread else None,
+            "tid": int(S.decode_tid(thread)) if thread else None})
+    return {"count": int(win.gaps_n), "idle_ms_by_cause": by, "longest": longest,
+            "count_by_cause": {c: int(win.gaps_by_cause[j]) for j, c in enumerate(gpu_m.CAUSES)}}
+
+
+def _setup_metrics(a: Analysis, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:
+    """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
+    work) and the set-up work behind it."""
+    s0, s1 = a.span
+    if not res.ctx.active or s0 is None or s1 is None or s1 <= s0:
+        return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
+    ms = _setup_ms(a, res, s0, s1, span=True)
+    # the events behind it, and behind the set-up before the first GPU operation
+    lo = min(extent[0], s0) if extent else s0
+    return {"setup_ms": _num(ms), "setup_pct_of_span": _num(ms / ((s1 - s0) / 1e6) * 100),
+            "events": _records(_setup_events(a, res, lo, s1, gpu_start=s0))}
+
+
+def _setup_events(a: Analysis, res, lo: int, hi: int, gpu_start: int | None = None) -> Columns:
+    """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges; a
+    long launch call counts when its operation ended a GPU-idle gap, or when it came before the
+    first GPU operation (``gpu_start``: the GPU was idle then)."""
+    glob, plan, strings = res.glob, res.plan, a.trace.strings
+    parts = []
+    if glob.setup_calls:
+        c = {k: np.concatenate([p[k] for p in glob.setup_calls]) for k in glob.setup_calls[0]}
+        sel = (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        rows = np.unique(np.concatenate(glob.idle_launch_rows)) if glob.idle_launch_rows else np.zeros(0, np.int64)
+        is_launch = c["api_kind"] == S.API_LAUNCH
+        ok = np.isin(c["pos"], rows)
+        if gpu_start is not None:
+            ok |= c["start_ns"] < gpu_start
+        sel &= ~is_launch | ok
+        if sel.any():
+            names = [S.strip_api_suffix(x) for x in strings.lookup(c["name_id"][sel])]
+            parts.append(host_m.setup_parts(names, c["api_kind"][sel], c["start_ns"][sel], c["end_ns"][sel], lo, hi,
+                                            nvtx=False))
+    th, s, e = plan.setup_ranges
+    if len(s):
+        sel = (s < hi) & (e > lo)
+        if sel.any():
+            parts.append(host_m.setup_parts(plan.setup_texts[sel], None, s[sel], e[sel], lo, hi, nvtx=True))
+    return host_m.setup_table(parts)
+
+
+def _comm_metrics(devices: list[dict]) -> dict:
+    """Mean over the devices with GPU work (wall-clock time of one GPU, never a sum over GPUs)."""
+    active = _active(devices)
+    comm = _mean([d.get("comm_ms") or 0 for d in active]) or 0.0
+    exposed = _mean([d.get("exposed_comm_ms") or 0 for d in active]) or 0.0
+    return {"comm_ms": _num(comm), "exposed_comm_ms": _num(exposed),
+            "overlapped_pct": _num((comm - exposed) / comm * 100) if comm else None}
+
+
+def _host_wait(devices: list[dict], window_ns: int) -> float | None:
+    """Mean over devices with GPU work in the window of the window share spent idle while the host
+    waited (sync or input) — the same devices ``gpu_busy_pct`` averages over."""
+    vals = [((d["idle_ms_by_cause"]["sync"] or 0) + (d["idle_ms_by_cause"]["input"] or 0)) * 1e6 / window_ns * 100
+            for d in _active(devices) if d.get("idle_ms_by_cause") and window_ns]
+    return _num(float(np.mean(vals))) if vals else None
+
+
+def _first_start(tab) -> int | None:
+    """The earliest start of a stored event table's rows (from its blocks), or None when empty."""
+    if tab is None or not len(tab) or not tab.blocks:
+        return None
+    return int(min(b.start_min for b in tab.blocks))
+
+
+def _capture_extent(t: Trace, first_gpu: int | None) -> tuple[int, int] | None:
+    """``(start, end)`` of the capture: nsys times count from the session start (0), up to the last
+    recorded event. When the events lie elsewhere (absolute timestamps, a PyTorch Profiler trace)
+    or the file was cut out of a longer capture (CUDA calls are traced, yet none comes before the
+    first GPU operation, which some call must have launched), the capture starts at its first
+    event instead: nothing is known about the time before it."""
+    lo = hi = None
+    for name in ("kernels", "memcpy", "memset", "runtime", "nvtx", "osrt", "sync"):
+        tab = t.store.get(name)
+        if tab is None or not len(tab) or not tab.blocks:
+            continue
+        b0 = min(b.start_min for b in tab.blocks)
+        b1 = max(b.end_max for b in tab.blocks)
+        lo = b0 if lo is None else min(lo, b0)
+        hi = b1 if hi is None else max(hi, b1)
+    if lo is None:
+        return None
+    rt_first = _first_start(t.store.get("runtime"))
+    cut = t.traced.get("cuda_api") and first_gpu is not None and (rt_first is None or rt_first > first_gpu)
+    start = 0 if t.source_tool == "nsys" and 0 <= lo <= (t.duration_ns or 0) and not cut else lo
+    return int(start), int(hi)
+
+
+def _framing(a: Analysis, extent: tuple[int, int] | None) -> dict | None:
+    """Where the window sits in the capture (:mod:`nsysdoc.metrics.framing`)."""
+    t, res = a.trace, a.engine
+    if extent is None:
+        return None
+    c0, c1 = extent
+    s0 = a.span[0]
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    # what comes before the window: before its start, and before the first GPU operation
+    first_gpu = min(x for x in (s0, w0, c1) if x is not None)
+    ctx_ms = ctx_name = None
+    setup_ms = 0.0
+    rt = t.store.get("runtime")
+    if rt is not None and len(rt):
+        rows = rt.rows_starting_in(c0, first_gpu, ["start_ns", "end_ns", "name_id", "api_kind"])
+        if len(rows["start_ns"]):
+            st_, en = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
+            kind = rows["api_kind"]
+            is_launch = kind == S.API_LAUNCH
+            ci = framing_m.context_call(st_, en, is_launch, first_gpu)
+            is_setup = (kind == S.API_SETUP) | (is_launch & (en - st_ >= gpu_m.SETUP_LAUNCH_MIN_NS))
+            if ci is not None:
+                is_setup[ci] = True
+                ctx_ms = (int(en[ci]) - int(st_[ci])) / 1e6
+                ctx_name = S.strip_api_suffix(str(t.strings.lookup(np.asarray([rows["name_id"][ci]]))[0]))
+            _, rs, re_ = res.plan.setup_ranges if res is not None else ((), np.zeros(0), np.zeros(0))
+            setup_ms = framing_m.setup_before_ns(st_, en, is_setup, np.asarray(rs, np.int64),
+                                                 np.asarray(re_, np.int64), int(st_.min()), first_gpu) / 1e6
+    busy_cap = busy_win = None
+    if res is not None and res.ctx.active and getattr(res.glob, "busy_span", None) is not None:
+        plan = res.plan
+        devs = np.flatnonzero(plan.dev_ops > 0) if len(plan.dev_ops) else []
+        if len(devs):
+            busy_cap = float(res.glob.busy_span[devs].mean()) / 1e6
+            if res.window.busy is not None:
+                busy_win = float(np.asarray(res.window.busy)[devs].mean()) / 1e6
+    # process start-up ends at the first CUDA call, wherever the window starts; it is known only
+    # when the capture started with the process (nsys): a PyTorch Profiler trace starts when the
+    # profiler did
+    first_call = _first_start(rt) if t.source_tool == "nsys" else None
+    out = framing_m.framing(c0, c1, w0, w1, first_call, ctx_ms, ctx_name, setup_ms, busy_cap, busy_win, s0)
+    return {k: _num(v) for k, v in out.items()}
+
+
+def _setup_ms(a: Analysis, res, lo: int, hi: int, span: bool = False) -> float:
+    """Idle time of class ``setup`` in ``[lo, hi)``, mean over the devices with GPU work there."""
+    plan = res.plan
+    devs = np.flatnonzero((plan.dev_ops > 0) & (plan.dev_min_start < hi)) if len(plan.dev_ops) else []
+    if len(devs) == 0:
+        return 0.0
+    if span:
+        per = res.glob.setup_idle[devs]
+    else:
+        per = np.zeros(len(plan.dev_ops), dtype=np.int64)
+        for d, x0, x1 in res.glob.setup_pieces:
+            a0, a1 = max(x0, lo), min(x1, hi)
+            if a1 > a0:
+                per[d] += a1 - a0
+        per = per[devs]
+    return float(per.mean()) / 1e6
+
+
+# ---------------------------------------------------------------------------------------------
+def _underfilled(a: Analysis, res, devices: list[dict], window_ns) -> dict:
+    """Kernels that cannot fill the GPU, in the window (definitions: ``nsysdoc.metrics.occupancy``):
+    times per GPU, the mean over the devices with GPU work whose SM count is known; per kernel
+    name and launch configuration, the rows of the evidence table (most idle-SM time first)."""
+    from ..engine.fill import decode_group
+
+    fc = res.ctx.fill
+    sm = fc.table.sm_count
+    known = [d["device"] for d in _active(devices) if d["device"] < len(sm) and sm[d["device"]] > 0]
+    out = {"sm_count": int(sm[known].min()) if known else None, "devices": len(known), "kernel_ms": None,
+           "recoverable_ms": None, "sm_fill_pct": None, "low_occupancy_ms": None, "sm_active_pct": None, "count": None,
+           "kernels": []}
+    if not known or not res.ctx.active or not window_ns:
+        return out
+    win = res.window
+    n = len(known)
+    out["kernel_ms"] = _num(float(win.uf_wall[known].sum()) / n / 1e6)
+    out["recoverable_ms"] = _num(float(win.uf_idle[known].sum()) / n / 1e6)
+    wall = float(win.uf_wall[known].sum())
+    # the SMs in use while under-filled kernels run (time-weighted; every running kernel counts)
+    out["sm_fill_pct"] = _num((1 - float(win.uf_idle[known].sum()) / wall) * 100) if wall > 0 else None
+    out["low_occupancy_ms"] = _num(float(win.lowocc_wall[known].sum()) / n / 1e6)
+    samples = int(win.uf_smact_n[known].sum())
+    out["sm_active_pct"] = _num(float(win.uf_smact[known].sum()) / samples) if samples else None
+    rows: dict = {}
+    keep = set(known)
+    for key, (cnt, t_ns, r_ns) in win.uf_groups.items():
+        name, code, d = decode_group(key, fc.ncodes, res.ctx.ndev)
+        if d not in keep:
+            continue
+        k = (name, code, int(sm[d]))
+        acc = rows.setdefault(k, [0, 0.0, 0.0, d])
+        acc[0] += cnt
+        acc[1] += t_ns
+        acc[2] += r_ns
+    f = fc.table.fields
+    table = []
+    names = a.trace.strings.lookup(res.ctx.name_ids[np.array([k[0] for k in rows], dtype=np.int64)]) if rows else []
+    for (name, code, s_), (cnt, t_ns, r_ns, d), nm in zip(rows, rows.values(), names):
+        blocks, occ = int(f["blocks"][code]), fc.table.occupancy_pct[d, code]
+        table.append({
+            "name": nm, "blocks": blocks if blocks > 0 else None,
+            "threads_per_block": int(f["threads"][code]) if f["threads"][code] > 0 else None,
+            "registers_per_thread": int(f["regs"][code]) if f["regs"][code] >= 0 else None,
+            "shared_memory_bytes": int(f["smem"][code]) if f["smem"][code] >= 0 else None,
+            "sm_count": s_, "sm_fill_pct": _num(min(1.0, blocks / s_) * 100) if blocks > 0 else None,
+            "theoretical_occupancy_pct": _num(occ) if occ == occ else None,
+            "est_achieved_occupancy_pct": int(fc.est[code]) if code < len(fc.est) and fc.est[code] >= 0 else None,
+            "low_occupancy": bool(fc.table.low_occupancy[d, code]),
+            "count": int(cnt), "time_ms": _num(t_ns / n / 1e6), "recoverable_ms": _num(r_ns / n / 1e6),
+            "share_of_window_pct": _num(r_ns / n / window_ns * 100),
+        })
+    # most idle-SM time first, then longest; ties: name, then blocks
+    table.sort(key=lambda r: (-(r["recoverable_ms"] or 0), -(r["time_ms"] or 0), r["name"], r["blocks"] or 0))
+    out["count"] = sum(r["count"] for r in table if r["blocks"] is not None and r["blocks"] < r["sm_count"])
+    out["kernels"] = table[:TOP_N]
+    return out
+
+
+#: SM Active (GPU metrics) and the SM fill the launch configurations predict agree within this many
+#: percentage points
+FILL_AGREE_POINTS = 15.0

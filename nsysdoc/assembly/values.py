@@ -1,0 +1,339 @@
+"""``metrics.values``: the flat numbers the rules read (docs/rules), computed from the sections
+already assembled."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..metrics import gpu as gpu_m
+from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
+from ..trace import Trace
+from ..trace import schema as S
+from .numbers import _mean, _median, _num
+from .sections import FILL_AGREE_POINTS, _active
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis import Analysis
+
+
+# ---------------------------------------------------------------------------------------------
+def _values(a: Analysis, r: dict) -> dict:
+    """The flat metric namespace that rule conditions and messages use (``docs/glossary.md``,
+    "Rule values"). Every value is a number, bool, string or null. Times of the window are
+    wall-clock per device: the mean over the devices with GPU work, never a sum over GPUs."""
+    t = a.trace
+    m, summ, cap = r["metrics"], r["summary"], r["capture"]
+    window_ms = cap["window"]["duration_ms"]
+    primary = [s for s in r["steps"] if s["primary"]]
+    active = _active(r["devices"])
+    ndev = len(active)
+    mean = lambda key: _num(_mean([d.get(key) for d in active])) if ndev else None  # noqa: E731
+    pct_of_window = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
+    tiny = (round(m["kernels"]["under_10us_pct"] * m["kernels"]["count"] / 100)
+            if m["kernels"]["under_10us_pct"] is not None else 0)
+    v: dict = {
+        "window_ms": window_ms,
+        "window_kind": cap["window"]["kind"],
+        "device_count": ndev,
+        "has_step_markers": cap["has_step_markers"],
+        "has_steps": cap["step_source"] is not None,
+        "steps_inferred": cap["step_source"] == "inferred",
+        "step_count": summ["step_count"],
+        "step_time_ms_median": summ["step_time_ms_median"],
+        "gpu_busy_pct": summ["gpu_busy_pct"],
+        "gpu_activity": cap["gpu_activity"],
+        "enough_gpu_work": cap["enough_gpu_work"],
+        "gpu_op_count": sum(d["kernel_count"] + d["copy_count"] for d in active),
+        "host_wait_pct": m["host_wait_pct"],
+        "kernel_count": summ["kernel_count"],
+        "kernels_per_step_median": summ["kernels_per_step_median"],
+        "kernel_mean_us": m["kernels"]["mean_us"],
+        "kernel_median_us": m["kernels"]["median_us"],
+        "kernel_under_10us_pct": m["kernels"]["under_10us_pct"],
+        "tiny_kernel_count": tiny,
+        "tiny_kernels_per_gpu": _num(tiny / max(ndev, 1)),
+        "nvtx_traced": t.traced["nvtx"], "osrt_traced": t.traced["osrt"], "cuda_api_traced": t.traced["cuda_api"],
+        # rules whose evidence differs without OS runtime calls (e.g. a PyTorch Profiler trace) say so
+        "os_wait_note": None if t.traced["osrt"] else (
+            "OS runtime calls were not recorded in this capture, so input waits are seen only inside "
+            "DataLoader ranges and any other wait counts as host time"),
+        "gpu_metrics_present": bool(len(t.gpu_metrics)),
+        "profiler_overhead_pct": cap["profiler_overhead_pct"],
+        "diagnostic_warning_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "warning"),
+        "diagnostic_error_count": sum(d["count"] for d in cap["diagnostics"] if d["severity"] == "error"),
+        "lost_event_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] == "lost-events"),
+        "cuda_trace_notes": sum(n["count"] for n in cap["nsys_notes"] if n["kind"] != "lost-events"),
+        "launch_call_count": _kernel_launch_calls(t),
+        "module_load_count": _kernel_launch_calls(t, _MODULE_LOADS),
+        # the window split (mean over devices): busy = compute + exposed communication + copy-only
+        "busy_ms": mean("busy_ms"),
+        "compute_ms": mean("compute_ms"),
+        "compute_pct": mean("compute_pct"),
+        "copy_only_ms": mean("copy_only_ms"),
+        "copy_only_pct": mean("copy_only_pct"),
+        "copy_only_ms_per_step": _num(_step_mean(primary, "copy")),
+    }
+    # idle time by class, per device (mean over devices), as a share of the window and per step
+    for c in gpu_m.CAUSES:
+        ms = _mean([d["idle_ms_by_cause"][c] for d in active]) if ndev else None
+        v[f"idle_{c}_ms"] = _num(ms)
+        v[f"idle_{c}_pct"] = pct_of_window(ms)
+        v[f"idle_{c}_ms_per_step"] = _num(_step_mean(primary, f"idle_{c}"))
+    v["idle_pct"] = mean("idle_pct")
+    # allocation churn is repetition: the share of the primary steps with GPU idle time in
+    # allocation calls (null without steps)
+    bds = [s["breakdown_ms"] for s in primary if s.get("breakdown_ms")]
+    v["alloc_steps_pct"] = _num(sum(1 for b in bds if (b.get("idle_alloc") or 0) > 0) / len(bds) * 100) \
+        if bds else None
+    v.update(_gap_shape_values(a, m["kernels"]["median_us"]))
+    per_step = lambda key: _median([s[key] if s[key] is not None else np.nan for s in primary])  # noqa: E731
+    v["idle_before_first_op_ms_median"] = _num(per_step("idle_before_first_op_ms"))
+    v["step_start_idle_pct_median"] = _num(_median([
+        s["idle_before_first_op_ms"] / s["step_time_ms"] * 100 for s in primary
+        if s["idle_before_first_op_ms"] is not None and s["step_time_ms"]]))
+    v["host_sync_ms_per_step_median"] = m["sync"]["host_sync_ms_per_step_median"]
+    v["scalar_reads_per_step_median"] = m["sync"]["scalar_reads_per_step_median"]
+    v["scalar_read_count"] = m["sync"]["scalar_read_count"]
+    v["sync_call_count"] = sum(x["count"] for x in m["sync"]["sync_calls"])
+    v["host_sync_ms_max_thread"] = max((x["host_sync_ms"] for x in m["sync"]["host_sync_ms_by_thread"]), default=0.0)
+    # allocation calls in the window (every thread)
+    v["alloc_call_count"] = sum(x["count"] for x in m["alloc_calls"])
+    v["alloc_api_ms"] = _num(sum(x["total_ms"] for x in m["alloc_calls"]))
+    # one-time set-up over the whole GPU span (the window may exclude the warm-up)
+    setup = m["setup"]
+    v["span_ms"] = cap["span"]["duration_ms"]
+    # plus the set-up before the first GPU operation (context creation, module loading, first
+    # launches, compilation): the GPU is idle then too, and it is the same one-time cost
+    fr = cap.get("framing") or {}
+    before = fr.get("setup_before_ms") or 0.0
+    v["setup_before_ms"] = _num(before)
+    v["setup_span_ms"] = setup["setup_ms"]
+    v["setup_ms"] = _num((setup["setup_ms"] or 0) + before) if setup["setup_ms"] is not None or before else None
+    base = (v["span_ms"] or 0) + before
+    v["setup_pct"] = _num(v["setup_ms"] / base * 100) if v["setup_ms"] is not None and base else None
+    v["capture_ms"] = fr.get("capture_ms")
+    v["busy_capture_pct"] = fr.get("busy_capture_pct")
+    v["outside_window_pct"] = fr.get("outside_window_pct")
+    v["warmup_ms"] = sum(x["duration_ms"] or 0 for x in cap["excluded"] if x["kind"] == "warm-up")
+    top_setup = (setup["events"] or [None])[0]
+    v["top_setup_name"] = top_setup["name"] if top_setup else None
+    v["top_setup_ms"] = top_setup["total_ms"] if top_setup else None
+    # communication (mean over devices)
+    comm = m["communication"]
+    v["comm_ms"], v["exposed_comm_ms"] = comm["comm_ms"], comm["exposed_comm_ms"]
+    v["comm_overlapped_pct"] = comm["overlapped_pct"]
+    v["exposed_comm_pct"] = mean("exposed_comm_pct")
+    v["exposed_comm_ms_per_step"] = _num(_step_mean(primary, "exposed_comm"))
+    # copies (summed over devices in the table; per device here)
+    copies = m["copies"]
+    n = max(ndev, 1)
+    c_ms, c_b = sum(c["time_ms"] for c in copies), sum(c["bytes"] for c in copies)
+    v["copy_count"] = sum(c["count"] for c in copies)
+    v["copy_ms"] = _num(c_ms / n)
+    v["copy_bytes"] = int(c_b / n)
+    v["copy_gbps"] = _num(c_b / (c_ms * 1e6)) if c_ms else None
+    top_copy = max(copies, key=lambda c: c["time_ms"], default=None)
+    v["top_copy_kind"] = top_copy["kind"] if top_copy else None
+    v["top_copy_host_memory"] = (top_copy["host_memory"] or None) if top_copy else None
+    v["top_copy_ms"] = _num(top_copy["time_ms"] / n) if top_copy else None
+    v["top_copy_bytes"] = int(top_copy["bytes"] / n) if top_copy else 0
+    v["top_copy_gib"] = _num(v["top_copy_bytes"] / 2**30)
+    v["top_copy_count"] = int(top_copy["count"] / n) if top_copy else 0
+    v["top_copy_gbps"] = top_copy["gbps"] if top_copy else None
+    pageable = [c for c in copies if c["host_memory"] == "pageable"]
+    # pinned host copies of at least 64 KiB on average: small copies are latency-bound and say
+    # nothing about the bandwidth pinned memory reaches
+    pinned = [c for c in copies if c["host_memory"] == "pinned" and c["kind"] in ("HtoD", "DtoH")
+              and c["count"] and c["bytes"] / c["count"] >= 64 * 1024]
+    p_ms, p_b = sum(c["time_ms"] for c in pageable), sum(c["bytes"] for c in pageable)
+    v["pageable_copy_count"] = sum(c["count"] for c in pageable)
+    # wall-clock copy time per GPU (copies overlapping each other or running past the window count
+    # once, clipped): what pinned memory could shorten
+    v["pageable_copy_ms"] = _num(_wall_ms_per_gpu(a, a.engine.window.pageable_wall, ndev)) \
+        if pageable else 0.0
+    v["pageable_copy_bytes"] = int(p_b / n)
+    v["pageable_copy_gib"] = _num(p_b / n / 2**30)
+    v["pageable_gbps"] = _num(p_b / (p_ms * 1e6)) if p_ms else None
+    q_ms, q_b = sum(c["time_ms"] for c in pinned), sum(c["bytes"] for c in pinned)
+    v["pinned_gbps"] = _num(q_b / (q_ms * 1e6)) if q_ms else None
+    # what pinned copies would reach: measured in this capture, else typical of the GPU's PCIe
+    # generation (glossary: "pinned bandwidth reference")
+    ccs_all = [d.get("compute_capability") for d in active if d.get("compute_capability")]
+    v["pinned_gbps_typical"] = _pinned_typical_gbps(min(ccs_all) if ccs_all else None)
+    ref = v["pinned_gbps"] or v["pinned_gbps_typical"]
+    v["pinned_gbps_reference"] = ref
+    v["pinned_gbps_measured"] = v["pinned_gbps"] is not None
+    v["pageable_saving_ms"] = _num(max(0.0, (v["pageable_copy_ms"] or 0) - v["pageable_copy_bytes"] / (ref * 1e6))) \
+        if pageable else 0.0
+    v.update(_dtoh_values(a, primary, ndev))
+    b = v["dtoh_bytes_per_step_median"]
+    v["dtoh_mib_per_step_median"] = _num(b / 2**20) if b is not None else None
+    # kernels: top kernel and FP32 GEMMs
+    top = (m["kernels"]["by_name"] or [None])[0]
+    v["top_kernel_name"] = top["name"] if top else None
+    v["top_kernel_share_pct"] = top["share_of_kernel_time_pct"] if top else None
+    v["top_kernel_count"] = top["count"] if top else 0
+    v["top_kernel_total_ms"] = top["total_ms"] if top else None
+    v["top_kernel_mean_us"] = top["mean_us"] if top else None
+    short_top = (m["kernels"]["by_short_name"] or [None])[0]
+    v["top_kernel_short_name"] = short_top["name"] if short_top else None
+    steps_n = summ["step_count"] or 0
+    v["top_kernel_calls_per_step"] = _num(top["count"] / steps_n) if top and steps_n else None
+    stm = summ["step_time_ms_median"]
+    v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
+    ktotal = m["kernels"]["total_ms"] or 0
+    fp32_total = m["kernels"]["fp32_gemm_ms"] or 0
+    v["fp32_gemm_ms"] = _num(_wall_ms_per_gpu(a, a.engine.window.fp32_wall, ndev)) if fp32_total else 0.0
+    v["fp32_gemm_share_pct"] = _num(fp32_total / ktotal * 100) if ktotal else None
+    ccs = [d.get("compute_capability") for d in active if d.get("compute_capability")]
+    v["compute_capability"] = min(ccs) if ccs else None
+    v["tf32_capable"] = (min(ccs) >= 8.0) if ccs else None
+    # what nvidia-smi would say vs the truth
+    v["time_busy_pct_median"] = _num(per_step("time_busy_pct")) if primary else None
+    for g in GPU_METRIC_NAMES:
+        v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
+    v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
+    return v
+
+
+def _pinned_typical_gbps(cc: float | None) -> float:
+    """Host<->device bandwidth pinned copies typically reach on a GPU of compute capability ``cc``
+    (its usual PCIe link, x16): 9.x (Hopper, PCIe 5.0) 50 GB/s, 8.x (Ampere/Ada, PCIe 4.0) 24 GB/s,
+    older or unknown (PCIe 3.0) 12 GB/s."""
+    if cc is None:
+        return 12.0
+    return 50.0 if cc >= 9.0 else 24.0 if cc >= 8.0 else 12.0
+
+
+def _wall_ms_per_gpu(a: Analysis, total_ns, ndev: int) -> float:
+    """Wall-clock time per GPU of a selection of GPU operations that start in the window: the union
+    of their intervals clipped to the window on each device (concurrent or overlapping operations
+    count once; the slices add up its parts), as the mean over the ``ndev`` devices with GPU work."""
+    if not a.engine.ctx.active:
+        return 0.0
+    return float(np.asarray(total_ns).sum()) / max(ndev, 1) / 1e6
+
+
+def _kernel_launch_calls(t: Trace, pattern=S.KERNEL_LAUNCH_APIS) -> int:
+    """Kernel and graph launch calls (or calls matching ``pattern``) in the whole capture (any thread)."""
+    counts = np.asarray(t.derived.get("runtime_name_counts", np.zeros(0, np.int64)))
+    if not len(counts) or not t.count("runtime"):
+        return 0
+    flags = t.strings.flags(lambda v: pattern.match(S.strip_api_suffix(v)) is not None)
+    return int(counts[flags(np.arange(len(counts)))].sum())
+
+
+#: Module and library loading calls: the program loaded GPU code.
+_MODULE_LOADS = __import__("re").compile(r"^(cuModuleLoad\w*|cuLibraryLoad\w*)$")
+
+
+def _step_mean(primary: list[dict], part: str) -> float | None:
+    """Mean over the primary steps that have a breakdown of one part of it (ms): a cost per step
+    that a single large stall does not hide, as a median would."""
+    vals = [s["breakdown_ms"].get(part) for s in primary if s.get("breakdown_ms")]
+    vals = [v for v in vals if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
+    """How the idle time of the larger classes is spread: many short gaps (per-launch overhead)
+    or a few long ones (host phases). Gaps inside the window, each counted for its largest class."""
+    out = {"launch_gap_count": 0, "launch_gap_us_mean": None, "launch_gap_us_median": None,
+           "launch_gap_to_kernel_ratio": None, "host_gap_count": 0, "host_gap_ms_max": None,
+           "host_gap_ms_median": None}
+    res = a.engine
+    win = res.window
+    if not res.ctx.active or not win.gaps_n:
+        return out
+    lg = np.concatenate(win.launch_gaps).astype(np.int64) if win.launch_gaps else np.zeros(0, np.int64)
+    if len(lg):
+        out.update(launch_gap_count=int(len(lg)), launch_gap_us_mean=_num(lg.mean() / 1e3),
+                   launch_gap_us_median=_num(float(np.median(lg)) / 1e3))
+        if kernel_median_us:
+            out["launch_gap_to_kernel_ratio"] = _num(lg.mean() / 1e3 / kernel_median_us)
+    # host phases: every gap with host CPU time (a host window of 1 ms or more), by that time
+    hg = np.concatenate(win.host_gaps).astype(np.int64) if win.host_gaps else np.zeros(0, np.int64)
+    if len(hg):
+        out.update(host_gap_count=int(len(hg)), host_gap_ms_max=_num(hg.max() / 1e6),
+                   host_gap_ms_median=_num(float(np.median(hg)) / 1e6))
+    return out
+
+
+def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
+    """Device-to-host copies that are not scalar reads (> 16 bytes): bytes, and the copy time with
+    no kernel running (a copy hidden under compute costs nothing), in the window (per GPU: the mean
+    over the ``ndev`` devices with GPU work) and per step."""
+    t = a.trace
+    res = a.engine
+    w0 = a.steps.window_start_ns
+    out = {"dtoh_bytes": 0, "dtoh_ms": None, "dtoh_count": 0, "dtoh_bytes_per_step_median": None,
+           "dtoh_ms_per_step_median": None, "dtoh_ms_per_step": None}
+    if w0 is None or t.count("memcpy") == 0 or not res.ctx.active:
+        return out
+    win = res.window
+    n = max(ndev, 1)
+    out.update(dtoh_bytes=int(win.dtoh_bytes / n), dtoh_count=int(win.dtoh_count),
+               dtoh_ms=_num(_wall_ms_per_gpu(a, win.dtoh_wall, ndev)))
+    if primary:
+        ids = [s["step"] for s in primary]
+        b = [int(res.glob.step_dtoh_bytes[i]) for i in ids]
+        d = [float(res.glob.step_dtoh_exposed[i]) / 1e6 for i in ids]
+        out["dtoh_bytes_per_step_median"] = _num(_median(b))
+        out["dtoh_ms_per_step_median"] = _num(_median(d))
+        out["dtoh_ms_per_step"] = _num(float(np.mean(d)))
+    return out
+
+
+def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -> dict:
+    """The under-filled kernel values of ``metrics.values`` (``docs/glossary.md``)."""
+    pct = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
+    kernel_ms, rec_ms = uf["kernel_ms"], uf["recoverable_ms"]
+    fill = uf["sm_fill_pct"]
+    rows = [r for r in uf["kernels"] if (r["sm_fill_pct"] or 100) < 100]
+    v = {"sm_count": uf["sm_count"],
+         "underfilled_kernel_ms": kernel_ms, "underfilled_kernel_pct": pct(kernel_ms),
+         "underfilled_recoverable_ms": rec_ms, "underfilled_recoverable_pct": pct(rec_ms),
+         "underfilled_kernel_count": uf["count"],
+         "underfilled_sm_fill_pct": fill,
+         "underfilled_sm_active_pct": uf["sm_active_pct"],
+         "low_occupancy_kernel_ms": uf["low_occupancy_ms"], "low_occupancy_kernel_pct": pct(uf["low_occupancy_ms"])}
+    # per step: idle-SM time on the step's device, mean over the primary steps on a known GPU
+    res = a.engine
+    sm = res.ctx.fill.table.sm_count
+    per = [float(res.glob.step_uf[s["step"]]) / 1e6 for s in primary
+           if 0 <= res.plan.step_dev[s["step"]] < len(sm) and sm[res.plan.step_dev[s["step"]]] > 0]
+    # null without under-filled kernel time (a finding on low occupancy alone has no cost per step)
+    v["underfilled_ms_per_step"] = _num(float(np.mean(per))) if per and kernel_ms else None
+    top = rows[0] if rows else None
+    for k, col in (("name", "name"), ("blocks", "blocks"), ("threads", "threads_per_block"), ("count", "count"),
+                   ("ms", "time_ms"), ("recoverable_ms", "recoverable_ms"), ("sm_fill_pct", "sm_fill_pct"),
+                   ("occupancy_pct", "theoretical_occupancy_pct"),
+                   ("est_occupancy_pct", "est_achieved_occupancy_pct")):
+        v[f"top_underfilled_{k}"] = top[col] if top else None
+    note = None
+    measured = uf["sm_active_pct"]
+    if measured is not None and fill is not None:
+        if abs(measured - fill) <= FILL_AGREE_POINTS:
+            note = (f"GPU metrics agree: SM Active averaged {measured:.1f}% while these kernels ran, close to the "
+                    f"{fill:.1f}% of SMs their grids keep busy.")
+        else:
+            note = (f"GPU metrics disagree: SM Active averaged {measured:.1f}% while these kernels ran, against the "
+                    f"{fill:.1f}% of SMs their grids keep busy"
+                    + (" (work the capture does not show, or samples coarser than these kernels, kept more SMs "
+                       "busy)." if measured > fill else " (not every SM with a block resident was active)."))
+    v["underfilled_gpu_metrics_note"] = note
+    lo = uf["low_occupancy_ms"]
+    if lo:
+        from ..metrics.occupancy import MIN_RESIDENT_WARPS
+        from ..rules.text import duration
+
+        v["low_occupancy_note"] = (f"Kernels whose launch configuration keeps fewer than {MIN_RESIDENT_WARPS} warps "
+                                   f"resident per SM (too few for its warp schedulers) ran for {duration(lo * 1e6)} per "
+                                   f"GPU ({v['low_occupancy_kernel_pct']:.1f}% of the window)."
+                                   + ("" if (v.get("underfilled_recoverable_ms") or 0) > 0 else
+                                      " The launch configuration alone gives no measurable cost for that: Nsight "
+                                      "Compute's occupancy section says whether more resident warps would help."))
+    else:
+        v["low_occupancy_note"] = None
+    return v
