@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Union
 
 from . import pipeline
 from .errors import InputError, NsysdocError, UsageError
@@ -312,6 +312,23 @@ class Report:
         from .report import render_markdown
 
         return render_markdown(self._analysis)
+
+    def perfetto_chunks(self, time_range: str | None = None, steps: str | None = None) -> Iterator[str]:
+        """The Chrome trace JSON ``nsysdoc report -f perfetto`` writes (docs/perfetto.md), as text
+        chunks: write them in order to a file that ui.perfetto.dev or chrome://tracing opens.
+        ``time_range`` ("START_S:END_S", seconds as the page prints them) or ``steps`` ("median,worst",
+        "3", "2-5") limit it, as ``--range`` / ``--steps`` do. Raises NsysdocError for a bad value."""
+        from .report.perfetto import chrome_trace, selection_for
+
+        return chrome_trace(self._analysis, selection_for(self._analysis, time_range, steps))
+
+    def to_perfetto(self, path: PathLike, *, time_range: str | None = None, steps: str | None = None) -> Path:
+        """Write the Chrome trace JSON of :meth:`perfetto_chunks` to ``path`` (temp file, then rename)."""
+        from .outputs import write_chunks_atomic
+
+        target = Path(path)
+        write_chunks_atomic(target, self.perfetto_chunks(time_range, steps))
+        return target
 
     @_without_pandas
     def summary_text(self, page_path: str | None = None) -> str:

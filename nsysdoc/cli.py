@@ -34,6 +34,7 @@ class Format(str, Enum):
     html = "html"
     json = "json"
     md = "md"
+    perfetto = "perfetto"
 
 
 class Severity(str, Enum):
@@ -94,8 +95,11 @@ def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
     return load_ruleset(rule_dirs, config, no_config)
 
 
-def _render(rep, fmt: "Format", worst_step: bool) -> str:
-    """The text of a Report (nsysdoc.api) in ``fmt``."""
+def _render(rep, fmt: "Format", worst_step: bool, export: tuple = (None, None)):
+    """The text of a Report (nsysdoc.api) in ``fmt``; for perfetto, text chunks written as they
+    come (a capture may hold millions of events)."""
+    if fmt == Format.perfetto:
+        return rep.perfetto_chunks(*export)
     if fmt == Format.json:
         return rep.to_json()
     if fmt == Format.md:
@@ -117,7 +121,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                   nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
                   no_config: bool = False, quiet: bool = False, open_report: bool = False,
                   worst_step: bool = False, json_beside: bool = False, to_stdout: bool = False,
-                  as_dir: bool = False) -> int:
+                  as_dir: bool = False, export: tuple = (None, None)) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
     from .inputs import check_outputs, expand_inputs
 
@@ -156,6 +160,9 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     targets = {path: None if to_stdout else _target(Path(names.get(path, path)), output, several, fmt, as_dir)
                for path in files}
     planned = [t for t in targets.values() if t is not None]
+    index = _index_path(targets, output, several, fmt)
+    if index is not None:
+        planned.append(index)
     if json_beside:
         planned += [t.with_suffix(".json") for t in planned if fmt != Format.json]
     try:  # before any work: no output may replace an input (or a later input's file)
@@ -164,22 +171,25 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         return EXIT_ERROR
+    rows: list = []  # index.html: (input, result, page, error)
     for path in files:
         try:
             rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
                           nsys=nsys, progress=_say)
             result = rep._result
-            text = _render(rep, fmt, worst_step)
+            text = _render(rep, fmt, worst_step, export)
             _cache_warnings()
         except NsysdocError as exc:
             _cache_warnings(False)  # the error line is the one line to read
             _err(exc.message, exc.hint)
+            rows.append((path, None, None, _one_line(exc.message)))
             worst = EXIT_ERROR
             continue
         except Exception as exc:  # never a traceback for the user unless asked
             if debug:
                 traceback.print_exc()
             _err(f"{path}: internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
+            rows.append((path, None, None, _one_line(f"internal error: {type(exc).__name__}: {exc}")))
             worst = EXIT_ERROR
             continue
         target = targets[path]
@@ -191,8 +201,16 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             return EXIT_PIPE  # the reader went away (| head): nothing more to say, to anyone
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
+            rows.append((path, None, None, _one_line(exc.message)))
             worst = EXIT_ERROR
             continue
+        except Exception as exc:  # a streamed output (-f perfetto) is made while it is written
+            if debug:
+                traceback.print_exc()
+            _err(f"{path}: internal error: {type(exc).__name__}: {exc}", "please report this with --debug output")
+            worst = EXIT_ERROR
+            continue
+        rows.append((path, result, target, None))
         for st in result.get("rules") or []:
             if st.get("status") == "broken":  # a CI log must show it even with -q
                 typer.echo(f"nsysdoc: warning: rule {st.get('rule')} is broken and did not run: {st.get('reason')}",
@@ -209,7 +227,28 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                 typer.echo(f"nsysdoc: no web browser found; open {target.resolve()} yourself", err=True)
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
+    if index is not None:
+        from .report.index_page import index_row, render_index_html
+
+        try:
+            _write_out(render_index_html([index_row(p, r, t, index.parent, e) for p, r, t, e in rows]), index,
+                       "the index page")
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
+            return EXIT_ERROR
+        if quiet:
+            typer.echo(f"nsysdoc: wrote {index}", err=True)
     return worst
+
+
+def _index_path(targets: dict, output: Optional[Path], several: bool, fmt: "Format") -> Optional[Path]:
+    """``index.html`` of a folder report: several inputs written as pages into one output folder."""
+    pages = [t for t in targets.values() if t is not None]
+    if fmt != Format.html or not several or output is None or not pages:
+        return None
+    if len({t.parent for t in pages}) != 1:
+        return None
+    return pages[0].parent / "index.html"
 
 
 @app.command()
@@ -217,8 +256,9 @@ def report(
     inputs: list[Path] = typer.Argument(None, show_default=False,
                                         help="nsys exports (.sqlite) or reports (.nsys-rep), PyTorch Profiler traces (.pt.trace.json[.gz], e.g. from torch.profiler.tensorboard_trace_handler or prof.export_chrome_trace), or folders of them."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
-                                         help="html (one self-contained file), json (the contract in docs/json.md) or "
-                                              "md. Default: from the --output suffix, else html."),
+                                         help="html (one self-contained file), json (the contract in docs/json.md), "
+                                              "md, or perfetto (a Chrome trace for ui.perfetto.dev, docs/perfetto.md). "
+                                              "Default: from the --output suffix (.perfetto.json: perfetto), else html."),
     output: Optional[str] = typer.Option(None, "--output", "-o",
                                          help="Output file (one input) or directory (several, or a name ending "
                                               "in /, created). '-' is standard output. Default: "
@@ -238,6 +278,14 @@ def report(
     worst_step: bool = typer.Option(False, "--worst-step", help="Show the slowest step in the timeline (default: median)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the terminal summary."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+    time_range: Optional[str] = typer.Option(None, "--range", metavar="START_S:END_S",
+                                             help="-f perfetto: export [START_S, END_S) instead of the analysis "
+                                                  "window (seconds on the capture's timeline, as the page prints "
+                                                  "them; an empty side is open)."),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="SPEC",
+                                        help="-f perfetto: export these steps instead of the analysis window: "
+                                             "median, worst, step numbers N or N-M (the JSON's steps[].step), "
+                                             "comma-separated."),
 ) -> None:
     """Diagnose one or more captures: nsys exports or reports, or PyTorch Profiler (Kineto) traces.
 
@@ -248,6 +296,14 @@ def report(
     """
     out_path, to_stdout, as_dir = _output_arg(output)
     fmt = _fmt_for(fmt, out_path, as_dir)
+    if time_range is not None or steps is not None:
+        from .report.perfetto import check_export_options
+
+        try:  # before any work: a typo must not cost an analysis
+            check_export_options(fmt.value, time_range, steps)
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
+            raise typer.Exit(EXIT_ERROR)
     paths = list(inputs or [])
     if sample:
         paths.insert(0, sample_path())
@@ -259,7 +315,7 @@ def report(
     with deferring():  # an nsys export's report needs no pandas: keep pyarrow from importing it
         code = _report_paths(paths, fmt, out_path, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
                              rules, config, no_config, quiet, open_report, worst_step, to_stdout=to_stdout,
-                             as_dir=as_dir)
+                             as_dir=as_dir, export=(time_range, steps))
     raise typer.Exit(code)
 
 
@@ -521,7 +577,7 @@ def _fails(result: dict, fail_on: "Severity | None") -> bool:
 
 
 def _target(path: Path, output: Path | None, several: bool, fmt: Format, as_dir: bool = False) -> Path | None:
-    name = f"{Path(path).stem}.nsysdoc.{fmt.value}"
+    name = f"{Path(path).stem}.nsysdoc.{_SUFFIX.get(fmt, fmt.value)}"
     if output is None:
         return None if (fmt != Format.html and not several) else Path.cwd() / name
     if several or as_dir or _is_dir(output):
@@ -548,9 +604,14 @@ def _output_arg(raw: Optional[str]) -> tuple[Optional[Path], bool, bool]:
     return Path(raw), False, raw.endswith(seps) and len(raw) > 1 or raw == os.sep
 
 
+_SUFFIX = {Format.perfetto: "perfetto.json"}
+
+
 def _fmt_for(fmt: "Format | None", output: Optional[Path], as_dir: bool) -> "Format":
     if fmt is not None:
         return fmt
+    if output is not None and not as_dir and output.name.lower().endswith(".perfetto.json"):
+        return Format.perfetto
     suffix = output.suffix.lower() if output is not None and not as_dir else ""
     return {".json": Format.json, ".md": Format.md}.get(suffix, Format.html)
 
@@ -563,11 +624,18 @@ def _check_names(targets) -> None:
             check_output_name(t)
 
 
-def _write_out(text: str, target: Optional[Path], what: str = "the report") -> None:
-    """The one place outputs are written: atomically to a file, or to standard output."""
-    from .outputs import write_stdout, write_text_atomic
+def _write_out(text, target: Optional[Path], what: str = "the report") -> None:
+    """The one place outputs are written: atomically to a file, or to standard output. ``text``
+    is a string or an iterable of string chunks (written as they come)."""
+    from .outputs import write_chunks_atomic, write_stdout, write_text_atomic
 
-    if target is None:
+    if not isinstance(text, str):
+        if target is None:
+            for chunk in text:
+                write_stdout(chunk)
+        else:
+            write_chunks_atomic(target, text, what)
+    elif target is None:
         write_stdout(text)
     else:
         write_text_atomic(target, text, what)

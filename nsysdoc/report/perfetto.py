@@ -1,0 +1,642 @@
+"""A Chrome trace (JSON) of the analysis window, for ui.perfetto.dev and chrome://tracing.
+
+:func:`chrome_trace` yields the file as text chunks (one per engine slice: a capture with millions
+of GPU operations is never held as one list); the command line writes them. What it holds
+(``docs/perfetto.md``):
+
+* every GPU operation (kernel, memcpy, memset) that the export selects, as a complete event
+  (``ph: "X"``) on a track per device (a process ``GPU 0 (NVIDIA H100 ...)``) and stream (a thread
+  ``stream 7``), with its true start and duration;
+* per device, an ``idle gaps`` track: each idle gap overlapping the selection, clipped to it, named
+  ``idle: <class>`` after its largest idle class (the classes of ``analysis.gaps``: sync, input,
+  alloc, setup, launch, api, host, dependency, tail, unattributed), with the class split in args;
+* per host thread, its NVTX ranges (a PyTorch Profiler trace: ``cpu_op``, annotations and Python
+  functions) on the thread's track and its CUDA API calls on a ``<thread> CUDA API`` track;
+* a ``findings`` process with one track per finding: an event per time range the finding names
+  (or the whole selection when it names none), its name ``<rule id>: <title>``, its message,
+  severity and impact in args.
+
+Which operations: those that *start* in the selection (the analysis window by default, as the
+analysis counts them; or ``--range`` / ``--steps``); host rows and gaps that *overlap* it.
+Timestamps are microseconds (3 decimals: ns precision) on the capture's timeline: an nsys
+export's own times, a PyTorch Profiler trace's times from the instant trace viewers show as 0.
+
+Slices of the analysis engine are run again to get the idle gaps with their classes (each gap is
+classified once, in the slice its end falls in), so memory stays that of one slice.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from .. import __version__
+from ..errors import UsageError
+from ..metrics.gpu import CAUSES
+from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
+from ..trace import schema as S
+
+#: Synthetic ids (OS pids and tids are 24-bit, so these never collide with them).
+GPU_PID_BASE = 1 << 24          # + device index
+FINDINGS_PID = (1 << 24) - 1 + (1 << 25)
+HOST_PID_EXTRA = 1 << 26        # + n, for a pid seen on two hosts
+GAP_TID = 1 << 24               # a device's idle-gap track
+UNKNOWN_STREAM_TID = (1 << 24) + 1
+API_TID = 1 << 24               # + OS tid: a thread's CUDA API track
+OVERLAP_TID = 1 << 25           # + track tid: events that overlap their track without nesting
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def jstr(s) -> str:
+    """A JSON string literal for any text from a trace: unpaired surrogates (undecodable bytes)
+    become U+FFFD, control characters are escaped."""
+    s = "" if s is None else str(s)
+    if _SURROGATES.search(s):
+        s = _SURROGATES.sub("\ufffd", s)
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n} B"
+
+
+# ---------------------------------------------------------------------------------------------
+# what to export
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Selection:
+    """Disjoint, sorted ``[lo, hi)`` intervals (ns on the capture's timeline) and what chose them."""
+
+    intervals: list
+    kind: str                  # "window", "range" or "steps"
+    #: the analysis window itself: operations at its end count as the analysis counts them
+    window: bool = False
+
+    def ops_mask(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        m = np.zeros(len(start), dtype=bool)
+        for lo, hi in self.intervals:
+            m |= (start >= lo) & (start < hi)
+            if self.window:  # nsysdoc.engine.slices.in_window
+                m |= (start == hi) & (end == hi) if hi > lo else (start == lo)
+        return m
+
+    @property
+    def lo(self) -> int:
+        return self.intervals[0][0]
+
+    @property
+    def hi(self) -> int:
+        return self.intervals[-1][1]
+
+
+def time_origin_ns(analysis) -> int:
+    """0 on the capture's timeline: an nsys export's own 0; for a PyTorch Profiler trace, the
+    instant trace viewers show as 0 (the page prints seconds from there too)."""
+    o = getattr(analysis.trace, "viewer_origin_ns", None)
+    return int(o) if isinstance(o, (int, np.integer)) else 0
+
+
+def parse_range(text: str, origin_ns: int = 0) -> tuple[int, int]:
+    """``START_S:END_S`` (seconds on the capture's timeline, as the page prints them; either side
+    may be empty: the capture's start or end) as ns ``(lo, hi)``."""
+    parts = str(text).split(":")
+    if len(parts) != 2:
+        raise UsageError(f"--range {text!r}: expected START_S:END_S (seconds, e.g. 1.25:1.40)")
+    vals = []
+    for p, dflt in zip(parts, (-(1 << 62), 1 << 62)):
+        p = p.strip().rstrip("s").strip()
+        if not p:
+            vals.append(dflt)
+            continue
+        try:
+            v = float(p)
+        except ValueError:
+            raise UsageError(f"--range {text!r}: {p!r} is not a number of seconds") from None
+        if not np.isfinite(v) or abs(v) > 1e9:
+            raise UsageError(f"--range {text!r}: {p!r} is not a usable number of seconds")
+        vals.append(int(round(v * 1e9)) + origin_ns)
+    if vals[1] <= vals[0]:
+        raise UsageError(f"--range {text!r}: the end must be after the start")
+    return vals[0], vals[1]
+
+
+def parse_steps(spec: str, steps_table) -> list[tuple[int, int]]:
+    """``--steps``: comma-separated ``median``, ``worst``, step numbers ``N`` or ``N-M`` (the
+    ``step`` column of the JSON report's ``steps``, 0-based) -> the steps' ``[start, end)``."""
+    from ..metrics.steps import pick_steps
+
+    n = len(steps_table) if steps_table is not None else 0
+    if n == 0:
+        raise UsageError(f"--steps {spec!r}: this capture has no steps", hint="use --range START_S:END_S instead")
+    ids = np.asarray(steps_table["step"], dtype=np.int64)
+    want: list[int] = []
+    for tok in str(spec).split(","):
+        tok = tok.strip().lower()
+        if tok in ("median", "worst"):
+            med, worst = pick_steps(steps_table)
+            pick = med if tok == "median" else worst
+            if pick is None:
+                raise UsageError(f"--steps {spec!r}: no primary steps to pick the {tok} one from")
+            want.append(int(pick))
+            continue
+        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", tok)
+        if not m:
+            raise UsageError(f"--steps {spec!r}: {tok!r} is not median, worst, N or N-M")
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        if b < a:
+            raise UsageError(f"--steps {spec!r}: {tok!r} ends before it starts")
+        sel = ids[(ids >= a) & (ids <= b)]
+        if not len(sel):
+            raise UsageError(f"--steps {spec!r}: no step {tok} (steps are {int(ids.min())}-{int(ids.max())})")
+        want.extend(sel.tolist())
+    rows = np.flatnonzero(np.isin(ids, want))
+    s = np.asarray(steps_table["start_ns"], dtype=np.int64)[rows]
+    e = np.asarray(steps_table["end_ns"], dtype=np.int64)[rows]
+    return [(int(a), int(max(b, a + 1))) for a, b in zip(s, e)]
+
+
+_STEP_TOKEN = re.compile(r"median|worst|\d{1,9}(?:-\d{1,9})?")
+
+
+def check_export_options(fmt: str, time_range: str | None, steps: str | None) -> None:
+    """``--range`` / ``--steps`` before any capture is read: only with ``-f perfetto``, not both,
+    well formed. Raises UsageError."""
+    if fmt != "perfetto":
+        raise UsageError("--range and --steps choose what -f perfetto exports", hint="add -f perfetto")
+    if time_range is not None and steps is not None:
+        raise UsageError("--range and --steps exclude each other: pick one")
+    if time_range is not None:
+        parse_range(time_range)
+    if steps is not None:
+        for tok in str(steps).split(","):
+            if not _STEP_TOKEN.fullmatch(tok.strip().lower()):
+                raise UsageError(f"--steps {steps!r}: {tok.strip()!r} is not median, worst, N or N-M")
+
+
+def merge_intervals(iv: list) -> list:
+    out: list = []
+    for lo, hi in sorted(iv):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def selection_for(analysis, time_range: str | None = None, steps: str | None = None) -> Selection:
+    """The analysis window, or ``--range`` / ``--steps`` (not both). Raises UsageError."""
+    if time_range is not None and steps is not None:
+        raise UsageError("--range and --steps exclude each other: pick one")
+    if time_range is not None:
+        lo, hi = parse_range(time_range, time_origin_ns(analysis))
+        return Selection([(lo, hi)], "range")
+    if steps is not None:
+        st = analysis.steps
+        return Selection(merge_intervals(parse_steps(steps, st.table if st.has_markers else None)), "steps")
+    w0, w1 = analysis.steps.window_start_ns, analysis.steps.window_end_ns
+    if w0 is None or w1 is None:
+        return Selection([], "window", window=True)
+    return Selection([(int(w0), int(w1))], "window", window=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# tracks
+# ---------------------------------------------------------------------------------------------
+class _Tracks:
+    """Track ids and their metadata events, emitted the first time a track is used."""
+
+    def __init__(self, analysis) -> None:
+        tr = analysis.trace
+        self.pending: list[str] = []
+        self._procs: set = set()
+        self._threads: set = set()
+        dev = tr.devices
+        self.dev_label = [str(x) for x in np.asarray(dev["label"])] if len(dev) else []
+        self.dev_name = [str(x or "") for x in np.asarray(dev["name"])] if len(dev) else []
+        st = tr.streams
+        self.stream_id = np.asarray(st["stream_id"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
+        self.stream_proc = np.asarray(st["proc"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
+        self.stream_dev = np.asarray(st["device"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
+        pr = tr.processes
+        self.proc_pid = np.asarray(pr["pid"], dtype=np.int64) if len(pr) else np.zeros(0, np.int64)
+        self.proc_names = {int(g): str(n or "") for g, n in zip(np.asarray(pr["global_pid"], dtype=np.int64),
+                                                               np.asarray(pr["name"]))} if len(pr) else {}
+        th = tr.threads
+        self.thread_gtid = np.asarray(th["global_tid"], dtype=np.int64) if len(th) else np.zeros(0, np.int64)
+        self.thread_name = {int(g): str(n or "") for g, n in zip(self.thread_gtid, np.asarray(th["name"]))} \
+            if len(th) and "name" in th else {}
+        # streams of more than one process on a device: their labels name the pid
+        self.multi_proc_dev = set()
+        for d in np.unique(self.stream_dev).tolist():
+            if len(np.unique(self.stream_proc[self.stream_dev == d])) > 1:
+                self.multi_proc_dev.add(int(d))
+        self._host_pid: dict[int, int] = {}
+
+    def _meta(self, kind: str, pid: int, tid: int | None, value) -> None:
+        key = "name" if kind.endswith("_name") else "sort_index"
+        val = jstr(value) if key == "name" else int(value)
+        t = "" if tid is None else f',"tid":{tid}'
+        self.pending.append(f'{{"ph":"M","name":"{kind}","pid":{pid}{t},"args":{{"{key}":{val}}}}}')
+
+    def _process(self, pid: int, name: str, sort: int) -> None:
+        if pid not in self._procs:
+            self._procs.add(pid)
+            self._meta("process_name", pid, None, name)
+            self._meta("process_sort_index", pid, None, sort)
+
+    def _thread(self, pid: int, tid: int, name: str, sort: int) -> None:
+        if (pid, tid) not in self._threads:
+            self._threads.add((pid, tid))
+            self._meta("thread_name", pid, tid, name)
+            self._meta("thread_sort_index", pid, tid, sort)
+
+    # GPU
+    def gpu_pid(self, d: int) -> int:
+        pid = GPU_PID_BASE + d
+        if pid not in self._procs:
+            label = self.dev_label[d] if 0 <= d < len(self.dev_label) else str(d)
+            name = self.dev_name[d] if 0 <= d < len(self.dev_name) else ""
+            self._process(pid, f"GPU {label}" + (f" ({name})" if name else ""), 1000 + d)
+        return pid
+
+    def stream_tid(self, d: int, s: int, overlap: bool = False) -> int:
+        pid = self.gpu_pid(d)
+        if 0 <= s < len(self.stream_id):
+            tid, sid = s + 1, int(self.stream_id[s])
+            label = f"stream {sid}"
+            if d in self.multi_proc_dev:
+                p = int(self.stream_proc[s])
+                if 0 <= p < len(self.proc_pid):
+                    label += f" · pid {int(self.proc_pid[p])}"
+            sort = sid
+        else:
+            tid, label, sort = UNKNOWN_STREAM_TID, "stream ?", 1 << 30
+        if overlap:
+            tid, label = tid + OVERLAP_TID, label + " (overlapping)"
+        self._thread(pid, tid, label, sort)
+        return tid
+
+    def gap_tid(self, d: int) -> int:
+        pid = self.gpu_pid(d)
+        self._thread(pid, GAP_TID, "idle gaps", -1)
+        return GAP_TID
+
+    # host
+    def host_pid(self, gtid: int) -> int:
+        gpid = int(gtid) & S.PROCESS_MASK
+        pid = self._host_pid.get(gpid)
+        if pid is None:
+            pid = int(S.decode_pid(gtid))
+            if pid in self._host_pid.values() or pid >= GPU_PID_BASE:
+                pid = HOST_PID_EXTRA + len(self._host_pid)
+            self._host_pid[gpid] = pid
+            name = self.proc_names.get(gpid) or f"process {int(S.decode_pid(gtid))}"
+            self._process(pid, f"{name} (pid {int(S.decode_pid(gtid))})", 10 + len(self._host_pid))
+        return pid
+
+    def host_tid(self, gtid: int, api: bool = False, overlap: bool = False) -> tuple[int, int]:
+        pid = self.host_pid(gtid)
+        tid = int(S.decode_tid(gtid))
+        name = self.thread_name.get(int(gtid)) or f"thread {tid}"
+        out, label = tid, name
+        if api:
+            out, label = API_TID + tid, f"{name} CUDA API"
+        if overlap:
+            out, label = out + OVERLAP_TID, label + " (overlapping)"
+        self._thread(pid, out, label, tid * 4 + (1 if api else 0) + (2 if overlap else 0))
+        return pid, out
+
+    # findings
+    def finding_tid(self, i: int, rule: str) -> int:
+        self._process(FINDINGS_PID, "findings", 0)
+        self._thread(FINDINGS_PID, i + 1, rule, i)
+        return i + 1
+
+    def take(self) -> list[str]:
+        out, self.pending = self.pending, []
+        return out
+
+
+def _us(ns: np.ndarray) -> list[str]:
+    """ns -> exact µs text (3 decimals), never negative."""
+    ns = np.maximum(np.asarray(ns, dtype=np.int64), 0)
+    q, r = np.divmod(ns, 1000)
+    return [f"{a}.{b:03d}" if b else str(a) for a, b in zip(q.tolist(), r.tolist())]
+
+
+def _overlapping(key: np.ndarray, start: np.ndarray, end: np.ndarray, reach: dict) -> np.ndarray:
+    """Which events overlap an earlier event of their track without nesting in it (Perfetto drops
+    those on one track): per track in start order, an event that starts before the furthest end so
+    far and ends after it. ``reach`` carries each track's furthest end to the next chunk."""
+    out = np.zeros(len(key), dtype=bool)
+    if not len(key):
+        return out
+    order = np.lexsort((-end, start, key))
+    k, s, e = key[order], start[order], end[order]
+    cut = np.flatnonzero(np.diff(k)) + 1
+    for a, b in zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(k)])).tolist()):
+        kk = int(k[a])
+        r0 = reach.get(kk, -(1 << 62))
+        prev = np.maximum.accumulate(np.concatenate(([r0], e[a:b])))
+        bad = (s[a:b] < prev[:-1]) & (e[a:b] > prev[:-1])
+        out[order[a:b][bad]] = True
+        good = e[a:b][~bad]
+        reach[kk] = max(r0, int(good.max())) if len(good) else r0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the export
+# ---------------------------------------------------------------------------------------------
+class _Exporter:
+    def __init__(self, analysis, sel: Selection) -> None:
+        self.a = analysis
+        self.sel = sel
+        self.tr = analysis.trace
+        self.origin = time_origin_ns(analysis)
+        self.tracks = _Tracks(analysis)
+        self.kernel_names: dict = {}
+        self.copy_names: dict = {}
+        self.api_names: dict = {}
+        # per kind of track, each track's furthest end so far (see _overlapping)
+        self.reach_ops: dict = {}
+        self.reach_api: dict = {}
+        self.reach_nvtx: dict = {}
+        self.counts = {"kernel": 0, "memcpy": 0, "memset": 0, "gap": 0, "cuda_api": 0, "nvtx": 0, "finding": 0}
+        self.first = True
+
+    def ts(self, ns) -> list[str]:
+        return _us(np.asarray(ns, dtype=np.int64) - self.origin)
+
+    # -- GPU operations ----------------------------------------------------------------------
+    def op_lines(self, ops) -> list[str]:
+        if not len(ops):
+            return []
+        idx = np.flatnonzero(self.sel.ops_mask(ops.start_ns, ops.end_ns))
+        if not len(idx):
+            return []
+        s, e = ops.start_ns[idx], np.maximum(ops.end_ns[idx], ops.start_ns[idx])
+        dev = ops.device[idx].astype(np.int64)
+        stream = ops.stream[idx].astype(np.int64)
+        kind = ops.kind[idx]
+        names = self._op_names(ops, idx)
+        key = dev * (1 << 32) + stream + 1
+        over = _overlapping(key, s, e, self.reach_ops)
+        out = []
+        cats = {KIND_KERNEL: "kernel", KIND_MEMCPY: "memcpy"}
+        nccl = ops.is_nccl[idx]
+        tids: dict = {}
+        for t0, du, d, st, k, nm, ov, nc in zip(self.ts(s), _us(e - s), dev.tolist(), stream.tolist(),
+                                               kind.tolist(), names, over.tolist(), nccl.tolist()):
+            tk = (d, st, ov)
+            tid = tids.get(tk)
+            if tid is None:
+                tid = tids[tk] = self.tracks.stream_tid(d, st, ov)
+            cat = cats.get(k, "memset")
+            self.counts[cat] += 1
+            if nc:
+                cat = "kernel,nccl"
+            out.append(f'{{"ph":"X","cat":"{cat}","name":{nm},"ts":{t0},"dur":{du},"pid":{GPU_PID_BASE + d},'
+                       f'"tid":{tid}}}')
+        return out
+
+    def _op_names(self, ops, idx) -> list[str]:
+        from ..metrics.kernels import display_name
+
+        out: list = [None] * len(idx)
+        kind = ops.kind[idx]
+        k = np.flatnonzero(kind == KIND_KERNEL)
+        if len(k):
+            sid, nid = ops.short_id[idx[k]].astype(np.int64), ops.name_id[idx[k]].astype(np.int64)
+            new = [(a, b) for a, b in set(zip(sid.tolist(), nid.tolist())) if (a, b) not in self.kernel_names]
+            if new:
+                shorts = self.tr.strings.lookup(np.array([a for a, _ in new], dtype=np.int64))
+                longs = self.tr.strings.lookup(np.array([b for _, b in new], dtype=np.int64))
+                for key, sh, lg in zip(new, shorts, longs):
+                    self.kernel_names[key] = jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)")
+            for j, a, b in zip(k.tolist(), sid.tolist(), nid.tolist()):
+                out[j] = self.kernel_names[(a, b)]
+        rest = np.flatnonzero(kind != KIND_KERNEL)
+        for j in rest.tolist():
+            i = idx[j]
+            key = (int(kind[j]), int(ops.copy_kind[i]), int(ops.nbytes[i]), int(ops.host_kind[i]))
+            nm = self.copy_names.get(key)
+            if nm is None:
+                if key[0] == KIND_MEMCPY:
+                    mem = S.MEM_KIND_LABELS.get(key[3], "") if key[3] >= 0 else ""
+                    text = f"memcpy {S.COPY_KIND_LABELS.get(key[1], 'other')} {_fmt_bytes(key[2])}" + \
+                        (f" ({mem})" if mem else "")
+                else:
+                    text = f"memset {_fmt_bytes(key[2])}"
+                nm = self.copy_names[key] = jstr(text)
+            out[j] = nm
+        return out
+
+    # -- idle gaps -----------------------------------------------------------------------------
+    def gap_lines(self, g) -> list[str]:
+        if g is None or not len(g):
+            return []
+        out = []
+        for lo, hi in self.sel.intervals:
+            gm = np.flatnonzero((g.start_ns < hi) & (g.end_ns > lo))
+            if not len(gm):
+                continue
+            split = g.split(gm, lo, hi)
+            a = np.maximum(g.start_ns[gm], lo)
+            b = np.minimum(g.end_ns[gm], hi)
+            for t0, du, d, c, sp, whole in zip(self.ts(a), _us(b - a), g.device[gm].astype(np.int64).tolist(),
+                                               g.cause[gm].astype(np.int64).tolist(), split.tolist(),
+                                               (g.end_ns[gm] - g.start_ns[gm]).tolist()):
+                tid = self.tracks.gap_tid(d)
+                parts = ",".join(f'"{CAUSES[j]}":{v / 1e6:.6g}' for j, v in enumerate(sp) if v)
+                self.counts["gap"] += 1
+                out.append(f'{{"ph":"X","cat":"idle","name":"idle: {CAUSES[c]}","ts":{t0},"dur":{du},'
+                           f'"pid":{GPU_PID_BASE + d},"tid":{tid},"args":{{"class":"{CAUSES[c]}",'
+                           f'"gap_ms":{whole / 1e6:.6g},"split_ms":{{{parts}}}}}}}')
+        return out
+
+    def _in_earlier(self, start: np.ndarray, lo: int) -> np.ndarray:
+        """Rows starting in an interval of the selection before the one starting at ``lo``
+        (written with that interval already)."""
+        m = np.zeros(len(start), dtype=bool)
+        for a, b in self.sel.intervals:
+            if a >= lo:
+                break
+            m |= (start >= a) & (start < b)
+        return m
+
+    # -- host ----------------------------------------------------------------------------------
+    def host_lines(self, lo: int, hi: int, before: bool = False) -> list[str]:
+        """CUDA API calls and NVTX ranges starting in ``[lo, hi)`` (with ``before``: starting
+        before ``lo`` and still running at it)."""
+        from ..engine.data import RT_COLS, blocking_of
+        from ..trace.store import to_text
+
+        out: list[str] = []
+        store = self.tr.store
+        t = store.get("runtime")
+        if t is not None and len(t):
+            d = t.rows_overlapping(lo, lo, RT_COLS) if before else t.rows_starting_in(lo, hi, RT_COLS)
+            if before and len(d["start_ns"]):
+                keep = (d["start_ns"] < lo) & ~self._in_earlier(d["start_ns"], lo)
+                d = {k: v[keep] for k, v in d.items()}
+            if len(d["start_ns"]):
+                blocking = blocking_of(d, np.asarray(self.tr.derived.get("pageable_async_api", np.zeros(0, np.int64))))
+                th = np.asarray(d["thread"], dtype=np.int64)
+                gt = np.where(th >= 0, self.tracks.thread_gtid[np.clip(th, 0, max(len(self.tracks.thread_gtid) - 1, 0))]
+                              if len(self.tracks.thread_gtid) else 0, 0)
+                s = d["start_ns"].astype(np.int64)
+                e = np.maximum(d["end_ns"].astype(np.int64), s)
+                over = _overlapping(gt, s, e, self.reach_api)
+                nid = np.asarray(d["name_id"], dtype=np.int64)
+                new = [x for x in np.unique(nid).tolist() if x not in self.api_names]
+                for x, v in zip(new, self.tr.strings.lookup(np.array(new, dtype=np.int64))):
+                    self.api_names[x] = jstr(S.strip_api_suffix(str(v)) or "(CUDA API)")
+                for t0, du, g, n, bl, ov in zip(self.ts(s), _us(e - s), gt.tolist(), nid.tolist(), blocking.tolist(),
+                                                over.tolist()):
+                    pid, tid = self.tracks.host_tid(g, api=True, overlap=ov)
+                    self.counts["cuda_api"] += 1
+                    out.append(f'{{"ph":"X","cat":"{"cuda_api,sync" if bl else "cuda_api"}","name":{self.api_names[n]},'
+                               f'"ts":{t0},"dur":{du},"pid":{pid},"tid":{tid}}}')
+        nv = store.get("nvtx")
+        if nv is not None and len(nv):
+            cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
+            d = nv.rows_overlapping(lo, lo, cols) if before else nv.rows_starting_in(lo, hi, cols)
+            s = np.asarray(d["start_ns"], dtype=np.int64)
+            e = np.asarray(d["end_ns"], dtype=np.int64)
+            m = np.isin(np.asarray(d["event_type"]), S.NVTX_RANGE_TYPES) & (e >= s)
+            if before:
+                m &= (s < lo) & ~self._in_earlier(s, lo)
+            idx = np.flatnonzero(m)
+            if len(idx):
+                texts = to_text(d["text"])[idx] if len(d["text"]) else np.zeros(0, object)
+                doms = self.tr.nvtx_domains
+                dom = np.asarray(d["domain"], dtype=np.int64)[idx]
+                gt = np.asarray(d["global_tid"], dtype=np.int64)[idx]
+                s, e = s[idx], e[idx]
+                over = _overlapping(gt, s, e, self.reach_nvtx)
+                for t0, du, g, tx, dm, ov in zip(self.ts(s), _us(e - s), gt.tolist(), texts.tolist(), dom.tolist(),
+                                                 over.tolist()):
+                    pid, tid = self.tracks.host_tid(g, overlap=ov)
+                    dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
+                    self.counts["nvtx"] += 1
+                    cat = "cpu_op" if dname == "cpu_op" else ("python_function" if dname == "python_function" else "nvtx")
+                    args = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
+                    out.append(f'{{"ph":"X","cat":"{cat}","name":{jstr(tx if isinstance(tx, str) and tx else "(unnamed range)")},'
+                               f'"ts":{t0},"dur":{du},"pid":{pid},"tid":{tid}{args}}}')
+        return out
+
+    # -- findings ------------------------------------------------------------------------------
+    def finding_lines(self) -> list[str]:
+        out = []
+        findings = (self.a.to_dict() or {}).get("findings") or []
+        if not self.sel.intervals:
+            return out
+        for i, f in enumerate(findings):
+            rule = str(f.get("rule") or "?")
+            ranges = []
+            for r in f.get("time_ranges") or []:
+                a, b = r.get("start_ns"), r.get("end_ns")
+                if isinstance(a, int) and isinstance(b, int) and b >= a and \
+                        any(a < hi and b > lo or a == b == lo for lo, hi in self.sel.intervals):
+                    ranges.append((a, b, str(r.get("label") or ""), str(r.get("device") or "")))
+            if not f.get("time_ranges"):
+                ranges.append((self.sel.lo, self.sel.hi, f"{f.get('impact_of') or 'analysis window'}", ""))
+            if not ranges:
+                continue
+            tid = self.tracks.finding_tid(i, rule)
+            args = {"rule": rule, "severity": f.get("severity"), "message": f.get("message"),
+                    "impact_ms": f.get("impact_ms"), "impact_ms_per_step": f.get("impact_ms_per_step"),
+                    "impact_pct": f.get("impact_pct"), "impact_of": f.get("impact_of")}
+            for a, b, label, dev in ranges:
+                extra = dict(args, range=label, **({"device": dev} if dev else {}))
+                self.counts["finding"] += 1
+                out.append(f'{{"ph":"X","cat":"finding","name":{jstr(rule + ": " + str(f.get("title") or ""))},'
+                           f'"ts":{self.ts([a])[0]},"dur":{_us([b - a])[0]},"pid":{FINDINGS_PID},"tid":{tid},'
+                           f'"args":{_json_args(extra)}}}')
+        return out
+
+    def emit(self, lines: list[str]) -> str:
+        meta = self.tracks.take()
+        lines = meta + lines
+        if not lines:
+            return ""
+        head = "\n" if self.first else ",\n"
+        self.first = False
+        return head + ",\n".join(lines)
+
+
+def _json_args(d: dict) -> str:
+    def clean(v):
+        if isinstance(v, str):
+            return _SURROGATES.sub("\ufffd", v)
+        if isinstance(v, float) and not np.isfinite(v):
+            return None
+        return v
+
+    return json.dumps({k: clean(v) for k, v in d.items()}, ensure_ascii=False, allow_nan=False)
+
+
+def _slices_state(analysis, sel: Selection):
+    """Each engine slice's state (operations it owns, gaps it classifies) in time order, replayed
+    from the run's context: slices wholly before the selection only pass their carry on (their
+    operations are read, nothing is classified); after it, slices run until every device has been
+    busy past its end (no gap overlapping it is still open)."""
+    from ..engine.data import read_ops
+    from ..engine.slices import SliceState, next_carry, phase_a
+
+    res = analysis.engine
+    if res is None:
+        return
+    ctx = res.ctx
+    spans = res.plan.slices()
+    carry = ctx.first_carry()
+    lo, hi = sel.lo, sel.hi
+    for i, (c0, c1) in enumerate(spans):
+        last = i == len(spans) - 1
+        if c0 >= hi and (not len(carry.last_end) or int(carry.last_end.min()) >= hi or not ctx.active):
+            return
+        if c1 <= lo and not last:
+            ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
+            carried = carry.ops if carry.ops is not None and len(carry.ops) else None
+            st = SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
+            carry = next_carry(ctx, st, carry)
+            continue
+        st = phase_a(ctx, c0, c1, carry.copy(), last)
+        yield st
+        carry = next_carry(ctx, st, carry)
+
+
+def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
+    """The Chrome trace JSON of ``sel`` as text chunks (see the module doc)."""
+    ex = _Exporter(analysis, sel)
+    yield '{"traceEvents":['
+    if sel.intervals:
+        for lo, hi in sel.intervals:  # host rows begun before the selection and running into it
+            chunk = ex.emit(ex.host_lines(lo, hi, before=True))
+            if chunk:
+                yield chunk
+        for st in _slices_state(analysis, sel):
+            lines = ex.op_lines(st.ops) + ex.gap_lines(st.gaps)
+            for lo, hi in sel.intervals:
+                a, b = max(lo, st.c0), min(hi, st.c1)
+                if b > a:
+                    lines += ex.host_lines(a, b)
+            chunk = ex.emit(lines)
+            if chunk:
+                yield chunk
+        chunk = ex.emit(ex.finding_lines())
+        if chunk:
+            yield chunk
+    src = (analysis.to_dict() or {}).get("source") or {}
+    other = {"generator": f"nsysdoc {__version__}", "source": src.get("path"), "tool": src.get("tool"),
+             "time_origin_ns": ex.origin, "selection": sel.kind,
+             "intervals_ns": [[int(a), int(b)] for a, b in sel.intervals], "events": ex.counts}
+    yield f'\n],"displayTimeUnit":"ns","otherData":{_json_args(other)}}}\n'

@@ -1,0 +1,298 @@
+"""``nsysdoc report -f perfetto`` (docs/perfetto.md) and the folder report's ``index.html``.
+
+The export is checked against a JSON schema of the Chrome Trace Event format written here (the
+fields each phase needs, as ui.perfetto.dev and chrome://tracing read them): no Perfetto UI runs
+offline, so this structural check is what stands for "opens in a viewer"."""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from html import unescape
+from urllib.parse import unquote
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from nsysdoc.analysis import analyze
+from nsysdoc.report.perfetto import FINDINGS_PID, GAP_TID, GPU_PID_BASE, chrome_trace, jstr, selection_for
+from nsysdoc.rules import apply_rules, load_rules
+from nsysdoc.testing import Capture
+from nsysdoc.testing.scenarios import SCENARIOS
+from nsysdoc.trace import load_trace
+
+from .conftest import run_cli
+
+_NUM = {"type": "number", "minimum": 0}
+#: The Chrome Trace Event format (JSON object form), as far as this export uses it.
+CHROME_TRACE_SCHEMA = {
+    "type": "object",
+    "required": ["traceEvents"],
+    "properties": {
+        "traceEvents": {"type": "array", "items": {"oneOf": [
+            {"type": "object", "required": ["name", "ph", "ts", "dur", "pid", "tid"],
+             "properties": {"ph": {"const": "X"}, "name": {"type": "string"}, "cat": {"type": "string"},
+                            "ts": _NUM, "dur": _NUM, "pid": {"type": "integer"}, "tid": {"type": "integer"},
+                            "args": {"type": "object"}}},
+            {"type": "object", "required": ["name", "ph", "pid", "args"],
+             "properties": {"ph": {"const": "M"},
+                            "name": {"enum": ["process_name", "thread_name", "process_sort_index",
+                                              "thread_sort_index"]},
+                            "pid": {"type": "integer"}, "tid": {"type": "integer"},
+                            "args": {"type": "object", "minProperties": 1}},
+             "allOf": [{"if": {"properties": {"name": {"enum": ["process_name", "thread_name"]}}},
+                        "then": {"properties": {"args": {"required": ["name"],
+                                                         "properties": {"name": {"type": "string"}}}}},
+                        "else": {"properties": {"args": {"required": ["sort_index"],
+                                                         "properties": {"sort_index": {"type": "integer"}}}}}},
+                       {"if": {"properties": {"name": {"enum": ["thread_name", "thread_sort_index"]}}},
+                        "then": {"required": ["tid"]}}]},
+        ]}},
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "otherData": {"type": "object"},
+    },
+}
+
+GPU_CATS = {"kernel", "kernel,nccl", "memcpy", "memset"}
+
+
+def _analysis(path):
+    a = analyze(load_trace(path, cache=False))
+    apply_rules(a.to_dict(), load_rules())
+    return a
+
+
+def _export(a, time_range=None, steps=None) -> dict:
+    text = "".join(chrome_trace(a, selection_for(a, time_range, steps)))
+    data = json.loads(text)
+    jsonschema.validate(data, CHROME_TRACE_SCHEMA)
+    # every track an X event uses is named (its thread_name, and its process's process_name)
+    names = {(e["pid"], e.get("tid")) for e in data["traceEvents"] if e["ph"] == "M"
+             and e["name"] in ("process_name", "thread_name")}
+    for e in data["traceEvents"]:
+        if e["ph"] == "X":
+            assert (e["pid"], None) in names and (e["pid"], e["tid"]) in names, e
+    return data
+
+
+def _gpu(data) -> list[dict]:
+    return [e for e in data["traceEvents"] if e["ph"] == "X" and e.get("cat") in GPU_CATS]
+
+
+def _sql_ops(path, w0, w1) -> int:
+    """GPU operations starting in the window, counted from the export itself (the analysis's
+    rule: start in [w0, w1), plus zero-length operations at w1)."""
+    con = sqlite3.connect(path)
+    n = 0
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+        if t in tables:
+            n += con.execute(f"SELECT count(*) FROM {t} WHERE start >= ? AND (start < ? OR (start = ? AND end = ?))",
+                             (w0, w1, w1, w1)).fetchone()[0]
+    con.close()
+    return n
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_every_scenario_exports_every_window_op(name, tmp_path):
+    path = SCENARIOS[name]().write(tmp_path / f"{name}.sqlite")
+    a = _analysis(path)
+    data = _export(a)
+    win = a.to_dict()["capture"]["window"]
+    expected = _sql_ops(path, win["start_ns"], win["end_ns"]) if win and win.get("start_ns") is not None else 0
+    assert len(_gpu(data)) == expected
+    assert data["otherData"]["events"]["kernel"] + data["otherData"]["events"]["memcpy"] + \
+        data["otherData"]["events"]["memset"] == expected
+
+
+def _tiny(path):
+    """Four steps: a 1 ms kernel, a stream sync, 3 ms of host work (numbers in the test below)."""
+    cap = Capture()
+    t = cap.process(pid=4242, name="python train.py").thread(name="main")
+    for i in range(4):
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch("gemm_kernel", us=1000)
+            t.sync_stream()
+            t.cpu(us=3000)
+    return cap.write(path)
+
+
+def test_hand_computed_example(tmp_path):
+    a = _analysis(_tiny(tmp_path / "tiny.sqlite"))
+    data = _export(a)
+    ev = data["traceEvents"]
+    meta = {(e["name"], e["pid"], e.get("tid")): e["args"] for e in ev if e["ph"] == "M"}
+    gpu = GPU_PID_BASE
+    assert meta[("process_name", gpu, None)] == {"name": "GPU 0 (NVIDIA H100 80GB HBM3)"}
+    assert meta[("thread_name", gpu, 1)] == {"name": "stream 7"}
+    assert meta[("thread_name", gpu, GAP_TID)] == {"name": "idle gaps"}
+    assert meta[("process_name", 4242, None)] == {"name": "python train.py (pid 4242)"}
+    assert meta[("thread_name", 4242, 4242)] == {"name": "main"}
+    assert meta[("thread_name", 4242, (1 << 24) + 4242)] == {"name": "main CUDA API"}
+    assert meta[("process_name", FINDINGS_PID, None)] == {"name": "findings"}
+    # the thread starts at 1 s; a launch call takes 5 us and its kernel starts 0.6 * 5 us + 2 us
+    # (the builder's queue delay) after the call's start; the sync returns 2 us after the kernel's
+    # end; then 3 ms of host work: each step is 5 + 1002 + 3000 = 4007 us long
+    kernels = [(e["ts"], e["dur"], e["tid"], e["name"]) for e in _gpu(data)]
+    assert kernels == [(1_000_005, 1000, 1, "gemm_kernel"), (1_004_012, 1000, 1, "gemm_kernel"),
+                       (1_008_019, 1000, 1, "gemm_kernel"), (1_012_026, 1000, 1, "gemm_kernel")]
+    steps = [(e["ts"], e["dur"], e["name"]) for e in ev if e.get("cat") == "nvtx"]
+    assert steps == [(1_000_000 + 4007 * i, 4007, f"ProfilerStep#{i}") for i in range(4)]
+    syncs = [(e["ts"], e["dur"]) for e in ev if e.get("cat") == "cuda_api,sync"]
+    assert syncs[0] == (1_000_005, 1002)
+    # the idle gap between kernel 0's end (1,001,005 us) and kernel 1's start (1,004,012 us):
+    # mostly the host's 3 ms of work, so its class is host
+    gaps = [e for e in ev if e.get("cat") == "idle"]
+    g = next(e for e in gaps if e["ts"] == 1_001_005)
+    assert (g["name"], g["dur"], g["pid"], g["tid"]) == ("idle: host", 3007, gpu, GAP_TID)
+    assert g["args"]["class"] == "host" and g["args"]["gap_ms"] == 3.007
+    assert abs(sum(g["args"]["split_ms"].values()) - 3.007) < 1e-9
+    # the window ends 2 ms after the last sync (the capture's end): a tail gap
+    assert gaps[-1]["name"] == "idle: tail" and gaps[-1]["ts"] == 1_013_026
+    # a finding: its time ranges are the host gaps, its args the message and impact
+    res = a.to_dict()["findings"]
+    hb = next(f for f in res if f["rule"] == "host-bound")
+    fe = [e for e in ev if e.get("cat") == "finding" and e["name"].startswith("host-bound: ")]
+    assert [(e["ts"], e["dur"]) for e in fe] == [(1_001_005, 3007), (1_005_012, 3007), (1_009_019, 3007)]
+    assert fe[0]["args"]["message"] == hb["message"] and fe[0]["args"]["impact_ms"] == hb["impact_ms"]
+    assert fe[0]["args"]["rule"] == "host-bound" and fe[0]["pid"] == FINDINGS_PID
+
+
+def test_range_and_steps_limit_the_events(tmp_path):
+    a = _analysis(_tiny(tmp_path / "tiny.sqlite"))
+    # seconds on the capture's timeline: [1.004, 1.009) holds kernels 1 and 2 (they start in it)
+    d = _export(a, time_range="1.004:1.009")
+    assert [e["ts"] for e in _gpu(d)] == [1_004_012, 1_008_019]
+    assert d["otherData"]["intervals_ns"] == [[1_004_000_000, 1_009_000_000]]
+    # every X event overlaps the range; gaps are clipped to it
+    for e in d["traceEvents"]:
+        if e["ph"] == "X" and e.get("cat") != "finding":
+            assert e["ts"] < 1_009_000 and e["ts"] + e["dur"] > 1_004_000 or e["dur"] == 0, e
+    assert all(1_004_000 <= e["ts"] and e["ts"] + e["dur"] <= 1_009_000 for e in d["traceEvents"]
+               if e.get("cat") == "idle")
+    assert len([e for e in d["traceEvents"] if e.get("cat") == "nvtx"]) == 3  # steps 0 (running), 1 and 2
+    # steps: the median and worst steps as the report picks them; step i's kernel starts at
+    # 1,000,005 + 4007 i us
+    from nsysdoc.metrics.steps import pick_steps
+
+    med, worst = pick_steps(a.steps.table)
+    assert [e["ts"] for e in _gpu(_export(a, steps="median"))] == [1_000_005 + 4007 * med]
+    assert [e["ts"] for e in _gpu(_export(a, steps="worst,median"))] == \
+        sorted({1_000_005 + 4007 * med, 1_000_005 + 4007 * worst})
+    d = _export(a, steps="1,3")
+    assert [e["ts"] for e in _gpu(d)] == [1_004_012, 1_012_026]
+    assert len([e for e in d["traceEvents"] if e.get("cat") == "nvtx"]) == 2
+    d = _export(a, steps="1-3")
+    assert len(_gpu(d)) == 3
+    assert len(_gpu(_export(a, time_range="2:3"))) == 0
+
+
+def test_hostile_text_stays_valid_json(tmp_path):
+    cap = Capture()
+    t = cap.process(pid=7).thread()
+    weird = 'k"\\\x00\x1f\u202e</script>'
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i} {weird}"):
+            t.launch(weird, us=500)
+            t.sync_stream()
+    path = cap.write(tmp_path / "weird.sqlite")
+    con = sqlite3.connect(path)  # bytes that are not UTF-8, as a real trace may hold them
+    con.execute("UPDATE NVTX_EVENTS SET text = text || CAST(x'fffe41' AS TEXT) WHERE text IS NOT NULL")
+    con.execute("UPDATE StringIds SET value = value || CAST(x'ff' AS TEXT) WHERE value LIKE 'k%'")
+    con.commit()
+    con.close()
+    a = _analysis(path)
+    text = "".join(chrome_trace(a, selection_for(a)))
+    text.encode("utf-8")  # no lone surrogate left
+    data = json.loads(text)
+    jsonschema.validate(data, CHROME_TRACE_SCHEMA)
+    assert any("\ufffd" in e["name"] and "\x00" in e["name"] for e in data["traceEvents"] if e.get("cat") == "nvtx")
+    assert json.loads(jstr("a\udcffb")) == "a\ufffdb"
+
+
+def test_kineto_trace_times_from_the_viewer_origin(tmp_path):
+    from nsysdoc.testing.scenarios import operators_forward_backward
+
+    path = operators_forward_backward().write_kineto(tmp_path / "ops.pt.trace.json")
+    a = _analysis(path)
+    d = _export(a)
+    assert d["otherData"]["tool"] == "pytorch-profiler"
+    assert any(e.get("cat") == "cpu_op" for e in d["traceEvents"])
+    assert _gpu(d) and min(e["ts"] for e in d["traceEvents"] if e["ph"] == "X") >= 0
+
+
+def test_cli_perfetto_output_and_default_name(tmp_path):
+    sample = ["report", "--sample", "--no-cache", "-q"]
+    proc = run_cli(*sample, "-f", "perfetto", "-o", tmp_path / "x.json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "x.json").read_text(encoding="utf-8"))
+    jsonschema.validate(data, CHROME_TRACE_SCHEMA)
+    assert data["otherData"]["events"]["kernel"] == 3516
+    # the format from the name; one input without -o: standard output, as json and md
+    proc = run_cli(*sample, "-o", tmp_path / "y.perfetto.json")
+    assert proc.returncode == 0 and json.loads((tmp_path / "y.perfetto.json").read_text())["traceEvents"]
+    proc = run_cli(*sample, "-f", "perfetto", "--steps", "worst")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["otherData"]["selection"] == "steps"
+    # several inputs: <name>.nsysdoc.perfetto.json in the folder
+    proc = run_cli("report", "--no-cache", "-q", "-f", "perfetto", "--sample", tmp_path / "x.json", "-o",
+                   f"{tmp_path / 'out'}/")
+    assert (tmp_path / "out" / "sample_training.nsysdoc.perfetto.json").is_file()
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--range", "2:1"], "end must be after"),
+    (["--range", "abc"], "START_S:END_S"),
+    (["--range", "1:x"], "not a number"),
+    (["--range", "nan:1"], "not a usable number"),
+    (["--steps", "fast"], "not median, worst"),
+    (["--steps", "99"], "no step 99"),
+    (["--steps", "1", "--range", "1:2"], "exclude each other"),
+])
+def test_cli_bad_export_options(args, needle):
+    proc = run_cli("report", "--sample", "--no-cache", "-q", "-f", "perfetto", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("nsysdoc: error:")]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def test_cli_range_needs_perfetto():
+    proc = run_cli("report", "--sample", "--no-cache", "-q", "--range", "1:2", "-f", "json")
+    assert proc.returncode == 2 and "-f perfetto" in proc.stderr
+
+
+def test_folder_report_writes_index(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _tiny(src / "good.sqlite")
+    hostile = "a<script>alert(1)<!--#x.sqlite"  # no '/' (a folder) in a file name
+    _tiny(src / hostile)
+    (src / "broken.sqlite").write_bytes(b"not a database at all" * 10)
+    out = tmp_path / "out"
+    proc = run_cli("report", "--no-cache", "-q", src, "-o", f"{out}/")
+    assert proc.returncode == 2  # the broken input
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<script" not in page  # the hostile name is escaped, and the page runs no script
+    assert "a&lt;script&gt;alert(1)&lt;!--#x.sqlite" in page
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "script-src" not in csp and unescape(csp).startswith("default-src 'none';")
+    links = re.findall(r'<a href="([^"]+)">', page)
+    assert len(links) == 2
+    for link in links:
+        assert not link.startswith("/") and (out / unquote(unescape(link))).is_file(), link
+    assert "good.nsysdoc.html" in links
+    # verdict and worst severity per input, the failed input with its error line
+    tiny = _analysis(src / "good.sqlite").to_dict()
+    assert tiny["verdict"]["sentence"].split(".")[0] in page.replace("&#39;", "'")
+    assert "critical" in page or "warning" in page
+    row = next(r for r in page.split("<tr>") if "broken.sqlite" in r)
+    assert "failed:" in row and "not" in row
+    err = [x for x in proc.stderr.splitlines() if x.startswith("nsysdoc: error:")]
+    assert len(err) == 1
+
+
+def test_single_report_writes_no_index(tmp_path):
+    proc = run_cli("report", "--sample", "--no-cache", "-q", "-o", tmp_path / "one.html")
+    assert proc.returncode == 0
+    assert not (tmp_path / "index.html").exists()
