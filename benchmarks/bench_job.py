@@ -35,7 +35,7 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from nsysdoc.job import run_job
+from nsysdoc.jobs import run_job
 files = json.loads(sys.argv[2]); jobs = int(sys.argv[3])
 t = time.perf_counter()
 d = run_job(files, {"no_cache": True}, jobs=jobs)

@@ -436,7 +436,7 @@ class Diff:
     def regression(self, pct: float) -> bool:
         """True when the candidate is significantly slower by more than ``pct`` percent (what
         ``--fail-on-regression PCT`` exits 1 for)."""
-        from .diff import regression
+        from .compare import regression
 
         return regression(self._result, pct)
 
@@ -498,7 +498,7 @@ def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequen
          progress: Callable[[str], None] | None = None) -> Diff:
     """Compare two runs: captures, saved report JSON files (``nsysdoc report -f json``) or Report
     objects, in any mix. Options as :func:`report` (used for the sides that are captures)."""
-    from .diff import compare
+    from .compare import compare
 
     loaded: list[pipeline.Ruleset] = []
 
@@ -593,7 +593,7 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
     several processes. ``jobs`` ranks at a time on this machine, or on the Dask scheduler ``dask``
     (``tcp://host:8786``). ``rank_reports``: also write each rank's HTML page into this folder.
     ``progress(done, total, records)`` is called as ranks finish."""
-    from .job import run_job
+    from .jobs import run_job
 
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     for p in items:

@@ -796,7 +796,7 @@ def _interrupted_exit() -> None:
     except (OSError, ValueError):
         pass
     mp = sys.modules.get("multiprocessing.util")
-    if mp is not None:  # the job's pool was terminated (nsysdoc.job.run): release its semaphores
+    if mp is not None:  # the job's pool was terminated (nsysdoc.jobs.run): release its semaphores
         try:
             mp._exit_function()
         except Exception:

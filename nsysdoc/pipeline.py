@@ -110,7 +110,7 @@ def is_saved_report(path: str | os.PathLike) -> bool:
 
 def read_report(path: str | os.PathLike) -> dict:
     """A saved report JSON, checked (size, depth, non-finite numbers): one-line errors."""
-    from .diff import read_saved_report
+    from .compare import read_saved_report
 
     try:
         return read_saved_report(Path(path))

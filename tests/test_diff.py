@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from .conftest import ROOT, SHARED_TRACES, diagnose_path, run_cli
-from nsysdoc.diff import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
+from nsysdoc.compare import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
 from nsysdoc.errors import InputError
 from nsysdoc.testing.scenarios import GEMM, SOFTMAX, dataloader_starvation, steady_training
 

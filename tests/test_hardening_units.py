@@ -231,7 +231,7 @@ def test_invisible_characters_are_shown_and_long_text_cut():
 
 
 def test_capped_result_keeps_every_step_time():
-    from nsysdoc.diff import _primary
+    from nsysdoc.compare import _primary
     from nsysdoc.report.build import MAX_STEP_RECORDS, capped_result
 
     n = MAX_STEP_RECORDS + 5
@@ -448,7 +448,7 @@ def _greeter(payload: bytes):
 def test_dask_probe_accepts_a_scheduler_greeting_and_refuses_others():
     import struct
 
-    from nsysdoc.job.run import probe_scheduler
+    from nsysdoc.jobs.run import probe_scheduler
 
     body = b"\x02\x00\x00\x00\x00\x00\x00\x00" + b"\x81\xafpickle-protocol\x05" + b"\x00" * 20
     addr, srv = _greeter(struct.pack("<Q", len(body)) + body)

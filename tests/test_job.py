@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from nsysdoc.errors import InputError
-from nsysdoc.job import analyze_job, assign_ranks, rank_from_name, run_job
-from nsysdoc.job.align import clock_offsets, match_collectives
+from nsysdoc.jobs import analyze_job, assign_ranks, rank_from_name, run_job
+from nsysdoc.jobs.align import clock_offsets, match_collectives
 from nsysdoc.testing.scenarios import ddp_job, three_node_job_two_allreduces, unrelated_captures
 
 from .conftest import SHARED_TRACES, run_cli
@@ -159,7 +159,7 @@ def test_two_or_three_instances_pair_by_the_smallest_offset():
     """Three periodic all-reduces, rank 1's clock +1 ms with ±100 µs of end noise: s = 0 gives
     differences 0.9, 1.1, 1.0 ms (median 1.0); with only 3 instances the MAD cannot choose the
     pairing, the smallest offset does. Without the first instance, pairs (1.1, 1.0): 1.05 ms."""
-    from nsysdoc.job.align import _offset
+    from nsysdoc.jobs.align import _offset
 
     ref = [0, 100_000_000, 200_000_000]
     other = [1_000_000 - 100_000, 101_000_000 + 100_000, 201_000_000]
@@ -269,7 +269,7 @@ def test_rank_ids_that_look_like_process_ids_are_warned(tmp_path):
     assert [r["rank"] for r in d["ranks"]] == [7000, 7001]
     assert any(w.startswith("rank ids 7000, 7001 were taken from file names and look like process ids; "
                             "pass --rank-pattern") for w in d["warnings"])
-    from nsysdoc.job.ranks import pid_like_ranks
+    from nsysdoc.jobs.ranks import pid_like_ranks
 
     assert pid_like_ranks([12345, 12399], [[1], [2]]) == [12345, 12399]  # big against 2 inputs
     assert pid_like_ranks([0, 1, 5], [[4242], [4243], [5]]) == [5]  # its own capture's pid
@@ -412,7 +412,7 @@ def test_real_two_rank_capture_after_the_fix_has_no_straggler():
 def test_dask_missing_gives_an_install_hint(monkeypatch):
     import sys
 
-    from nsysdoc.job.run import run_dask
+    from nsysdoc.jobs.run import run_dask
 
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(InputError) as e:

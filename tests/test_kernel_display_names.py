@@ -204,7 +204,7 @@ def test_three_cutlass_gemms_named_kernel_are_three_rows(family, form):
 def test_diff_matches_kernels_by_display_name(tmp_path):
     """The candidate's SIMT GEMM runs in half the time: its row (and only its) moves, by
     3 calls x 150 µs = 0.45 ms per step; the other two GEMMs named "Kernel" are matched unchanged."""
-    from nsysdoc.diff import compare
+    from nsysdoc.compare import compare
 
     base = diagnose_path(cutlass_gemm_family().write(tmp_path / "a.sqlite"))
     cand = diagnose_path(cutlass_gemm_family(gemm_us=(900.0, 600.0, 150.0)).write(tmp_path / "b.sqlite"))

@@ -471,7 +471,7 @@ def test_diff_page_at_1400px(tmp_path, browser_binary):
     """The diff page (``nsysdoc diff``) in a browser: script runs, nothing loads, untrusted kernel
     and NVTX names stay text, no horizontal scrolling at 1400 px, a definition link opens the
     collapsed definitions. Saves artifacts/diff-1400.png."""
-    from nsysdoc.diff import compare
+    from nsysdoc.compare import compare
     from nsysdoc.report.diff_page import render_diff_html
     from nsysdoc.testing.scenarios import steady_training
 
@@ -509,7 +509,7 @@ def test_diff_page_at_1400px(tmp_path, browser_binary):
 def test_job_page_at_1400px(tmp_path, browser_binary):
     """The job page (``nsysdoc job``) of the 8-rank slow-rank fixture: script runs, nothing loads,
     no horizontal scrolling at 1400 px, heat maps drawn. Saves artifacts/job-1400.png."""
-    from nsysdoc.job import run_job
+    from nsysdoc.jobs import run_job
     from nsysdoc.report.job_page import render_job_html
     from nsysdoc.testing.scenarios import ddp_job
 

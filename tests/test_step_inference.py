@@ -175,7 +175,7 @@ def test_two_processes_each_get_their_steps(tmp_path):
 def test_diff_without_markers_matches_the_diff_with_markers(tmp_path):
     """Issue 29: on a pair of captures with no NVTX at all, the per-step change matches what the
     same runs with markers give within 3 points."""
-    from nsysdoc.diff import compare
+    from nsysdoc.compare import compare
     from nsysdoc.rules import apply_rules, load_rules
 
     rules = load_rules([])

@@ -1,4 +1,4 @@
-"""Render a diff (``nsysdoc.diff.compare``): one self-contained HTML page, a Markdown PR comment,
+"""Render a diff (``nsysdoc.compare.compare``): one self-contained HTML page, a Markdown PR comment,
 a terminal summary.
 
 Pure: every function takes the diff dict (the JSON of ``nsysdoc diff --format json``) and returns
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from markupsafe import Markup
 
 from .. import __version__
-from ..diff import BREAKDOWN_LABELS, MS_UNIT
+from ..compare import BREAKDOWN_LABELS, MS_UNIT
 from ..fmt import fmt_bytes, fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from .build import _static, csp_for
 from .context import Cell, Column, LegendItem, Table

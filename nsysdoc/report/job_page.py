@@ -1,4 +1,4 @@
-"""Render a job result (``nsysdoc.job.run_job``): one self-contained HTML page, a Markdown
+"""Render a job result (``nsysdoc.jobs.run_job``): one self-contained HTML page, a Markdown
 summary, a terminal summary. Pure; untrusted text (file names, rule titles) escaped as in the
 report page."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from .. import __version__
-from ..diff import BREAKDOWN_LABELS
+from ..compare import BREAKDOWN_LABELS
 from ..fmt import fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from .build import _static, csp_for
 from .context import Cell, Column, LegendItem, Table

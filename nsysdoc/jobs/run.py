@@ -1,6 +1,6 @@
 """Run the per-rank summaries: in this process, on a local process pool, or on a Dask cluster.
 
-Only :func:`nsysdoc.job.summary.summarize_file`'s small results come back; each worker reads its
+Only :func:`nsysdoc.jobs.summary.summarize_file`'s small results come back; each worker reads its
 rank's capture from storage it can see (on Dask, the paths must be valid on the workers).
 ``progress(done, total, record)`` is called as each capture finishes, in completion order.
 """

@@ -1,7 +1,7 @@
 """Rank ids of per-rank captures, from their file names (``docs/job.md``).
 
 (A PyTorch Profiler trace that records its rank in ``distributedInfo`` gets that rank instead, when
-every input does: :func:`nsysdoc.job.run_job`.) Tried in order on the file name without its
+every input does: :func:`nsysdoc.jobs.run_job`.) Tried in order on the file name without its
 suffixes (``.nsys-rep``, ``.sqlite``, ``.pt.trace.json[.gz]``):
 
 1. ``rank`` followed by the number, optionally after ``_``, ``-`` or ``.``: ``rank5``, ``rank_5``,

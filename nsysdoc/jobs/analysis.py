@@ -1,6 +1,6 @@
 """The job view over per-rank summaries: ranks table, clock offsets, straggler, roll-up, verdict.
 
-Pure functions over the summaries of :mod:`nsysdoc.job.summary` (definitions in the glossary's
+Pure functions over the summaries of :mod:`nsysdoc.jobs.summary` (definitions in the glossary's
 "Multi-rank jobs" section and ``docs/job.md``):
 
 * **Join time** of a rank in a collective: its NCCL kernel's start on the reference clock (the
@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import __version__
-from ..diff import BREAKDOWN_LABELS
+from ..compare import BREAKDOWN_LABELS
 from .align import aligned, clock_offsets, match_collectives, nearest
 
 JOB_CONTRACT = 1
