@@ -112,8 +112,8 @@ def _documented_tables() -> dict[str, list[tuple[str, str]]]:
     """docs/api.md: each DataFrame heading (`Report.steps` —) followed by a column table."""
     text = (ROOT / "docs" / "api.md").read_text()
     tables: dict[str, list[tuple[str, str]]] = {}
-    for m in re.finditer(r"^`(\w+\.\w+)` —.*?\n\n\| column \| dtype \| meaning \|\n\|---\|---\|---\|\n((?:\|.*\|\n)+)",
-                         text, flags=re.M | re.S):
+    for m in re.finditer(r"^`(\w+\.\w+)` —(?:.|\n)*?\n\n\| column \| dtype \| meaning \|\n\|---\|---\|---\|\n"
+                         r"((?:\|[^\n]*\|\n)+)", text, flags=re.M):
         rows = [line.split("|")[1:3] for line in m.group(2).splitlines()]
         tables[m.group(1)] = [(c.strip(), d.strip()) for c, d in rows]
     return tables
