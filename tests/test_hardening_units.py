@@ -14,7 +14,8 @@ from nsysdoc import cache, safe_regex
 from nsysdoc.errors import InputError, UsageError
 from nsysdoc.inputs import check_outputs, expand_inputs, read_text, regular_file
 from nsysdoc.trace import frames as F
-from nsysdoc.trace import loader as L
+from nsysdoc.trace import load_trace
+from nsysdoc.trace import sqlite_reader as R
 from nsysdoc.trace.cache_entry import wait_for_cache_writes
 
 
@@ -396,15 +397,15 @@ def test_a_cache_folder_removed_while_in_use_still_gives_the_trace(tmp_path, mon
     import shutil
 
     cap = _sample_copy(tmp_path)
-    ref = L.load_trace(cap, cache=False)
-    real = L.publish
+    ref = load_trace(cap, cache=False)
+    real = R.publish
 
     def vanish(tmp, *a, **kw):
         shutil.rmtree(tmp)
         return real(tmp, *a, **kw)
-    monkeypatch.setattr(L, "publish", vanish)
+    monkeypatch.setattr(R, "publish", vanish)
     cache.take_problems()
-    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    t = load_trace(cap, cache_dir=tmp_path / "c")
     assert len(t.kernels) == len(ref.kernels) and not t.from_cache
     probs = cache.take_problems()
     assert len(probs) == 1 and "cache" in probs[0]
@@ -413,10 +414,10 @@ def test_a_cache_folder_removed_while_in_use_still_gives_the_trace(tmp_path, mon
 def test_a_cache_folder_gone_before_the_first_block_still_gives_the_trace(tmp_path, monkeypatch):
     cap = _sample_copy(tmp_path)
     gone = tmp_path / "c" / ".tmp-gone"
-    monkeypatch.setattr(L, "cache_tmp", lambda folder: gone)  # never created: every write fails
-    monkeypatch.setattr(L, "_expected_rows", lambda exp, tables: 0)
+    monkeypatch.setattr(R, "cache_tmp", lambda folder: gone)  # never created: every write fails
+    monkeypatch.setattr(R, "_expected_rows", lambda exp, tables: 0)
     cache.take_problems()
-    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    t = load_trace(cap, cache_dir=tmp_path / "c")
     assert len(t.kernels) > 0 and len(cache.take_problems()) == 1
 
 
