@@ -1,7 +1,7 @@
 """Read a PyTorch Profiler (Kineto) Chrome-trace JSON into a :class:`~nsysdoc.trace.model.Trace`.
 
 The only module that knows the Kineto trace format (``docs/kineto.md``). It produces exactly the
-frames and columns the nsys loader produces (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`), so every
+frames and columns the SQLite reader produces (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`), so every
 metric, rule and report above it is the same for both inputs.
 
 How:
@@ -14,13 +14,13 @@ How:
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
   and ordering is kept; other decimal forms are rounded half-even to the nanosecond.
-* **Validation.** The nsys loader's row checks (:func:`nsysdoc.trace.frames.validate`): rows no
+* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.frames.validate`): rows no
   capture can hold are dropped and counted in ``dropped_rows``.
 * **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
   trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
   so rules needing it are skipped with the reason.
-* The canonical tables are cached like an nsys export's (the same cache functions and
-  key, with this module's format number in the key's version).
+* The canonical tables are cached like an nsys export's (the same cache functions,
+  :mod:`nsysdoc.trace.cache_entry`, and key, with this module's format number in the key's version).
 """
 from __future__ import annotations
 
@@ -914,7 +914,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     _flow_correlations(acc, rt, rt_thr, gpu, times)
     del rt_thr
 
-    # ---- validation (the nsys loader's row checks) ------------------------------------------
+    # ---- validation (the SQLite reader's row checks) --------------------------------------
     rt = F.validate(rt, TABLE_NAMES[K_RUNTIME], span_duration, drops)
     host = F.validate(host, TABLE_NAMES[K_HOST], span_duration, drops)
     for kind, key in ((K_KERNEL, "kernels"), (K_MEMCPY, "memcpy"), (K_MEMSET, "memset"), (K_SYNC, "sync")):
