@@ -118,12 +118,12 @@ def test_capture_over_the_budget_keeps_no_block_in_memory(monkeypatch, tmp_path)
     the peak); under it, all are. The numbers are the same either way."""
     from nsysdoc.analysis import analyze
     from nsysdoc.testing.scenarios import SCENARIOS
-    from nsysdoc.trace import load_trace, loader
+    from nsysdoc.trace import load_trace, sqlite_reader
 
     path = SCENARIOS["ddp_nccl"]().write(tmp_path / "d.sqlite")
     small = load_trace(path, cache=False)
     assert small.store.in_memory > 0 and all(b.data is not None for t in small.store.tables.values() for b in t.blocks)
-    monkeypatch.setattr(loader, "_MIN_ROW_BYTES", 1 << 40)  # every capture is "too big"
+    monkeypatch.setattr(sqlite_reader, "_MIN_ROW_BYTES", 1 << 40)  # every capture is "too big"
     big = load_trace(path, cache=False)
     assert big.store.in_memory == 0 and all(b.data is None for t in big.store.tables.values() for b in t.blocks)
     assert golden.differences(analyze(small).to_dict(), analyze(big).to_dict()) == []
@@ -218,12 +218,12 @@ def test_big_captures_keep_lz4_cache_files_small_ones_do_not(monkeypatch, tmp_pa
     says its files would pass UNCOMPRESSED_MAX_BYTES; both read back to the same JSON."""
     from nsysdoc.analysis import analyze
     from nsysdoc.testing.scenarios import SCENARIOS
-    from nsysdoc.trace import load_trace, loader
+    from nsysdoc.trace import load_trace, sqlite_reader
 
     path = SCENARIOS["launch_bound_small_kernels"]().write(tmp_path / "l.sqlite")
     small = load_trace(path, cache=True, cache_dir=tmp_path / "c1")
     assert small.store.compress is False
-    monkeypatch.setattr(loader, "UNCOMPRESSED_MAX_BYTES", 0)
+    monkeypatch.setattr(sqlite_reader, "UNCOMPRESSED_MAX_BYTES", 0)
     big = load_trace(path, cache=True, cache_dir=tmp_path / "c2")
     assert big.store.compress is True
     files = {name: [p for p in (tmp_path / name).rglob("kernels.arrow")] for name in ("c1", "c2")}

@@ -13,7 +13,10 @@ import pytest
 from nsysdoc import cache, safe_regex
 from nsysdoc.errors import InputError, UsageError
 from nsysdoc.inputs import check_outputs, expand_inputs, read_text, regular_file
-from nsysdoc.trace import loader as L
+from nsysdoc.trace import frames as F
+from nsysdoc.trace import load_trace
+from nsysdoc.trace import sqlite_reader as R
+from nsysdoc.trace.cache_entry import wait_for_cache_writes
 
 
 # --------------------------------------------------------------------------------------------
@@ -27,12 +30,12 @@ def _rows(start, end, dev=None):
 
 
 def test_validate_counts_each_reason_by_hand():
-    B = L.BAD
+    B = F.BAD
     start = [100, 200, B, 300, 0, 500, 400, 600, 1 << 62]
     end = [150, 250, 10, 290, 0, 550, 450, (1 << 63) - 1, (1 << 62) + 5]
     dev = [0, 0, 0, 0, 0, B, 0, 0, 0]
-    drops = L.Drops()
-    out = L._validate(_rows(start, end, dev), "K", None, drops)
+    drops = F.Drops()
+    out = F.validate(_rows(start, end, dev), "K", None, drops)
     # kept: rows 0, 1, 6 (row 7 ends beyond 2^61, row 8 starts beyond it)
     assert out["start_ns"].tolist() == [100, 200, 400]
     assert {(r["reason"], r["rows"]) for r in drops.as_list()} == {
@@ -45,19 +48,19 @@ def test_validate_uses_the_session_duration_around_the_median():
     # 5 rows around t = 10 s and one at 10 s + 3 s; duration 1 s (+1 s slack) -> the last is outside
     s = 10_000_000_000
     start = [s, s + 1000, s + 2000, s + 3000, s + 4000, s + 3_000_000_000]
-    drops = L.Drops()
-    out = L._validate(_rows(start, [x + 10 for x in start]), "K", 1_000_000_000, drops)
+    drops = F.Drops()
+    out = F.validate(_rows(start, [x + 10 for x in start]), "K", 1_000_000_000, drops)
     assert len(out["start_ns"]) == 5
     assert drops.as_list() == [{"table": "K", "reason": "time outside the capture's session", "rows": 1}]
     # negative times (nsys export --ts-shift) are valid
-    drops = L.Drops()
-    assert len(L._validate(_rows([-50, -40], [-45, -30]), "K", 1000, drops)["start_ns"]) == 2
+    drops = F.Drops()
+    assert len(F.validate(_rows([-50, -40], [-45, -30]), "K", 1000, drops)["start_ns"]) == 2
     assert drops.as_list() == []
 
 
 def test_nvtx_marks_without_an_end_are_kept():
-    drops = L.Drops()
-    out = L._validate(_rows([100, 200], [L.BAD, 250]), "NVTX_EVENTS", None, drops, end_optional=True)
+    drops = F.Drops()
+    out = F.validate(_rows([100, 200], [F.BAD, 250]), "NVTX_EVENTS", None, drops, end_optional=True)
     assert out["start_ns"].tolist() == [100, 200] and drops.as_list() == []
 
 
@@ -65,7 +68,7 @@ def test_a_fresh_load_has_exactly_the_cached_frame_columns(build):
     from nsysdoc.trace import load_trace
 
     t = load_trace(build("ddp_nccl"), cache=False)
-    for name, cols in L.FRAME_COLUMNS.items():
+    for name, cols in F.FRAME_COLUMNS.items():
         assert tuple(getattr(t, name).columns) == cols, name
 
 
@@ -123,13 +126,13 @@ def test_a_wrong_shaped_cache_entry_is_rebuilt(build, tmp_path):
 
     path = build("healthy_training")
     first = load_trace(path, cache_dir=tmp_path)
-    L.wait_for_cache_writes()
+    wait_for_cache_writes()
     (entry,) = [p for p in tmp_path.iterdir() if p.name.startswith("trace-")]
     assert load_trace(path, cache_dir=tmp_path).from_cache
     (entry / "meta.json").write_text("{}")
     again = load_trace(path, cache_dir=tmp_path)
     assert not again.from_cache and len(again.kernels) == len(first.kernels)
-    L.wait_for_cache_writes()
+    wait_for_cache_writes()
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -394,15 +397,15 @@ def test_a_cache_folder_removed_while_in_use_still_gives_the_trace(tmp_path, mon
     import shutil
 
     cap = _sample_copy(tmp_path)
-    ref = L.load_trace(cap, cache=False)
-    real = L._publish
+    ref = load_trace(cap, cache=False)
+    real = R.publish
 
     def vanish(tmp, *a, **kw):
         shutil.rmtree(tmp)
         return real(tmp, *a, **kw)
-    monkeypatch.setattr(L, "_publish", vanish)
+    monkeypatch.setattr(R, "publish", vanish)
     cache.take_problems()
-    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    t = load_trace(cap, cache_dir=tmp_path / "c")
     assert len(t.kernels) == len(ref.kernels) and not t.from_cache
     probs = cache.take_problems()
     assert len(probs) == 1 and "cache" in probs[0]
@@ -411,10 +414,10 @@ def test_a_cache_folder_removed_while_in_use_still_gives_the_trace(tmp_path, mon
 def test_a_cache_folder_gone_before_the_first_block_still_gives_the_trace(tmp_path, monkeypatch):
     cap = _sample_copy(tmp_path)
     gone = tmp_path / "c" / ".tmp-gone"
-    monkeypatch.setattr(L, "_cache_tmp", lambda folder: gone)  # never created: every write fails
-    monkeypatch.setattr(L, "_expected_rows", lambda exp, tables: 0)
+    monkeypatch.setattr(R, "cache_tmp", lambda folder: gone)  # never created: every write fails
+    monkeypatch.setattr(R, "_expected_rows", lambda exp, tables: 0)
     cache.take_problems()
-    t = L.load_trace(cap, cache_dir=tmp_path / "c")
+    t = load_trace(cap, cache_dir=tmp_path / "c")
     assert len(t.kernels) > 0 and len(cache.take_problems()) == 1
 
 

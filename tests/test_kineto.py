@@ -22,8 +22,9 @@ from nsysdoc.inputs import expand_inputs
 from nsysdoc.rules import apply_rules, load_rules
 from nsysdoc.testing.scenarios import SCENARIOS, ddp_job, healthy_training, steady_training
 from nsysdoc.trace import load_trace
+from nsysdoc.trace import frames as F
 from nsysdoc.trace import kineto as K
-from nsysdoc.trace import loader as L
+from nsysdoc.trace.cache_entry import wait_for_cache_writes
 
 from .conftest import SHARED_TRACES, diagnose_path, run_cli
 
@@ -184,10 +185,10 @@ def test_evidence_that_differs_by_source_is_said_in_the_finding(both_forms):
 def test_frames_are_exactly_the_nsys_loaders(tmp_path):
     path = healthy_training().write_kineto(tmp_path / "h.pt.trace.json.gz")
     fresh = load_trace(path, cache_dir=tmp_path / "cache")
-    L.wait_for_cache_writes()
+    wait_for_cache_writes()
     again = load_trace(path, cache_dir=tmp_path / "cache")
     assert not fresh.from_cache and again.from_cache and again.source_tool == "pytorch-profiler"
-    for name, cols in L.FRAME_COLUMNS.items():
+    for name, cols in F.FRAME_COLUMNS.items():
         assert tuple(getattr(fresh, name).columns) == cols, name
         assert tuple(getattr(again, name).columns) == cols, name
         for c in cols:
@@ -392,7 +393,7 @@ def test_microseconds_become_exact_nanoseconds():
     assert K.us_to_ns("1.0005") == 1000 and K.us_to_ns("1.0015") == 1002  # half-even to the ns
     assert K.us_to_ns("1e3") == 1_000_000
     for bad in (None, True, "abc", "nan", "inf", [1], 10 ** 30):
-        assert K.us_to_ns(bad) == L.BAD
+        assert K.us_to_ns(bad) == F.BAD
     text = [f"{1_700_000_000_000_000 + i}.{i % 1000:03d}" for i in range(0, 5000, 7)]
     got = [K.us_to_ns(t) for t in text]
     assert got == sorted(got) and len(set(got)) == len(got)

@@ -295,11 +295,11 @@ def test_streams_are_process_device_context_stream(tmp_path):
 
 def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
     """Without the ADBC driver the stdlib cursor path must give identical tables."""
-    from nsysdoc.trace import loader
+    from nsysdoc.trace import sqlite_reader
 
     p = build("sample_training")
     fast = load_trace(p, cache=False)
-    monkeypatch.setattr(loader, "_adbc_module", lambda: None)
+    monkeypatch.setattr(sqlite_reader, "_adbc_module", lambda: None)
     slow = load_trace(p, cache=False)
     for name in ("kernels", "memcpy", "runtime", "osrt", "sync"):
         a, b = getattr(fast, name), getattr(slow, name)
@@ -309,7 +309,7 @@ def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
 
 def test_chunked_reads_match_one_query(build, monkeypatch):
     """Rowid-range chunks (forced small here) reassemble the table exactly, including a gap in rowids."""
-    from nsysdoc.trace import loader
+    from nsysdoc.trace import sqlite_reader
 
     p = build("sample_training")
     con = sqlite3.connect(p)
@@ -317,14 +317,14 @@ def test_chunked_reads_match_one_query(build, monkeypatch):
     con.commit()
     con.close()
     whole = load_trace(p, cache=False)
-    monkeypatch.setattr(loader, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(sqlite_reader, "CHUNK_ROWS", 97)
     chunked = load_trace(p, cache=False)
     assert len(whole.kernels) == len(chunked.kernels) == 3516 - 51
     assert whole.kernels.equals(chunked.kernels)
 
 
 def test_grow_column_reserves_widens_and_trims():
-    from nsysdoc.trace.loader import _Grow
+    from nsysdoc.trace.sqlite_reader import _Grow
 
     g = _Grow(np.int16)
     g.reserve(5)

@@ -10,7 +10,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.kineto import hip_name
 from nsysdoc.testing.scenarios import SCENARIOS, launch_bound_small_kernels
 from nsysdoc.trace import schema as S
-from nsysdoc.trace.loader import _api_kind_codes
+from nsysdoc.trace.frames import api_kind_codes
 from nsysdoc.trace.model import StringTable
 
 from .conftest import diagnose_path
@@ -78,7 +78,7 @@ HIP_CALLS = {
 
 def _codes(names: list[str]) -> list[int]:
     table = StringTable(np.arange(len(names)), np.array(names, dtype=object))
-    return [int(c) for c in _api_kind_codes(table)(np.arange(len(names)))]
+    return [int(c) for c in api_kind_codes(table)(np.arange(len(names)))]
 
 
 def test_hip_calls_have_the_class_of_their_cuda_twins():

@@ -50,7 +50,7 @@ DISPATCH_MAX_NS = 1_000_000
 #: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
 #: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
 #: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
-#: (found while loading: ``nsysdoc.trace.loader.FirstLaunches``).
+#: (found while loading: ``nsysdoc.trace.frames.FirstLaunches``).
 SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.

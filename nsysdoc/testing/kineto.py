@@ -42,7 +42,7 @@ from typing import IO
 import numpy as np
 
 from ..trace import schema as S
-from ..trace.loader import _api_kind_codes
+from ..trace.frames import api_kind_codes
 from ..trace.model import StringTable
 
 FORMS = ("new", "old")
@@ -270,7 +270,7 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 w.x("python_function", f["text"], pid, w.tid(tid), f["start"], f["end"],
                     {"Python id": i + 1, "Python parent id": None})
         cuda_names = sorted({S.strip_api_suffix(r[4]) for r in calls})
-        codes = _api_kind_codes(StringTable(np.arange(len(cuda_names)), np.array(cuda_names, dtype=object)))(
+        codes = api_kind_codes(StringTable(np.arange(len(cuda_names)), np.array(cuda_names, dtype=object)))(
             np.arange(len(cuda_names))) if cuda_names else []
         kind_of = dict(zip(cuda_names, (int(c) for c in codes)))
         for start, end, gtid, corr, raw_name in calls:

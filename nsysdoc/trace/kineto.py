@@ -1,7 +1,7 @@
 """Read a PyTorch Profiler (Kineto) Chrome-trace JSON into a :class:`~nsysdoc.trace.model.Trace`.
 
 The only module that knows the Kineto trace format (``docs/kineto.md``). It produces exactly the
-frames and columns the nsys loader produces (:data:`nsysdoc.trace.loader.FRAME_COLUMNS`), so every
+frames and columns the SQLite reader produces (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`), so every
 metric, rule and report above it is the same for both inputs.
 
 How:
@@ -14,13 +14,13 @@ How:
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
   and ordering is kept; other decimal forms are rounded half-even to the nanosecond.
-* **Validation.** The nsys loader's row checks (:func:`nsysdoc.trace.loader._validate`): rows no
+* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.frames.validate`): rows no
   capture can hold are dropped and counted in ``dropped_rows``.
 * **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
   trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
   so rules needing it are skipped with the reason.
-* The canonical tables are cached like an nsys export's (the same cache functions and
-  key, with this module's format number in the key's version).
+* The canonical tables are cached like an nsys export's (the same cache functions,
+  :mod:`nsysdoc.trace.cache_entry`, and key, with this module's format number in the key's version).
 """
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ import numpy as np
 from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError, InputError
 from ..inputs import regular_file
-from . import loader as L
+from . import frames as F
 from . import schema as S
+from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .columns import Columns
 from .model import StringTable, Trace
 
@@ -99,7 +100,7 @@ _AFTER = re.compile(r"[ \t\n\r]*([,\]])")
 _AFTER_KEY = re.compile(r"[ \t\n\r]*([,}])")
 _COLON = re.compile(r"[ \t\n\r]*:[ \t\n\r]*")
 _STREAM_TID = re.compile(r"^\s*stream\s+(\d+)\s*$", re.IGNORECASE)
-BAD = L.BAD
+BAD = F.BAD
 _I32 = 1 << 31
 _LIM = 1 << 62
 #: longest number text read as a time (longer ones are out of range: the row is dropped)
@@ -384,7 +385,7 @@ class _Acc:
 
     def name_id(self, v) -> int:
         if v.__class__ is not str:
-            v = L.UNKNOWN_NAME if v is None else str(v)
+            v = F.UNKNOWN_NAME if v is None else str(v)
         got = self.names.get(v)
         if got is None:
             got = self.names[v] = len(self.names)
@@ -718,7 +719,7 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
                             acc.spans.append((s, e))
                     elif kind == K_OVERHEAD:
                         if s != BAD and e != BAD and len(acc.overhead) < 100_000:
-                            acc.overhead.append((s, e, L._cap(str(ev.get("name") or ""))))
+                            acc.overhead.append((s, e, F.cap(str(ev.get("name") or ""))))
                     else:  # GPU rows
                         g = gpu_tabs[kind]
                         pid = ev.get("pid")
@@ -804,9 +805,9 @@ def _metadata_event(ev: dict, acc: _Acc) -> None:
         return
     try:
         if name == "process_name":
-            acc.proc_names[ev.get("pid")] = L._cap(label)
+            acc.proc_names[ev.get("pid")] = F.cap(label)
         elif name == "thread_name":
-            acc.thread_names[(ev.get("pid"), ev.get("tid"))] = L._cap(label)
+            acc.thread_names[(ev.get("pid"), ev.get("tid"))] = F.cap(label)
     except TypeError:  # unhashable ids
         pass
 
@@ -848,8 +849,8 @@ def _sorted_by_start(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[order] for k, v in d.items()}
 
 
-def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
-    """Every frame of :data:`nsysdoc.trace.loader.FRAME_COLUMNS`, plus the trace's metadata."""
+def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
+    """Every frame of :data:`nsysdoc.trace.frames.FRAME_COLUMNS`, plus the trace's metadata."""
     names = list(acc.names)
     n_names = len(names)
     # ---- time base -------------------------------------------------------------------------
@@ -876,7 +877,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
 
     spans = [(s - shift, e - shift) for s, e in acc.spans]
     span_duration = (max(e for _, e in spans) - min(s for s, _ in spans)) if spans else None
-    if span_duration is not None and not 0 < span_duration < L.TIME_LIMIT_NS:
+    if span_duration is not None and not 0 < span_duration < F.TIME_LIMIT_NS:
         span_duration = None
 
     # ---- threads and processes ---------------------------------------------------------------
@@ -913,11 +914,11 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     _flow_correlations(acc, rt, rt_thr, gpu, times)
     del rt_thr
 
-    # ---- validation (the nsys loader's row checks) ------------------------------------------
-    rt = L._validate(rt, TABLE_NAMES[K_RUNTIME], span_duration, drops)
-    host = L._validate(host, TABLE_NAMES[K_HOST], span_duration, drops)
+    # ---- validation (the SQLite reader's row checks) --------------------------------------
+    rt = F.validate(rt, TABLE_NAMES[K_RUNTIME], span_duration, drops)
+    host = F.validate(host, TABLE_NAMES[K_HOST], span_duration, drops)
     for kind, key in ((K_KERNEL, "kernels"), (K_MEMCPY, "memcpy"), (K_MEMSET, "memset"), (K_SYNC, "sync")):
-        gpu[key] = L._validate(gpu[key], TABLE_NAMES[kind], span_duration, drops)
+        gpu[key] = F.validate(gpu[key], TABLE_NAMES[kind], span_duration, drops)
     rt = _sorted_by_start(rt)
     host = _sorted_by_start(host)
     gpu = {k: _sorted_by_start(v) for k, v in gpu.items()}
@@ -944,7 +945,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
             hit = (rc[pos] == c) & (c > 0)
             gp[hit] = rp[pos[hit]]
         d["global_pid"] = gp
-    all_keys = np.unique(np.concatenate([L._uniq(rt_pkey)] + [L._uniq(d["global_pid"]) for d in gpu.values()]))
+    all_keys = np.unique(np.concatenate([F.unique_ints(rt_pkey)] + [F.unique_ints(d["global_pid"]) for d in gpu.values()]))
     pid_name = {}
     for pid, label in acc.proc_names.items():
         pid_name.setdefault(ids(pid) << S.PID_SHIFT, label)
@@ -956,7 +957,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     for p in meta.get("deviceProperties") or []:
         if isinstance(p, dict) and p.get("id").__class__ is int:
             props[p["id"]] = p
-    dev_ids = np.unique(np.concatenate([L._uniq(d["device_id"]) for d in gpu.values()]))
+    dev_ids = np.unique(np.concatenate([F.unique_ints(d["device_id"]) for d in gpu.values()]))
 
     def prop(d, key, ok):
         v = props.get(int(d), {}).get(key)
@@ -982,7 +983,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     devices = Columns({
         "device": np.arange(len(dev_ids), dtype=np.int32), "host": np.zeros(len(dev_ids), dtype=np.int64),
         "device_id": dev_ids.astype(np.int64), "label": np.array([str(int(d)) for d in dev_ids], dtype=object),
-        "name": np.array([L._cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids], dtype=object),
+        "name": np.array([F.cap(prop(d, "name", lambda v: isinstance(v, str)) or "") for d in dev_ids], dtype=object),
         "sm_count": [prop(d, "numSms", lambda v: v.__class__ is int and v > 0) for d in dev_ids],
         "compute_capability": [cc(d) for d in dev_ids],
         # per-SM limits for the occupancy calculator (maxBlocksPerSm is not recorded: from the
@@ -993,13 +994,13 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     # ---- names: kernel short names, copy and memset kinds ------------------------------------
     short_of: dict[int, int] = {}
     for nid in np.unique(gpu["kernels"]["name_id"]).tolist():
-        short = L._cap(short_kernel_name(names[nid]))
+        short = F.cap(short_kernel_name(names[nid]))
         sid = acc.names.get(short)
         if sid is None:
             sid = acc.names[short] = len(acc.names)
             names.append(short)
         short_of[nid] = sid
-    names = [L._cap(x) for x in names]
+    names = [F.cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
     from ..lazy_pandas import pandas as _pandas
@@ -1034,16 +1035,16 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         else:
             st = np.array([_sync_type(names[int(i)]) for i in uniq], dtype=np.int64)
             d["sync_type"] = st[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
-        out[key] = L._frame(d, S.DTYPES)
-    L._assign_streams(out, ["kernels", "memcpy", "memset", "sync"])
+        out[key] = F.data_frame(d, S.DTYPES)
+    F.assign_streams(out, ["kernels", "memcpy", "memset", "sync"])
 
     # ---- host tables ------------------------------------------------------------------------
-    tids = np.unique(np.concatenate([L._uniq(rt["global_tid"]), L._uniq(host["global_tid"])]))
-    rt["api_kind"] = L._api_kind_codes(strings)(rt["name_id"]).astype(np.int8) if len(rt["name_id"]) \
+    tids = np.unique(np.concatenate([F.unique_ints(rt["global_tid"]), F.unique_ints(host["global_tid"])]))
+    rt["api_kind"] = F.api_kind_codes(strings)(rt["name_id"]).astype(np.int8) if len(rt["name_id"]) \
         else np.zeros(0, np.int8)
     rt["proc"] = np.searchsorted(all_keys, rt["global_tid"] & S.PROCESS_MASK).astype(np.int32)
     rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
-    out["runtime"] = L._frame(rt, S.DTYPES)
+    out["runtime"] = F.data_frame(rt, S.DTYPES)
     text = strings.values[host["name_id"]] if len(host["name_id"]) else np.zeros(0, dtype=object)
     domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
     out["nvtx"] = pd.DataFrame({
@@ -1054,7 +1055,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
     out["osrt"] = pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
                                 "global_tid": np.zeros(0, np.int64), "name_id": np.zeros(0, np.int32),
                                 "is_wait": np.zeros(0, dtype=bool), "thread": np.zeros(0, np.int32)})
-    out["threads"] = L._threads(tids, {k: v for k, v in thread_names.items()})
+    out["threads"] = F.threads_table(tids, {k: v for k, v in thread_names.items()})
     out["processes"] = processes
     out["devices"] = devices
     out["gpu_metrics"] = Columns({"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
@@ -1065,7 +1066,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
                                "end_ns": np.array([o[1] for o in ov], dtype=np.int64),
                                "global_tid": np.zeros(len(ov), dtype=np.int64),
                                "name": np.array([o[2] for o in ov], dtype=object)})
-    for key, cols in L.FRAME_COLUMNS.items():
+    for key, cols in F.FRAME_COLUMNS.items():
         if tuple(out[key].columns) != cols:
             out[key] = out[key].select(cols) if isinstance(out[key], Columns) else out[key][list(cols)]
 
@@ -1089,7 +1090,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
         backend = dist.get("backend")
         distributed = {"rank": _small_int(rank, 0, 1 << 24, None),
                        "world_size": _small_int(world, 1, 1 << 24, None),
-                       "backend": L._cap(backend)[:64] if isinstance(backend, str) else None}
+                       "backend": F.cap(backend)[:64] if isinstance(backend, str) else None}
         if distributed["rank"] is None:
             distributed = None
     schema = meta.get("schemaVersion")
@@ -1100,7 +1101,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: L.Drops) -> dict:
             "not_recorded": not_recorded, "distributed": distributed,
             "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
     items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
-    launch = L.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
+    launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
     return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch}
 
 
@@ -1146,8 +1147,8 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
     t0 = time.perf_counter()
     p = regular_file(path, "input")
     folder = Path(cache_dir or cache_m.default_cache_dir())
-    entry = cache_m.entry_path(folder, p, "trace", f"{L.CACHE_FORMAT}-kineto{KINETO_FORMAT}") if cache else None
-    cached = L._cache_read(entry) if entry is not None else None
+    entry = cache_m.entry_path(folder, p, "trace", f"{CACHE_FORMAT}-kineto{KINETO_FORMAT}") if cache else None
+    cached = cache_read(entry) if entry is not None else None
     if cached is not None and cached["meta"].get("source_tool") == SOURCE_TOOL:
         meta, frames, strings, from_cache = cached["meta"], cached["frames"], cached["strings"], True
         store, extras = cached["store"], cached
@@ -1163,7 +1164,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                     hint="profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] around steps that run")
             if progress:
                 progress("building tables")
-            drops = L.Drops()
+            drops = F.Drops()
             built = _frames(top, acc, p, drops)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             raise CorruptFileError(f"{p}: damaged trace: unexpected values ({type(exc).__name__}: "
@@ -1177,16 +1178,16 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                 "not_recorded": info["not_recorded"], "distributed": info["distributed"], "tables": info["tables"],
                 "viewer_origin_ns": info["viewer_origin_ns"]}
         from_cache = False
-        tmp = L._cache_tmp(folder) if entry is not None else None
-        store, extras = L.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
+        tmp = cache_tmp(folder) if entry is not None else None
+        store, extras = F.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
                                             launch_configs=built["launch"])
-        if tmp is not None and not L._publish(tmp, entry, meta, frames, strings, store, extras):
+        if tmp is not None and not publish(tmp, entry, meta, frames, strings, store, extras):
             store._own_tmp = tmp
     traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}
     trace = Trace(
         path=str(p), nsys_version=None, schema_version=meta.get("schema_version"),
         tables=frozenset(meta.get("tables") or ()), traced=traced, strings=strings,
-        store=store, **{name: frames[name] for name in L.SMALL_FRAMES},
+        store=store, **{name: frames[name] for name in F.SMALL_FRAMES},
         nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
         duration_ns=meta.get("duration_ns"), process_messages=[],
         session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta.get("clock") or "session",

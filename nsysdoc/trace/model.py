@@ -175,7 +175,7 @@ class Trace:
     def frame(self, name: str) -> pd.DataFrame:
         """The whole event table ``name`` as a DataFrame with the documented columns."""
         if name not in self._frames:
-            from .loader import whole_frame
+            from .frames import whole_frame
 
             self._frames[name] = whole_frame(self, name)
         return self._frames[name]

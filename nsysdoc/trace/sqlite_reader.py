@@ -1,0 +1,1176 @@
+"""The SQLite reader: an nsys SQLite export into a :class:`~nsysdoc.trace.model.Trace`.
+
+How (and why this way — measured in ``shared/reference/loading-performance.md`` and
+``benchmarks/``):
+
+* Only the needed integer columns are selected, never ``JOIN StringIds`` per row; names are
+  mapped once per distinct string id.
+* Big tables are **streamed**: read in rowid-range chunks through the ADBC SQLite driver straight
+  into Arrow (about 5x faster and 3x less memory than ``pandas.read_sql``; two chunks in flight
+  on two connections, the driver releases the GIL), checked, given their small ids, and appended
+  to the capture's :class:`~nsysdoc.trace.store.Store` in blocks. No table is ever held whole:
+  peak memory is a few chunks plus the per-row arrays the join needs while loading (see
+  ``docs/loader.md``). Without ADBC the stdlib ``sqlite3`` cursor is used (slower, same result).
+* The launch join (which runtime row launched each GPU row, by process and correlation id) is done
+  while loading, with a direct-address table per process: GPU rows carry ``api`` (the runtime
+  row's position) and ``api_start_ns``.
+* The store's blocks are written as Arrow IPC record batches into the cache folder (never next to the
+  input; keys, validation and the size cap are :mod:`nsysdoc.cache`'s), so a second report on the
+  same capture skips SQLite and reads only the blocks each part of the analysis needs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from .. import cache as cache_m
+from ..errors import CorruptFileError, EmptyCaptureError
+from . import schema as S
+from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
+from .columns import Columns, factorize
+from .frames import (BAD, DROP_REASONS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
+                     FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
+                     row_checks, stream_luts, threads_table, unique_ints, validate)
+from .model import StringTable, Trace
+from .open import ExportFile, open_export, readonly_uri
+from .store import UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, SpillError, Store, release_memory
+
+_ADBC: list = []
+
+
+def _adbc_module():
+    """The ADBC SQLite driver, imported on first use (0.5 s: a report from the cache never needs
+    it), or None when it is not installed (the stdlib cursor is used instead)."""
+    if not _ADBC:
+        try:  # pragma: no cover - import guard
+            import adbc_driver_sqlite.dbapi as mod
+        except Exception:  # pragma: no cover - exercised when the optional driver is missing
+            mod = None
+        _ADBC.append(mod)
+    return _ADBC[0]
+
+
+# --------------------------------------------------------------------------------------------
+# low-level column reading
+# --------------------------------------------------------------------------------------------
+def _select_list(exp: ExportFile, table: str, cols: tuple[S.Col, ...]) -> tuple[list[str], dict[str, str]]:
+    """SQL expressions to select, and canonical name -> source column actually present."""
+    present = set(exp.columns(table))
+    chosen: dict[str, str] = {}
+    for c in cols:
+        src = next((s for s in c.sources if s in present), None)
+        if src is None:
+            if c.required:
+                raise CorruptFileError(f"{exp.path}: table {table} lacks column {c.sources[0]!r}",
+                                       hint="this export's schema is not one nsysdoc knows; please report it")
+            continue
+        chosen[c.name] = src
+    return [f'"{src}"' for src in chosen.values()], chosen
+
+
+#: Columns whose bad values make the row unusable (the others fall back to their default).
+_MUST = {"start_ns", "end_ns", "device_id", "context_id", "stream_id"}
+
+
+def _must(col: S.Col) -> bool:
+    """A bad value in this column makes its row unusable (an optional column falls back to its default)."""
+    return col.name in _MUST and col.required
+
+
+def _fill(batch_col, col: S.Col) -> np.ndarray:
+    """An Arrow (chunked) integer column as int64 numpy: NULLs, and values that do not fit the
+    column's dtype, become the column's default, or :data:`BAD` for a column that must hold one."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    default = BAD if _must(col) else col.default
+    arr = batch_col
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), default, dtype=np.int64)
+    if arr.null_count:  # fill_null keeps chunking; fine for ChunkedArray and Array alike
+        arr = pc.fill_null(arr, pa.scalar(default, type=arr.type) if pa.types.is_integer(arr.type) else default)
+    if not pa.types.is_int64(arr.type):
+        arr = arr.cast(pa.int64(), safe=False)
+    out = arr.to_numpy(zero_copy_only=False)
+    if col.dtype != "int64":
+        info = np.iinfo(col.dtype)
+        lo, hi = (0, 65535) if col.name == "device_id" else (info.min, info.max)
+        bad = (out < lo) | (out > hi)
+        if bad.any():
+            out = out.copy() if not out.flags.writeable else out
+            out[bad] = default
+    return out
+
+
+def _safe_expr(src: str) -> str:
+    """The column as SQL that yields only integers or NULL (text, real and blob values -> NULL)."""
+    return f"CASE WHEN typeof({src}) = 'integer' THEN {src} END"
+
+
+def _is_type_error(exc: Exception) -> bool:
+    return "type mismatch" in str(exc).lower()
+
+
+#: Rows per rowid-range chunk: bounds memory (a chunk's Arrow table per reader) and lets two
+#: connections read one table concurrently (the ADBC driver releases the GIL).
+CHUNK_ROWS = 1 << 19
+#: Chunks read ahead of the one being processed.
+CHUNKS_IN_FLIGHT = 2
+_POOL = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)))
+    return _POOL
+
+
+class _ChunkReader:
+    """Reads integer columns of one table in rowid-range chunks (rowids are contiguous in nsys
+    exports; gaps and ``where`` filters only make chunks shorter)."""
+
+    def __init__(self, exp: ExportFile, table: str, cols: tuple[S.Col, ...], where: str = "",
+                 chunk_rows: int | None = None, extra: dict[str, tuple[str, int]] | None = None) -> None:
+        exprs, self.chosen = _select_list(exp, table, cols)
+        # computed columns: name -> (SQL expression over the table's columns, value for NULL)
+        for name, (sql, default) in (extra or {}).items():
+            exprs.append(f"({sql})")
+            self.chosen[name] = sql
+            cols = cols + (S.Col(name, (), required=False, default=default),)
+        self.exp, self.table, self.cols = exp, table, cols
+        self.spec = {c.name: c for c in cols}
+        self.where = where
+        cond = where.replace("WHERE", "AND", 1) if where else ""
+        self.exprs = exprs
+        self.sql = f'SELECT {", ".join(exprs)} FROM "{table}" WHERE rowid >= ? AND rowid < ? {cond}'
+        # for chunks whose columns hold non-integer values (damaged or hand-edited exports)
+        self.safe_sql = (f'SELECT {", ".join(_safe_expr(e) for e in exprs)} FROM "{table}" '
+                         f'WHERE rowid >= ? AND rowid < ? {cond}')
+        self.lo, self.hi = _rowid_range(exp, table)
+        step = chunk_rows or CHUNK_ROWS
+        self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
+
+    def _fetch(self, sql: str, lo: int, hi: int):
+        with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
+            cur = con.cursor()
+            try:
+                cur.execute(sql, parameters=(lo, hi))
+                return cur.fetch_arrow_table()
+            finally:
+                cur.close()
+
+    def read_chunk(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        import pyarrow as pa
+
+        if _adbc_module() is None:
+            return self._read_sqlite3(lo, hi)
+        try:
+            tbl = self._fetch(self.sql, lo, hi)
+            clean = all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in tbl.columns)
+        except Exception as exc:  # the driver refuses a column whose storage class changes mid-chunk
+            if not _is_type_error(exc):
+                raise
+            clean = False
+        if not clean:  # text, real or blob values in integer columns: read them as NULL
+            tbl = self._fetch(self.safe_sql, lo, hi)
+        out = {name: _fill(tbl.column(i), self.spec[name]) for i, name in enumerate(self.chosen)}
+        return self._defaults(out, tbl.num_rows)
+
+    def _read_sqlite3(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        names = list(self.chosen)
+        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
+        try:
+            rows = con.execute(self.safe_sql, (lo, hi)).fetchall()
+        finally:
+            con.close()
+        defaults = {c.name: BAD if _must(c) else c.default for c in self.cols}
+        data = np.array([[defaults[names[j]] if v is None else v for j, v in enumerate(r)] for r in rows],
+                        dtype=np.int64).reshape(len(rows), len(names))
+        out = {}
+        for j, name in enumerate(names):
+            v = np.ascontiguousarray(data[:, j])
+            c = self.spec[name]
+            if c.dtype != "int64":
+                info = np.iinfo(c.dtype)
+                lo_, hi_ = (0, 65535) if name == "device_id" else (info.min, info.max)
+                v[(v < lo_) | (v > hi_)] = BAD if _must(c) else c.default
+            out[name] = v
+        return self._defaults(out, len(rows))
+
+    def _defaults(self, out: dict, n: int) -> dict[str, np.ndarray]:
+        for c in self.cols:
+            if c.name not in out:
+                out[c.name] = np.full(n, c.default, dtype=np.int64 if _must(c) else c.dtype)
+        return out
+
+    def chunks(self):
+        """``(rows, columns)`` per chunk, in rowid order; a few chunks are read ahead."""
+        try:
+            futures = []
+            it = iter(self.ranges)
+            for lo, hi in it:
+                futures.append(_pool().submit(self.read_chunk, lo, hi))
+                if len(futures) > CHUNKS_IN_FLIGHT:
+                    yield futures.pop(0).result()
+            while futures:
+                yield futures.pop(0).result()
+        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
+        except Exception as exc:  # ADBC raises its own DB-API error classes
+            if type(exc).__module__.startswith("adbc_driver"):
+                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
+            raise
+
+    def sample(self, rows: int = 100_000, windows: int = 200) -> dict[str, np.ndarray]:
+        """About ``rows`` rows from ``windows`` evenly spaced rowid ranges (for the table's median
+        start when the table spans several chunks)."""
+        n = self.hi - self.lo
+        if n <= 0:
+            return self._defaults({}, 0)
+        width = max(1, rows // windows)
+        starts = np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), windows).astype(np.int64))
+        parts = [self.read_chunk(int(a), int(min(a + width, self.hi))) for a in starts]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
+    con = exp.connect()
+    try:
+        return con.execute(sql, params).fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
+    finally:
+        con.close()
+
+
+def _session_duration(exp: ExportFile) -> int | None:
+    if exp.has("ANALYSIS_DETAILS") and "duration" in exp.columns("ANALYSIS_DETAILS"):
+        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
+        if rows and isinstance(rows[0][0], int) and not isinstance(rows[0][0], bool) and 0 < rows[0][0] < TIME_LIMIT_NS:
+            return int(rows[0][0])
+    return None
+
+
+def _session_start(exp: ExportFile) -> int | None:
+    """``TARGET_INFO_SESSION_START_TIME.utcEpochNs``: the UTC wall clock (ns) at session start."""
+    if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
+        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
+        if rows and type(rows[0][0]) is int and 0 < rows[0][0] < TIME_LIMIT_NS:
+            return int(rows[0][0])
+    return None
+
+
+#: An event time at or beyond this (3 * 10^17 ns: 1979) is on the UNIX epoch, not on the session's
+#: timeline (which counts from 0 at the session start: days are 10^14 ns)
+ABSOLUTE_MIN_NS = 3 * 10 ** 17
+#: tables sampled to tell the clock of an export's timestamps (their first rows)
+_CLOCK_TABLES = (S.RUNTIME, S.KERNEL, S.MEMCPY, S.MEMSET, S.OSRT, S.NVTX)
+
+
+def timestamp_clock(exp: ExportFile, session_start: int | None) -> tuple[str, int]:
+    """How the export's timestamps count: ``("session", 0)`` from the session start (nsys's
+    default), or ``("absolute", shift)`` on the UTC wall clock, as ``nsys export
+    --ts-normalize=true`` writes them. ``shift`` is what the loader subtracts to put them back on
+    the session timeline: ``utcEpochNs``, or without it the earliest time sampled.
+
+    Told from the first rows of the event tables: their median is absolute when it lies nearer
+    ``utcEpochNs`` than 0 (without ``utcEpochNs``: at or beyond :data:`ABSOLUTE_MIN_NS`)."""
+    sample: list[int] = []
+    for table in _CLOCK_TABLES:
+        if exp.has(table) and "start" in exp.columns(table):
+            rows = _query(exp, f'SELECT start FROM "{table}" WHERE typeof(start) = \'integer\' AND start != 0 LIMIT 3')
+            sample += [int(r[0]) for r in rows if abs(r[0]) < TIME_LIMIT_NS]
+    if not sample:
+        return "session", 0
+    med = int(np.median(sample))
+    if session_start:
+        return ("absolute", session_start) if abs(med - session_start) < abs(med) else ("session", 0)
+    return ("absolute", min(sample)) if med >= ABSOLUTE_MIN_NS else ("session", 0)
+
+
+def _shift_times(d: dict[str, np.ndarray], shift: int, cols=("start_ns", "end_ns")) -> dict[str, np.ndarray]:
+    """``d`` with ``shift`` subtracted from its time columns (NULLs, read as BAD, stay BAD)."""
+    if shift:
+        for c in cols:
+            if c in d:
+                v = d[c]
+                d[c] = np.where(v != BAD, v - shift, BAD)
+    return d
+
+
+def _strings(exp: ExportFile) -> StringTable:
+    if not exp.has(S.STRINGS):
+        return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    rows = _query(exp, 'SELECT id, value FROM "StringIds"')
+    rows = [r for r in rows if type(r[0]) is int]  # a NULL or non-integer id names nothing
+    if not rows:
+        return StringTable(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    vals = np.array([_text(r[1]) for r in rows], dtype=object)
+    return StringTable(ids, vals)
+
+
+class _Codes:
+    """First-seen codes of int64 keys, assigned incrementally chunk by chunk (a chunk's keys are
+    few: processes, devices, streams, threads)."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, int] = {}
+        self.keys: list[int] = []
+
+    def __call__(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if len(keys) and (keys == keys[0]).all():  # the usual chunk: one process, device or thread
+            k = int(keys[0])
+            c = self.index.get(k)
+            if c is None:
+                c = self.index[k] = len(self.keys)
+                self.keys.append(k)
+            return np.full(len(keys), c, dtype=np.int32)
+        codes, uniq = factorize(keys)
+        lut = np.empty(len(uniq), dtype=np.int32)
+        for j, k in enumerate(np.asarray(uniq).tolist()):
+            c = self.index.get(k)
+            if c is None:
+                c = self.index[k] = len(self.keys)
+                self.keys.append(k)
+            lut[j] = c
+        return lut[codes] if len(codes) else np.zeros(0, dtype=np.int32)
+
+    def add(self, keys) -> None:
+        self(np.asarray(list(keys), dtype=np.int64))
+
+    def remap(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted keys, code -> index in the sorted keys)``."""
+        keys = np.asarray(self.keys, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        remap = np.empty(len(keys), dtype=np.int32)
+        remap[order] = np.arange(len(keys), dtype=np.int32)
+        return keys[order], remap
+
+
+class _TupleCodes:
+    """First-seen codes of rows of several int columns (a stream: process, device, context, id)."""
+
+    def __init__(self) -> None:
+        self.index: dict[tuple, int] = {}
+        self.rows: list[tuple] = []
+
+    def __call__(self, *cols: np.ndarray) -> np.ndarray:
+        n = len(cols[0])
+        if n == 0:
+            return np.zeros(0, dtype=np.int32)
+        cols = [np.asarray(c, dtype=np.int64) for c in cols]
+        # one int64 key when every column fits 16 bits (codes, context and stream ids do), else a
+        # nested factorisation: either way codes follow the first appearance of the whole tuple
+        if len(cols) <= 4 and all(int(c.min()) >= 0 and int(c.max()) < (1 << 15) for c in cols):
+            key = np.zeros(n, dtype=np.int64)
+            for c in cols:
+                key = (key << 16) | c
+            code, _ = factorize(key)
+        else:
+            code = np.zeros(n, dtype=np.int64)
+            for c in cols:
+                cc, _ = factorize(c)
+                code, _ = factorize((code << 32) | cc.astype(np.int64))
+        nu = int(code.max()) + 1
+        first = np.empty(nu, dtype=np.int64)
+        first[code[::-1]] = np.arange(n - 1, -1, -1)
+        lut = np.empty(nu, dtype=np.int32)
+        vals = [np.asarray(c)[first].tolist() for c in cols]
+        for j, row in enumerate(zip(*vals)):
+            c = self.index.get(row)
+            if c is None:
+                c = self.index[row] = len(self.rows)
+                self.rows.append(row)
+            lut[j] = c
+        return lut[code]
+
+
+def _rowid_range(exp: ExportFile, table: str) -> tuple[int, int]:
+    """``[lo, hi)`` covering the table's rowids (``(1, 1)`` when empty), looked up once per export:
+    two queries, since SQLite answers a lone min()/max() of rowid from the b-tree edge (O(log n))
+    but scans the table for both in one statement."""
+    got = exp.rowid_ranges.get(table)
+    if got is None:
+        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
+        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
+        got = exp.rowid_ranges[table] = (int(lo or 1), int(hi or 0) + 1)
+    return got
+
+
+#: Fewest bytes a stored event row takes (runtime rows ~35, GPU rows ~70 with their launch columns).
+_MIN_ROW_BYTES = 32
+
+
+def _expected_rows(exp: ExportFile, tables) -> int:
+    """Upper bound of the event rows: each big table's rowid range."""
+    n = 0
+    for t in set(_TABLE_OF.values()) | {S.NVTX, S.OSRT}:
+        if t in tables:
+            lo, hi = _rowid_range(exp, t)
+            n += max(0, hi - lo)
+    return n
+
+
+def _file_size(path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+class _Grow:
+    """A column filled chunk by chunk into one array reserved for the expected row count (no
+    list of pieces and no final concatenation: the two would both be held at the end). Codes that
+    outgrow the dtype widen it once."""
+
+    def __init__(self, dtype) -> None:
+        self.a = np.zeros(0, dtype)
+        self.n = 0
+
+    def reserve(self, n: int) -> None:
+        if n > len(self.a):
+            grown = np.empty(n, self.a.dtype)
+            grown[:self.n] = self.a[:self.n]
+            self.a = grown
+
+    def add(self, v: np.ndarray) -> None:
+        if self.a.dtype.kind == "i" and len(v) and int(v.max()) > np.iinfo(self.a.dtype).max:
+            self.a = self.a.astype(np.int32 if int(v.max()) <= np.iinfo(np.int32).max else np.int64)
+        if self.n + len(v) > len(self.a):
+            self.reserve(max(self.n + len(v), 2 * len(self.a)))
+        self.a[self.n:self.n + len(v)] = v
+        self.n += len(v)
+
+    def done(self) -> np.ndarray:
+        """The filled part (copied when rows were dropped, so the reserve is not kept)."""
+        a, self.a = self.a, np.zeros(0, self.a.dtype)
+        return a[:self.n] if self.n == len(a) else a[:self.n].copy()
+
+
+class _CorrIndex:
+    """Runtime row position per (process code, correlation id): the launch join. A dense table per
+    process (correlation ids are small consecutive integers); a process whose ids are too sparse
+    for one keeps sorted (id, position) pairs. When several rows share an id the last one wins
+    (nsys writes one launch per id)."""
+
+    def __init__(self) -> None:
+        self.dense: dict[int, np.ndarray] = {}
+        self.rows: dict[int, int] = {}
+        self.sparse: dict[int, list] = {}
+        self._sorted: dict[int, tuple] = {}
+
+    def add(self, proc: np.ndarray, corr: np.ndarray, pos: np.ndarray) -> None:
+        if not len(pos):
+            return
+        procs = [int(proc[0])] if (proc == proc[0]).all() else np.unique(proc).tolist()
+        for p in procs:
+            sel = proc == p if len(procs) > 1 else slice(None)
+            c = corr[sel].astype(np.int64)
+            q = pos[sel].astype(np.int64)
+            self.rows[p] = self.rows.get(p, 0) + len(c)
+            if p not in self.sparse:
+                mx = int(c.max())
+                if mx + 1 > 8 * self.rows[p] + (1 << 22):
+                    old = self.dense.pop(p, None)
+                    self.sparse[p] = []
+                    if old is not None:
+                        have = np.flatnonzero(old >= 0)
+                        self.sparse[p].append((have, old[have].astype(np.int64)))
+                else:
+                    arr = self.dense.get(p)
+                    if arr is None or len(arr) <= mx:
+                        grown = np.full(max(mx + 1, 2 * (len(arr) if arr is not None else 0)), -1, dtype=np.int32)
+                        if arr is not None:
+                            grown[:len(arr)] = arr
+                        arr = self.dense[p] = grown
+                    arr[c] = q
+                    continue
+            self.sparse[p].append((c, q))
+            self._sorted.pop(p, None)
+
+    def lookup(self, proc: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        out = np.full(len(corr), -1, dtype=np.int64)
+        if not len(corr):
+            return out
+        corr = corr.astype(np.int64)
+        procs = [int(proc[0])] if (proc == proc[0]).all() else np.unique(proc).tolist()
+        for p in procs:
+            sel = np.flatnonzero(proc == p) if len(procs) > 1 else np.arange(len(corr))
+            c = corr[sel]
+            arr = self.dense.get(p)
+            if arr is not None:
+                ok = (c > 0) & (c < len(arr))
+                out[sel[ok]] = arr[c[ok]]
+            elif p in self.sparse:
+                if p not in self._sorted:
+                    ks = np.concatenate([a for a, _ in self.sparse[p]])
+                    vs = np.concatenate([b for _, b in self.sparse[p]])
+                    order = np.argsort(ks, kind="stable")
+                    self._sorted[p] = (ks[order], vs[order])
+                ks, vs = self._sorted[p]
+                ok = c > 0
+                i = np.searchsorted(ks, c[ok], side="right") - 1  # last row of equal ids
+                hit = (i >= 0) & (ks[np.maximum(i, 0)] == c[ok])
+                res = np.full(int(ok.sum()), -1, dtype=np.int64)
+                res[hit] = vs[i[hit]]
+                out[sel[ok]] = res
+        return out
+
+
+GPU_TABLES = ("kernels", "memcpy", "memset", "sync")
+_TABLE_OF = {"kernels": S.KERNEL, "memcpy": S.MEMCPY, "memset": S.MEMSET, "sync": S.SYNC, "runtime": S.RUNTIME,
+             "osrt": S.OSRT, "nvtx": S.NVTX}
+_COLS_OF = {"kernels": S.KERNEL_COLS, "memcpy": S.MEMCPY_COLS, "memset": S.MEMSET_COLS, "sync": S.SYNC_COLS,
+            "runtime": S.RUNTIME_COLS, "osrt": S.OSRT_COLS}
+#: the order tables' refused rows are listed in (as the tables appear in the report)
+_DROP_ORDER = (S.KERNEL, S.RUNTIME, S.MEMCPY, S.MEMSET, S.SYNC, S.OSRT, S.NVTX)
+
+
+class _Ingest:
+    """Streams an export's tables into a :class:`Store` (see the module docstring)."""
+
+    def __init__(self, exp: ExportFile, store: Store, strings: StringTable, duration_ns: int | None,
+                 drops: Drops, progress: ProgressFn | None = None, shift: int = 0) -> None:
+        self.exp, self.store, self.strings, self.duration_ns, self.drops = exp, store, strings, duration_ns, drops
+        #: subtracted from every time read: absolute timestamps back on the session timeline
+        self.shift = shift
+        self.say = progress or (lambda _msg: None)
+        self.procs, self.devices, self.threads = _Codes(), _Codes(), _Codes()
+        self.streams = _TupleCodes()
+        self.corr = _CorrIndex()
+        self.unknown_id = int(strings.ids.max()) + 1 if len(strings) else 0
+        self.unknown_used = False
+        # per runtime row, for the launch join: start, kind, duration (uint32; longer ones in
+        # rt_long) and thread code (int16 until there are more threads)
+        self.rt_start, self.rt_kind = _Grow(np.int64), _Grow(np.int8)
+        self.rt_dur, self.rt_thread = _Grow(np.uint32), _Grow(np.int16)
+        self.rt_long: dict[int, int] = {}  # durations of 2^32 ns or more, by position
+        self.rt_n = 0
+        self.kind_of = api_kind_codes(strings)
+        self.launch_name = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
+        self.is_wait = strings.flags(lambda v: S.OS_WAIT_CALLS.match(v) is not None)
+        self.name_counts = np.zeros(0, dtype=np.int64)
+        self.candidates: list[np.ndarray] = []
+        self.pageable: list[np.ndarray] = []
+        self.first = FirstLaunches()
+        self.kernel_names: set[int] = set()
+        self.expected: dict[str, int] = {}  # rows of each big table (its rowid range)
+        self.kernel_shorts: set[int] = set()
+        #: distinct packed launch configurations (schema.launch_key_sql): a kernel row keeps its code
+        self.launch = _Codes()
+        self.nvtx_domains = _TupleCodes()
+        self.domain_names: dict[tuple[int, int], str] = {}
+        self.domain_any: dict[int, str] = {}
+        self.counts: dict[str, int] = {}
+
+    # ---- shared steps ------------------------------------------------------------------------
+    def _names(self, d: dict[str, np.ndarray]) -> None:
+        """Name ids that are NULL, negative or too large (read as -1) point at one added string, so
+        per-name statistics keep the row's time under a visible name instead of failing."""
+        for c in ("name_id", "short_id"):
+            if c in d and len(d[c]):
+                bad = d[c] < 0
+                if bad.any():
+                    d[c] = d[c].copy()
+                    d[c][bad] = self.unknown_id
+                    self.unknown_used = True
+
+    def _rows(self, key: str, where: str = "", cols=None, end_optional: bool = False):
+        """Validated chunks of one table (dict of columns), in rowid order."""
+        table = _TABLE_OF[key]
+        # a kernel's launch configuration, packed by SQLite into one column (schema.launch_key_sql)
+        extra = {"launch_key": (S.launch_key_sql(self.exp.columns(table)), S.LAUNCH_UNKNOWN)} \
+            if key == "kernels" else None
+        reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where, extra=extra)
+        self.expected[key] = max(0, reader.hi - reader.lo)
+        anchor = None
+        if len(reader.ranges) > 1 and self.duration_ns:
+            smp = reader.sample()
+            ok, _, _ = row_checks(smp, end_optional)
+            anchor = median_anchor(smp["start_ns"], ok)
+            anchor = None if anchor is None else anchor - self.shift
+        for chunk in reader.chunks():
+            self._names(chunk)
+            _shift_times(chunk, self.shift)
+            d = validate(chunk, table, self.duration_ns, self.drops, end_optional, anchor=anchor if len(reader.ranges) > 1 else None)
+            yield d
+
+    # ---- tables ------------------------------------------------------------------------------
+    def runtime(self) -> None:
+        t = self.store.table("runtime", TABLE_DTYPES["runtime"], TABLE_CODED["runtime"])
+        if not self.exp.has(S.RUNTIME):
+            return
+        for d in self._rows("runtime"):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            if not self.rt_n:  # the rowid range bounds the rows; a row takes more than 8 bytes on disk
+                rows = min(self.expected.get("runtime", 0), _file_size(self.exp.read_path) // 8)
+                for g in (self.rt_start, self.rt_kind, self.rt_dur, self.rt_thread):
+                    g.reserve(rows)
+            pos = np.arange(self.rt_n, self.rt_n + n, dtype=np.int64)
+            gtid = d["global_tid"]
+            proc = self.procs(gtid & S.PROCESS_MASK)
+            kind = self.kind_of(d["name_id"]).astype(np.int8)
+            corr = d["correlation_id"]
+            valid = (d["event_class"] != 67) & (corr > 0)
+            self.corr.add(proc[valid], corr[valid], pos[valid])
+            dur = d["end_ns"] - d["start_ns"]
+            from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
+
+            cand = (kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
+            if cand.any():
+                cand &= self.launch_name(d["name_id"])
+                self.candidates.append(pos[cand])
+            nid = d["name_id"]
+            if len(nid):
+                bc = np.bincount(np.maximum(nid, 0).astype(np.int64))
+                if len(bc) > len(self.name_counts):
+                    bc[:len(self.name_counts)] += self.name_counts
+                    self.name_counts = bc
+                else:
+                    self.name_counts[:len(bc)] += bc
+            thread = self.threads(gtid)
+            self.rt_start.add(d["start_ns"])
+            self.rt_kind.add(kind)
+            self.rt_thread.add(thread)
+            big = dur >= (1 << 32)
+            if big.any():
+                self.rt_long.update(zip(pos[big].tolist(), dur[big].tolist()))
+                dur = np.where(big, 0, dur)
+            self.rt_dur.add(dur)
+            self.rt_n += n
+            t.append({"start_ns": d["start_ns"], "end_ns": d["end_ns"], "correlation_id": corr,
+                      "name_id": nid, "event_class": d["event_class"], "api_kind": kind, "proc": proc,
+                      "thread": thread})
+        self._cand = np.unique(np.concatenate(self.candidates) if self.candidates else np.zeros(0, np.int64))
+        self._rt_start, self._rt_kind = self.rt_start.done(), self.rt_kind.done()
+        self._rt_dur, self._rt_thread = self.rt_dur.done(), self.rt_thread.done()
+
+    def gpu(self, key: str) -> None:
+        t = gpu_table(self.store, key)
+        table = _TABLE_OF[key]
+        if not self.exp.has(table):
+            return
+        rt_kind = getattr(self, "_rt_kind", np.zeros(0, np.int8))
+        nrows = 0
+        for d in self._rows(key):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            if "row" in t.dtypes:
+                if t._buckets is None:
+                    self._buckets(t, d["start_ns"])
+                d["row"] = np.arange(nrows, nrows + n, dtype=np.int64)
+                nrows += n
+            gpid = d.pop("global_pid")
+            proc = self.procs(gpid & S.PROCESS_MASK)
+            dev_key = ((gpid >> 48) & 0xFFFF) * 65536 + d["device_id"]
+            dev = self.devices(dev_key)
+            d["proc"], d["device"] = proc, dev
+            d["stream"] = self.streams(proc, dev, d["context_id"], d["stream_id"])
+            if key == "memcpy":
+                host_kind = np.full(n, -1, dtype=np.int8)
+                h2d = d["copy_kind"] == S.COPY_HTOD
+                d2h = d["copy_kind"] == S.COPY_DTOH
+                host_kind[h2d] = d["src_kind"][h2d]
+                host_kind[d2h] = d["dst_kind"][d2h]
+                d["host_kind"] = host_kind
+            if key != "sync":
+                api = self.corr.lookup(proc, d["correlation_id"])
+                has = api >= 0
+                d["api"] = api
+                d.update(self._launching(api, has, n))
+                if key == "kernels":
+                    d["launch"] = self.launch(d.pop("launch_key"))
+                    self.kernel_names.update(unique_ints(d["name_id"]).tolist())
+                    self.kernel_shorts.update(unique_ints(d["short_id"]).tolist())
+                    self.first.add(getattr(self, "_cand", None), proc, d["name_id"], api, d["api_start_ns"], d["row"])
+                if key == "memcpy" and len(rt_kind):
+                    pg = has & (d["host_kind"] == S.MEM_PAGEABLE)
+                    rows = api[pg]
+                    rows = rows[rt_kind[rows] == S.API_ASYNC_COPY]
+                    if len(rows):
+                        self.pageable.append(rows)
+            t.append(d)
+
+    def _launching(self, api: np.ndarray, has: np.ndarray, n: int) -> dict[str, np.ndarray]:
+        """Start, end, thread and kind of the launching call of each GPU row (-1: unknown)."""
+        rt_start = getattr(self, "_rt_start", None)
+        if rt_start is None or not len(rt_start):
+            return {"api_start_ns": np.full(n, -1, np.int64), "api_end_ns": np.full(n, -1, np.int64),
+                    "api_thread": np.full(n, -1, np.int32), "api_kind": np.full(n, -1, np.int8)}
+        a = np.maximum(api, 0)
+        start = rt_start[a]
+        dur = self._rt_dur[a].astype(np.int64)
+        if self.rt_long:
+            for i in np.flatnonzero(has & (dur == 0)).tolist():
+                dur[i] = self.rt_long.get(int(api[i]), 0)
+        return {"api_start_ns": np.where(has, start, -1), "api_end_ns": np.where(has, start + dur, -1),
+                "api_thread": np.where(has, self._rt_thread[a], -1).astype(np.int32),
+                "api_kind": np.where(has, self._rt_kind[a], -1).astype(np.int8)}
+
+    def _buckets(self, t, first_starts: np.ndarray) -> None:
+        """Start-time buckets over the capture: the CUDA API calls' span (launches precede their
+        operations), else the first chunk's, widened by the session's duration."""
+        rt = self.store.get("runtime")
+        st = rt.stats() if rt is not None else {"start_min": None}
+        if st["start_min"] is not None:
+            lo, hi = st["start_min"], st["end_max"]
+        else:
+            lo, hi = int(first_starts.min()), int(first_starts.max())
+        hi = max(hi, lo + (self.duration_ns or 0), int(first_starts.max()) + 1)
+        # blocks need only be narrower than a slice: about four buckets per slice of the capture
+        from ..engine.plan import slice_rows
+
+        rows = sum(self.expected.values()) or 1
+        buckets = int(np.clip(4 * rows // slice_rows(), 16, 4096))
+        t.bucket_by_start(lo, (hi - lo) // buckets + 1)
+
+    def osrt(self) -> None:
+        t = self.store.table("osrt", TABLE_DTYPES["osrt"], TABLE_CODED["osrt"])
+        if not self.exp.has(S.OSRT):
+            return
+        where = f"WHERE eventClass = {S.OSRT_EVENT_CLASS}" if "eventClass" in self.exp.columns(S.OSRT) else ""
+        for d in self._rows("osrt", where):
+            if not len(d["start_ns"]):
+                continue
+            d["is_wait"] = self.is_wait(d["name_id"])
+            d["thread"] = self.threads(d["global_tid"])
+            t.append(d)
+
+    def nvtx(self) -> None:
+        t = self.store.table("nvtx", TABLE_DTYPES["nvtx"], TABLE_CODED["nvtx"])
+        if not self.exp.has(S.NVTX):
+            return
+        present = set(self.exp.columns(S.NVTX))
+        if not {"start", "eventType"} <= present:  # a quoted missing column would read as a string literal
+            n = _query(self.exp, f'SELECT count(*) FROM "{S.NVTX}"')[0][0]
+            self.drops.add(S.NVTX, DROP_REASONS[5], n)
+            return
+        for d in _NvtxReader(self.exp, present).chunks(self):
+            n = len(d["start_ns"])
+            if n == 0:
+                continue
+            t.append(d)
+
+    # ---- end ---------------------------------------------------------------------------------
+    def finish(self, thread_names: dict[int, str]) -> dict:
+        """Final indices of the coded columns, and the small tables they index."""
+        exp = self.exp
+        self._rt_start = self._rt_kind = self._rt_dur = self._rt_thread = None
+        self.rt_long = {}
+        self.threads.add(thread_names)
+        all_keys, proc_remap = self.procs.remap()
+        all_dev, dev_remap = self.devices.remap()
+        tids, thread_remap = self.threads.remap()
+        self.store.remaps.update({"proc": proc_remap, "device": dev_remap, "thread": thread_remap})
+        proc_names = {}
+        if exp.has("PROCESSES") and {"globalPid", "name"} <= set(exp.columns("PROCESSES")):
+            for gp, name in _query(exp, 'SELECT globalPid, name FROM "PROCESSES"'):
+                if type(gp) is int:
+                    proc_names[gp & S.PROCESS_MASK] = name if isinstance(name, str) else ""
+        out = {"processes": Columns({"global_pid": all_keys, "pid": S.decode_pid(all_keys),
+                                     "name": np.array([proc_names.get(int(k), "") for k in all_keys], dtype=object)})}
+        out["devices"] = _devices_frame(exp, all_dev)
+        rows = np.asarray(self.streams.rows, dtype=np.int64).reshape(-1, 4)
+        out["streams"] = Columns({"stream": np.arange(len(rows), dtype=np.int32),
+                                  "proc": proc_remap[rows[:, 0]].astype(np.int64) if len(rows) else rows[:, 0],
+                                  "device": dev_remap[rows[:, 1]].astype(np.int64) if len(rows) else rows[:, 1],
+                                  "context_id": rows[:, 2], "stream_id": rows[:, 3]})
+        out["threads"] = threads_table(tids, thread_names)
+        self.store.luts.update(stream_luts(out["streams"], out["devices"]))
+        # NVTX domains: matched on (process bits, domainId), else any process's name for the id
+        dnames = [self.domain_names.get((p, dom), self.domain_any.get(dom, "")) if dom else ""
+                  for p, dom in self.nvtx_domains.rows]
+        strings = self.strings
+        if self.unknown_used:
+            strings = StringTable(np.append(strings.ids, self.unknown_id),
+                                  np.append(strings.values, np.array([UNKNOWN_NAME], dtype=object)))
+        derived = {
+            "pageable_async_api": np.unique(np.concatenate(self.pageable)) if self.pageable else np.zeros(0, np.int64),
+            "launch_candidates": np.unique(np.concatenate(self.candidates)) if self.candidates else np.zeros(0, np.int64),
+            "setup_launch": self.first.setup_launches(getattr(self, "_cand", np.zeros(0, np.int64))),
+            "kernel_name_ids": np.array(sorted(self.kernel_names), dtype=np.int64),
+            "kernel_short_ids": np.array(sorted(self.kernel_shorts), dtype=np.int64),
+            "runtime_name_counts": self.name_counts,
+            **launch_arrays(self.launch.keys),
+        }
+        return {"frames": out, "strings": strings, "nvtx_domains": np.array(dnames, dtype=object),
+                "derived": derived}
+
+
+class _NvtxReader:
+    """NVTX rows in rowid chunks: ranges, marks and domain names; texts interned (inline text, else
+    the ``textId`` string)."""
+
+    TYPES = S.NVTX_RANGE_TYPES + (S.NVTX_MARK, S.NVTX_DOMAIN_CREATE)
+
+    def __init__(self, exp: ExportFile, present: set[str]) -> None:
+        self.exp = exp
+        i = lambda c, default: _safe_expr(f'"{c}"') if c in present else default  # noqa: E731
+        self.sel = [i("start", "NULL"), i("end", "NULL"), i("eventType", "NULL"), i("globalTid", "0"),
+                    i("textId", "NULL"), i("domainId", "0"),
+                    # as bytes: decoded here, with replacement characters for invalid UTF-8
+                    "CASE WHEN typeof(\"text\") = 'text' THEN CAST(\"text\" AS BLOB) END" if "text" in present
+                    else "NULL"]
+        types = ",".join(str(t) for t in self.TYPES)
+        self.sql = (f'SELECT {", ".join(self.sel)} FROM "{S.NVTX}" WHERE rowid >= ? AND rowid < ? '
+                    f'AND eventType IN ({types})')
+        self.lo, self.hi = _rowid_range(exp, S.NVTX)
+        self.ranges = [(a, min(a + CHUNK_ROWS, self.hi)) for a in range(self.lo, self.hi, CHUNK_ROWS)]
+
+    def _read(self, lo: int, hi: int):
+        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
+        try:
+            rows = con.execute(self.sql, (lo, hi)).fetchall()
+        finally:
+            con.close()
+        n = len(rows)
+        ints = {}
+        for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
+                                              ("global_tid", 0), ("text_id", -1), ("domain_id", 0))):
+            ints[name] = np.fromiter((default if r[j] is None else r[j] for r in rows), dtype=np.int64, count=n)
+        text = [r[6] for r in rows]
+        return ints, text
+
+    def _read_adbc(self, lo: int, hi: int):
+        import pyarrow as pa
+
+        with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
+            cur = con.cursor()
+            try:
+                cur.execute(self.sql, parameters=(lo, hi))
+                tbl = cur.fetch_arrow_table()
+            finally:
+                cur.close()
+        ints = {}
+        for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
+                                              ("global_tid", 0), ("text_id", -1), ("domain_id", 0))):
+            col = tbl.column(j)
+            if pa.types.is_null(col.type):
+                ints[name] = np.full(tbl.num_rows, default, dtype=np.int64)
+            else:
+                ints[name] = col.fill_null(default).cast(pa.int64()).to_numpy()
+        tc = tbl.column(6)
+        return ints, tc
+
+    def chunks(self, ing: "_Ingest"):
+        reader = self._read_adbc if _adbc_module() is not None else self._read
+        anchor = None
+        if len(self.ranges) > 1 and ing.duration_ns:
+            width = max(1, 100_000 // 200)
+            parts = []
+            for a in np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), 200).astype(np.int64)):
+                ints, _ = reader(int(a), int(min(a + width, self.hi)))
+                keep = ints["event_type"] != S.NVTX_DOMAIN_CREATE
+                parts.append({k: v[keep] for k, v in ints.items()})
+            smp = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            ok, _, _ = row_checks(smp, True)
+            anchor = median_anchor(smp["start_ns"], ok)
+            anchor = None if anchor is None else anchor - ing.shift
+        try:
+            futures = []
+            for lo, hi in self.ranges:
+                futures.append(_pool().submit(reader, lo, hi))
+                if len(futures) > CHUNKS_IN_FLIGHT:
+                    yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+            while futures:
+                yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
+        except Exception as exc:
+            if type(exc).__module__.startswith("adbc_driver"):
+                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
+            raise
+
+    def _chunk(self, ing: "_Ingest", ints: dict, text, anchor, multi: bool) -> dict:
+        """One chunk's rows: the text column as Arrow (inline text, decoded with replacement
+        characters and capped, else the ``textId`` string), DomainCreate rows kept aside."""
+        import pyarrow as pa
+
+        _shift_times(ints, ing.shift)
+        n = len(ints["start_ns"])
+        idx = np.full(n, -1, dtype=np.int64)
+        values: list[str] = []
+        if not isinstance(text, list):  # an Arrow column of bytes
+            if not pa.types.is_null(text.type) and text.null_count < n:
+                col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
+                enc = col.dictionary_encode()
+                idx = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
+                values = [_text(v) for v in enc.dictionary.to_pylist()]
+        else:
+            seen: dict = {}
+            for i, v in enumerate(text):
+                if isinstance(v, (str, bytes)):
+                    j = seen.get(v)
+                    if j is None:
+                        j = seen[v] = len(values)
+                        values.append(_text(v))
+                    idx[i] = j
+        need = idx < 0
+        if need.any():
+            uniq, inv = np.unique(ints["text_id"][need], return_inverse=True)
+            idx[need] = len(values) + inv
+            values += [str(v) for v in ing.strings.lookup(uniq)]
+        etype, gtid, dom = ints["event_type"], ints["global_tid"], ints["domain_id"]
+        pbits = gtid & S.PROCESS_MASK
+        is_dom = etype == S.NVTX_DOMAIN_CREATE
+        if is_dom.any():
+            for p, d_, j in zip(pbits[is_dom].tolist(), dom[is_dom].tolist(), idx[is_dom].tolist()):
+                ing.domain_names[(p, d_)] = values[j]
+                ing.domain_any[d_] = values[j]
+        keep = ~is_dom
+        kidx = idx[keep]
+        textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)),
+                                                 pa.array(values, type=pa.large_string())).dictionary_decode() \
+            if len(kidx) else pa.array([], type=pa.large_string())
+        d = {"start_ns": ints["start_ns"][keep], "end_ns": ints["end_ns"][keep], "event_type": etype[keep],
+             "global_tid": gtid[keep], "text": textcol, "_pbits": pbits[keep], "_dom": dom[keep]}
+        d = validate(d, S.NVTX, ing.duration_ns, ing.drops, end_optional=True, anchor=anchor if multi else None)
+        d["end_ns"] = np.where(d["end_ns"] == BAD, -1, d["end_ns"])
+        # domain: (process bits, domainId); names are resolved once every DomainCreate row is read
+        pb, dm = d.pop("_pbits"), d.pop("_dom")
+        d["domain"] = ing.nvtx_domains(np.where(dm != 0, pb, 0), dm)
+        d["thread"] = ing.threads(d["global_tid"])
+        return d
+
+
+def _devices_frame(exp: ExportFile, all_dev: np.ndarray) -> Columns:
+    gpu_names = {}
+    limits: dict[int, list] = {}  # per GPU id: S.GPU_LIMIT_COLUMNS values (None when absent)
+    if exp.has("TARGET_INFO_GPU") and {"id", "name"} <= set(exp.columns("TARGET_INFO_GPU")):
+        have = set(exp.columns("TARGET_INFO_GPU"))
+        srcs = ("smCount", "computeMajor", "computeMinor", *S.GPU_LIMIT_COLUMNS.values())
+        extra = "".join(f', "{c}"' if c in have else ", NULL" for c in srcs)
+        for gid, name, sm, major, minor, *lim in _query(exp, f'SELECT id, name{extra} FROM "TARGET_INFO_GPU"'):
+            if type(gid) is not int:
+                continue
+            cc = float(f"{major}.{_int(minor, 0)}") if type(major) is int and 0 < major < 100 \
+                and 0 <= _int(minor, 0) < 100 else None
+            gpu_names[gid] = (name if isinstance(name, str) else "", sm if type(sm) is int and sm > 0 else None, cc)
+            limits[gid] = [v if type(v) is int and 0 < v < (1 << 31) else None for v in lim]
+    hosts = all_dev // 65536
+    dev_ids = all_dev % 65536
+    multi_host = len(np.unique(hosts)) > 1
+    return Columns({
+        "device": np.arange(len(all_dev), dtype=np.int32),
+        "host": hosts,
+        "device_id": dev_ids,
+        "label": np.array([f"{h}:{d}" if multi_host else str(d) for h, d in zip(hosts, dev_ids)], dtype=object),
+        "name": np.array([gpu_names.get(int(d), ("", None, None))[0] if not multi_host else "" for d in dev_ids],
+                         dtype=object),
+        "sm_count": [gpu_names.get(int(d), ("", None, None))[1] if not multi_host else None for d in dev_ids],
+        # compute capability (e.g. 8.0 for A100), from TARGET_INFO_GPU; None when not exported
+        "compute_capability": [gpu_names.get(int(d), ("", None, None))[2] if not multi_host else None
+                               for d in dev_ids],
+        # per-SM limits (occupancy calculator); None when not exported
+        **{c: [limits.get(int(d), [None] * len(S.GPU_LIMIT_COLUMNS))[j] if not multi_host else None
+               for d in dev_ids] for j, c in enumerate(S.GPU_LIMIT_COLUMNS)},
+    })
+
+
+def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
+    """``ThreadNames`` as global_tid -> name (one query; threads named but silent still count)."""
+    names: dict[int, str] = {}
+    if exp.has("ThreadNames") and {"nameId", "globalTid"} <= set(exp.columns("ThreadNames")):
+        for gtid, name_id in _query(exp, 'SELECT globalTid, nameId FROM "ThreadNames"'):
+            if type(gtid) is int:
+                names[gtid] = strings.get(name_id) if type(name_id) is int else ""
+    return names
+
+
+def _text(v) -> str:
+    """A string cell as text: bytes are decoded with replacement characters, NULL is "", and the
+    length is capped (:data:`~nsysdoc.trace.frames.MAX_STRING_CHARS`)."""
+    if isinstance(v, str):
+        return cap(v)
+    if isinstance(v, bytes):
+        return cap(v.decode("utf-8", "replace"))
+    return "" if v is None else cap(str(v))
+
+
+def _int(v, default: int) -> int:
+    """``v`` if SQLite gave an integer, else ``default`` (NULL, text, real and blob values)."""
+    return v if type(v) is int else default
+
+
+def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict:
+    """The small tables; ``shift`` is subtracted from their times (:func:`timestamp_clock`)."""
+    res: dict = {}
+    # diagnostics
+    diag = {"timestamp_ns": [], "severity": [], "text": []}
+    if exp.has("DIAGNOSTIC_EVENT") and {"severity", "text"} <= set(exp.columns("DIAGNOSTIC_EVENT")):
+        for ts, sev, text in _query(exp, 'SELECT timestamp, severity, text FROM "DIAGNOSTIC_EVENT"'):
+            diag["timestamp_ns"].append(_int(ts, shift) - shift)
+            diag["severity"].append(S.DIAG_SEVERITY.get(sev, str(sev)) if type(sev) is int else str(sev))
+            diag["text"].append(text if isinstance(text, str) else "")
+    res["diagnostics"] = Columns(diag)
+    # profiler overhead
+    ov = {"start_ns": [], "end_ns": [], "global_tid": [], "name": []}
+    if exp.has("PROFILER_OVERHEAD"):
+        rows = _query(exp, 'SELECT start, "end", globalTid, nameId FROM "PROFILER_OVERHEAD"')
+        names = strings.lookup(np.array([_int(r[3], -1) for r in rows], dtype=np.int64))
+        for r, n in zip(rows, names):
+            if type(r[0]) is int and type(r[1]) is int and r[0] <= r[1] and abs(r[0]) < TIME_LIMIT_NS \
+                    and abs(r[1]) < TIME_LIMIT_NS:
+                ov["start_ns"].append(r[0] - shift); ov["end_ns"].append(r[1] - shift); ov["global_tid"].append(_int(r[2], 0)); ov["name"].append(n)
+    res["overhead"] = Columns({"start_ns": np.asarray(ov["start_ns"], dtype=np.int64),
+                               "end_ns": np.asarray(ov["end_ns"], dtype=np.int64),
+                               "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
+                               "name": np.asarray(ov["name"], dtype=object)})
+    # GPU metrics (only the metrics we summarise)
+    gm = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+          "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
+    if exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO):
+        info = _query(exp, f'SELECT typeId, metricId, metricName FROM "{S.GPU_METRICS_INFO}"')
+        wanted = {}
+        for type_id, metric_id, name in info:
+            if type(type_id) is not int or type(metric_id) is not int:
+                continue  # ids are pasted into SQL below: integers only
+            lname = (name if isinstance(name, str) else "").lower()
+            for canon, prefixes in S.GPU_METRIC_PREFIXES.items():
+                if lname.startswith(prefixes):
+                    wanted[(type_id, metric_id)] = canon
+        if wanted:
+            ids = sorted({m for _, m in wanted})
+            rows = _query(exp, f'SELECT timestamp, typeId, metricId, value FROM "{S.GPU_METRICS}" '
+                               f'WHERE metricId IN ({",".join(str(i) for i in ids)})')
+            rows = [r for r in rows if (r[1], r[2]) in wanted and type(r[0]) is int
+                    and isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
+            gm = {
+                "timestamp_ns": np.array([r[0] - shift for r in rows], dtype=np.int64),
+                # UNVERIFIED in NVIDIA docs: the low byte of typeId is the GPU index (nsys2prv).
+                "device_id": np.array([r[1] & 0xFF for r in rows], dtype=np.int64),
+                "metric": np.array([wanted[(r[1], r[2])] for r in rows], dtype=object),
+                "value": np.array([float(r[3]) for r in rows], dtype=np.float64),
+            }
+    res["gpu_metrics"] = Columns(gm)
+    # capture duration
+    res["duration_ns"] = _session_duration(exp)
+    # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
+    # (absolute timestamps without utcEpochNs: the time they were shifted by stands for it)
+    res["session_start_utc_ns"] = _session_start(exp) or (shift or None)
+    # messages the profiled process wrote (shows why a capture failed: e.g. injection errors)
+    msgs: list[str] = []
+    if exp.has("ProcessStreams") and "contentId" in exp.columns("ProcessStreams"):
+        rows = _query(exp, 'SELECT contentId FROM "ProcessStreams"')
+        for (cid,) in rows:
+            if type(cid) is not int:
+                continue
+            text = strings.get(cid)
+            for line in text.splitlines():
+                low = line.lower()
+                if "error" in low or "cupti" in low or "injection" in low:
+                    msgs.append(line.strip()[:300])
+    res["process_messages"] = msgs[:10]
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# public (through nsysdoc.trace.load_trace)
+# --------------------------------------------------------------------------------------------
+EVENT_TABLES = (S.KERNEL, S.MEMCPY, S.MEMSET, S.RUNTIME, S.NVTX, S.OSRT)
+
+
+def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.PathLike | None,
+                progress: ProgressFn | None) -> Trace:
+    """An nsys SQLite export as a :class:`Trace`, from its cache entry when there is a valid one."""
+    t0 = time.perf_counter()
+    exp = open_export(path)
+    tables = frozenset(exp.tables)
+    traced = {k: any(t in tables for t in ts) for k, ts in S.TRACE_TYPES.items()}
+    # an export with a -wal/-journal beside it is read from a settled private copy, never cached
+    # (the sidecar's content is not part of the file's identity)
+    folder = Path(cache_dir or cache_m.default_cache_dir())
+    entry = cache_m.entry_path(folder, exp.path, "trace", CACHE_FORMAT) \
+        if cache and exp.read_path == exp.path else None
+    cached = cache_read(entry) if entry is not None else None
+    if cached is not None:
+        meta, frames, strings, store = cached["meta"], cached["frames"], cached["strings"], cached["store"]
+        extras = cached
+        from_cache = True
+    else:
+        if not any(t in tables for t in EVENT_TABLES):
+            small = _small_tables(exp, _strings(exp))
+            why = "; ".join(small["process_messages"][:2])
+            raise EmptyCaptureError(
+                f"{exp.path}: capture is empty: no CUDA, NVTX or OS-runtime events were recorded",
+                hint=(f"the profiled process reported: {why}" if why else
+                      "check that the program ran under nsys with --trace=cuda,nvtx,osrt and did GPU work"),
+            )
+        tmp = cache_tmp(folder) if entry is not None else None
+        store = Store(tmp, write_all=tmp is not None)
+        try:
+            # a capture whose blocks would not all fit the memory budget keeps none in memory:
+            # the first blocks held would only raise the peak (every later phase reads from disk)
+            expected = _expected_rows(exp, tables)
+            if expected * _MIN_ROW_BYTES > store.memory_budget:
+                store.memory_budget = 0
+            store.compress = expected * UNCOMPRESSED_ROW_BYTES > UNCOMPRESSED_MAX_BYTES
+            strings = _strings(exp)
+            drops = Drops(order=_DROP_ORDER)
+            clock, shift = timestamp_clock(exp, _session_start(exp))
+            ing = _Ingest(exp, store, strings, _session_duration(exp), drops, progress, shift=shift)
+            say = progress or (lambda _msg: None)
+            say("reading the CUDA API calls")
+            ing.runtime()
+            say("reading the GPU operations")
+            for key in GPU_TABLES:
+                ing.gpu(key)
+            say("reading OS runtime calls and NVTX ranges")
+            ing.osrt()
+            ing.nvtx()
+            built = ing.finish(_thread_names(exp, strings))
+            store.finish_writes()
+            release_memory()
+            strings = built["strings"]
+            frames = built["frames"]
+            small = _small_tables(exp, strings, shift)
+        except (ValueError, TypeError, OverflowError, KeyError, IndexError, UnicodeError) as exc:
+            store.close()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            # values no export of nsys holds, in a place the row checks do not cover: refuse in one line
+            raise CorruptFileError(f"{exp.path}: damaged export: unexpected values ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
+                                   hint="export again with nsys export --type sqlite") from None
+        except BaseException:
+            store.close()
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
+        meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
+                "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
+                "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,
+                "dropped_rows": drops.as_list()}
+        extras = built
+        from_cache = False
+        if tmp is not None and not publish(tmp, entry, meta, frames, strings, store, built):
+            store._own_tmp = tmp  # the store still reads its spilled blocks there; removed with it
+            if not store.files_present():  # the folder was removed under us (another nsysdoc's clear)
+                store.close()
+                raise SpillError(f"the cache's working folder {tmp} was removed while in use")
+            cache_m.note_problem(f"cannot write the cache entry {entry}; carrying on without it")
+    trace = Trace(
+        path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
+        tables=tables, traced=traced, strings=strings, store=store,
+        **{name: frames[name] for name in SMALL_FRAMES},
+        nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
+        duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
+        session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta["clock"],
+        dropped_rows=list(meta.get("dropped_rows", [])),
+        from_cache=from_cache,
+    )
+    trace.load_seconds = time.perf_counter() - t0
+    return trace
