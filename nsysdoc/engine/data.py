@@ -82,7 +82,7 @@ class Ops:
 
 
 #: Op flags (bits of ``Ops.flags``): computed once per operation when its slice reads it.
-FLAG_IN_WINDOW = 1       # starts inside the analysis window (as ``analysis._in_window`` defines it)
+FLAG_IN_WINDOW = 1       # starts inside the analysis window (as :func:`in_window` defines it)
 FLAG_PAGEABLE = 2        # a host<->device copy from/to pageable memory
 FLAG_DTOH = 4            # a device-to-host copy of more than SCALAR_READ_MAX_BYTES
 FLAG_FP32 = 8            # an FP32 GEMM/convolution kernel that is not an autotuning candidate
@@ -172,3 +172,15 @@ def in_sorted(sorted_values: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.zeros(len(x), dtype=bool)
     i = np.minimum(np.searchsorted(sorted_values, x), len(sorted_values) - 1)
     return sorted_values[i] == x
+
+
+def in_window(start_ns: np.ndarray, end_ns: np.ndarray, w0, w1) -> np.ndarray:
+    """The analysis window's operations: those that start inside ``[w0, w1)``, plus those starting
+    exactly at ``w1`` when the window is empty, and zero-length operations at ``w1``."""
+    if w0 is None or w1 is None:
+        return np.zeros(len(start_ns), dtype=bool)
+    if w1 == w0:
+        return start_ns == w0
+    inside = (start_ns >= w0) & (start_ns < w1)
+    inside |= (start_ns == w1) & (end_ns == w1)
+    return inside

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..metrics.occupancy import FillSweep, LaunchTable, device_limits, launch_table, overlapping
 from ..metrics.ops import KIND_KERNEL
-from .data import FLAG_LOW_OCC, FLAG_UNDERFILLED, Ops
+from .data import FLAG_LOW_OCC, FLAG_UNDERFILLED, Ops, in_window
 
 
 class FillContext:
@@ -115,8 +115,6 @@ def window(ctx, st, win, w0: int, w1: int, a: int, b: int) -> None:
     win.uf_idle += sw.recoverable_ns(devs, lo, hi)
     win.uf_wall += sw.wall_ns(devs, lo, hi).astype(np.int64)
     if k is not None and len(k["device"]):
-        from .slices import in_window
-
         s, e = np.maximum(k["start"], a), np.minimum(k["end"], b)
         over = np.flatnonzero(e > s)
         if len(over):

@@ -26,21 +26,10 @@ from ..trace import schema as S
 from . import fill as fill_m
 from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_LOW_OCC, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING,
-                   FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, osrt_rows, read_ops, runtime_rows)
+                   FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, in_window, osrt_rows, read_ops,
+                   runtime_rows)
 
 NC = len(CAUSES)
-
-
-def in_window(start_ns: np.ndarray, end_ns: np.ndarray, w0, w1) -> np.ndarray:
-    """``nsysdoc.analysis._in_window``: operations that start inside ``[w0, w1)``, plus those starting
-    exactly at ``w1`` when the window is empty, and zero-length operations at ``w1``."""
-    if w0 is None or w1 is None:
-        return np.zeros(len(start_ns), dtype=bool)
-    if w1 == w0:
-        return start_ns == w0
-    inside = (start_ns >= w0) & (start_ns < w1)
-    inside |= (start_ns == w1) & (end_ns == w1)
-    return inside
 
 
 @dataclass
