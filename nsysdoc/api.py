@@ -290,14 +290,14 @@ class Report:
     @_without_pandas
     def to_json(self) -> str:
         """The text ``nsysdoc report -f json`` writes."""
-        from .report.render import capped_result
+        from .views.render import capped_result
 
         return _json_text(capped_result(self._result))
 
     @_without_pandas
     def to_html(self, *, worst_step: bool = False) -> str:
         """The self-contained HTML page ``nsysdoc report`` writes."""
-        from .report import render_html
+        from .views import render_html
 
         bytecode = None
         if self._cache:
@@ -309,7 +309,7 @@ class Report:
     @_without_pandas
     def to_markdown(self) -> str:
         """The Markdown ``nsysdoc report -f md`` writes."""
-        from .report import render_markdown
+        from .views import render_markdown
 
         return render_markdown(self._analysis)
 
@@ -318,7 +318,7 @@ class Report:
         chunks: write them in order to a file that ui.perfetto.dev or chrome://tracing opens.
         ``time_range`` ("START_S:END_S", seconds as the page prints them) or ``steps`` ("median,worst",
         "3", "2-5") limit it, as ``--range`` / ``--steps`` do. Raises NsysdocError for a bad value."""
-        from .report.perfetto import chrome_trace, selection_for
+        from .views.perfetto import chrome_trace, selection_for
 
         return chrome_trace(self._analysis, selection_for(self._analysis, time_range, steps))
 
@@ -333,7 +333,7 @@ class Report:
     @_without_pandas
     def summary_text(self, page_path: str | None = None) -> str:
         """The short summary the command prints on the terminal."""
-        from .report import terminal_summary
+        from .views import terminal_summary
 
         return terminal_summary(self._analysis, page_path)
 
@@ -460,17 +460,17 @@ class Diff:
         return _json_text(self._result)
 
     def to_html(self) -> str:
-        from .report.diff_page import render_diff_html
+        from .views.diff_page import render_diff_html
 
         return render_diff_html(self._result)
 
     def to_markdown(self) -> str:
-        from .report.diff_page import render_diff_markdown
+        from .views.diff_page import render_diff_markdown
 
         return render_diff_markdown(self._result)
 
     def summary_text(self, page_path: str | None = None) -> str:
-        from .report.diff_page import diff_terminal_summary
+        from .views.diff_page import diff_terminal_summary
 
         return diff_terminal_summary(self._result, page_path)
 
@@ -563,17 +563,17 @@ class Job:
         return _json_text(self._result)
 
     def to_html(self, page_path: str | None = None) -> str:
-        from .report.job_page import render_job_html
+        from .views.job_page import render_job_html
 
         return render_job_html(self._result, page_path if page_path is not None else self._page_path)
 
     def to_markdown(self) -> str:
-        from .report.job_page import render_job_markdown
+        from .views.job_page import render_job_markdown
 
         return render_job_markdown(self._result)
 
     def summary_text(self, page_path: str | None = None) -> str:
-        from .report.job_page import job_terminal_summary
+        from .views.job_page import job_terminal_summary
 
         return job_terminal_summary(self._result, page_path)
 

@@ -228,7 +228,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
     if index is not None:
-        from .report.index_page import index_row, render_index_html
+        from .views.index_page import index_row, render_index_html
 
         try:
             _write_out(render_index_html([index_row(p, r, t, index.parent, e) for p, r, t, e in rows]), index,
@@ -297,7 +297,7 @@ def report(
     out_path, to_stdout, as_dir = _output_arg(output)
     fmt = _fmt_for(fmt, out_path, as_dir)
     if time_range is not None or steps is not None:
-        from .report.perfetto import check_export_options
+        from .views.perfetto import check_export_options
 
         try:  # before any work: a typo must not cost an analysis
             check_export_options(fmt.value, time_range, steps)

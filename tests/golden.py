@@ -55,8 +55,8 @@ def outputs(name: str) -> dict:
     """What ``nsysdoc report`` writes for ``name`` (built-in rules, no project config, no cache):
     the JSON result and the HTML page's sha256, with the capture's path replaced by its name."""
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render_html
-    from nsysdoc.report.render import capped_result
+    from nsysdoc.views import render_html
+    from nsysdoc.views.render import capped_result
     from nsysdoc.rules import apply_rules, load_rules
     from nsysdoc.trace import load_trace
 

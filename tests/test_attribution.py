@@ -180,7 +180,7 @@ def test_no_ranges_means_no_operator_view_and_a_hint(build):
 
 
 def test_markdown_and_html_show_where(tmp_path):
-    from nsysdoc.report.render import render_html, render_markdown
+    from nsysdoc.views.render import render_html, render_markdown
 
     r = diagnose_path(where_tiny_kernels_and_item().write_kineto(tmp_path / "t.json"))
     md = render_markdown(r)

@@ -296,7 +296,7 @@ def test_no_shared_kernels_gives_no_verdict():
     assert any("nothing to measure work by" in w for w in d["warnings"])
     assert not any("compares kernel launch rates" in w for w in d["warnings"])
     assert not regression(d, 0)
-    from nsysdoc.report.diff_page import render_diff_markdown
+    from nsysdoc.views.diff_page import render_diff_markdown
 
     assert "*(no verdict)*" in render_diff_markdown(d)
 
@@ -401,7 +401,7 @@ def test_malformed_report_json_is_one_line_exit_2(runs, tmp_path):
 
 
 def test_colours_only_significant_changes_of_at_least_one_percent(runs):
-    from nsysdoc.report.diff_page import breakdown_table, movers_table
+    from nsysdoc.views.diff_page import breakdown_table, movers_table
 
     noise = _diff(runs, "noise_a", "noise_b")  # the GEMM moves +0.05 ms, inside the noise
     assert noise["verdict"] == "no significant change"
@@ -414,7 +414,7 @@ def test_colours_only_significant_changes_of_at_least_one_percent(runs):
 
 
 def test_markdown_kernel_names_are_plain_escaped_text(runs):
-    from nsysdoc.report.diff_page import render_diff_markdown
+    from nsysdoc.views.diff_page import render_diff_markdown
 
     md = render_diff_markdown(_diff(runs, "base", "new_kernel"))
     row = next(line for line in md.splitlines() if line.startswith("| void") and "cunn_SoftMaxForward" in line)
@@ -693,7 +693,7 @@ def test_nsys_against_pytorch_profiler_is_at_most_weak(runs):
 
 def test_text_uses_plain_units(runs):
     """Per step, or per second of work without steps; never "unit of work" or "ms/"."""
-    from nsysdoc.report.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
+    from nsysdoc.views.diff_page import diff_terminal_summary, render_diff_html, render_diff_markdown
 
     for d in (_diff(runs, "no_markers", "no_markers_slower"), _diff(runs, "base", "gemm_slower")):
         texts = [render_diff_markdown(d), diff_terminal_summary(d), d["headline"], d["sentence"], *d["warnings"]]

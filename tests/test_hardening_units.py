@@ -226,7 +226,7 @@ def test_format_spec_caps():
 
 
 def test_invisible_characters_are_shown_and_long_text_cut():
-    from nsysdoc.report.render import _clean, shorten, visible
+    from nsysdoc.views.render import _clean, shorten, visible
 
     assert visible("ab\u202ec\u200b") == "ab<U+202E>c<U+200B>"
     assert _clean("x\u202ey") == "x<U+202E>y"
@@ -235,7 +235,7 @@ def test_invisible_characters_are_shown_and_long_text_cut():
 
 def test_capped_result_keeps_every_step_time():
     from nsysdoc.compare import _primary
-    from nsysdoc.report.build import MAX_STEP_RECORDS, capped_result
+    from nsysdoc.views.build import MAX_STEP_RECORDS, capped_result
 
     n = MAX_STEP_RECORDS + 5
     steps = [{"primary": True, "index": i, "pid": 1, "step_time_ms": float(i)} for i in range(n)]
@@ -251,7 +251,7 @@ def test_capped_result_keeps_every_step_time():
 # --------------------------------------------------------------------------------------------
 def test_report_templates_are_compiled_once_and_a_damaged_file_is_a_miss(build, tmp_path):
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render
+    from nsysdoc.views import render
     from nsysdoc.trace import load_trace
 
     a = analyze(load_trace(build("healthy_training"), cache=False))

@@ -108,7 +108,7 @@ def test_setup_before_the_first_gpu_operation_counts_as_one_time_setup(tmp_path)
 
 
 def test_a_long_capture_around_a_short_window_is_said_in_the_terminal_summary(tmp_path):
-    from nsysdoc.report.render import render_markdown, terminal_summary
+    from nsysdoc.views.render import render_markdown, terminal_summary
 
     cap = one_long_kernel_after_startup()
     r = run(cap, tmp_path)

@@ -220,7 +220,7 @@ def test_report_escapes_display_names(tmp_path):
     """A kernel under a generic short name whose template arguments carry HTML: the page shows the
     built name escaped."""
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render_html
+    from nsysdoc.views import render_html
     from nsysdoc.testing import Capture
     from nsysdoc.trace import load_trace
 

@@ -86,7 +86,7 @@ def test_viewer_seconds_count_from_the_profiler_span(tmp_path):
     """A trace on a baseTimeNanoseconds clock: the page's seconds are from the profiler's span start,
     where Perfetto and chrome://tracing put 0, not the trace's raw times."""
     from nsysdoc.analysis import analyze
-    from nsysdoc.report.render import render_markdown
+    from nsysdoc.views.render import render_markdown
     from nsysdoc.rules import apply_rules, load_rules
     from nsysdoc.trace import load_trace
 

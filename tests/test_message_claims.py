@@ -558,7 +558,7 @@ def test_verdict_agrees_with_the_findings(sid):
 
 
 def _summaries(r: dict) -> tuple[str, str]:
-    from nsysdoc.report.render import render_markdown, terminal_summary
+    from nsysdoc.views.render import render_markdown, terminal_summary
 
     return render_markdown(r), terminal_summary(r)
 

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from nsysdoc.analysis import analyze
-from nsysdoc.report.perfetto import FINDINGS_PID, GAP_TID, GPU_PID_BASE, chrome_trace, jstr, selection_for
+from nsysdoc.views.perfetto import FINDINGS_PID, GAP_TID, GPU_PID_BASE, chrome_trace, jstr, selection_for
 from nsysdoc.rules import apply_rules, load_rules
 from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import SCENARIOS

@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 
 from nsysdoc.analysis import analyze
-from nsysdoc.report import render_html, render_markdown, terminal_summary
-from nsysdoc.report import context as ctx_mod
-from nsysdoc.report import columns
-from nsysdoc.report.build import tensor_core_label
-from nsysdoc.report.glossary import anchor, definition, glossary_source, render_markdown_subset
-from nsysdoc.report.render import environment
+from nsysdoc.views import render_html, render_markdown, terminal_summary
+from nsysdoc.views import context as ctx_mod
+from nsysdoc.views import columns
+from nsysdoc.views.build import tensor_core_label
+from nsysdoc.views.glossary import anchor, definition, glossary_source, render_markdown_subset
+from nsysdoc.views.render import environment
 from nsysdoc.metrics import timeline as tlm
 from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import GEMM, SGEMM, ADAM, sample_training
@@ -334,7 +334,7 @@ def test_untrusted_text_renders_as_text(hostile):
     doc = parse(html)
     scripts = doc.find_all("script")
     assert [s.attrs.get("type") for s in scripts] == ["application/json", None]
-    assert scripts[1].text() == files("nsysdoc.report").joinpath("static/report.js").read_text(encoding="utf-8")
+    assert scripts[1].text() == files("nsysdoc.views").joinpath("static/report.js").read_text(encoding="utf-8")
     assert doc.find_all("img") == []
     for n in doc.iter():
         assert not any(k.startswith("on") for k in n.attrs), f"event handler attribute on <{n.tag}>"
@@ -543,7 +543,7 @@ def test_real_exports_render(path):
 # ---------------------------------------------------------------------------------------------
 def test_in_package_glossary_matches_docs():
     assert glossary_source() == (ROOT / "docs" / "glossary.md").read_text(encoding="utf-8"), \
-        "nsysdoc/report/glossary.md drifted from docs/glossary.md: cp docs/glossary.md nsysdoc/report/glossary.md"
+        "nsysdoc/views/glossary.md drifted from docs/glossary.md: cp docs/glossary.md nsysdoc/views/glossary.md"
 
 
 def test_glossary_renders_every_heading_and_term(sample):
@@ -587,14 +587,14 @@ def test_every_context_field_is_documented():
 
 def test_templates_use_every_context_field():
     """A context field no template reads is dead weight (or a forgotten section)."""
-    text = "".join(p.read_text(encoding="utf-8") for p in files("nsysdoc.report").joinpath("templates").iterdir()
+    text = "".join(p.read_text(encoding="utf-8") for p in files("nsysdoc.views").joinpath("templates").iterdir()
                    if p.name.endswith(".j2"))
     for f in dataclasses.fields(ctx_mod.ReportContext):
         assert re.search(rf"\b{f.name}\b", text), f"ReportContext.{f.name} is not used by a template"
 
 
 def test_templates_come_from_package_resources():
-    root = files("nsysdoc.report")
+    root = files("nsysdoc.views")
     for name in ("templates/report.html.j2", "templates/_finding.html.j2", "templates/_timeline.html.j2",
                  "templates/_macros.html.j2", "static/report.css", "static/report.js", "glossary.md"):
         assert root.joinpath(name).is_file(), name
@@ -613,7 +613,7 @@ def test_wheel_ships_templates_and_static(tmp_path):
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pkg_data = data.get("tool", {}).get("setuptools", {}).get("package-data", {})
-    listed = pkg_data.get("nsysdoc.report") or [p for p in pkg_data.get("nsysdoc", []) if p.startswith("report/")]
+    listed = pkg_data.get("nsysdoc.views") or [p for p in pkg_data.get("nsysdoc", []) if p.startswith("report/")]
     if not listed:
         pytest.skip("pyproject.toml does not list the report's package data yet (see docs/report.md)")
     import subprocess
@@ -624,10 +624,10 @@ def test_wheel_ships_templates_and_static(tmp_path):
                    check=True, timeout=300)
     (whl,) = tmp_path.glob("nsysdoc-*.whl")
     names = set(zipfile.ZipFile(whl).namelist())
-    for name in ("nsysdoc/report/templates/report.html.j2", "nsysdoc/report/templates/_finding.html.j2",
-                 "nsysdoc/report/templates/_timeline.html.j2", "nsysdoc/report/templates/_macros.html.j2",
-                 "nsysdoc/report/static/report.css", "nsysdoc/report/static/report.js",
-                 "nsysdoc/report/glossary.md"):
+    for name in ("nsysdoc/views/templates/report.html.j2", "nsysdoc/views/templates/_finding.html.j2",
+                 "nsysdoc/views/templates/_timeline.html.j2", "nsysdoc/views/templates/_macros.html.j2",
+                 "nsysdoc/views/static/report.css", "nsysdoc/views/static/report.js",
+                 "nsysdoc/views/glossary.md"):
         assert name in names, name
 
 

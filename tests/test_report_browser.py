@@ -280,7 +280,7 @@ def browser_binary():
 
 def _render_page(tmp_path, findings) -> tuple[Path, object]:
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render_html
+    from nsysdoc.views import render_html
     from nsysdoc.testing.scenarios import sample_training
     from nsysdoc.trace import load_trace
 
@@ -334,7 +334,7 @@ def test_report_in_headless_chromium(tmp_path, browser_binary):
 
 def test_report_without_findings_in_chromium(tmp_path, browser_binary):
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render_html
+    from nsysdoc.views import render_html
     from nsysdoc.testing.scenarios import ddp_nccl
     from nsysdoc.trace import load_trace
 
@@ -372,7 +372,7 @@ LAYOUT_JS = r"""
 
 def _report_page(tmp_path, capture_path, name: str) -> Path:
     from nsysdoc.analysis import analyze
-    from nsysdoc.report import render_html
+    from nsysdoc.views import render_html
     from nsysdoc.rules import apply_rules, load_rules
     from nsysdoc.trace import load_trace
 
@@ -472,7 +472,7 @@ def test_diff_page_at_1400px(tmp_path, browser_binary):
     and NVTX names stay text, no horizontal scrolling at 1400 px, a definition link opens the
     collapsed definitions. Saves artifacts/diff-1400.png."""
     from nsysdoc.compare import compare
-    from nsysdoc.report.diff_page import render_diff_html
+    from nsysdoc.views.diff_page import render_diff_html
     from nsysdoc.testing.scenarios import steady_training
 
     from .conftest import diagnose_path
@@ -510,7 +510,7 @@ def test_job_page_at_1400px(tmp_path, browser_binary):
     """The job page (``nsysdoc job``) of the 8-rank slow-rank fixture: script runs, nothing loads,
     no horizontal scrolling at 1400 px, heat maps drawn. Saves artifacts/job-1400.png."""
     from nsysdoc.jobs import run_job
-    from nsysdoc.report.job_page import render_job_html
+    from nsysdoc.views.job_page import render_job_html
     from nsysdoc.testing.scenarios import ddp_job
 
     files = [c.write(tmp_path / f"rank{r}.sqlite") for r, c in enumerate(ddp_job())]

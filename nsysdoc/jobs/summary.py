@@ -163,7 +163,7 @@ def summarize_file(path: str, options: dict | None = None) -> list[dict]:
         trace, result = analysis.trace, analysis.to_dict()
         recs = summarize_trace(trace, result, str(path), split_processes=bool(o.get("split_processes")))
         if o.get("rank_reports_dir"):
-            from ..report import render_html
+            from ..views import render_html
 
             from .ranks import _stem
 

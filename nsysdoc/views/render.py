@@ -28,7 +28,7 @@ from .context import fmt_ms, fmt_num, fmt_pct, fmt_s, is_num, source_name
 
 
 def _load_template(name: str):
-    path = files("nsysdoc.report") / "templates" / name
+    path = files("nsysdoc.views") / "templates" / name
     if not path.is_file():
         return None
     return path.read_text(encoding="utf-8"), None, lambda: True

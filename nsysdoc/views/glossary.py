@@ -1,6 +1,6 @@
 """The glossary shipped inside the package, rendered to HTML for the report's last section.
 
-``nsysdoc/report/glossary.md`` is a byte-for-byte copy of ``docs/glossary.md`` (a test fails when
+``nsysdoc/views/glossary.md`` is a byte-for-byte copy of ``docs/glossary.md`` (a test fails when
 they drift), read with :mod:`importlib.resources` so an installed wheel works offline. The
 markdown is rendered by a small renderer for the subset the glossary uses (headings, paragraphs,
 ``-`` lists with indented continuation lines, pipe tables, inline code, ``**bold**``, ``*em*``,
@@ -24,7 +24,7 @@ ANCHOR_PREFIX = "glossary-"
 @lru_cache(maxsize=1)
 def glossary_source() -> str:
     """The in-package copy of ``docs/glossary.md``."""
-    return (files("nsysdoc.report") / "glossary.md").read_text(encoding="utf-8")
+    return (files("nsysdoc.views") / "glossary.md").read_text(encoding="utf-8")
 
 
 def slug(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Build the :class:`~nsysdoc.report.context.ReportContext` from an ``Analysis``.
+"""Build the :class:`~nsysdoc.views.context.ReportContext` from an ``Analysis``.
 
 The verdict, headline numbers and finding ranking only need the JSON result (``docs/json.md``), so
 the markdown and terminal summaries share them; the step chart, timeline and NVTX table also read
@@ -867,7 +867,7 @@ def capture_view(result: dict, viewer: ViewerGuide | None = None) -> CaptureView
 # the page
 # ---------------------------------------------------------------------------------------------
 def _static(name: str) -> str:
-    return (files("nsysdoc.report") / "static" / name).read_text(encoding="utf-8")
+    return (files("nsysdoc.views") / "static" / name).read_text(encoding="utf-8")
 
 
 def csp_for(js: str) -> str:
