@@ -24,6 +24,7 @@ from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, L
                       StepsView, Table, TimeRange, Verdict, CaptureView, ViewerGuide, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
+from .tldata import timeline_data
 
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 
@@ -888,11 +889,13 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         reason = ""
     js = _static("report.js")
     viewer = viewer_guide(result, getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None))
+    findings = finding_views(result, viewer.origin_ns)
+    tl_data = timeline_data(analysis, findings, worst=worst_step) if tl is not None else None
     return ReportContext(
         title=f"nsysdoc — {source_name(src.get('path'))}",
         source_name=source_name(src.get("path")), source_path=str(src.get("path") or ""),
         nsysdoc_version=str(result.get("nsysdoc_version") or __version__),
-        verdict=verdict(result), headline=headline(result), findings=finding_views(result, viewer.origin_ns),
+        verdict=verdict(result), headline=headline(result), findings=findings,
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
@@ -902,5 +905,5 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         glossary_html=glossary_html(),
         report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
-        result=capped_result(result), viewer=viewer,
+        result=capped_result(result), viewer=viewer, timeline_data=tl_data,
     )
