@@ -453,19 +453,67 @@ def _gpu_lane_count(analysis, w0: int, w1: int) -> int:
     lanes = np.sort(np.minimum(per_dev, MAX_STREAM_LANES))[::-1][:MAX_DEVICES]  # an upper bound
     return int(lanes.sum() + len(lanes))
 
+def fill_cap(sizes, total: int) -> int:
+    """The largest per-lane cap such that the lanes of ``sizes`` spans keep at most ``total``
+    spans in all (small lanes keep all theirs; at least :data:`MIN_SPANS_PER_LANE`)."""
+    sizes = sorted(int(x) for x in sizes)
+    left, n = int(total), len(sizes)
+    for i, x in enumerate(sizes):
+        share = left // max(n - i, 1)
+        if x > share:
+            return max(share, MIN_SPANS_PER_LANE)
+        left -= x
+    return max(sizes[-1] if sizes else 0, MIN_SPANS_PER_LANE)
+
+
+def _lane_sizes(analysis, w0: int, w1: int, threads: list[int]) -> list[int]:
+    """Upper bounds of the span count of each lane of the window (a thread's NVTX levels and its
+    CUDA API and sync lanes counted as one lane each: a bound, cheap to get)."""
+    out: list[int] = []
+    ops = analysis.ops
+    if len(ops):
+        sel = np.flatnonzero((ops.start_ns < w1) & (ops.end_ns > w0))
+        if len(sel):
+            key = ops.device[sel].astype(np.int64) * (1 << 32) + (_op_stream(analysis.trace, ops, sel) + 1)
+            out += np.unique(key, return_counts=True)[1].tolist()
+    gaps = analysis.gaps
+    if gaps is not None and len(gaps):
+        gsel = (gaps.start_ns < w1) & (gaps.end_ns > w0)
+        out += np.unique(gaps.device[gsel], return_counts=True)[1].tolist()
+    trace = analysis.trace
+    tids = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+    for g in threads:
+        pos = int(np.searchsorted(tids, g))
+        t_idx = pos if pos < len(tids) and int(tids[pos]) == g else -1
+        nv = trace.nvtx
+        if len(nv):
+            out.append(int(((np.asarray(nv["global_tid"], dtype=np.int64) == g)
+                            & (np.asarray(nv["start_ns"], dtype=np.int64) < w1)
+                            & (np.asarray(nv["end_ns"], dtype=np.int64) > w0)).sum()))
+        for tab in (trace.runtime, trace.osrt):
+            if t_idx >= 0 and len(tab):
+                out.append(int(((np.asarray(tab["thread"]) == t_idx) & (np.asarray(tab["start_ns"], dtype=np.int64) < w1)
+                                & (np.asarray(tab["end_ns"], dtype=np.int64) > w0)).sum()))
+    return out
+
+
 def window_timeline(analysis, start_ns: int, end_ns: int, *, host_tid: int | None = None,
-                    total_spans: int = MAX_SPANS_TOTAL, per_lane: int = MAX_SPANS_PER_LANE) -> dict[str, Any]:
+                    total_spans: int = MAX_SPANS_TOTAL, per_lane: int | None = MAX_SPANS_PER_LANE) -> dict[str, Any]:
     """Timeline of ``[start_ns, end_ns)``: device lanes, idle gaps, host lanes (see module doc).
 
     ``host_tid`` (a ``global_tid``) is listed first among host threads. ``total_spans`` and
-    ``per_lane`` size the caps (:func:`lane_cap`; :func:`detail_data` asks for far more).
+    ``per_lane`` size the caps (:func:`lane_cap`); with ``per_lane=None`` the lanes share
+    ``total_spans`` by need (:func:`fill_cap`, for :func:`detail_window`).
     """
     w0, w1 = int(start_ns), int(end_ns)
     if w1 <= w0:
         w1 = w0 + 1
     names = _Names()
     threads = _host_threads(analysis, host_tid, w0, w1)
-    cap = lane_cap(_gpu_lane_count(analysis, w0, w1) + 5 * len(threads), total_spans, per_lane)
+    if per_lane is None:  # the interactive timeline: lanes share the budget by need
+        cap = fill_cap(_lane_sizes(analysis, w0, w1, threads), total_spans)
+    else:
+        cap = lane_cap(_gpu_lane_count(analysis, w0, w1) + 5 * len(threads), total_spans, per_lane)
     devices = _gpu_devices(analysis, w0, w1, names, cap)
     hosts = [_host_thread(analysis, g, w0, w1, names, cap) for g in threads]
     merged = any(sp["count"] > 1 for d in devices for ln in d["lanes"] for sp in ln["spans"]) or \
@@ -553,4 +601,4 @@ def span_columns(spans: list[dict], w0: int, names: NameTable, kinds: tuple[str,
 def detail_window(view, start_ns: int, end_ns: int, *, host_tid: int | None, budget: int) -> dict[str, Any]:
     """:func:`window_timeline` with a span budget of ``budget`` (every operation its own span when
     the window holds fewer; lanes are merged at their widest holes beyond that)."""
-    return window_timeline(view, start_ns, end_ns, host_tid=host_tid, total_spans=budget, per_lane=budget)
+    return window_timeline(view, start_ns, end_ns, host_tid=host_tid, total_spans=budget, per_lane=None)

@@ -5,7 +5,7 @@ step markers, of the middle of the capture), embedded once in the page as compac
 Size (docs/report.md, "Timeline"): the windows share a budget of
 :data:`~nsysdoc.metrics.timeline.DETAIL_MAX_SPANS` spans; a window holding more is merged at its
 widest holes like the static drawing (merged spans carry their count). The JSON is then
-measured, and the budget halved until it is at most
+measured, and the budget lowered (in proportion, at least halved when far over) until it is at most
 :data:`~nsysdoc.metrics.timeline.DETAIL_MAX_BYTES` bytes: the data cannot grow with the capture.
 
 Format (all times are integer ns; a span's start is stored as the difference to the previous
@@ -132,7 +132,9 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> dict | None:
         size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
         if size <= tlm.DETAIL_MAX_BYTES or budget <= tlm.MIN_SPANS_PER_LANE:
             break
-        budget //= 2
+        # bytes grow about linearly with spans: aim just under the cap (at most halving at a time)
+        budget = max(min(int(budget * tlm.DETAIL_MAX_BYTES / size * 0.9), budget // 2 if size > 4 * tlm.DETAIL_MAX_BYTES
+                         else budget - 1), tlm.MIN_SPANS_PER_LANE)
     data["bytes"] = size
     ranges = []
     for f in findings:
