@@ -63,9 +63,13 @@ REPORT_TERMS = [
      "level, and ranges on several threads add up, so totals can exceed the window), mean and max."),
     ("Timeline spans",
      "The timeline draws each kernel, copy, memset, NVTX range, CUDA API call, blocking sync call and OS "
-     "wait overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
-     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
-     "exactly the time of the spans they stand for, plus the small holes between them."),
+     "wait overlapping the window, clipped to it. Zoomed out, neighbours "
+     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
+     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
+     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
+     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
+     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
+     "most 1,000 spans a lane is shown."),
 ]
 
 
@@ -80,9 +84,13 @@ KINETO_REPORT_TERMS = [
      "threads add up, so totals can exceed the window), mean and max."),
     ("Timeline spans",
      "The timeline draws each kernel, copy, memset, CPU operator or annotation range, CUDA API call and blocking "
-     "sync call overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
-     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
-     "exactly the time of the spans they stand for, plus the small holes between them."),
+     "sync call overlapping the window, clipped to it. Zoomed out, neighbours "
+     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
+     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
+     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
+     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
+     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
+     "most 1,000 spans a lane is shown."),
     ("Trace-viewer time",
      "Times of a PyTorch Profiler trace are shown in seconds from the trace's start — the start of the "
      "profiler's own span (PyTorch Profiler (0)), else the first event — which is where ui.perfetto.dev, "
