@@ -899,6 +899,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
     viewer = viewer_guide(result, getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None))
     findings = finding_views(result, viewer.origin_ns)
     tl_data = timeline_data(analysis, findings, worst=worst_step) if tl is not None else None
+    tl_json = Markup(tl_data[1]) if tl_data is not None else None  # already escaped for a <script>
     return ReportContext(
         title=f"nsysdoc — {source_name(src.get('path'))}",
         source_name=source_name(src.get("path")), source_path=str(src.get("path") or ""),
@@ -913,5 +914,5 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         glossary_html=glossary_html(),
         report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
-        result=capped_result(result), viewer=viewer, timeline_data=tl_data,
+        result=capped_result(result), viewer=viewer, timeline_data=tl_json,
     )

@@ -367,7 +367,7 @@ class ReportContext:
     result: dict = _f("The JSON result (docs/json.md), embedded as application/json for tools.")
     viewer: ViewerGuide = _f("Where to find this page's time ranges (the tool that shows the capture).",
                              default_factory=ViewerGuide)
-    timeline_data: dict | None = _f("The interactive timeline's data (report.tldata), embedded as JSON.",
+    timeline_data: Markup | None = _f("The interactive timeline's data as embedded JSON (report.tldata.embed).",
                                     default=None)
 
 

@@ -115,27 +115,17 @@ def _build(wins, budget: int, kineto: bool, origin: int) -> dict:
             "spans": sum(len(ln.get("s", ())) for w in windows for ln in w["lanes"])}
 
 
-def timeline_data(analysis, findings, *, worst: bool = False) -> dict | None:
-    """The data (module doc) and, on each ``findings[i].time_ranges[j]``, ``timeline`` set to the
-    id of its range on the timeline (``""`` when no window of the timeline overlaps it).
-    ``None`` when nothing was captured."""
-    wins = _windows(analysis)
-    if not wins:
-        return None
-    if worst:  # the window shown first
-        wins.sort(key=lambda w: w[0] != "worst")
-    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
-    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
-    budget = tlm.DETAIL_MAX_SPANS
-    while True:
-        data = _build(wins, budget, kineto, origin)
-        size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
-        if size <= tlm.DETAIL_MAX_BYTES or budget <= tlm.MIN_SPANS_PER_LANE:
-            break
-        # bytes grow about linearly with spans: aim just under the cap (at most halving at a time)
-        budget = max(min(int(budget * tlm.DETAIL_MAX_BYTES / size * 0.9), budget // 2 if size > 4 * tlm.DETAIL_MAX_BYTES
-                         else budget - 1), tlm.MIN_SPANS_PER_LANE)
-    data["bytes"] = size
+def embed(data: dict) -> str:
+    """The JSON exactly as the page embeds it: compact, strings made visible and capped like all
+    page text, and ``<``, ``>``, ``&``, ``'`` escaped so it can never close its ``<script>``."""
+    from .render import _json_strings
+
+    raw = json.dumps(_json_strings(data), separators=(",", ":"), ensure_ascii=False)
+    return raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
+
+
+def _map_ranges(data: dict, findings) -> None:
+    """Each finding range overlapping a window: ``data["ranges"]`` entry and ``TimeRange.timeline``."""
     ranges = []
     for f in findings:
         for j, r in enumerate(f.time_ranges):
@@ -148,6 +138,7 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> dict | None:
                     if best is None or (inside and not best[3]):
                         best = (w, lo, max(hi, lo + 1), inside)
             if best is None:
+                r.timeline, r.timeline_note = "", ""
                 continue
             w, lo, hi, inside = best
             rid = f"{f.anchor}-r{j}"
@@ -156,9 +147,35 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> dict | None:
             ranges.append({"id": rid, "w": w["id"], "s": lo - w["t0"], "e": hi - w["t0"],
                            "label": f"{f.rank}. {f.title}" + (f" — {r.label}" if r.label else "")})
     data["ranges"] = ranges
+
+
+def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str] | None:
+    """The data (module doc) and its embedded JSON text (:func:`embed`, at most
+    ``DETAIL_MAX_BYTES`` bytes); on each ``findings[i].time_ranges[j]``, ``timeline`` is set to
+    the id of its range on the timeline (``""`` when no window of the timeline overlaps it).
+    ``None`` when nothing was captured."""
+    wins = _windows(analysis)
+    if not wins:
+        return None
+    if worst:  # the window shown first
+        wins.sort(key=lambda w: w[0] != "worst")
+    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
+    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+    budget = tlm.DETAIL_MAX_SPANS
+    while True:
+        data = _build(wins, budget, kineto, origin)
+        _map_ranges(data, findings)
+        text = embed({**data, "windows": [{k: v for k, v in w.items() if k != "t0"} for w in data["windows"]]})
+        size = len(text.encode())
+        if size <= tlm.DETAIL_MAX_BYTES or budget <= tlm.MIN_SPANS_PER_LANE:
+            break
+        # bytes grow about linearly with spans: aim just under the cap (at most halving at a time)
+        budget = max(min(int(budget * tlm.DETAIL_MAX_BYTES / size * 0.9), budget // 2 if size > 4 * tlm.DETAIL_MAX_BYTES
+                         else budget - 1), tlm.MIN_SPANS_PER_LANE)
     for w in data["windows"]:
         del w["t0"]  # absolute times can exceed a double's exact integers; t0s says it in seconds
-    return data
+    data["bytes"] = size
+    return data, text
 
 
-__all__ = ["timeline_data", "KINDS", "GAP_CAUSES"]
+__all__ = ["timeline_data", "embed", "KINDS", "GAP_CAUSES"]
