@@ -44,10 +44,19 @@ from .ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 
 #: Spans kept per lane; beyond it spans are merged (a lane ~1000 px wide cannot show more).
 MAX_SPANS_PER_LANE = 1000
-#: Budget of spans for the whole timeline: with many lanes each lane gets less (down to
-#: MIN_SPANS_PER_LANE), so the page stays around a megabyte at most.
-MAX_SPANS_TOTAL = 8000
+#: Budget of spans for the whole drawing: with many lanes each lane gets less (down to
+#: MIN_SPANS_PER_LANE). This drawing is the page's fallback when scripts do not run (the interactive
+#: timeline reads :func:`detail_data`), so it stays around half a megabyte at most.
+MAX_SPANS_TOTAL = 4000
 MIN_SPANS_PER_LANE = 200
+#: The interactive timeline (:func:`detail_data`): spans of every window it holds together, and
+#: per lane; below them every operation is its own span (zooming in shows single kernels).
+DETAIL_MAX_SPANS = 200_000
+#: Hard cap of the interactive timeline's data (bytes of its JSON): above it the span budget is
+#: halved until the data fits, so the page stays under 5 MB whatever the capture's size.
+DETAIL_MAX_BYTES = 3_500_000
+#: Span names in the interactive timeline's data are cut to this many characters.
+DETAIL_NAME_CHARS = 300
 #: Stream lanes per device (busiest first).
 MAX_STREAM_LANES = 12
 #: Devices shown (those with the most GPU time in the window).
@@ -424,9 +433,9 @@ def _host_threads(analysis, first_gtid: int | None, w0: int, w1: int) -> list[in
 # ---------------------------------------------------------------------------------------------
 # public
 # ---------------------------------------------------------------------------------------------
-def lane_cap(n_lanes: int) -> int:
-    """Spans allowed per lane when the timeline has ``n_lanes`` lanes."""
-    return int(min(MAX_SPANS_PER_LANE, max(MIN_SPANS_PER_LANE, MAX_SPANS_TOTAL // max(n_lanes, 1))))
+def lane_cap(n_lanes: int, total: int = MAX_SPANS_TOTAL, per_lane: int = MAX_SPANS_PER_LANE) -> int:
+    """Spans allowed per lane when the timeline has ``n_lanes`` lanes and ``total`` spans in all."""
+    return int(min(per_lane, max(MIN_SPANS_PER_LANE, total // max(n_lanes, 1))))
 
 
 def _gpu_lane_count(analysis, w0: int, w1: int) -> int:
@@ -444,17 +453,67 @@ def _gpu_lane_count(analysis, w0: int, w1: int) -> int:
     lanes = np.sort(np.minimum(per_dev, MAX_STREAM_LANES))[::-1][:MAX_DEVICES]  # an upper bound
     return int(lanes.sum() + len(lanes))
 
-def window_timeline(analysis, start_ns: int, end_ns: int, *, host_tid: int | None = None) -> dict[str, Any]:
+def fill_cap(sizes, total: int) -> int:
+    """The largest per-lane cap such that the lanes of ``sizes`` spans keep at most ``total``
+    spans in all (small lanes keep all theirs; at least :data:`MIN_SPANS_PER_LANE`)."""
+    sizes = sorted(int(x) for x in sizes)
+    left, n = int(total), len(sizes)
+    for i, x in enumerate(sizes):
+        share = left // max(n - i, 1)
+        if x > share:
+            return max(share, MIN_SPANS_PER_LANE)
+        left -= x
+    return max(sizes[-1] if sizes else 0, MIN_SPANS_PER_LANE)
+
+
+def _lane_sizes(analysis, w0: int, w1: int, threads: list[int]) -> list[int]:
+    """Upper bounds of the span count of each lane of the window (a thread's NVTX levels and its
+    CUDA API and sync lanes counted as one lane each: a bound, cheap to get)."""
+    out: list[int] = []
+    ops = analysis.ops
+    if len(ops):
+        sel = np.flatnonzero((ops.start_ns < w1) & (ops.end_ns > w0))
+        if len(sel):
+            key = ops.device[sel].astype(np.int64) * (1 << 32) + (_op_stream(analysis.trace, ops, sel) + 1)
+            out += np.unique(key, return_counts=True)[1].tolist()
+    gaps = analysis.gaps
+    if gaps is not None and len(gaps):
+        gsel = (gaps.start_ns < w1) & (gaps.end_ns > w0)
+        out += np.unique(gaps.device[gsel], return_counts=True)[1].tolist()
+    trace = analysis.trace
+    tids = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+    for g in threads:
+        pos = int(np.searchsorted(tids, g))
+        t_idx = pos if pos < len(tids) and int(tids[pos]) == g else -1
+        nv = trace.nvtx
+        if len(nv):
+            out.append(int(((np.asarray(nv["global_tid"], dtype=np.int64) == g)
+                            & (np.asarray(nv["start_ns"], dtype=np.int64) < w1)
+                            & (np.asarray(nv["end_ns"], dtype=np.int64) > w0)).sum()))
+        for tab in (trace.runtime, trace.osrt):
+            if t_idx >= 0 and len(tab):
+                out.append(int(((np.asarray(tab["thread"]) == t_idx) & (np.asarray(tab["start_ns"], dtype=np.int64) < w1)
+                                & (np.asarray(tab["end_ns"], dtype=np.int64) > w0)).sum()))
+    return out
+
+
+def window_timeline(analysis, start_ns: int, end_ns: int, *, host_tid: int | None = None,
+                    total_spans: int = MAX_SPANS_TOTAL, per_lane: int | None = MAX_SPANS_PER_LANE) -> dict[str, Any]:
     """Timeline of ``[start_ns, end_ns)``: device lanes, idle gaps, host lanes (see module doc).
 
-    ``host_tid`` (a ``global_tid``) is listed first among host threads.
+    ``host_tid`` (a ``global_tid``) is listed first among host threads. ``total_spans`` and
+    ``per_lane`` size the caps (:func:`lane_cap`); with ``per_lane=None`` the lanes share
+    ``total_spans`` by need (:func:`fill_cap`, for :func:`detail_window`).
     """
     w0, w1 = int(start_ns), int(end_ns)
     if w1 <= w0:
         w1 = w0 + 1
     names = _Names()
     threads = _host_threads(analysis, host_tid, w0, w1)
-    cap = lane_cap(_gpu_lane_count(analysis, w0, w1) + 5 * len(threads))
+    if per_lane is None:  # the interactive timeline: lanes share the budget by need
+        cap = fill_cap(_lane_sizes(analysis, w0, w1, threads), total_spans)
+    else:
+        cap = lane_cap(_gpu_lane_count(analysis, w0, w1) + 5 * len(threads), total_spans, per_lane)
     devices = _gpu_devices(analysis, w0, w1, names, cap)
     hosts = [_host_thread(analysis, g, w0, w1, names, cap) for g in threads]
     merged = any(sp["count"] > 1 for d in devices for ln in d["lanes"] for sp in ln["spans"]) or \
@@ -498,3 +557,48 @@ def step_timeline(analysis, *, worst: bool = False) -> dict[str, Any] | None:
         tl["choice"] = "middle of the capture"
     tl["step"] = step
     return tl
+
+
+# ---------------------------------------------------------------------------------------------
+# the interactive timeline's data
+# ---------------------------------------------------------------------------------------------
+class NameTable:
+    """Strings shared by the windows of :func:`detail_data` (spans refer to them by index)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self._pos: dict[str, int] = {}
+
+    def index(self, v: str) -> int:
+        j = self._pos.get(v)
+        if j is None:
+            j = self._pos[v] = len(self.values)
+            self.values.append(v if len(v) <= DETAIL_NAME_CHARS else v[:DETAIL_NAME_CHARS - 1] + "…")
+        return j
+
+
+def span_columns(spans: list[dict], w0: int, names: NameTable, kinds: tuple[str, ...], *,
+                 kind_key: str = "kind") -> dict:
+    """Spans (as :func:`window_timeline` gives them, sorted by start) as compact columns:
+    ``s`` start offsets from ``w0`` in ns, each as the difference to the previous span's
+    (the first from ``w0``); ``d`` durations (ns); ``n`` name indexes into ``names``; ``k`` kind
+    indexes into ``kinds`` (left out when all spans share the kind ``kind``); for merged spans
+    ``c`` counts and ``b`` busy ns (left out when no span is merged)."""
+    starts = [sp["start_ns"] - w0 for sp in spans]
+    s = [b - a for a, b in zip([0] + starts[:-1], starts)]
+    out: dict = {"s": s, "d": [sp["end_ns"] - sp["start_ns"] for sp in spans],
+                 "n": [names.index(str(sp.get("name", ""))) for sp in spans]}
+    ks = [kinds.index(sp[kind_key]) if sp[kind_key] in kinds else len(kinds) - 1 for sp in spans]
+    if len(set(ks)) > 1:
+        out["k"] = ks
+    out["kind"] = kinds[ks[0]] if ks else kinds[0]
+    if any(sp.get("count", 1) > 1 for sp in spans):
+        out["c"] = [int(sp.get("count", 1)) for sp in spans]
+        out["b"] = [int(sp.get("busy_ns", sp["end_ns"] - sp["start_ns"])) for sp in spans]
+    return out
+
+
+def detail_window(view, start_ns: int, end_ns: int, *, host_tid: int | None, budget: int) -> dict[str, Any]:
+    """:func:`window_timeline` with a span budget of ``budget`` (every operation its own span when
+    the window holds fewer; lanes are merged at their widest holes beyond that)."""
+    return window_timeline(view, start_ns, end_ns, host_tid=host_tid, total_spans=budget, per_lane=None)

@@ -24,6 +24,7 @@ from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, L
                       StepsView, Table, TimeRange, Verdict, CaptureView, ViewerGuide, fmt_bytes, fmt_ms, fmt_num, fmt_pct,
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
+from .tldata import timeline_data
 
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 
@@ -62,9 +63,13 @@ REPORT_TERMS = [
      "level, and ranges on several threads add up, so totals can exceed the window), mean and max."),
     ("Timeline spans",
      "The timeline draws each kernel, copy, memset, NVTX range, CUDA API call, blocking sync call and OS "
-     "wait overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
-     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
-     "exactly the time of the spans they stand for, plus the small holes between them."),
+     "wait overlapping the window, clipped to it. Zoomed out, neighbours "
+     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
+     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
+     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
+     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
+     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
+     "most 1,000 spans a lane is shown."),
 ]
 
 
@@ -79,9 +84,13 @@ KINETO_REPORT_TERMS = [
      "threads add up, so totals can exceed the window), mean and max."),
     ("Timeline spans",
      "The timeline draws each kernel, copy, memset, CPU operator or annotation range, CUDA API call and blocking "
-     "sync call overlapping the window, clipped to it. A lane holds at most 1,500 spans: beyond that, "
-     "neighbouring spans are merged into one (its tooltip says how many operations); merged spans cover "
-     "exactly the time of the spans they stand for, plus the small holes between them."),
+     "sync call overlapping the window, clipped to it. Zoomed out, neighbours "
+     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
+     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
+     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
+     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
+     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
+     "most 1,000 spans a lane is shown."),
     ("Trace-viewer time",
      "Times of a PyTorch Profiler trace are shown in seconds from the trace's start — the start of the "
      "profiler's own span (PyTorch Profiler (0)), else the first event — which is where ui.perfetto.dev, "
@@ -888,11 +897,14 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         reason = ""
     js = _static("report.js")
     viewer = viewer_guide(result, getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None))
+    findings = finding_views(result, viewer.origin_ns)
+    tl_data = timeline_data(analysis, findings, worst=worst_step) if tl is not None else None
+    tl_json = Markup(tl_data[1]) if tl_data is not None else None  # already escaped for a <script>
     return ReportContext(
         title=f"nsysdoc — {source_name(src.get('path'))}",
         source_name=source_name(src.get("path")), source_path=str(src.get("path") or ""),
         nsysdoc_version=str(result.get("nsysdoc_version") or __version__),
-        verdict=verdict(result), headline=headline(result), findings=finding_views(result, viewer.origin_ns),
+        verdict=verdict(result), headline=headline(result), findings=findings,
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
@@ -902,5 +914,5 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         glossary_html=glossary_html(),
         report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
-        result=capped_result(result), viewer=viewer,
+        result=capped_result(result), viewer=viewer, timeline_data=tl_json,
     )

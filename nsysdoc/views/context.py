@@ -120,6 +120,10 @@ class TimeRange:
     end_s: str = _f("End in seconds with ns precision, as the viewer shows it.")
     duration: str = _f("Formatted duration.")
     device: str = _f("Device label ('' when not device-specific).")
+    timeline: str = _f("Id of the range on the interactive timeline ('' when no timeline window overlaps it).",
+                       default="")
+    timeline_note: str = _f("Which part the timeline shows when it holds only part of the range ('' for all).",
+                            default="")
 
 
 @dataclass
@@ -363,6 +367,8 @@ class ReportContext:
     result: dict = _f("The JSON result (docs/json.md), embedded as application/json for tools.")
     viewer: ViewerGuide = _f("Where to find this page's time ranges (the tool that shows the capture).",
                              default_factory=ViewerGuide)
+    timeline_data: Markup | None = _f("The interactive timeline's data as embedded JSON (report.tldata.embed).",
+                                    default=None)
 
 
 # ---------------------------------------------------------------------------------------------

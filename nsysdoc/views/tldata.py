@@ -1,0 +1,181 @@
+"""The interactive timeline's data: every operation of the median and worst step (or, without
+step markers, of the middle of the capture), embedded once in the page as compact JSON that
+``static/report.js`` draws on a canvas with zoom, pan and level-of-detail merging.
+
+Size (docs/report.md, "Timeline"): the windows share a budget of
+:data:`~nsysdoc.metrics.timeline.DETAIL_MAX_SPANS` spans; a window holding more is merged at its
+widest holes like the static drawing (merged spans carry their count). The JSON is then
+measured, and the budget lowered (in proportion, at least halved when far over) until it is at most
+:data:`~nsysdoc.metrics.timeline.DETAIL_MAX_BYTES` bytes: the data cannot grow with the capture.
+
+Format (all times are integer ns; a span's start is stored as the difference to the previous
+span's start in its lane): ``{"kinds", "kindLabels", "causes", "causeLabels", "names",
+"windows": [{"id", "title", "dur", "t0s", "lanes": [...]}], "ranges": [...], "spans", "budget"}``.
+A lane is a header ``{"h": text}`` or ``{"label", "title", "gap"?, "s", "d", "n"?, "k"?, "c"?, "b"?,
+"x"?}`` (:func:`nsysdoc.metrics.timeline.span_columns`; ``x``: the idle-class split of a gap,
+``{index: [[cause index, ns], ...]}``).
+"""
+from __future__ import annotations
+
+import json
+
+from ..metrics import timeline as tlm
+from ..metrics.gpu import CAUSE_LABELS, CAUSES
+from .context import fmt_ms, fmt_s
+
+KINDS = ("kernel", "nccl", "memcpy", "memset", "nvtx", "api", "sync", "os_wait", "mixed")
+GAP_CAUSES = tuple(CAUSES) + ("mixed",)
+#: (engine capture name, heading prefix) in the order the window buttons are shown
+WINDOWS = (("median", "Median step"), ("worst", "Worst step"), ("middle", "Middle of the capture"))
+
+
+def _windows(analysis) -> list[tuple[str, str, object, int, int, int | None, dict | None]]:
+    """(id, prefix, view, start, end, host thread, step) of each captured window."""
+    eng = getattr(analysis, "engine", None)
+    if eng is None:
+        return []
+    timelines = getattr(eng.plan, "timelines", {}) or {}
+    out = []
+    seen_steps = set()
+    for name, prefix in WINDOWS:
+        if name not in eng.captures:
+            continue
+        view = analysis.window_view(name)
+        if view is None:
+            continue
+        a, b = view.window
+        gtid, step = None, None
+        if name in timelines:
+            gtid, step = timelines[name][2], timelines[name][3]
+        if step is not None:
+            if step["step"] in seen_steps:  # the median step is also the worst
+                continue
+            seen_steps.add(step["step"])
+        out.append((name, prefix, view, int(a), int(b), gtid, step))
+    return out
+
+
+def _lanes(tl: dict, names: tlm.NameTable, kineto: bool) -> list[dict]:
+    from .charts import HOST_LANE_LABELS
+
+    w0 = tl["start_ns"]
+    step = tl.get("step")
+    lanes: list[dict] = []
+    for dev in tl["devices"]:
+        head = f"GPU {dev['label']}" + (f" · {dev['name']}" if dev["name"] else "")
+        lanes.append({"h": head})
+        for ln in dev["lanes"]:
+            cols = tlm.span_columns(ln["spans"], w0, names, KINDS)
+            lanes.append({"label": ln["label"], "title": f"{head} · {ln['label']} · {ln['total']:,} operations",
+                          **cols})
+        gaps = dev["gaps"]
+        cols = tlm.span_columns(gaps, w0, names, GAP_CAUSES, kind_key="cause")
+        del cols["n"]
+        split = {}
+        for i, g in enumerate(gaps):
+            sp = g.get("split_ns") or {}
+            if len(sp) > 1:
+                split[str(i)] = [[GAP_CAUSES.index(c), int(v)] for c, v in sp.items()]
+        if split:
+            cols["x"] = split
+        lanes.append({"label": "idle gaps", "title": f"{head} · idle gaps, coloured by their main idle class",
+                      "gap": 1, **cols})
+    for th in tl["host"]:
+        is_step = step is not None and th["global_tid"] == step["global_tid"]
+        head = f"{'step thread' if is_step else 'thread'} {th['pid']}/{th['tid']}" + \
+            (f" · {th['name']}" if th["name"] else "")
+        lanes.append({"h": head})
+        for ln in th["lanes"]:
+            label = ln["label"] if ln["kind"] == "nvtx" else HOST_LANE_LABELS.get(ln["kind"], ln["kind"])
+            cols = tlm.span_columns(ln["spans"], w0, names, KINDS)
+            lanes.append({"label": label, "title": f"{head} · {label} · {ln['total']:,} calls/ranges", **cols})
+    return lanes
+
+
+def _build(wins, budget: int, kineto: bool, origin: int) -> dict:
+    names = tlm.NameTable()
+    windows = []
+    per = max(budget // max(len(wins), 1), tlm.MIN_SPANS_PER_LANE)
+    for name, prefix, view, a, b, gtid, step in wins:
+        tl = tlm.detail_window(view, a, b, host_tid=gtid, budget=per)
+        tl["step"] = step
+        title = prefix
+        if step is not None:
+            title += f": {step['name']} — {fmt_ms(step['step_time_ns'] / 1e6)}"
+        else:
+            title += f" — {fmt_ms((b - a) / 1e6)}"
+        windows.append({"id": name, "title": title, "dur": b - a, "t0": a, "t0s": fmt_s(a - origin),
+                        "lanes": _lanes(tl, names, kineto)})
+    kind_labels = [{"nvtx": "CPU op / annotation range"}.get(k, "") if kineto else "" for k in KINDS]
+    from .charts import KIND_LABELS
+
+    return {"kinds": list(KINDS), "kindLabels": [kl or KIND_LABELS.get(k, k) for k, kl in zip(KINDS, kind_labels)],
+            "causes": list(GAP_CAUSES), "causeLabels": [CAUSE_LABELS.get(c, "several idle classes") for c in GAP_CAUSES],
+            "names": names.values, "windows": windows, "ranges": [], "budget": per,
+            "spans": sum(len(ln.get("s", ())) for w in windows for ln in w["lanes"])}
+
+
+def embed(data: dict) -> str:
+    """The JSON exactly as the page embeds it: compact, strings made visible and capped like all
+    page text, and ``<``, ``>``, ``&``, ``'`` escaped so it can never close its ``<script>``."""
+    from .render import _json_strings
+
+    raw = json.dumps(_json_strings(data), separators=(",", ":"), ensure_ascii=False)
+    return raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
+
+
+def _map_ranges(data: dict, findings) -> None:
+    """Each finding range overlapping a window: ``data["ranges"]`` entry and ``TimeRange.timeline``."""
+    ranges = []
+    for f in findings:
+        for j, r in enumerate(f.time_ranges):
+            best = None
+            for w in data["windows"]:
+                a, b = w["t0"], w["t0"] + w["dur"]
+                lo, hi = max(a, r.start_ns), min(b, r.end_ns)
+                if hi > lo or (r.start_ns == r.end_ns and a <= r.start_ns < b):
+                    inside = r.start_ns >= a and r.end_ns <= b
+                    if best is None or (inside and not best[3]):
+                        best = (w, lo, max(hi, lo + 1), inside)
+            if best is None:
+                r.timeline, r.timeline_note = "", ""
+                continue
+            w, lo, hi, inside = best
+            rid = f"{f.anchor}-r{j}"
+            r.timeline = rid
+            r.timeline_note = "" if inside else f"the part in the {w['title'].split(':')[0].lower()}"
+            ranges.append({"id": rid, "w": w["id"], "s": lo - w["t0"], "e": hi - w["t0"],
+                           "label": f"{f.rank}. {f.title}" + (f" — {r.label}" if r.label else "")})
+    data["ranges"] = ranges
+
+
+def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str] | None:
+    """The data (module doc) and its embedded JSON text (:func:`embed`, at most
+    ``DETAIL_MAX_BYTES`` bytes); on each ``findings[i].time_ranges[j]``, ``timeline`` is set to
+    the id of its range on the timeline (``""`` when no window of the timeline overlaps it).
+    ``None`` when nothing was captured."""
+    wins = _windows(analysis)
+    if not wins:
+        return None
+    if worst:  # the window shown first
+        wins.sort(key=lambda w: w[0] != "worst")
+    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
+    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+    budget = tlm.DETAIL_MAX_SPANS
+    while True:
+        data = _build(wins, budget, kineto, origin)
+        _map_ranges(data, findings)
+        text = embed({**data, "windows": [{k: v for k, v in w.items() if k != "t0"} for w in data["windows"]]})
+        size = len(text.encode())
+        if size <= tlm.DETAIL_MAX_BYTES or budget <= tlm.MIN_SPANS_PER_LANE:
+            break
+        # bytes grow about linearly with spans: aim just under the cap (at most halving at a time)
+        budget = max(min(int(budget * tlm.DETAIL_MAX_BYTES / size * 0.9), budget // 2 if size > 4 * tlm.DETAIL_MAX_BYTES
+                         else budget - 1), tlm.MIN_SPANS_PER_LANE)
+    for w in data["windows"]:
+        del w["t0"]  # absolute times can exceed a double's exact integers; t0s says it in seconds
+    data["bytes"] = size
+    return data, text
+
+
+__all__ = ["timeline_data", "embed", "KINDS", "GAP_CAUSES"]
