@@ -36,6 +36,16 @@ class Analysis:
     def to_dict(self) -> dict:
         return self.result
 
+    def capture_windows(self, windows: dict[str, tuple[int, int]], max_ops: int | None = None) -> dict:
+        """Capture more timeline windows ``{name: (start_ns, end_ns)}`` (replaying only the slices
+        that hold them); each is then read with :meth:`window_view`. Returns the engine's captures
+        by name (``overflow`` set on those dropped for holding more than ``max_ops`` operations)."""
+        if self.engine is None:
+            return {}
+        from .engine.run import capture_windows
+
+        return capture_windows(self.engine, windows, max_ops=max_ops)
+
     def window_view(self, name: str):
         """The captured data of timeline window ``name`` ("median", "worst" or "middle"), as the
         object :func:`nsysdoc.metrics.timeline.window_timeline` reads, or None."""

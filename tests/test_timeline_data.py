@@ -81,15 +81,46 @@ def test_finding_ranges_map_onto_windows(build):
     def tr(s, e):
         return TimeRange(label="x", start_ns=s, end_ns=e, start_s="", end_s="", duration="", device="")
 
-    inside, partly, outside = tr(w0 + 1000, w0 + 5000), tr(w0 - 10_000_000_000, w1), tr(10, 20)
+    inside, partly = tr(w0 + 1000, w0 + 5000), tr(w0 - 10_000_000_000, w1)
+    outside = tr(w1 + 10**12, w1 + 10**12 + 10)  # 1,000 s after the capture: nothing there
     f = _finding([inside, partly, outside])
     data, _ = timeline_data(a, [f])
     by_id = {r["id"]: r for r in data["ranges"]}
     assert inside.timeline == "finding-1-r0" and inside.timeline_note == ""
     assert by_id["finding-1-r0"]["w"] == "worst"
     assert (by_id["finding-1-r0"]["s"], by_id["finding-1-r0"]["e"]) == (1000, 5000)
-    assert partly.timeline and partly.timeline_note.startswith("the part in the")
+    # a range the step windows hold only in part gets a window of its own, padded, holding it whole
+    assert partly.timeline == "finding-1-r1" and partly.timeline_note == ""
+    win = {w["id"]: w for w in data["windows"]}[by_id["finding-1-r1"]["w"]]
+    assert win["title"] == "Around finding 1" + win["title"][len("Around finding 1"):]
+    assert by_id["finding-1-r1"]["s"] > 0 and by_id["finding-1-r1"]["e"] < win["dur"]
+    # a range where nothing ran gets no window and no link
     assert outside.timeline == "" and len(data["ranges"]) == 2
+
+
+def test_range_windows_are_padded_merged_and_capped():
+    ms = 1_000_000
+    covered = [(0, 10 * ms)]
+    ranges = [(2 * ms, 3 * ms),            # inside the covered window: nothing to add
+              (20 * ms, 24 * ms),          # pad max(25 % of 4 ms, 0.1 ms) = 1 ms: [19, 25] ms
+              (24_500_000, 24_600_000),    # pad 0.1 ms: [24.4, 24.7] ms overlaps the last: merged
+              (9 * ms, 11 * ms),           # only partly covered: pad 0.5 ms -> [8.5, 11.5] ms
+              (50 * ms, 50 * ms)]          # a point: [49.9, 50.1] ms (one ns long, then padded)
+    got = tlm.range_windows(ranges, covered)
+    assert got == [(19 * ms, 25 * ms, [1, 2]), (8_500_000, 11_500_000, [3]), (49_900_000, 50_100_001, [4])]
+    assert tlm.range_windows(ranges, covered, max_windows=1) == [(19 * ms, 25 * ms, [1, 2])]
+
+
+def test_a_range_with_too_many_operations_gets_a_note_not_a_link(build, monkeypatch):
+    a = _analysis(build("sample_training"))
+    st = a.steps.table  # steps 8 to 10: neither the median (4) nor the worst (2) step
+    s0, s1 = int(np.asarray(st["start_ns"])[8]), int(np.asarray(st["end_ns"])[10])
+    r = TimeRange(label="x", start_ns=s0, end_ns=s1, start_s="0.5", end_s="1.2", duration="", device="")
+    monkeypatch.setattr(tlm, "RANGE_MAX_OPS", 100)
+    timeline_data(a, [_finding([r])])
+    assert r.timeline == ""
+    assert r.timeline_note == ("more than 100 operations around it: too many for this page; export it with "
+                               "-f perfetto --range 0.5:1.2")
 
 
 @pytest.mark.parametrize("scenario", ["ddp_nccl", "no_step_markers"])
@@ -103,3 +134,22 @@ def test_other_scenarios_have_data(build, scenario):
     data, text = res
     assert len(text.encode()) == data["bytes"] and data["spans"] > 0
     assert data["bytes"] <= tlm.DETAIL_MAX_BYTES
+
+
+@pytest.mark.parametrize("scenario", ["sample_training", "sync_storm", "pageable_h2d", "where_tiny_kernels_and_item"])
+def test_every_finding_range_has_a_link_on_the_timeline(build, scenario):
+    """Each time range a finding cites opens on the timeline: in a step window that holds it whole,
+    else in a window of its own (before, ranges outside the median and worst steps had no link)."""
+    import re
+
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.views import render_html
+
+    a = _analysis(build(scenario))
+    apply_rules(a.to_dict(), load_rules())
+    page = render_html(a)
+    n_ranges = sum(len(f.get("time_ranges") or []) for f in a.to_dict()["findings"])
+    links = re.findall(r'data-tl-range="([^"]+)"', page)
+    assert n_ranges > 0 and len(set(links)) == n_ranges, (scenario, n_ranges, links)
+    data = json.loads(re.search(r'<script type="application/json" id="tl-data">(.*?)</script>', page, re.S).group(1))
+    assert {r["id"] for r in data["ranges"]} == set(links)

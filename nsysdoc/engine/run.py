@@ -28,10 +28,20 @@ class Capture:
     end: int
     ops: list = field(default_factory=list)
     gaps: list = field(default_factory=list)   # (device, start, end, cause, split) per gap
+    #: operations kept at most (None: no limit); past it the capture is dropped (``overflow``)
+    max_ops: int | None = None
+    n_ops: int = 0
+    overflow: bool = False
 
     def add(self, st: SliceState) -> None:
+        if self.overflow:
+            return
         ops = st.ops
         m = np.flatnonzero((ops.start_ns < self.end) & (ops.end_ns > self.start))
+        if self.max_ops is not None and self.n_ops + len(m) > self.max_ops:
+            self.overflow, self.ops, self.gaps = True, [], []
+            return
+        self.n_ops += len(m)
         if len(m):
             self.ops.append(ops.take(m))
         g = st.gaps
@@ -54,6 +64,10 @@ class Result:
     captures: dict
     slices: int
     gap_total: int
+    #: the slices and the carry each started from: later captures (:func:`capture_windows`)
+    #: replay only the slices they need
+    spans: list = field(default_factory=list)
+    carries: list = field(default_factory=list)
 
 
 def run(trace, plan: Plan) -> Result:
@@ -113,7 +127,34 @@ def run(trace, plan: Plan) -> Result:
     total = Window(ndev)
     for p in parts:
         total.add(p)
-    return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total)
+    return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total, spans, carries)
+
+
+def capture_windows(res: Result, windows: dict[str, tuple[int, int]], max_ops: int | None = None) -> dict:
+    """Capture more timeline windows after the run (a finding's time range, say): the slices that
+    hold any of them run again from their saved carry, once for all windows. Each capture keeps at
+    most ``max_ops`` operations; one that would hold more is dropped (``overflow``). Adds the
+    captures to ``res.captures`` and returns them."""
+    caps = {k: Capture(int(a), int(b), max_ops=max_ops) for k, (a, b) in windows.items() if b > a}
+    if not caps or not res.spans:
+        return caps
+    lo, hi = min(c.start for c in caps.values()), max(c.end for c in caps.values())
+    spans, carries = res.spans, res.carries
+    for i, (c0, c1) in enumerate(spans):
+        if c0 >= hi:
+            break
+        if i + 1 < len(spans) and carries[i + 1].ops is None and c1 <= lo:
+            continue  # nothing this slice owns is still running at its end, and its gaps end in it
+        need = [c for c in caps.values() if not c.overflow and c0 < c.end and
+                not (i + 1 < len(spans) and carries[i + 1].ops is None and c1 <= c.start)]
+        if not need:
+            continue
+        st = phase_a(res.ctx, c0, c1, carries[i].copy(), i == len(spans) - 1)
+        for c in need:
+            c.add(st)
+        del st
+    res.captures.update({k: c for k, c in caps.items() if not c.overflow})
+    return caps
 
 
 def _prepare(ctx: Context, c0: int, c1: int) -> Prepared:
@@ -232,6 +273,6 @@ def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tup
     return t0, t1, excluded
 
 
-__all__ = ["Capture", "Result", "run", "Ops", "POS"]
+__all__ = ["Capture", "Result", "run", "capture_windows", "Ops", "POS"]
 
 

@@ -55,6 +55,14 @@ DETAIL_MAX_SPANS = 200_000
 #: Hard cap of the interactive timeline's data (bytes of its JSON): above it the span budget is
 #: halved until the data fits, so the page stays under 5 MB whatever the capture's size.
 DETAIL_MAX_BYTES = 3_500_000
+#: Finding ranges outside the step windows get windows of their own: at most this many (in the
+#: findings' order, overlapping ones merged), each padded on both sides by RANGE_PAD_SHARE of its
+#: length (at least RANGE_PAD_MIN_NS) so the operations around it show, and dropped (no link, a
+#: note saying so) when it holds more than RANGE_MAX_OPS operations.
+RANGE_WINDOWS_MAX = 12
+RANGE_PAD_SHARE = 0.25
+RANGE_PAD_MIN_NS = 100_000
+RANGE_MAX_OPS = 200_000
 #: Span names in the interactive timeline's data are cut to this many characters.
 DETAIL_NAME_CHARS = 300
 #: Stream lanes per device (busiest first).
@@ -602,3 +610,39 @@ def detail_window(view, start_ns: int, end_ns: int, *, host_tid: int | None, bud
     """:func:`window_timeline` with a span budget of ``budget`` (every operation its own span when
     the window holds fewer; lanes are merged at their widest holes beyond that)."""
     return window_timeline(view, start_ns, end_ns, host_tid=host_tid, total_spans=budget, per_lane=None)
+
+
+def range_windows(ranges: list[tuple[int, int]], covered: list[tuple[int, int]],
+                  max_windows: int = RANGE_WINDOWS_MAX) -> list[tuple[int, int, list[int]]]:
+    """Windows for the time ranges (ns, in findings' order) that no ``covered`` window holds
+    whole: each padded by ``max(RANGE_PAD_SHARE * length, RANGE_PAD_MIN_NS)`` on both sides,
+    overlapping ones merged; the first ``max_windows`` windows (by their first range), each with
+    the indexes of the ranges it holds."""
+    wins: list[list] = []
+    for i, (s, e) in enumerate(ranges):
+        if any(a <= s and e <= b for a, b in covered):
+            continue
+        pad = max(int((e - s) * RANGE_PAD_SHARE), RANGE_PAD_MIN_NS)
+        lo, hi = s - pad, max(e, s + 1) + pad
+        for w in wins:
+            if lo < w[1] and hi > w[0]:
+                w[0], w[1] = min(w[0], lo), max(w[1], hi)
+                w[2].append(i)
+                break
+        else:
+            if len(wins) < max_windows:
+                wins.append([lo, hi, [i]])
+    # merging may have made windows overlap each other: merge until none does
+    merged = True
+    while merged:
+        merged = False
+        for x in range(len(wins)):
+            for y in range(x + 1, len(wins)):
+                if wins[x][0] < wins[y][1] and wins[y][0] < wins[x][1]:
+                    wins[x] = [min(wins[x][0], wins[y][0]), max(wins[x][1], wins[y][1]), wins[x][2] + wins[y][2]]
+                    del wins[y]
+                    merged = True
+                    break
+            if merged:
+                break
+    return [(int(a), int(b), sorted(idx)) for a, b, idx in wins]

@@ -1,5 +1,6 @@
 """The interactive timeline's data: every operation of the median and worst step (or, without
-step markers, of the middle of the capture), embedded once in the page as compact JSON that
+step markers, of the middle of the capture), and of a window around each finding range they do
+not hold (captured on request: :func:`_range_windows`), embedded once in the page as compact JSON that
 ``static/report.js`` draws on a canvas with zoom, pan and level-of-detail merging.
 
 Size (docs/report.md, "Timeline"): the windows share a budget of
@@ -52,6 +53,36 @@ def _windows(analysis) -> list[tuple[str, str, object, int, int, int | None, dic
                 continue
             seen_steps.add(step["step"])
         out.append((name, prefix, view, int(a), int(b), gtid, step))
+    return out
+
+
+def _range_windows(analysis, findings, wins: list) -> list:
+    """Windows of their own for the finding ranges no step window holds whole
+    (:func:`nsysdoc.metrics.timeline.range_windows`), captured by the engine on request; a range
+    whose window holds too many operations gets a note instead of a link."""
+    flat = [r for f in findings for r in f.time_ranges]
+    rank_of = [f.rank for f in findings for _ in f.time_ranges]
+    plan = tlm.range_windows([(int(r.start_ns), int(r.end_ns)) for r in flat], [(w[3], w[4]) for w in wins])
+    if not plan or not hasattr(analysis, "capture_windows"):
+        return []
+    caps = analysis.capture_windows({f"range{k}": (a, b) for k, (a, b, _) in enumerate(plan)},
+                                    max_ops=tlm.RANGE_MAX_OPS)
+    out = []
+    for k, (a, b, idx) in enumerate(plan):
+        cap = caps.get(f"range{k}")
+        if cap is not None and not cap.overflow and not cap.n_ops and not cap.gaps:
+            continue  # nothing ran or waited there (a range outside the GPU's work): no window
+        view = analysis.window_view(f"range{k}") if cap is not None and not cap.overflow else None
+        if view is None:
+            for i in idx:
+                flat[i].timeline_note = (f"more than {tlm.RANGE_MAX_OPS:,} operations around it: too many for this "
+                                         f"page; export it with -f perfetto --range {flat[i].start_s}:{flat[i].end_s}")
+            continue
+        ranks = sorted({rank_of[i] for i in idx})
+        origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+        prefix = (f"Around finding{'s' if len(ranks) > 1 else ''} {', '.join(str(x) for x in ranks)} "
+                  f"at {fmt_s(int(min(flat[i].start_ns for i in idx)) - origin)}")
+        out.append((f"range{k}", prefix, view, int(a), int(b), None, None))
     return out
 
 
@@ -138,7 +169,7 @@ def _map_ranges(data: dict, findings) -> None:
                     if best is None or (inside and not best[3]):
                         best = (w, lo, max(hi, lo + 1), inside)
             if best is None:
-                r.timeline, r.timeline_note = "", ""
+                r.timeline = ""  # its note, if any, says why (_range_windows)
                 continue
             w, lo, hi, inside = best
             rid = f"{f.anchor}-r{j}"
@@ -155,6 +186,7 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str
     the id of its range on the timeline (``""`` when no window of the timeline overlaps it).
     ``None`` when nothing was captured."""
     wins = _windows(analysis)
+    wins += _range_windows(analysis, findings, wins)
     if not wins:
         return None
     if worst:  # the window shown first
