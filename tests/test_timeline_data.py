@@ -34,7 +34,10 @@ def test_fill_cap_gives_small_lanes_all_their_spans():
 def test_every_operation_of_the_step_is_in_the_data(build):
     a = _analysis(build("sample_training"))
     data, _ = timeline_data(a, [])
-    assert [w["id"] for w in data["windows"]] == ["median", "worst"]
+    # the median and worst steps, and the whole window as an overview (3,516 kernels: under 50,000)
+    assert [w["id"] for w in data["windows"]] == ["median", "worst", "window"]
+    whole = a.window_view("window")
+    assert (whole.window == tuple(a.engine.window_range)) and len(whole.ops) >= 3516
     view = a.window_view("median")
     w0, w1 = view.window
     in_window = int(((view.ops.start_ns < w1) & (view.ops.end_ns > w0)).sum())
@@ -96,6 +99,18 @@ def test_finding_ranges_map_onto_windows(build):
     assert by_id["finding-1-r1"]["s"] > 0 and by_id["finding-1-r1"]["e"] < win["dur"]
     # a range where nothing ran gets no window and no link
     assert outside.timeline == "" and len(data["ranges"]) == 2
+    # the padded window of the second range holds the whole analysis window: no overview added
+    assert "window" not in {w["id"] for w in data["windows"]}
+
+
+def test_a_step_window_is_preferred_to_the_overview(build):
+    a = _analysis(build("sample_training"))
+    w0, w1 = a.window_view("worst").window
+    r = TimeRange(label="x", start_ns=w0 + 1000, end_ns=w0 + 5000, start_s="", end_s="", duration="", device="")
+    data, _ = timeline_data(a, [_finding([r])])
+    # the overview holds the range too, but the step window (never merged) is preferred
+    assert "window" in {w["id"] for w in data["windows"]}
+    assert [x["w"] for x in data["ranges"]] == ["worst"]
 
 
 def test_range_windows_are_padded_merged_and_capped():
@@ -117,6 +132,7 @@ def test_a_range_with_too_many_operations_gets_a_note_not_a_link(build, monkeypa
     s0, s1 = int(np.asarray(st["start_ns"])[8]), int(np.asarray(st["end_ns"])[10])
     r = TimeRange(label="x", start_ns=s0, end_ns=s1, start_s="0.5", end_s="1.2", duration="", device="")
     monkeypatch.setattr(tlm, "RANGE_MAX_OPS", 100)
+    monkeypatch.setattr(tlm, "WHOLE_WINDOW_MAX_OPS", 0)  # no overview window to fall back on
     timeline_data(a, [_finding([r])])
     assert r.timeline == ""
     assert r.timeline_note == ("more than 100 operations around it: too many for this page; export it with "

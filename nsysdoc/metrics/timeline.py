@@ -63,6 +63,9 @@ RANGE_WINDOWS_MAX = 12
 RANGE_PAD_SHARE = 0.25
 RANGE_PAD_MIN_NS = 100_000
 RANGE_MAX_OPS = 200_000
+#: The whole analysis window is one more window (an overview) when it holds at most this many GPU
+#: operations.
+WHOLE_WINDOW_MAX_OPS = 50_000
 #: Span names in the interactive timeline's data are cut to this many characters.
 DETAIL_NAME_CHARS = 300
 #: Stream lanes per device (busiest first).

@@ -86,6 +86,22 @@ def _range_windows(analysis, findings, wins: list) -> list:
     return out
 
 
+def _whole_window(analysis, wins: list) -> list:
+    """The whole analysis window as one more window (an overview to zoom into), when it holds at
+    most ``WHOLE_WINDOW_MAX_OPS`` GPU operations and is not already one of ``wins``."""
+    res = getattr(analysis, "engine", None)
+    devices = (analysis.to_dict() or {}).get("devices") or []
+    n = sum((d.get("kernel_count") or 0) + (d.get("copy_count") or 0) for d in devices)
+    if res is None or not n or n > tlm.WHOLE_WINDOW_MAX_OPS or not hasattr(analysis, "capture_windows"):
+        return []
+    a, b = res.window_range
+    if a is None or b is None or b <= a or any(w[3] <= a and b <= w[4] for w in wins):
+        return []
+    cap = analysis.capture_windows({"window": (int(a), int(b))}, max_ops=4 * tlm.WHOLE_WINDOW_MAX_OPS).get("window")
+    view = analysis.window_view("window") if cap is not None and not cap.overflow else None
+    return [("window", "Whole analysis window", view, int(a), int(b), None, None)] if view is not None else []
+
+
 def _lanes(tl: dict, names: tlm.NameTable, kineto: bool) -> list[dict]:
     from .charts import HOST_LANE_LABELS
 
@@ -123,10 +139,11 @@ def _lanes(tl: dict, names: tlm.NameTable, kineto: bool) -> list[dict]:
     return lanes
 
 
-def _build(wins, budget: int, kineto: bool, origin: int) -> dict:
+def _build(wins, budget: int, kineto: bool, origin: int, sizes: list[int] | None = None) -> dict:
     names = tlm.NameTable()
     windows = []
-    per = max(budget // max(len(wins), 1), tlm.MIN_SPANS_PER_LANE)
+    # windows share the budget by need (a small window keeps every span; ``sizes``: estimates)
+    per = tlm.fill_cap(sizes, budget) if sizes else max(budget // max(len(wins), 1), tlm.MIN_SPANS_PER_LANE)
     for name, prefix, view, a, b, gtid, step in wins:
         tl = tlm.detail_window(view, a, b, host_tid=gtid, budget=per)
         tl["step"] = step
@@ -166,12 +183,14 @@ def _map_ranges(data: dict, findings) -> None:
                 lo, hi = max(a, r.start_ns), min(b, r.end_ns)
                 if hi > lo or (r.start_ns == r.end_ns and a <= r.start_ns < b):
                     inside = r.start_ns >= a and r.end_ns <= b
-                    if best is None or (inside and not best[3]):
-                        best = (w, lo, max(hi, lo + 1), inside)
+                    # a window that holds it whole, one with every operation (not the overview) first
+                    rank = (inside, w["id"] != "window")
+                    if best is None or rank > best[4]:
+                        best = (w, lo, max(hi, lo + 1), inside, rank)
             if best is None:
                 r.timeline = ""  # its note, if any, says why (_range_windows)
                 continue
-            w, lo, hi, inside = best
+            w, lo, hi, inside, _rank = best
             rid = f"{f.anchor}-r{j}"
             r.timeline = rid
             r.timeline_note = "" if inside else f"the part in the {w['title'].split(':')[0].lower()}"
@@ -187,15 +206,19 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str
     ``None`` when nothing was captured."""
     wins = _windows(analysis)
     wins += _range_windows(analysis, findings, wins)
+    wins += _whole_window(analysis, wins)
     if not wins:
         return None
+    caps = getattr(getattr(analysis, "engine", None), "captures", {}) or {}
+    # spans a window needs, roughly: its operations, as many gaps, host rows
+    sizes = [3 * getattr(caps.get(w[0]), "n_ops", 0) + tlm.MIN_SPANS_PER_LANE for w in wins]
     if worst:  # the window shown first
         wins.sort(key=lambda w: w[0] != "worst")
     kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
     origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
     budget = tlm.DETAIL_MAX_SPANS
     while True:
-        data = _build(wins, budget, kineto, origin)
+        data = _build(wins, budget, kineto, origin, sizes)
         _map_ranges(data, findings)
         text = embed({**data, "windows": [{k: v for k, v in w.items() if k != "t0"} for w in data["windows"]]})
         size = len(text.encode())
