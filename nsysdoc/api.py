@@ -367,7 +367,8 @@ def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] |
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     for p in items:
-        _check_path(p)
+        if not isinstance(p, (str, os.PathLike)):
+            raise UsageError(f"expected a path, got {type(p).__name__}")
     ruleset = _options(rules, config, no_config)
     files = expand_inputs([Path(p) for p in items])
     return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
@@ -597,7 +598,8 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
 
     items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     for p in items:
-        _check_path(p)
+        if not isinstance(p, (str, os.PathLike)):
+            raise UsageError(f"expected a path, got {type(p).__name__}")
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"jobs must be a whole number ≥ 1, got {jobs!r}")
     ruleset = _options(rules, config, no_config)  # one error, before any work
