@@ -452,14 +452,22 @@ def _overlapping(key: np.ndarray, start: np.ndarray, end: np.ndarray, stacks: di
 #: they use first): memory stays that of one batch whatever an engine slice holds.
 EVENTS_PER_CHUNK = 65536
 
-_OP_CATS = np.array(["kernel", "kernel,nccl", "memcpy", "memset"], dtype=object)
-_API_CATS = np.array(["cuda_api", "cuda_api,sync"], dtype=object)
-_OP_ROW = ',\n{"ph":"X","cat":"%s","name":%s,"ts":%d%s,"dur":%d%s,"pid":%d,"tid":%d}'
-_API_ROW = ',\n{"ph":"X","cat":"%s","name":%s,"ts":%d%s,"dur":%d%s,"pid":%d,"tid":%d}'
-_NVTX_ROW = ',\n{"ph":"X","cat":"%s","name":"%s","ts":%d%s,"dur":%d%s,"pid":%d,"tid":%d%s}'
-_GAP_HEAD = (',\n{"ph":"X","cat":"idle","name":"idle: %s","ts":%d%s,"dur":%d%s,"pid":%d,"tid":%d,'
-             '"args":{"class":"%s","gap_ms":%.6g,"split_ms":{')
-_GAP_FIXED = 9  # values of _GAP_HEAD
+_API_CATS = ("cuda_api", "cuda_api,sync")
+# A row is a head (what comes before "ts": made once per distinct category and name), the times,
+# and a tail (the track's pid and tid, made once per track): the fewer values, the faster the %.
+_TIMES = '%d%s,"dur":%d%s'
+_ROW = "%s" + _TIMES + "%s"               # head, times, tail
+_NVTX_ROW = '%s%s","ts":' + _TIMES + "%s%s}"  # head, name, times, track, args
+_GAP_ROW = "%s" + _TIMES + '%s,"gap_ms":%.6g,"split_ms":{'  # head, times, tail (to "class")
+_GAP_FIXED = 7  # values of _GAP_ROW
+
+
+def _head(cat: str, name_json: str) -> str:
+    return f',\n{{"ph":"X","cat":"{cat}","name":{name_json},"ts":'
+
+
+def _tail(pid: int, tid: int) -> str:
+    return f',"pid":{pid},"tid":{tid}}}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,29 +516,30 @@ class _Exporter:
         self.counts["kernel"] += nk
         self.counts["memcpy"] += nc
         self.counts["memset"] += len(idx) - nk - nc
-        cat = np.where(is_k, ops.is_nccl[idx].astype(np.int64), np.where(is_c, 2, 3))
         del is_k, is_c, kind
         for a, b in _batches(len(idx)):
             keys, inv = _groups(dev[a:b], stream[a:b], over[a:b].astype(np.int64))
-            tid = np.array([self.tracks.stream_tid(d, st, bool(ov)) for d, st, ov in keys], dtype=np.int64)[inv]
-            yield _rows(_OP_ROW, b - a, [_OP_CATS[cat[a:b]], self._op_names(ops, idx[a:b]),
-                                         *self.times(s[a:b], e[a:b]), GPU_PID_BASE + dev[a:b], tid])
+            tails = np.empty(len(keys), dtype=object)
+            tails[:] = [_tail(GPU_PID_BASE + d, self.tracks.stream_tid(d, st, bool(ov))) for d, st, ov in keys]
+            yield _rows(_ROW, b - a, [self._op_heads(ops, idx[a:b]), *self.times(s[a:b], e[a:b]), tails[inv]])
 
-    def _op_names(self, ops, idx) -> np.ndarray:
-        """Each operation's name as a JSON string (made once per distinct name)."""
+    def _op_heads(self, ops, idx) -> np.ndarray:
+        """Each operation's row head (:func:`_head`: its category and name, made once per
+        distinct pair)."""
         from ..metrics.kernels import display_name
 
         out = np.empty(len(idx), dtype=object)
         kind = ops.kind[idx]
         k = np.flatnonzero(kind == KIND_KERNEL)
         if len(k):
-            keys, inv = _groups(ops.short_id[idx[k]], ops.name_id[idx[k]])
+            keys, inv = _groups(ops.short_id[idx[k]], ops.name_id[idx[k]], ops.is_nccl[idx[k]].astype(np.int64))
             new = [x for x in keys if x not in self.kernel_names]
             if new:
-                shorts = self.tr.strings.lookup(np.array([a for a, _ in new], dtype=np.int64))
-                longs = self.tr.strings.lookup(np.array([b for _, b in new], dtype=np.int64))
+                shorts = self.tr.strings.lookup(np.array([x[0] for x in new], dtype=np.int64))
+                longs = self.tr.strings.lookup(np.array([x[1] for x in new], dtype=np.int64))
                 for key, sh, lg in zip(new, shorts, longs):
-                    self.kernel_names[key] = jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)")
+                    self.kernel_names[key] = _head("kernel,nccl" if key[2] else "kernel",
+                                                   jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)"))
             names = np.empty(len(keys), dtype=object)
             names[:] = [self.kernel_names[x] for x in keys]
             out[k] = names[inv]
@@ -548,7 +557,7 @@ class _Exporter:
                             (f" ({mem})" if mem else "")
                     else:
                         text = f"memset {_fmt_bytes(key[2])}"
-                    nm = self.copy_names[key] = jstr(text)
+                    nm = self.copy_names[key] = _head("memcpy" if key[0] == KIND_MEMCPY else "memset", jstr(text))
                 names[j] = nm
             out[rest] = names[inv]
         return out
@@ -570,17 +579,19 @@ class _Exporter:
                 e = np.minimum(g.end_ns[gm], hi).astype(np.int64)
                 dev = g.device[gm].astype(np.int64)
                 cause = g.cause[gm].astype(np.int64)
-                devs, dinv = _groups(dev)
-                tid = np.array([self.tracks.gap_tid(d) for (d,) in devs], dtype=np.int64)[dinv]
-                causes = np.array(CAUSES, dtype=object)[cause]
-                fixed = [causes, *self.times(s, e), GPU_PID_BASE + dev, tid, causes,
+                heads = np.array([_head("idle", f'"idle: {c}"') for c in CAUSES], dtype=object)
+                keys, kinv = _groups(dev, cause)
+                tails = np.empty(len(keys), dtype=object)
+                tails[:] = [_tail(GPU_PID_BASE + d, self.tracks.gap_tid(d))[:-1] + f',"args":{{"class":"{CAUSES[c]}"'
+                            for d, c in keys]
+                fixed = [heads[cause], *self.times(s, e), tails[kinv],
                          (g.end_ns[gm] - g.start_ns[gm]).astype(np.float64) / 1e6]
                 # a format per set of classes present (bit j: class j)
                 nz = split != 0
                 code = (nz.astype(np.int64) << np.arange(len(CAUSES), dtype=np.int64)).sum(axis=1)
                 codes, cinv = np.unique(code, return_inverse=True)
                 fmts = np.empty(len(codes), dtype=object)
-                fmts[:] = [_GAP_HEAD + ",".join(f'"{CAUSES[j]}":%.6g' for j in range(len(CAUSES)) if c >> j & 1)
+                fmts[:] = [_GAP_ROW + ",".join(f'"{CAUSES[j]}":%.6g' for j in range(len(CAUSES)) if c >> j & 1)
                            + "}}}" for c in codes.tolist()]
                 fmt = "".join(fmts[cinv.reshape(-1)].tolist())
                 # the values, row by row: the fixed ones, then the row's nonzero classes in order
@@ -629,21 +640,20 @@ class _Exporter:
                 nid = np.asarray(d["name_id"], dtype=np.int64)
                 del d, th
                 over = _overlapping(gt, s, e, self.stack_api).astype(np.int64)
-                cat = _API_CATS[np.asarray(blocking, dtype=bool).astype(np.int64)]
+                sync = np.asarray(blocking, dtype=bool).astype(np.int64)
                 del blocking
                 for a, b in _batches(len(s)):
                     keys, inv = _groups(gt[a:b], over[a:b])
-                    pt = np.array([self.tracks.host_tid(g, api=True, overlap=bool(ov)) for g, ov in keys],
-                                  dtype=np.int64).reshape(-1, 2)[inv]
-                    ids, ninv = _groups(nid[a:b])
-                    new = [x for (x,) in ids if x not in self.api_names]
+                    tails = np.empty(len(keys), dtype=object)
+                    tails[:] = [_tail(*self.tracks.host_tid(g, api=True, overlap=bool(ov))) for g, ov in keys]
+                    ids, ninv = _groups(nid[a:b], sync[a:b])
+                    new = [x for (x, _) in ids if x not in self.api_names]
                     for x, v in zip(new, self.tr.strings.lookup(np.array(new, dtype=np.int64))):
                         self.api_names[x] = jstr(S.strip_api_suffix(str(v)) or "(CUDA API)")
-                    names = np.empty(len(ids), dtype=object)
-                    names[:] = [self.api_names[x] for (x,) in ids]
+                    heads = np.empty(len(ids), dtype=object)
+                    heads[:] = [_head(_API_CATS[y], self.api_names[x]) for x, y in ids]
                     self.counts["cuda_api"] += b - a
-                    yield _rows(_API_ROW, b - a, [cat[a:b], names[ninv], *self.times(s[a:b], e[a:b]),
-                                                  pt[:, 0], pt[:, 1]])
+                    yield _rows(_ROW, b - a, [heads[ninv], *self.times(s[a:b], e[a:b]), tails[inv]])
         nv = store.get("nvtx")
         if nv is not None and len(nv):
             cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
@@ -664,21 +674,22 @@ class _Exporter:
                 over = _overlapping(gt, s, e, self.stack_nvtx).astype(np.int64)
                 for a, b in _batches(len(s)):
                     keys, inv = _groups(gt[a:b], over[a:b])
-                    pt = np.array([self.tracks.host_tid(g, overlap=bool(ov)) for g, ov in keys],
-                                  dtype=np.int64).reshape(-1, 2)[inv]
+                    tracks = np.empty(len(keys), dtype=object)
+                    tracks[:] = [_tail(*self.tracks.host_tid(g, overlap=bool(ov)))[:-1] for g, ov in keys]
                     dkeys, dinv = _groups(dom[a:b])
                     dcat = np.empty(len(dkeys), dtype=object)
                     dargs = np.empty(len(dkeys), dtype=object)
                     for j, (dm,) in enumerate(dkeys):
                         dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
-                        dcat[j] = cat = "cpu_op" if dname == "cpu_op" else (
+                        cat = "cpu_op" if dname == "cpu_op" else (
                             "python_function" if dname == "python_function" else "nvtx")
+                        dcat[j] = f',\n{{"ph":"X","cat":"{cat}","name":"'
                         dargs[j] = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
                     names = _jstrs([tx if isinstance(tx, str) and tx else "(unnamed range)"
                                     for tx in texts[a:b].tolist()])
                     self.counts["nvtx"] += b - a
                     yield _rows(_NVTX_ROW, b - a, [dcat[dinv], names, *self.times(s[a:b], e[a:b]),
-                                                   pt[:, 0], pt[:, 1], dargs[dinv]])
+                                                   tracks[inv], dargs[dinv]])
 
     # -- findings ------------------------------------------------------------------------------
     def finding_lines(self) -> list[str]:
