@@ -25,16 +25,13 @@ from bench_report import generate  # noqa: E402
 def measure(cmd: list[str]) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system: less swayed by other work on a shared machine)
     and peak RSS (MB) of one child process."""
-    import resource
     import subprocess
-    import time
 
     wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
                "r=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL,stderr=subprocess.PIPE);"
                "e=time.perf_counter()-t;u=resource.getrusage(resource.RUSAGE_CHILDREN);"
                "print(e,u.ru_utime+u.ru_stime,u.ru_maxrss/1024,r.returncode);"
                "sys.stderr.write(r.stderr.decode(errors='replace')[-2000:])")
-    del resource, time
     out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, check=True)
     wall, cpu, mb, rc = out.stdout.split()
     if int(rc) != 0:
