@@ -188,6 +188,47 @@ def test_range_and_steps_limit_the_events(tmp_path):
     assert len(_gpu(_export(a, time_range="2:3"))) == 0
 
 
+def test_chunks_hold_a_bounded_batch_of_events(tmp_path, monkeypatch):
+    """The export never holds a slice's events as text: each chunk holds at most
+    EVENTS_PER_CHUNK events (plus the metadata of the tracks they use first), whatever a slice
+    holds, and the chunks join to the same trace as with the default batch."""
+    from nsysdoc.report import perfetto
+    from nsysdoc.testing.scenarios import launch_bound_small_kernels
+
+    a = _analysis(launch_bound_small_kernels().write(tmp_path / "lb.sqlite"))
+    sel = selection_for(a)
+    whole = json.loads("".join(chrome_trace(a, sel)))
+    n_x = sum(e["ph"] == "X" for e in whole["traceEvents"])
+    monkeypatch.setattr(perfetto, "EVENTS_PER_CHUNK", 7, raising=False)
+    chunks = list(chrome_trace(a, sel))
+    per_chunk = [c.count('"ph":"X"') for c in chunks]
+    assert max(per_chunk) <= 7
+    assert len(chunks) > n_x // 7  # one slice here holds all of its hundreds of operations
+    meta = [c.count('"ph":"M"') for c in chunks]
+    assert max(meta) <= 4 * 7  # at most four metadata events per new track an event uses
+    batched = json.loads("".join(chunks))
+    assert sorted(map(json.dumps, batched["traceEvents"])) == sorted(map(json.dumps, whole["traceEvents"]))
+    assert batched["otherData"] == whole["otherData"]
+
+
+def test_overlap_detection_follows_nesting(tmp_path):
+    """Perfetto nests the events of a track as a stack: an event crossing the innermost open one
+    (not only the furthest-reaching) goes to the twin track; stacks carry over between calls."""
+    from nsysdoc.report.perfetto import _overlapping
+    import numpy as np
+
+    key = np.zeros(5, dtype=np.int64)
+    s = np.array([0, 10, 40, 100, 100], dtype=np.int64)
+    e = np.array([100, 50, 60, 100, 120], dtype=np.int64)
+    # [0,100) holds [10,50); [40,60) crosses [10,50) though it ends before 100; [100,120) follows
+    # and [100,100) nests in it (longer first at equal starts)
+    assert _overlapping(key, s, e, {}).tolist() == [False, False, True, False, False]
+    # sequential events (a GPU stream): nothing overlaps; a carried open event is checked
+    stacks: dict = {}
+    assert not _overlapping(key[:3], np.array([0, 5, 9]), np.array([5, 9, 20]), stacks).any()
+    assert _overlapping(key[:2], np.array([15, 20]), np.array([25, 30]), stacks).tolist() == [True, False]
+
+
 def test_hostile_text_stays_valid_json(tmp_path):
     cap = Capture()
     t = cap.process(pid=7).thread()

@@ -1,7 +1,9 @@
 """A Chrome trace (JSON) of the analysis window, for ui.perfetto.dev and chrome://tracing.
 
-:func:`chrome_trace` yields the file as text chunks (one per engine slice: a capture with millions
-of GPU operations is never held as one list); the command line writes them. What it holds
+:func:`chrome_trace` yields the file as text chunks of at most :data:`EVENTS_PER_CHUNK` events (a
+capture with millions of GPU operations, or a slice of a million, is never held as text or as a
+list of events; each batch is formatted by one ``%`` over numpy columns, names made once per
+distinct name); the command line writes them. What it holds
 (``docs/perfetto.md``):
 
 * every GPU operation (kernel, memcpy, memset) that the export selects, as a complete event
@@ -22,7 +24,8 @@ Timestamps are microseconds (3 decimals: ns precision) on the capture's timeline
 export's own times, a PyTorch Profiler trace's times from the instant trace viewers show as 0.
 
 Slices of the analysis engine are run again to get the idle gaps with their classes (each gap is
-classified once, in the slice its end falls in), so memory stays that of one slice.
+classified once, in the slice its end falls in), so memory stays that of one slice's columns
+and one batch of text.
 """
 from __future__ import annotations
 
@@ -331,10 +334,81 @@ def _us(ns: np.ndarray) -> list[str]:
     return [f"{a}.{b:03d}" if b else str(a) for a, b in zip(q.tolist(), r.tolist())]
 
 
-def _overlapping(key: np.ndarray, start: np.ndarray, end: np.ndarray, reach: dict) -> np.ndarray:
-    """Which events overlap an earlier event of their track without nesting in it (Perfetto drops
-    those on one track): per track in start order, an event that starts before the furthest end so
-    far and ends after it. ``reach`` carries each track's furthest end to the next chunk."""
+#: ``_US_FRAC[r]``: the text after the whole µs of a time with ``r`` ns over them ("" for 0)
+_US_FRAC = np.array([""] + [f".{r:03d}" for r in range(1, 1000)], dtype=object)
+
+
+def _us_cols(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_us` as two columns for ``"%d%s"``: whole µs and the fraction's text."""
+    q, r = np.divmod(np.maximum(np.asarray(ns, dtype=np.int64), 0), 1000)
+    return q, _US_FRAC[r]
+
+
+def _rows(fmt: str, n: int, cols: list) -> str:
+    """``n`` rows of ``fmt`` (a %-format) filled from ``cols`` (arrays of length ``n``, or scalars),
+    formatted by one ``%`` over the batch: no Python code runs per event."""
+    if n <= 0:
+        return ""
+    flat = np.empty((n, len(cols)), dtype=object)
+    for j, c in enumerate(cols):
+        flat[:, j] = c
+    return (fmt * n) % tuple(flat.ravel().tolist())
+
+
+def _jstrs(texts: list) -> np.ndarray:
+    """:func:`jstr` of each text (strings), encoded in one ``json.dumps``, without the quotes."""
+    if not texts:
+        return np.zeros(0, dtype=object)
+    body = json.dumps(texts, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATES.search(body):
+        body = _SURROGATES.sub("\ufffd", body)
+    # inside a JSON string every '"' is escaped, so '","' only ever separates two of them
+    parts = body[2:-2].split('","')
+    if len(parts) != len(texts):  # never, by the above; kept for safety
+        parts = [jstr(t)[1:-1] for t in texts]
+    out = np.empty(len(parts), dtype=object)
+    out[:] = parts
+    return out
+
+
+def _groups(*cols: np.ndarray) -> tuple[list, np.ndarray]:
+    """The distinct rows of integer columns (as tuples of ints) and each row's index in them."""
+    code = None
+    vals = []
+    for c in cols:  # each column's distinct values, then one int64 code per row (few of each)
+        u, inv = np.unique(np.asarray(c, dtype=np.int64), return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        vals.append(u.tolist())
+        code = inv if code is None else code * len(u) + inv
+    if code is None or not len(code):
+        return [], np.zeros(0, dtype=np.int64)
+    uc, inv = np.unique(code, return_inverse=True)
+    keys = []
+    for x in uc.tolist():
+        row = []
+        for v in reversed(vals):
+            x, r = divmod(x, len(v))
+            row.append(v[r])
+        keys.append(tuple(reversed(row)))
+    return keys, inv.reshape(-1)
+
+
+def _batches(n: int):
+    """``[a, b)`` ranges of at most :data:`EVENTS_PER_CHUNK` rows covering ``n``."""
+    step = max(int(EVENTS_PER_CHUNK), 1)
+    for a in range(0, n, step):
+        yield a, min(a + step, n)
+
+
+def _overlapping(key: np.ndarray, start: np.ndarray, end: np.ndarray, stacks: dict) -> np.ndarray:
+    """Which events do not nest properly in their track (Perfetto drops those from one track), as
+    Perfetto nests them: per track in start order (longer first at equal starts), the events still
+    open form a stack; an event that starts before the innermost open event ends and ends after it
+    overlaps it without nesting. Those go to the twin track and are not pushed. ``stacks`` carries
+    each track's open events (their ends, outermost first) to the next call.
+
+    Vectorised where a track's events follow one another (a GPU stream, CUDA calls of a thread):
+    only from a track's first event that starts inside an earlier one is a stack walked in Python."""
     out = np.zeros(len(key), dtype=bool)
     if not len(key):
         return out
@@ -343,13 +417,57 @@ def _overlapping(key: np.ndarray, start: np.ndarray, end: np.ndarray, reach: dic
     cut = np.flatnonzero(np.diff(k)) + 1
     for a, b in zip(np.concatenate(([0], cut)).tolist(), np.concatenate((cut, [len(k)])).tolist()):
         kk = int(k[a])
-        r0 = reach.get(kk, -(1 << 62))
-        prev = np.maximum.accumulate(np.concatenate(([r0], e[a:b])))
-        bad = (s[a:b] < prev[:-1]) & (e[a:b] > prev[:-1])
-        out[order[a:b][bad]] = True
-        good = e[a:b][~bad]
-        reach[kk] = max(r0, int(good.max())) if len(good) else r0
+        stack = stacks.get(kk) or []
+        ss, ee = s[a:b], e[a:b]
+        # the events still open at the first start: a stack of depth <= 1 is one "previous end"
+        while stack and stack[-1] <= int(ss[0]):
+            stack.pop()
+        if len(stack) <= 1:
+            r0 = stack[0] if stack else -(1 << 62)
+            prev = np.concatenate(([r0], ee[:-1]))
+            inside = np.flatnonzero(ss < prev)  # starts before the previous event ends
+            if not len(inside):
+                stacks[kk] = [int(ee[-1])]
+                continue
+            i0 = int(inside[0])
+            if i0:
+                stack = [int(ee[i0 - 1])]
+        else:
+            i0 = 0
+        bad = []
+        for i, (x, y) in enumerate(zip(ss[i0:].tolist(), ee[i0:].tolist()), i0):
+            while stack and stack[-1] <= x:
+                stack.pop()
+            if stack and y > stack[-1]:
+                bad.append(i)
+            else:
+                stack.append(y)
+        if bad:
+            out[order[a:b][np.asarray(bad, dtype=np.int64)]] = True
+        stacks[kk] = stack
     return out
+
+
+#: At most this many trace events in one chunk of text (plus the metadata events of the tracks
+#: they use first): memory stays that of one batch whatever an engine slice holds.
+EVENTS_PER_CHUNK = 65536
+
+_API_CATS = ("cuda_api", "cuda_api,sync")
+# A row is a head (what comes before "ts": made once per distinct category and name), the times,
+# and a tail (the track's pid and tid, made once per track): the fewer values, the faster the %.
+_TIMES = '%d%s,"dur":%d%s'
+_ROW = "%s" + _TIMES + "%s"               # head, times, tail
+_NVTX_ROW = '%s%s","ts":' + _TIMES + "%s%s}"  # head, name, times, track, args
+_GAP_ROW = "%s" + _TIMES + '%s,"gap_ms":%.6g,"split_ms":{'  # head, times, tail (to "class")
+_GAP_FIXED = 7  # values of _GAP_ROW
+
+
+def _head(cat: str, name_json: str) -> str:
+    return f',\n{{"ph":"X","cat":"{cat}","name":{name_json},"ts":'
+
+
+def _tail(pid: int, tid: int) -> str:
+    return f',"pid":{pid},"tid":{tid}}}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,102 +483,128 @@ class _Exporter:
         self.kernel_names: dict = {}
         self.copy_names: dict = {}
         self.api_names: dict = {}
-        # per kind of track, each track's furthest end so far (see _overlapping)
-        self.reach_ops: dict = {}
-        self.reach_api: dict = {}
-        self.reach_nvtx: dict = {}
+        # per kind of track, each track's open events (see _overlapping)
+        self.stack_ops: dict = {}
+        self.stack_api: dict = {}
+        self.stack_nvtx: dict = {}
         self.counts = {"kernel": 0, "memcpy": 0, "memset": 0, "gap": 0, "cuda_api": 0, "nvtx": 0, "finding": 0}
         self.first = True
 
     def ts(self, ns) -> list[str]:
         return _us(np.asarray(ns, dtype=np.int64) - self.origin)
 
+    def times(self, s: np.ndarray, e: np.ndarray) -> list:
+        """The ``ts`` and ``dur`` columns (``"%d%s"`` each) of events ``[s, e)``."""
+        return [*_us_cols(s - self.origin), *_us_cols(e - s)]
+
     # -- GPU operations ----------------------------------------------------------------------
-    def op_lines(self, ops) -> list[str]:
-        if not len(ops):
-            return []
+    def op_chunks(self, ops) -> Iterator[str]:
+        """The operations of a slice that the selection holds, a batch of rows at a time."""
+        if ops is None or not len(ops):
+            return
         idx = np.flatnonzero(self.sel.ops_mask(ops.start_ns, ops.end_ns))
         if not len(idx):
-            return []
-        s, e = ops.start_ns[idx], np.maximum(ops.end_ns[idx], ops.start_ns[idx])
+            return
+        s = ops.start_ns[idx].astype(np.int64)
+        e = np.maximum(ops.end_ns[idx].astype(np.int64), s)
         dev = ops.device[idx].astype(np.int64)
         stream = ops.stream[idx].astype(np.int64)
         kind = ops.kind[idx]
-        names = self._op_names(ops, idx)
-        key = dev * (1 << 32) + stream + 1
-        over = _overlapping(key, s, e, self.reach_ops)
-        out = []
-        cats = {KIND_KERNEL: "kernel", KIND_MEMCPY: "memcpy"}
-        nccl = ops.is_nccl[idx]
-        tids: dict = {}
-        for t0, du, d, st, k, nm, ov, nc in zip(self.ts(s), _us(e - s), dev.tolist(), stream.tolist(),
-                                               kind.tolist(), names, over.tolist(), nccl.tolist()):
-            tk = (d, st, ov)
-            tid = tids.get(tk)
-            if tid is None:
-                tid = tids[tk] = self.tracks.stream_tid(d, st, ov)
-            cat = cats.get(k, "memset")
-            self.counts[cat] += 1
-            if nc:
-                cat = "kernel,nccl"
-            out.append(f'{{"ph":"X","cat":"{cat}","name":{nm},"ts":{t0},"dur":{du},"pid":{GPU_PID_BASE + d},'
-                       f'"tid":{tid}}}')
-        return out
+        over = _overlapping(dev * (1 << 32) + stream + 1, s, e, self.stack_ops)
+        is_k, is_c = kind == KIND_KERNEL, kind == KIND_MEMCPY
+        nk, nc = int(is_k.sum()), int(is_c.sum())
+        self.counts["kernel"] += nk
+        self.counts["memcpy"] += nc
+        self.counts["memset"] += len(idx) - nk - nc
+        del is_k, is_c, kind
+        for a, b in _batches(len(idx)):
+            keys, inv = _groups(dev[a:b], stream[a:b], over[a:b].astype(np.int64))
+            tails = np.empty(len(keys), dtype=object)
+            tails[:] = [_tail(GPU_PID_BASE + d, self.tracks.stream_tid(d, st, bool(ov))) for d, st, ov in keys]
+            yield _rows(_ROW, b - a, [self._op_heads(ops, idx[a:b]), *self.times(s[a:b], e[a:b]), tails[inv]])
 
-    def _op_names(self, ops, idx) -> list[str]:
+    def _op_heads(self, ops, idx) -> np.ndarray:
+        """Each operation's row head (:func:`_head`: its category and name, made once per
+        distinct pair)."""
         from ..metrics.kernels import display_name
 
-        out: list = [None] * len(idx)
+        out = np.empty(len(idx), dtype=object)
         kind = ops.kind[idx]
         k = np.flatnonzero(kind == KIND_KERNEL)
         if len(k):
-            sid, nid = ops.short_id[idx[k]].astype(np.int64), ops.name_id[idx[k]].astype(np.int64)
-            new = [(a, b) for a, b in set(zip(sid.tolist(), nid.tolist())) if (a, b) not in self.kernel_names]
+            keys, inv = _groups(ops.short_id[idx[k]], ops.name_id[idx[k]], ops.is_nccl[idx[k]].astype(np.int64))
+            new = [x for x in keys if x not in self.kernel_names]
             if new:
-                shorts = self.tr.strings.lookup(np.array([a for a, _ in new], dtype=np.int64))
-                longs = self.tr.strings.lookup(np.array([b for _, b in new], dtype=np.int64))
+                shorts = self.tr.strings.lookup(np.array([x[0] for x in new], dtype=np.int64))
+                longs = self.tr.strings.lookup(np.array([x[1] for x in new], dtype=np.int64))
                 for key, sh, lg in zip(new, shorts, longs):
-                    self.kernel_names[key] = jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)")
-            for j, a, b in zip(k.tolist(), sid.tolist(), nid.tolist()):
-                out[j] = self.kernel_names[(a, b)]
+                    self.kernel_names[key] = _head("kernel,nccl" if key[2] else "kernel",
+                                                   jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)"))
+            names = np.empty(len(keys), dtype=object)
+            names[:] = [self.kernel_names[x] for x in keys]
+            out[k] = names[inv]
         rest = np.flatnonzero(kind != KIND_KERNEL)
-        for j in rest.tolist():
-            i = idx[j]
-            key = (int(kind[j]), int(ops.copy_kind[i]), int(ops.nbytes[i]), int(ops.host_kind[i]))
-            nm = self.copy_names.get(key)
-            if nm is None:
-                if key[0] == KIND_MEMCPY:
-                    mem = S.MEM_KIND_LABELS.get(key[3], "") if key[3] >= 0 else ""
-                    text = f"memcpy {S.COPY_KIND_LABELS.get(key[1], 'other')} {_fmt_bytes(key[2])}" + \
-                        (f" ({mem})" if mem else "")
-                else:
-                    text = f"memset {_fmt_bytes(key[2])}"
-                nm = self.copy_names[key] = jstr(text)
-            out[j] = nm
+        if len(rest):
+            i = idx[rest]
+            keys, inv = _groups(kind[rest], ops.copy_kind[i], ops.nbytes[i], ops.host_kind[i])
+            names = np.empty(len(keys), dtype=object)
+            for j, key in enumerate(keys):
+                nm = self.copy_names.get(key)
+                if nm is None:
+                    if key[0] == KIND_MEMCPY:
+                        mem = S.MEM_KIND_LABELS.get(key[3], "") if key[3] >= 0 else ""
+                        text = f"memcpy {S.COPY_KIND_LABELS.get(key[1], 'other')} {_fmt_bytes(key[2])}" + \
+                            (f" ({mem})" if mem else "")
+                    else:
+                        text = f"memset {_fmt_bytes(key[2])}"
+                    nm = self.copy_names[key] = _head("memcpy" if key[0] == KIND_MEMCPY else "memset", jstr(text))
+                names[j] = nm
+            out[rest] = names[inv]
         return out
 
     # -- idle gaps -----------------------------------------------------------------------------
-    def gap_lines(self, g) -> list[str]:
+    def gap_chunks(self, g) -> Iterator[str]:
+        """The gaps of a slice overlapping the selection, clipped to it, a batch at a time. The
+        class split (``split_ms``) names only the classes a gap has: rows with the same classes
+        share a format, so each batch is still one ``%``."""
         if g is None or not len(g):
-            return []
-        out = []
+            return
         for lo, hi in self.sel.intervals:
-            gm = np.flatnonzero((g.start_ns < hi) & (g.end_ns > lo))
-            if not len(gm):
-                continue
-            split = g.split(gm, lo, hi)
-            a = np.maximum(g.start_ns[gm], lo)
-            b = np.minimum(g.end_ns[gm], hi)
-            for t0, du, d, c, sp, whole in zip(self.ts(a), _us(b - a), g.device[gm].astype(np.int64).tolist(),
-                                               g.cause[gm].astype(np.int64).tolist(), split.tolist(),
-                                               (g.end_ns[gm] - g.start_ns[gm]).tolist()):
-                tid = self.tracks.gap_tid(d)
-                parts = ",".join(f'"{CAUSES[j]}":{v / 1e6:.6g}' for j, v in enumerate(sp) if v)
-                self.counts["gap"] += 1
-                out.append(f'{{"ph":"X","cat":"idle","name":"idle: {CAUSES[c]}","ts":{t0},"dur":{du},'
-                           f'"pid":{GPU_PID_BASE + d},"tid":{tid},"args":{{"class":"{CAUSES[c]}",'
-                           f'"gap_ms":{whole / 1e6:.6g},"split_ms":{{{parts}}}}}}}')
-        return out
+            gm_all = np.flatnonzero((g.start_ns < hi) & (g.end_ns > lo))
+            for a, b in _batches(len(gm_all)):
+                gm = gm_all[a:b]
+                n = len(gm)
+                split = g.split(gm, lo, hi)
+                s = np.maximum(g.start_ns[gm], lo).astype(np.int64)
+                e = np.minimum(g.end_ns[gm], hi).astype(np.int64)
+                dev = g.device[gm].astype(np.int64)
+                cause = g.cause[gm].astype(np.int64)
+                heads = np.array([_head("idle", f'"idle: {c}"') for c in CAUSES], dtype=object)
+                keys, kinv = _groups(dev, cause)
+                tails = np.empty(len(keys), dtype=object)
+                tails[:] = [_tail(GPU_PID_BASE + d, self.tracks.gap_tid(d))[:-1] + f',"args":{{"class":"{CAUSES[c]}"'
+                            for d, c in keys]
+                fixed = [heads[cause], *self.times(s, e), tails[kinv],
+                         (g.end_ns[gm] - g.start_ns[gm]).astype(np.float64) / 1e6]
+                # a format per set of classes present (bit j: class j)
+                nz = split != 0
+                code = (nz.astype(np.int64) << np.arange(len(CAUSES), dtype=np.int64)).sum(axis=1)
+                codes, cinv = np.unique(code, return_inverse=True)
+                fmts = np.empty(len(codes), dtype=object)
+                fmts[:] = [_GAP_ROW + ",".join(f'"{CAUSES[j]}":%.6g' for j in range(len(CAUSES)) if c >> j & 1)
+                           + "}}}" for c in codes.tolist()]
+                fmt = "".join(fmts[cinv.reshape(-1)].tolist())
+                # the values, row by row: the fixed ones, then the row's nonzero classes in order
+                per = nz.sum(axis=1)
+                base = np.arange(n, dtype=np.int64) * _GAP_FIXED + np.concatenate(([0], np.cumsum(per)[:-1]))
+                vals = np.empty(n * _GAP_FIXED + int(per.sum()), dtype=object)
+                for j, c in enumerate(fixed):
+                    vals[base + j] = c
+                r, c = np.nonzero(nz)
+                first = np.concatenate(([0], np.cumsum(per)[:-1]))
+                vals[base[r] + _GAP_FIXED + (np.arange(len(r)) - first[r])] = split[r, c].astype(np.float64) / 1e6
+                self.counts["gap"] += n
+                yield fmt % tuple(vals.tolist())
 
     def _in_earlier(self, start: np.ndarray, lo: int) -> np.ndarray:
         """Rows starting in an interval of the selection before the one starting at ``lo``
@@ -473,13 +617,12 @@ class _Exporter:
         return m
 
     # -- host ----------------------------------------------------------------------------------
-    def host_lines(self, lo: int, hi: int, before: bool = False) -> list[str]:
+    def host_chunks(self, lo: int, hi: int, before: bool = False) -> Iterator[str]:
         """CUDA API calls and NVTX ranges starting in ``[lo, hi)`` (with ``before``: starting
-        before ``lo`` and still running at it)."""
+        before ``lo`` and still running at it), a batch at a time."""
         from ..engine.data import RT_COLS, blocking_of
         from ..trace.store import to_text
 
-        out: list[str] = []
         store = self.tr.store
         t = store.get("runtime")
         if t is not None and len(t):
@@ -494,17 +637,23 @@ class _Exporter:
                               if len(self.tracks.thread_gtid) else 0, 0)
                 s = d["start_ns"].astype(np.int64)
                 e = np.maximum(d["end_ns"].astype(np.int64), s)
-                over = _overlapping(gt, s, e, self.reach_api)
                 nid = np.asarray(d["name_id"], dtype=np.int64)
-                new = [x for x in np.unique(nid).tolist() if x not in self.api_names]
-                for x, v in zip(new, self.tr.strings.lookup(np.array(new, dtype=np.int64))):
-                    self.api_names[x] = jstr(S.strip_api_suffix(str(v)) or "(CUDA API)")
-                for t0, du, g, n, bl, ov in zip(self.ts(s), _us(e - s), gt.tolist(), nid.tolist(), blocking.tolist(),
-                                                over.tolist()):
-                    pid, tid = self.tracks.host_tid(g, api=True, overlap=ov)
-                    self.counts["cuda_api"] += 1
-                    out.append(f'{{"ph":"X","cat":"{"cuda_api,sync" if bl else "cuda_api"}","name":{self.api_names[n]},'
-                               f'"ts":{t0},"dur":{du},"pid":{pid},"tid":{tid}}}')
+                del d, th
+                over = _overlapping(gt, s, e, self.stack_api).astype(np.int64)
+                sync = np.asarray(blocking, dtype=bool).astype(np.int64)
+                del blocking
+                for a, b in _batches(len(s)):
+                    keys, inv = _groups(gt[a:b], over[a:b])
+                    tails = np.empty(len(keys), dtype=object)
+                    tails[:] = [_tail(*self.tracks.host_tid(g, api=True, overlap=bool(ov))) for g, ov in keys]
+                    ids, ninv = _groups(nid[a:b], sync[a:b])
+                    new = [x for (x, _) in ids if x not in self.api_names]
+                    for x, v in zip(new, self.tr.strings.lookup(np.array(new, dtype=np.int64))):
+                        self.api_names[x] = jstr(S.strip_api_suffix(str(v)) or "(CUDA API)")
+                    heads = np.empty(len(ids), dtype=object)
+                    heads[:] = [_head(_API_CATS[y], self.api_names[x]) for x, y in ids]
+                    self.counts["cuda_api"] += b - a
+                    yield _rows(_ROW, b - a, [heads[ninv], *self.times(s[a:b], e[a:b]), tails[inv]])
         nv = store.get("nvtx")
         if nv is not None and len(nv):
             cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
@@ -521,17 +670,26 @@ class _Exporter:
                 dom = np.asarray(d["domain"], dtype=np.int64)[idx]
                 gt = np.asarray(d["global_tid"], dtype=np.int64)[idx]
                 s, e = s[idx], e[idx]
-                over = _overlapping(gt, s, e, self.reach_nvtx)
-                for t0, du, g, tx, dm, ov in zip(self.ts(s), _us(e - s), gt.tolist(), texts.tolist(), dom.tolist(),
-                                                 over.tolist()):
-                    pid, tid = self.tracks.host_tid(g, overlap=ov)
-                    dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
-                    self.counts["nvtx"] += 1
-                    cat = "cpu_op" if dname == "cpu_op" else ("python_function" if dname == "python_function" else "nvtx")
-                    args = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
-                    out.append(f'{{"ph":"X","cat":"{cat}","name":{jstr(tx if isinstance(tx, str) and tx else "(unnamed range)")},'
-                               f'"ts":{t0},"dur":{du},"pid":{pid},"tid":{tid}{args}}}')
-        return out
+                del d
+                over = _overlapping(gt, s, e, self.stack_nvtx).astype(np.int64)
+                for a, b in _batches(len(s)):
+                    keys, inv = _groups(gt[a:b], over[a:b])
+                    tracks = np.empty(len(keys), dtype=object)
+                    tracks[:] = [_tail(*self.tracks.host_tid(g, overlap=bool(ov)))[:-1] for g, ov in keys]
+                    dkeys, dinv = _groups(dom[a:b])
+                    dcat = np.empty(len(dkeys), dtype=object)
+                    dargs = np.empty(len(dkeys), dtype=object)
+                    for j, (dm,) in enumerate(dkeys):
+                        dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
+                        cat = "cpu_op" if dname == "cpu_op" else (
+                            "python_function" if dname == "python_function" else "nvtx")
+                        dcat[j] = f',\n{{"ph":"X","cat":"{cat}","name":"'
+                        dargs[j] = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
+                    names = _jstrs([tx if isinstance(tx, str) and tx else "(unnamed range)"
+                                    for tx in texts[a:b].tolist()])
+                    self.counts["nvtx"] += b - a
+                    yield _rows(_NVTX_ROW, b - a, [dcat[dinv], names, *self.times(s[a:b], e[a:b]),
+                                                   tracks[inv], dargs[dinv]])
 
     # -- findings ------------------------------------------------------------------------------
     def finding_lines(self) -> list[str]:
@@ -563,14 +721,13 @@ class _Exporter:
                            f'"args":{_json_args(extra)}}}')
         return out
 
-    def emit(self, lines: list[str]) -> str:
+    def emit(self, body: str) -> str:
+        """``body`` (events, each after ``",\n"``) after the metadata of the tracks it uses first."""
         meta = self.tracks.take()
-        lines = meta + lines
-        if not lines:
-            return ""
-        head = "\n" if self.first else ",\n"
-        self.first = False
-        return head + ",\n".join(lines)
+        text = "".join(",\n" + m for m in meta) + body if meta else body
+        if text and self.first:
+            text, self.first = text[1:], False  # the first event follows "[" without a comma
+        return text
 
 
 def _json_args(d: dict) -> str:
@@ -615,26 +772,31 @@ def _slices_state(analysis, sel: Selection):
 
 
 def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
-    """The Chrome trace JSON of ``sel`` as text chunks (see the module doc)."""
+    """The Chrome trace JSON of ``sel`` as text chunks (see the module doc): at most
+    :data:`EVENTS_PER_CHUNK` events each, with the metadata of the tracks they use first."""
     ex = _Exporter(analysis, sel)
     yield '{"traceEvents":['
-    if sel.intervals:
-        for lo, hi in sel.intervals:  # host rows begun before the selection and running into it
-            chunk = ex.emit(ex.host_lines(lo, hi, before=True))
+
+    def chunks(bodies):
+        for body in bodies:
+            chunk = ex.emit(body)
             if chunk:
                 yield chunk
+
+    if sel.intervals:
+        for lo, hi in sel.intervals:  # host rows begun before the selection and running into it
+            yield from chunks(ex.host_chunks(lo, hi, before=True))
         for st in _slices_state(analysis, sel):
-            lines = ex.op_lines(st.ops) + ex.gap_lines(st.gaps)
+            yield from chunks(ex.op_chunks(st.ops))
+            yield from chunks(ex.gap_chunks(st.gaps))
             for lo, hi in sel.intervals:
                 a, b = max(lo, st.c0), min(hi, st.c1)
                 if b > a:
-                    lines += ex.host_lines(a, b)
-            chunk = ex.emit(lines)
-            if chunk:
-                yield chunk
-        chunk = ex.emit(ex.finding_lines())
-        if chunk:
-            yield chunk
+                    yield from chunks(ex.host_chunks(a, b))
+            del st
+        lines = ex.finding_lines()
+        for a, b in _batches(len(lines)):
+            yield from chunks(["".join(",\n" + x for x in lines[a:b])])
     src = (analysis.to_dict() or {}).get("source") or {}
     other = {"generator": f"nsysdoc {__version__}", "source": src.get("path"), "tool": src.get("tool"),
              "time_origin_ns": ex.origin, "selection": sel.kind,
