@@ -214,7 +214,7 @@ def test_chunks_hold_a_bounded_batch_of_events(tmp_path, monkeypatch):
 def test_overlap_detection_follows_nesting(tmp_path):
     """Perfetto nests the events of a track as a stack: an event crossing the innermost open one
     (not only the furthest-reaching) goes to the twin track; stacks carry over between calls."""
-    from nsysdoc.report.perfetto import _overlapping
+    from nsysdoc.views.perfetto import _overlapping
     import numpy as np
 
     key = np.zeros(5, dtype=np.int64)
