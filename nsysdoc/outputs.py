@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -60,11 +61,40 @@ def check_output_name(path: Path) -> None:
                               f"allows at most {limit}", hint="choose a shorter name with -o")
 
 
+def _special(path: Path) -> Path | None:
+    """``path`` when it exists and is neither a regular file nor a folder (``/dev/null``, a named
+    pipe, ``/dev/stdout``): written to directly, never replaced by a renamed file (as root, a
+    rename over ``/dev/null`` would turn the device into a plain file for every program)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) else None
+
+
+def _write_special(path: Path, chunks, what: str) -> None:
+    try:
+        with open(path, "wb", buffering=1 << 20) as fh:
+            for chunk in chunks:
+                fh.write(chunk.encode("utf-8", "replace"))
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+
+
+def _target(path: Path) -> Path:
+    """Where to write: a symbolic link's target (the link stays a link), else ``path``."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
 def write_text_atomic(path: Path, text: str, what: str = "the output") -> None:
     """Write ``text`` (UTF-8; unpaired surrogates from non-UTF-8 names are replaced) to ``path``
     atomically: a temporary file in the same folder, fsync, then ``os.replace``. On failure the
-    previous file is left as it was, the temporary file is removed and OutputError is raised."""
-    path = Path(path)
+    previous file is left as it was, the temporary file is removed and OutputError is raised.
+    A device or named pipe (``-o /dev/null``) is written to directly; a symbolic link's target
+    is replaced, not the link."""
+    path = _target(Path(path))
+    if _special(path) is not None:
+        return _write_special(path, [text], what)
     data = text.encode("utf-8", "replace")
     tmp: str | None = None
     try:
@@ -102,8 +132,11 @@ def write_text_atomic(path: Path, text: str, what: str = "the output") -> None:
 def write_chunks_atomic(path: Path, chunks, what: str = "the output") -> None:
     """:func:`write_text_atomic` for text made piece by piece (a trace export of millions of
     events): the pieces are written as they come, never joined; the file appears only once all
-    are written. An exception from ``chunks`` leaves the previous file as it was and propagates."""
-    path = Path(path)
+    are written. An exception from ``chunks`` leaves the previous file as it was and propagates.
+    Devices, named pipes and links as :func:`write_text_atomic`."""
+    path = _target(Path(path))
+    if _special(path) is not None:
+        return _write_special(path, chunks, what)
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

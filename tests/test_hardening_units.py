@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -465,3 +466,34 @@ def test_dask_probe_accepts_a_scheduler_greeting_and_refuses_others():
     srv.close()
     with pytest.raises(InputError, match="not an address"):
         probe_scheduler("tcp://host:notaport")
+
+
+def test_outputs_to_a_device_a_pipe_or_a_link_keep_what_the_name_is(tmp_path):
+    """-o /dev/null must write to the device, never rename a file over it (as root, that turned
+    /dev/null into a plain file for every program on the machine); a named pipe gets the text; a
+    symbolic link stays a link and its target gets the text."""
+    import threading
+
+    from nsysdoc.outputs import write_chunks_atomic, write_text_atomic
+
+    write_text_atomic(Path("/dev/null"), "x" * 100)
+    write_chunks_atomic(Path("/dev/null"), iter(["a", "b"]))
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    write_text_atomic(fifo, "through the pipe")
+    reader.join(10)
+    assert got == [b"through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+    target = tmp_path / "real.html"
+    target.write_text("old")
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    write_text_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    write_chunks_atomic(link, iter(["ne", "wer"]))
+    assert link.is_symlink() and target.read_text() == "newer"
