@@ -400,8 +400,14 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
     if isinstance(path, Report):
         return path
     ruleset = _options(rules, config, no_config)
-    return _report(pipeline.one_capture(path, "input"), ruleset, step_marker=step_marker, cache=cache,
-                   cache_dir=cache_dir, nsys=nsys, progress=progress)
+    try:
+        one = pipeline.one_capture(path, "input")
+    except InputError as exc:
+        if "captures; the input must be one capture" in exc.message:
+            raise InputError(exc.message, hint="nsysdoc.reports() reads each of them") from None
+        raise
+    return _report(one, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
+                   progress=progress)
 
 
 # --- diff ---------------------------------------------------------------------------------------

@@ -291,8 +291,9 @@ def test_a_folder_of_several_captures_names_reports(tmp_path, build):
     folder.mkdir()
     for name in ("healthy_training", "sync_storm"):
         SCENARIOS[name]().write(folder / f"{name}.sqlite")
-    with pytest.raises(nsysdoc.NsysdocError, match="holds 2 captures"):
+    with pytest.raises(nsysdoc.NsysdocError, match="holds 2 captures") as exc:
         nsysdoc.report(str(folder), no_config=True)
+    assert "nsysdoc.reports()" in exc.value.hint
     reps = nsysdoc.reports(str(folder), no_config=True, cache=False)
     assert [Path(r.path).name for r in reps] == ["healthy_training.sqlite", "sync_storm.sqlite"]
 
