@@ -183,6 +183,25 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
     out = np.full(len(op_proc), -1, dtype=np.int64)
     prim = steps.primary
     proc = np.asarray(prim["proc"], dtype=np.int64)
+    if len(op_proc) and (proc >= 0).any():
+        # every process's steps on one axis (process p's times shifted by p * span): one binary
+        # search for all operations instead of a mask, a gather and a search per process
+        ok = np.flatnonzero(proc >= 0)
+        s = np.asarray(prim["start_ns"], dtype=np.int64)[ok]
+        order = np.lexsort((s, proc[ok]))  # by process, then start (stable)
+        p_s, s = proc[ok][order], s[order]
+        r_end = np.asarray(prim["range_end_ns"], dtype=np.int64)[ok][order]
+        ids = np.asarray(prim["step"], dtype=np.int64)[ok][order]
+        when = np.asarray(op_when_ns, dtype=np.int64)
+        base = min(int(s.min()), int(when.min()))
+        span = max(int(s.max()), int(when.max())) - base + 1
+        if (int(p_s[-1]) + 2) * span < (1 << 62):
+            op_p = np.asarray(op_proc, dtype=np.int64)
+            k = np.searchsorted(p_s * span + (s - base), op_p * span + (when - base), side="right") - 1
+            kc = np.maximum(k, 0)
+            inside = np.flatnonzero((k >= 0) & (p_s[kc] == op_p) & (when < r_end[kc]))
+            out[inside] = ids[k[inside]]
+            return out
     for p in np.unique(proc[proc >= 0]).tolist():
         st = prim.take(proc == p)
         sel = np.flatnonzero(op_proc == p)
