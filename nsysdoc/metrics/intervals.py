@@ -270,12 +270,39 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
         pk.append(allk[has]); ps.append(np.maximum(last_e[has], lo[has])); pe.append(hi[has])
     if not pk:
         return _EMPTY, _EMPTY, _EMPTY
-    gk = np.concatenate(pk); gs = np.concatenate(ps); ge = np.concatenate(pe)
     if lo is not None and hi is not None:
-        gs = np.maximum(gs, lo[gk]); ge = np.minimum(ge, hi[gk])
-    keep = ge > gs
-    gk, gs, ge = gk[keep], gs[keep], ge[keep]
+        for i in range(len(pk)):
+            ps[i] = np.maximum(ps[i], lo[pk[i]]); pe[i] = np.minimum(pe[i], hi[pk[i]])
+    for i in range(len(pk)):
+        keep = pe[i] > ps[i]
+        pk[i], ps[i], pe[i] = pk[i][keep], ps[i][keep], pe[i][keep]
+    if len(pk) == 3 and (not len(k) or (int(k[0]) >= 0 and int(k[-1]) < nkeys)):
+        return _by_key(nkeys, pk, ps, pe)
+    gk = np.concatenate(pk); gs = np.concatenate(ps); ge = np.concatenate(pe)
     return take(sort_order(gk, gs), gk, gs, ge)
+
+
+def _by_key(nkeys: int, pk: list, ps: list, pe: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps of :func:`gaps` in (key, start) order without a sort: per key the leading gap
+    (``pk[1]``, at most one), the inner gaps (``pk[0]``, in order: the union's are) and the
+    trailing gap (``pk[2]``, at most one). Their starts strictly increase within a key (a leading
+    gap ends where the key's first interval starts, a trailing gap starts where its last ends), so
+    this is exactly the order a sort by (key, start) gives; each piece is scattered to its place."""
+    ik, lk, tk = pk
+    cin = np.bincount(ik, minlength=nkeys)[:nkeys]
+    cl = np.bincount(lk, minlength=nkeys)[:nkeys]
+    ct = np.bincount(tk, minlength=nkeys)[:nkeys]
+    base = np.zeros(nkeys, dtype=np.int64)
+    np.cumsum((cin + cl + ct)[:-1], out=base[1:])
+    first_in = np.zeros(nkeys, dtype=np.int64)
+    np.cumsum(cin[:-1], out=first_in[1:])
+    n = int(cin.sum() + cl.sum() + ct.sum())
+    pos = (base[ik] + cl[ik] - first_in[ik] + np.arange(len(ik), dtype=np.int64),
+           base[lk], base[tk] + cl[tk] + cin[tk])
+    out = tuple(np.empty(n, dtype=np.int64) for _ in range(3))
+    for p, a, b, c in zip(pos, pk, ps, pe):
+        out[0][p] = a; out[1][p] = b; out[2][p] = c
+    return out
 
 
 class Partition:

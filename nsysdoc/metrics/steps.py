@@ -136,6 +136,7 @@ class StepBuilder:
         self.df = df
         self.end = df["range_end_ns"].copy()
         self.by_proc = {}
+        self._axis = None
         prim = df["primary"]
         proc = df["proc"]
         for p in np.unique(proc[prim & (proc >= 0)]).tolist():
@@ -149,6 +150,19 @@ class StepBuilder:
         outside every primary step (what :func:`assign_ops_to_steps` gives)."""
         out = np.full(len(op_proc), -1, dtype=np.int64)
         if not self.has:
+            return out
+        if self._axis is None and self.by_proc:  # the primary steps of every process, by (process, start)
+            procs = sorted(self.by_proc)
+            parts = [self.by_proc[p] for p in procs]
+            self._axis = (np.concatenate([np.full(len(r), p, dtype=np.int64) for p, (r, _, _) in zip(procs, parts)]),
+                          *(np.concatenate([x[i] for x in parts]) for i in range(3)))
+        found = _search_steps(self._axis[0], self._axis[2], self._axis[3], op_proc, op_when_ns) \
+            if self._axis is not None else None
+        if found is not None:
+            inside, k = found
+            step = self._axis[1][k]  # step ids are row numbers
+            np.maximum.at(self.end, step, np.asarray(op_end_ns)[inside])
+            out[inside] = step
             return out
         for proc, (rows, s, r_end) in self.by_proc.items():
             sel = np.flatnonzero(op_proc == proc)
@@ -178,11 +192,42 @@ class StepBuilder:
         return Steps(table.select(_STEP_COLUMNS), w0, w1, True)
 
 
+def _search_steps(p_s: np.ndarray, s: np.ndarray, r_end: np.ndarray, op_proc: np.ndarray,
+                  op_when_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Steps sorted by (process ``p_s``, start ``s``), range ends ``r_end``: the operations
+    launched inside one (``[start, range end)`` of the latest step of their process starting at
+    or before the launch) and that step's position, or None when the packed axis would overflow.
+    Every process's steps sit on one axis (process p's times shifted by p * span): one binary
+    search for all operations instead of a mask, a gather and a search per process."""
+    when = np.asarray(op_when_ns, dtype=np.int64)
+    if len(when) == 0 or len(s) == 0 or int(p_s[0]) < 0:
+        return None
+    base = min(int(s.min()), int(when.min()))
+    span = max(int(s.max()), int(when.max())) - base + 1
+    if (int(p_s[-1]) + 2) * span >= (1 << 62):
+        return None
+    op_p = np.asarray(op_proc, dtype=np.int64)
+    k = np.searchsorted(p_s * span + (s - base), op_p * span + (when - base), side="right") - 1
+    kc = np.maximum(k, 0)
+    inside = np.flatnonzero((k >= 0) & (p_s[kc] == op_p) & (when < r_end[kc]))
+    return inside, k[inside]
+
+
 def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarray) -> np.ndarray:
     """Step id (``steps.table["step"]``) of each operation, ``-1`` if launched outside every step."""
     out = np.full(len(op_proc), -1, dtype=np.int64)
     prim = steps.primary
     proc = np.asarray(prim["proc"], dtype=np.int64)
+    if len(op_proc) and (proc >= 0).any():
+        ok = np.flatnonzero(proc >= 0)
+        s = np.asarray(prim["start_ns"], dtype=np.int64)[ok]
+        order = np.lexsort((s, proc[ok]))  # by process, then start (stable)
+        found = _search_steps(proc[ok][order], s[order],
+                              np.asarray(prim["range_end_ns"], dtype=np.int64)[ok][order], op_proc, op_when_ns)
+        if found is not None:
+            inside, k = found
+            out[inside] = np.asarray(prim["step"], dtype=np.int64)[ok][order][k]
+            return out
     for p in np.unique(proc[proc >= 0]).tolist():
         st = prim.take(proc == p)
         sel = np.flatnonzero(op_proc == p)
