@@ -681,7 +681,7 @@ app.add_typer(rules_app, name="rules")
 
 def _rules_or_exit(dirs: list[Path], config: Optional[Path] = None, no_config: bool = True):
     try:
-        return _ruleset(dirs, config, no_config)[0]
+        return _ruleset(dirs, config, no_config).rules
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
