@@ -33,10 +33,13 @@ import stat
 import time
 import zlib
 from array import array
+from itertools import compress, repeat
+from operator import attrgetter
 from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from .. import cache as cache_m
@@ -362,14 +365,17 @@ class _Acc:
 
     def launch_code(self, a: dict) -> int:
         """The code of a kernel event's launch configuration (its ``args``)."""
-        g, b = a.get("grid"), a.get("block")
+        return self.launch_code5(a.get("grid"), a.get("block"), a.get("registers per thread"),
+                                 a.get("shared memory"), a.get("est. achieved occupancy %"))
+
+    def launch_code5(self, g, b, regs, smem, est) -> int:
+        """:meth:`launch_code` of the five args it reads (grid, block, registers per thread,
+        shared memory, est. achieved occupancy %)."""
         if g.__class__ is list and b.__class__ is list and len(g) == 3 and len(b) == 3:
-            raw = (g[0], g[1], g[2], b[0], b[1], b[2], a.get("registers per thread"), a.get("shared memory"),
-                   a.get("est. achieved occupancy %"))
+            raw = (g[0], g[1], g[2], b[0], b[1], b[2], regs, smem, est)
         else:  # the rare event without both: each dimension list kept on its own
             raw = (tuple(g) if g.__class__ is list and len(g) == 3 else None,
-                   tuple(b) if b.__class__ is list and len(b) == 3 else None,
-                   a.get("registers per thread"), a.get("shared memory"), a.get("est. achieved occupancy %"))
+                   tuple(b) if b.__class__ is list and len(b) == 3 else None, regs, smem, est)
         try:
             code = self.launch_raw.get(raw)
         except TypeError:  # an unhashable value (a list where a number belongs)
@@ -461,13 +467,13 @@ class _Stream:
         except ValueError:
             return self._slow(buf, pos)
 
-    def more(self, grow: bool = False) -> bool:
-        """Read the next chunk. ``grow``: the value at ``pos`` is incomplete, so read at least as
-        much again as is pending: a long value is then decoded O(log n) times, not once per chunk
-        (a 200 MB string re-scanned on every 1 MB refill took quadratic time)."""
+    def more(self, grow: bool = False, size: int = CHUNK_CHARS) -> bool:
+        """Read the next chunk (``size`` characters). ``grow``: the value at ``pos`` is incomplete,
+        so read at least as much again as is pending: a long value is then decoded O(log n) times,
+        not once per chunk (a 200 MB string re-scanned on every 1 MB refill took quadratic time)."""
         if self.eof:
             return False
-        size = max(CHUNK_CHARS, len(self.buf) - self.pos) if grow else CHUNK_CHARS
+        size = max(size, len(self.buf) - self.pos) if grow else size
         try:
             chunk = self.fh.read(size)
         except EOFError:
@@ -604,8 +610,12 @@ def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
     return meta, acc
 
 
-def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the hot loop, kept flat on purpose
-    """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'."""
+def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,  # noqa: C901
+                 first: bool = True) -> bool:
+    """Parse ``traceEvents`` items one at a time into ``acc`` (``st.pos`` at the first item, or the
+    ']' of an empty list; ``first=False``: at an item after a ','), until the closing ']' (True),
+    or until the item separator at or past character ``stop`` of the file (False). Every input
+    the fast path (:func:`_events`) does not take comes here: this defines the reader's behaviour."""
     decode = st._fast  # the hot path; st.decode's fallback only on a ValueError
     ws = _WS.match
     after = _AFTER.match
@@ -623,9 +633,10 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
     n = ignored = 0
     tick = time.monotonic() + 2.0
     # the first item may be ']' (an empty list)
-    if st.peek() == "]":
+    if first and st.peek() == "]":
         st.pos += 1
-        return
+        return True
+    ended = True
     while True:
         # ---- one item -------------------------------------------------------------------
         pos = ws(st.buf, st.pos).end()
@@ -788,11 +799,314 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
         st.pos = m.end()
         if m.group(1) == "]":
             break
+        if stop is not None and st.offset + st.pos >= stop:
+            ended = False
+            break
         if progress is not None and n % 65536 == 0 and time.monotonic() > tick:
-            progress(f"read {n:,} trace events")
+            progress(f"read {acc.events + n:,} trace events")
             tick = time.monotonic() + 2.0
     acc.events += n
     acc.ignored += ignored
+    return ended
+
+
+# --------------------------------------------------------------------------------------------
+# fast path: many events per msgspec call, then columns at a time
+# --------------------------------------------------------------------------------------------
+#: characters decoded per msgspec call (the window's last event ends at a "},": its separator)
+FAST_CHARS = 8 << 20
+_UNSET = msgspec.UNSET
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The ``args`` an event's row needs; the rest (input shapes, strides ...) is skipped unbuilt."""
+    device: object = _UNSET  # missing: the event's pid
+    stream: object = None
+    context: object = 0
+    correlation: object = None
+    bytes: object = 0
+    grid: object = None
+    block: object = None
+    regs: object = msgspec.field(default=None, name="registers per thread")
+    smem: object = msgspec.field(default=None, name="shared memory")
+    occ: object = msgspec.field(default=None, name="est. achieved occupancy %")
+    seq: object = msgspec.field(default=None, name="Sequence number")
+    stack: object = msgspec.field(default=None, name="Call stack")
+    name: object = None  # metadata events: the process or thread name
+
+
+class _Ev(msgspec.Struct, gc=False):
+    ph: object = None
+    cat: object = None
+    name: object = None
+    pid: object = None
+    tid: object = None
+    ts: object = None
+    dur: object = None
+    id: object = None
+    args: _Args | None = None  # any other JSON value: the slow path's (ValidationError)
+
+
+_NO_ARGS = _Args()
+#: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
+_decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
+_F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
+#: (ph, cat) -> kind of the row an event makes
+_KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
+    | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
+_PH_CAT, _PID_TID = attrgetter("ph", "cat"), attrgetter("pid", "tid")
+_TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
+_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES = (attrgetter(k) for k in ("device", "context", "stream", "correlation",
+                                                                     "bytes"))
+_NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
+_THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
+
+
+def _kineto_us(vals: list) -> np.ndarray | None:
+    """Integer ns of texts that are all in Kineto's form, ``[0-9]{1,15}.[0-9]{3}`` (microseconds
+    with 3 decimals: the digits without the dot are the ns, as in :func:`us_to_ns`); None if any
+    is not. One join, a digit-free skeleton check, the dot positions, one C parse."""
+    n = len(vals)
+    j = ",".join(vals)
+    if not j.isascii():
+        return None
+    b = j.encode("ascii")
+    if b.translate(None, b"0123456789") != b".," * (n - 1) + b".":
+        return None  # another character, a sign, a second dot, or a ',' inside a value
+    c = np.frombuffer(b, dtype=np.uint8)
+    dots = np.flatnonzero(c == 46)
+    ends = np.append(np.flatnonzero(c == 44), len(b))
+    whole = dots - np.concatenate(([-1], ends[:-1])) - 1  # digits before each dot
+    if not (np.all(ends - dots == 4) and np.all(whole >= 1) and np.all(whole <= 15)):
+        return None
+    out = np.fromstring(b.replace(b".", b""), dtype=np.int64, sep=",")
+    return out if len(out) == n else None
+
+
+def _ns_many(vals: list) -> np.ndarray:
+    """:func:`us_to_ns` of each value: vectorised for Kineto's ``"123.456"`` texts
+    (:func:`_kineto_us`) and for integers; anything else through :func:`us_to_ns` itself."""
+    n = len(vals)
+    out = None
+    types = set(map(type, vals))
+    if types == {str}:
+        out = _kineto_us(vals)
+    elif types == {int}:
+        try:
+            a = np.fromiter(vals, dtype=np.int64, count=n)
+        except OverflowError:
+            a = None
+        if a is not None and bool(np.all((a > -_LIM // 1000) & (a < _LIM // 1000))):
+            out = a * 1000
+    if out is None:
+        out = np.fromiter(map(us_to_ns, vals), dtype=np.int64, count=n)
+    return out
+
+
+def _ints(vals: list, lo: int, hi: int, other) -> np.ndarray:
+    """Each value when it is an int in [lo, hi), else ``other(i)`` (int64)."""
+    n = len(vals)
+    if set(map(type, vals)) <= {int}:
+        try:
+            a = np.fromiter(vals, dtype=np.int64, count=n)
+        except OverflowError:
+            a = None
+        if a is not None:
+            bad = np.flatnonzero((a < lo) | (a >= hi))
+            for i in bad.tolist():
+                a[i] = other(i)
+            return a
+    return np.fromiter((v if v.__class__ is int and lo <= v < hi else other(i) for i, v in enumerate(vals)),
+                       dtype=np.int64, count=n)
+
+
+def _numbered(ids: dict, keys: list) -> np.ndarray:
+    """Each key's number in ``ids``, new keys numbered in order as they first come (the slow
+    path's ``ids.get(k)``/``ids[k] = len(ids)``). TypeError on an unhashable key."""
+    got = list(map(ids.get, keys))
+    if None in got:
+        for i in [i for i, v in enumerate(got) if v is None]:
+            k = keys[i]
+            v = ids.get(k)
+            if v is None:
+                v = ids[k] = len(ids)
+            got[i] = v
+    return np.fromiter(got, dtype=np.int64, count=len(got))
+
+
+def _add(col: array, values: np.ndarray) -> None:
+    """Append a numpy column to an :class:`array.array` of the same item size."""
+    if len(values):
+        col.frombytes(np.ascontiguousarray(values, dtype=np.dtype(col.typecode)).tobytes())
+
+
+def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
+    """Rows of a window of decoded events, as :func:`_events_slow` makes them one at a time: the
+    same rows, names, threads and launch codes, in the same order. Raises on anything it does not
+    expect (the window is then read again by the slow path); ``acc`` is only appended to at the
+    end, and its name, thread and launch-code numbering is assigned in event order, so a window
+    read again gets the same numbers."""
+    n = len(evs)
+    kinds = np.fromiter(map(_KIND.get, map(_PH_CAT, evs), repeat(_IGNORED)), dtype=np.int8, count=n)
+    for i in np.flatnonzero(kinds == _IGNORED).tolist():
+        if evs[i].ph == "M":  # a metadata event with a category
+            kinds[i] = _META
+    # ---- times of X rows and flows ------------------------------------------------------------
+    is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
+    xev = list(compress(evs, is_x.tolist()))
+    xk = kinds[is_x]
+    s = _ns_many(list(map(_TS, xev)))
+    d = _ns_many(list(map(_DUR, xev)))
+    ok = (s != BAD) & (d != BAD)
+    e_ = np.where(ok, s + np.where(ok, d, 0), BAD)
+    e_[(e_ != BAD) & ~((e_ > -_LIM) & (e_ < _LIM))] = BAD
+    is_flow = (kinds == _F_START) | (kinds == _F_END)
+    fev = list(compress(evs, is_flow.tolist()))
+    fk = kinds[is_flow]
+    fid = _ints(list(map(_ID, fev)), 1, 1 << 32, lambda i: 0)
+    fts = _ns_many(list(map(_TS, fev)))
+    fvalid = (fid != 0) & (fts != BAD)
+    # ---- threads, in event order: calls, host ranges, flow starts that bind -------------------
+    need = np.isin(kinds, _THREADED)
+    need[np.flatnonzero(is_flow)[fvalid & (fk == _F_START)]] = True
+    thr_all = _numbered(acc.threads, list(map(_PID_TID, compress(evs, need.tolist()))))
+    thr_kind = kinds[need]
+    # ---- names, in event order (host ranges get their sequence number and stack frame) --------
+    named = np.isin(kinds, _NAMED)
+    nev = list(compress(evs, named.tolist()))
+    nk = kinds[named]
+    nm = list(map(_NAME, nev))
+    host_pos = np.flatnonzero(nk == K_HOST).tolist()
+    dom = np.zeros(len(host_pos), dtype=np.int8)
+    for j, i in enumerate(host_pos):
+        e = nev[i]
+        name = e.name
+        dc = dom[j] = _DOM_CODE[HOST_DOMAIN[e.cat]]
+        a = e.args
+        if dc == _DOM_OP and a is not None:
+            sq = a.seq
+            if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
+                name = f"{name}, seq = {sq}"
+            cs = a.stack
+            if cs.__class__ is str and cs and name.__class__ is str:
+                fr = _user_frame(cs)
+                if fr:
+                    name = f"{name}, stack = {fr}"
+            nm[i] = name
+    if set(map(type, nm)) - {str}:
+        nm = [v if v.__class__ is str else (F.UNKNOWN_NAME if v is None else str(v)) for v in nm]
+    nid = _numbered(acc.names, nm)
+    # ---- GPU rows -------------------------------------------------------------------------------
+    gpu_rows = {}
+    for kind in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC):
+        sel = xk == kind
+        if not sel.any():
+            continue
+        gev = list(compress(xev, sel.tolist()))
+        args = list(map(_ARGS, gev))
+        if None in args:
+            args = [_NO_ARGS if a is None else a for a in args]
+        dev = list(map(_DEVICE, args))
+        if any(v is _UNSET for v in dev):
+            dev = [e.pid if v is _UNSET else v for v, e in zip(dev, gev)]
+        row = {"s": s[sel], "e": e_[sel],
+               "dev": _ints(dev, 0, 65536, lambda i: _small_int(dev[i], 0, 65536, BAD)),
+               "ctx": _ints(list(map(_CONTEXT, args)), -_I32, _I32, lambda i: 0),
+               "st": _ints(list(map(_STREAM, args)), -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
+               "corr": _ints(list(map(_CORR, args)), 1, 1 << 32, lambda i: 0),
+               "name": nid[nk == kind],
+               "bytes": _ints(list(map(_BYTES, args)), 0, _LIM, lambda i: 0)}
+        if kind == K_KERNEL:
+            lc = acc.launch_code5
+            row["launch"] = np.fromiter((lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args),
+                                        dtype=np.int64, count=len(args))
+        gpu_rows[kind] = row
+    # ---- calls and host ranges ----------------------------------------------------------------
+    rsel = (xk == K_RUNTIME) | (xk == K_DRIVER)
+    rt_row = None
+    if rsel.any():
+        rev = list(compress(xev, rsel.tolist()))
+        nsel = (nk == K_RUNTIME) | (nk == K_DRIVER)
+        rt_row = {"s": s[rsel], "e": e_[rsel], "thr": thr_all[(thr_kind == K_RUNTIME) | (thr_kind == K_DRIVER)],
+                  "corr": _ints([(e.args or _NO_ARGS).correlation for e in rev], 1, 1 << 32, lambda i: 0),
+                  "name": nid[nsel], "drv": (xk[rsel] == K_DRIVER).astype(np.int8)}
+    hsel = xk == K_HOST
+    host_row = None
+    if hsel.any():
+        host_row = {"s": s[hsel], "e": e_[hsel], "thr": thr_all[thr_kind == K_HOST], "name": nid[nk == K_HOST],
+                    "dom": dom}
+    # ---- flows ----------------------------------------------------------------------------------
+    fs_sel = fvalid & (fk == _F_START)
+    fs_row = {"id": fid[fs_sel], "thr": thr_all[thr_kind == _F_START], "ts": fts[fs_sel]}
+    fe = fvalid & (fk == _F_END)
+    fe_ev = list(compress(fev, fe.tolist()))
+    fdev = _ints(list(map(_PID, fe_ev)), 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
+    fst = _ints(list(map(_TID, fe_ev)), -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
+    bind = fdev >= 0
+    fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
+    # ---- commit -----------------------------------------------------------------------------------
+    acc.cats.update(e.cat for e in xev)
+    for kind, row in gpu_rows.items():
+        for k, v in row.items():
+            _add(acc.gpu[kind][k], v)
+    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
+        if row is not None:
+            for k, v in row.items():
+                _add(table[k], v)
+    for i in np.flatnonzero(xk == K_SPAN).tolist():
+        if s[i] != BAD and e_[i] != BAD:
+            acc.spans.append((int(s[i]), int(e_[i])))
+    for i in np.flatnonzero(xk == K_OVERHEAD).tolist():
+        if s[i] != BAD and e_[i] != BAD and len(acc.overhead) < 100_000:
+            acc.overhead.append((int(s[i]), int(e_[i]), F.cap(str(xev[i].name or ""))))
+    for e in compress(evs, (kinds == _META).tolist()):
+        if e.args is not None:
+            _metadata_event({"name": e.name, "pid": e.pid, "tid": e.tid, "args": {"name": e.args.name}}, acc)
+    acc.events += n
+    acc.ignored += int((kinds == _IGNORED).sum())
+
+
+def _events(st: _Stream, acc: _Acc, progress=None) -> None:
+    """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'.
+
+    A window of :data:`FAST_CHARS` characters, cut after the last ``"},"`` in it, is decoded with
+    one :mod:`msgspec` call into structs of the fields a row needs (:class:`_Ev`: unknown fields,
+    such as a ``cpu_op``'s input shapes, are skipped without being built) and turned into columns
+    (:func:`_chunk`). A cut anywhere but between two events makes that text invalid JSON (a
+    newline is never inside a string, an unbalanced bracket never decodes), and any window that
+    fails to decode or holds a value :func:`_chunk` does not expect is read by the slow path
+    instead, which also takes the events after the last cut and gives every refusal."""
+    if st.peek() == "]":
+        st.pos += 1
+        return
+    first = True
+    tick = time.monotonic() + 2.0
+    while True:
+        if len(st.buf) - st.pos < FAST_CHARS:
+            st.more(size=FAST_CHARS)
+        buf, pos = st.buf, st.pos
+        cut = buf.rfind("},\n", pos)
+        if cut < 0:
+            cut = buf.rfind("},", pos)
+        if cut < 0:  # the last events, or no line breaks or object ends in a whole window
+            if _events_slow(st, acc, progress, stop=st.offset + len(st.buf), first=first):
+                return
+            first = False
+            continue
+        try:
+            _chunk(_decode_events("".join(("[", buf[pos:cut + 1], "]"))), acc)
+        except RecursionError:
+            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+                return
+        except Exception:  # noqa: BLE001 - any surprise: the slow path reads this window
+            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+                return
+        else:
+            st.pos = cut + 2
+        first = False
+        if progress is not None and time.monotonic() > tick:
+            progress(f"read {acc.events:,} trace events")
+            tick = time.monotonic() + 2.0
 
 
 def _metadata_event(ev: dict, acc: _Acc) -> None:
