@@ -816,6 +816,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
 #: characters decoded per msgspec call (the window's last event ends at a "},": its separator)
 FAST_CHARS = 8 << 20
 _UNSET = msgspec.UNSET
+_NO_RAW = msgspec.Raw()
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -841,8 +842,8 @@ class _Ev(msgspec.Struct, gc=False):
     name: object = None
     pid: object = None
     tid: object = None
-    ts: object = None
-    dur: object = None
+    ts: msgspec.Raw = _NO_RAW  # the text, converted exactly (:func:`_ns_many`); empty when missing
+    dur: msgspec.Raw = _NO_RAW
     id: object = None
     args: _Args | None = None  # any other JSON value: the slow path's (ValidationError)
 
@@ -850,57 +851,49 @@ class _Ev(msgspec.Struct, gc=False):
 _NO_ARGS = _Args()
 #: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
 _decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
+_decode_value = msgspec.json.Decoder(float_hook=str).decode
 _F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
 #: (ph, cat) -> kind of the row an event makes
 _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
     | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
 _PH_CAT, _PID_TID = attrgetter("ph", "cat"), attrgetter("pid", "tid")
 _TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
-_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES = (attrgetter(k) for k in ("device", "context", "stream", "correlation",
-                                                                     "bytes"))
+_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
+    attrgetter(k) for k in ("device", "context", "stream", "correlation", "bytes", "seq", "stack", "cat"))
+_HOST_DOM = {c: _DOM_CODE[d] for c, d in HOST_DOMAIN.items()}
 _NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
 _THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
 
 
-def _kineto_us(vals: list) -> np.ndarray | None:
-    """Integer ns of texts that are all in Kineto's form, ``[0-9]{1,15}.[0-9]{3}`` (microseconds
-    with 3 decimals: the digits without the dot are the ns, as in :func:`us_to_ns`); None if any
-    is not. One join, a digit-free skeleton check, the dot positions, one C parse."""
-    n = len(vals)
-    j = ",".join(vals)
-    if not j.isascii():
-        return None
-    b = j.encode("ascii")
-    if b.translate(None, b"0123456789") != b".," * (n - 1) + b".":
-        return None  # another character, a sign, a second dot, or a ',' inside a value
-    c = np.frombuffer(b, dtype=np.uint8)
-    dots = np.flatnonzero(c == 46)
-    ends = np.append(np.flatnonzero(c == 44), len(b))
-    whole = dots - np.concatenate(([-1], ends[:-1])) - 1  # digits before each dot
-    if not (np.all(ends - dots == 4) and np.all(whole >= 1) and np.all(whole <= 15)):
-        return None
-    out = np.fromstring(b.replace(b".", b""), dtype=np.int64, sep=",")
-    return out if len(out) == n else None
-
-
 def _ns_many(vals: list) -> np.ndarray:
-    """:func:`us_to_ns` of each value: vectorised for Kineto's ``"123.456"`` texts
-    (:func:`_kineto_us`) and for integers; anything else through :func:`us_to_ns` itself."""
+    """:func:`us_to_ns` of each value, given as its JSON text (:class:`msgspec.Raw`; empty when
+    missing). Vectorised when every text is in Kineto's form, ``[0-9]{1,15}.[0-9]{3}``
+    (microseconds with 3 decimals: the digits without the dot are the ns), or every one is an
+    integer of at most 15 digits: one join, a check of what is left without the digits, the dot
+    positions, one C parse. Any other text is decoded as the slow path decodes it and converted
+    by :func:`us_to_ns` itself."""
     n = len(vals)
-    out = None
-    types = set(map(type, vals))
-    if types == {str}:
-        out = _kineto_us(vals)
-    elif types == {int}:
-        try:
-            a = np.fromiter(vals, dtype=np.int64, count=n)
-        except OverflowError:
-            a = None
-        if a is not None and bool(np.all((a > -_LIM // 1000) & (a < _LIM // 1000))):
-            out = a * 1000
-    if out is None:
-        out = np.fromiter(map(us_to_ns, vals), dtype=np.int64, count=n)
-    return out
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    b = b",".join(vals)
+    rest = b.translate(None, b"0123456789")
+    if rest.strip(b".,") == b"":
+        c = np.frombuffer(b, dtype=np.uint8)
+        ends = np.append(np.flatnonzero(c == 44), len(b))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        if rest == b".," * (n - 1) + b".":
+            dots = np.flatnonzero(c == 46)
+            whole = dots - starts  # digits before each dot
+            if np.all(ends - dots == 4) and np.all(whole >= 1) and np.all(whole <= 15):
+                out = np.fromstring(b.replace(b".", b""), dtype=np.int64, sep=",")
+                if len(out) == n:
+                    return out
+        elif rest == b"," * (n - 1):
+            if np.all(ends - starts >= 1) and np.all(ends - starts <= 15):
+                out = np.fromstring(b, dtype=np.int64, sep=",")
+                if len(out) == n:
+                    return out * 1000
+    return np.fromiter((us_to_ns(_decode_value(v)) if len(v) else BAD for v in vals), dtype=np.int64, count=n)
 
 
 def _ints(vals: list, lo: int, hi: int, other) -> np.ndarray:
@@ -977,22 +970,29 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     nk = kinds[named]
     nm = list(map(_NAME, nev))
     host_pos = np.flatnonzero(nk == K_HOST).tolist()
-    dom = np.zeros(len(host_pos), dtype=np.int8)
-    for j, i in enumerate(host_pos):
-        e = nev[i]
-        name = e.name
-        dc = dom[j] = _DOM_CODE[HOST_DOMAIN[e.cat]]
-        a = e.args
-        if dc == _DOM_OP and a is not None:
-            sq = a.seq
-            if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
-                name = f"{name}, seq = {sq}"
-            cs = a.stack
-            if cs.__class__ is str and cs and name.__class__ is str:
-                fr = _user_frame(cs)
-                if fr:
-                    name = f"{name}, stack = {fr}"
-            nm[i] = name
+    hev = list(compress(nev, (nk == K_HOST).tolist()))
+    dom = np.fromiter(map(_HOST_DOM.__getitem__, map(_CAT, hev)), dtype=np.int8, count=len(hev))
+    op = (dom == _DOM_OP).tolist()
+    o_pos = list(compress(host_pos, op))
+    if o_pos:
+        o_args = list(map(_ARGS, compress(hev, op)))
+        if None in o_args:
+            o_args = [_NO_ARGS if a is None else a for a in o_args]
+        seqs = list(map(_SEQ, o_args))
+        stacks = list(map(_STACK, o_args))
+        changed = set(map(type, seqs)) != {type(None)}
+        if changed:  # autograd's sequence number, kept in the text as emit_nvtx writes it
+            for i, sq in zip(o_pos, seqs):
+                name = nm[i]
+                if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
+                    nm[i] = f"{name}, seq = {sq}"
+        if any(cs.__class__ is str and cs for cs in stacks):  # 2021 format: the innermost user frame
+            for i, cs in zip(o_pos, stacks):
+                name = nm[i]
+                if cs.__class__ is str and cs and name.__class__ is str:
+                    fr = _user_frame(cs)
+                    if fr:
+                        nm[i] = f"{name}, stack = {fr}"
     if set(map(type, nm)) - {str}:
         nm = [v if v.__class__ is str else (F.UNKNOWN_NAME if v is None else str(v)) for v in nm]
     nid = _numbered(acc.names, nm)
