@@ -6,10 +6,14 @@ metric, rule and report above it is the same for both inputs.
 
 How:
 
-* **Streaming.** ``traceEvents`` is parsed one event at a time with
-  :meth:`json.JSONDecoder.raw_decode` over a buffered text stream (``gzip.open`` for ``.gz``), and
-  each event goes straight into compact typed columns (:class:`array.array`): the file is never
-  held as Python objects (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
+* **Streaming.** ``traceEvents`` is read from a buffered text stream (``gzip.open`` for ``.gz``)
+  a window of 8 M characters at a time: :mod:`msgspec` decodes the window's events into structs of
+  only the fields a row needs (a ``cpu_op``'s input shapes and the like are skipped, never built),
+  and :func:`_chunk` turns them into compact typed columns (:class:`array.array`) column by column.
+  Any window it does not take (damage, values of unexpected types, text without event ends) goes
+  to the one-event-at-a-time reader (:func:`_events_slow`, :meth:`json.JSONDecoder.raw_decode`),
+  which defines the behaviour: both give the same rows. The file is never held as Python objects
+  (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
 * **Times.** ``ts``/``dur`` are microseconds, written by Kineto as decimal text with 3 digits
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
