@@ -301,7 +301,8 @@ def main() -> int:
     for root in checkouts.values():  # byte-compiled first, as ``pip install`` does
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "nsysdoc")], check=True,
                        env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
-    nsysdoc = [sys.executable, "-m", "nsysdoc", "report", str(trace), "--format", "json", "--no-config", "-q"]
+    # -P: no current folder first on sys.path, so PYTHONPATH picks the checkout
+    nsysdoc = [sys.executable, "-P", "-m", "nsysdoc", "report", str(trace), "--format", "json", "--no-config", "-q"]
     floor_cmd = [sys.executable, "-c", f"import json; json.load(open({str(trace)!r}))"]
     size = trace.stat().st_size / 1e6
     try:

@@ -860,7 +860,7 @@ _F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
 #: (ph, cat) -> kind of the row an event makes
 _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
     | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
-_PH_CAT, _PID_TID = attrgetter("ph", "cat"), attrgetter("pid", "tid")
+_PH_CAT = attrgetter("ph", "cat")
 _TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
 _DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
     attrgetter(k) for k in ("device", "context", "stream", "correlation", "bytes", "seq", "stack", "cat"))
@@ -931,6 +931,30 @@ def _numbered(ids: dict, keys: list) -> np.ndarray:
     return np.fromiter(got, dtype=np.int64, count=len(got))
 
 
+def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys; when all are integers, one dict
+    look-up per distinct key (in order of first appearance) instead of one per event."""
+    pids, tids = list(map(_PID, evs)), list(map(_TID, evs))
+    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
+        try:
+            key = np.empty(len(evs), dtype=[("p", np.int64), ("t", np.int64)])
+            key["p"] = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            key["t"] = np.fromiter(tids, dtype=np.int64, count=len(tids))
+        except OverflowError:
+            key = None
+        if key is not None:
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            lut = np.empty(len(uniq), dtype=np.int64)
+            for u in np.argsort(first, kind="stable").tolist():
+                k = (int(uniq[u]["p"]), int(uniq[u]["t"]))
+                v = threads.get(k)
+                if v is None:
+                    v = threads[k] = len(threads)
+                lut[u] = v
+            return lut[inv.ravel()] if len(evs) else np.zeros(0, dtype=np.int64)
+    return _numbered(threads, list(zip(pids, tids)))
+
+
 def _add(col: array, values: np.ndarray) -> None:
     """Append a numpy column to an :class:`array.array` of the same item size."""
     if len(values):
@@ -966,7 +990,7 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     # ---- threads, in event order: calls, host ranges, flow starts that bind -------------------
     need = np.isin(kinds, _THREADED)
     need[np.flatnonzero(is_flow)[fvalid & (fk == _F_START)]] = True
-    thr_all = _numbered(acc.threads, list(map(_PID_TID, compress(evs, need.tolist()))))
+    thr_all = _thread_numbers(acc.threads, list(compress(evs, need.tolist())))
     thr_kind = kinds[need]
     # ---- names, in event order (host ranges get their sequence number and stack frame) --------
     named = np.isin(kinds, _NAMED)
