@@ -466,3 +466,56 @@ def test_rows_no_session_can_hold_are_dropped_and_counted(tmp_path, small_trace)
     reasons = {d["reason"]: d["rows"] for d in t.dropped_rows if d["table"] == "kernel"}
     device = [r for r in reasons if r.startswith("deviceId")]  # the nsys loader's own reason text
     assert reasons == {"end before start": 1, "start or end NULL or not an integer": 1, device[0]: 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the fast path (msgspec, a window at a time) reads exactly what the slow path reads
+# ---------------------------------------------------------------------------------------------
+def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: bool = False) -> dict:
+    with monkeypatch.context() as m:
+        if window is not None:
+            m.setattr(K, "FAST_CHARS", window)
+        if slow_only:
+            def refuse(evs, acc):
+                raise ValueError("slow path only")
+            m.setattr(K, "_chunk", refuse)
+        top, acc = K._parse(path)
+    cols = lambda d: {k: list(v) for k, v in d.items()}  # noqa: E731
+    return {"top": top, "events": acc.events, "ignored": acc.ignored, "names": list(acc.names),
+            "threads": list(acc.threads), "gpu": {k: cols(d) for k, d in acc.gpu.items()}, "rt": cols(acc.rt),
+            "host": cols(acc.host), "flow_s": cols(acc.flow_s), "flow_f": cols(acc.flow_f), "spans": acc.spans,
+            "overhead": acc.overhead, "proc": acc.proc_names, "thread_names": acc.thread_names,
+            "cats": acc.cats, "launch": acc.launch_codes}
+
+
+@pytest.mark.parametrize("form", ["new", "old"])
+def test_fast_and_slow_paths_read_the_same(tmp_path, monkeypatch, form):
+    path = healthy_training().write_kineto(tmp_path / f"{form}.json", form=form)
+    slow = _accumulated(path, monkeypatch, slow_only=True)
+    assert slow["events"] > 100
+    assert _accumulated(path, monkeypatch) == slow
+    # small windows: many cuts, each window's last event left to the slow path
+    assert _accumulated(path, monkeypatch, window=700) == slow
+
+
+def test_fast_path_hands_odd_windows_to_the_slow_path(tmp_path, monkeypatch):
+    """Values the vectorised columns do not take (times as strings, other decimals, a name with
+    '},' in it, unhashable ids, a non-object args, NaN, a huge integer) give the slow path's rows."""
+    text = healthy_training().write_kineto(tmp_path / "k.json").read_text()
+    odd = [
+        '{"ph": "X", "cat": "kernel", "name": "k},\\u000a{x", "pid": 0, "tid": 7, "ts": "12.5", "dur": 1.25, '
+        '"args": {"device": "0", "stream": 7.0, "correlation": 99, "grid": [1.0, 1, 1], "block": [32, 1, 1]}}',
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": [1], "tid": 2, "ts": 1e3, "dur": 2, '
+        '"args": {"Sequence number": 7}}',
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10.0001, '
+        '"dur": NaN, "args": "none"}',
+        '{"ph": "s", "cat": "ac2g", "id": 99, "pid": 1, "tid": {"a": 1}, "ts": 5.5}',
+        '{"ph": "X", "cat": "kernel", "name": 5, "pid": 0, "tid": "stream 9", "ts": ' + "9" * 40 + ', "dur": 1}',
+        '{"ph": "M", "cat": "x", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}',
+    ]
+    i = text.index('"traceEvents": [') + len('"traceEvents": [')
+    path = tmp_path / "odd.json"
+    path.write_text(text[:i] + "\n" + ",\n".join(odd) + ",\n" + text[i:])
+    slow = _accumulated(path, monkeypatch, slow_only=True)
+    for window in (None, 400, 5000):
+        assert _accumulated(path, monkeypatch, window=window) == slow

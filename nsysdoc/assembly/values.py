@@ -221,7 +221,8 @@ def _kernel_launch_calls(t: Trace, pattern=S.KERNEL_LAUNCH_APIS) -> int:
     if not len(counts) or not t.count("runtime"):
         return 0
     flags = t.strings.flags(lambda v: pattern.match(S.strip_api_suffix(v)) is not None)
-    return int(counts[flags(np.arange(len(counts)))].sum())
+    called = np.flatnonzero(counts)  # the names of calls (tested lazily: not every string)
+    return int(counts[called][flags(called)].sum())
 
 
 #: Module and library loading calls: the program loaded GPU code.

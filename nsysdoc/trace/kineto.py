@@ -6,10 +6,14 @@ metric, rule and report above it is the same for both inputs.
 
 How:
 
-* **Streaming.** ``traceEvents`` is parsed one event at a time with
-  :meth:`json.JSONDecoder.raw_decode` over a buffered text stream (``gzip.open`` for ``.gz``), and
-  each event goes straight into compact typed columns (:class:`array.array`): the file is never
-  held as Python objects (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
+* **Streaming.** ``traceEvents`` is read from a buffered text stream (``gzip.open`` for ``.gz``)
+  a window of 8 M characters at a time: :mod:`msgspec` decodes the window's events into structs of
+  only the fields a row needs (a ``cpu_op``'s input shapes and the like are skipped, never built),
+  and :func:`_chunk` turns them into compact typed columns (:class:`array.array`) column by column.
+  Any window it does not take (damage, values of unexpected types, text without event ends) goes
+  to the one-event-at-a-time reader (:func:`_events_slow`, :meth:`json.JSONDecoder.raw_decode`),
+  which defines the behaviour: both give the same rows. The file is never held as Python objects
+  (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
 * **Times.** ``ts``/``dur`` are microseconds, written by Kineto as decimal text with 3 digits
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
@@ -33,10 +37,13 @@ import stat
 import time
 import zlib
 from array import array
+from itertools import compress, repeat
+from operator import attrgetter
 from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from .. import cache as cache_m
@@ -362,14 +369,17 @@ class _Acc:
 
     def launch_code(self, a: dict) -> int:
         """The code of a kernel event's launch configuration (its ``args``)."""
-        g, b = a.get("grid"), a.get("block")
+        return self.launch_code5(a.get("grid"), a.get("block"), a.get("registers per thread"),
+                                 a.get("shared memory"), a.get("est. achieved occupancy %"))
+
+    def launch_code5(self, g, b, regs, smem, est) -> int:
+        """:meth:`launch_code` of the five args it reads (grid, block, registers per thread,
+        shared memory, est. achieved occupancy %)."""
         if g.__class__ is list and b.__class__ is list and len(g) == 3 and len(b) == 3:
-            raw = (g[0], g[1], g[2], b[0], b[1], b[2], a.get("registers per thread"), a.get("shared memory"),
-                   a.get("est. achieved occupancy %"))
+            raw = (g[0], g[1], g[2], b[0], b[1], b[2], regs, smem, est)
         else:  # the rare event without both: each dimension list kept on its own
             raw = (tuple(g) if g.__class__ is list and len(g) == 3 else None,
-                   tuple(b) if b.__class__ is list and len(b) == 3 else None,
-                   a.get("registers per thread"), a.get("shared memory"), a.get("est. achieved occupancy %"))
+                   tuple(b) if b.__class__ is list and len(b) == 3 else None, regs, smem, est)
         try:
             code = self.launch_raw.get(raw)
         except TypeError:  # an unhashable value (a list where a number belongs)
@@ -461,13 +471,13 @@ class _Stream:
         except ValueError:
             return self._slow(buf, pos)
 
-    def more(self, grow: bool = False) -> bool:
-        """Read the next chunk. ``grow``: the value at ``pos`` is incomplete, so read at least as
-        much again as is pending: a long value is then decoded O(log n) times, not once per chunk
-        (a 200 MB string re-scanned on every 1 MB refill took quadratic time)."""
+    def more(self, grow: bool = False, size: int = CHUNK_CHARS) -> bool:
+        """Read the next chunk (``size`` characters). ``grow``: the value at ``pos`` is incomplete,
+        so read at least as much again as is pending: a long value is then decoded O(log n) times,
+        not once per chunk (a 200 MB string re-scanned on every 1 MB refill took quadratic time)."""
         if self.eof:
             return False
-        size = max(CHUNK_CHARS, len(self.buf) - self.pos) if grow else CHUNK_CHARS
+        size = max(size, len(self.buf) - self.pos) if grow else size
         try:
             chunk = self.fh.read(size)
         except EOFError:
@@ -604,8 +614,12 @@ def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
     return meta, acc
 
 
-def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the hot loop, kept flat on purpose
-    """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'."""
+def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,  # noqa: C901
+                 first: bool = True) -> bool:
+    """Parse ``traceEvents`` items one at a time into ``acc`` (``st.pos`` at the first item, or the
+    ']' of an empty list; ``first=False``: at an item after a ','), until the closing ']' (True),
+    or until the item separator at or past character ``stop`` of the file (False). Every input
+    the fast path (:func:`_events`) does not take comes here: this defines the reader's behaviour."""
     decode = st._fast  # the hot path; st.decode's fallback only on a ValueError
     ws = _WS.match
     after = _AFTER.match
@@ -623,9 +637,10 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
     n = ignored = 0
     tick = time.monotonic() + 2.0
     # the first item may be ']' (an empty list)
-    if st.peek() == "]":
+    if first and st.peek() == "]":
         st.pos += 1
-        return
+        return True
+    ended = True
     while True:
         # ---- one item -------------------------------------------------------------------
         pos = ws(st.buf, st.pos).end()
@@ -788,11 +803,338 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - the 
         st.pos = m.end()
         if m.group(1) == "]":
             break
+        if stop is not None and st.offset + st.pos >= stop:
+            ended = False
+            break
         if progress is not None and n % 65536 == 0 and time.monotonic() > tick:
-            progress(f"read {n:,} trace events")
+            progress(f"read {acc.events + n:,} trace events")
             tick = time.monotonic() + 2.0
     acc.events += n
     acc.ignored += ignored
+    return ended
+
+
+# --------------------------------------------------------------------------------------------
+# fast path: many events per msgspec call, then columns at a time
+# --------------------------------------------------------------------------------------------
+#: characters decoded per msgspec call (the window's last event ends at a "},": its separator)
+FAST_CHARS = 8 << 20
+_UNSET = msgspec.UNSET
+_NO_RAW = msgspec.Raw()
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The ``args`` an event's row needs; the rest (input shapes, strides ...) is skipped unbuilt."""
+    device: object = _UNSET  # missing: the event's pid
+    stream: object = None
+    context: object = 0
+    correlation: object = None
+    bytes: object = 0
+    grid: object = None
+    block: object = None
+    regs: object = msgspec.field(default=None, name="registers per thread")
+    smem: object = msgspec.field(default=None, name="shared memory")
+    occ: object = msgspec.field(default=None, name="est. achieved occupancy %")
+    seq: object = msgspec.field(default=None, name="Sequence number")
+    stack: object = msgspec.field(default=None, name="Call stack")
+    name: object = None  # metadata events: the process or thread name
+
+
+class _Ev(msgspec.Struct, gc=False):
+    ph: object = None
+    cat: object = None
+    name: object = None
+    pid: object = None
+    tid: object = None
+    ts: msgspec.Raw = _NO_RAW  # the text, converted exactly (:func:`_ns_many`); empty when missing
+    dur: msgspec.Raw = _NO_RAW
+    id: object = None
+    args: _Args | None = None  # any other JSON value: the slow path's (ValidationError)
+
+
+_NO_ARGS = _Args()
+#: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
+_decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
+_decode_value = msgspec.json.Decoder(float_hook=str).decode
+_F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
+#: (ph, cat) -> kind of the row an event makes
+_KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
+    | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
+_PH_CAT = attrgetter("ph", "cat")
+_TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
+_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
+    attrgetter(k) for k in ("device", "context", "stream", "correlation", "bytes", "seq", "stack", "cat"))
+_HOST_DOM = {c: _DOM_CODE[d] for c, d in HOST_DOMAIN.items()}
+_NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
+_THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
+
+
+def _ns_many(vals: list) -> np.ndarray:
+    """:func:`us_to_ns` of each value, given as its JSON text (:class:`msgspec.Raw`; empty when
+    missing). Vectorised when every text is in Kineto's form, ``[0-9]{1,15}.[0-9]{3}``
+    (microseconds with 3 decimals: the digits without the dot are the ns), or every one is an
+    integer of at most 15 digits: one join, a check of what is left without the digits, the dot
+    positions, one C parse. Any other text is decoded as the slow path decodes it and converted
+    by :func:`us_to_ns` itself."""
+    n = len(vals)
+    if not n:
+        return np.zeros(0, dtype=np.int64)
+    b = b",".join(vals)
+    rest = b.translate(None, b"0123456789")
+    if rest.strip(b".,") == b"":
+        c = np.frombuffer(b, dtype=np.uint8)
+        ends = np.append(np.flatnonzero(c == 44), len(b))
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        if rest == b".," * (n - 1) + b".":
+            dots = np.flatnonzero(c == 46)
+            whole = dots - starts  # digits before each dot
+            if np.all(ends - dots == 4) and np.all(whole >= 1) and np.all(whole <= 15):
+                out = np.fromstring(b.replace(b".", b""), dtype=np.int64, sep=",")
+                if len(out) == n:
+                    return out
+        elif rest == b"," * (n - 1):
+            if np.all(ends - starts >= 1) and np.all(ends - starts <= 15):
+                out = np.fromstring(b, dtype=np.int64, sep=",")
+                if len(out) == n:
+                    return out * 1000
+    return np.fromiter((us_to_ns(_decode_value(v)) if len(v) else BAD for v in vals), dtype=np.int64, count=n)
+
+
+def _ints(vals: list, lo: int, hi: int, other) -> np.ndarray:
+    """Each value when it is an int in [lo, hi), else ``other(i)`` (int64)."""
+    n = len(vals)
+    if set(map(type, vals)) <= {int}:
+        try:
+            a = np.fromiter(vals, dtype=np.int64, count=n)
+        except OverflowError:
+            a = None
+        if a is not None:
+            bad = np.flatnonzero((a < lo) | (a >= hi))
+            for i in bad.tolist():
+                a[i] = other(i)
+            return a
+    return np.fromiter((v if v.__class__ is int and lo <= v < hi else other(i) for i, v in enumerate(vals)),
+                       dtype=np.int64, count=n)
+
+
+def _numbered(ids: dict, keys: list) -> np.ndarray:
+    """Each key's number in ``ids``, new keys numbered in order as they first come (the slow
+    path's ``ids.get(k)``/``ids[k] = len(ids)``). TypeError on an unhashable key."""
+    got = list(map(ids.get, keys))
+    if None in got:
+        for i in [i for i, v in enumerate(got) if v is None]:
+            k = keys[i]
+            v = ids.get(k)
+            if v is None:
+                v = ids[k] = len(ids)
+            got[i] = v
+    return np.fromiter(got, dtype=np.int64, count=len(got))
+
+
+def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys; when all are integers, one dict
+    look-up per distinct key (in order of first appearance) instead of one per event."""
+    pids, tids = list(map(_PID, evs)), list(map(_TID, evs))
+    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
+        try:
+            key = np.empty(len(evs), dtype=[("p", np.int64), ("t", np.int64)])
+            key["p"] = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            key["t"] = np.fromiter(tids, dtype=np.int64, count=len(tids))
+        except OverflowError:
+            key = None
+        if key is not None:
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            lut = np.empty(len(uniq), dtype=np.int64)
+            for u in np.argsort(first, kind="stable").tolist():
+                k = (int(uniq[u]["p"]), int(uniq[u]["t"]))
+                v = threads.get(k)
+                if v is None:
+                    v = threads[k] = len(threads)
+                lut[u] = v
+            return lut[inv.ravel()] if len(evs) else np.zeros(0, dtype=np.int64)
+    return _numbered(threads, list(zip(pids, tids)))
+
+
+def _add(col: array, values: np.ndarray) -> None:
+    """Append a numpy column to an :class:`array.array` of the same item size."""
+    if len(values):
+        col.frombytes(np.ascontiguousarray(values, dtype=np.dtype(col.typecode)).tobytes())
+
+
+def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
+    """Rows of a window of decoded events, as :func:`_events_slow` makes them one at a time: the
+    same rows, names, threads and launch codes, in the same order. Raises on anything it does not
+    expect (the window is then read again by the slow path); ``acc`` is only appended to at the
+    end, and its name, thread and launch-code numbering is assigned in event order, so a window
+    read again gets the same numbers."""
+    n = len(evs)
+    kinds = np.fromiter(map(_KIND.get, map(_PH_CAT, evs), repeat(_IGNORED)), dtype=np.int8, count=n)
+    for i in np.flatnonzero(kinds == _IGNORED).tolist():
+        if evs[i].ph == "M":  # a metadata event with a category
+            kinds[i] = _META
+    # ---- times of X rows and flows ------------------------------------------------------------
+    is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
+    xev = list(compress(evs, is_x.tolist()))
+    xk = kinds[is_x]
+    s = _ns_many(list(map(_TS, xev)))
+    d = _ns_many(list(map(_DUR, xev)))
+    ok = (s != BAD) & (d != BAD)
+    e_ = np.where(ok, s + np.where(ok, d, 0), BAD)
+    e_[(e_ != BAD) & ~((e_ > -_LIM) & (e_ < _LIM))] = BAD
+    is_flow = (kinds == _F_START) | (kinds == _F_END)
+    fev = list(compress(evs, is_flow.tolist()))
+    fk = kinds[is_flow]
+    fid = _ints(list(map(_ID, fev)), 1, 1 << 32, lambda i: 0)
+    fts = _ns_many(list(map(_TS, fev)))
+    fvalid = (fid != 0) & (fts != BAD)
+    # ---- threads, in event order: calls, host ranges, flow starts that bind -------------------
+    need = np.isin(kinds, _THREADED)
+    need[np.flatnonzero(is_flow)[fvalid & (fk == _F_START)]] = True
+    thr_all = _thread_numbers(acc.threads, list(compress(evs, need.tolist())))
+    thr_kind = kinds[need]
+    # ---- names, in event order (host ranges get their sequence number and stack frame) --------
+    named = np.isin(kinds, _NAMED)
+    nev = list(compress(evs, named.tolist()))
+    nk = kinds[named]
+    nm = list(map(_NAME, nev))
+    host_pos = np.flatnonzero(nk == K_HOST).tolist()
+    hev = list(compress(nev, (nk == K_HOST).tolist()))
+    dom = np.fromiter(map(_HOST_DOM.__getitem__, map(_CAT, hev)), dtype=np.int8, count=len(hev))
+    op = (dom == _DOM_OP).tolist()
+    o_pos = list(compress(host_pos, op))
+    if o_pos:
+        o_args = list(map(_ARGS, compress(hev, op)))
+        if None in o_args:
+            o_args = [_NO_ARGS if a is None else a for a in o_args]
+        seqs = list(map(_SEQ, o_args))
+        stacks = list(map(_STACK, o_args))
+        changed = set(map(type, seqs)) != {type(None)}
+        if changed:  # autograd's sequence number, kept in the text as emit_nvtx writes it
+            for i, sq in zip(o_pos, seqs):
+                name = nm[i]
+                if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
+                    nm[i] = f"{name}, seq = {sq}"
+        if any(cs.__class__ is str and cs for cs in stacks):  # 2021 format: the innermost user frame
+            for i, cs in zip(o_pos, stacks):
+                name = nm[i]
+                if cs.__class__ is str and cs and name.__class__ is str:
+                    fr = _user_frame(cs)
+                    if fr:
+                        nm[i] = f"{name}, stack = {fr}"
+    if set(map(type, nm)) - {str}:
+        nm = [v if v.__class__ is str else (F.UNKNOWN_NAME if v is None else str(v)) for v in nm]
+    nid = _numbered(acc.names, nm)
+    # ---- GPU rows -------------------------------------------------------------------------------
+    gpu_rows = {}
+    for kind in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC):
+        sel = xk == kind
+        if not sel.any():
+            continue
+        gev = list(compress(xev, sel.tolist()))
+        args = list(map(_ARGS, gev))
+        if None in args:
+            args = [_NO_ARGS if a is None else a for a in args]
+        dev = list(map(_DEVICE, args))
+        if any(v is _UNSET for v in dev):
+            dev = [e.pid if v is _UNSET else v for v, e in zip(dev, gev)]
+        row = {"s": s[sel], "e": e_[sel],
+               "dev": _ints(dev, 0, 65536, lambda i: _small_int(dev[i], 0, 65536, BAD)),
+               "ctx": _ints(list(map(_CONTEXT, args)), -_I32, _I32, lambda i: 0),
+               "st": _ints(list(map(_STREAM, args)), -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
+               "corr": _ints(list(map(_CORR, args)), 1, 1 << 32, lambda i: 0),
+               "name": nid[nk == kind],
+               "bytes": _ints(list(map(_BYTES, args)), 0, _LIM, lambda i: 0)}
+        if kind == K_KERNEL:
+            lc = acc.launch_code5
+            row["launch"] = np.fromiter((lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args),
+                                        dtype=np.int64, count=len(args))
+        gpu_rows[kind] = row
+    # ---- calls and host ranges ----------------------------------------------------------------
+    rsel = (xk == K_RUNTIME) | (xk == K_DRIVER)
+    rt_row = None
+    if rsel.any():
+        rev = list(compress(xev, rsel.tolist()))
+        nsel = (nk == K_RUNTIME) | (nk == K_DRIVER)
+        rt_row = {"s": s[rsel], "e": e_[rsel], "thr": thr_all[(thr_kind == K_RUNTIME) | (thr_kind == K_DRIVER)],
+                  "corr": _ints([(e.args or _NO_ARGS).correlation for e in rev], 1, 1 << 32, lambda i: 0),
+                  "name": nid[nsel], "drv": (xk[rsel] == K_DRIVER).astype(np.int8)}
+    hsel = xk == K_HOST
+    host_row = None
+    if hsel.any():
+        host_row = {"s": s[hsel], "e": e_[hsel], "thr": thr_all[thr_kind == K_HOST], "name": nid[nk == K_HOST],
+                    "dom": dom}
+    # ---- flows ----------------------------------------------------------------------------------
+    fs_sel = fvalid & (fk == _F_START)
+    fs_row = {"id": fid[fs_sel], "thr": thr_all[thr_kind == _F_START], "ts": fts[fs_sel]}
+    fe = fvalid & (fk == _F_END)
+    fe_ev = list(compress(fev, fe.tolist()))
+    fdev = _ints(list(map(_PID, fe_ev)), 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
+    fst = _ints(list(map(_TID, fe_ev)), -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
+    bind = fdev >= 0
+    fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
+    # ---- commit -----------------------------------------------------------------------------------
+    acc.cats.update(e.cat for e in xev)
+    for kind, row in gpu_rows.items():
+        for k, v in row.items():
+            _add(acc.gpu[kind][k], v)
+    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
+        if row is not None:
+            for k, v in row.items():
+                _add(table[k], v)
+    for i in np.flatnonzero(xk == K_SPAN).tolist():
+        if s[i] != BAD and e_[i] != BAD:
+            acc.spans.append((int(s[i]), int(e_[i])))
+    for i in np.flatnonzero(xk == K_OVERHEAD).tolist():
+        if s[i] != BAD and e_[i] != BAD and len(acc.overhead) < 100_000:
+            acc.overhead.append((int(s[i]), int(e_[i]), F.cap(str(xev[i].name or ""))))
+    for e in compress(evs, (kinds == _META).tolist()):
+        if e.args is not None:
+            _metadata_event({"name": e.name, "pid": e.pid, "tid": e.tid, "args": {"name": e.args.name}}, acc)
+    acc.events += n
+    acc.ignored += int((kinds == _IGNORED).sum())
+
+
+def _events(st: _Stream, acc: _Acc, progress=None) -> None:
+    """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'.
+
+    A window of :data:`FAST_CHARS` characters, cut after the last ``"},"`` in it, is decoded with
+    one :mod:`msgspec` call into structs of the fields a row needs (:class:`_Ev`: unknown fields,
+    such as a ``cpu_op``'s input shapes, are skipped without being built) and turned into columns
+    (:func:`_chunk`). A cut anywhere but between two events makes that text invalid JSON (a
+    newline is never inside a string, an unbalanced bracket never decodes), and any window that
+    fails to decode or holds a value :func:`_chunk` does not expect is read by the slow path
+    instead, which also takes the events after the last cut and gives every refusal."""
+    if st.peek() == "]":
+        st.pos += 1
+        return
+    first = True
+    tick = time.monotonic() + 2.0
+    while True:
+        if len(st.buf) - st.pos < FAST_CHARS:
+            st.more(size=FAST_CHARS)
+        buf, pos = st.buf, st.pos
+        cut = buf.rfind("},\n", pos)
+        if cut < 0:
+            cut = buf.rfind("},", pos)
+        if cut < 0:  # the last events, or no line breaks or object ends in a whole window
+            if _events_slow(st, acc, progress, stop=st.offset + len(st.buf), first=first):
+                return
+            first = False
+            continue
+        try:
+            _chunk(_decode_events("".join(("[", buf[pos:cut + 1], "]"))), acc)
+        except RecursionError:
+            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+                return
+        except Exception:  # noqa: BLE001 - any surprise: the slow path reads this window
+            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+                return
+        else:
+            st.pos = cut + 2
+        first = False
+        if progress is not None and time.monotonic() > tick:
+            progress(f"read {acc.events:,} trace events")
+            tick = time.monotonic() + 2.0
 
 
 def _metadata_event(ev: dict, acc: _Acc) -> None:

@@ -54,29 +54,50 @@ class StringTable:
         return str(self.lookup(np.array([i]))[0])
 
     def flags(self, predicate) -> "IdMap":
-        """A vectorised boolean test over string ids, computed once per distinct string."""
-        mask = np.fromiter((bool(predicate(v)) for v in self.values), dtype=bool, count=len(self.values))
-        return IdMap(self.ids, mask, False)
+        """A vectorised boolean test over string ids, computed once per distinct string, and only
+        for the strings asked about (a PyTorch trace's table holds a string per operator call,
+        ``aten::mm, seq = 12``, that no kernel-name test is ever asked about)."""
+        return IdMap(self.ids, np.zeros(len(self.ids), dtype=bool), False,
+                     fn=lambda v: bool(predicate(v)), strings=self.values)
 
     def codes(self, fn) -> "IdMap":
-        """A vectorised small-integer code per string id (``fn(value) -> int``), 0 for unknown ids."""
-        vals = np.fromiter((int(fn(v)) for v in self.values), dtype=np.int16, count=len(self.values))
-        return IdMap(self.ids, vals, 0)
+        """A vectorised small-integer code per string id (``fn(value) -> int``), 0 for unknown ids;
+        computed once per distinct string asked about."""
+        return IdMap(self.ids, np.zeros(len(self.ids), dtype=np.int16), 0, fn=lambda v: int(fn(v)), strings=self.values)
 
 
 class IdMap:
     """Maps string ids to precomputed values; direct indexing when ids are dense (the usual case)."""
 
-    def __init__(self, ids: np.ndarray, values: np.ndarray, missing) -> None:
+    def __init__(self, ids: np.ndarray, values: np.ndarray, missing, fn=None, strings=None) -> None:
         self.ids = ids
         self.values = values
         self.missing = missing
         self.dense = len(ids) > 0 and ids[0] == 0 and ids[-1] == len(ids) - 1
+        # lazy: ``values[i] = fn(strings[i])``, filled on first lookup of each id
+        self._fn, self._strings = fn, strings
+        self._known = np.zeros(len(ids), dtype=bool) if fn is not None else None
+
+    def _fill(self, ids: np.ndarray) -> None:
+        if self.dense:
+            pos = ids[(ids >= 0) & (ids < len(self.ids))]
+        else:
+            pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
+            pos = pos[self.ids[pos] == ids]
+        pos = np.unique(pos)
+        pos = pos[~self._known[pos]]
+        if len(pos):
+            fn, strings, values = self._fn, self._strings, self.values
+            for p in pos.tolist():
+                values[p] = fn(strings[p])
+            self._known[pos] = True
 
     def __call__(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
         if len(self.ids) == 0:
             return np.full(ids.shape, self.missing, dtype=self.values.dtype)
+        if self._known is not None:
+            self._fill(ids.ravel().astype(np.int64, copy=False))
         if self.dense:
             ok = (ids >= 0) & (ids < len(self.ids))
             out = self.values[np.where(ok, ids, 0)]
