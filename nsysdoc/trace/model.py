@@ -77,20 +77,27 @@ class IdMap:
         # lazy: ``values[i] = fn(strings[i])``, filled on first lookup of each id
         self._fn, self._strings = fn, strings
         self._known = np.zeros(len(ids), dtype=bool) if fn is not None else None
+        self._all_known = fn is None
 
     def _fill(self, ids: np.ndarray) -> None:
+        if self._all_known:
+            return
         if self.dense:
             pos = ids[(ids >= 0) & (ids < len(self.ids))]
         else:
             pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
             pos = pos[self.ids[pos] == ids]
-        pos = np.unique(pos)
-        pos = pos[~self._known[pos]]
+        # the positions not known yet, without sorting every id asked (a slice asks millions)
+        todo = np.zeros(len(self.ids), dtype=bool)
+        todo[pos] = True
+        todo &= ~self._known
+        pos = np.flatnonzero(todo)
         if len(pos):
             fn, strings, values = self._fn, self._strings, self.values
             for p in pos.tolist():
                 values[p] = fn(strings[p])
             self._known[pos] = True
+            self._all_known = bool(self._known.all())
 
     def __call__(self, ids) -> np.ndarray:
         ids = np.asarray(ids)
