@@ -222,8 +222,10 @@ def main() -> int:
                    env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
     if args.shape == "steps-ops":  # the floor reads the operator ranges too
         floor_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
-    report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o", os.devnull,
-              "--no-config"]
+    # a real file, never os.devnull: a checkout older than the outputs fix (--baseline) renames its
+    # temporary file over the output name, and as root that turned /dev/null into a plain file
+    report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o",
+              str(cache.parent / f"{cache.name}.json"), "--no-config"]
     base_env = None
     if args.baseline is not None:
         base_env = dict(env, PYTHONPATH=str(args.baseline.resolve()))

@@ -192,7 +192,7 @@ def test_chunks_hold_a_bounded_batch_of_events(tmp_path, monkeypatch):
     """The export never holds a slice's events as text: each chunk holds at most
     EVENTS_PER_CHUNK events (plus the metadata of the tracks they use first), whatever a slice
     holds, and the chunks join to the same trace as with the default batch."""
-    from nsysdoc.report import perfetto
+    from nsysdoc.views import perfetto
     from nsysdoc.testing.scenarios import launch_bound_small_kernels
 
     a = _analysis(launch_bound_small_kernels().write(tmp_path / "lb.sqlite"))

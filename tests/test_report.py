@@ -730,7 +730,9 @@ def test_sample_renders_fast(sample):
     html = render_html(sample)
     secs = time.perf_counter() - t0
     assert secs < 1.0, f"rendering the sample took {secs:.2f} s"
-    assert len(html.encode()) < 400_000
+    # the sample page holds every operation of its whole 457 ms window (3,516 kernels) as the
+    # timeline's overview, besides the median and worst steps and three finding ranges
+    assert len(html.encode()) < 500_000
 
 
 def test_large_step_stays_small(build):

@@ -55,6 +55,11 @@ DETAIL_MAX_SPANS = 200_000
 #: Hard cap of the interactive timeline's data (bytes of its JSON): above it the span budget is
 #: halved until the data fits, so the page stays under 5 MB whatever the capture's size.
 DETAIL_MAX_BYTES = 3_500_000
+#: The whole page's budget: when the rest of a page is large (the table and chart of 100,000
+#: steps), the timeline's data is cut further, to what is left under this (at least
+#: DETAIL_MIN_BYTES).
+PAGE_MAX_BYTES = 4_900_000
+DETAIL_MIN_BYTES = 300_000
 #: Finding ranges outside the step windows get windows of their own: at most this many (in the
 #: findings' order, overlapping ones merged), each padded on both sides by RANGE_PAD_SHARE of its
 #: length (at least RANGE_PAD_MIN_NS) so the operations around it show, and dropped (no link, a

@@ -20,11 +20,14 @@ from importlib.resources import files
 
 import markupsafe
 
+from ..metrics import timeline as tlm
+
 if TYPE_CHECKING:
     import jinja2
 
 from .build import backward_text, build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
 from .context import fmt_ms, fmt_num, fmt_pct, fmt_s, is_num, source_name
+from .text import MAX_DISPLAY_CHARS, _json_strings, shorten, visible  # noqa: F401
 
 
 def _load_template(name: str):
@@ -97,58 +100,30 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None) -> str
     instead of the median one; ``bytecode_dir``: see :func:`environment`."""
     ctx = build_context(analysis, worst_step=worst_step)
     env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
-    return env.get_template("report.html.j2").render(**ctx.__dict__)
+    page = env.get_template("report.html.j2").render(**ctx.__dict__)
+    size = len(page.encode())
+    if size > tlm.PAGE_MAX_BYTES and ctx.timeline_data is not None:
+        # the rest of the page is large (100,000 steps): the timeline's data gets what is left
+        from .tldata import timeline_data
+
+        data_bytes = len(str(ctx.timeline_data).encode())
+        again = timeline_data(analysis, ctx.findings, worst=worst_step,
+                              max_bytes=data_bytes - (size - tlm.PAGE_MAX_BYTES))
+        ctx.timeline_data = markupsafe.Markup(again[1]) if again is not None else None
+        page = env.get_template("report.html.j2").render(**ctx.__dict__)
+    return page
 
 
 # ---------------------------------------------------------------------------------------------
 # markdown
 # ---------------------------------------------------------------------------------------------
 _CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-#: Bidirectional controls and invisible characters: a kernel name or NVTX text holding U+202E
-#: could make a report read differently from what it says, so they are shown as ``<U+202E>``.
-_INVISIBLE = re.compile("[\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069"
-                        "\u3164\ufeff\ufff9-\ufffb]")
-#: The longest single text a page shows (a hostile 1 MB kernel name is cut, with the count).
-MAX_DISPLAY_CHARS = 2000
-
-
-def visible(text: str) -> str:
-    """``text`` with bidi controls and invisible characters written out as ``<U+XXXX>``."""
-    if text.isascii():  # every character of _INVISIBLE is above U+00AC (a page prints ~30 k texts)
-        return text
-    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
-
-
-def shorten(text: str, limit: int = MAX_DISPLAY_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... [{len(text) - limit:,} more characters]"
-
-
 def _display(value):
     """Jinja ``finalize``: every plain string a template prints is made visible and capped
     (Markup, i.e. our own HTML and |tojson output, is handled where it is made)."""
     if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
         return shorten(visible(value))
     return value
-
-
-def _json_strings(obj):
-    """Strings in data embedded as JSON: visible and capped like text."""
-    t = type(obj)  # exact types first: the embedded data holds ~100 k numbers, dicts and lists
-    if t is int or t is float or obj is None or t is bool:
-        return obj
-    if t is dict:
-        return {k: _json_strings(v) for k, v in obj.items()}
-    if t is list:
-        return [_json_strings(v) for v in obj]
-    if isinstance(obj, str):
-        return shorten(visible(obj))
-    if isinstance(obj, dict):
-        return {k: _json_strings(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_strings(v) for v in obj]
-    return obj
 
 
 def _dumps(obj, **kwargs) -> str:

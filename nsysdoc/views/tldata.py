@@ -23,6 +23,7 @@ import json
 from ..metrics import timeline as tlm
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from .context import fmt_ms, fmt_s
+from .text import _json_strings
 
 KINDS = ("kernel", "nccl", "memcpy", "memset", "nvtx", "api", "sync", "os_wait", "mixed")
 GAP_CAUSES = tuple(CAUSES) + ("mixed",)
@@ -166,8 +167,6 @@ def _build(wins, budget: int, kineto: bool, origin: int, sizes: list[int] | None
 def embed(data: dict) -> str:
     """The JSON exactly as the page embeds it: compact, strings made visible and capped like all
     page text, and ``<``, ``>``, ``&``, ``'`` escaped so it can never close its ``<script>``."""
-    from .render import _json_strings
-
     raw = json.dumps(_json_strings(data), separators=(",", ":"), ensure_ascii=False)
     return raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("'", "\\u0027")
 
@@ -199,7 +198,7 @@ def _map_ranges(data: dict, findings) -> None:
     data["ranges"] = ranges
 
 
-def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str] | None:
+def timeline_data(analysis, findings, *, worst: bool = False, max_bytes: int | None = None) -> tuple[dict, str] | None:
     """The data (module doc) and its embedded JSON text (:func:`embed`, at most
     ``DETAIL_MAX_BYTES`` bytes); on each ``findings[i].time_ranges[j]``, ``timeline`` is set to
     the id of its range on the timeline (``""`` when no window of the timeline overlaps it).
@@ -217,15 +216,16 @@ def timeline_data(analysis, findings, *, worst: bool = False) -> tuple[dict, str
     kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
     origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
     budget = tlm.DETAIL_MAX_SPANS
+    cap = tlm.DETAIL_MAX_BYTES if max_bytes is None else max(min(max_bytes, tlm.DETAIL_MAX_BYTES), tlm.DETAIL_MIN_BYTES)
     while True:
         data = _build(wins, budget, kineto, origin, sizes)
         _map_ranges(data, findings)
         text = embed({**data, "windows": [{k: v for k, v in w.items() if k != "t0"} for w in data["windows"]]})
         size = len(text.encode())
-        if size <= tlm.DETAIL_MAX_BYTES or budget <= tlm.MIN_SPANS_PER_LANE:
+        if size <= cap or budget <= tlm.MIN_SPANS_PER_LANE:
             break
         # bytes grow about linearly with spans: aim just under the cap (at most halving at a time)
-        budget = max(min(int(budget * tlm.DETAIL_MAX_BYTES / size * 0.9), budget // 2 if size > 4 * tlm.DETAIL_MAX_BYTES
+        budget = max(min(int(budget * cap / size * 0.9), budget // 2 if size > 4 * cap
                          else budget - 1), tlm.MIN_SPANS_PER_LANE)
     for w in data["windows"]:
         del w["t0"]  # absolute times can exceed a double's exact integers; t0s says it in seconds
