@@ -92,48 +92,14 @@ def write_text_atomic(path: Path, text: str, what: str = "the output") -> None:
     previous file is left as it was, the temporary file is removed and OutputError is raised.
     A device or named pipe (``-o /dev/null``) is written to directly; a symbolic link's target
     is replaced, not the link."""
-    path = _target(Path(path))
-    if _special(path) is not None:
-        return _write_special(path, [text], what)
-    data = text.encode("utf-8", "replace")
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=".tmp", dir=path.parent)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:  # a new file gets the usual permissions (mkstemp makes it 0600)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        except OSError:
-            pass
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        why = f"{blocked} is a file, not a folder" if blocked is not None else (exc.strerror or str(exc))
-        raise OutputError(f"cannot write {what} {path}: {why}",
-                          hint="the previous file, if any, was left unchanged" if path.exists() else None) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    write_chunks_atomic(path, [text], what)
 
 
 def write_chunks_atomic(path: Path, chunks, what: str = "the output") -> None:
     """:func:`write_text_atomic` for text made piece by piece (a trace export of millions of
-    events): the pieces are written as they come, never joined; the file appears only once all
-    are written. An exception from ``chunks`` leaves the previous file as it was and propagates.
-    Devices, named pipes and links as :func:`write_text_atomic`."""
+    events), and what it runs: the pieces are written as they come, never joined; the file appears
+    only once all are written. An exception from ``chunks`` leaves the previous file as it was and
+    propagates. Devices, named pipes and links as :func:`write_text_atomic`."""
     path = _target(Path(path))
     if _special(path) is not None:
         return _write_special(path, chunks, what)
@@ -141,12 +107,16 @@ def write_chunks_atomic(path: Path, chunks, what: str = "the output") -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb", buffering=1 << 20) as fh:
-            for chunk in chunks:
-                fh.write(chunk.encode("utf-8", "replace"))
-            fh.flush()
-            os.fsync(fh.fileno())
         try:
+            for chunk in chunks:  # each chunk whole (a text, or a batch of 65,536 trace events)
+                view = memoryview(chunk.encode("utf-8", "replace"))
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:  # a new file gets the usual permissions (mkstemp makes it 0600)
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)

@@ -47,6 +47,18 @@ HEADLINES = [
     ("kernels_per_step_median", "Kernels per step", ("Kernels per step", "GPU operation of a step"), "summary"),
 ]
 
+def _timeline_spans(host_kinds: str) -> str:
+    """The page's definition of the timeline's spans; ``host_kinds``: what its host lanes draw."""
+    return (f"The timeline draws each kernel, copy, memset, {host_kinds} "
+            "overlapping the window, clipped to it. Zoomed out, neighbours "
+            "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
+            "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
+            "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
+            "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
+            "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
+            "most 1,000 spans a lane is shown.")
+
+
 #: Numbers only the page shows (not in the JSON): defined here and in docs/report.md.
 REPORT_TERMS = [
     ("Tensor cores (kernel table)",
@@ -61,15 +73,7 @@ REPORT_TERMS = [
      "NVTX push/pop and start/end ranges overlapping the analysis window, grouped by domain and text: "
      "count, total (sum of the ranges' durations clipped to the window — nested ranges count at every "
      "level, and ranges on several threads add up, so totals can exceed the window), mean and max."),
-    ("Timeline spans",
-     "The timeline draws each kernel, copy, memset, NVTX range, CUDA API call, blocking sync call and OS "
-     "wait overlapping the window, clipped to it. Zoomed out, neighbours "
-     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
-     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
-     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
-     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
-     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
-     "most 1,000 spans a lane is shown."),
+    ("Timeline spans", _timeline_spans("NVTX range, CUDA API call, blocking sync call and OS wait")),
 ]
 
 
@@ -82,15 +86,7 @@ KINETO_REPORT_TERMS = [
      "(python_function) overlapping the analysis window, grouped by kind and text: count, total (sum of the "
      "ranges' durations clipped to the window — nested ranges count at every level, and ranges on several "
      "threads add up, so totals can exceed the window), mean and max."),
-    ("Timeline spans",
-     "The timeline draws each kernel, copy, memset, CPU operator or annotation range, CUDA API call and blocking "
-     "sync call overlapping the window, clipped to it. Zoomed out, neighbours "
-     "closer than a pixel are drawn as one block (its tooltip says how many operations and their busy time); "
-     "zoomed in, every operation is drawn on its own ('operations drawn one by one' above the timeline counts "
-     "them). Only when the steps hold more than the page's budget (about 200,000 spans, 3.5 MB of data) are "
-     "neighbours merged in the data itself, at the lane's widest holes; merged spans cover exactly the time of "
-     "the spans they stand for, plus the small holes between them. Without scripts, a static drawing with at "
-     "most 1,000 spans a lane is shown."),
+    ("Timeline spans", _timeline_spans("CPU operator or annotation range, CUDA API call and blocking sync call")),
     ("Trace-viewer time",
      "Times of a PyTorch Profiler trace are shown in seconds from the trace's start — the start of the "
      "profiler's own span (PyTorch Profiler (0)), else the first event — which is where ui.perfetto.dev, "
