@@ -170,6 +170,10 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
     os.replace(tmp, path)
 
 
+# bump when a shape's generator changes (the steps shapes became issue 33's on 2026-12-04)
+SHAPE_VERSION = {"steps": "-v2", "steps-ops": "-v2"}
+
+
 def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """Time and peak RSS of one child, using a tiny wrapper so maxrss is per child."""
     wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
@@ -201,8 +205,9 @@ def main() -> int:
                          "same batch, for a before/after ratio on a noisy machine")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    # the generator's version is in the name: a file left by an older shape is never reused
     db = args.out / (f"bench_{args.kernels}.sqlite" if args.shape == "busy" else
-                     f"bench_{args.shape}_{args.kernels}.sqlite")
+                     f"bench_{args.shape}{SHAPE_VERSION.get(args.shape, '')}_{args.kernels}.sqlite")
     if not db.exists():
         t = time.perf_counter()
         generate(db, args.kernels, shape=args.shape)
