@@ -18,7 +18,10 @@ import typer
 
 from . import __version__
 from .errors import NsysdocError, RuleError
+from .cli_params import install as _light_params
 from .outputs import StdoutClosed
+
+_light_params()  # option values converted without importing pydantic (see cli_params)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 #: standard output's reader went away (``| head``): exit quietly, with the status of a process

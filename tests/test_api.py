@@ -327,3 +327,27 @@ def test_the_example_notebook_runs(tmp_path):
     assert "Main bottleneck: The GPU waits for input data" in out
     assert "Slower: 17.6% more time per step (strong evidence)" in out
     assert "regression over 3%: True" in out and "refused: no-such-capture.sqlite" in out
+
+
+# --- the JSON text ---------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json_leaves = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text())
+_json_docs = st.recursive(_json_leaves, lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=st.dictionaries(st.text(max_size=6), _json_docs, max_size=5))
+def test_json_text_is_the_standard_library_s_indented_text(doc):
+    """The fast writer is a speed-up, not a new format: every generated document (astral and
+    lone-surrogate text, control characters, big integers, -0.0, tiny and huge floats, empty
+    containers at any depth) comes out exactly as ``json.dumps(indent=2)`` writes it."""
+    assert api._json_text(doc) == json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def test_json_text_still_refuses_nan():
+    with pytest.raises(ValueError):
+        api._json_text({"a": [1.0, float("nan")]})
