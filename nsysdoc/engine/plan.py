@@ -74,6 +74,9 @@ class Plan:
     timelines: dict = field(default_factory=dict)
     #: operator / module / frame attribution (:mod:`nsysdoc.engine.attribute`), None without ranges
     attr: object = None
+    #: each NVTX row's text group (:func:`~nsysdoc.metrics.nvtx.call_field_groups`, found once
+    #: here for every range row: -1 for other rows) and the groups' texts, for the NVTX summary
+    nvtx_groups: tuple | None = None
 
     @property
     def window(self) -> tuple[int | None, int | None]:
@@ -93,8 +96,13 @@ def _nvtx_scan(trace, pattern) -> dict:
     steps, loader, setup, tune, host = [], [], [], [], []
     dom_names = [str(d) for d in doms] if len(doms) else [""]
     cols = ["start_ns", "end_ns", "event_type", "global_tid", "thread", "domain", "text"]
+    # every range row's text group, on the table's row axis (the NVTX summary reads it again)
+    row_group = np.full(len(t) if t is not None else 0, -1, dtype=np.int32)
+    group_code: dict[str, int] = {}
+    row0 = 0
     for blk in (t.iter_blocks(cols) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
+        row0 += len(s)
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
         if not is_range.any():
             continue
@@ -106,6 +114,10 @@ def _nvtx_scan(trace, pattern) -> dict:
         # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
         # matched on the text before them
         grp, gvals, decorated = call_field_groups(enc.dictionary)
+        if len(grp):
+            gcode = np.array([group_code.setdefault(v, len(group_code)) for v in gvals], dtype=np.int32)
+            rows = np.flatnonzero(is_range)
+            row_group[row0 - len(s) + rows] = gcode[grp[idx[rows]]]
         m_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)[grp]
         m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
         m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
@@ -146,7 +158,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
-            "tuning": tuning, "host": host}
+            "tuning": tuning, "host": host, "groups": (row_group, list(group_code))}
 
 
 def _gpu_tables(trace) -> list:
@@ -225,7 +237,7 @@ def make_plan(trace, pattern) -> Plan:
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,
                 loader_ranges=nv["loader"], setup_ranges=nv["setup"], setup_texts=nv["setup_texts"],
-                tuning=nv["tuning"],
+                tuning=nv["tuning"], nvtx_groups=nv["groups"],
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)

@@ -101,9 +101,15 @@ def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list
             for r in g.itertuples(index=False)]
 
 
-def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
+def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: int = 200,
+                        text_groups: tuple | None = None) -> list[dict]:
     """:func:`nvtx_summary` over NVTX blocks (``start_ns, end_ns, event_type, domain, text``
-    columns, the text an Arrow column, ``domain`` an index into ``domains``), one block at a time."""
+    columns, the text an Arrow column, ``domain`` an index into ``domains``), one block at a time.
+
+    ``text_groups``: ``(group per row of the whole table, group texts)`` when the range rows' text
+    groups (:func:`call_field_groups`) are known already (the analysis plan finds them): the texts
+    are then not grouped again (on an ``--pytorch=autograd-nvtx`` capture every range's text is
+    distinct, and grouping them is most of this summary's time)."""
     if w0 is None or w1 is None:
         return []
     groups: dict[tuple[str, str], list] = {}   # (domain, folded) -> [first row, count, total, max]
@@ -118,19 +124,19 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
             import pyarrow as pa
 
             dur = np.minimum(e[idx], w1) - np.maximum(s[idx], w0)
-            enc = b["text"].take(pa.array(idx)).dictionary_encode()
-            # fold per group of texts that differ only in PyTorch's per-call fields (folding drops
-            # them): one Python call per operator, not per range
-            grp, gvals, _dec = call_field_groups(enc.dictionary)
-            ti = grp[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)] if len(grp) else \
-                np.zeros(len(idx), np.int64)
-            vals = gvals
-            fold = []
-            for v in vals:
-                f = folded_cache.get(v)
-                if f is None:
-                    f = folded_cache[v] = S.fold_nvtx_text(v if isinstance(v, str) else "")
-                fold.append(f)
+            known = text_groups[0][row0 + idx] if text_groups is not None else None
+            if known is not None and (known >= 0).all():
+                # the plan's groups: codes into one table-wide list, folded once each
+                ti = known.astype(np.int64)
+                vals = text_groups[1]
+            else:
+                enc = b["text"].take(pa.array(idx)).dictionary_encode()
+                # fold per group of texts that differ only in PyTorch's per-call fields (folding
+                # drops them): one Python call per operator, not per range
+                grp, gvals, _dec = call_field_groups(enc.dictionary)
+                ti = grp[enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)] if len(grp) else \
+                    np.zeros(len(idx), np.int64)
+                vals = gvals
             dom = b["domain"][idx]
             uniq_key, key_codes = np.unique((dom.astype(np.int64) << 32) | ti, return_inverse=True)
             key_codes = key_codes.reshape(-1)
@@ -144,7 +150,11 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
             np.maximum.at(mx, key_codes, dur)
             for j, (d_, t_) in enumerate(uniq):
                 dname = domains[d_] if 0 <= d_ < len(domains) else ""
-                key = (dname if isinstance(dname, str) else "", fold[t_])
+                v = vals[t_]
+                f = folded_cache.get(v)
+                if f is None:  # folded once per distinct group text
+                    f = folded_cache[v] = S.fold_nvtx_text(v if isinstance(v, str) else "")
+                key = (dname if isinstance(dname, str) else "", f)
                 gr = groups.get(key)
                 if gr is None:
                     groups[key] = [row0 + int(idx[first[j]]), int(cnt[j]), int(tot[j]), int(mx[j])]
