@@ -384,7 +384,9 @@ def build(trace, rows: list) -> Attributor | None:
 
     # per row: global name code, sequence number, operator-like, domain name
     th, st, en, nm, sq, ol, dm, sf, kd = [], [], [], [], [], [], [], [], []
-    for thread, start, end, dictionary, tidx, dom, dom_names, *groups in rows:
+    rows.reverse()
+    while rows:  # each block's texts are let go once read (on an autograd-nvtx capture they are most of the memory)
+        thread, start, end, dictionary, tidx, dom, dom_names, *groups = rows.pop()
         dnames, name_idx, seq, op_like, stack, kinds = _texts(dictionary, groups[0] if groups else None)
         kd.append(kinds[tidx])
         own = np.full(len(dictionary), NONE, dtype=np.int64)

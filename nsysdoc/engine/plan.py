@@ -89,6 +89,8 @@ class Plan:
 
 def _nvtx_scan(trace, pattern) -> dict:
     """Step-marker rows, DataLoader ranges and set-up ranges, from one pass over the NVTX blocks."""
+    import pyarrow as pa
+
     t = trace.store.get("nvtx")
     doms = trace.nvtx_domains
     lib = np.array([str(d).lower() in S.LIBRARY_NVTX_DOMAINS for d in doms], dtype=bool) if len(doms) \
@@ -108,7 +110,9 @@ def _nvtx_scan(trace, pattern) -> dict:
             continue
         enc = blk["text"].dictionary_encode()
         idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        vals = enc.dictionary.to_pylist()
+        # texts as Python strings only for the rows that keep one (step markers, set-up ranges):
+        # with autograd-nvtx every range's text is distinct, millions of them
+        texts = lambda rows: enc.dictionary.take(pa.array(idx[rows])).to_pylist()  # noqa: E731
         # the text tests run once per group of texts that differ only in PyTorch's per-call fields
         # (an operator's ranges under --pytorch=autograd-nvtx, whose record_function ranges carry
         # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
@@ -126,8 +130,8 @@ def _nvtx_scan(trace, pattern) -> dict:
         sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])
         if len(sel):
             steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
-                          "name": np.array([gvals[grp[i]].strip() if decorated[i] else vals[i] for i in idx[sel]],
-                                           dtype=object),
+                          "name": np.array([gvals[grp[i]].strip() if decorated[i] else v
+                                            for i, v in zip(idx[sel].tolist(), texts(sel))], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
         # (library domains -- NCCL, cuDNN, cuBLAS... -- are neither operators nor modules)
@@ -146,7 +150,7 @@ def _nvtx_scan(trace, pattern) -> dict:
         sel = np.flatnonzero(is_range & m_set[idx] & ~m_dl[idx])
         if len(sel):
             setup.append((blk["thread"][sel], s[sel], e[sel],
-                          np.array([S.fold_nvtx_text(vals[i]) for i in idx[sel]], dtype=object)))
+                          np.array([S.fold_nvtx_text(v) for v in texts(sel)], dtype=object)))
     cat = lambda parts, k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
     ranges = Columns({k: np.concatenate([p[k] for p in steps]) for k in steps[0]}) if steps else Columns(
         {"global_tid": np.zeros(0, np.int64), "name": np.zeros(0, object), "start_ns": np.zeros(0, np.int64),
@@ -241,7 +245,7 @@ def make_plan(trace, pattern) -> Plan:
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
-    plan.attr = build_attributor(trace, nv["host"])
+    plan.attr = build_attributor(trace, nv.pop("host"))  # its blocks are freed as it reads them
     _first_call_setup(trace, plan)
     return plan
 

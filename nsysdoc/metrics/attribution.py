@@ -266,14 +266,22 @@ class Forest:
         self.depth[:] = 0
         self.depth[pos] = depth
         # boundary lists: (time, ends before starts, deeper ends first, shallower starts first)
+        # the sort keys in their smallest types (2m rows each: on a capture with millions of
+        # operator ranges these temporaries are hundreds of MB in int64)
         t = np.concatenate([e, s])
-        kind = np.concatenate([np.zeros(m, np.int64), np.ones(m, np.int64)])
-        tie = np.concatenate([-depth, depth])
-        label = np.concatenate([self.parent[pos], pos])
-        tt = np.concatenate([th, th])
+        kind = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
+        d32 = depth.astype(np.int32)  # nesting depth < m
+        tie = np.concatenate([-d32, d32])
+        del d32
+        small_th = m and -2**31 < int(th.min()) and int(th.max()) < 2**31
+        tt = np.concatenate([th, th]).astype(np.int32 if small_th else np.int64, copy=False)
         o = np.lexsort((tie, kind, t, tt))
-        self.ev_t, self.ev_label = t[o], label[o]
+        del tie, kind
+        self.ev_t = t[o]
+        del t
+        self.ev_label = np.concatenate([self.parent[pos], pos])[o]
         ev_th = tt[o]
+        del tt, o
         self._ev_seg = {}
         if len(ev_th):
             b = np.flatnonzero(np.diff(ev_th)) + 1
