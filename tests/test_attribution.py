@@ -383,3 +383,24 @@ def test_pyprof_texts_give_operator_names_and_source_lines(tmp_path):
     assert "nsys_stacks" not in [m["key"] for m in r["metrics"]["operators"]["missing"]]
     assert A.pyprof("{'mod': 'Tensor', 'op': 'uniform_', 'args': []}") == ("op", "Tensor.uniform_")
     assert A.pyprof("forward") is None
+
+
+@pytest.mark.parametrize("steps", [2, 8])  # 1,200 distinct texts: Python grouping; 4,800: Arrow's
+def test_nvtx_summary_from_the_plan_s_groups_equals_grouping_again(steps, tmp_path):
+    """The NVTX summary reads the text groups the plan found (one code per range row) instead of
+    grouping the window's texts again: the same table either way. Every operator range's text is
+    distinct here (``aten::add_, op_id = N``), as --pytorch=autograd-nvtx writes them."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.metrics.nvtx import nvtx_summary_blocks
+    from nsysdoc.trace import load_trace
+
+    trace = load_trace(where_tiny_kernels_and_item(steps=steps).write(tmp_path / "t.sqlite"), cache=False)
+    a = analyze(trace)
+    row_group, texts = a.engine.plan.nvtx_groups
+    assert len(row_group) == len(trace.store.get("nvtx")) and (row_group >= 0).sum() > 600 * steps
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    cols = ["start_ns", "end_ns", "event_type", "domain", "text"]
+    again = nvtx_summary_blocks(trace.store.get("nvtx").iter_blocks(cols), trace.nvtx_domains, w0, w1)
+    assert a.result["metrics"]["nvtx"] == again
+    add = next(r for r in again if r["text"] == "aten::add_")
+    assert add["count"] == 400 * steps  # one row for every call, whatever its op_id
