@@ -140,7 +140,10 @@ def _json_text(result: dict) -> str:
     import msgspec
 
     compact = json.dumps(result, allow_nan=False, separators=(",", ":"))
-    return msgspec.json.format(compact, indent=2) + "\n"
+    try:
+        return msgspec.json.format(compact, indent=2) + "\n"
+    except msgspec.DecodeError:  # a lone surrogate (a file name that is not UTF-8): msgspec refuses it
+        return json.dumps(result, indent=2, allow_nan=False) + "\n"
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -299,7 +302,7 @@ class Report:
     @_without_pandas
     def to_json(self) -> str:
         """The text ``nsysdoc report -f json`` writes."""
-        from .views.render import capped_result
+        from .assembly.written import capped_result
 
         return _json_text(capped_result(self._result))
 

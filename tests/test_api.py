@@ -333,10 +333,12 @@ def test_the_example_notebook_runs(tmp_path):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+# text with lone surrogates too (Python's "surrogateescape" file names: run\udcff.sqlite)
+_any_text = st.text(alphabet=st.characters(blacklist_categories=()) | st.sampled_from(["\udcff", "\ud800", "\udfff"]))
 _json_leaves = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
-                | st.floats(allow_nan=False, allow_infinity=False) | st.text())
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text() | _any_text)
 _json_docs = st.recursive(_json_leaves, lambda inner: st.lists(inner, max_size=4)
-                          | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=30)
+                          | st.dictionaries(st.text(max_size=6) | _any_text, inner, max_size=4), max_leaves=30)
 
 
 @settings(max_examples=300, deadline=None)
@@ -345,6 +347,11 @@ def test_json_text_is_the_standard_library_s_indented_text(doc):
     """The fast writer is a speed-up, not a new format: every generated document (astral and
     lone-surrogate text, control characters, big integers, -0.0, tiny and huge floats, empty
     containers at any depth) comes out exactly as ``json.dumps(indent=2)`` writes it."""
+    assert api._json_text(doc) == json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def test_json_text_of_a_lone_surrogate_is_the_standard_library_s():
+    doc = {"source": {"path": "run\udcff.sqlite"}, "x": ["\ud83d", 1.5]}
     assert api._json_text(doc) == json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 

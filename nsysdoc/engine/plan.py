@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics import intervals as iv
-from ..metrics.nvtx import call_field_groups
+from ..metrics.nvtx import PYTHON_GROUPING_MAX, call_field_groups
 from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
@@ -87,6 +87,23 @@ class Plan:
         return list(zip(edges[:-1], edges[1:]))
 
 
+def _encode(text) -> tuple:
+    """A block's texts (Arrow) dictionary-encoded: ``(distinct texts as Arrow, index per row, the
+    distinct texts as a list or None)``. A small block is encoded in Python: Arrow's
+    ``dictionary_encode`` imports pyarrow.compute (0.05-0.1 s of every report) and a capture with a
+    few thousand NVTX ranges does not need it."""
+    import pyarrow as pa
+
+    if len(text) <= PYTHON_GROUPING_MAX:
+        seen: dict = {}
+        idx = np.fromiter((seen.setdefault(v, len(seen)) for v in text.to_pylist()), dtype=np.int64,
+                          count=len(text))
+        values = list(seen)
+        return pa.array(values, type=text.type if not pa.types.is_dictionary(text.type) else pa.string()), idx, values
+    enc = text.dictionary_encode()
+    return enc.dictionary, enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), None
+
+
 def _nvtx_scan(trace, pattern) -> dict:
     """Step-marker rows, DataLoader ranges and set-up ranges, from one pass over the NVTX blocks."""
     import pyarrow as pa
@@ -108,16 +125,16 @@ def _nvtx_scan(trace, pattern) -> dict:
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
         if not is_range.any():
             continue
-        enc = blk["text"].dictionary_encode()
-        idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        dictionary, idx, pylist = _encode(blk["text"])
         # texts as Python strings only for the rows that keep one (step markers, set-up ranges):
         # with autograd-nvtx every range's text is distinct, millions of them
-        texts = lambda rows: enc.dictionary.take(pa.array(idx[rows])).to_pylist()  # noqa: E731
+        texts = (lambda rows: [pylist[i] for i in idx[rows].tolist()]) if pylist is not None else \
+            (lambda rows: dictionary.take(pa.array(idx[rows])).to_pylist())
         # the text tests run once per group of texts that differ only in PyTorch's per-call fields
         # (an operator's ranges under --pytorch=autograd-nvtx, whose record_function ranges carry
         # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
         # matched on the text before them
-        grp, gvals, decorated = call_field_groups(enc.dictionary)
+        grp, gvals, decorated = call_field_groups(dictionary)
         if len(grp):
             gcode = np.array([group_code.setdefault(v, len(group_code)) for v in gvals], dtype=np.int32)
             rows = np.flatnonzero(is_range)
@@ -138,7 +155,7 @@ def _nvtx_scan(trace, pattern) -> dict:
         sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx] & ~lib_row)
         if len(sel):
             # the block's distinct texts stay one Arrow array: attribution reads them vectorised
-            host.append((blk["thread"][sel], s[sel], e[sel], enc.dictionary, idx[sel],
+            host.append((blk["thread"][sel], s[sel], e[sel], dictionary, idx[sel],
                          np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
                          dom_names, (grp, gvals, decorated)))
         sel = np.flatnonzero(is_range & m_dl[idx])

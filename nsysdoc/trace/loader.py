@@ -21,6 +21,19 @@ from .model import Trace
 from .store import SpillError
 
 
+def _is_sqlite(path) -> bool:
+    """A regular file that starts with SQLite's header (never opens a FIFO or a device)."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except (OSError, ValueError):
+        return False
+
+
 def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
                progress: ProgressFn | None = None) -> Trace:
     """Load an nsys SQLite export, or a PyTorch Profiler (Kineto) trace (JSON or gzip-compressed
@@ -31,11 +44,13 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     folder removed by another process), the capture is read again without the cache and the
     problem is recorded (:func:`nsysdoc.cache.note_problem`). Only when even the temporary files
     of a cache-less load cannot be written is it an error (OutputError, one line)."""
-    from . import kineto
-
     def once(use_cache: bool) -> Trace:
-        if kineto.routes_here(path):
-            return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
+        # an SQLite file never goes to the Kineto reader: no need to import it (msgspec and all)
+        if not _is_sqlite(path):
+            from . import kineto
+
+            if kineto.routes_here(path):
+                return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
         return sqlite_reader.load_export(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
 
     try:

@@ -25,6 +25,7 @@ from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, L
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
 from .tldata import timeline_data
+from ..assembly.written import MAX_STEP_RECORDS, capped_result  # noqa: F401 - views render the result as written
 
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
 
@@ -373,27 +374,6 @@ def operator_tables(result: dict) -> list[Table]:
             Column("GPU ops", True), Column("Top operator")], rows=trows,
             note="Summed durations of the GPU operations whose innermost enclosing " + label.lower() +
                  " it is, over the whole capture ('(none)': no enclosing one)."))
-    return out
-
-
-#: Per-step records kept in the JSON output (and the copy embedded in the HTML page). Beyond it,
-#: every primary step's time stays in the compact ``step_series`` (docs/json.md).
-MAX_STEP_RECORDS = 2000
-
-
-def capped_result(result: dict) -> dict:
-    """The result as written out: per-step records capped at :data:`MAX_STEP_RECORDS`, with
-    ``steps_truncated`` and ``step_series`` (index, pid, step time of every primary step) when
-    cut, so output size stays O(cap) in steps while diff still sees every step time."""
-    steps = result.get("steps") or []
-    if len(steps) <= MAX_STEP_RECORDS:
-        return result
-    primary = [s for s in steps if s.get("primary")]
-    out = dict(result)
-    out["steps"] = steps[:MAX_STEP_RECORDS]
-    out["steps_truncated"] = {"shown": MAX_STEP_RECORDS, "total": len(steps)}
-    out["step_series"] = {"index": [s.get("index") for s in primary], "pid": [s.get("pid") for s in primary],
-                          "step_time_ms": [s.get("step_time_ms") for s in primary]}
     return out
 
 
