@@ -178,7 +178,8 @@ class Forest:
         n = len(keep)
         idx = np.arange(n)
         th, s, e = thread[keep], start[keep], end[keep]
-        order = np.lexsort((idx, -e, s, th)) if n else idx
+        # lexsort is stable: equal (thread, start, end) keep input order without an index key
+        order = np.lexsort((-e, s, th)) if n else idx
         self.order = keep[order]
         self.thread = th[order]
         self.start = s[order]
@@ -257,7 +258,7 @@ class Forest:
         # siblings (same parent, or roots of a thread) do not overlap: in order, each starts after
         # the previous one ends
         key = np.where(has, parent, -1 - th)
-        o = np.lexsort((idx, key))
+        o = np.lexsort((key,))  # stable: input order within a key
         same = key[o][1:] == key[o][:-1]
         if (s[o][1:][same] < e[o][:-1][same]).any():
             return False
