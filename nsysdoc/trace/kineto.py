@@ -6,8 +6,8 @@ metric, rule and report above it is the same for both inputs.
 
 How:
 
-* **Streaming.** ``traceEvents`` is read from a buffered text stream (``gzip.open`` for ``.gz``)
-  a window of 8 M characters at a time: :mod:`msgspec` decodes the window's events into structs of
+* **Streaming.** ``traceEvents`` is read from the file's bytes (``gzip.open`` for ``.gz``) a
+  window of 8 MB at a time, never decoded to text: :mod:`msgspec` decodes the window's events into structs of
   only the fields a row needs (a ``cpu_op``'s input shapes and the like are skipped, never built),
   and :func:`_chunk` turns them into compact typed columns (:class:`array.array`) column by column.
   Any window it does not take (damage, values of unexpected types, text without event ends) goes
@@ -28,8 +28,8 @@ How:
 """
 from __future__ import annotations
 
+import codecs
 import gzip
-import io
 import json
 import os
 import re
@@ -448,7 +448,12 @@ _EMPTY: dict = {}
 
 
 class _Stream:
-    """Buffered text over the file, with helpers to decode whole JSON values across refills."""
+    """Buffered text over the file, with helpers to decode whole JSON values across refills.
+
+    ``fh`` is the file's bytes (``gzip.open(..., "rb")`` for ``.gz``), decoded here as
+    ``io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace", newline="")`` would: the same
+    text, ``more(size)`` giving what its ``read(size)`` gives. The fast path (:func:`_events`) takes
+    the bytes not yet read as text (:meth:`take_bytes`) and hands back what it leaves (:meth:`give_bytes`)."""
 
     def __init__(self, fh, path: Path) -> None:
         self.fh = fh
@@ -457,6 +462,8 @@ class _Stream:
         self.pos = 0
         self.offset = 0  # characters consumed before ``buf``
         self.eof = False
+        self._dec = codecs.getincrementaldecoder("utf-8-sig")("replace")
+        self._text = ""  # decoded, not yet in ``buf``
         self.in_trace = False  # inside traceEvents: errors are damage, not "not JSON"
         self._fast = json.JSONDecoder(parse_float=str).raw_decode
         self._slow = json.JSONDecoder(parse_float=str, parse_int=_big_int).raw_decode
@@ -478,8 +485,24 @@ class _Stream:
         if self.eof:
             return False
         size = max(size, len(self.buf) - self.pos) if grow else size
+        while len(self._text) < size:
+            data = self.read_bytes(max(size - len(self._text), 1 << 16))
+            self._text += self._dec.decode(data, not data)
+            if not data:
+                break
+        chunk, self._text = (self._text[:size], self._text[size:]) if len(self._text) > size else (self._text, "")
+        if not chunk:
+            self.eof = True
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
+        self.pos = 0
+        return True
+
+    def read_bytes(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the file (b"" at its end), read errors as refusals."""
         try:
-            chunk = self.fh.read(size)
+            return self.fh.read(size)
         except EOFError:
             raise TruncatedTraceError(f"{self.path}: truncated gzip file: the compressed data ends before the trace does",
                                       hint="the file was cut while being written or copied; profile or copy it again") from None
@@ -488,13 +511,22 @@ class _Stream:
                                    hint="decompress it with gunzip to see how much is readable") from None
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        if not chunk:
-            self.eof = True
-            return False
+
+    def take_bytes(self) -> bytes:
+        """The rest of the file's text from ``pos`` as UTF-8, and the bytes not yet decoded (the
+        next :meth:`read_bytes` goes on after them); ``offset`` counts the characters before them."""
+        rest = self.buf[self.pos:] + self._text
+        pending = self._dec.getstate()[0]
         self.offset += self.pos
-        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
-        self.pos = 0
-        return True
+        self.buf, self.pos, self._text = "", 0, ""
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")  # past the start: no BOM
+        return rest.encode("utf-8") + pending if rest else pending
+
+    def give_bytes(self, data) -> None:
+        """Read the bytes ``data`` (the file's, from character ``offset`` on) as text again."""
+        self._dec.reset()
+        self.buf, self.pos, self._text = self._dec.decode(data), 0, ""
+        self.eof = False
 
     def peek(self) -> str:
         """The next non-blank character ("" at the end of the file)."""
@@ -543,20 +575,18 @@ class _Stream:
                            "Profiler trace", hint="pass a torch.profiler trace (*.pt.trace.json[.gz]) or an nsys export")
 
 
-def _open_text(path: Path):
+def _open_bytes(path: Path):
     head = _head(path, 4)
     if head.startswith(GZIP_MAGIC):
-        raw = gzip.open(path, "rb")
-    else:
-        raw = open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
     """Stream the file: top-level metadata (every key but ``traceEvents``) and the events."""
     acc = _Acc()
     meta: dict = {}
-    with _open_text(path) as fh:
+    with _open_bytes(path) as fh:
         st = _Stream(fh, path)
         first = st.peek()
         if first == "":
@@ -817,7 +847,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
 # --------------------------------------------------------------------------------------------
 # fast path: many events per msgspec call, then columns at a time
 # --------------------------------------------------------------------------------------------
-#: characters decoded per msgspec call (the window's last event ends at a "},": its separator)
+#: bytes decoded per msgspec call (the window's last event ends at a "},": its separator)
 FAST_CHARS = 8 << 20
 _UNSET = msgspec.UNSET
 _NO_RAW = msgspec.Raw()
@@ -1073,7 +1103,7 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.cats.update(e.cat for e in xev)
+    acc.cats.update(map(_CAT, xev))
     for kind, row in gpu_rows.items():
         for k, v in row.items():
             _add(acc.gpu[kind][k], v)
@@ -1097,7 +1127,8 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
 def _events(st: _Stream, acc: _Acc, progress=None) -> None:
     """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'.
 
-    A window of :data:`FAST_CHARS` characters, cut after the last ``"},"`` in it, is decoded with
+    A window of :data:`FAST_CHARS` bytes (the file's UTF-8, as :class:`_Stream` would decode it:
+    read as bytes, never built as text), cut after the last ``"},"`` in it, is decoded with
     one :mod:`msgspec` call into structs of the fields a row needs (:class:`_Ev`: unknown fields,
     such as a ``cpu_op``'s input shapes, are skipped without being built) and turned into columns
     (:func:`_chunk`). A cut anywhere but between two events makes that text invalid JSON (a
@@ -1109,28 +1140,41 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:
         return
     first = True
     tick = time.monotonic() + 2.0
+    data, pos = st.take_bytes(), 0  # the file's bytes from the first event on
     while True:
-        if len(st.buf) - st.pos < FAST_CHARS:
-            st.more(size=FAST_CHARS)
-        buf, pos = st.buf, st.pos
-        cut = buf.rfind("},\n", pos)
+        if len(data) - pos < FAST_CHARS:
+            more = st.read_bytes(FAST_CHARS)
+            if more:
+                data, pos = data[pos:] + more, 0
+        cut = data.rfind(b"},\n", pos)
         if cut < 0:
-            cut = buf.rfind("},", pos)
+            cut = data.rfind(b"},", pos)
         if cut < 0:  # the last events, or no line breaks or object ends in a whole window
+            st.give_bytes(data[pos:])
             if _events_slow(st, acc, progress, stop=st.offset + len(st.buf), first=first):
                 return
             first = False
+            data, pos = st.take_bytes(), 0
             continue
+        doc = b"".join((b"[", memoryview(data)[pos:cut + 1], b"]"))
+        if doc.isascii():
+            chars = len(doc) - 1  # the window and its ','
+        else:  # msgspec reads the text as the slow path sees it (U+FFFD for what is not UTF-8)
+            try:
+                chars = len(doc.decode("utf-8")) - 1
+            except UnicodeDecodeError:
+                text = doc.decode("utf-8", "replace")
+                chars, doc = len(text) - 1, text.encode("utf-8")
         try:
-            _chunk(_decode_events("".join(("[", buf[pos:cut + 1], "]"))), acc)
-        except RecursionError:
-            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+            _chunk(_decode_events(doc), acc)
+        except Exception:  # noqa: BLE001 - any surprise (RecursionError too): the slow path reads this window
+            st.give_bytes(data[pos:])
+            if _events_slow(st, acc, progress, stop=st.offset + chars, first=first):
                 return
-        except Exception:  # noqa: BLE001 - any surprise: the slow path reads this window
-            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
-                return
+            data, pos = st.take_bytes(), 0
         else:
-            st.pos = cut + 2
+            st.offset += chars
+            pos = cut + 2
         first = False
         if progress is not None and time.monotonic() > tick:
             progress(f"read {acc.events:,} trace events")
