@@ -890,6 +890,8 @@ _F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
 #: (ph, cat) -> kind of the row an event makes
 _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
     | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
+#: ``_KIND`` of the "X" events, by ``cat`` alone (one string look-up, not a tuple's)
+_X_KIND = {c: k for (ph, c), k in _KIND.items() if ph == "X"}
 _PH_CAT = attrgetter("ph", "cat")
 _TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
 _DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
@@ -962,27 +964,29 @@ def _numbered(ids: dict, keys: list) -> np.ndarray:
 
 
 def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
-    """:func:`_numbered` of the events' ``(pid, tid)`` keys; when all are integers, one dict
-    look-up per distinct key (in order of first appearance) instead of one per event."""
-    pids, tids = list(map(_PID, evs)), list(map(_TID, evs))
-    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
-        try:
-            key = np.empty(len(evs), dtype=[("p", np.int64), ("t", np.int64)])
-            key["p"] = np.fromiter(pids, dtype=np.int64, count=len(pids))
-            key["t"] = np.fromiter(tids, dtype=np.int64, count=len(tids))
-        except OverflowError:
-            key = None
-        if key is not None:
-            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            lut = np.empty(len(uniq), dtype=np.int64)
-            for u in np.argsort(first, kind="stable").tolist():
-                k = (int(uniq[u]["p"]), int(uniq[u]["t"]))
-                v = threads.get(k)
-                if v is None:
-                    v = threads[k] = len(threads)
-                lut[u] = v
-            return lut[inv.ravel()] if len(evs) else np.zeros(0, dtype=np.int64)
-    return _numbered(threads, list(zip(pids, tids)))
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys."""
+    return _numbered(threads, [(e.pid, e.tid) for e in evs])
+
+
+def _launch_codes(acc: _Acc, args: list) -> np.ndarray:
+    """:meth:`_Acc.launch_code5` of each kernel's args: a configuration seen before (grid and
+    block lists of 3, the usual case) is one look-up of the key launch_code5 would build."""
+    known = acc.launch_raw.get
+    lc = acc.launch_code5
+    out = []
+    add = out.append
+    try:
+        for a in args:
+            g, b = a.grid, a.block
+            if g.__class__ is list and b.__class__ is list and len(g) == 3 and len(b) == 3:
+                code = known((*g, *b, a.regs, a.smem, a.occ))
+                if code is not None:
+                    add(code)
+                    continue
+            add(lc(g, b, a.regs, a.smem, a.occ))
+    except TypeError:  # an unhashable value: launch_code5 gives each event's code
+        out = [lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args]
+    return np.fromiter(out, dtype=np.int64, count=len(out))
 
 
 def _add(col: array, values: np.ndarray) -> None:
@@ -998,7 +1002,8 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     end, and its name, thread and launch-code numbering is assigned in event order, so a window
     read again gets the same numbers."""
     n = len(evs)
-    kinds = np.fromiter(map(_KIND.get, map(_PH_CAT, evs), repeat(_IGNORED)), dtype=np.int8, count=n)
+    kinds = np.fromiter([_X_KIND.get(e.cat, _IGNORED) if e.ph == "X" else _KIND.get((e.ph, e.cat), _IGNORED)
+                          for e in evs], dtype=np.int8, count=n)
     for i in np.flatnonzero(kinds == _IGNORED).tolist():
         if evs[i].ph == "M":  # a metadata event with a category
             kinds[i] = _META
@@ -1006,16 +1011,16 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
     xev = list(compress(evs, is_x.tolist()))
     xk = kinds[is_x]
-    s = _ns_many(list(map(_TS, xev)))
-    d = _ns_many(list(map(_DUR, xev)))
+    s = _ns_many([e.ts for e in xev])
+    d = _ns_many([e.dur for e in xev])
     ok = (s != BAD) & (d != BAD)
     e_ = np.where(ok, s + np.where(ok, d, 0), BAD)
     e_[(e_ != BAD) & ~((e_ > -_LIM) & (e_ < _LIM))] = BAD
     is_flow = (kinds == _F_START) | (kinds == _F_END)
     fev = list(compress(evs, is_flow.tolist()))
     fk = kinds[is_flow]
-    fid = _ints(list(map(_ID, fev)), 1, 1 << 32, lambda i: 0)
-    fts = _ns_many(list(map(_TS, fev)))
+    fid = _ints([e.id for e in fev], 1, 1 << 32, lambda i: 0)
+    fts = _ns_many([e.ts for e in fev])
     fvalid = (fid != 0) & (fts != BAD)
     # ---- threads, in event order: calls, host ranges, flow starts that bind -------------------
     need = np.isin(kinds, _THREADED)
@@ -1026,18 +1031,18 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     named = np.isin(kinds, _NAMED)
     nev = list(compress(evs, named.tolist()))
     nk = kinds[named]
-    nm = list(map(_NAME, nev))
+    nm = [e.name for e in nev]
     host_pos = np.flatnonzero(nk == K_HOST).tolist()
     hev = list(compress(nev, (nk == K_HOST).tolist()))
-    dom = np.fromiter(map(_HOST_DOM.__getitem__, map(_CAT, hev)), dtype=np.int8, count=len(hev))
+    dom = np.fromiter([_HOST_DOM[e.cat] for e in hev], dtype=np.int8, count=len(hev))
     op = (dom == _DOM_OP).tolist()
     o_pos = list(compress(host_pos, op))
     if o_pos:
-        o_args = list(map(_ARGS, compress(hev, op)))
+        o_args = [e.args for e in compress(hev, op)]
         if None in o_args:
             o_args = [_NO_ARGS if a is None else a for a in o_args]
-        seqs = list(map(_SEQ, o_args))
-        stacks = list(map(_STACK, o_args))
+        seqs = [a.seq for a in o_args]
+        stacks = [a.stack for a in o_args]
         changed = set(map(type, seqs)) != {type(None)}
         if changed:  # autograd's sequence number, kept in the text as emit_nvtx writes it
             for i, sq in zip(o_pos, seqs):
@@ -1061,23 +1066,21 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
         if not sel.any():
             continue
         gev = list(compress(xev, sel.tolist()))
-        args = list(map(_ARGS, gev))
+        args = [e.args for e in gev]
         if None in args:
             args = [_NO_ARGS if a is None else a for a in args]
-        dev = list(map(_DEVICE, args))
-        if any(v is _UNSET for v in dev):
+        dev = [a.device for a in args]
+        if _UNSET in dev:
             dev = [e.pid if v is _UNSET else v for v, e in zip(dev, gev)]
         row = {"s": s[sel], "e": e_[sel],
                "dev": _ints(dev, 0, 65536, lambda i: _small_int(dev[i], 0, 65536, BAD)),
-               "ctx": _ints(list(map(_CONTEXT, args)), -_I32, _I32, lambda i: 0),
-               "st": _ints(list(map(_STREAM, args)), -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
-               "corr": _ints(list(map(_CORR, args)), 1, 1 << 32, lambda i: 0),
+               "ctx": _ints([a.context for a in args], -_I32, _I32, lambda i: 0),
+               "st": _ints([a.stream for a in args], -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
+               "corr": _ints([a.correlation for a in args], 1, 1 << 32, lambda i: 0),
                "name": nid[nk == kind],
-               "bytes": _ints(list(map(_BYTES, args)), 0, _LIM, lambda i: 0)}
+               "bytes": _ints([a.bytes for a in args], 0, _LIM, lambda i: 0)}
         if kind == K_KERNEL:
-            lc = acc.launch_code5
-            row["launch"] = np.fromiter((lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args),
-                                        dtype=np.int64, count=len(args))
+            row["launch"] = _launch_codes(acc, args)
         gpu_rows[kind] = row
     # ---- calls and host ranges ----------------------------------------------------------------
     rsel = (xk == K_RUNTIME) | (xk == K_DRIVER)
@@ -1098,12 +1101,12 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     fs_row = {"id": fid[fs_sel], "thr": thr_all[thr_kind == _F_START], "ts": fts[fs_sel]}
     fe = fvalid & (fk == _F_END)
     fe_ev = list(compress(fev, fe.tolist()))
-    fdev = _ints(list(map(_PID, fe_ev)), 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
-    fst = _ints(list(map(_TID, fe_ev)), -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
+    fdev = _ints([e.pid for e in fe_ev], 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
+    fst = _ints([e.tid for e in fe_ev], -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.cats.update(map(_CAT, xev))
+    acc.cats.update({e.cat for e in xev})
     for kind, row in gpu_rows.items():
         for k, v in row.items():
             _add(acc.gpu[kind][k], v)
@@ -1386,7 +1389,8 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
             sid = acc.names[short] = len(acc.names)
             names.append(short)
         short_of[nid] = sid
-    names = [F.cap(x) for x in names]
+    if names and max(map(len, names)) > F.MAX_STRING_CHARS:
+        names = [F.cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
     from ..lazy_pandas import pandas as _pandas
