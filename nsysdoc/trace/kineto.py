@@ -37,8 +37,7 @@ import stat
 import time
 import zlib
 from array import array
-from itertools import compress, repeat
-from operator import attrgetter
+from itertools import compress
 from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
 from pathlib import Path
@@ -892,10 +891,6 @@ _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c
     | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
 #: ``_KIND`` of the "X" events, by ``cat`` alone (one string look-up, not a tuple's)
 _X_KIND = {c: k for (ph, c), k in _KIND.items() if ph == "X"}
-_PH_CAT = attrgetter("ph", "cat")
-_TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
-_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
-    attrgetter(k) for k in ("device", "context", "stream", "correlation", "bytes", "seq", "stack", "cat"))
 _HOST_DOM = {c: _DOM_CODE[d] for c, d in HOST_DOMAIN.items()}
 _NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
 _THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
