@@ -6,8 +6,8 @@ metric, rule and report above it is the same for both inputs.
 
 How:
 
-* **Streaming.** ``traceEvents`` is read from a buffered text stream (``gzip.open`` for ``.gz``)
-  a window of 8 M characters at a time: :mod:`msgspec` decodes the window's events into structs of
+* **Streaming.** ``traceEvents`` is read from the file's bytes (``gzip.open`` for ``.gz``) a
+  window of 8 MB at a time, never decoded to text: :mod:`msgspec` decodes the window's events into structs of
   only the fields a row needs (a ``cpu_op``'s input shapes and the like are skipped, never built),
   and :func:`_chunk` turns them into compact typed columns (:class:`array.array`) column by column.
   Any window it does not take (damage, values of unexpected types, text without event ends) goes
@@ -28,8 +28,8 @@ How:
 """
 from __future__ import annotations
 
+import codecs
 import gzip
-import io
 import json
 import os
 import re
@@ -37,8 +37,7 @@ import stat
 import time
 import zlib
 from array import array
-from itertools import compress, repeat
-from operator import attrgetter
+from itertools import compress
 from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
 from pathlib import Path
@@ -448,7 +447,12 @@ _EMPTY: dict = {}
 
 
 class _Stream:
-    """Buffered text over the file, with helpers to decode whole JSON values across refills."""
+    """Buffered text over the file, with helpers to decode whole JSON values across refills.
+
+    ``fh`` is the file's bytes (``gzip.open(..., "rb")`` for ``.gz``), decoded here as
+    ``io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace", newline="")`` would: the same
+    text, ``more(size)`` giving what its ``read(size)`` gives. The fast path (:func:`_events`) takes
+    the bytes not yet read as text (:meth:`take_bytes`) and hands back what it leaves (:meth:`give_bytes`)."""
 
     def __init__(self, fh, path: Path) -> None:
         self.fh = fh
@@ -457,6 +461,8 @@ class _Stream:
         self.pos = 0
         self.offset = 0  # characters consumed before ``buf``
         self.eof = False
+        self._dec = codecs.getincrementaldecoder("utf-8-sig")("replace")
+        self._text = ""  # decoded, not yet in ``buf``
         self.in_trace = False  # inside traceEvents: errors are damage, not "not JSON"
         self._fast = json.JSONDecoder(parse_float=str).raw_decode
         self._slow = json.JSONDecoder(parse_float=str, parse_int=_big_int).raw_decode
@@ -478,8 +484,24 @@ class _Stream:
         if self.eof:
             return False
         size = max(size, len(self.buf) - self.pos) if grow else size
+        while len(self._text) < size:
+            data = self.read_bytes(max(size - len(self._text), 1 << 16))
+            self._text += self._dec.decode(data, not data)
+            if not data:
+                break
+        chunk, self._text = (self._text[:size], self._text[size:]) if len(self._text) > size else (self._text, "")
+        if not chunk:
+            self.eof = True
+            return False
+        self.offset += self.pos
+        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
+        self.pos = 0
+        return True
+
+    def read_bytes(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the file (b"" at its end), read errors as refusals."""
         try:
-            chunk = self.fh.read(size)
+            return self.fh.read(size)
         except EOFError:
             raise TruncatedTraceError(f"{self.path}: truncated gzip file: the compressed data ends before the trace does",
                                       hint="the file was cut while being written or copied; profile or copy it again") from None
@@ -488,13 +510,22 @@ class _Stream:
                                    hint="decompress it with gunzip to see how much is readable") from None
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
-        if not chunk:
-            self.eof = True
-            return False
+
+    def take_bytes(self) -> bytes:
+        """The rest of the file's text from ``pos`` as UTF-8, and the bytes not yet decoded (the
+        next :meth:`read_bytes` goes on after them); ``offset`` counts the characters before them."""
+        rest = self.buf[self.pos:] + self._text
+        pending = self._dec.getstate()[0]
         self.offset += self.pos
-        self.buf = self.buf[self.pos:] + chunk if self.pos < len(self.buf) else chunk
-        self.pos = 0
-        return True
+        self.buf, self.pos, self._text = "", 0, ""
+        self._dec = codecs.getincrementaldecoder("utf-8")("replace")  # past the start: no BOM
+        return rest.encode("utf-8") + pending if rest else pending
+
+    def give_bytes(self, data) -> None:
+        """Read the bytes ``data`` (the file's, from character ``offset`` on) as text again."""
+        self._dec.reset()
+        self.buf, self.pos, self._text = self._dec.decode(data), 0, ""
+        self.eof = False
 
     def peek(self) -> str:
         """The next non-blank character ("" at the end of the file)."""
@@ -543,20 +574,18 @@ class _Stream:
                            "Profiler trace", hint="pass a torch.profiler trace (*.pt.trace.json[.gz]) or an nsys export")
 
 
-def _open_text(path: Path):
+def _open_bytes(path: Path):
     head = _head(path, 4)
     if head.startswith(GZIP_MAGIC):
-        raw = gzip.open(path, "rb")
-    else:
-        raw = open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="")
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
 def _parse(path: Path, progress=None) -> tuple[dict, _Acc]:
     """Stream the file: top-level metadata (every key but ``traceEvents``) and the events."""
     acc = _Acc()
     meta: dict = {}
-    with _open_text(path) as fh:
+    with _open_bytes(path) as fh:
         st = _Stream(fh, path)
         first = st.peek()
         if first == "":
@@ -817,7 +846,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
 # --------------------------------------------------------------------------------------------
 # fast path: many events per msgspec call, then columns at a time
 # --------------------------------------------------------------------------------------------
-#: characters decoded per msgspec call (the window's last event ends at a "},": its separator)
+#: bytes decoded per msgspec call (the window's last event ends at a "},": its separator)
 FAST_CHARS = 8 << 20
 _UNSET = msgspec.UNSET
 _NO_RAW = msgspec.Raw()
@@ -860,10 +889,8 @@ _F_START, _F_END, _META, _IGNORED = 9, 10, 11, -1
 #: (ph, cat) -> kind of the row an event makes
 _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c in FLOW_CATEGORIES} \
     | {("f", c): _F_END for c in FLOW_CATEGORIES} | {("M", None): _META}
-_PH_CAT = attrgetter("ph", "cat")
-_TS, _DUR, _ID, _NAME, _PID, _TID, _ARGS = (attrgetter(k) for k in ("ts", "dur", "id", "name", "pid", "tid", "args"))
-_DEVICE, _CONTEXT, _STREAM, _CORR, _BYTES, _SEQ, _STACK, _CAT = (
-    attrgetter(k) for k in ("device", "context", "stream", "correlation", "bytes", "seq", "stack", "cat"))
+#: ``_KIND`` of the "X" events, by ``cat`` alone (one string look-up, not a tuple's)
+_X_KIND = {c: k for (ph, c), k in _KIND.items() if ph == "X"}
 _HOST_DOM = {c: _DOM_CODE[d] for c, d in HOST_DOMAIN.items()}
 _NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
 _THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
@@ -932,27 +959,29 @@ def _numbered(ids: dict, keys: list) -> np.ndarray:
 
 
 def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
-    """:func:`_numbered` of the events' ``(pid, tid)`` keys; when all are integers, one dict
-    look-up per distinct key (in order of first appearance) instead of one per event."""
-    pids, tids = list(map(_PID, evs)), list(map(_TID, evs))
-    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
-        try:
-            key = np.empty(len(evs), dtype=[("p", np.int64), ("t", np.int64)])
-            key["p"] = np.fromiter(pids, dtype=np.int64, count=len(pids))
-            key["t"] = np.fromiter(tids, dtype=np.int64, count=len(tids))
-        except OverflowError:
-            key = None
-        if key is not None:
-            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            lut = np.empty(len(uniq), dtype=np.int64)
-            for u in np.argsort(first, kind="stable").tolist():
-                k = (int(uniq[u]["p"]), int(uniq[u]["t"]))
-                v = threads.get(k)
-                if v is None:
-                    v = threads[k] = len(threads)
-                lut[u] = v
-            return lut[inv.ravel()] if len(evs) else np.zeros(0, dtype=np.int64)
-    return _numbered(threads, list(zip(pids, tids)))
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys."""
+    return _numbered(threads, [(e.pid, e.tid) for e in evs])
+
+
+def _launch_codes(acc: _Acc, args: list) -> np.ndarray:
+    """:meth:`_Acc.launch_code5` of each kernel's args: a configuration seen before (grid and
+    block lists of 3, the usual case) is one look-up of the key launch_code5 would build."""
+    known = acc.launch_raw.get
+    lc = acc.launch_code5
+    out = []
+    add = out.append
+    try:
+        for a in args:
+            g, b = a.grid, a.block
+            if g.__class__ is list and b.__class__ is list and len(g) == 3 and len(b) == 3:
+                code = known((*g, *b, a.regs, a.smem, a.occ))
+                if code is not None:
+                    add(code)
+                    continue
+            add(lc(g, b, a.regs, a.smem, a.occ))
+    except TypeError:  # an unhashable value: launch_code5 gives each event's code
+        out = [lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args]
+    return np.fromiter(out, dtype=np.int64, count=len(out))
 
 
 def _add(col: array, values: np.ndarray) -> None:
@@ -968,7 +997,8 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     end, and its name, thread and launch-code numbering is assigned in event order, so a window
     read again gets the same numbers."""
     n = len(evs)
-    kinds = np.fromiter(map(_KIND.get, map(_PH_CAT, evs), repeat(_IGNORED)), dtype=np.int8, count=n)
+    kinds = np.fromiter([_X_KIND.get(e.cat, _IGNORED) if e.ph == "X" else _KIND.get((e.ph, e.cat), _IGNORED)
+                          for e in evs], dtype=np.int8, count=n)
     for i in np.flatnonzero(kinds == _IGNORED).tolist():
         if evs[i].ph == "M":  # a metadata event with a category
             kinds[i] = _META
@@ -976,16 +1006,16 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
     xev = list(compress(evs, is_x.tolist()))
     xk = kinds[is_x]
-    s = _ns_many(list(map(_TS, xev)))
-    d = _ns_many(list(map(_DUR, xev)))
+    s = _ns_many([e.ts for e in xev])
+    d = _ns_many([e.dur for e in xev])
     ok = (s != BAD) & (d != BAD)
     e_ = np.where(ok, s + np.where(ok, d, 0), BAD)
     e_[(e_ != BAD) & ~((e_ > -_LIM) & (e_ < _LIM))] = BAD
     is_flow = (kinds == _F_START) | (kinds == _F_END)
     fev = list(compress(evs, is_flow.tolist()))
     fk = kinds[is_flow]
-    fid = _ints(list(map(_ID, fev)), 1, 1 << 32, lambda i: 0)
-    fts = _ns_many(list(map(_TS, fev)))
+    fid = _ints([e.id for e in fev], 1, 1 << 32, lambda i: 0)
+    fts = _ns_many([e.ts for e in fev])
     fvalid = (fid != 0) & (fts != BAD)
     # ---- threads, in event order: calls, host ranges, flow starts that bind -------------------
     need = np.isin(kinds, _THREADED)
@@ -996,18 +1026,18 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     named = np.isin(kinds, _NAMED)
     nev = list(compress(evs, named.tolist()))
     nk = kinds[named]
-    nm = list(map(_NAME, nev))
+    nm = [e.name for e in nev]
     host_pos = np.flatnonzero(nk == K_HOST).tolist()
     hev = list(compress(nev, (nk == K_HOST).tolist()))
-    dom = np.fromiter(map(_HOST_DOM.__getitem__, map(_CAT, hev)), dtype=np.int8, count=len(hev))
+    dom = np.fromiter([_HOST_DOM[e.cat] for e in hev], dtype=np.int8, count=len(hev))
     op = (dom == _DOM_OP).tolist()
     o_pos = list(compress(host_pos, op))
     if o_pos:
-        o_args = list(map(_ARGS, compress(hev, op)))
+        o_args = [e.args for e in compress(hev, op)]
         if None in o_args:
             o_args = [_NO_ARGS if a is None else a for a in o_args]
-        seqs = list(map(_SEQ, o_args))
-        stacks = list(map(_STACK, o_args))
+        seqs = [a.seq for a in o_args]
+        stacks = [a.stack for a in o_args]
         changed = set(map(type, seqs)) != {type(None)}
         if changed:  # autograd's sequence number, kept in the text as emit_nvtx writes it
             for i, sq in zip(o_pos, seqs):
@@ -1031,23 +1061,21 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
         if not sel.any():
             continue
         gev = list(compress(xev, sel.tolist()))
-        args = list(map(_ARGS, gev))
+        args = [e.args for e in gev]
         if None in args:
             args = [_NO_ARGS if a is None else a for a in args]
-        dev = list(map(_DEVICE, args))
-        if any(v is _UNSET for v in dev):
+        dev = [a.device for a in args]
+        if _UNSET in dev:
             dev = [e.pid if v is _UNSET else v for v, e in zip(dev, gev)]
         row = {"s": s[sel], "e": e_[sel],
                "dev": _ints(dev, 0, 65536, lambda i: _small_int(dev[i], 0, 65536, BAD)),
-               "ctx": _ints(list(map(_CONTEXT, args)), -_I32, _I32, lambda i: 0),
-               "st": _ints(list(map(_STREAM, args)), -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
-               "corr": _ints(list(map(_CORR, args)), 1, 1 << 32, lambda i: 0),
+               "ctx": _ints([a.context for a in args], -_I32, _I32, lambda i: 0),
+               "st": _ints([a.stream for a in args], -_I32, _I32, lambda i: _stream_of(gev[i].tid)),
+               "corr": _ints([a.correlation for a in args], 1, 1 << 32, lambda i: 0),
                "name": nid[nk == kind],
-               "bytes": _ints(list(map(_BYTES, args)), 0, _LIM, lambda i: 0)}
+               "bytes": _ints([a.bytes for a in args], 0, _LIM, lambda i: 0)}
         if kind == K_KERNEL:
-            lc = acc.launch_code5
-            row["launch"] = np.fromiter((lc(a.grid, a.block, a.regs, a.smem, a.occ) for a in args),
-                                        dtype=np.int64, count=len(args))
+            row["launch"] = _launch_codes(acc, args)
         gpu_rows[kind] = row
     # ---- calls and host ranges ----------------------------------------------------------------
     rsel = (xk == K_RUNTIME) | (xk == K_DRIVER)
@@ -1068,12 +1096,12 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     fs_row = {"id": fid[fs_sel], "thr": thr_all[thr_kind == _F_START], "ts": fts[fs_sel]}
     fe = fvalid & (fk == _F_END)
     fe_ev = list(compress(fev, fe.tolist()))
-    fdev = _ints(list(map(_PID, fe_ev)), 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
-    fst = _ints(list(map(_TID, fe_ev)), -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
+    fdev = _ints([e.pid for e in fe_ev], 0, 65536, lambda i: _small_int(fe_ev[i].pid, 0, 65536, -1))
+    fst = _ints([e.tid for e in fe_ev], -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.cats.update(e.cat for e in xev)
+    acc.cats.update({e.cat for e in xev})
     for kind, row in gpu_rows.items():
         for k, v in row.items():
             _add(acc.gpu[kind][k], v)
@@ -1097,7 +1125,8 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
 def _events(st: _Stream, acc: _Acc, progress=None) -> None:
     """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'.
 
-    A window of :data:`FAST_CHARS` characters, cut after the last ``"},"`` in it, is decoded with
+    A window of :data:`FAST_CHARS` bytes (the file's UTF-8, as :class:`_Stream` would decode it:
+    read as bytes, never built as text), cut after the last ``"},"`` in it, is decoded with
     one :mod:`msgspec` call into structs of the fields a row needs (:class:`_Ev`: unknown fields,
     such as a ``cpu_op``'s input shapes, are skipped without being built) and turned into columns
     (:func:`_chunk`). A cut anywhere but between two events makes that text invalid JSON (a
@@ -1109,28 +1138,41 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:
         return
     first = True
     tick = time.monotonic() + 2.0
+    data, pos = st.take_bytes(), 0  # the file's bytes from the first event on
     while True:
-        if len(st.buf) - st.pos < FAST_CHARS:
-            st.more(size=FAST_CHARS)
-        buf, pos = st.buf, st.pos
-        cut = buf.rfind("},\n", pos)
+        if len(data) - pos < FAST_CHARS:
+            more = st.read_bytes(FAST_CHARS)
+            if more:
+                data, pos = data[pos:] + more, 0
+        cut = data.rfind(b"},\n", pos)
         if cut < 0:
-            cut = buf.rfind("},", pos)
+            cut = data.rfind(b"},", pos)
         if cut < 0:  # the last events, or no line breaks or object ends in a whole window
+            st.give_bytes(data[pos:])
             if _events_slow(st, acc, progress, stop=st.offset + len(st.buf), first=first):
                 return
             first = False
+            data, pos = st.take_bytes(), 0
             continue
+        doc = b"".join((b"[", memoryview(data)[pos:cut + 1], b"]"))
+        if doc.isascii():
+            chars = len(doc) - 1  # the window and its ','
+        else:  # msgspec reads the text as the slow path sees it (U+FFFD for what is not UTF-8)
+            try:
+                chars = len(doc.decode("utf-8")) - 1
+            except UnicodeDecodeError:
+                text = doc.decode("utf-8", "replace")
+                chars, doc = len(text) - 1, text.encode("utf-8")
         try:
-            _chunk(_decode_events("".join(("[", buf[pos:cut + 1], "]"))), acc)
-        except RecursionError:
-            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
+            _chunk(_decode_events(doc), acc)
+        except Exception:  # noqa: BLE001 - any surprise (RecursionError too): the slow path reads this window
+            st.give_bytes(data[pos:])
+            if _events_slow(st, acc, progress, stop=st.offset + chars, first=first):
                 return
-        except Exception:  # noqa: BLE001 - any surprise: the slow path reads this window
-            if _events_slow(st, acc, progress, stop=st.offset + cut + 2, first=first):
-                return
+            data, pos = st.take_bytes(), 0
         else:
-            st.pos = cut + 2
+            st.offset += chars
+            pos = cut + 2
         first = False
         if progress is not None and time.monotonic() > tick:
             progress(f"read {acc.events:,} trace events")
@@ -1342,7 +1384,8 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
             sid = acc.names[short] = len(acc.names)
             names.append(short)
         short_of[nid] = sid
-    names = [F.cap(x) for x in names]
+    if names and max(map(len, names)) > F.MAX_STRING_CHARS:
+        names = [F.cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
     from ..lazy_pandas import pandas as _pandas
