@@ -330,24 +330,45 @@ def test_the_example_notebook_runs(tmp_path):
 
 
 # --- the JSON text ---------------------------------------------------------------------------
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-# text with lone surrogates too (Python's "surrogateescape" file names: run\udcff.sqlite)
-_any_text = st.text(alphabet=st.characters(blacklist_categories=()) | st.sampled_from(["\udcff", "\ud800", "\udfff"]))
-_json_leaves = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
-                | st.floats(allow_nan=False, allow_infinity=False) | st.text() | _any_text)
-_json_docs = st.recursive(_json_leaves, lambda inner: st.lists(inner, max_size=4)
-                          | st.dictionaries(st.text(max_size=6) | _any_text, inner, max_size=4), max_leaves=30)
+def _random_text(rnd) -> str:
+    # astral, BMP, lone surrogates (Python's "surrogateescape" file names: run\udcff.sqlite),
+    # control characters, quotes and backslashes
+    pool = ["a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x00", "\x1f", "\x7f", "\u00e9", "\u2028", "\ufeff",
+            "\U0001f600", "\udcff", "\ud800", "\udfff", "\u4e2d"]
+    return "".join(rnd.choice(pool) for _ in range(rnd.randrange(0, 8)))
 
 
-@settings(max_examples=300, deadline=None)
-@given(doc=st.dictionaries(st.text(max_size=6), _json_docs, max_size=5))
-def test_json_text_is_the_standard_library_s_indented_text(doc):
-    """The fast writer is a speed-up, not a new format: every generated document (astral and
+def _random_leaf(rnd):
+    kind = rnd.randrange(7)
+    if kind == 0:
+        return rnd.choice([None, True, False])
+    if kind == 1:
+        return rnd.randint(-2**70, 2**70)
+    if kind == 2:
+        return rnd.choice([0.0, -0.0, 1e-7, 1.5e-300, 1e22, 2.5, -3.75, 1 / 3, 5e-324, 1.7976931348623157e308])
+    if kind == 3:
+        return rnd.uniform(-1e6, 1e6)
+    return _random_text(rnd)
+
+
+def _random_doc(rnd, depth: int = 0):
+    if depth > 3 or rnd.random() < 0.35:
+        return _random_leaf(rnd)
+    if rnd.random() < 0.5:
+        return [_random_doc(rnd, depth + 1) for _ in range(rnd.randrange(0, 4))]
+    return {_random_text(rnd): _random_doc(rnd, depth + 1) for _ in range(rnd.randrange(0, 4))}
+
+
+def test_json_text_is_the_standard_library_s_indented_text():
+    """The fast writer is a speed-up, not a new format: 500 generated documents (astral and
     lone-surrogate text, control characters, big integers, -0.0, tiny and huge floats, empty
-    containers at any depth) comes out exactly as ``json.dumps(indent=2)`` writes it."""
-    assert api._json_text(doc) == json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    containers at any depth) come out exactly as ``json.dumps(indent=2)`` writes them."""
+    import random
+
+    rnd = random.Random(33)
+    for _ in range(500):
+        doc = {"d": _random_doc(rnd)}
+        assert api._json_text(doc) == json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
 def test_json_text_of_a_lone_surrogate_is_the_standard_library_s():
