@@ -1865,6 +1865,9 @@ _CTRL_C = (  # Ctrl-C as a terminal sends it: SIGINT to nsysdoc and every proces
     # the launcher, which is harness); records how long nsysdoc took to exit after it
     "import os,signal,subprocess,sys,time\n"
     "delay,out=float(sys.argv[1]),sys.argv[2]\n"
+    # a terminal's foreground job: SIGINT not ignored, even when the tests run as a background job
+    # of a non-interactive shell (which starts them with SIGINT ignored, inherited by nsysdoc)
+    "signal.signal(signal.SIGINT,signal.SIG_DFL)\n"
     "p=subprocess.Popen(sys.argv[3:])\n"
     "time.sleep(delay)\n"
     "def kids(pid):\n"
