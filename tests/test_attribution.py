@@ -404,3 +404,53 @@ def test_nvtx_summary_from_the_plan_s_groups_equals_grouping_again(steps, tmp_pa
     assert a.result["metrics"]["nvtx"] == again
     add = next(r for r in again if r["text"] == "aten::add_")
     assert add["count"] == 400 * steps  # one row for every call, whatever its op_id
+
+
+def test_forest_order_fast_path_equals_the_lexsort():
+    # start-ordered input with threads interleaved and many equal starts (across threads too):
+    # the radix-and-runs order must be exactly lexsort((-end, start, thread))
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        s = np.sort(rng.integers(0, 15, n))
+        th = rng.integers(0, 4, n)
+        e = s + rng.integers(0, 6, n)
+        got = A._forest_order(th, s, e)
+        assert got.tolist() == np.lexsort((-e, s, th)).tolist()
+        # unsorted input and thread indices beyond int16 take the lexsort
+        sh = rng.permutation(n)
+        assert A._forest_order(th[sh], s[sh], e[sh]).tolist() == np.lexsort((-e[sh], s[sh], th[sh])).tolist()
+        assert A._forest_order(th + 40_000, s, e).tolist() == np.lexsort((-e, s, th + 40_000)).tolist()
+
+
+def test_event_order_packed_key_equals_the_lexsort():
+    rng = np.random.default_rng(12)
+    for _ in range(200):
+        m = int(rng.integers(1, 50))
+        s = np.sort(rng.integers(0, 20, m))
+        e = s + rng.integers(1, 8, m)
+        depth = rng.integers(0, 5, m)
+        want = np.lexsort((np.concatenate([-depth, depth]), np.concatenate([np.zeros(m), np.ones(m)]),
+                           np.concatenate([e, s])))
+        assert A._event_order(s, e, depth).tolist() == want.tolist()
+        # a span too wide for the packed key takes the lexsort
+        far = e.copy()
+        far[-1] = s.min() + (1 << 61)
+        want = np.lexsort((np.concatenate([-depth, depth]), np.concatenate([np.zeros(m), np.ones(m)]),
+                           np.concatenate([far, s])))
+        assert A._event_order(s, far, depth).tolist() == want.tolist()
+
+
+def test_site_index_groups_rows_exactly_with_negative_codes():
+    from nsysdoc.engine.attribute import site_index
+
+    # (operator 1, a memcpy label -101) and (no operator, kernel 1) once shared a key: the digits
+    # were offset by +1 only, and copy labels go below -1
+    d, inv = site_index(np.array([[1, -101], [-1, 1], [0, 49], [1, -101]]))
+    assert d.tolist() == [[-1, 1], [0, 49], [1, -101]] and inv.tolist() == [2, 0, 1, 2]
+    rng = np.random.default_rng(5)
+    for n, lo, hi in ((1, -1, 3), (300, -1, 6), (300, -130, 40), (2000, -1, 10**7)):  # the last: a sort
+        rows = rng.integers(lo, hi, (n, 5))
+        d, inv = site_index(rows)
+        u, i = np.unique(rows, axis=0, return_inverse=True)
+        assert d.tolist() == u.tolist() and inv.tolist() == i.reshape(-1).tolist()

@@ -178,8 +178,7 @@ class Forest:
         n = len(keep)
         idx = np.arange(n)
         th, s, e = thread[keep], start[keep], end[keep]
-        # lexsort is stable: equal (thread, start, end) keep input order without an index key
-        order = np.lexsort((-e, s, th)) if n else idx
+        order = _forest_order(th, s, e) if n else idx
         self.order = keep[order]
         self.thread = th[order]
         self.start = s[order]
@@ -227,19 +226,26 @@ class Forest:
         range (a start makes its range innermost, an end its parent). False when the ranges do
         not nest, for the general path."""
         pos = np.flatnonzero(self.end > self.start)
-        th = self.thread[pos]
-        s, e = self.start[pos], self.end[pos]
+        if len(pos) == len(self.start):  # no zero-length range: views, not copies
+            th, s, e = self.thread, self.start, self.end
+        else:
+            th, s, e = self.thread[pos], self.start[pos], self.end[pos]
         m = len(pos)
         depth = np.zeros(m, dtype=np.int64)
+        segs: list[tuple[int, int]] = []
         if m:
             b = np.flatnonzero(np.diff(th)) + 1
-            for lo, hi in zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [m]]).tolist()):
-                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(np.sort(e[lo:hi]), s[lo:hi], side="right")
+            segs = list(zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [m]]).tolist()))
+            for lo, hi in segs:
+                # the ends are nearly sorted in start order: timsort ("stable") is 3-4x quicker here
+                ends = np.sort(e[lo:hi], kind="stable")
+                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, s[lo:hi], side="right")
         if m and depth.min() < 0:
             return False
         parent = np.full(m, -1, dtype=np.int64)
         idx = np.arange(m)
         prev = idx[depth == 0]
+        levels = [prev]
         for d in range(1, int(depth.max()) + 1 if m else 0):
             cur = idx[depth == d]
             if not len(cur):
@@ -248,6 +254,7 @@ class Forest:
             if (k < 0).any():
                 return False
             parent[cur] = prev[k]
+            levels.append(cur)
             prev = cur
         has = parent >= 0
         if has.any():
@@ -255,40 +262,31 @@ class Forest:
             # laminar: inside the parent, on the same thread
             if ((th[pp] != th[has]) | (e[has] > e[pp]) | (s[has] < s[pp])).any():
                 return False
-        # siblings (same parent, or roots of a thread) do not overlap: in order, each starts after
-        # the previous one ends
-        key = np.where(has, parent, -1 - th)
-        o = np.lexsort((key,))  # stable: input order within a key
-        same = key[o][1:] == key[o][:-1]
-        if (s[o][1:][same] < e[o][:-1][same]).any():
-            return False
+        # ranges of one depth on one thread do not overlap: in order, each starts after the
+        # previous one ends (with every range inside its parent, this is "siblings do not
+        # overlap": two ranges of a depth under different parents lie in disjoint parents)
+        for lv in levels:
+            if len(lv) > 1 and ((s[lv[1:]] < e[lv[:-1]]) & (th[lv[1:]] == th[lv[:-1]])).any():
+                return False
         self.parent[:] = -1
         self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
         self.depth[:] = 0
         self.depth[pos] = depth
-        # boundary lists: (time, ends before starts, deeper ends first, shallower starts first)
-        # the sort keys in their smallest types (2m rows each: on a capture with millions of
-        # operator ranges these temporaries are hundreds of MB in int64)
-        t = np.concatenate([e, s])
-        kind = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
-        d32 = depth.astype(np.int32)  # nesting depth < m
-        tie = np.concatenate([-d32, d32])
-        del d32
-        small_th = m and -2**31 < int(th.min()) and int(th.max()) < 2**31
-        tt = np.concatenate([th, th]).astype(np.int32 if small_th else np.int64, copy=False)
-        o = np.lexsort((tie, kind, t, tt))
-        del tie, kind
-        self.ev_t = t[o]
-        del t
-        self.ev_label = np.concatenate([self.parent[pos], pos])[o]
-        ev_th = tt[o]
-        del tt, o
+        # boundary lists, per thread: (time, ends before starts, deeper ends first, shallower
+        # starts first), then input order (ends, then starts)
+        label = self.parent[pos]
+        ev_t, ev_label = [], []
         self._ev_seg = {}
-        if len(ev_th):
-            b = np.flatnonzero(np.diff(ev_th)) + 1
-            lo = np.concatenate([[0], b])
-            hi = np.concatenate([b, [len(ev_th)]])
-            self._ev_seg = {int(ev_th[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
+        at = 0
+        for lo, hi in segs:
+            o = _event_order(s[lo:hi], e[lo:hi], depth[lo:hi])
+            ev_t.append(np.concatenate([e[lo:hi], s[lo:hi]])[o])
+            ev_label.append(np.concatenate([label[lo:hi], pos[lo:hi]])[o])
+            self._ev_seg[int(th[lo])] = (at, at + len(o))
+            at += len(o)
+        self.ev_t = np.concatenate(ev_t) if ev_t else np.zeros(0, np.int64)
+        self.ev_label = np.concatenate(ev_label) if ev_label else np.zeros(0, np.int64)
+        del ev_t, ev_label
         self._events_ok = True
         # zero-length ranges: inside the innermost range holding their time
         z = np.flatnonzero(self.end == self.start)
@@ -386,6 +384,51 @@ class Forest:
             if len(cur):
                 np.add.at(tot, self.parent[cur], tot[cur])
         return tot
+
+
+def _forest_order(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Forest order (thread, start, longest first, then input order): ``np.lexsort((-e, s, th))``.
+    Ranges arrive in a few runs of start order, threads interleaved: a stable sort of the starts
+    (timsort merges the runs), a stable radix sort of the thread index (int16), and a local sort
+    of the few runs of equal (thread, start) give it 4x quicker than the lexsort."""
+    if not (-2**15 <= int(th.min()) and int(th.max()) < 2**15):
+        return np.lexsort((-e, s, th))
+    o = np.argsort(s, kind="stable")
+    o = o[np.argsort(th[o].astype(np.int16), kind="stable")]
+    t2, s2 = th[o], s[o]
+    same = t2[1:] == t2[:-1]
+    ds = s2[1:] - s2[:-1]
+    tie = np.flatnonzero(same & (ds == 0))
+    if len(tie):
+        # runs of equal (thread, start): longest first, stable
+        tied = same & (ds == 0)  # positions j and j + 1 tie
+        at = np.unique(np.concatenate([tie, tie + 1]))
+        first = np.ones(len(at), dtype=bool)
+        first[1:] = ~tied[at[1:] - 1]
+        sub = np.lexsort((-e[o[at]], np.cumsum(first)))
+        o[at] = o[at][sub]
+    return o
+
+
+def _event_order(s: np.ndarray, e: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The order of one thread's boundary events ``concatenate([e, s])``: by time, ends before
+    starts, deeper ends first, shallower starts first, then position. One stable sort of a packed
+    int64 key (the starts are sorted and the ends nearly: timsort merges them), else a lexsort."""
+    m = len(s)
+    if not m:
+        return np.zeros(0, np.int64)
+    dmax = int(depth.max())
+    base = int(s.min())
+    bits = max(1, (2 * dmax).bit_length())  # tie + dmax in [0, 2 dmax]
+    span = int(e.max()) - base
+    if span < (1 << (62 - bits)):
+        d = depth.astype(np.int64)
+        key = np.concatenate([((e - base) << (bits + 1)) | (dmax - d),
+                              ((s - base) << (bits + 1)) | (1 << bits) | (dmax + d)])
+        return np.argsort(key, kind="stable")
+    kind = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
+    d32 = depth.astype(np.int32)
+    return np.lexsort((np.concatenate([-d32, d32]), kind, np.concatenate([e, s])))
 
 
 class _MaxTree:
