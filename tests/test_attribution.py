@@ -331,7 +331,7 @@ def test_native_frame_filter():
 def test_text_grouping_is_the_same_in_python_and_in_arrow(monkeypatch):
     import pyarrow as pa
 
-    from nsysdoc.metrics import nvtx as N
+    from nsysdoc.trace import nvtx_text as N
 
     texts = ["aten::mm, seq = 3, op_id = 17", "aten::mm, op_id = 18", "aten::mm", "forward",
              "aten::index, seq = 10290, op_id = 71792, sizes = [[10000, 768], [4, 512]], input_op_ids = [(16,0)]",
@@ -346,18 +346,27 @@ def test_text_grouping_is_the_same_in_python_and_in_arrow(monkeypatch):
     assert py[2].tolist() == ar[2].tolist() == [True, True, False, False, True, False, True, False, True, False]
 
 
-def test_sequence_numbers_are_the_same_in_python_and_in_arrow(monkeypatch):
+def test_text_facts_are_the_same_in_python_and_in_arrow(monkeypatch):
     import pyarrow as pa
 
-    from nsysdoc.engine import attribute as at
-    from nsysdoc.metrics import nvtx as N
+    from nsysdoc.trace import nvtx_text as N
 
     texts = ["aten::mm, seq = 3, op_id = 17", "aten::mm, op_id = 18", "x, seq = 12", "y", "MulBackward0, seq = 9",
-             "bad, seq = 1x, op_id = 2", "u, seq = \u0663", "v, seq = 99999999999999999999"]
-    arr = pa.array(texts, type=pa.large_string())
-    py = at._texts(arr)[2].tolist()
-    monkeypatch.setattr(N, "PYTHON_GROUPING_MAX", 0)
-    assert py == at._texts(arr)[2].tolist() == [3, -1, 12, -1, 9, -1, -1, -1]
+             "bad, seq = 1x, op_id = 2", "u, seq = \u0663", "v, seq = 99999999999999999999",
+             "aten::add, seq = 5, op_id = 6, stack = train.py(3): step", "p, q, stack = a.py(1): f", "aten::mm"]
+    want_seq = [3, -1, 12, -1, 9, -1, -1, -1, 5, -1, -1]
+    # the group codes continue a trace's list: "aten::mm" is already group 0
+    for arr in (texts, pa.array(texts, type=pa.large_string())):
+        for limit in (4096, 0):
+            monkeypatch.setattr(N, "PYTHON_GROUPING_MAX", limit)
+            groups = N.Groups(["aten::mm"])
+            g, s, f = N.text_facts(arr, groups)
+            assert [groups.texts[i] for i in g] == ["aten::mm", "aten::mm", "x", "y", "MulBackward0", "bad", "u", "v",
+                                                    "aten::add", "p, q, stack = a.py(1): f", "aten::mm"]
+            assert g[0] == 0 and s.tolist() == want_seq
+            assert f.tolist() == [1, 1, 1, 0, 1, 1, 1, 1, 3, 0, 0]
+    rows = N.row_facts(np.array(["y", None, "x, seq = 2", "y"], dtype=object), N.Groups())
+    assert rows["text_group"].tolist() == [0, 1, 2, 0] and rows["seq"].tolist() == [-1, -1, 2, -1]
 
 
 def test_pyprof_texts_give_operator_names_and_source_lines(tmp_path):
@@ -386,8 +395,8 @@ def test_pyprof_texts_give_operator_names_and_source_lines(tmp_path):
 
 
 @pytest.mark.parametrize("steps", [2, 8])  # 1,200 distinct texts: Python grouping; 4,800: Arrow's
-def test_nvtx_summary_from_the_plan_s_groups_equals_grouping_again(steps, tmp_path):
-    """The NVTX summary reads the text groups the plan found (one code per range row) instead of
+def test_nvtx_summary_from_the_loader_s_groups_equals_grouping_again(steps, tmp_path):
+    """The NVTX summary reads the text groups the loader stored (one code per range row) instead of
     grouping the window's texts again: the same table either way. Every operator range's text is
     distinct here (``aten::add_, op_id = N``), as --pytorch=autograd-nvtx writes them."""
     from nsysdoc.analysis import analyze
@@ -396,8 +405,9 @@ def test_nvtx_summary_from_the_plan_s_groups_equals_grouping_again(steps, tmp_pa
 
     trace = load_trace(where_tiny_kernels_and_item(steps=steps).write(tmp_path / "t.sqlite"), cache=False)
     a = analyze(trace)
-    row_group, texts = a.engine.plan.nvtx_groups
-    assert len(row_group) == len(trace.store.get("nvtx")) and (row_group >= 0).sum() > 600 * steps
+    nv = trace.store.get("nvtx").read_all(["text_group", "text"])
+    # a group per operator, not per text
+    assert len(trace.nvtx_groups) < 50 and len(set(nv["text"].to_pylist())) > 600 * steps
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     cols = ["start_ns", "end_ns", "event_type", "domain", "text"]
     again = nvtx_summary_blocks(trace.store.get("nvtx").iter_blocks(cols), trace.nvtx_domains, w0, w1)
@@ -421,36 +431,3 @@ def test_forest_order_fast_path_equals_the_lexsort():
         sh = rng.permutation(n)
         assert A._forest_order(th[sh], s[sh], e[sh]).tolist() == np.lexsort((-e[sh], s[sh], th[sh])).tolist()
         assert A._forest_order(th + 40_000, s, e).tolist() == np.lexsort((-e, s, th + 40_000)).tolist()
-
-
-def test_event_order_packed_key_equals_the_lexsort():
-    rng = np.random.default_rng(12)
-    for _ in range(200):
-        m = int(rng.integers(1, 50))
-        s = np.sort(rng.integers(0, 20, m))
-        e = s + rng.integers(1, 8, m)
-        depth = rng.integers(0, 5, m)
-        want = np.lexsort((np.concatenate([-depth, depth]), np.concatenate([np.zeros(m), np.ones(m)]),
-                           np.concatenate([e, s])))
-        assert A._event_order(s, e, depth).tolist() == want.tolist()
-        # a span too wide for the packed key takes the lexsort
-        far = e.copy()
-        far[-1] = s.min() + (1 << 61)
-        want = np.lexsort((np.concatenate([-depth, depth]), np.concatenate([np.zeros(m), np.ones(m)]),
-                           np.concatenate([far, s])))
-        assert A._event_order(s, far, depth).tolist() == want.tolist()
-
-
-def test_site_index_groups_rows_exactly_with_negative_codes():
-    from nsysdoc.engine.attribute import site_index
-
-    # (operator 1, a memcpy label -101) and (no operator, kernel 1) once shared a key: the digits
-    # were offset by +1 only, and copy labels go below -1
-    d, inv = site_index(np.array([[1, -101], [-1, 1], [0, 49], [1, -101]]))
-    assert d.tolist() == [[-1, 1], [0, 49], [1, -101]] and inv.tolist() == [2, 0, 1, 2]
-    rng = np.random.default_rng(5)
-    for n, lo, hi in ((1, -1, 3), (300, -1, 6), (300, -130, 40), (2000, -1, 10**7)):  # the last: a sort
-        rows = rng.integers(lo, hi, (n, 5))
-        d, inv = site_index(rows)
-        u, i = np.unique(rows, axis=0, return_inverse=True)
-        assert d.tolist() == u.tolist() and inv.tolist() == i.reshape(-1).tolist()

@@ -70,9 +70,9 @@ def assemble(a: Analysis, res) -> dict:
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
         "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
-        "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text"])
+        "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text_group"])
                                     if nv is not None else (), t.nvtx_domains, w0, w1,
-                                    text_groups=res.plan.nvtx_groups),
+                                    group_texts=t.nvtx_groups),
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)

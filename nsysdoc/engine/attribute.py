@@ -128,38 +128,45 @@ class Attributor:
         thread = np.asarray(thread, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         n = len(t)
-        out = np.full((n, 5), NONE, dtype=np.int64)
-        ranges = np.full(n, NONE, dtype=np.int64)
         ok = thread >= 0
         if valid is not None:
             ok &= np.asarray(valid, dtype=bool)
         q = np.flatnonzero(ok)
         if not len(q):
-            return out, ranges
-        th, tq = thread[q], t[q]
+            return np.full((n, 5), NONE, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
+        every = len(q) == n
+        th, tq = (thread, t) if every else (thread[q], t[q])
+        x = self._lookups()
+        # per-range codes with a last entry for "no range": a gather with index -1 gives NONE
         r = self.ops.innermost(th, tq)
-        ranges[q] = r
-        m = self.mods.innermost(th, tq)
-        f = self.frames.innermost(th, tq)
-        has = r >= 0
-        rr = np.maximum(r, 0)
-        out[q, 0] = _name_at(self.ops, r)
-        mod = _name_at(self.mods, m)
-        fr = _name_at(self.frames, f)
-        if has.any():
-            bwd = np.where(has, self.bwd[rr], NONE)
-            fwd = np.where(has, self.fwd[rr], NONE)
-            fr = np.where((fr < 0) & has, self.op_frame[rr], fr)
-            mod = np.where((mod < 0) & has, self.fwd_mod[rr], mod)
-            fr = np.where((fr < 0) & has, self.fwd_frame[rr], fr)
-            out[q, 3] = bwd
-            out[q, 4] = fwd
+        mod = x["mod"][self.mods.innermost(th, tq)] if len(self.mods) else np.full(len(q), NONE, np.int64)
+        fr = x["frame"][self.frames.innermost(th, tq)] if len(self.frames) else np.full(len(q), NONE, np.int64)
+        fr = np.where(fr < 0, x["op_frame"][r], fr)
+        mod = np.where(mod < 0, x["fwd_mod"][r], mod)
+        fr = np.where(fr < 0, x["fwd_frame"][r], fr)
         if self._calls and (fr < 0).any():
             m = np.flatnonzero(fr < 0)
             fr[m] = self._call_frame(th[m], tq[m])
-        out[q, 1] = mod
-        out[q, 2] = fr
+        cols = (x["name"][r], mod, fr, x["bwd"][r], x["fwd"][r])
+        if every:
+            return np.stack(cols, axis=1), r
+        out = np.full((n, 5), NONE, dtype=np.int64)
+        ranges = np.full(n, NONE, dtype=np.int64)
+        ranges[q] = r
+        for k, c in enumerate(cols):
+            out[q, k] = c
         return out, ranges
+
+    def _lookups(self) -> dict:
+        """Per-range code arrays, each with one more entry (NONE) at index -1."""
+        x = getattr(self, "_x", None)
+        if x is None:
+            ext = lambda a: np.append(np.asarray(a, dtype=np.int64), NONE)  # noqa: E731
+            x = self._x = {"name": ext(self.ops.name), "bwd": ext(self.bwd), "fwd": ext(self.fwd),
+                           "op_frame": ext(self.op_frame), "fwd_mod": ext(self.fwd_mod),
+                           "fwd_frame": ext(self.fwd_frame), "mod": ext(self.mods.name),
+                           "frame": ext(self.frames.name)}
+        return x
 
     def set_call_frames(self, thread, start, end, codes) -> None:
         """Frames of backtraced CUDA calls (native stacks): a query at ``(thread, t)`` takes the
@@ -329,67 +336,37 @@ def label_text(code: int, strings) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _texts(dictionary, groups=None) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """For one block's distinct texts (an Arrow string array, and its
-    :func:`~nsysdoc.metrics.nvtx.call_field_groups` when known): the distinct operator names, each
-    text's index into them, its autograd sequence number (-1) and whether it is operator-like."""
-    from ..metrics.nvtx import PYTHON_GROUPING_MAX, call_field_groups
-
-    grp, gvals, decorated = groups if groups is not None else call_field_groups(dictionary)
-    seq = np.full(len(dictionary), -1, dtype=np.int64)
-    if len(dictionary) <= PYTHON_GROUPING_MAX:
-        for i, t in enumerate(dictionary.to_pylist()):
-            if isinstance(t, str):
-                seq[i] = A.seq_of(t)
-    else:  # plain string kernels: the digits after ", seq = ", up to the next ","
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        d = pc.fill_null(dictionary.cast(pa.large_string()), "")
-        has = np.flatnonzero(pc.greater_equal(pc.find_substring(d, ", seq = "), 0).to_numpy(zero_copy_only=False))
-        if len(has):
-            after = pc.list_element(pc.split_pattern(d.take(pa.array(has)), pattern=", seq = ", max_splits=1), 1)
-            num = pc.utf8_trim_whitespace(pc.list_element(pc.split_pattern(after, pattern=",", max_splits=1), 0))
-            ok = np.asarray(pc.fill_null(pc.and_(pc.ascii_is_decimal(num), pc.less_equal(pc.utf8_length(num), 18)),
-                                         False).to_numpy(zero_copy_only=False), dtype=bool)
-            if ok.any():
-                vals = pc.cast(num.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
-                seq[has[ok]] = vals
-    names = [A.op_name(v) for v in gvals]
-    g_like = np.array([A.is_op_like(v) for v in names], dtype=bool)
-    # pyprof texts: an operator "mod.op", or a source-line marker (a frame, kind 1)
-    kind = np.zeros(len(names), dtype=np.int8)
-    for i, v in enumerate(names):
+def _group_facts(gtexts: list[str], used: np.ndarray, code) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per text group (:mod:`nsysdoc.trace.nvtx_text`) of ``used``: its operator name's code,
+    whether it is operator-like and its pyprof kind (1: a source-line marker, a frame); computed
+    once per group, in group order."""
+    g = len(gtexts)
+    name = np.full(g, NONE, dtype=np.int64)
+    like = np.zeros(g, dtype=bool)
+    kind = np.zeros(g, dtype=np.int8)
+    for c in used.tolist():
+        v = A.op_name(gtexts[c])
+        lk = A.is_op_like(v)
+        # pyprof texts: an operator "mod.op", or a source-line marker (a frame, kind 1)
         pp = A.pyprof(v) if v.startswith("{'") else None
         if pp is not None:
-            names[i] = pp[1]
+            v = pp[1]
             if pp[0] == "op":
-                g_like[i] = True
+                lk = True
             else:
-                kind[i] = 1
-    op_like = (g_like[grp] | decorated) if len(grp) else np.zeros(0, bool)
-    # the op's own Python frame (2021 Kineto "Call stack", kept by the reader as ", stack = ...")
-    stack: dict[int, str] = {}
-    if decorated.any():
-        if len(dictionary) <= PYTHON_GROUPING_MAX:
-            cand = np.flatnonzero(decorated)
-        else:
-            import pyarrow.compute as pc
-
-            cand = np.flatnonzero(np.asarray(pc.greater_equal(pc.find_substring(dictionary, ", stack = "), 0)
-                                             .to_numpy(zero_copy_only=False), dtype=bool))
-        for i in cand.tolist():
-            t = dictionary[i].as_py()
-            if isinstance(t, str) and ", stack = " in t:
-                stack[i] = t.split(", stack = ", 1)[1]
-    return names, grp, seq, op_like, stack, (kind[grp] if len(grp) else np.zeros(0, np.int8))
+                kind[c] = 1
+        name[c] = code(v)
+        like[c] = lk
+    return name, like, kind
 
 
 def build(trace, rows: list) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
-    ``(thread, start_ns, end_ns, distinct texts (Arrow), text index per row, domain index per row,
-    domain names[, call_field_groups of the texts])`` of push/pop ranges that are not step markers; and the capture's backtraced CUDA
-    calls (:func:`nsysdoc.trace.stacks.cuda_call_frames`). None when nothing can attribute."""
+    ``(thread, start_ns, end_ns, text group, seq, call flags, domain index, domain names, {row:
+    stack text})`` of push/pop ranges that are not step markers (:func:`nsysdoc.engine.plan._nvtx_scan`);
+    and the capture's backtraced CUDA calls (:func:`nsysdoc.trace.stacks.cuda_call_frames`). None
+    when nothing can attribute."""
+    from ..trace.nvtx_text import FLAG_DECORATED
     from ..trace.stacks import cuda_call_frames
 
     calls = cuda_call_frames(trace)
@@ -399,29 +376,29 @@ def build(trace, rows: list) -> Attributor | None:
     kineto = trace.source_tool == "pytorch-profiler"
     names = Names()
     code = names.code
+    gtexts = trace.nvtx_groups
+    used = np.unique(np.concatenate([r[3] for r in rows])) if rows else np.zeros(0, np.int64)
+    g_name, g_like, g_kind = _group_facts(gtexts, used, code)
 
     # per row: global name code, sequence number, operator-like, domain name
     th, st, en, nm, sq, ol, dm, sf, kd = [], [], [], [], [], [], [], [], []
-    rows.reverse()
-    while rows:  # each block's texts are let go once read (on an autograd-nvtx capture they are most of the memory)
-        thread, start, end, dictionary, tidx, dom, dom_names, *groups = rows.pop()
-        dnames, name_idx, seq, op_like, stack, kinds = _texts(dictionary, groups[0] if groups else None)
-        kd.append(kinds[tidx])
-        own = np.full(len(dictionary), NONE, dtype=np.int64)
-        for i, fr in stack.items():
-            lab = A.frame_label(fr)
+    for thread, start, end, grp, seq, flags, dom, dom_names, stacks in rows:
+        own = np.full(len(grp), NONE, dtype=np.int64)
+        for i, text in stacks.items():  # the op's own Python frame (2021 Kineto "Call stack")
+            lab = A.frame_label(text.split(", stack = ", 1)[1])
             if lab is not None:
                 own[i] = code(lab)
-        sf.append(own[tidx])
-        gcode = np.array([code(x) for x in dnames], dtype=np.int64)
-        ni = name_idx[tidx]
+        sf.append(own)
+        kd.append(g_kind[grp])
         th.append(np.asarray(thread, np.int64))
         st.append(np.asarray(start, np.int64))
         en.append(np.asarray(end, np.int64))
-        nm.append(gcode[ni] if len(gcode) else np.zeros(0, np.int64))
-        sq.append(seq[tidx])
-        ol.append(op_like[tidx])
-        dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if len(dom) else np.zeros(0, object))
+        nm.append(g_name[grp])
+        sq.append(np.asarray(seq, np.int64))
+        ol.append(g_like[grp] | ((flags & FLAG_DECORATED) != 0))
+        dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if kineto and len(dom)
+                  else np.zeros(len(dom), object))
+    rows.clear()
     z = np.zeros(0, np.int64)
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
     thread, start, end, name, seq = (cat(th, np.int64), cat(st, np.int64), cat(en, np.int64), cat(nm, np.int64),

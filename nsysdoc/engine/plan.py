@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics import intervals as iv
-from ..metrics.nvtx import PYTHON_GROUPING_MAX, call_field_groups
 from ..metrics.steps import Steps, StepBuilder, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
+from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from .attribute import build as build_attributor
 from .data import GPU_KINDS, NEG, POS
 from .infer import infer_steps
@@ -74,9 +74,6 @@ class Plan:
     timelines: dict = field(default_factory=dict)
     #: operator / module / frame attribution (:mod:`nsysdoc.engine.attribute`), None without ranges
     attr: object = None
-    #: each NVTX row's text group (:func:`~nsysdoc.metrics.nvtx.call_field_groups`, found once
-    #: here for every range row: -1 for other rows) and the groups' texts, for the NVTX summary
-    nvtx_groups: tuple | None = None
 
     @property
     def window(self) -> tuple[int | None, int | None]:
@@ -87,87 +84,68 @@ class Plan:
         return list(zip(edges[:-1], edges[1:]))
 
 
-def _encode(text) -> tuple:
-    """A block's texts (Arrow) dictionary-encoded: ``(distinct texts as Arrow, index per row, the
-    distinct texts as a list or None)``. A small block is encoded in Python: Arrow's
-    ``dictionary_encode`` imports pyarrow.compute (0.05-0.1 s of every report) and a capture with a
-    few thousand NVTX ranges does not need it."""
-    import pyarrow as pa
-
-    if len(text) <= PYTHON_GROUPING_MAX:
-        seen: dict = {}
-        idx = np.fromiter((seen.setdefault(v, len(seen)) for v in text.to_pylist()), dtype=np.int64,
-                          count=len(text))
-        values = list(seen)
-        return pa.array(values, type=text.type if not pa.types.is_dictionary(text.type) else pa.string()), idx, values
-    enc = text.dictionary_encode()
-    return enc.dictionary, enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), None
-
-
 def _nvtx_scan(trace, pattern) -> dict:
-    """Step-marker rows, DataLoader ranges and set-up ranges, from one pass over the NVTX blocks."""
-    import pyarrow as pa
-
+    """Step-marker rows, DataLoader ranges and set-up ranges, from one pass over the NVTX blocks.
+    The text tests run once per text group (:mod:`nsysdoc.trace.nvtx_text`: texts that differ
+    only in PyTorch's per-call fields, which hold no DataLoader or set-up word; a step marker is
+    matched on the text before them): with --pytorch=autograd-nvtx every range's text is
+    distinct, millions of them, and none is read here."""
     t = trace.store.get("nvtx")
     doms = trace.nvtx_domains
     lib = np.array([str(d).lower() in S.LIBRARY_NVTX_DOMAINS for d in doms], dtype=bool) if len(doms) \
         else np.zeros(1, dtype=bool)
+    gtexts = trace.nvtx_groups
+    g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gtexts], dtype=bool)
+    g_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gtexts], dtype=bool)
+    g_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gtexts], dtype=bool)
     steps, loader, setup, tune, host = [], [], [], [], []
     dom_names = [str(d) for d in doms] if len(doms) else [""]
-    cols = ["start_ns", "end_ns", "event_type", "global_tid", "thread", "domain", "text"]
-    # every range row's text group, on the table's row axis (the NVTX summary reads it again)
-    row_group = np.full(len(t) if t is not None else 0, -1, dtype=np.int32)
-    group_code: dict[str, int] = {}
-    row0 = 0
-    for blk in (t.iter_blocks(cols) if t is not None else ()):
+    cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq"]
+    for bi, blk in enumerate(t.iter_blocks(cols) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
-        row0 += len(s)
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
         if not is_range.any():
             continue
-        dictionary, idx, pylist = _encode(blk["text"])
-        # texts as Python strings only for the rows that keep one (step markers, set-up ranges):
-        # with autograd-nvtx every range's text is distinct, millions of them
-        texts = (lambda rows: [pylist[i] for i in idx[rows].tolist()]) if pylist is not None else \
-            (lambda rows: dictionary.take(pa.array(idx[rows])).to_pylist())
-        # the text tests run once per group of texts that differ only in PyTorch's per-call fields
-        # (an operator's ranges under --pytorch=autograd-nvtx, whose record_function ranges carry
-        # an op_id too): those fields hold no DataLoader or set-up word, and a step marker is
-        # matched on the text before them
-        grp, gvals, decorated = call_field_groups(dictionary)
-        if len(grp):
-            gcode = np.array([group_code.setdefault(v, len(group_code)) for v in gvals], dtype=np.int32)
-            rows = np.flatnonzero(is_range)
-            row_group[row0 - len(s) + rows] = gcode[grp[idx[rows]]]
-        m_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gvals], dtype=bool)[grp]
-        m_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
-        m_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gvals], dtype=bool)[grp]
+        grp = blk["text_group"].astype(np.int64)
+        flags = blk["call_flags"]
+        decorated = (flags & FLAG_DECORATED) != 0
+        m_step, m_dl, m_set = g_step[grp], g_dl[grp], g_set[grp]
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
-        sel = np.flatnonzero(is_range & ~lib_row & m_step[idx])
+
+        def texts(rows, bi=bi):
+            # the rows' own texts (a decorated text is more than its group's): few rows, one block
+            return t.read_block(bi, ["text"])["text"].take(rows).to_pylist()
+
+        sel = np.flatnonzero(is_range & ~lib_row & m_step)
         if len(sel):
+            # a step marker's name: its group text (a text with per-call fields: stripped)
             steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
-                          "name": np.array([gvals[grp[i]].strip() if decorated[i] else v
-                                            for i, v in zip(idx[sel].tolist(), texts(sel))], dtype=object),
+                          "name": np.array([gtexts[g].strip() if d else gtexts[g]
+                                            for g, d in zip(grp[sel].tolist(), decorated[sel].tolist())], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
         # (library domains -- NCCL, cuDNN, cuBLAS... -- are neither operators nor modules)
-        sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step[idx] & ~lib_row)
+        sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step & ~lib_row)
         if len(sel):
-            # the block's distinct texts stay one Arrow array: attribution reads them vectorised
-            host.append((blk["thread"][sel], s[sel], e[sel], dictionary, idx[sel],
+            st_rows = np.flatnonzero((flags[sel] & FLAG_STACK) != 0)
+            stacks = dict(zip(st_rows.tolist(), texts(sel[st_rows]))) if len(st_rows) else {}
+            host.append((blk["thread"][sel], s[sel], e[sel], grp[sel], blk["seq"][sel], flags[sel],
                          np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
-                         dom_names, (grp, gvals, decorated)))
-        sel = np.flatnonzero(is_range & m_dl[idx])
+                         dom_names, stacks))
+        sel = np.flatnonzero(is_range & m_dl)
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
-        sel = np.flatnonzero(is_range & m_set[idx])
+        sel = np.flatnonzero(is_range & m_set)
         if len(sel):
             tune.append((blk["thread"][sel], s[sel], e[sel]))
-        sel = np.flatnonzero(is_range & m_set[idx] & ~m_dl[idx])
+        sel = np.flatnonzero(is_range & m_set & ~m_dl)
         if len(sel):
-            setup.append((blk["thread"][sel], s[sel], e[sel],
-                          np.array([S.fold_nvtx_text(v) for v in texts(sel)], dtype=object)))
+            folded = [S.fold_nvtx_text(gtexts[g]) for g in grp[sel].tolist()]
+            own = np.flatnonzero(decorated[sel])
+            for i, v in zip(own.tolist(), texts(sel[own]) if len(own) else ()):
+                folded[i] = S.fold_nvtx_text(v)
+            setup.append((blk["thread"][sel], s[sel], e[sel], np.array(folded, dtype=object)))
     cat = lambda parts, k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
     ranges = Columns({k: np.concatenate([p[k] for p in steps]) for k in steps[0]}) if steps else Columns(
         {"global_tid": np.zeros(0, np.int64), "name": np.zeros(0, object), "start_ns": np.zeros(0, np.int64),
@@ -179,7 +157,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
-            "tuning": tuning, "host": host, "groups": (row_group, list(group_code))}
+            "tuning": tuning, "host": host}
 
 
 def _gpu_tables(trace) -> list:
@@ -258,7 +236,7 @@ def make_plan(trace, pattern) -> Plan:
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,
                 loader_ranges=nv["loader"], setup_ranges=nv["setup"], setup_texts=nv["setup_texts"],
-                tuning=nv["tuning"], nvtx_groups=nv["groups"],
+                tuning=nv["tuning"],
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)

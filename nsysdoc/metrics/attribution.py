@@ -17,6 +17,8 @@ import re
 
 import numpy as np
 
+from ..trace.nvtx_text import seq_of  # noqa: F401 - the rule lives with the loader's text facts
+
 #: The selections a rule's ``where:`` can name: what is weighed, and by what (docs/rules.md). The
 #: engine adds each one's time per site (nsysdoc.engine.attribute).
 SELECTORS = {
@@ -55,16 +57,6 @@ def op_name(text: str) -> str:
     if ", " not in text and "," not in text:
         return text.strip()
     return _CALL_FIELDS.sub("", text).strip()
-
-
-def seq_of(text: str) -> int:
-    """The autograd sequence number in a range text: the ASCII digits (at most 18) between
-    ``", seq = "`` and the next ``","`` or the end, or -1. (The Arrow path of
-    :func:`nsysdoc.engine.attribute._texts` applies the same rule with string kernels.)"""
-    if ", seq = " not in text:
-        return -1
-    num = text.split(", seq = ", 1)[1].split(",", 1)[0].strip()
-    return int(num) if num.isdigit() and num.isascii() and len(num) <= 18 else -1
 
 
 def is_backward(name: str) -> bool:
@@ -165,9 +157,10 @@ class Forest:
     :meth:`innermost` is exactly the definition above: the last range in forest order among those
     of the thread with ``start <= t < end``. A range's ``parent`` is the innermost range at its
     start among those before it (so ranges that overlap without nesting still find the range that
-    holds their start); ``depth`` counts the parents above it. Both come from one primitive, "the
-    last range before position p whose end is after t", answered for many queries at once with a
-    max-tree over the ends (``O(log n)`` numpy passes).
+    holds their start); ``depth`` counts the parents above it. When the ranges nest properly (the
+    usual case) both come from counting and one walk up the parents per level; otherwise from one
+    primitive, "the last range before position p whose end is after t", answered for many queries
+    at once with a max-tree over the ends (``O(log n)`` numpy passes).
     """
 
     def __init__(self, thread, start, end, name) -> None:
@@ -222,9 +215,8 @@ class Forest:
     def _nest_laminar(self) -> bool:
         """The fast path, for ranges that nest properly (push/pop ranges, profiler ops): depth by
         counting the ranges open at each start, parent as the last range one level up, checked
-        to be laminar; then a boundary list per thread whose label at any time is the innermost
-        range (a start makes its range innermost, an end its parent). False when the ranges do
-        not nest, for the general path."""
+        to be laminar (:meth:`innermost` then walks up from the last range starting before the
+        query). False when the ranges do not nest, for the general path."""
         pos = np.flatnonzero(self.end > self.start)
         if len(pos) == len(self.start):  # no zero-length range: views, not copies
             th, s, e = self.thread, self.start, self.end
@@ -272,26 +264,19 @@ class Forest:
         self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
         self.depth[:] = 0
         self.depth[pos] = depth
-        # boundary lists, per thread: (time, ends before starts, deeper ends first, shallower
-        # starts first), then input order (ends, then starts)
-        label = self.parent[pos]
-        ev_t, ev_label = [], []
-        self._ev_seg = {}
-        at = 0
-        for lo, hi in segs:
-            o = _event_order(s[lo:hi], e[lo:hi], depth[lo:hi])
-            ev_t.append(np.concatenate([e[lo:hi], s[lo:hi]])[o])
-            ev_label.append(np.concatenate([label[lo:hi], pos[lo:hi]])[o])
-            self._ev_seg[int(th[lo])] = (at, at + len(o))
-            at += len(o)
-        self.ev_t = np.concatenate(ev_t) if ev_t else np.zeros(0, np.int64)
-        self.ev_label = np.concatenate(ev_label) if ev_label else np.zeros(0, np.int64)
-        del ev_t, ev_label
         self._events_ok = True
-        # zero-length ranges: inside the innermost range holding their time
+        # zero-length ranges: inside the innermost range holding their time, found by walking up
+        # from the last range of positive length before them in forest order (every range of the
+        # thread that starts at or before theirs; ties put the longer ones first)
         z = np.flatnonzero(self.end == self.start)
         if len(z):
-            par = self.innermost(self.thread[z], self.start[z])
+            n = len(self.start)
+            last_pos = np.full(n, -1, dtype=np.int64)
+            last_pos[pos] = pos
+            np.maximum.accumulate(last_pos, out=last_pos)
+            c = last_pos[z]
+            c = np.where((c >= 0) & (self.thread[np.maximum(c, 0)] == self.thread[z]), c, -1)
+            par = self._walk_up(c, self.start[z])
             self.parent[z] = par
             self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
         return True
@@ -304,10 +289,11 @@ class Forest:
         if not self._seg or not len(t):
             return out
         if getattr(self, "_events_ok", False):
-            for g, a, z in self._groups(thread, self._ev_seg):
-                k = np.searchsorted(self.ev_t[a:z], t[g], side="right") - 1
-                ok = k >= 0
-                out[g[ok]] = self.ev_label[a:z][k[ok]]
+            # nested ranges: the ranges holding t are the ancestors of the last range that starts
+            # at or before t; the innermost is the first of them, walking up, that ends after t
+            for g, a, z in self._groups(thread, self._seg):
+                c = a + np.searchsorted(self.start[a:z], t[g], side="right") - 1
+                out[g] = self._walk_up(np.where(c >= a, c, -1), t[g])
             return out
         lo = np.full(len(t), -1, dtype=np.int64)
         p = np.zeros(len(t), dtype=np.int64)
@@ -321,6 +307,21 @@ class Forest:
             got = self._tree.last_above(p[q], t[q])
             got[got < lo[q]] = -1
             out[q] = got
+        return out
+
+    def _walk_up(self, cand: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """From each candidate range (-1: none), itself or its nearest ancestor that ends after
+        ``t`` (-1 if none): one vectorised step per level."""
+        out = np.full(len(cand), -1, dtype=np.int64)
+        live = np.flatnonzero(cand >= 0)
+        cur, tq = cand[live], t[live]
+        end, parent = self.end, self.parent
+        while len(live):
+            inside = end[cur] > tq
+            out[live[inside]] = cur[inside]
+            up = parent[cur[~inside]]
+            keep = up >= 0
+            live, cur, tq = live[~inside][keep], up[keep], tq[~inside][keep]
         return out
 
     @staticmethod
@@ -408,27 +409,6 @@ def _forest_order(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         sub = np.lexsort((-e[o[at]], np.cumsum(first)))
         o[at] = o[at][sub]
     return o
-
-
-def _event_order(s: np.ndarray, e: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """The order of one thread's boundary events ``concatenate([e, s])``: by time, ends before
-    starts, deeper ends first, shallower starts first, then position. One stable sort of a packed
-    int64 key (the starts are sorted and the ends nearly: timsort merges them), else a lexsort."""
-    m = len(s)
-    if not m:
-        return np.zeros(0, np.int64)
-    dmax = int(depth.max())
-    base = int(s.min())
-    bits = max(1, (2 * dmax).bit_length())  # tie + dmax in [0, 2 dmax]
-    span = int(e.max()) - base
-    if span < (1 << (62 - bits)):
-        d = depth.astype(np.int64)
-        key = np.concatenate([((e - base) << (bits + 1)) | (dmax - d),
-                              ((s - base) << (bits + 1)) | (1 << bits) | (dmax + d)])
-        return np.argsort(key, kind="stable")
-    kind = np.concatenate([np.zeros(m, np.int8), np.ones(m, np.int8)])
-    d32 = depth.astype(np.int32)
-    return np.lexsort((np.concatenate([-d32, d32]), kind, np.concatenate([e, s])))
 
 
 class _MaxTree:

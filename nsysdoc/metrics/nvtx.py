@@ -4,68 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace import schema as S
-
-
-#: Distinct texts up to which :func:`call_field_groups` works in Python
-PYTHON_GROUPING_MAX = 4096
-#: How PyTorch's per-call fields begin, after the operator's name and ", "
-CALL_FIELD_PREFIXES = ("seq =", "op_id =", "sizes =", "input_op_ids =", "stack =")
-
-
-def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """Distinct NVTX texts (an Arrow string array) grouped by operator: a text whose part after
-    its first ``", "`` starts with one of PyTorch's per-call fields (``seq =``, ``op_id =``,
-    ``sizes =``, ``input_op_ids =``, as emit_nvtx and ``--pytorch=autograd-nvtx`` write them after
-    the operator's name) joins the group of the part before it; any other text is its own group.
-    Returns each text's group index, the groups' texts and which texts carried such fields. With
-    ``--pytorch=autograd-nvtx`` every range's text is distinct (its ``op_id``) while its operator
-    is not: per-text Python work then runs per operator. Plain string kernels only (no regex:
-    RE2 over millions of texts costs seconds)."""
-    n = len(dictionary)
-    if n == 0:
-        return np.zeros(0, np.int64), [], np.zeros(0, bool)
-    if n <= PYTHON_GROUPING_MAX:  # few texts: Python, and no pyarrow.compute import (~0.08 s)
-        index: dict[str, int] = {}
-        vals: list[str] = []
-        idx = np.empty(n, dtype=np.int64)
-        decorated = np.zeros(n, dtype=bool)
-        for i, t in enumerate(dictionary.to_pylist()):
-            t = t if isinstance(t, str) else ""
-            head, sep, tail = t.partition(", ")
-            dec = bool(sep) and tail.startswith(CALL_FIELD_PREFIXES)
-            g = head if dec else t
-            decorated[i] = dec
-            j = index.get(g)
-            if j is None:
-                j = index[g] = len(vals)
-                vals.append(g)
-            idx[i] = j
-        return idx, vals, decorated
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    d = pc.fill_null(dictionary.cast(pa.large_string()), "")
-    cut = pc.find_substring(d, ", ").to_numpy(zero_copy_only=False)
-    has = np.flatnonzero(cut >= 0)
-    stripped = d
-    decorated = np.zeros(n, dtype=bool)
-    if len(has):
-        sub = d.take(pa.array(has))
-        parts = pc.split_pattern(sub, pattern=", ", max_splits=1)
-        head, tail = pc.list_element(parts, 0), pc.list_element(parts, 1)
-        dec = pc.starts_with(tail, CALL_FIELD_PREFIXES[0])
-        for prefix in CALL_FIELD_PREFIXES[1:]:
-            dec = pc.or_(dec, pc.starts_with(tail, prefix))
-        dec_np = np.asarray(dec.to_numpy(zero_copy_only=False), dtype=bool)
-        if dec_np.any():
-            decorated[has[dec_np]] = True
-            new_sub = pc.if_else(dec, head, sub)
-            # scatter the stripped texts back: rows without ", " keep their text
-            take = np.arange(n)
-            take[has] = n + np.arange(len(has))
-            stripped = pa.concat_arrays([d, new_sub.cast(pa.large_string())]).take(pa.array(take))
-    enc = stripped.dictionary_encode()
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist(), decorated
+from ..trace.nvtx_text import PYTHON_GROUPING_MAX, call_field_groups  # noqa: F401 - re-exported
 
 
 def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
@@ -102,14 +41,13 @@ def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list
 
 
 def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: int = 200,
-                        text_groups: tuple | None = None) -> list[dict]:
-    """:func:`nvtx_summary` over NVTX blocks (``start_ns, end_ns, event_type, domain, text``
-    columns, the text an Arrow column, ``domain`` an index into ``domains``), one block at a time.
-
-    ``text_groups``: ``(group per row of the whole table, group texts)`` when the range rows' text
-    groups (:func:`call_field_groups`) are known already (the analysis plan finds them): the texts
-    are then not grouped again (on an ``--pytorch=autograd-nvtx`` capture every range's text is
-    distinct, and grouping them is most of this summary's time)."""
+                        group_texts: list | None = None) -> list[dict]:
+    """:func:`nvtx_summary` over NVTX blocks (``start_ns, end_ns, event_type, domain`` columns,
+    ``domain`` an index into ``domains``, and the ``text_group`` column with the group texts
+    ``group_texts`` -- :mod:`nsysdoc.trace.nvtx_text` --, else ``text`` as an Arrow column, grouped
+    here), one block at a time. The loader's groups spare grouping the texts again: on an
+    ``--pytorch=autograd-nvtx`` capture every range's text is distinct, and grouping them was
+    most of this summary's time."""
     if w0 is None or w1 is None:
         return []
     groups: dict[tuple[str, str], list] = {}   # (domain, folded) -> [first row, count, total, max]
@@ -124,11 +62,10 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
             import pyarrow as pa
 
             dur = np.minimum(e[idx], w1) - np.maximum(s[idx], w0)
-            known = text_groups[0][row0 + idx] if text_groups is not None else None
-            if known is not None and (known >= 0).all():
-                # the plan's groups: codes into one table-wide list, folded once each
-                ti = known.astype(np.int64)
-                vals = text_groups[1]
+            if group_texts is not None and "text_group" in b:
+                # the loader's groups: codes into one table-wide list, folded once each
+                ti = b["text_group"][idx].astype(np.int64)
+                vals = group_texts
             else:
                 enc = b["text"].take(pa.array(idx)).dictionary_encode()
                 # fold per group of texts that differ only in PyTorch's per-call fields (folding

@@ -23,7 +23,7 @@ from .store import STR, Store
 
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 21
+CACHE_FORMAT = 22
 
 
 def _read_parquet(path: Path) -> Columns:
@@ -117,6 +117,7 @@ def cache_read(entry: Path) -> dict | None:
         strings = StringTable(st.column("id").to_numpy(), np.array(st.column("value").to_pylist(), dtype=object))
         arrays = {k: np.load(entry / f"{k}.npy", allow_pickle=False) for k in _ARRAYS}
         doms = np.array(pq.ParquetFile(entry / "nvtx_domains.parquet").read().column("domain").to_pylist(), dtype=object)
+        groups = pq.ParquetFile(entry / "nvtx_groups.parquet").read().column("text").to_pylist()
         remaps = {k[6:]: arrays[k].astype(np.int32) for k in _ARRAYS if k.startswith("remap_")}
         store = Store.from_description(entry, meta["store"], remaps)
         store.luts.update(stream_luts(frames["streams"], frames["devices"]))
@@ -128,6 +129,7 @@ def cache_read(entry: Path) -> dict | None:
     store.cache_entry = entry
     derived = {k: arrays[k].astype(np.int64) for k in _ARRAYS if not k.startswith("remap_")}
     return {"meta": meta, "frames": frames, "strings": strings, "store": store, "nvtx_domains": doms,
+            "nvtx_groups": groups,
             "derived": derived}
 
 
@@ -161,6 +163,8 @@ def publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, Columns], stri
                        tmp / "strings.parquet", compression="lz4")
         pq.write_table(pa.table({"domain": pa.array([str(x) for x in extras["nvtx_domains"]], type=pa.string())}),
                        tmp / "nvtx_domains.parquet", compression="lz4")
+        pq.write_table(pa.table({"text": pa.array(list(extras["nvtx_groups"]), type=pa.string())}),
+                       tmp / "nvtx_groups.parquet", compression="lz4")
         for k in _ARRAYS:
             arr = store.remaps.get(k[6:], np.zeros(0, np.int32)) if k.startswith("remap_") else extras["derived"][k]
             np.save(tmp / f"{k}.npy", np.asarray(arr), allow_pickle=False)

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import schema as S
 from .columns import Columns, factorize
+from .nvtx_text import Groups, row_facts
 from .store import STR, Store, take, to_text
 
 if TYPE_CHECKING:
@@ -212,7 +213,9 @@ TABLE_DTYPES = {
     "osrt": {"start_ns": "int64", "end_ns": "int64", "global_tid": "int64", "name_id": "int32", "is_wait": "bool",
              "thread": "int32"},
     "nvtx": {"start_ns": "int64", "end_ns": "int64", "event_type": "int16", "global_tid": "int64",
-             "text": STR, "domain": "int32", "thread": "int32"},
+             "text": STR, "domain": "int32", "thread": "int32",
+             # nsysdoc.trace.nvtx_text: the text's group (into Trace.nvtx_groups), seq, flags
+             "text_group": "int32", "seq": "int64", "call_flags": "int8"},
 }
 TABLE_CODED = {"kernels": ("api_thread=thread",), "memcpy": ("api_thread=thread",), "memset": ("api_thread=thread",),
                "sync": (), "runtime": ("proc", "thread"), "osrt": ("thread",),
@@ -473,10 +476,13 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
     nv = frames["nvtx"]
     t = store.table("nvtx", TABLE_DTYPES["nvtx"])
     dom_codes, doms = pd.factorize(_domain_texts(nv["domain"])) if len(nv) else (np.zeros(0, np.int64), [])
+    groups = Groups()
     if len(nv):
+        text = nv["text"].to_numpy(object)
         t.append({"start_ns": nv["start_ns"].to_numpy(np.int64), "end_ns": nv["end_ns"].to_numpy(np.int64),
                   "event_type": nv["event_type"].to_numpy(), "global_tid": nv["global_tid"].to_numpy(np.int64),
-                  "text": nv["text"].to_numpy(object), "domain": dom_codes, "thread": nv["thread"].to_numpy()})
+                  "text": text, "domain": dom_codes, "thread": nv["thread"].to_numpy(),
+                  **row_facts(text, groups)})
     cand = np.zeros(0, np.int64)
     if len(rt):
         launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
@@ -490,7 +496,7 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
     kd = launched.get("kernels")
     if kd is not None and len(kd["proc"]) and len(cand):
         fl.add(cand, kd["proc"], kd["name_id"], kd["api"], kd["api_start_ns"], kd["row"])
-    extras = {"nvtx_domains": np.array(list(doms), dtype=object),
+    extras = {"nvtx_domains": np.array(list(doms), dtype=object), "nvtx_groups": groups.texts,
               "derived": {"pageable_async_api": np.unique(np.concatenate(pageable)) if pageable else np.zeros(0, np.int64),
                           "launch_candidates": cand, "setup_launch": fl.setup_launches(cand),
                           "kernel_name_ids": np.unique(frames["kernels"]["name_id"].to_numpy()).astype(np.int64),

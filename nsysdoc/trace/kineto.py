@@ -1573,7 +1573,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         path=str(p), nsys_version=None, schema_version=meta.get("schema_version"),
         tables=frozenset(meta.get("tables") or ()), traced=traced, strings=strings,
         store=store, **{name: frames[name] for name in F.SMALL_FRAMES},
-        nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
+        nvtx_domains=extras["nvtx_domains"], nvtx_groups=extras["nvtx_groups"], derived=extras["derived"],
         duration_ns=meta.get("duration_ns"), process_messages=[],
         session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta.get("clock") or "session",
         dropped_rows=list(meta.get("dropped_rows") or []), from_cache=from_cache,

@@ -158,6 +158,8 @@ class Trace:
     overhead: Columns
     #: domain name of each ``domain`` index of the nvtx table
     nvtx_domains: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    #: the text of each ``text_group`` code of the nvtx table (:mod:`nsysdoc.trace.nvtx_text`)
+    nvtx_groups: list = field(default_factory=list)
     derived: dict = field(default_factory=dict)
     duration_ns: int | None = None
     #: UTC epoch (ns) at the start of the capture session (TARGET_INFO_SESSION_START_TIME), or None

@@ -33,6 +33,7 @@ from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
+from .nvtx_text import PYTHON_GROUPING_MAX, Groups, text_facts
 from .columns import Columns, factorize
 from .frames import (BAD, DROP_REASONS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
@@ -568,6 +569,7 @@ class _Ingest:
         #: distinct packed launch configurations (schema.launch_key_sql): a kernel row keeps its code
         self.launch = _Codes()
         self.nvtx_domains = _TupleCodes()
+        self.nvtx_groups = Groups()
         self.domain_names: dict[tuple[int, int], str] = {}
         self.domain_any: dict[int, str] = {}
         self.counts: dict[str, int] = {}
@@ -806,7 +808,7 @@ class _Ingest:
             **launch_arrays(self.launch.keys),
         }
         return {"frames": out, "strings": strings, "nvtx_domains": np.array(dnames, dtype=object),
-                "derived": derived}
+                "nvtx_groups": self.nvtx_groups.texts, "derived": derived}
 
 
 class _NvtxReader:
@@ -931,11 +933,14 @@ class _NvtxReader:
                 ing.domain_any[d_] = values[j]
         keep = ~is_dom
         kidx = idx[keep]
-        textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)),
-                                                 pa.array(values, type=pa.large_string())).dictionary_decode() \
+        varr = pa.array(values, type=pa.large_string())
+        textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)), varr).dictionary_decode() \
             if len(kidx) else pa.array([], type=pa.large_string())
+        # PyTorch's per-call fields, read once per distinct text (nsysdoc.trace.nvtx_text)
+        grp, seq, flags = text_facts(values if len(values) <= PYTHON_GROUPING_MAX else varr, ing.nvtx_groups)
         d = {"start_ns": ints["start_ns"][keep], "end_ns": ints["end_ns"][keep], "event_type": etype[keep],
-             "global_tid": gtid[keep], "text": textcol, "_pbits": pbits[keep], "_dom": dom[keep]}
+             "global_tid": gtid[keep], "text": textcol, "text_group": grp[kidx], "seq": seq[kidx],
+             "call_flags": flags[kidx], "_pbits": pbits[keep], "_dom": dom[keep]}
         d = validate(d, S.NVTX, ing.duration_ns, ing.drops, end_optional=True, anchor=anchor if multi else None)
         d["end_ns"] = np.where(d["end_ns"] == BAD, -1, d["end_ns"])
         # domain: (process bits, domainId); names are resolved once every DomainCreate row is read
@@ -1166,7 +1171,7 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
         path=str(exp.path), nsys_version=meta["nsys_version"], schema_version=meta["schema_version"],
         tables=tables, traced=traced, strings=strings, store=store,
         **{name: frames[name] for name in SMALL_FRAMES},
-        nvtx_domains=extras["nvtx_domains"], derived=extras["derived"],
+        nvtx_domains=extras["nvtx_domains"], nvtx_groups=extras["nvtx_groups"], derived=extras["derived"],
         duration_ns=meta["duration_ns"], process_messages=list(meta["process_messages"]),
         session_start_utc_ns=meta.get("session_start_utc_ns"), clock=meta["clock"],
         dropped_rows=list(meta.get("dropped_rows", [])),

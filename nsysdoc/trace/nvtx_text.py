@@ -1,0 +1,177 @@
+"""What PyTorch writes into NVTX range texts, read once per distinct text while loading.
+
+``emit_nvtx`` and ``nsys profile --pytorch=autograd-nvtx`` write an operator's range as its name
+followed by per-call fields: ``"aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2]],
+input_op_ids = [(1, 0)]"``. Every range's text is then distinct (its ``op_id``) while its operator
+is not. The loaders store three columns beside each NVTX row's text (``docs/loader.md``):
+
+* ``text_group``: the row's **text group**, a code into the trace's ``nvtx_groups`` (one list per
+  trace): a text whose part after its first ``", "`` starts with one of PyTorch's per-call fields
+  (:data:`CALL_FIELD_PREFIXES`) joins the group of the part before it; any other text is its own
+  group;
+* ``seq``: its autograd sequence number, the ASCII digits (at most 18) between ``", seq = "`` and
+  the next ``","`` or the end, else -1;
+* ``call_flags``: :data:`FLAG_DECORATED` when the text carries per-call fields,
+  :data:`FLAG_STACK` when it holds ``", stack = "`` (the PyTorch Profiler reader keeps a 2021
+  trace's call stack there).
+
+The analysis then works per group and never reads millions of texts again. Plain string kernels
+only, no regex (RE2 over millions of texts costs seconds); few texts are read in Python, which
+spares importing ``pyarrow.compute``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Distinct texts up to which the facts are read in Python
+PYTHON_GROUPING_MAX = 4096
+#: How PyTorch's per-call fields begin, after the operator's name and ", "
+CALL_FIELD_PREFIXES = ("seq =", "op_id =", "sizes =", "input_op_ids =", "stack =")
+FLAG_DECORATED = 1
+FLAG_STACK = 2
+_SEQ = ", seq = "
+_STACK = ", stack = "
+
+
+def seq_of(text: str) -> int:
+    """The autograd sequence number in a range text (see the module docstring), or -1."""
+    if _SEQ not in text:
+        return -1
+    num = text.split(_SEQ, 1)[1].split(",", 1)[0].strip()
+    return int(num) if num.isdigit() and num.isascii() and len(num) <= 18 else -1
+
+
+class Groups:
+    """A trace's text groups: each group text once, with its code."""
+
+    def __init__(self, texts=()) -> None:
+        self.texts: list[str] = list(texts)
+        self._index = {t: i for i, t in enumerate(self.texts)}
+
+    def codes(self, values: list[str]) -> np.ndarray:
+        out = np.empty(len(values), dtype=np.int32)
+        index, texts = self._index, self.texts
+        for i, v in enumerate(values):
+            c = index.get(v)
+            if c is None:
+                c = index[v] = len(texts)
+                texts.append(v)
+            out[i] = c
+        return out
+
+
+def call_field_groups(dictionary) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Distinct texts (an Arrow string array) grouped by operator (the module docstring's rule).
+    Returns each text's group index, the groups' texts and which texts carried per-call fields."""
+    n = len(dictionary)
+    if n == 0:
+        return np.zeros(0, np.int64), [], np.zeros(0, bool)
+    if n <= PYTHON_GROUPING_MAX:  # few texts: Python, and no pyarrow.compute import (~0.08 s)
+        return _groups_py(dictionary.to_pylist())
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    d = pc.fill_null(dictionary.cast(pa.large_string()), "")
+    cut = pc.find_substring(d, ", ").to_numpy(zero_copy_only=False)
+    has = np.flatnonzero(cut >= 0)
+    stripped = d
+    decorated = np.zeros(n, dtype=bool)
+    if len(has):
+        sub = d.take(pa.array(has))
+        parts = pc.split_pattern(sub, pattern=", ", max_splits=1)
+        head, tail = pc.list_element(parts, 0), pc.list_element(parts, 1)
+        dec = pc.starts_with(tail, CALL_FIELD_PREFIXES[0])
+        for prefix in CALL_FIELD_PREFIXES[1:]:
+            dec = pc.or_(dec, pc.starts_with(tail, prefix))
+        dec_np = np.asarray(dec.to_numpy(zero_copy_only=False), dtype=bool)
+        if dec_np.any():
+            decorated[has[dec_np]] = True
+            new_sub = pc.if_else(dec, head, sub)
+            # scatter the stripped texts back: rows without ", " keep their text
+            take = np.arange(n)
+            take[has] = n + np.arange(len(has))
+            stripped = pa.concat_arrays([d, new_sub.cast(pa.large_string())]).take(pa.array(take))
+    enc = stripped.dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist(), decorated
+
+
+def _groups_py(values: list) -> tuple[np.ndarray, list[str], np.ndarray]:
+    index: dict[str, int] = {}
+    vals: list[str] = []
+    n = len(values)
+    idx = np.empty(n, dtype=np.int64)
+    decorated = np.zeros(n, dtype=bool)
+    for i, t in enumerate(values):
+        t = t if isinstance(t, str) else ""
+        head, sep, tail = t.partition(", ")
+        dec = bool(sep) and tail.startswith(CALL_FIELD_PREFIXES)
+        g = head if dec else t
+        decorated[i] = dec
+        j = index.get(g)
+        if j is None:
+            j = index[g] = len(vals)
+            vals.append(g)
+        idx[i] = j
+    return idx, vals, decorated
+
+
+def _seq_arrow(d) -> np.ndarray:
+    """:func:`seq_of` of every text of a large Arrow string array, with string kernels."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    seq = np.full(len(d), -1, dtype=np.int64)
+    has = np.flatnonzero(pc.greater_equal(pc.find_substring(d, _SEQ), 0).to_numpy(zero_copy_only=False))
+    if len(has):
+        after = pc.list_element(pc.split_pattern(d.take(pa.array(has)), pattern=_SEQ, max_splits=1), 1)
+        num = pc.utf8_trim_whitespace(pc.list_element(pc.split_pattern(after, pattern=",", max_splits=1), 0))
+        ok = np.asarray(pc.fill_null(pc.and_(pc.ascii_is_decimal(num), pc.less_equal(pc.utf8_length(num), 18)),
+                                     False).to_numpy(zero_copy_only=False), dtype=bool)
+        if ok.any():
+            seq[has[ok]] = pc.cast(num.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
+    return seq
+
+
+def text_facts(values, groups: Groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For distinct texts (a list of str, or an Arrow string array): each one's text group code
+    (added to ``groups``), sequence number and call flags (the module docstring)."""
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    if n <= PYTHON_GROUPING_MAX:
+        vals = values if isinstance(values, list) else values.to_pylist()
+        vals = [v if isinstance(v, str) else "" for v in vals]
+        grp, gvals, dec = _groups_py(vals)
+        seq = np.fromiter((seq_of(v) for v in vals), dtype=np.int64, count=n)
+        stack = np.fromiter(((_STACK in v) if dec[i] else False for i, v in enumerate(vals)), dtype=bool, count=n)
+    else:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = pa.array(values, type=pa.large_string()) if isinstance(values, list) else values
+        d = pc.fill_null(arr.cast(pa.large_string()), "")
+        grp, gvals, dec = call_field_groups(d)
+        seq = _seq_arrow(d)
+        stack = np.zeros(n, dtype=bool)
+        if dec.any():
+            stack = dec & np.asarray(pc.greater_equal(pc.find_substring(d, _STACK), 0)
+                                     .to_numpy(zero_copy_only=False), dtype=bool)
+    codes = groups.codes(gvals)
+    flags = (dec.astype(np.int8) * FLAG_DECORATED) | (stack.astype(np.int8) * FLAG_STACK)
+    return codes[grp] if len(grp) else np.zeros(0, np.int32), seq, flags
+
+
+def row_facts(texts, groups: Groups) -> dict[str, np.ndarray]:
+    """The three columns for rows of texts (an object array or list, one text per row)."""
+    seen: dict = {}
+    values: list[str] = []
+    idx = np.empty(len(texts), dtype=np.int64)
+    for i, v in enumerate(texts):
+        v = v if isinstance(v, str) else ""
+        j = seen.get(v)
+        if j is None:
+            j = seen[v] = len(values)
+            values.append(v)
+        idx[i] = j
+    g, s, f = text_facts(values, groups)
+    return {"text_group": g[idx], "seq": s[idx], "call_flags": f[idx]}
