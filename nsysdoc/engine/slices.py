@@ -24,7 +24,7 @@ from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
 from . import fill as fill_m
-from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index
+from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index, site_rows
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_LOW_OCC, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING,
                    FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, in_window, osrt_rows, read_ops,
                    runtime_rows)
@@ -585,7 +585,7 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
         m = np.flatnonzero(inw & is_k)
         if len(m):
             by = {}
-            add_sites(by, np.stack([inv[m], ops.name_id[m].astype(np.int64)], axis=1), dur[m])
+            add_sites(by, site_rows(inv[m], ops.name_id[m]), dur[m])
             # back to full site rows: (site..., kernel name id)
             acc["by_kernel"] = {(*distinct[k[0]].tolist(), k[1]): v for k, v in by.items()}
     g = st.gaps
@@ -600,8 +600,19 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
                                       ("sync_gaps", CAUSES.index("sync"), g.start_ns[sel])):
                 w = amounts[:, cause]
                 m = np.flatnonzero(w > 0)
-                if len(m):
-                    add_sites(acc[name], attr.sites(th[m], when[m]), w[m])
+                if not len(m):
+                    continue
+                if name == "launch_gaps" and len(ops):
+                    # at the launch of the operation ending the gap: that operation's site, already
+                    # found (op_sites), when the gap names the same thread and call
+                    nxt = g.next_op[sel[m]]
+                    same = (nxt >= 0).all() and (ops.api_thread[nxt] == th[m]).all() \
+                        and (ops.api_start_ns[nxt] == when[m]).all() and (ops.api[nxt] >= 0).all()
+                    if same:
+                        distinct, inv = op_sites(ctx, st)[2]
+                        accumulate(acc[name], distinct, inv[nxt], w[m])
+                        continue
+                add_sites(acc[name], attr.sites(th[m], when[m]), w[m])
     if st.host is not None and st.rt is not None:
         rt = st.rt
         mine = (rt["start_ns"] >= st.c0) & (rt["start_ns"] < st.c1) & (rt["start_ns"] < w1) & (rt["end_ns"] > w0)

@@ -167,12 +167,17 @@ class Forest:
         thread = np.asarray(thread, dtype=np.int64)
         start = np.asarray(start, dtype=np.int64)
         end = np.asarray(end, dtype=np.int64)
-        keep = np.flatnonzero(end >= start)
-        n = len(keep)
-        idx = np.arange(n)
-        th, s, e = thread[keep], start[keep], end[keep]
-        order = _forest_order(th, s, e) if n else idx
-        self.order = keep[order]
+        ok = end >= start
+        if ok.all():  # the usual case: no copies
+            keep, th, s, e = None, thread, start, end
+            n = len(s)
+        else:
+            keep = np.flatnonzero(ok)
+            n = len(keep)
+            th, s, e = thread[keep], start[keep], end[keep]
+        del ok
+        order = _forest_order(th, s, e) if n else np.arange(n)
+        self.order = order if keep is None else keep[order]
         self.thread = th[order]
         self.start = s[order]
         self.end = e[order]
