@@ -412,3 +412,50 @@ def test_absolute_timestamps_without_a_session_start(tmp_path):
     con.close()
     t = load_trace(q, cache=False)
     assert t.clock == "session" and t.session_start_utc_ns is None
+
+
+def test_many_distinct_nvtx_texts_decode_as_few_do(tmp_path, monkeypatch):
+    """A chunk with more distinct NVTX texts than PYTHON_GROUPING_MAX keeps them in Arrow when
+    they are valid UTF-8 and short, else decodes each in Python: both ways give the texts a small
+    capture gets (replacement characters for invalid bytes, the cap for long texts)."""
+    from nsysdoc.trace import sqlite_reader as R
+    from nsysdoc.trace.frames import MAX_STRING_CHARS, cap
+
+    if R._adbc_module() is None:
+        pytest.skip("the ADBC driver (Arrow columns) is not installed")
+    kept = []
+    real = R._utf8_as_is
+    monkeypatch.setattr(R, "_utf8_as_is", lambda d: kept.append(real(d) is not None) or real(d))
+
+    def build(n, path, variant):
+        c = Capture()
+        t = c.process(pid=9).thread()
+        with t.range("ProfilerStep#1"):
+            for i in range(n):
+                with t.range(f"aten::add_, seq = {i}, op_id = {i}"):
+                    t.launch("k", 1)
+        f = c.write(path)
+        con = sqlite3.connect(f)
+        if variant == "long":
+            con.execute(f"UPDATE {S.NVTX} SET text = 'long ' || printf('%.*c', {MAX_STRING_CHARS + 10}, 'x') "
+                        f"WHERE text = 'aten::add_, seq = 1, op_id = 1'")
+        if variant == "damaged":
+            con.execute(f"UPDATE {S.NVTX} SET text = CAST(x'fffe41' AS TEXT) || ', seq = 2' "
+                        f"WHERE text = 'aten::add_, seq = 2, op_id = 2'")
+        con.commit()
+        con.close()
+        return f
+
+    for variant in ("clean", "long", "damaged"):
+        texts = {}
+        for n in (50, 5000):
+            kept.clear()
+            tr = load_trace(build(n, tmp_path / f"t{n}{variant}.sqlite", variant), cache=False)
+            got = tr.store.get("nvtx").read_all(["text", "text_group", "seq"])
+            texts[n] = got["text"].to_pylist()[:50]
+            groups = [tr.nvtx_groups[g] for g in got["text_group"][:50]]
+            assert groups[5] == "aten::add_" and got["seq"][5] == 4  # row 0 is the step
+            assert kept == ([variant == "clean"] if n == 5000 else [])  # the Arrow path, when it can
+        assert texts[50] == texts[5000]
+        assert (texts[50][2] == cap("long " + "x" * (MAX_STRING_CHARS + 10))) == (variant == "long")
+        assert ("\ufffd" in texts[50][3]) == (variant == "damaged")

@@ -35,7 +35,7 @@ from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import PYTHON_GROUPING_MAX, Groups, text_facts
 from .columns import Columns, factorize
-from .frames import (BAD, DROP_REASONS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
+from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
                      row_checks, stream_luts, threads_table, unique_ints, validate)
 from .model import StringTable, Trace
@@ -904,12 +904,15 @@ class _NvtxReader:
         n = len(ints["start_ns"])
         idx = np.full(n, -1, dtype=np.int64)
         values: list[str] = []
+        arrow_values = None  # the distinct texts as Arrow when they never were Python strings
         if not isinstance(text, list):  # an Arrow column of bytes
             if not pa.types.is_null(text.type) and text.null_count < n:
                 col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
                 enc = col.dictionary_encode()
                 idx = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
-                values = [_text(v) for v in enc.dictionary.to_pylist()]
+                # many distinct texts (autograd-nvtx: one per range) stay Arrow: no Python string each
+                arrow_values = _utf8_as_is(enc.dictionary) if len(enc.dictionary) > PYTHON_GROUPING_MAX else None
+                values = [_text(v) for v in enc.dictionary.to_pylist()] if arrow_values is None else []
         else:
             seen: dict = {}
             for i, v in enumerate(text):
@@ -920,24 +923,33 @@ class _NvtxReader:
                         values.append(_text(v))
                     idx[i] = j
         need = idx < 0
+        extra: list[str] = []
+        base = len(values) if arrow_values is None else len(arrow_values)
         if need.any():
             uniq, inv = np.unique(ints["text_id"][need], return_inverse=True)
-            idx[need] = len(values) + inv
-            values += [str(v) for v in ing.strings.lookup(uniq)]
+            idx[need] = base + inv
+            extra = [str(v) for v in ing.strings.lookup(uniq)]
+        if arrow_values is None:
+            values += extra
+            varr = pa.array(values, type=pa.large_string())
+        else:
+            varr = pa.concat_arrays([arrow_values, pa.array(extra, type=pa.large_string())]) if extra else arrow_values
         etype, gtid, dom = ints["event_type"], ints["global_tid"], ints["domain_id"]
         pbits = gtid & S.PROCESS_MASK
         is_dom = etype == S.NVTX_DOMAIN_CREATE
         if is_dom.any():
             for p, d_, j in zip(pbits[is_dom].tolist(), dom[is_dom].tolist(), idx[is_dom].tolist()):
-                ing.domain_names[(p, d_)] = values[j]
-                ing.domain_any[d_] = values[j]
+                name = values[j] if arrow_values is None else varr[j].as_py()
+                ing.domain_names[(p, d_)] = name
+                ing.domain_any[d_] = name
         keep = ~is_dom
         kidx = idx[keep]
-        varr = pa.array(values, type=pa.large_string())
         textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)), varr).dictionary_decode() \
             if len(kidx) else pa.array([], type=pa.large_string())
         # PyTorch's per-call fields, read once per distinct text (nsysdoc.trace.nvtx_text)
-        grp, seq, flags = text_facts(values if len(values) <= PYTHON_GROUPING_MAX else varr, ing.nvtx_groups)
+        small = len(varr) <= PYTHON_GROUPING_MAX
+        grp, seq, flags = text_facts((values if arrow_values is None else varr.to_pylist()) if small else varr,
+                                     ing.nvtx_groups)
         d = {"start_ns": ints["start_ns"][keep], "end_ns": ints["end_ns"][keep], "event_type": etype[keep],
              "global_tid": gtid[keep], "text": textcol, "text_group": grp[kidx], "seq": seq[kidx],
              "call_flags": flags[kidx], "_pbits": pbits[keep], "_dom": dom[keep]}
@@ -992,6 +1004,23 @@ def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
             if type(gtid) is int:
                 names[gtid] = strings.get(name_id) if type(name_id) is int else ""
     return names
+
+
+def _utf8_as_is(dictionary):
+    """Distinct text cells (Arrow binary) as an Arrow string array when every one is valid UTF-8
+    and within :data:`~nsysdoc.trace.frames.MAX_STRING_CHARS` bytes (what :func:`_text` would
+    leave unchanged), else None (then each is decoded in Python, with replacement characters)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if dictionary.null_count or not len(dictionary):
+        return None
+    if int(pc.max(pc.binary_length(dictionary)).as_py()) > MAX_STRING_CHARS:
+        return None
+    try:
+        return dictionary.cast(pa.large_string())  # validates the UTF-8
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
 
 
 def _text(v) -> str:
