@@ -181,7 +181,10 @@ def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
                "e=time.perf_counter()-t;"
                "print(e, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024, r.returncode);"
                "sys.stderr.write(r.stderr.decode(errors='replace')[-2000:])")
-    out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, env=env, check=True)
+    # run from a neutral folder: ``python -m`` puts the current folder first on sys.path, so
+    # started from a checkout every child (the --baseline one too) would import that checkout
+    out = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, env=env, check=True,
+                         cwd=tempfile.gettempdir())
     secs, mb, rc = out.stdout.split()
     # exit 0 only: the report runs with --no-config and no --fail-on, so 1 (findings) cannot
     # happen, and a crash (Python exits 1 on an uncaught exception) is never timed as a run
