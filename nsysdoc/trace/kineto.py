@@ -1388,9 +1388,6 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         names = [F.cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()  # the event tables are whole frames here (store_from_frames)
-
     out: dict = {}
     for key, d in gpu.items():
         nid = d.pop("name_id")
@@ -1420,7 +1417,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         else:
             st = np.array([_sync_type(names[int(i)]) for i in uniq], dtype=np.int64)
             d["sync_type"] = st[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
-        out[key] = F.data_frame(d, S.DTYPES)
+        out[key] = F.column_table(d, S.DTYPES)
     F.assign_streams(out, ["kernels", "memcpy", "memset", "sync"])
 
     # ---- host tables ------------------------------------------------------------------------
@@ -1429,15 +1426,15 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         else np.zeros(0, np.int8)
     rt["proc"] = np.searchsorted(all_keys, rt["global_tid"] & S.PROCESS_MASK).astype(np.int32)
     rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
-    out["runtime"] = F.data_frame(rt, S.DTYPES)
+    out["runtime"] = F.column_table(rt, S.DTYPES)
     text = strings.values[host["name_id"]] if len(host["name_id"]) else np.zeros(0, dtype=object)
     domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
-    out["nvtx"] = pd.DataFrame({
+    out["nvtx"] = Columns({
         "start_ns": host["start_ns"], "end_ns": host["end_ns"],
         "event_type": np.full(len(host["start_ns"]), S.NVTX_PUSHPOP, dtype=np.int64),
         "global_tid": host["global_tid"], "text": text, "domain": domain,
         "thread": np.searchsorted(tids, host["global_tid"]).astype(np.int32)})
-    out["osrt"] = pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+    out["osrt"] = Columns({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
                                 "global_tid": np.zeros(0, np.int64), "name_id": np.zeros(0, np.int32),
                                 "is_wait": np.zeros(0, dtype=bool), "thread": np.zeros(0, np.int32)})
     out["threads"] = F.threads_table(tids, {k: v for k, v in thread_names.items()})
@@ -1453,7 +1450,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
                                "name": np.array([o[2] for o in ov], dtype=object)})
     for key, cols in F.FRAME_COLUMNS.items():
         if tuple(out[key].columns) != cols:
-            out[key] = out[key].select(cols) if isinstance(out[key], Columns) else out[key][list(cols)]
+            out[key] = out[key].select(cols)
 
     # ---- what was recorded --------------------------------------------------------------------
     counts = {k: len(out[k]) for k in ("kernels", "memcpy", "memset", "runtime", "sync", "nvtx")}
@@ -1512,14 +1509,27 @@ def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times
 
 def _fill_from_flows(corr: np.ndarray, key: np.ndarray, ts: np.ndarray, fkey: np.ndarray, fts: np.ndarray,
                      fid: np.ndarray) -> None:
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
+    """Set ``corr`` of each row holding 0 to the id of the flow with the row's (``key``, ``ts``):
+    of several such flows, the last one listed. One sort of the flows and the rows together (each
+    row after the flows of its pair), no pandas."""
     miss = np.flatnonzero(corr == 0)
-    flows = pd.DataFrame({"k": fkey, "t": fts, "id": fid}).drop_duplicates(["k", "t"], keep="last")
-    rows = pd.DataFrame({"k": key[miss], "t": ts[miss], "row": miss})
-    hit = rows.merge(flows, on=["k", "t"], how="inner")
-    corr[hit["row"].to_numpy()] = hit["id"].to_numpy()
+    nf = len(fkey)
+    if not len(miss) or not nf:
+        return
+    k = np.concatenate([np.asarray(fkey, np.int64), np.asarray(key, np.int64)[miss]])
+    t = np.concatenate([np.asarray(fts, np.int64), np.asarray(ts, np.int64)[miss]])
+    is_row = np.arange(len(k)) >= nf
+    order = np.lexsort((is_row, t, k))  # by pair, its flows (in listed order: stable) before its rows
+    k, t, is_row = k[order], t[order], is_row[order]
+    # the last flow at or before each position, and whether it has that position's pair
+    last = np.maximum.accumulate(np.where(is_row, -1, np.arange(len(k))))
+    j = np.flatnonzero(is_row)
+    f = last[j]
+    hit = f >= 0
+    j, f = j[hit], f[hit]
+    same = (k[f] == k[j]) & (t[f] == t[j])
+    j, f = j[same], f[same]
+    corr[miss[order[j] - nf]] = np.asarray(fid)[order[f]]
 
 
 # --------------------------------------------------------------------------------------------
