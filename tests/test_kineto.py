@@ -485,7 +485,7 @@ def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: boo
             "threads": list(acc.threads), "gpu": {k: cols(d) for k, d in acc.gpu.items()}, "rt": cols(acc.rt),
             "host": cols(acc.host), "flow_s": cols(acc.flow_s), "flow_f": cols(acc.flow_f), "spans": acc.spans,
             "overhead": acc.overhead, "proc": acc.proc_names, "thread_names": acc.thread_names,
-            "cats": acc.cats, "launch": acc.launch_codes}
+            "kinds": acc.kinds, "launch": acc.launch_codes}
 
 
 @pytest.mark.parametrize("form", ["new", "old"])

@@ -362,7 +362,7 @@ class _Acc:
         self.threads: dict[tuple, int] = {}
         self.proc_names: dict = {}
         self.thread_names: dict = {}
-        self.cats: set[str] = set()
+        self.kinds: set[int] = set()  # the kinds of X events seen (``tables``)
         self.events = 0
         self.ignored = 0
 
@@ -662,7 +662,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
     rt, host, fs, ff = acc.rt, acc.host, acc.flow_s, acc.flow_f
     rt_s, rt_e, rt_thr, rt_corr, rt_name, rt_drv = (rt[k].append for k in ("s", "e", "thr", "corr", "name", "drv"))
     h_s, h_e, h_thr, h_name, h_dom = (host[k].append for k in ("s", "e", "thr", "name", "dom"))
-    seen_cats = acc.cats
+    seen_kinds = acc.kinds
     n = ignored = 0
     tick = time.monotonic() + 2.0
     # the first item may be ']' (an empty list)
@@ -702,7 +702,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
                 if kind is None:
                     ignored += 1
                 else:
-                    seen_cats.add(cat)
+                    seen_kinds.add(kind)
                     s = ns(ev.get("ts"))
                     d = ns(ev.get("dur"))
                     e = s + d if s != BAD and d != BAD else BAD
@@ -1101,7 +1101,7 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.cats.update({e.cat for e in xev})
+    acc.kinds.update(np.unique(xk).tolist())
     for kind, row in gpu_rows.items():
         for k, v in row.items():
             _add(acc.gpu[kind][k], v)
@@ -1481,7 +1481,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
             "clock": "absolute" if shift else "session",
             "viewer_origin_ns": viewer_origin,
             "not_recorded": not_recorded, "distributed": distributed,
-            "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
+            "tables": sorted({TABLE_NAMES[k] for k in acc.kinds if k in TABLE_NAMES})}
     items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
     launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
     return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch}
