@@ -51,7 +51,7 @@ from ..inputs import regular_file
 from . import frames as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
-from .columns import Columns
+from .columns import Columns, factorize
 from .model import StringTable, Trace
 
 #: ``Trace.source_tool`` of traces read here.
@@ -959,8 +959,33 @@ def _numbered(ids: dict, keys: list) -> np.ndarray:
 
 
 def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
-    """:func:`_numbered` of the events' ``(pid, tid)`` keys."""
-    return _numbered(threads, [(e.pid, e.tid) for e in evs])
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys. When every pid and tid is an int
+    (of 64 bits), the pairs are factorised as numbers (first appearance first) and only the
+    distinct pairs are looked up: a tuple per event cost twice as much (its allocation, and the
+    garbage collections those allocations set off)."""
+    pids = [e.pid for e in evs]
+    tids = [e.tid for e in evs]
+    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
+        try:
+            p = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            t = np.fromiter(tids, dtype=np.int64, count=len(tids))
+        except OverflowError:
+            p = None
+        if p is not None:
+            pc, pu = factorize(p)
+            tc, tu = factorize(t)
+            nt = len(tu)
+            codes, pairs = factorize(pc * nt + tc)
+            pl, tl = pu.tolist(), tu.tolist()
+            nums = []
+            for c in pairs.tolist():
+                key = (pl[c // nt], tl[c % nt])
+                v = threads.get(key)
+                if v is None:
+                    v = threads[key] = len(threads)
+                nums.append(v)
+            return np.asarray(nums, dtype=np.int64)[codes]
+    return _numbered(threads, list(zip(pids, tids)))
 
 
 def _launch_codes(acc: _Acc, args: list) -> np.ndarray:
