@@ -8,7 +8,7 @@ report never hands it (pyarrow works without pandas; it is an optional dependenc
 
 :func:`defer` (called by the command line, whose process is ours) makes ``import pandas`` fail
 for such passing imports; :func:`pandas` lifts that and imports it, and is how nsysdoc's own code
-gets pandas (PyTorch Profiler traces, whole DataFrames for tests and tools). Without
+gets pandas (whole DataFrames for the API, tests and tools). Without
 :func:`defer` (a library user's process) nothing changes.
 """
 from __future__ import annotations

@@ -485,7 +485,7 @@ def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: boo
             "threads": list(acc.threads), "gpu": {k: cols(d) for k, d in acc.gpu.items()}, "rt": cols(acc.rt),
             "host": cols(acc.host), "flow_s": cols(acc.flow_s), "flow_f": cols(acc.flow_f), "spans": acc.spans,
             "overhead": acc.overhead, "proc": acc.proc_names, "thread_names": acc.thread_names,
-            "cats": acc.cats, "launch": acc.launch_codes}
+            "kinds": acc.kinds, "launch": acc.launch_codes}
 
 
 @pytest.mark.parametrize("form", ["new", "old"])
@@ -519,3 +519,19 @@ def test_fast_path_hands_odd_windows_to_the_slow_path(tmp_path, monkeypatch):
     slow = _accumulated(path, monkeypatch, slow_only=True)
     for window in (None, 400, 5000):
         assert _accumulated(path, monkeypatch, window=window) == slow
+
+
+def test_thread_numbers_match_numbering_each_pid_tid_tuple():
+    from types import SimpleNamespace as Ev
+
+    rng = np.random.default_rng(3)
+    cases = [[Ev(pid=int(p), tid=int(t)) for p, t in zip(rng.integers(-3, 3, 300), rng.integers(-5, 1 << 40, 300) % 7)],
+             [Ev(pid=1, tid=1 << 70), Ev(pid=1, tid=2), Ev(pid=1, tid=1 << 70)],  # beyond 64 bits
+             [Ev(pid=True, tid=1), Ev(pid=1, tid=1), Ev(pid="Spans", tid="x")],  # not all ints
+             []]
+    for evs in cases:
+        for known in ({}, {(1, 2): 0, (0, 0): 1}):
+            a, b = dict(known), dict(known)
+            got = K._thread_numbers(a, evs)
+            want = K._numbered(b, [(e.pid, e.tid) for e in evs])
+            assert got.tolist() == want.tolist() and list(a) == list(b) and list(a.values()) == list(b.values())

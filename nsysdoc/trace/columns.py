@@ -157,3 +157,17 @@ def _first_order(pos: np.ndarray, k: int, values: np.ndarray) -> tuple[np.ndarra
     rank = np.full(k, -1, dtype=np.int64)
     rank[order] = np.arange(len(order), dtype=np.int64)
     return rank[pos], values[first[order]]
+
+
+def factorize_objects(values) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, uniques)`` of hashable Python values (text), uniques in order of first appearance
+    as ``pandas.factorize`` gives them for values without missing ones (None and NaN are values
+    here, not -1 codes): a dict of the distinct values, then one lookup per value."""
+    vals = np.asarray(values, dtype=object).tolist()
+    if not vals:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+    uniq = list(dict.fromkeys(vals))
+    code = {v: i for i, v in enumerate(uniq)}
+    out = np.empty(len(uniq), dtype=object)
+    out[:] = uniq
+    return np.fromiter(map(code.__getitem__, vals), dtype=np.int64, count=len(vals)), out

@@ -10,7 +10,8 @@ that mapping must produce and the helpers both use to produce it:
   :data:`TIME_LIMIT_NS`);
 * the shared table builders: threads, streams, CUDA API kinds, launch configurations, the set-up
   launches (:class:`FirstLaunches`);
-* :func:`store_from_frames` (a store from whole frames, the PyTorch Profiler path) and
+* :func:`column_table` and :func:`store_from_frames` (a store from whole event tables held as
+  numpy :class:`~nsysdoc.trace.columns.Columns`, the PyTorch Profiler path, without pandas) and
   :func:`whole_frame` (a stored event table back as one DataFrame).
 
 It knows neither input format: nothing here reads a file.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from . import schema as S
-from .columns import Columns, factorize
+from .columns import Columns, factorize, factorize_objects
 from .nvtx_text import Groups, row_facts
 from .store import STR, Store, take, to_text
 
@@ -43,16 +44,20 @@ ProgressFn = Callable[[str], None]
 BAD = np.iinfo(np.int64).min
 
 
-def data_frame(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> "pd.DataFrame":
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
+def column_table(cols: dict[str, np.ndarray], dtypes: dict[str, str] | None = None) -> Columns:
+    """An event table as :class:`~nsysdoc.trace.columns.Columns` (no pandas; a column already of
+    its type is not copied): the columns named in ``dtypes`` cast to their type."""
+    out = {}
+    for k, v in cols.items():
+        v = np.asarray(v)
+        dt = dtypes.get(k) if dtypes else None
+        out[k] = v.astype(dt) if dt is not None and v.dtype != dt else v
+    return Columns(out)
 
-    df = pd.DataFrame(cols, copy=False)
-    if dtypes:
-        change = {k: v for k, v in dtypes.items() if k in df.columns and df[k].dtype != v}
-        if change:
-            df = df.astype(change)
-    return df
+
+def _col(frame, name: str, dtype=None) -> np.ndarray:
+    """Column ``name`` of a table (:class:`Columns`, or a DataFrame from a caller) as numpy."""
+    return np.asarray(frame[name], dtype=dtype)
 
 
 def unique_ints(values: np.ndarray) -> np.ndarray:
@@ -307,33 +312,38 @@ def stream_luts(streams: Columns, devices: Columns) -> dict[str, np.ndarray]:
 
 def assign_streams(out: dict, names: list[str]) -> None:
     """A stream is (process, device, context, stream id): give every GPU row a dense ``stream``
-    index and build the ``streams`` table. Hash factorisation (linear), not a sort."""
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
+    index and build the ``streams`` table (codes in order of first appearance). The tables are
+    :class:`Columns` (or DataFrames); no pandas is needed."""
     cols = ("proc", "device", "context_id", "stream_id")
     frames = [out[n] for n in names]
     widths = []
     for c in cols:
-        mx = max((int(f[c].max()) for f in frames if len(f)), default=0)
-        mn = min((int(f[c].min()) for f in frames if len(f)), default=0)
+        mx = max((int(_col(f, c).max()) for f in frames if len(f)), default=0)
+        mn = min((int(_col(f, c).min()) for f in frames if len(f)), default=0)
         widths.append(max(1, mx.bit_length()) if mn >= 0 else 64)
     if sum(widths) <= 63:
         shifts = [sum(widths[i + 1:]) for i in range(4)]
 
         def key(f):
-            k = f[cols[0]].to_numpy().astype(np.int64) << shifts[0]
+            k = _col(f, cols[0]).astype(np.int64) << shifts[0]
             for c, sh in zip(cols[1:], shifts[1:]):
-                k |= f[c].to_numpy().astype(np.int64) << sh
+                k |= _col(f, c).astype(np.int64) << sh
             return k
         keys = [key(f) for f in frames]
-        codes, uniq = pd.factorize(np.concatenate(keys) if keys else np.zeros(0, np.int64))
+        codes, uniq = factorize(np.concatenate(keys) if keys else np.zeros(0, np.int64))
         table = np.stack([(np.asarray(uniq) >> sh) & ((1 << w) - 1) for sh, w in zip(shifts, widths)], axis=1) \
             if len(uniq) else np.zeros((0, 4), np.int64)
-    else:  # ids too wide to pack: factorise the tuples
-        both = pd.concat([f[list(cols)] for f in frames], ignore_index=True)
-        codes = both.groupby(list(cols), sort=False).ngroup().to_numpy()
-        table = both.drop_duplicates().to_numpy(np.int64)
+    else:  # ids too wide to pack: factorise the tuples (rows of 4), first appearance first
+        both = np.concatenate([np.stack([_col(f, c, np.int64) for c in cols], axis=1) for f in frames]) \
+            if frames else np.zeros((0, 4), np.int64)
+        if len(both):
+            uniq, first, inverse = np.unique(both, axis=0, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty(len(uniq), dtype=np.int64)
+            rank[order] = np.arange(len(uniq), dtype=np.int64)
+            codes, table = rank[inverse.reshape(-1)], uniq[order]
+        else:
+            codes, table = np.zeros(0, np.int64), np.zeros((0, 4), np.int64)
     pos = 0
     for name, f in zip(names, frames):
         out[name]["stream"] = codes[pos:pos + len(f)].astype(np.int32)
@@ -417,45 +427,46 @@ def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
 def _domain_texts(col) -> np.ndarray:
     """The NVTX domain column as str objects ("" for a value that is not a str); without a
     Python call per row when every value is a str already (a PyTorch trace's 350,000 host ranges)."""
-    vals = col.to_numpy(object)
+    vals = np.asarray(col, dtype=object)
     if set(map(type, vals)) <= {str}:
         return vals
     return np.array([v if isinstance(v, str) else "" for v in vals], dtype=object)
 
 
-def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spill_dir: Path | None = None,
-                      write_all: bool = False, launch_configs: dict[str, np.ndarray] | None = None) -> tuple[Store, dict]:
+def store_from_frames(frames: dict[str, Columns], strings: StringTable, spill_dir: Path | None = None,
+                      write_all: bool = False, launch_configs: dict[str, np.ndarray] | None = None,
+                      nvtx_facts: tuple | None = None) -> tuple[Store, dict]:
     """A store holding whole event frames (a PyTorch Profiler trace, parsed in one go), with the
-    columns and derived arrays the streaming loader computes: ``(store, extras)``."""
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
+    columns and derived arrays the streaming loader computes: ``(store, extras)``. The event
+    tables are :class:`Columns` (DataFrames work too); no pandas is needed. ``nvtx_facts``: the
+    nvtx rows' ``text_group``, ``seq`` and ``call_flags`` columns and the group texts, when the
+    reader found them (:mod:`nsysdoc.trace.nvtx_text`); else they are found here."""
     from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
     from ..metrics.ops import match_api
 
     store = Store(spill_dir, write_all=write_all)
     store.luts.update(stream_luts(frames["streams"], frames["devices"]))
     rt = frames["runtime"]
-    api_valid = rt["event_class"].to_numpy() != 67 if len(rt) else np.zeros(0, dtype=bool)
-    rt_start = rt["start_ns"].to_numpy(np.int64)
-    rt_kind = rt["api_kind"].to_numpy()
+    api_valid = _col(rt, "event_class") != 67 if len(rt) else np.zeros(0, dtype=bool)
+    rt_start = _col(rt, "start_ns", np.int64)
+    rt_kind = _col(rt, "api_kind")
     pageable = []
     launched = {}
     for key in ("kernels", "memcpy", "memset", "sync"):
         df = frames[key]
-        d = {c: df[c].to_numpy() for c in df.columns}
+        d = {c: _col(df, c) for c in df.columns}
         d["row"] = np.arange(len(df), dtype=np.int64)
         launched[key] = d
         if key != "sync":
-            api = match_api(rt["proc"].to_numpy(), rt["correlation_id"].to_numpy(), api_valid,
+            api = match_api(_col(rt, "proc"), _col(rt, "correlation_id"), api_valid,
                             d["proc"], d["correlation_id"])
             d["api"] = api
             has = api >= 0
             a = np.maximum(api, 0)
             if len(rt_start):
                 d["api_start_ns"] = np.where(has, rt_start[a], -1)
-                d["api_end_ns"] = np.where(has, rt["end_ns"].to_numpy(np.int64)[a], -1)
-                d["api_thread"] = np.where(has, rt["thread"].to_numpy()[a], -1)
+                d["api_end_ns"] = np.where(has, _col(rt, "end_ns", np.int64)[a], -1)
+                d["api_thread"] = np.where(has, _col(rt, "thread")[a], -1)
                 d["api_kind"] = np.where(has, rt_kind[a], -1)
             else:
                 for c, dt in (("api_start_ns", np.int64), ("api_end_ns", np.int64), ("api_thread", np.int32),
@@ -467,31 +478,34 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
         t = gpu_table(store, key)
         if len(df):
             t.append(d)
-    d = {c: rt[c].to_numpy() for c in rt.columns}
+    d = {c: _col(rt, c) for c in rt.columns}
     store.table("runtime", TABLE_DTYPES["runtime"]).append(d) if len(rt) else store.table("runtime", TABLE_DTYPES["runtime"])
     os_ = frames["osrt"]
     t = store.table("osrt", TABLE_DTYPES["osrt"])
     if len(os_):
-        t.append({c: os_[c].to_numpy() for c in os_.columns})
+        t.append({c: _col(os_, c) for c in os_.columns})
     nv = frames["nvtx"]
     t = store.table("nvtx", TABLE_DTYPES["nvtx"])
-    dom_codes, doms = pd.factorize(_domain_texts(nv["domain"])) if len(nv) else (np.zeros(0, np.int64), [])
+    dom_codes, doms = factorize_objects(_domain_texts(nv["domain"])) if len(nv) else (np.zeros(0, np.int64), [])
     groups = Groups()
     if len(nv):
-        text = nv["text"].to_numpy(object)
-        t.append({"start_ns": nv["start_ns"].to_numpy(np.int64), "end_ns": nv["end_ns"].to_numpy(np.int64),
-                  "event_type": nv["event_type"].to_numpy(), "global_tid": nv["global_tid"].to_numpy(np.int64),
-                  "text": text, "domain": dom_codes, "thread": nv["thread"].to_numpy(),
-                  **row_facts(text, groups)})
+        text = _col(nv, "text", object)
+        if nvtx_facts is not None:  # the reader's, found per distinct name (nsysdoc.trace.nvtx_text)
+            facts, groups = nvtx_facts[0], Groups(nvtx_facts[1])
+        else:
+            facts = row_facts(text, groups)
+        t.append({"start_ns": _col(nv, "start_ns", np.int64), "end_ns": _col(nv, "end_ns", np.int64),
+                  "event_type": _col(nv, "event_type"), "global_tid": _col(nv, "global_tid", np.int64),
+                  "text": text, "domain": dom_codes, "thread": _col(nv, "thread"), **facts})
     cand = np.zeros(0, np.int64)
     if len(rt):
         launch = strings.flags(lambda v: S.KERNEL_LAUNCH_APIS.match(S.strip_api_suffix(v)) is not None)
-        dur = rt["end_ns"].to_numpy(np.int64) - rt_start
+        dur = _col(rt, "end_ns", np.int64) - rt_start
         c = (rt_kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
         if c.any():
-            c &= launch(rt["name_id"].to_numpy())
+            c &= launch(_col(rt, "name_id"))
         cand = np.flatnonzero(c).astype(np.int64)
-    nid = rt["name_id"].to_numpy() if len(rt) else np.zeros(0, np.int64)
+    nid = _col(rt, "name_id") if len(rt) else np.zeros(0, np.int64)
     fl = FirstLaunches()
     kd = launched.get("kernels")
     if kd is not None and len(kd["proc"]) and len(cand):
@@ -499,8 +513,8 @@ def store_from_frames(frames: dict[str, pd.DataFrame], strings: StringTable, spi
     extras = {"nvtx_domains": np.array(list(doms), dtype=object), "nvtx_groups": groups.texts,
               "derived": {"pageable_async_api": np.unique(np.concatenate(pageable)) if pageable else np.zeros(0, np.int64),
                           "launch_candidates": cand, "setup_launch": fl.setup_launches(cand),
-                          "kernel_name_ids": np.unique(frames["kernels"]["name_id"].to_numpy()).astype(np.int64),
-                          "kernel_short_ids": np.unique(frames["kernels"]["short_id"].to_numpy()).astype(np.int64),
+                          "kernel_name_ids": np.unique(_col(frames["kernels"], "name_id")).astype(np.int64),
+                          "kernel_short_ids": np.unique(_col(frames["kernels"], "short_id")).astype(np.int64),
                           "runtime_name_counts": np.bincount(np.maximum(nid, 0).astype(np.int64)) if len(nid)
                           else np.zeros(0, np.int64),
                           **(launch_configs if launch_configs is not None else launch_arrays([]))}}

@@ -51,7 +51,8 @@ from ..inputs import regular_file
 from . import frames as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
-from .columns import Columns
+from .nvtx_text import Groups, text_facts
+from .columns import Columns, factorize
 from .model import StringTable, Trace
 
 #: ``Trace.source_tool`` of traces read here.
@@ -362,7 +363,7 @@ class _Acc:
         self.threads: dict[tuple, int] = {}
         self.proc_names: dict = {}
         self.thread_names: dict = {}
-        self.cats: set[str] = set()
+        self.kinds: set[int] = set()  # the kinds of X events seen (``tables``)
         self.events = 0
         self.ignored = 0
 
@@ -662,7 +663,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
     rt, host, fs, ff = acc.rt, acc.host, acc.flow_s, acc.flow_f
     rt_s, rt_e, rt_thr, rt_corr, rt_name, rt_drv = (rt[k].append for k in ("s", "e", "thr", "corr", "name", "drv"))
     h_s, h_e, h_thr, h_name, h_dom = (host[k].append for k in ("s", "e", "thr", "name", "dom"))
-    seen_cats = acc.cats
+    seen_kinds = acc.kinds
     n = ignored = 0
     tick = time.monotonic() + 2.0
     # the first item may be ']' (an empty list)
@@ -702,7 +703,7 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
                 if kind is None:
                     ignored += 1
                 else:
-                    seen_cats.add(cat)
+                    seen_kinds.add(kind)
                     s = ns(ev.get("ts"))
                     d = ns(ev.get("dur"))
                     e = s + d if s != BAD and d != BAD else BAD
@@ -959,8 +960,33 @@ def _numbered(ids: dict, keys: list) -> np.ndarray:
 
 
 def _thread_numbers(threads: dict, evs: list) -> np.ndarray:
-    """:func:`_numbered` of the events' ``(pid, tid)`` keys."""
-    return _numbered(threads, [(e.pid, e.tid) for e in evs])
+    """:func:`_numbered` of the events' ``(pid, tid)`` keys. When every pid and tid is an int
+    (of 64 bits), the pairs are factorised as numbers (first appearance first) and only the
+    distinct pairs are looked up: a tuple per event cost twice as much (its allocation, and the
+    garbage collections those allocations set off)."""
+    pids = [e.pid for e in evs]
+    tids = [e.tid for e in evs]
+    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
+        try:
+            p = np.fromiter(pids, dtype=np.int64, count=len(pids))
+            t = np.fromiter(tids, dtype=np.int64, count=len(tids))
+        except OverflowError:
+            p = None
+        if p is not None:
+            pc, pu = factorize(p)
+            tc, tu = factorize(t)
+            nt = len(tu)
+            codes, pairs = factorize(pc * nt + tc)
+            pl, tl = pu.tolist(), tu.tolist()
+            nums = []
+            for c in pairs.tolist():
+                key = (pl[c // nt], tl[c % nt])
+                v = threads.get(key)
+                if v is None:
+                    v = threads[key] = len(threads)
+                nums.append(v)
+            return np.asarray(nums, dtype=np.int64)[codes]
+    return _numbered(threads, list(zip(pids, tids)))
 
 
 def _launch_codes(acc: _Acc, args: list) -> np.ndarray:
@@ -1101,7 +1127,7 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.cats.update({e.cat for e in xev})
+    acc.kinds.update(np.unique(xk).tolist())
     for kind, row in gpu_rows.items():
         for k, v in row.items():
             _add(acc.gpu[kind][k], v)
@@ -1388,9 +1414,6 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         names = [F.cap(x) for x in names]
     strings = StringTable(np.arange(len(names), dtype=np.int64), np.array(names, dtype=object))
 
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()  # the event tables are whole frames here (store_from_frames)
-
     out: dict = {}
     for key, d in gpu.items():
         nid = d.pop("name_id")
@@ -1420,7 +1443,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         else:
             st = np.array([_sync_type(names[int(i)]) for i in uniq], dtype=np.int64)
             d["sync_type"] = st[np.searchsorted(uniq, nid)] if len(nid) else np.zeros(0, np.int64)
-        out[key] = F.data_frame(d, S.DTYPES)
+        out[key] = F.column_table(d, S.DTYPES)
     F.assign_streams(out, ["kernels", "memcpy", "memset", "sync"])
 
     # ---- host tables ------------------------------------------------------------------------
@@ -1429,15 +1452,25 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
         else np.zeros(0, np.int8)
     rt["proc"] = np.searchsorted(all_keys, rt["global_tid"] & S.PROCESS_MASK).astype(np.int32)
     rt["thread"] = np.searchsorted(tids, rt.pop("global_tid")).astype(np.int32)
-    out["runtime"] = F.data_frame(rt, S.DTYPES)
+    out["runtime"] = F.column_table(rt, S.DTYPES)
     text = strings.values[host["name_id"]] if len(host["name_id"]) else np.zeros(0, dtype=object)
+    # PyTorch's per-call fields (a 2021 trace's ", stack = "), read once per distinct name
+    # (names in order of first appearance: the group codes a per-row pass would give)
+    used, first, inv = np.unique(np.asarray(host["name_id"], dtype=np.int64), return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(used), dtype=np.int64)
+    rank[by_first] = np.arange(len(used))
+    used, inv = used[by_first], rank[inv.reshape(-1)]
+    groups = Groups()
+    grp, seq, flags = text_facts([v if isinstance(v, str) else "" for v in strings.values[used].tolist()], groups)
+    nvtx_facts = ({"text_group": grp[inv], "seq": seq[inv], "call_flags": flags[inv]}, groups.texts)
     domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
-    out["nvtx"] = pd.DataFrame({
+    out["nvtx"] = Columns({
         "start_ns": host["start_ns"], "end_ns": host["end_ns"],
         "event_type": np.full(len(host["start_ns"]), S.NVTX_PUSHPOP, dtype=np.int64),
         "global_tid": host["global_tid"], "text": text, "domain": domain,
         "thread": np.searchsorted(tids, host["global_tid"]).astype(np.int32)})
-    out["osrt"] = pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+    out["osrt"] = Columns({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
                                 "global_tid": np.zeros(0, np.int64), "name_id": np.zeros(0, np.int32),
                                 "is_wait": np.zeros(0, dtype=bool), "thread": np.zeros(0, np.int32)})
     out["threads"] = F.threads_table(tids, {k: v for k, v in thread_names.items()})
@@ -1453,7 +1486,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
                                "name": np.array([o[2] for o in ov], dtype=object)})
     for key, cols in F.FRAME_COLUMNS.items():
         if tuple(out[key].columns) != cols:
-            out[key] = out[key].select(cols) if isinstance(out[key], Columns) else out[key][list(cols)]
+            out[key] = out[key].select(cols)
 
     # ---- what was recorded --------------------------------------------------------------------
     counts = {k: len(out[k]) for k in ("kernels", "memcpy", "memset", "runtime", "sync", "nvtx")}
@@ -1484,10 +1517,11 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
             "clock": "absolute" if shift else "session",
             "viewer_origin_ns": viewer_origin,
             "not_recorded": not_recorded, "distributed": distributed,
-            "tables": sorted({TABLE_NAMES.get(CATEGORIES[c], c) for c in acc.cats if CATEGORIES[c] in TABLE_NAMES})}
+            "tables": sorted({TABLE_NAMES[k] for k in acc.kinds if k in TABLE_NAMES})}
     items = sorted(acc.launch_codes.items(), key=lambda kv: kv[1])
     launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
-    return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch}
+    return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch,
+            "nvtx_facts": nvtx_facts}
 
 
 def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times) -> None:
@@ -1512,14 +1546,27 @@ def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times
 
 def _fill_from_flows(corr: np.ndarray, key: np.ndarray, ts: np.ndarray, fkey: np.ndarray, fts: np.ndarray,
                      fid: np.ndarray) -> None:
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
+    """Set ``corr`` of each row holding 0 to the id of the flow with the row's (``key``, ``ts``):
+    of several such flows, the last one listed. One sort of the flows and the rows together (each
+    row after the flows of its pair), no pandas."""
     miss = np.flatnonzero(corr == 0)
-    flows = pd.DataFrame({"k": fkey, "t": fts, "id": fid}).drop_duplicates(["k", "t"], keep="last")
-    rows = pd.DataFrame({"k": key[miss], "t": ts[miss], "row": miss})
-    hit = rows.merge(flows, on=["k", "t"], how="inner")
-    corr[hit["row"].to_numpy()] = hit["id"].to_numpy()
+    nf = len(fkey)
+    if not len(miss) or not nf:
+        return
+    k = np.concatenate([np.asarray(fkey, np.int64), np.asarray(key, np.int64)[miss]])
+    t = np.concatenate([np.asarray(fts, np.int64), np.asarray(ts, np.int64)[miss]])
+    is_row = np.arange(len(k)) >= nf
+    order = np.lexsort((is_row, t, k))  # by pair, its flows (in listed order: stable) before its rows
+    k, t, is_row = k[order], t[order], is_row[order]
+    # the last flow at or before each position, and whether it has that position's pair
+    last = np.maximum.accumulate(np.where(is_row, -1, np.arange(len(k))))
+    j = np.flatnonzero(is_row)
+    f = last[j]
+    hit = f >= 0
+    j, f = j[hit], f[hit]
+    same = (k[f] == k[j]) & (t[f] == t[j])
+    j, f = j[same], f[same]
+    corr[miss[order[j] - nf]] = np.asarray(fid)[order[f]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -1565,7 +1612,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         from_cache = False
         tmp = cache_tmp(folder) if entry is not None else None
         store, extras = F.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
-                                            launch_configs=built["launch"])
+                                            launch_configs=built["launch"], nvtx_facts=built["nvtx_facts"])
         if tmp is not None and not publish(tmp, entry, meta, frames, strings, store, extras):
             store._own_tmp = tmp
     traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}
