@@ -141,38 +141,38 @@ def _facts_arrow(arr) -> tuple:
     seq = np.full(n, -1, dtype=np.int64)
     first = np.zeros(n, dtype=bool)
     stripped = d
-    has = np.flatnonzero(pc.greater_equal(pc.find_substring(d, ", "), 0).to_numpy(zero_copy_only=False))
-    if len(has):
-        sub = d.take(pa.array(has)) if len(has) < n else d
-        parts = pc.split_pattern(sub, pattern=", ", max_splits=1)
-        head, tail = pc.list_element(parts, 0), pc.list_element(parts, 1)
-        del parts
-        dec = pc.starts_with(tail, CALL_FIELD_PREFIXES[0])
-        for prefix in CALL_FIELD_PREFIXES[1:]:
-            dec = pc.or_(dec, pc.starts_with(tail, prefix))
-        dec_np = np.asarray(dec.to_numpy(zero_copy_only=False), dtype=bool)
-        if dec_np.any():
-            decorated[has[dec_np]] = True
-            new_sub = pc.if_else(dec, head, sub).cast(pa.large_string())
-            if len(has) == n:
-                stripped = new_sub
-            else:  # scatter the stripped texts back: rows without ", " keep their text
-                take = np.arange(n)
-                take[has] = n + np.arange(len(has))
-                stripped = pa.concat_arrays([d, new_sub]).take(pa.array(take))
-        del head, sub
-        # a text whose per-call fields start with "seq =": its number is right there
-        at = np.flatnonzero(np.asarray(pc.starts_with(tail, "seq = ").to_numpy(zero_copy_only=False), dtype=bool))
-        if len(at):
-            first[has[at]] = True
-            seq[has[at]] = _digits(pc.utf8_slice_codeunits(tail if len(at) == len(tail) else tail.take(pa.array(at)), 6))
+    # every text with ", " appended: one split gives every row a head (the text before its first
+    # ", ") and a tail (what follows, with the ", " added at its end; "" for a text without one)
+    both = pc.split_pattern(pc.binary_join_element_wise(d, pa.scalar(", ", pa.large_string()),
+                                                        pa.scalar("", pa.large_string())),
+                            pattern=", ", max_splits=1)
+    head, tail = pc.list_element(both, 0), pc.list_element(both, 1)
+    del both
+    dec = pc.starts_with(tail, CALL_FIELD_PREFIXES[0])
+    for prefix in CALL_FIELD_PREFIXES[1:]:
+        dec = pc.or_(dec, pc.starts_with(tail, prefix))
+    decorated = np.asarray(dec.to_numpy(zero_copy_only=False), dtype=bool)
+    if decorated.any():
+        stripped = pc.if_else(dec, head, d).cast(pa.large_string())
+    del head
+    # a text whose per-call fields start with "seq =": its number is right there
+    at = np.flatnonzero(np.asarray(pc.starts_with(tail, "seq = ").to_numpy(zero_copy_only=False), dtype=bool))
+    if len(at):
+        first[at] = True
+        seq[at] = _digits(pc.utf8_slice_codeunits(tail if len(at) == n else tail.take(pa.array(at)), 6))
+    del tail
     enc = stripped.dictionary_encode()
     grp = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     gvals = enc.dictionary.to_pylist()
     del stripped, enc
     # ", seq = " past the first ", " (the first field is something else): the general rule
-    rest = np.flatnonzero(~first & np.asarray(pc.greater_equal(pc.find_substring(d, _SEQ), 0)
-                                              .to_numpy(zero_copy_only=False), dtype=bool))
+    rest = np.flatnonzero(~first)
+    if 0 < len(rest) < n:
+        rest = rest[np.asarray(pc.greater_equal(pc.find_substring(d.take(pa.array(rest)), _SEQ), 0)
+                               .to_numpy(zero_copy_only=False), dtype=bool)]
+    elif len(rest):
+        rest = np.flatnonzero(np.asarray(pc.greater_equal(pc.find_substring(d, _SEQ), 0)
+                                         .to_numpy(zero_copy_only=False), dtype=bool))
     if len(rest):
         seq[rest] = _seq_arrow(d.take(pa.array(rest)))
     stack = np.zeros(n, dtype=bool)

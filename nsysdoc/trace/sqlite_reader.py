@@ -905,14 +905,23 @@ class _NvtxReader:
         idx = np.full(n, -1, dtype=np.int64)
         values: list[str] = []
         arrow_values = None  # the distinct texts as Arrow when they never were Python strings
+        per_row = False  # arrow_values holds every row's text (idx = row)
         if not isinstance(text, list):  # an Arrow column of bytes
             if not pa.types.is_null(text.type) and text.null_count < n:
                 col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
-                enc = col.dictionary_encode()
-                idx = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
-                # many distinct texts (autograd-nvtx: one per range) stay Arrow: no Python string each
-                arrow_values = _utf8_as_is(enc.dictionary) if len(enc.dictionary) > PYTHON_GROUPING_MAX else None
-                values = [_text(v) for v in enc.dictionary.to_pylist()] if arrow_values is None else []
+                if col.null_count == 0 and n > PYTHON_GROUPING_MAX and _mostly_distinct(col):
+                    # autograd-nvtx: a distinct text per range; hashing them all to find the few
+                    # repeats costs more than reading each (0.45 us a text)
+                    arrow_values = _utf8_as_is(col)
+                    per_row = arrow_values is not None
+                if per_row:
+                    idx = np.arange(n, dtype=np.int64)
+                else:
+                    enc = col.dictionary_encode()
+                    idx = enc.indices.fill_null(-1).to_numpy().astype(np.int64)
+                    # many distinct texts stay Arrow: no Python string each
+                    arrow_values = _utf8_as_is(enc.dictionary) if len(enc.dictionary) > PYTHON_GROUPING_MAX else None
+                    values = [_text(v) for v in enc.dictionary.to_pylist()] if arrow_values is None else []
         else:
             seen: dict = {}
             for i, v in enumerate(text):
@@ -944,8 +953,11 @@ class _NvtxReader:
                 ing.domain_any[d_] = name
         keep = ~is_dom
         kidx = idx[keep]
-        textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)), varr).dictionary_decode() \
-            if len(kidx) else pa.array([], type=pa.large_string())
+        if per_row:
+            textcol = varr if keep.all() else varr.filter(pa.array(keep))
+        else:
+            textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)), varr).dictionary_decode() \
+                if len(kidx) else pa.array([], type=pa.large_string())
         # PyTorch's per-call fields, read once per distinct text (nsysdoc.trace.nvtx_text)
         small = len(varr) <= PYTHON_GROUPING_MAX
         grp, seq, flags = text_facts((values if arrow_values is None else varr.to_pylist()) if small else varr,
@@ -1004,6 +1016,12 @@ def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
             if type(gtid) is int:
                 names[gtid] = strings.get(name_id) if type(name_id) is int else ""
     return names
+
+
+def _mostly_distinct(col, sample: int = 4096) -> bool:
+    """Whether most of a column's first ``sample`` texts differ (then hashing the column to find
+    its distinct texts saves nothing)."""
+    return len(col.slice(0, sample).dictionary_encode().dictionary) > sample // 2
 
 
 def _utf8_as_is(dictionary):
