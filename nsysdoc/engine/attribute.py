@@ -15,6 +15,7 @@ import numpy as np
 
 from ..metrics import attribution as A
 from ..metrics.attribution import SELECTORS  # noqa: F401 - the engine's selections
+from ..metrics.attribution import site_index, site_rows  # noqa: F401 - used by the slices
 from ..trace import schema as S
 
 NONE = -1
@@ -239,51 +240,6 @@ def _pair_search(kp, ks, qp, qs) -> np.ndarray:
         hit = seg[pos] == qs[m]
         out[m[hit]] = a + pos[hit]
     return out
-
-
-def site_rows(*cols) -> np.ndarray:
-    """Columns as one ``(n, k)`` int64 array in column-major order: :func:`site_index` reads it a
-    column at a time (a row-major array's columns are strided: 2-3x slower)."""
-    n = len(cols[0]) if cols else 0
-    out = np.empty((n, len(cols)), dtype=np.int64, order="F")
-    for k, c in enumerate(cols):
-        out[:, k] = c
-    return out
-
-
-def site_index(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``rows`` (n, k), in lexicographic order, and each row's index into
-    them. Each column is a digit (its value less the column's minimum) of one integer key; when
-    the keys are few (codes are names: there are few), a count per key gives the grouping, else a
-    sort (the key factorised when it would overflow)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    n = len(rows)
-    if n == 0:
-        return rows[:0], np.zeros(0, dtype=np.int64)
-    lo, hi = rows.min(axis=0), rows.max(axis=0)
-    bases = [int(b) - int(a) + 1 for a, b in zip(lo.tolist(), hi.tolist())]
-    total = 1
-    for b in bases:
-        total *= b
-    if total <= max(4 * n, 1 << 16):
-        w = np.ones(len(bases), dtype=np.int64)
-        for c in range(len(bases) - 2, -1, -1):
-            w[c] = w[c + 1] * bases[c + 1]
-        key = rows @ w - int(lo @ w)  # one pass over the rows (a column at a time is strided)
-        uk = np.flatnonzero(np.bincount(key, minlength=total))
-        rank = np.zeros(total, dtype=np.int64)
-        rank[uk] = np.arange(len(uk))
-        distinct = (uk[:, None] // w) % np.array(bases, dtype=np.int64) + lo
-        return distinct, rank[key]
-    r = rows - lo
-    key = r[:, 0].copy()
-    for c in range(1, r.shape[1]):
-        base = bases[c]
-        if int(key.max()) >= (1 << 62) // max(base, 1):
-            key = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
-        key = key * base + r[:, c]
-    _u, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return rows[first], np.asarray(inv, dtype=np.int64).reshape(-1)
 
 
 def accumulate(acc: dict, distinct: np.ndarray, inv: np.ndarray, weight) -> None:

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..trace import schema as S
 from ..trace.nvtx_text import PYTHON_GROUPING_MAX, call_field_groups  # noqa: F401 - re-exported
+from .attribution import site_index, site_rows
 
 
 def nvtx_summary(nvtx, w0: int | None, w1: int | None, limit: int = 200) -> list[dict]:
@@ -75,9 +76,9 @@ def nvtx_summary_blocks(blocks, domains, w0: int | None, w1: int | None, limit: 
                     np.zeros(len(idx), np.int64)
                 vals = gvals
             dom = b["domain"][idx]
-            uniq_key, key_codes = np.unique((dom.astype(np.int64) << 32) | ti, return_inverse=True)
-            key_codes = key_codes.reshape(-1)
-            uniq = list(zip((uniq_key >> 32).tolist(), (uniq_key & 0xFFFFFFFF).tolist()))
+            # (domain, group) pairs: few, so counted rather than sorted
+            distinct, key_codes = site_index(site_rows(dom, ti))
+            uniq = [tuple(r) for r in distinct.tolist()]
             first = np.full(len(uniq), len(idx), dtype=np.int64)
             np.minimum.at(first, key_codes, np.arange(len(idx)))
             cnt = np.bincount(key_codes, minlength=len(uniq))
