@@ -249,6 +249,11 @@ def accumulate(acc: dict, distinct: np.ndarray, inv: np.ndarray, weight) -> None
     weight = np.asarray(weight, dtype=np.float64)
     ns = np.bincount(inv, weights=weight, minlength=len(distinct))
     cnt = np.bincount(inv, minlength=len(distinct))
+    add_counts(acc, distinct, ns, cnt)
+
+
+def add_counts(acc: dict, distinct: np.ndarray, ns: np.ndarray, cnt: np.ndarray) -> None:
+    """Add each distinct row's time (ns, float sums of integers) and count to ``acc``."""
     used = np.flatnonzero(cnt)
     for row, a, c in zip(distinct[used].tolist(), ns[used].tolist(), cnt[used].tolist()):
         _add(acc, tuple(row), int(a), int(c))

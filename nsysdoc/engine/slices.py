@@ -24,7 +24,7 @@ from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
 from . import fill as fill_m
-from .attribute import SELECTORS, accumulate, add_sites, gpu_labels, merge_sites, site_index, site_rows
+from .attribute import SELECTORS, accumulate, add_counts, add_sites, gpu_labels, merge_sites, site_index, site_rows
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_LOW_OCC, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING,
                    FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, in_window, osrt_rows, read_ops,
                    runtime_rows)
@@ -572,15 +572,32 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
         dur = ops.end_ns - ops.start_ns
         is_k = ops.kind == KIND_KERNEL
         fl = ops.flags
-        for sel, mask in (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
-                          ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
-                          ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
-                          ("copies", inw & (ops.kind == KIND_MEMCPY)),
-                          ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
-                          ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0))):
-            m = np.flatnonzero(mask)
-            if len(m):
-                accumulate(acc[sel], distinct, inv[m], dur[m])
+        masks = (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
+                 ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
+                 ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
+                 ("copies", inw & (ops.kind == KIND_MEMCPY)),
+                 ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
+                 ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0)))
+        # one pass over the operations: each one's pattern of selectors (few patterns occur), the
+        # time and count per (pattern, site), then each selector's sum over its patterns (exact:
+        # integer nanoseconds, far below 2**53)
+        pat = np.zeros(len(ops), dtype=np.int32)
+        for j, (_sel, mask) in enumerate(masks):
+            pat |= mask.astype(np.int32) << j
+        m = np.flatnonzero(pat)
+        if len(m):
+            pm = pat[m]
+            used_p = np.flatnonzero(np.bincount(pm, minlength=1 << len(masks)))
+            code = np.zeros(1 << len(masks), dtype=np.int64)
+            code[used_p] = np.arange(len(used_p))
+            nd = len(distinct)
+            key = code[pm] * nd + inv[m]
+            ns = np.bincount(key, weights=dur[m].astype(np.float64), minlength=len(used_p) * nd).reshape(-1, nd)
+            cnt = np.bincount(key, minlength=len(used_p) * nd).reshape(-1, nd)
+            for j, (sel, _mask) in enumerate(masks):
+                rows = ((used_p >> j) & 1) == 1
+                if rows.any():
+                    add_counts(acc[sel], distinct, ns[rows].sum(axis=0), cnt[rows].sum(axis=0))
         # kernels by full name, for the kernel with the most time (known once every slice is in)
         m = np.flatnonzero(inw & is_k)
         if len(m):

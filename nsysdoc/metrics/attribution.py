@@ -414,9 +414,11 @@ class Forest:
         """Each range's duration less its children's (ns, at least 0)."""
         dur = self.end - self.start
         child = np.zeros(len(dur), dtype=np.int64)
-        has = self.parent >= 0
-        if has.any():
-            np.add.at(child, self.parent[has], dur[has])
+        has = np.flatnonzero(self.parent >= 0)
+        if len(has):
+            # float sums of integer nanoseconds are exact below 2**53 (104 days)
+            child = np.bincount(self.parent[has], weights=dur[has].astype(np.float64),
+                                minlength=len(dur)).astype(np.int64)
         return np.maximum(dur - child, 0)
 
     def nested_in_same_name(self) -> np.ndarray:
