@@ -369,8 +369,9 @@ def build(trace, rows: list) -> Attributor | None:
         nm.append(g_name[grp])
         sq.append(np.asarray(seq, np.int64))
         ol.append(g_like[grp] | ((flags & FLAG_DECORATED) != 0))
-        dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if kineto and len(dom)
-                  else np.zeros(len(dom), object))
+        if kineto:  # only the profiler's families are told apart by domain
+            dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if len(dom)
+                      else np.zeros(0, object))
     rows.clear()
     z = np.zeros(0, np.int64)
     cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731

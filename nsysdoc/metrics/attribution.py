@@ -230,8 +230,9 @@ class Forest:
         self.start = s[order]
         self.end = e[order]
         self.name = np.asarray(name)[self.order] if n else np.zeros(0, np.int64)
-        self.depth = np.zeros(n, dtype=np.int64)
-        self.parent = np.full(n, -1, dtype=np.int64)
+        # set by the nesting passes below (which allocate them), or empty
+        self.depth = np.zeros(0, dtype=np.int64)
+        self.parent = np.full(0, -1, dtype=np.int64)
         self._seg: dict[int, tuple[int, int]] = {}
         if n:
             b = np.flatnonzero(np.diff(self.thread)) + 1
@@ -271,16 +272,18 @@ class Forest:
         to be laminar (:meth:`innermost` then walks up from the last range starting before the
         query). False when the ranges do not nest, for the general path."""
         pos = np.flatnonzero(self.end > self.start)
-        if len(pos) == len(self.start):  # no zero-length range: views, not copies
+        every = len(pos) == len(self.start)
+        if every:  # no zero-length range: views, not copies
             th, s, e = self.thread, self.start, self.end
+            segs = sorted(self._seg.values())
         else:
             th, s, e = self.thread[pos], self.start[pos], self.end[pos]
+            b = np.flatnonzero(np.diff(th)) + 1 if len(pos) else np.zeros(0, np.int64)
+            segs = list(zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [len(pos)]]).tolist())) \
+                if len(pos) else []
         m = len(pos)
-        depth = np.zeros(m, dtype=np.int64)
-        segs: list[tuple[int, int]] = []
+        depth = np.empty(m, dtype=np.int64)
         if m:
-            b = np.flatnonzero(np.diff(th)) + 1
-            segs = list(zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [m]]).tolist()))
             for lo, hi in segs:
                 # the ends are nearly sorted in start order: timsort ("stable") is 3-4x quicker here
                 ends = np.sort(e[lo:hi], kind="stable")
@@ -288,11 +291,10 @@ class Forest:
         if m and depth.min() < 0:
             return False
         parent = np.full(m, -1, dtype=np.int64)
-        idx = np.arange(m)
-        prev = idx[depth == 0]
+        prev = np.flatnonzero(depth == 0)
         levels = [prev]
         for d in range(1, int(depth.max()) + 1 if m else 0):
-            cur = idx[depth == d]
+            cur = np.flatnonzero(depth == d)
             if not len(cur):
                 break
             k = np.searchsorted(prev, cur) - 1
@@ -302,10 +304,11 @@ class Forest:
             levels.append(cur)
             prev = cur
         has = parent >= 0
-        if has.any():
-            pp = parent[has]
+        ch = np.concatenate(levels[1:]) if len(levels) > 1 else np.zeros(0, np.int64)  # every range with a parent
+        if len(ch):
+            pp = parent[ch]
             # laminar: inside the parent, on the same thread
-            if ((th[pp] != th[has]) | (e[has] > e[pp]) | (s[has] < s[pp])).any():
+            if ((th[pp] != th[ch]) | (e[ch] > e[pp]) | (s[ch] < s[pp])).any():
                 return False
         # ranges of one depth on one thread do not overlap: in order, each starts after the
         # previous one ends (with every range inside its parent, this is "siblings do not
@@ -313,10 +316,15 @@ class Forest:
         for lv in levels:
             if len(lv) > 1 and ((s[lv[1:]] < e[lv[:-1]]) & (th[lv[1:]] == th[lv[:-1]])).any():
                 return False
-        self.parent[:] = -1
-        self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
-        self.depth[:] = 0
-        self.depth[pos] = depth
+        if every:  # positions are forest indices already
+            self.parent = parent
+            self.depth = depth
+        else:
+            n = len(self.start)
+            self.parent = np.full(n, -1, dtype=np.int64)
+            self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
+            self.depth = np.zeros(n, dtype=np.int64)
+            self.depth[pos] = depth
         self._events_ok = True
         # zero-length ranges: inside the innermost range holding their time, found by walking up
         # from the last range of positive length before them in forest order (every range of the
@@ -423,11 +431,18 @@ class Forest:
 
     def nested_in_same_name(self) -> np.ndarray:
         """Whether a range has an ancestor of the same name (its time is already in that one's)."""
-        out = np.zeros(len(self.start), dtype=bool)
-        pos = np.arange(len(self.start))
-        for a in self.ancestors(self.parent):
-            ok = a >= 0
-            out[ok] |= self.name[a[ok]] == self.name[pos[ok]]
+        n = len(self.start)
+        out = np.zeros(n, dtype=bool)
+        if not n:
+            return out
+        # gathers with index -1 land on a last entry: a name no range has, and no parent
+        name = np.asarray(self.name, dtype=np.int64)
+        ext_name = np.append(name, int(name.min()) - 1)
+        ext_parent = np.append(self.parent, -1)
+        a = self.parent
+        while (a >= 0).any():
+            out |= ext_name[a] == name
+            a = ext_parent[a]
         return out
 
     def subtree_sum(self, values: np.ndarray) -> np.ndarray:
