@@ -1456,11 +1456,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     text = strings.values[host["name_id"]] if len(host["name_id"]) else np.zeros(0, dtype=object)
     # PyTorch's per-call fields (a 2021 trace's ", stack = "), read once per distinct name
     # (names in order of first appearance: the group codes a per-row pass would give)
-    used, first, inv = np.unique(np.asarray(host["name_id"], dtype=np.int64), return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty(len(used), dtype=np.int64)
-    rank[by_first] = np.arange(len(used))
-    used, inv = used[by_first], rank[inv.reshape(-1)]
+    inv, used = factorize(np.asarray(host["name_id"], dtype=np.int64))
     groups = Groups()
     grp, seq, flags = text_facts([v if isinstance(v, str) else "" for v in strings.values[used].tolist()], groups)
     nvtx_facts = ({"text_group": grp[inv], "seq": seq[inv], "call_flags": flags[inv]}, groups.texts)
