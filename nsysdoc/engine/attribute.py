@@ -206,8 +206,11 @@ class Attributor:
         has = op_range >= 0
         if has.any():
             r = op_range[has]
-            self.self_gpu_ns += np.bincount(r, weights=dur[has], minlength=len(self.self_gpu_ns)).astype(np.int64)
-            self.self_ops += np.bincount(r, minlength=len(self.self_ops)).astype(np.int64)
+            # added in place (float sums of integer ns are exact below 2**53): no int copy of an
+            # array as long as the capture's operator ranges, per slice
+            np.add(self.self_gpu_ns, np.bincount(r, weights=dur[has], minlength=len(self.self_gpu_ns)),
+                   out=self.self_gpu_ns, casting="unsafe")
+            self.self_ops += np.bincount(r, minlength=len(self.self_ops))
         self.none_gpu_ns += int(dur[~has].sum())
         self.none_ops += int((~has).sum())
         distinct, inv = index if index is not None else site_index(sites)
@@ -374,7 +377,8 @@ def build(trace, rows: list) -> Attributor | None:
                       else np.zeros(0, object))
     rows.clear()
     z = np.zeros(0, np.int64)
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+    # the parts have their dtype already: no second copy of millions of rows
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
     thread, start, end, name, seq = (cat(th, np.int64), cat(st, np.int64), cat(en, np.int64), cat(nm, np.int64),
                                      cat(sq, np.int64))
     op_like = cat(ol, bool)
