@@ -461,3 +461,84 @@ def test_many_distinct_nvtx_texts_decode_as_few_do(tmp_path, monkeypatch):
         assert texts[50] == texts[5000]
         assert (texts[50][2] == cap("long " + "x" * (MAX_STRING_CHARS + 10))) == (variant == "long")
         assert ("\ufffd" in texts[50][3]) == (variant == "damaged")
+
+
+def test_nvtx_chunks_with_other_storage_classes_read_as_the_stdlib_path(tmp_path, monkeypatch):
+    """NVTX chunks are read with their integer columns as stored, and again with every value that
+    is not an integer as NULL when one holds a real, a text or a blob; a text cell that is not
+    text (a blob; the driver would make it a string) is NULL either way. Clean chunks take the first read only, and the
+    tables equal the stdlib cursor's (which always reads the second way)."""
+    from nsysdoc.trace import sqlite_reader as R
+
+    if R._adbc_module() is None:
+        pytest.skip("the ADBC driver (Arrow columns) is not installed")
+    c = Capture()
+    t = c.process(pid=9).thread()
+    for s in range(4):
+        with t.range(f"ProfilerStep#{s}"):
+            for i in range(40):
+                with t.range(f"aten::mm, seq = {i}, op_id = {s * 40 + i}"):
+                    t.launch("k", 5)
+    p = c.write(tmp_path / "mixed.sqlite")
+    con = sqlite3.connect(p)
+    n = con.execute(f"SELECT max(rowid) FROM {S.NVTX}").fetchone()[0]
+    assert n > 150
+    con.execute(f'UPDATE {S.NVTX} SET "end" = "end" + 0.5 WHERE rowid = 20')           # a real
+    con.execute(f"UPDATE {S.NVTX} SET globalTid = 'x' WHERE rowid = 45")                # a text
+    con.execute(f"UPDATE {S.NVTX} SET domainId = x'00' WHERE rowid = 70")               # a blob
+    con.execute(f"UPDATE {S.NVTX} SET text = x'4142' WHERE rowid = 101")               # a blob text
+    assert con.execute(f"SELECT typeof(text) FROM {S.NVTX} WHERE rowid = 101").fetchone()[0] == "blob"
+    con.commit()
+    con.close()
+    monkeypatch.setattr(R, "CHUNK_ROWS", 25)
+    safe_reads = []
+    real_sql = {}
+
+    class Counting(R._NvtxReader):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            real_sql["safe"] = self.sql
+
+    monkeypatch.setattr(R, "_NvtxReader", Counting)
+    mod = R._adbc_module()
+
+    class Con:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.inner.__exit__(*exc)
+
+        def cursor(self):
+            cur = self.inner.cursor()
+            execute = cur.execute
+
+            def counted(sql, parameters=None):
+                if sql == real_sql.get("safe"):
+                    safe_reads.append(parameters)
+                return execute(sql, parameters=parameters)
+            cur.execute = counted
+            return cur
+
+    class Mod:
+        def connect(self, uri):
+            return Con(mod.connect(uri).__enter__())
+
+    monkeypatch.setattr(R, "_adbc_module", lambda: Mod())
+    fast = load_trace(p, cache=False)
+    # rows 20, 45, 70 fall in three of the 25-row chunks; the text cells never force a second
+    # read (the wider reads are the sample that finds the table's median start)
+    assert sorted(lo for lo, hi in safe_reads if hi - lo == 25) == [1, 26, 51]
+    monkeypatch.setattr(R, "_adbc_module", lambda: None)
+    slow = load_trace(p, cache=False)
+    cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "text_group", "seq", "thread"]
+    a = fast.store.get("nvtx").read_all(cols)
+    b = slow.store.get("nvtx").read_all(cols)
+    for k in cols:
+        va = a[k].to_pylist() if hasattr(a[k], "to_pylist") else np.asarray(a[k]).tolist()
+        vb = b[k].to_pylist() if hasattr(b[k], "to_pylist") else np.asarray(b[k]).tolist()
+        assert va == vb, k
+    assert fast.nvtx_groups == slow.nvtx_groups
