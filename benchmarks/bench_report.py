@@ -7,7 +7,10 @@ rows on 2 devices (2 processes, 3 streams each, CUDA-graph-free, sorted as nsys 
 times, each in a fresh process:
 
 * floor: the ``sqlite3`` shell taking ``max()`` of every column nsysdoc reads from the kernel and
-  runtime tables (so SQLite decodes exactly those columns);
+  runtime tables (so SQLite decodes exactly those columns), the launch configuration included;
+  the "narrow floor" leaves out the 9 launch-configuration columns (and, for steps-ops, NVTX's
+  textId and domainId), as batches before 2026-12-05 09:00 did: the report began reading them
+  with issue 28 (2026-12-04);
 * cold: ``nsysdoc report X --format json --no-cache`` (no cache read or written);
 * first: the same with the cache enabled and empty (reads SQLite, writes the cache);
 * warm: again with the cache filled;
@@ -222,6 +225,13 @@ def main() -> int:
                  'max(globalPid), max(demangledName), max(shortName) FROM CUPTI_ACTIVITY_KIND_KERNEL; '
                  'SELECT max(start), max("end"), max(globalTid), max(correlationId), max(nameId), max(eventClass) '
                  'FROM CUPTI_ACTIVITY_KIND_RUNTIME;')
+    # since issue 28 the report also reads each kernel's launch configuration (9 more columns):
+    # the floor reads them too, as its definition says ("the columns the report reads"); the
+    # narrower floor of earlier batches is still timed, for comparison with their tables
+    narrow_sql = floor_sql
+    floor_sql = floor_sql.replace(" FROM CUPTI_ACTIVITY_KIND_KERNEL;", "".join(
+        f", max({c})" for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread",
+                               "staticSharedMemory", "dynamicSharedMemory")) + " FROM CUPTI_ACTIVITY_KIND_KERNEL;")
     cache = Path(tempfile.mkdtemp(prefix="nsysdoc-bench-cache-"))
     env = dict(os.environ, NSYSDOC_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     # byte-compile the package first, as ``pip install`` does: with PYTHONDONTWRITEBYTECODE set
@@ -229,7 +239,9 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "nsysdoc")], check=True,
                    env={k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
     if args.shape == "steps-ops":  # the floor reads the operator ranges too
-        floor_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
+        narrow_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
+        floor_sql += ('SELECT max(start), max("end"), max(eventType), max(globalTid), max(text), max(textId), '
+                      'max(domainId) FROM NVTX_EVENTS;')
     # a real file, never os.devnull: a checkout older than the outputs fix (--baseline) renames its
     # temporary file over the output name, and as root that turned /dev/null into a plain file
     report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o",
@@ -244,6 +256,7 @@ def main() -> int:
     rows = []
     for _ in range(args.repeat):
         rows.append(("floor (sqlite3 shell)", *measure([sqlite, str(db), floor_sql])) if sqlite else None)
+        rows.append(("narrow floor (pre-28)", *measure([sqlite, str(db), narrow_sql])) if sqlite else None)
         rows.append(("cold (--no-cache)", *measure(report + ["--no-cache"], env)))
         shutil.rmtree(cache, ignore_errors=True)
         rows.append(("first (writes cache)", *measure(report, env)))
@@ -267,12 +280,13 @@ def main() -> int:
     floor_hi = worst.get("floor (sqlite3 shell)", float("nan"))
     print(f"\nN = {args.kernels:,} kernels + {args.kernels:,} runtime rows ({args.shape}), "
           f"{db.stat().st_size / 1e6:.0f} MB, best of {args.repeat} (and the slowest run)")
-    print(f"{'run':24} {'seconds':>8} {'slowest':>8} {'x floor':>8} {'peak MB':>8}")
+    narrow = best.get("narrow floor (pre-28)", (float("nan"), 0))[0]
+    print(f"{'run':24} {'seconds':>8} {'slowest':>8} {'x floor':>8} {'x narrow':>8} {'peak MB':>8}")
     for name, (secs, mb) in best.items():
-        print(f"{name:24} {secs:8.2f} {worst[name]:8.2f} {secs / floor:8.2f} {mb:8.0f}")
+        print(f"{name:24} {secs:8.2f} {worst[name]:8.2f} {secs / floor:8.2f} {secs / narrow:8.2f} {mb:8.0f}")
     if args.repeat > 1:  # the same with the slowest of each, for a range on a noisy machine
         print(f"slowest floor {floor_hi:.2f} s; slowest x slowest floor: " +
-              ", ".join(f"{name} {worst[name] / floor_hi:.2f}" for name in best if not name.startswith("floor")))
+              ", ".join(f"{name} {worst[name] / floor_hi:.2f}" for name in best if "floor" not in name))
     return 0
 
 
