@@ -398,13 +398,18 @@ class Prepared:
     c1: int
     ops: Ops
     own: gpu_m.Activity | None
+    #: the operations' attribution at their launch (:func:`op_sites`), when there is an attributor
+    sites: tuple | None = None
 
 
 def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
     ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
     _op_flags(ctx, ops)
     own = gpu_m.device_activity(ops, ctx.ndev, None, None) if ctx.active else None
-    return Prepared(c0, c1, ops, own)
+    # the attribution lookups need only the operations: on the worker thread too (mostly
+    # searchsorted and gathers over the range forests)
+    sites = _sites_of(ctx, ops) if ctx.plan.attr is not None and len(ops) else None
+    return Prepared(c0, c1, ops, own, sites)
 
 
 def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prepared | None = None) -> SliceState:
@@ -413,7 +418,10 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     ops = prep.ops
     carried = carry.ops if carry.ops is not None and len(carry.ops) else None
     if not ctx.active:
-        return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
+        st = SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
+        if prep.sites is not None:
+            st.attr_cache["ops"] = prep.sites
+        return st
     ndev = ctx.ndev
     # a device's gaps start where it last went idle, or at the slice start when it is busy there;
     # never before the span's start (``last_end`` starts there)
@@ -428,7 +436,10 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     h_lo, h_hi = host_range(c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
     gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
-    return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
+    st = SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
+    if prep.sites is not None:
+        st.attr_cache["ops"] = prep.sites
+    return st
 
 
 def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
@@ -554,13 +565,13 @@ def op_sites(ctx: Context, st: SliceState) -> tuple:
     of the slice's operations, at their launch; computed once per slice."""
     got = st.attr_cache.get("ops")
     if got is None:
-        attr, ops = ctx.plan.attr, st.ops
-        valid = ops.api >= 0
-        t = ops.api_start_ns
-        sites, ranges = attr.sites_and_ranges(ops.api_thread, t, valid)
-        got = (sites, ranges, site_index(sites))
-        st.attr_cache["ops"] = got
+        got = st.attr_cache["ops"] = _sites_of(ctx, st.ops)
     return got
+
+
+def _sites_of(ctx: Context, ops: Ops) -> tuple:
+    sites, ranges = ctx.plan.attr.sites_and_ranges(ops.api_thread, ops.api_start_ns, ops.api >= 0)
+    return sites, ranges, site_index(sites)
 
 
 def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, w1: int) -> None:
