@@ -209,20 +209,33 @@ def _digits(after) -> np.ndarray:
 def text_facts(values, groups: Groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For distinct texts (a list of str, or an Arrow string array): each one's text group code
     (added to ``groups``), sequence number and call flags (the module docstring)."""
+    return coded_facts(local_facts(values), groups)
+
+
+def local_facts(values) -> tuple:
+    """The part of :func:`text_facts` that needs no shared state (a loader's worker thread can run
+    it: Arrow's string kernels release the GIL): (group index, group texts in first-appearance
+    order, decorated, seq, stack)."""
     n = len(values)
     if n == 0:
-        return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int8)
+        return np.zeros(0, np.int64), [], np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool)
     if n <= PYTHON_GROUPING_MAX:
         vals = values if isinstance(values, list) else values.to_pylist()
         vals = [v if isinstance(v, str) else "" for v in vals]
         grp, gvals, dec = _groups_py(vals)
         seq = np.fromiter((seq_of(v) for v in vals), dtype=np.int64, count=n)
         stack = np.fromiter(((_STACK in v) if dec[i] else False for i, v in enumerate(vals)), dtype=bool, count=n)
-    else:
-        import pyarrow as pa
+        return grp, gvals, dec, seq, stack
+    import pyarrow as pa
 
-        arr = pa.array(values, type=pa.large_string()) if isinstance(values, list) else values
-        grp, gvals, dec, seq, stack = _facts_arrow(arr)
+    arr = pa.array(values, type=pa.large_string()) if isinstance(values, list) else values
+    return _facts_arrow(arr)
+
+
+def coded_facts(local: tuple, groups: Groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`local_facts`' result with its groups coded in ``groups`` (in call order, so the codes
+    of a trace do not depend on which thread found the facts): (text group code, seq, call flags)."""
+    grp, gvals, dec, seq, stack = local
     codes = groups.codes(gvals)
     flags = (dec.astype(np.int8) * FLAG_DECORATED) | (stack.astype(np.int8) * FLAG_STACK)
     return codes[grp] if len(grp) else np.zeros(0, np.int32), seq, flags

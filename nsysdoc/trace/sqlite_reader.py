@@ -33,7 +33,7 @@ from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
-from .nvtx_text import PYTHON_GROUPING_MAX, Groups, text_facts
+from .nvtx_text import PYTHON_GROUPING_MAX, Groups, coded_facts, local_facts, text_facts
 from .columns import Columns, factorize
 from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
@@ -881,8 +881,16 @@ class _NvtxReader:
         tc = tbl.column(6)
         return ints, tc
 
+    def _read_with_facts(self, lo: int, hi: int):
+        """A chunk read with ADBC, and when every row holds a text of its own (autograd-nvtx: the
+        per-row Arrow path of :meth:`_chunk`), those texts' facts found here on the worker thread
+        (Arrow's string kernels release the GIL; the groups are coded later, in chunk order)."""
+        ints, tc = self._read_adbc(lo, hi)
+        return ints, tc, _per_row_facts(tc, len(ints["start_ns"]))
+
     def chunks(self, ing: "_Ingest"):
         reader = self._read_adbc if _adbc_module() is not None else self._read
+        chunk_reader = self._read_with_facts if _adbc_module() is not None else self._read
         anchor = None
         if len(self.ranges) > 1 and ing.duration_ns:
             width = max(1, 100_000 // 200)
@@ -898,11 +906,11 @@ class _NvtxReader:
         try:
             futures = []
             for lo, hi in self.ranges:
-                futures.append(_pool().submit(reader, lo, hi))
+                futures.append(_pool().submit(chunk_reader, lo, hi))
                 if len(futures) > CHUNKS_IN_FLIGHT:
-                    yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+                    yield self._chunk(ing, *futures.pop(0).result(), anchor=anchor, multi=len(self.ranges) > 1)
             while futures:
-                yield self._chunk(ing, *futures.pop(0).result(), anchor, len(self.ranges) > 1)
+                yield self._chunk(ing, *futures.pop(0).result(), anchor=anchor, multi=len(self.ranges) > 1)
         except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
             raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
         except Exception as exc:
@@ -910,9 +918,10 @@ class _NvtxReader:
                 raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
             raise
 
-    def _chunk(self, ing: "_Ingest", ints: dict, text, anchor, multi: bool) -> dict:
+    def _chunk(self, ing: "_Ingest", ints: dict, text, pre=None, *, anchor, multi: bool) -> dict:
         """One chunk's rows: the text column as Arrow (inline text, decoded with replacement
-        characters and capped, else the ``textId`` string), DomainCreate rows kept aside."""
+        characters and capped, else the ``textId`` string), DomainCreate rows kept aside. ``pre``:
+        the per-row texts and their facts when the reader found them (:func:`_per_row_facts`)."""
         import pyarrow as pa
 
         _shift_times(ints, ing.shift)
@@ -921,7 +930,9 @@ class _NvtxReader:
         values: list[str] = []
         arrow_values = None  # the distinct texts as Arrow when they never were Python strings
         per_row = False  # arrow_values holds every row's text (idx = row)
-        if not isinstance(text, list):  # an Arrow column of bytes
+        if pre is not None:
+            arrow_values, per_row, idx = pre[0], True, np.arange(n, dtype=np.int64)
+        elif not isinstance(text, list):  # an Arrow column of bytes
             if not pa.types.is_null(text.type) and text.null_count < n:
                 col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
                 if col.null_count == 0 and n > PYTHON_GROUPING_MAX and _mostly_distinct(col):
@@ -974,9 +985,12 @@ class _NvtxReader:
             textcol = pa.DictionaryArray.from_arrays(pa.array(kidx.astype(np.int32)), varr).dictionary_decode() \
                 if len(kidx) else pa.array([], type=pa.large_string())
         # PyTorch's per-call fields, read once per distinct text (nsysdoc.trace.nvtx_text)
-        small = len(varr) <= PYTHON_GROUPING_MAX
-        grp, seq, flags = text_facts((values if arrow_values is None else varr.to_pylist()) if small else varr,
-                                     ing.nvtx_groups)
+        if pre is not None:
+            grp, seq, flags = coded_facts(pre[1], ing.nvtx_groups)
+        else:
+            small = len(varr) <= PYTHON_GROUPING_MAX
+            grp, seq, flags = text_facts((values if arrow_values is None else varr.to_pylist()) if small else varr,
+                                         ing.nvtx_groups)
         d = {"start_ns": ints["start_ns"][keep], "end_ns": ints["end_ns"][keep], "event_type": etype[keep],
              "global_tid": gtid[keep], "text": textcol, "text_group": grp[kidx], "seq": seq[kidx],
              "call_flags": flags[kidx], "_pbits": pbits[keep], "_dom": dom[keep]}
@@ -1031,6 +1045,21 @@ def _thread_names(exp: ExportFile, strings: StringTable) -> dict[int, str]:
             if type(gtid) is int:
                 names[gtid] = strings.get(name_id) if type(name_id) is int else ""
     return names
+
+
+def _per_row_facts(text, n: int):
+    """``(texts, local facts)`` of a chunk's text column (Arrow bytes) when :meth:`_NvtxReader._chunk`
+    would keep every row's text as it is (no NULL, more than ``PYTHON_GROUPING_MAX`` rows, mostly
+    distinct, valid UTF-8 within the cap), else None."""
+    import pyarrow as pa
+
+    if isinstance(text, list) or pa.types.is_null(text.type) or text.null_count:
+        return None
+    col = text.combine_chunks() if hasattr(text, "combine_chunks") else text
+    if n <= PYTHON_GROUPING_MAX or not _mostly_distinct(col):
+        return None
+    values = _utf8_as_is(col)
+    return None if values is None else (values, local_facts(values))
 
 
 def _mostly_distinct(col, sample: int = 4096) -> bool:
