@@ -114,9 +114,14 @@ def _nvtx_scan(trace, pattern) -> dict:
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
 
-        def texts(rows, bi=bi):
-            # the rows' own texts (a decorated text is more than its group's): few rows, one block
-            return t.read_block(bi, ["text"])["text"].take(rows).to_pylist()
+        block_text: list = []
+
+        def texts(rows, bi=bi, block_text=block_text):
+            # the rows' own texts (a decorated text is more than its group's): few rows, the
+            # block's text column read once
+            if not block_text:
+                block_text.append(t.read_block(bi, ["text"])["text"])
+            return block_text[0].take(rows).to_pylist()
 
         sel = np.flatnonzero(is_range & ~lib_row & m_step)
         if len(sel):
