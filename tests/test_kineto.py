@@ -469,23 +469,35 @@ def test_rows_no_session_can_hold_are_dropped_and_counted(tmp_path, small_trace)
 
 
 # ---------------------------------------------------------------------------------------------
-# 5. the fast path (msgspec, a window at a time) reads exactly what the slow path reads
+# 5. the fast paths (pyarrow's JSON reader, and msgspec, a window at a time) read exactly what
+#    the slow path reads
 # ---------------------------------------------------------------------------------------------
-def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: bool = False) -> dict:
+def _read(path, monkeypatch, *, window: int | None = None, mode: str = "arrow"):
+    """(the accumulators of ``_parse``, or the refusal it raised; the windows each path read).
+    ``mode``: "arrow" (as shipped: pyarrow, else msgspec, else the slow path), "msgspec" (no
+    pyarrow), "slow" (the one-event-at-a-time reader alone)."""
     with monkeypatch.context() as m:
         if window is not None:
             m.setattr(K, "FAST_CHARS", window)
-        if slow_only:
+        m.setattr(K, "ARROW", mode == "arrow")
+        if mode == "slow":
             def refuse(evs, acc):
                 raise ValueError("slow path only")
             m.setattr(K, "_chunk", refuse)
-        top, acc = K._parse(path)
+        try:
+            top, acc = K._parse(path)
+        except (InputError, CorruptFileError) as exc:
+            return f"{type(exc).__name__}: {exc}", None
     cols = lambda d: {k: list(v) for k, v in d.items()}  # noqa: E731
     return {"top": top, "events": acc.events, "ignored": acc.ignored, "names": list(acc.names),
             "threads": list(acc.threads), "gpu": {k: cols(d) for k, d in acc.gpu.items()}, "rt": cols(acc.rt),
             "host": cols(acc.host), "flow_s": cols(acc.flow_s), "flow_f": cols(acc.flow_f), "spans": acc.spans,
             "overhead": acc.overhead, "proc": acc.proc_names, "thread_names": acc.thread_names,
-            "kinds": acc.kinds, "launch": acc.launch_codes}
+            "kinds": acc.kinds, "launch": acc.launch_codes}, acc.paths
+
+
+def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: bool = False) -> dict:
+    return _read(path, monkeypatch, window=window, mode="slow" if slow_only else "arrow")[0]
 
 
 @pytest.mark.parametrize("form", ["new", "old"])
@@ -493,9 +505,12 @@ def test_fast_and_slow_paths_read_the_same(tmp_path, monkeypatch, form):
     path = healthy_training().write_kineto(tmp_path / f"{form}.json", form=form)
     slow = _accumulated(path, monkeypatch, slow_only=True)
     assert slow["events"] > 100
-    assert _accumulated(path, monkeypatch) == slow
-    # small windows: many cuts, each window's last event left to the slow path
-    assert _accumulated(path, monkeypatch, window=700) == slow
+    for window in (None, 700, 5000):  # small windows: many cuts, each window's last event left to the slow path
+        got, paths = _read(path, monkeypatch, window=window)
+        assert got == slow
+        if form == "new" and window is not None:  # (a window with the span, whose pid is text, is
+            assert paths["arrow"] > 0                # msgspec's; the old form mixes number and text tids)
+        assert _read(path, monkeypatch, window=window, mode="msgspec")[0] == slow
 
 
 def test_fast_path_hands_odd_windows_to_the_slow_path(tmp_path, monkeypatch):
@@ -513,12 +528,170 @@ def test_fast_path_hands_odd_windows_to_the_slow_path(tmp_path, monkeypatch):
         '{"ph": "X", "cat": "kernel", "name": 5, "pid": 0, "tid": "stream 9", "ts": ' + "9" * 40 + ', "dur": 1}',
         '{"ph": "M", "cat": "x", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}}',
     ]
-    i = text.index('"traceEvents": [') + len('"traceEvents": [')
-    path = tmp_path / "odd.json"
-    path.write_text(text[:i] + "\n" + ",\n".join(odd) + ",\n" + text[i:])
+    path = _with_events(tmp_path / "odd.json", text, odd)
     slow = _accumulated(path, monkeypatch, slow_only=True)
     for window in (None, 400, 5000):
         assert _accumulated(path, monkeypatch, window=window) == slow
+        assert _read(path, monkeypatch, window=window, mode="msgspec")[0] == slow
+
+
+def _with_events(path, text: str, events: list[str], sep: str = ",\n"):
+    """``text`` (a Kineto trace) with ``events`` (JSON texts) first in its traceEvents."""
+    i = text.index('"traceEvents": [') + len('"traceEvents": [')
+    path.write_text(text[:i] + "\n" + sep.join(events) + sep + text[i:])
+    return path
+
+
+#: events pyarrow reads into other values than the json module, or does not read at all, or
+#: reads where the json module refuses: the Arrow path must leave each window holding one to the
+#: msgspec (or the slow) path, which give the slow path's rows (or refusal)
+ARROW_ODD = {
+    "pid as text": '{"ph": "X", "cat": "cpu_op", "name": "aten::a", "pid": "4100", "tid": 4100, "ts": 1.000, "dur": 1.000}',
+    "4 decimals": '{"ph": "X", "cat": "cpu_op", "name": "aten::b", "pid": 4100, "tid": 4100, "ts": 1.2345, "dur": 0.0015}',
+    "time as text": '{"ph": "X", "cat": "cpu_op", "name": "aten::c", "pid": 4100, "tid": 4100, "ts": "12.5", "dur": "1e3"}',
+    "exponents": '{"ph": "X", "cat": "cpu_op", "name": "aten::d", "pid": 4100, "tid": 4100, "ts": 1.5e2, "dur": 0e5}',
+    "negative": '{"ph": "X", "cat": "cpu_op", "name": "aten::e", "pid": 4100, "tid": 4100, "ts": -5.250, "dur": -0.0}',
+    # over 100 characters: out of range for the slow path; 1500 ns to pyarrow
+    "zero-padded time": '{"ph": "X", "cat": "cpu_op", "name": "aten::f", "pid": 4100, "tid": 4100, "ts": 2.000, '
+                        '"dur": "' + "0" * 120 + '1.5"}',
+    "exponent zeros": '{"ph": "X", "cat": "cpu_op", "name": "aten::g", "pid": 4100, "tid": 4100, "ts": 2.000, '
+                      '"dur": 1e' + "0" * 120 + '3}',
+    "beyond 2^62 ns": '{"ph": "X", "cat": "cpu_op", "name": "aten::h", "pid": 4100, "tid": 4100, "ts": 4611686018427387.904, '
+                      '"dur": 99999999999999999999.999}',
+    "device null": '{"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 3.000, "dur": 1.000, '
+                   '"args": {"device": null, "stream": 7, "correlation": 5}}',
+    "device missing": '{"ph": "X", "cat": "kernel", "name": "k1", "pid": 1, "tid": 7, "ts": 3.000, "dur": 1.000, '
+                      '"args": {"stream": 7, "correlation": 6}}',
+    "escaped device null": '{"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 3.000, "dur": 1.000, '
+                           '"args": {"d\\u0065vice": null, "stream": 7}}',
+    "odd launch": '{"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 8, "ts": 3.000, "dur": 1.000, '
+                  '"args": {"device": 0, "grid": [1, null, 2], "block": [64, 1], "registers per thread": 300, '
+                  '"est. achieved occupancy %": 101, "shared memory": -1}}',
+    "float grid": '{"ph": "X", "cat": "kernel", "name": "k4", "pid": 0, "tid": 8, "ts": 3.000, "dur": 1.000, '
+                  '"args": {"device": 0, "grid": [1.0, 1, 1], "block": [64, 1, 1], "est. achieved occupancy %": 12.5}}',
+    "nested },\\n": '{"ph": "X", "cat": "kernel", "args": {"device": 0, "stream": 9},\n "name": "k5", "pid": 0, '
+                   '"tid": 9, "ts": 4.000, "dur": 1.000}',
+    "duplicate key": '{"ph": "X", "cat": "cpu_op", "cat": "kernel", "name": "k6", "pid": 0, "tid": 9, "ts": 4.000, '
+                     '"dur": 1.000, "args": {"device": 0}}',
+    "escaped key": '{"ph": "X", "c\\u0061t": "cpu_op", "name": "aten::i", "pid": 4100, "tid": 4100, "ts": 5.000, "dur": 1.000}',
+    "NaN ignored": '{"ph": "X", "cat": "cpu_op", "name": "aten::j", "pid": 4100, "tid": 4100, "ts": 5.000, "dur": 1.000, '
+                   '"args": {"x": NaN, "y": [Infinity, -Infinity]}}',
+    "digit run ignored": '{"ph": "X", "cat": "cpu_op", "name": "aten::k", "pid": 4100, "tid": 4100, "ts": 5.000, '
+                         '"dur": 1.000, "args": {"x": ' + "7" * 40 + '}}',
+    "nested 600 deep": '{"ph": "X", "cat": "cpu_op", "name": "aten::l", "pid": 4100, "tid": 4100, "ts": 5.000, '
+                       '"dur": 1.000, "args": {"x": ' + "[" * 600 + "]" * 600 + '}}',
+    "sequence numbers": '{"ph": "X", "cat": "cpu_op", "name": null, "pid": 4100, "tid": 4100, "ts": 6.000, "dur": 1.000, '
+                        '"args": {"Sequence number": 3}}',
+    "call stack": '{"ph": "X", "cat": "cpu_op", "name": "aten::m", "pid": 4100, "tid": 4100, "ts": 6.000, "dur": 1.000, '
+                  '"args": {"Sequence number": -1, "Call stack": "lib/torch/x.py(1): f;train.py(40): <module>"}}',
+    "flows": '{"ph": "s", "cat": "ac2g", "id": 0, "pid": 4100, "tid": 4100, "ts": 1.000},\n'
+             '{"ph": "f", "cat": "async", "id": 4294967296, "pid": 0, "tid": 7, "ts": 1.000},\n'
+             '{"ph": "f", "cat": "ac2g", "id": 77, "pid": 70000, "tid": 7, "ts": 1.000},\n'
+             '{"ph": "f", "cat": "ac2g", "id": 78, "pid": 0, "tid": null, "ts": 1.000},\n'
+             '{"ph": "s", "cat": "ac2g", "id": 79, "pid": null, "tid": 4100, "ts": 1.000}',
+    "metadata": '{"ph": "M", "name": "process_name", "pid": 9, "args": null},\n'
+                '{"ph": "M", "name": "thread_name", "pid": 9, "tid": 3, "args": {"name": "t3"}},\n'
+                '{"ph": "M", "cat": "x", "name": "process_name", "pid": null, "args": {"name": "p"}}',
+    "null event": "null",
+    "not objects": '[1, 2],\n"text",\n5',
+    "unicode": '{"ph": "X", "cat": "cpu_op", "name": "aten::\\u00e9\\ud83d\\ude00 \u00e9", "pid": 4100, "tid": 4100, '
+               '"ts": 7.000, "dur": 1.000}',
+    "lone surrogate": '{"ph": "X", "cat": "cpu_op", "name": "aten::\\ud800", "pid": 4100, "tid": 4100, "ts": 7.000, '
+                      '"dur": 1.000}',
+}
+#: the same, where the json module (so the slow path) refuses the whole file
+ARROW_REFUSED = {
+    "Inf ignored": '{"ph": "X", "cat": "cpu_op", "name": "aten::n", "pid": 4100, "tid": 4100, "ts": 5.000, "dur": 1.000, '
+                   '"args": {"x": Inf}}',
+    "-NaN ignored": '{"ph": "X", "cat": "cpu_op", "name": "aten::o", "pid": 4100, "tid": 4100, "ts": 5.000, "dur": 1.000, '
+                    '"args": {"x": [-NaN]}}',
+    "nested 3000 deep": '{"ph": "X", "cat": "cpu_op", "name": "aten::p", "pid": 4100, "tid": 4100, "ts": 5.000, '
+                        '"dur": 1.000, "args": {"x": ' + "[" * 3000 + "]" * 3000 + '}}',
+    "raw newline in a string": '{"ph": "X", "cat": "cpu_op", "name": "aten::q\nr", "pid": 4100, "tid": 4100, '
+                               '"ts": 5.000, "dur": 1.000}',
+    "missing comma": '{"ph": "X", "cat": "cpu_op" "name": "aten::s", "pid": 4100, "tid": 4100, "ts": 5.000, "dur": 1.000}',
+}
+
+
+@pytest.mark.parametrize("name", list(ARROW_ODD) + list(ARROW_REFUSED))
+def test_arrow_path_leaves_what_it_cannot_read_exactly_to_the_other_paths(tmp_path, monkeypatch, name):
+    """Each odd event among ordinary ones (first in the list), with small and large windows: the
+    rows (or the refusal) of the slow path, and the ordinary windows still read by pyarrow."""
+    text = healthy_training().write_kineto(tmp_path / "k.json").read_text()
+    ev = ARROW_ODD.get(name) or ARROW_REFUSED[name]
+    path = _with_events(tmp_path / "odd.json", text, [ev])
+    slow = _read(path, monkeypatch, mode="slow")[0]
+    assert isinstance(slow, str) == (name in ARROW_REFUSED), slow
+    for window in (None, 300, 2000):
+        got, paths = _read(path, monkeypatch, window=window)
+        assert got == slow, (name, window)
+        if paths is not None and window == 2000:
+            assert paths["arrow"] > 0  # the ordinary windows
+
+
+def test_arrow_guards_refuse_what_pyarrow_reads_otherwise():
+    """Windows pyarrow would read where the json module refuses, or reads other values, are
+    refused before pyarrow sees them (each alone, so this cannot pass by another check); those
+    of other types than the schema's, pyarrow refuses; the rest it reads."""
+    ok = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.000, "dur": 1.000}'
+    for good in (ok, ok + b",\n" + ok):
+        assert K._arrow_text(good) is not None and K._arrow_read(good)[0].num_rows == good.count(b"{")
+    for bad in (ok + b",\n" + ok.replace(b'"dur"', b'"x": Inf, "dur"'),
+                ok.replace(b'"dur"', b'"x": -NaN, "dur"'), ok.replace(b'"dur"', b'"x": [-Inf], "dur"'),
+                b"null,\n" + ok, b"  null\n" + ok,  # (pyarrow 26 crashes on a leading null)
+                ok.replace(b'"dur": 1.000', b'"dur": "' + b"0" * 120 + b'1.5"'),
+                ok.replace(b'"dur": 1.000', b'"dur": 1e' + b"0" * 120 + b"3"),
+                ok.replace(b'"dur"', b'"x": ' + b"[" * 600 + b"]" * 600 + b', "dur"'),
+                ok.replace(b'"dur"', b'"x": ' + b'{"a": ' * 600 + b"1" + b"}" * 600 + b', "dur"'),
+                ok + b",\r\n" + ok,
+                ok.replace(b'"dur"', b'"x": [Infinity, -Infinity], "dur"')):  # (taken alike, but refused as Inf is)
+        assert K._arrow_text(bad) is None, bad[:120]
+    for bad in (ok.replace(b'"ts"', b'"args": {"a": 1},\n"ts"'), ok.replace(b'"ts": 1.000', b'"ts": 1.0001'),
+                ok.replace(b'"pid": 1', b'"pid": "1"'), ok.replace(b'"ts"', b'"ph": "X", "ts"'),
+                ok.replace(b'"ts": 1.000', b'"ts": true'), ok.replace(b'"ts": 1.000', b'"ts": " 1.5"')):
+        assert K._arrow_text(bad) is not None and K._arrow_read(bad) is None, bad[:120]
+    # what the json module takes alike stays with pyarrow: names with Inf and NaN in them, NaN as
+    # an (ignored) value, long events with few brackets, 17-digit doubles
+    for good in (ok.replace(b'"a"', b'"cudaStreamGetCaptureInfo NaN"'), ok.replace(b'"dur"', b'"x": NaN, "dur"'),
+                 ok.replace(b'"dur"', b'"x": "' + b"y" * 5000 + b'", "dur"'),
+                 ok.replace(b'"dur"', b'"bw": 0.20512820512820512, "dur"'),
+                 ok.replace(b'"dur"', b'"x": ' + b"[" * 100 + b"]" * 100 + b', "dur"')):
+        assert K._arrow_read(good) is not None, good[:120]
+    # the events before one of another type are pyarrow's, the rest msgspec's
+    table, tid, end = K._arrow_read(ok + b",\n" + ok + b",\n" + ok.replace(b'"pid": 1', b'"pid": "1"') + b",\n" + ok)
+    assert table.num_rows == 2 and end == 2 * len(ok) + 2
+
+
+def test_arrow_path_reads_the_same_on_mutated_windows(tmp_path, monkeypatch):
+    """Random edits of a trace's events (tokens inserted, bytes deleted or changed, pieces
+    copied): the Arrow path gives what the slow path gives, rows or refusal, every time."""
+    import random
+
+    text = healthy_training().write_kineto(tmp_path / "k.json").read_text()
+    i = text.index('"traceEvents": [') + len('"traceEvents": [')
+    head, events = text[:i], text[i:]
+    tokens = ["null", "[", "]", "{", "}", ",", "\n", "NaN", "-Inf", "\\u00e9", '"', ":", "0", "-", "1e5", "true",
+              "},\n", '"args": 5', '"grid": [1, 2]', '"ts": "1.5"', '"pid": "x"', '"device": null', "1.2345"]
+    rng = random.Random(33)
+    path = tmp_path / "m.json"
+    arrow_windows = 0
+    for _ in range(60):
+        b = list(events[:6000])
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(b))
+            op = rng.random()
+            if op < 0.3:
+                del b[at:at + rng.randint(1, 10)]
+            elif op < 0.8:
+                b[at:at] = rng.choice(tokens)
+            else:
+                b[at:at] = b[rng.randrange(len(b)):][:rng.randint(1, 80)]
+        path.write_text(head + "".join(b) + events[6000:])
+        slow = _read(path, monkeypatch, mode="slow")[0]
+        got, paths = _read(path, monkeypatch, window=900)
+        assert got == slow
+        arrow_windows += paths["arrow"] if paths else 0
+    assert arrow_windows > 0
 
 
 def test_thread_numbers_match_numbering_each_pid_tid_tuple():

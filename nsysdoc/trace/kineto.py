@@ -7,12 +7,15 @@ metric, rule and report above it is the same for both inputs.
 How:
 
 * **Streaming.** ``traceEvents`` is read from the file's bytes (``gzip.open`` for ``.gz``) a
-  window of 8 MB at a time, never decoded to text: :mod:`msgspec` decodes the window's events into structs of
-  only the fields a row needs (a ``cpu_op``'s input shapes and the like are skipped, never built),
-  and :func:`_chunk` turns them into compact typed columns (:class:`array.array`) column by column.
-  Any window it does not take (damage, values of unexpected types, text without event ends) goes
-  to the one-event-at-a-time reader (:func:`_events_slow`, :meth:`json.JSONDecoder.raw_decode`),
-  which defines the behaviour: both give the same rows. The file is never held as Python objects
+  window of 4 MB at a time, never decoded to text, by two column readers at once (:func:`_events`):
+  pyarrow's JSON reader on a worker thread (:func:`_arrow_read`: no Python object per event;
+  :func:`_arrow_chunk` makes the rows from its columns), and :mod:`msgspec` on this one, which
+  decodes a window's events into structs of only the fields a row needs (a ``cpu_op``'s input
+  shapes and the like are skipped, never built), turned into columns by :func:`_chunk`. Each
+  window's rows are numbered on their own and merged in file order. Any window neither takes
+  (damage, values of unexpected types, text without event ends) goes to the one-event-at-a-time
+  reader (:func:`_events_slow`, :meth:`json.JSONDecoder.raw_decode`), which defines the
+  behaviour: all give the same rows. The file is never held as Python objects
   (``benchmarks/bench_kineto.py`` measures it against ``json.load``).
 * **Times.** ``ts``/``dur`` are microseconds, written by Kineto as decimal text with 3 digits
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
@@ -34,9 +37,11 @@ import json
 import os
 import re
 import stat
+import sys
 import time
 import zlib
 from array import array
+from collections import deque
 from itertools import compress
 from decimal import ROUND_HALF_EVEN, Decimal, DecimalException
 from json import JSONDecodeError
@@ -366,6 +371,9 @@ class _Acc:
         self.kinds: set[int] = set()  # the kinds of X events seen (``tables``)
         self.events = 0
         self.ignored = 0
+        #: windows read by each path (:func:`_events`): "arrow", "msgspec", and "slow" (one call
+        #: of the one-event-at-a-time reader, for a window or the events after the last cut)
+        self.paths = {"arrow": 0, "msgspec": 0, "slow": 0}
 
     def launch_code(self, a: dict) -> int:
         """The code of a kernel event's launch configuration (its ``args``)."""
@@ -847,8 +855,12 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
 # --------------------------------------------------------------------------------------------
 # fast path: many events per msgspec call, then columns at a time
 # --------------------------------------------------------------------------------------------
-#: bytes decoded per msgspec call (the window's last event ends at a "},": its separator)
-FAST_CHARS = 8 << 20
+#: bytes per window (its last event ends at a "},": its separator). 8 MB before the Arrow path:
+#: with windows read two ways at once, 4 MB is as fast and holds less memory
+FAST_CHARS = 4 << 20
+#: whether windows are read by pyarrow's JSON reader too (:func:`_arrow_read`); the tests turn
+#: it off to check the msgspec path on its own
+ARROW = sys.byteorder == "little"  # (decimals are read as little-endian words: _dec_ns)
 _UNSET = msgspec.UNSET
 _NO_RAW = msgspec.Raw()
 
@@ -1148,61 +1160,659 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     acc.ignored += int((kinds == _IGNORED).sum())
 
 
-def _events(st: _Stream, acc: _Acc, progress=None) -> None:
+# --------------------------------------------------------------------------------------------
+# Arrow path: a window's events parsed into columns by pyarrow's JSON reader (no Python object
+# per event) on a worker thread, then the rows built with pyarrow's kernels and numpy; any window
+# it does not take goes to the msgspec path
+# --------------------------------------------------------------------------------------------
+#: the deepest nesting the Arrow path takes (far below the recursion limit at which msgspec and
+#: the json module give up: deeper windows get their RecursionError, and refusal, as before).
+#: An event shorter than twice this nests less deeply (each level takes two brackets); the
+#: brackets of longer ones are counted
+_MAX_NEST = 512
+#: bytes per block when looking for the event separators (:func:`_deep_event`)
+_SEP_BLOCK = 512
+#: an aligned block of this many bytes all digits is where a run of 33 digits would be (any
+#: number text over :data:`_MAX_NUMBER_CHARS` characters has one)
+_DIGIT_BLOCK = 17
+_LEADING_OBJECT = re.compile(rb"[ \t\n]*\{")
+_GPU_KINDS = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC)
+
+
+class _NotForArrow(Exception):
+    """A window pyarrow read whose rows it cannot make exactly (the msgspec path reads it)."""
+
+
+_ARROW: dict = {}
+
+
+def _arrow():
+    """pyarrow and the reader's options (tids as numbers, and as text: traces before PyTorch 1.13),
+    imported on first use."""
+    if not _ARROW:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+
+        i64 = pa.int64()
+        # the fields a row needs, typed as Kineto writes them: a window where any of them has
+        # another type (a string pid, a float grid) fails to parse and goes to the msgspec path
+        args = pa.struct([("device", i64), ("stream", i64), ("context", i64), ("correlation", i64),
+                          ("bytes", i64), ("grid", pa.list_(i64)), ("block", pa.list_(i64)),
+                          ("registers per thread", i64), ("shared memory", i64),
+                          ("est. achieved occupancy %", i64), ("Sequence number", i64),
+                          ("Call stack", pa.string()), ("name", pa.string())])
+        # times as decimals of 3 places: exact (no binary float), and a value with more places,
+        # or more than 24 digits, fails to parse
+        us = pa.decimal128(24, 3)
+        got = {"pa": pa, "pc": pc, "pj": pj}
+        for tid in ("int", "text"):
+            schema = pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", i64),
+                                ("tid", i64 if tid == "int" else pa.string()), ("ts", us), ("dur", us), ("id", i64),
+                                ("args", args)])
+            got[tid] = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                                       newlines_in_values=True)
+        _ARROW.update(got)  # (at once: the worker thread and this one may both ask)
+    return _ARROW
+
+
+#: bytes after which a ``NaN`` or ``Inf`` could be a JSON value: ':', '[', ',', blanks, '-'
+_BEFORE_LITERAL = np.frombuffer(b":[, \t\n-", dtype=np.uint8)
+_DIGIT_RUN = re.compile(rb"[0-9]{33}")
+
+
+def _odd_literals(body: bytes, c: np.ndarray) -> bool:
+    """Whether ``body`` (``c``: its bytes) may hold ``Inf`` or ``-NaN`` as a value: pyarrow takes
+    them where it ignores a field, the json module refuses them (``NaN``, ``Infinity`` and
+    ``-Infinity`` both take; ``Infinity`` is refused here with ``Inf``, a name such as
+    ``cudaStreamGetCaptureInfo`` is not). Looked for as bytes ('N' is rare in traces, 'I' not)."""
+    if body.find(b"N") >= 0:
+        p = np.flatnonzero(c == 78)  # 'N'
+        p = p[(p > 0) & (p + 2 < len(c))]
+        if ((c[p - 1] == 45) & (c[p + 1] == 97) & (c[p + 2] == 78)).any():  # -NaN
+            return True
+    p = np.flatnonzero(c == 73)  # 'I'
+    p = p[p + 2 < len(c)]
+    p = p[(c[p + 1] == 110) & (c[p + 2] == 102)]  # Inf (Infinity too: refused alike)
+    return bool(len(p)) and (p[0] == 0 or np.isin(c[p[p > 0] - 1], _BEFORE_LITERAL).any())
+
+
+def _long_digit_run(body: bytes) -> bool:
+    """Whether ``body`` has a run of 33 digits (where a time text over :data:`_MAX_NUMBER_CHARS`
+    characters, out of range for the slow path, could be: pyarrow reads it as a number)."""
+    n = len(body) // _DIGIT_BLOCK
+    for k in np.flatnonzero(np.strings.isdigit(np.frombuffer(body, dtype=f"S{_DIGIT_BLOCK}", count=n))).tolist():
+        at = k * _DIGIT_BLOCK
+        if _DIGIT_RUN.search(body, max(0, at - 32), at + _DIGIT_BLOCK + 32):
+            return True
+    return False
+
+
+def _deep_event(text: np.ndarray) -> bool:
+    """Whether an event of ``text`` (bytes; events separated by ``\\r``: :func:`_arrow_text`)
+    may nest :data:`_MAX_NEST` deep. The first separator of each block of :data:`_SEP_BLOCK`
+    bytes is found at once; between two such separators less than twice that apart, events nest
+    less deeply (each level takes two brackets); any longer stretch (a long event, or the
+    window's ends) is looked at as a whole: fewer than that many opening brackets in it, no
+    event in it nests so deeply."""
+    n = len(text) // _SEP_BLOCK
+    first = np.strings.find(np.frombuffer(text, dtype=f"S{_SEP_BLOCK}", count=n), b"\r")
+    cut = np.flatnonzero(first >= 0)
+    at = np.concatenate(([0], cut * _SEP_BLOCK + first[cut], [len(text)]))
+    long = np.flatnonzero(np.diff(at) >= 2 * _MAX_NEST)
+    for lo, hi in zip(at[long].tolist(), at[long + 1].tolist()):
+        span = text[lo:hi]
+        if np.count_nonzero(span == 91) + np.count_nonzero(span == 123) >= _MAX_NEST:  # '[', '{'
+            return True
+    return False
+
+
+def _arrow_text(body: bytes) -> np.ndarray | None:
+    """The events of a window (``body``: UTF-8 from an event's ``{`` to the last event's ``}``,
+    events separated by ``},\\n``) as text for pyarrow's JSON reader (:func:`_arrow_read`), or
+    None when the window is not for the Arrow path, which then reads exactly what
+    :func:`_events_slow` would:
+
+    * separators: each ``},\\n`` becomes ``}\\r\\n`` (whitespace: pyarrow reads objects one after
+      another). One inside an event (a nested object followed by ``,`` and a line break) would
+      leave two members or elements without a comma between them: invalid JSON, so the parse
+      fails; a ``,`` between events not written so is left, and fails too. A window that
+      parses is therefore exactly its events, each between two ``\\r``;
+    * what pyarrow accepts and the json module does not, or reads differently, is refused here:
+      a ``\\r`` in the text (it marks the separators), a first value that is not an object
+      (pyarrow 26 crashes on a leading ``null``), ``Inf`` or ``-NaN`` as a value
+      (:func:`_odd_literals`), a run of 33 digits (:func:`_long_digit_run`), an event nested
+      :data:`_MAX_NEST` deep (:func:`_deep_event`: pyarrow has no depth limit; msgspec and the
+      json module stop near the recursion limit). (A GPU row whose ``device`` is null, which
+      pyarrow cannot tell from a missing one, is refused by :func:`_arrow_chunk`);
+    * values of other types than the schema's (a string pid, a float in ``grid``, ``NaN`` in a
+      number), times with more than 3 decimals, duplicate keys, invalid JSON: pyarrow raises
+      (ArrowInvalid: :func:`_arrow_read`)."""
+    if not _LEADING_OBJECT.match(body) or body.find(b"\r") >= 0:
+        return None
+    c = np.frombuffer(body, dtype=np.uint8)
+    if _odd_literals(body, c) or _long_digit_run(body):
+        return None
+    at = np.flatnonzero(c[1:-1] == 44)  # ',': those of "},\n" become '\r' (numpy: without the GIL)
+    at = at[(c[at] == 125) & (c[at + 2] == 10)] + 1
+    text = c.copy()
+    text[at] = 13
+    return None if _deep_event(text) else text
+
+
+_ROW = re.compile(r"changed from \w+ to \w+ in row (\d+)")
+
+
+def _arrow_read(body: bytes, tid: str = "int"):
+    """pyarrow's table of the events of a window (``body``: :func:`_arrow_text`), the tid type it
+    was read with (``tid``, else the other one), and how many bytes of ``body`` it holds: all,
+    or the events before the first one of another type than the schema's (a span's text pid,
+    say), the rest being left to the msgspec path. None when it is not for pyarrow or none can
+    be read. Runs on a worker thread, mostly without the GIL (numpy, pyarrow's parser)."""
+    text = _arrow_text(body)
+    if text is None:
+        return None
+    ar = _arrow()
+    pa, pj = ar["pa"], ar["pj"]
+    read = pj.ReadOptions(use_threads=False, block_size=len(text) + 1)
+    best = (0, tid)
+    for kind in (tid, "text" if tid == "int" else "int"):
+        try:
+            return pj.read_json(pa.BufferReader(text), parse_options=ar[kind], read_options=read), kind, len(text)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            m = _ROW.search(str(exc))
+            if m is None:
+                return None
+            best = max(best, (int(m.group(1)), kind))
+            if "Column(/tid) changed from" not in str(exc):
+                break
+    rows, kind = best
+    if rows == 0:
+        return None
+    end = int(np.flatnonzero(text == 13)[rows - 1])  # the '\r' after it
+    try:
+        return pj.read_json(pa.BufferReader(text[:end]), parse_options=ar[kind], read_options=read), kind, end
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _valid(arr) -> np.ndarray:
+    """Which values of a pyarrow array are not null (a bool array)."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _int_col(arr) -> tuple[np.ndarray, np.ndarray]:
+    """An int64 pyarrow array as (values, 0 where null; which are not null)."""
+    if arr.null_count == 0:
+        return arr.to_numpy(), np.ones(len(arr), dtype=bool)
+    return arr.fill_null(0).to_numpy(), arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _dec_ns(arr) -> np.ndarray:
+    """A decimal128(24, 3) array of microseconds as int64 nanoseconds, exactly: the decimal's
+    unscaled integer (two little-endian 64-bit words) is the nanoseconds. BAD where null or not
+    within +-2^62 ns, as :func:`us_to_ns`."""
+    data = arr.buffers()[1]
+    if data is None or arr.null_count == len(arr):
+        return np.full(len(arr), BAD, dtype=np.int64)
+    w = np.frombuffer(data, dtype=np.int64)[2 * arr.offset:2 * (arr.offset + len(arr))]
+    lo, hi = w[0::2], w[1::2]
+    ok = (hi == (lo >> 63)) & (lo > -_LIM) & (lo < _LIM)
+    if arr.null_count:
+        ok &= _valid(arr)
+    return np.where(ok, lo, BAD)
+
+
+def _first_codes(pc, arr) -> tuple[np.ndarray, list]:
+    """(code of each value, the distinct values as Python objects in order of first appearance;
+    null is a value, None)."""
+    d = pc.dictionary_encode(arr, null_encoding="encode")
+    return d.indices.to_numpy().astype(np.int64), d.dictionary.to_pylist()
+
+
+def _row_codes(pa, pc, mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each row of an int64 matrix, the distinct rows in order of first appearance):
+    the rows hashed as fixed-size binary values by pyarrow."""
+    mat = np.ascontiguousarray(mat, dtype=np.int64)
+    width = mat.shape[1]
+    rows = pa.Array.from_buffers(pa.binary(8 * width), len(mat), [None, pa.py_buffer(mat)])
+    d = pc.dictionary_encode(rows)
+    uniq = np.frombuffer(d.dictionary.buffers()[1], dtype=np.int64).reshape(-1, width)
+    return d.indices.to_numpy().astype(np.int64), uniq
+
+
+def _number(known: dict, new: dict, keys: list) -> np.ndarray:
+    """Each key's number (``keys``: distinct): from ``known``, else the next number after
+    ``known``'s, in order, recorded in ``new`` (empty): the slow path's numbering, not yet
+    committed."""
+    got = list(map(known.get, keys))
+    if None in got:
+        missing = [k for k, v in zip(keys, got) if v is None]
+        new.update(zip(missing, range(len(known), len(known) + len(missing))))
+        got = list(map(new.get, keys, got))  # (a known key is never in new: its number stays)
+    return np.fromiter(got, dtype=np.int64, count=len(got))
+
+
+def _list3(lst, rows: np.ndarray) -> np.ndarray:
+    """For the ``rows`` of a list<int64> array: is it a list of 3, and its 3 values with their
+    validity (zeros when not a list of 3), as 7 int64 columns."""
+    k = len(rows)
+    out = np.zeros((k, 7), dtype=np.int64)
+    off = lst.offsets.to_numpy()
+    lens = np.where(_valid(lst), off[1:] - off[:-1], -1)[rows]
+    is3 = lens == 3
+    out[:, 0] = is3
+    if is3.any():
+        vals, ok = _int_col(lst.values)
+        at = off[:-1][rows][is3]
+        for j in range(3):
+            out[is3, 1 + 2 * j] = vals[at + j]
+            out[is3, 2 + 2 * j] = ok[at + j]
+    return out
+
+
+def _arrow_launch(pa, pc, acc: _Acc, rows: np.ndarray, f: dict, new_raw: dict, new_items: dict) -> np.ndarray:
+    """:meth:`_Acc.launch_code5` of each kernel row, the distinct configurations looked up once
+    (in order of first appearance, so new codes are numbered as the slow path numbers them)."""
+    parts = [_list3(f["grid"], rows), _list3(f["block"], rows)]
+    for key in ("registers per thread", "shared memory", "est. achieved occupancy %"):
+        v, ok = _int_col(f[key])
+        parts.append(np.stack([v[rows], ok[rows]], axis=1))
+    codes, uniq = _row_codes(pa, pc, np.concatenate(parts, axis=1))
+    out = []
+    for u in uniq.tolist():
+        g = tuple(u[1 + 2 * j] if u[2 + 2 * j] else None for j in range(3)) if u[0] else None
+        b = tuple(u[8 + 2 * j] if u[9 + 2 * j] else None for j in range(3)) if u[7] else None
+        regs, smem, est = (u[14] if u[15] else None), (u[16] if u[17] else None), (u[18] if u[19] else None)
+        raw = (*g, *b, regs, smem, est) if g is not None and b is not None else (g, b, regs, smem, est)
+        code = acc.launch_raw.get(raw)
+        if code is None:
+            code = new_raw.get(raw)
+        if code is None:
+            item = _launch_fields(raw)
+            code = acc.launch_codes.get(item)
+            if code is None:
+                code = new_items.get(item)
+            if code is None:
+                code = new_items[item] = len(acc.launch_codes) + len(new_items)
+            new_raw[raw] = code
+        out.append(code)
+    return np.asarray(out, dtype=np.int64)[codes]
+
+
+def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
+    """:func:`_chunk` of a window read by pyarrow (:func:`_arrow_read`): the same rows, names,
+    threads and launch codes, in the same order, from the columns (no Python object per event;
+    Python only per distinct name, thread and launch configuration, and for the rare span,
+    overhead and metadata events). ``acc`` (a window's own: :func:`_arrow_part`) is only changed
+    at the end (new numbers are held apart until then); a window that raises here is read again,
+    from scratch, by the msgspec path."""
+    ar = _arrow()
+    pa, pc = ar["pa"], ar["pc"]
+    n = t.num_rows
+    col = {name: t.column(name).combine_chunks() for name in t.column_names}
+    args = col["args"]
+    f = dict(zip((args.type.field(i).name for i in range(args.type.num_fields)), args.flatten()))
+    # ---- kinds, from the distinct (ph, cat) pairs -----------------------------------------
+    phc, phv = _first_codes(pc, col["ph"])
+    catc, catv = _first_codes(pc, col["cat"])
+    nc = len(catv)
+    lut = np.array([(_X_KIND.get(c, _IGNORED) if p == "X" else _META if p == "M" else _KIND.get((p, c), _IGNORED))
+                    for p in phv for c in catv], dtype=np.int8)
+    kinds = lut[phc * nc + catc]
+    # ---- times ----------------------------------------------------------------------------
+    s = _dec_ns(col["ts"])
+    d = _dec_ns(col["dur"])
+    ok = (s != BAD) & (d != BAD)
+    e_ = np.where(ok, s + np.where(ok, d, 0), BAD)
+    e_[(e_ != BAD) & ~((e_ > -_LIM) & (e_ < _LIM))] = BAD
+    is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
+    fid, fid_ok = _int_col(col["id"])
+    fid = np.where(fid_ok & (fid > 0) & (fid < (1 << 32)), fid, 0)
+    fstart = (kinds == _F_START) & (fid != 0) & (s != BAD)
+    fend = (kinds == _F_END) & (fid != 0) & (s != BAD)
+    # ---- threads, in event order: calls, host ranges, flow starts that bind -----------------
+    pid, pid_ok = _int_col(col["pid"])
+    pc_, pv = _first_codes(pc, col["pid"])
+    tc_, tv = _first_codes(pc, col["tid"])  # ints, or text (traces before PyTorch 1.13)
+    tid_stream = np.array([_stream_of(v) for v in tv], dtype=np.int64)[tc_]  # _stream_of(tid)
+    need = np.flatnonzero(np.isin(kinds, _THREADED) | fstart)
+    thr = np.full(n, -1, dtype=np.int64)
+    new_threads: dict = {}
+    if len(need):
+        nt = len(tv)
+        codes, pairs = factorize(pc_[need] * nt + tc_[need])
+        thr[need] = _number(acc.threads, new_threads, [(pv[c // nt], tv[c % nt]) for c in pairs.tolist()])[codes]
+    # ---- names, in event order (host ranges get their sequence number and stack frame) ------
+    named = np.flatnonzero(np.isin(kinds, _NAMED))
+    host = kinds == K_HOST
+    dom_lut = np.array([_HOST_DOM.get(c, 0) if c.__class__ is str else 0 for c in catv], dtype=np.int8)
+    dom = dom_lut[catc]
+    name = col["name"]
+    name_ok = _valid(name)
+    op = host & (dom == _DOM_OP)
+    seq, seq_ok = _int_col(f["Sequence number"])
+    with_seq = op & seq_ok & (seq >= 0) & (seq < _LIM) & name_ok
+    if with_seq.any():  # autograd's sequence number, kept in the text as emit_nvtx writes it
+        seq_text = pc.if_else(pa.array(with_seq), pc.cast(f["Sequence number"], pa.string()), pa.scalar(None, pa.string()))
+        name = pc.coalesce(pc.binary_join_element_wise(name, seq_text, ", seq = "), name)
+    stack = f["Call stack"]
+    if stack.null_count < n:  # 2021 format: the innermost frame of the user's code
+        has = op & name_ok & _valid(stack)
+        has &= pc.fill_null(pc.binary_length(stack), 0).to_numpy() > 0
+        at = np.flatnonzero(has)
+        if len(at):
+            idx = pa.array(at)
+            texts = []
+            for nm, cs in zip(name.take(idx).to_pylist(), stack.take(idx).to_pylist()):
+                fr = _user_frame(cs)
+                texts.append(f"{nm}, stack = {fr}" if fr else nm)
+            mask = np.zeros(n, dtype=bool)
+            mask[at] = True
+            name = pc.replace_with_mask(name, pa.array(mask), pa.array(texts, type=pa.string()))
+    nid = np.full(n, -1, dtype=np.int64)
+    new_names: dict = {}
+    if len(named):
+        codes, distinct = _first_codes(pc, name.take(pa.array(named)))
+        distinct = [F.UNKNOWN_NAME if v is None else v for v in distinct]
+        nid[named] = _number(acc.names, new_names, distinct)[codes]
+    # ---- GPU rows ---------------------------------------------------------------------------
+    dev, dev_ok = _int_col(f["device"])  # missing: the event's pid; null: unknown (BAD)
+    if not dev_ok[np.isin(kinds, _GPU_KINDS)].all():
+        raise _NotForArrow("a GPU row's device is null or missing: pyarrow cannot tell which")
+    dev = np.where((dev >= 0) & (dev < 65536), dev, BAD)
+    stream, ok = _int_col(f["stream"])
+    stream = np.where(ok & (stream >= -_I32) & (stream < _I32), stream, tid_stream)
+    ctx, ok = _int_col(f["context"])
+    ctx = np.where(ok & (ctx >= -_I32) & (ctx < _I32), ctx, 0)
+    corr, ok = _int_col(f["correlation"])
+    corr = np.where(ok & (corr > 0) & (corr < (1 << 32)), corr, 0)
+    nbytes, ok = _int_col(f["bytes"])
+    nbytes = np.where(ok & (nbytes >= 0) & (nbytes < _LIM), nbytes, 0)
+    gpu_rows = {}
+    new_raw: dict = {}
+    new_items: dict = {}
+    for kind in (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC):
+        rows = np.flatnonzero(kinds == kind)
+        if not len(rows):
+            continue
+        row = {"s": s[rows], "e": e_[rows], "dev": dev[rows], "ctx": ctx[rows], "st": stream[rows],
+               "corr": corr[rows], "name": nid[rows], "bytes": nbytes[rows]}
+        if kind == K_KERNEL:
+            row["launch"] = _arrow_launch(pa, pc, acc, rows, f, new_raw, new_items)
+        gpu_rows[kind] = row
+    rows = np.flatnonzero((kinds == K_RUNTIME) | (kinds == K_DRIVER))
+    rt_row = {"s": s[rows], "e": e_[rows], "thr": thr[rows], "corr": corr[rows], "name": nid[rows],
+              "drv": (kinds[rows] == K_DRIVER).astype(np.int8)} if len(rows) else None
+    rows = np.flatnonzero(host)
+    host_row = {"s": s[rows], "e": e_[rows], "thr": thr[rows], "name": nid[rows], "dom": dom[rows]} \
+        if len(rows) else None
+    rows = np.flatnonzero(fstart)
+    fs_row = {"id": fid[rows], "thr": thr[rows], "ts": s[rows]}
+    fdev = np.where(pid_ok & (pid >= 0) & (pid < 65536), pid, -1)  # _small_int(pid, 0, 65536, -1)
+    rows = np.flatnonzero(fend & (fdev >= 0))
+    fe_row = {"id": fid[rows], "dev": fdev[rows], "st": tid_stream[rows], "ts": s[rows]}
+    # the rare rows kept as Python objects (read before anything is committed)
+    spans = [(int(s[i]), int(e_[i])) for i in np.flatnonzero(kinds == K_SPAN).tolist() if s[i] != BAD and e_[i] != BAD]
+    over = np.flatnonzero((kinds == K_OVERHEAD) & (s != BAD) & (e_ != BAD))
+    over = [(int(s[i]), int(e_[i]), F.cap(str(nm or ""))) for i, nm in
+            zip(over.tolist(), col["name"].take(pa.array(over, type=pa.int64())).to_pylist())]
+    meta = np.flatnonzero((kinds == _META) & _valid(args))
+    if len(meta):
+        idx = pa.array(meta, type=pa.int64())
+        meta = [{"name": nm, "pid": p, "tid": q, "args": {"name": label}} for nm, p, q, label in
+                zip(*(c.take(idx).to_pylist() for c in (col["name"], col["pid"], col["tid"], f["name"])))]
+    # ---- commit -----------------------------------------------------------------------------
+    acc.names.update(new_names)
+    acc.threads.update(new_threads)
+    acc.launch_codes.update(new_items)
+    acc.launch_raw.update(new_raw)
+    acc.kinds.update(np.unique(kinds[is_x]).tolist())
+    for kind, row in gpu_rows.items():
+        for k, v in row.items():
+            _add(acc.gpu[kind][k], v)
+    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
+        if row is not None:
+            for k, v in row.items():
+                _add(table[k], v)
+    acc.spans.extend(spans)
+    for o in over:
+        if len(acc.overhead) < 100_000:
+            acc.overhead.append(o)
+    for ev in meta:
+        _metadata_event(ev, acc)
+    acc.events += n
+    acc.ignored += int((kinds == _IGNORED).sum())
+
+
+#: windows being read by pyarrow at once (on a worker thread, while this one reads others with
+#: msgspec), and windows read but not yet merged into the accumulators, at most
+ARROW_AHEAD = 2
+_MAX_PENDING = 6
+
+
+class _Window:
+    """A window of events (:func:`_events`): its bytes as read (``raw``) and as decoded
+    (``body``: the same unless not UTF-8), where it starts (``offset``, in characters), its
+    length in characters with its ',' (``chars``), and its rows once read (``part``: an
+    :class:`_Acc` of its own, numbered from 0; None: the slow path's) or being read by pyarrow
+    (``future``)."""
+    __slots__ = ("raw", "body", "offset", "chars", "first", "future", "part")
+
+    def __init__(self, raw: bytes, body: bytes, offset: int, chars: int, first: bool) -> None:
+        self.raw, self.body, self.offset, self.chars, self.first = raw, body, offset, chars, first
+        self.future = self.part = None
+
+
+def _msgspec_part(body: bytes) -> _Acc | None:
+    """The rows of a window read by msgspec (:func:`_chunk`), or None (the slow path's)."""
+    part = _Acc()
+    try:
+        _chunk(_decode_events(b"".join((b"[", body, b"]"))), part)
+    except Exception:  # noqa: BLE001 - any surprise (RecursionError too): the slow path reads this window
+        return None
+    part.paths["msgspec"] += 1
+    return part
+
+
+def _arrow_part(body: bytes, got) -> _Acc | None:
+    """The rows of a window read by pyarrow (``got``: :func:`_arrow_read`'s) made by
+    :func:`_arrow_chunk` (on this thread: it holds the GIL much of the time, which would stall
+    this thread's msgspec reading on the worker's), those of the events it left read by msgspec;
+    None: not pyarrow's (the msgspec path's)."""
+    if got is None:
+        return None
+    table, tid, end = got
+    part = _Acc()
+    try:
+        _arrow_chunk(table, part)
+        if end < len(body):  # the events from the first of another type on
+            _chunk(_decode_events(b"".join((b"[", body[end + 1:], b"]"))), part)
+            part.paths["msgspec"] += 1
+    except Exception:  # noqa: BLE001 - the msgspec path reads this window
+        return None
+    part.paths["arrow"] += 1
+    return part
+
+
+def _merge(acc: _Acc, part: _Acc) -> None:
+    """Append a window's rows (``part``, numbered from 0) to ``acc``: names, threads and launch
+    configurations new to ``acc`` are numbered after its own in the order the window met them,
+    which is the order the slow path, reading the events one by one, numbers them in."""
+    def lut(known: dict, numbered: dict) -> np.ndarray:
+        new: dict = {}
+        out = _number(known, new, list(numbered))
+        known.update(new)
+        return out
+
+    names, threads, launch = lut(acc.names, part.names), lut(acc.threads, part.threads), \
+        lut(acc.launch_codes, part.launch_codes)
+    acc.launch_raw.update(zip(part.launch_raw, launch[list(part.launch_raw.values())].tolist()))
+    recode = {"name": names, "thr": threads, "launch": launch}
+    for mine, theirs in [(acc.gpu[k], part.gpu[k]) for k in acc.gpu] + [(acc.rt, part.rt), (acc.host, part.host),
+                                                                       (acc.flow_s, part.flow_s), (acc.flow_f, part.flow_f)]:
+        for key, col in theirs.items():
+            if len(col):
+                if key in recode:
+                    _add(mine[key], recode[key][np.frombuffer(col, dtype=col.typecode)])
+                else:
+                    mine[key].extend(col)
+    acc.spans.extend(part.spans)
+    acc.overhead.extend(part.overhead[:max(0, 100_000 - len(acc.overhead))])
+    acc.proc_names.update(part.proc_names)
+    acc.thread_names.update(part.thread_names)
+    acc.kinds.update(part.kinds)
+    acc.events += part.events
+    acc.ignored += part.ignored
+    for k, v in part.paths.items():
+        acc.paths[k] += v
+
+
+def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - one loop, kept together
     """Parse ``traceEvents`` items (the '[' is consumed) into ``acc`` until the closing ']'.
 
-    A window of :data:`FAST_CHARS` bytes (the file's UTF-8, as :class:`_Stream` would decode it:
-    read as bytes, never built as text), cut after the last ``"},"`` in it, is decoded with
-    one :mod:`msgspec` call into structs of the fields a row needs (:class:`_Ev`: unknown fields,
-    such as a ``cpu_op``'s input shapes, are skipped without being built) and turned into columns
-    (:func:`_chunk`). A cut anywhere but between two events makes that text invalid JSON (a
-    newline is never inside a string, an unbalanced bracket never decodes), and any window that
-    fails to decode or holds a value :func:`_chunk` does not expect is read by the slow path
-    instead, which also takes the events after the last cut and gives every refusal."""
+    The file's bytes are cut into windows of about :data:`FAST_CHARS` bytes (the file's UTF-8,
+    as :class:`_Stream` would decode it: read as bytes, never built as text), each after the
+    last ``"},"`` in it. A cut anywhere but between two events makes that text invalid JSON (a
+    newline is never inside a string, an unbalanced bracket never decodes). Each window is read
+    by one of two column readers, both reading exactly what the slow path reads:
+
+    * pyarrow's JSON reader (:func:`_arrow_text`, :func:`_arrow_read`, :func:`_arrow_chunk`),
+      which parses on a worker thread, without the GIL, up to :data:`ARROW_AHEAD` windows at
+      once, while this thread reads the next windows with
+    * msgspec (:func:`_chunk`): one call into structs of the fields a row needs (:class:`_Ev`:
+      unknown fields, such as a ``cpu_op``'s input shapes, are skipped without being built).
+
+    A window pyarrow does not take goes to msgspec. Each window's rows are numbered on their own
+    and merged in file order (:func:`_merge`). A window msgspec does not take either (it fails
+    to decode, or holds a value :func:`_chunk` does not expect) is read by the slow path, after
+    the windows before it are merged and from its first character, as are the events after the
+    last cut; it gives every refusal."""
     if st.peek() == "]":
         st.pos += 1
         return
     first = True
     tick = time.monotonic() + 2.0
     data, pos = st.take_bytes(), 0  # the file's bytes from the first event on
-    while True:
-        if len(data) - pos < FAST_CHARS:
-            more = st.read_bytes(FAST_CHARS)
-            if more:
-                data, pos = data[pos:] + more, 0
-        cut = data.rfind(b"},\n", pos)
-        if cut < 0:
-            cut = data.rfind(b"},", pos)
-        if cut < 0:  # the last events, or no line breaks or object ends in a whole window
-            st.give_bytes(data[pos:])
-            if _events_slow(st, acc, progress, stop=st.offset + len(st.buf), first=first):
-                return
-            first = False
-            data, pos = st.take_bytes(), 0
-            continue
-        doc = b"".join((b"[", memoryview(data)[pos:cut + 1], b"]"))
-        if doc.isascii():
-            chars = len(doc) - 1  # the window and its ','
-        else:  # msgspec reads the text as the slow path sees it (U+FFFD for what is not UTF-8)
-            try:
-                chars = len(doc.decode("utf-8")) - 1
-            except UnicodeDecodeError:
-                text = doc.decode("utf-8", "replace")
-                chars, doc = len(text) - 1, text.encode("utf-8")
-        try:
-            _chunk(_decode_events(doc), acc)
-        except Exception:  # noqa: BLE001 - any surprise (RecursionError too): the slow path reads this window
-            st.give_bytes(data[pos:])
-            if _events_slow(st, acc, progress, stop=st.offset + chars, first=first):
-                return
-            data, pos = st.take_bytes(), 0
+    offset = st.offset  # characters before data[pos]
+    pending: deque[_Window] = deque()  # read, or being read, not yet merged
+    tid = ["int"]  # the type of the tids pyarrow last read
+
+    def merge_ready(wait: bool = False) -> _Window | None:
+        """Merge the pending windows that are read, in order (``wait``: all of them); the first
+        one that is the slow path's is returned (with those after it), not merged."""
+        while pending:
+            w = pending[0]
+            if w.future is not None:
+                if not (wait or w.future.done()):
+                    return None
+                got = w.future.result()
+                w.future = None
+                if got is not None:
+                    tid[0] = got[1]
+                w.part = _arrow_part(w.body, got) or _msgspec_part(w.body)
+            if w.part is None:
+                return w
+            pending.popleft()
+            _merge(acc, w.part)
+            w.part = w.raw = w.body = None
+        return None
+
+    def slow(w: _Window | None) -> bool:
+        """Merge what is pending before ``w``, then read from ``w`` on (else from data[pos]) with
+        the slow path up to ``w``'s end (else to the last event): True at the list's end."""
+        nonlocal data, pos, offset, first
+        if w is not None:  # what comes after w is cut and read again
+            first = w.first
+            rest = b",".join(x.raw for x in pending) + b"," + data[pos:]
+            for x in pending:
+                if x.future is not None:
+                    x.future.cancel()
+            pending.clear()
+            st.offset = w.offset
+            st.give_bytes(rest)
+            stop = w.offset + w.chars
         else:
-            st.offset += chars
-            pos = cut + 2
+            st.offset = offset
+            st.give_bytes(data[pos:])
+            stop = st.offset + len(st.buf)
+        acc.paths["slow"] += 1
+        if _events_slow(st, acc, progress, stop=stop, first=first):
+            return True  # (the stream is after the ']')
         first = False
-        if progress is not None and time.monotonic() > tick:
-            progress(f"read {acc.events:,} trace events")
-            tick = time.monotonic() + 2.0
+        data, pos = st.take_bytes(), 0
+        offset = st.offset
+        return False
+
+    pool = None
+    try:
+        while True:
+            if len(data) - pos < FAST_CHARS:
+                more = st.read_bytes(FAST_CHARS)
+                if more:
+                    data, pos = data[pos:] + more, 0
+            cut = data.rfind(b"},\n", pos, pos + FAST_CHARS + 3)
+            if cut < 0:
+                cut = data.rfind(b"},\n", pos)
+            if cut < 0:
+                cut = data.rfind(b"},", pos)
+            if cut < 0:  # the last events, or no line breaks or object ends in a whole window
+                w = merge_ready(wait=True)
+                if w is not None:
+                    slow(w)  # (then the windows after it are cut again)
+                elif slow(None):
+                    return
+                continue
+            raw = body = data[pos:cut + 1]
+            if body.isascii():
+                chars = len(body) + 1  # the window and its ','
+            else:  # decoders read the text as the slow path sees it (U+FFFD for what is not UTF-8)
+                try:
+                    chars = len(body.decode("utf-8")) + 1
+                except UnicodeDecodeError:
+                    text = body.decode("utf-8", "replace")
+                    chars, body = len(text) + 1, text.encode("utf-8")
+            w = _Window(raw, body, offset, chars, first)
+            offset += chars
+            pos = cut + 2
+            if ARROW and sum(x.future is not None for x in pending) < ARROW_AHEAD:
+                if pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+                    pool = ThreadPoolExecutor(1, thread_name_prefix="nsysdoc-kineto")
+                w.future = pool.submit(_arrow_read, body, tid[0])
+            else:
+                w.part = _msgspec_part(body)
+            pending.append(w)
+            w = merge_ready(wait=len(pending) > _MAX_PENDING)
+            if w is not None:
+                slow(w)
+            first = False
+            if progress is not None and time.monotonic() > tick:
+                progress(f"read {acc.events:,} trace events")
+                tick = time.monotonic() + 2.0
+    finally:
+        for x in pending:
+            if x.future is not None:
+                x.future.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True)
+            _release_memory()
+
+
+def _release_memory() -> None:
+    """Give the windows' freed buffers back to the system: pyarrow's pool keeps what it freed,
+    and glibc keeps the worker thread's freed memory in that thread's arena, where the rest of
+    the report (on this thread) cannot reuse it: a report's peak memory would grow by ~50 MB."""
+    if _ARROW:
+        _ARROW["pa"].default_memory_pool().release_unused()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _metadata_event(ev: dict, acc: _Acc) -> None:
