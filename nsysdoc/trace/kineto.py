@@ -1782,7 +1782,9 @@ def _events(st: _Stream, acc: _Acc, progress=None) -> None:  # noqa: C901 - one 
             w = _Window(raw, body, offset, chars, first)
             offset += chars
             pos = cut + 2
-            if ARROW and sum(x.future is not None for x in pending) < ARROW_AHEAD:
+            if ARROW and len(body) <= 4 * FAST_CHARS and sum(x.future is not None for x in pending) < ARROW_AHEAD:
+                # (a window that long has an event longer than FAST_CHARS: msgspec's, without the
+                # guards' temporary arrays of its size)
                 if pool is None:
                     from concurrent.futures import ThreadPoolExecutor
                     pool = ThreadPoolExecutor(1, thread_name_prefix="nsysdoc-kineto")
