@@ -1260,11 +1260,11 @@ def _deep_event(text: np.ndarray) -> bool:
     cut = np.flatnonzero(first >= 0)
     at = np.concatenate(([0], cut * _SEP_BLOCK + first[cut], [len(text)]))
     long = np.flatnonzero(np.diff(at) >= 2 * _MAX_NEST)
-    for lo, hi in zip(at[long].tolist(), at[long + 1].tolist()):
-        span = text[lo:hi]
-        if np.count_nonzero(span == 91) + np.count_nonzero(span == 123) >= _MAX_NEST:  # '[', '{'
-            return True
-    return False
+    if not len(long):
+        return False
+    opening = np.flatnonzero((text == 91) | (text == 123))  # '[', '{'
+    inside = np.searchsorted(opening, at[long + 1]) - np.searchsorted(opening, at[long])
+    return bool((inside >= _MAX_NEST).any())
 
 
 def _arrow_text(body: bytes) -> np.ndarray | None:
