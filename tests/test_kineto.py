@@ -535,9 +535,12 @@ def test_fast_path_hands_odd_windows_to_the_slow_path(tmp_path, monkeypatch):
         assert _read(path, monkeypatch, window=window, mode="msgspec")[0] == slow
 
 
-def _with_events(path, text: str, events: list[str], sep: str = ",\n"):
-    """``text`` (a Kineto trace) with ``events`` (JSON texts) first in its traceEvents."""
+def _with_events(path, text: str, events: list[str], sep: str = ",\n", after: int = 0):
+    """``text`` (a Kineto trace) with ``events`` (JSON texts) in its traceEvents, first or
+    ``after`` that many events."""
     i = text.index('"traceEvents": [') + len('"traceEvents": [')
+    for _ in range(after):
+        i = text.index("},\n", i) + 2
     path.write_text(text[:i] + "\n" + sep.join(events) + sep + text[i:])
     return path
 
@@ -613,16 +616,19 @@ ARROW_REFUSED = {
 }
 
 
+@pytest.mark.parametrize("after", [0, 40])
 @pytest.mark.parametrize("name", list(ARROW_ODD) + list(ARROW_REFUSED))
-def test_arrow_path_leaves_what_it_cannot_read_exactly_to_the_other_paths(tmp_path, monkeypatch, name):
-    """Each odd event among ordinary ones (first in the list), with small and large windows: the
-    rows (or the refusal) of the slow path, and the ordinary windows still read by pyarrow."""
+def test_arrow_path_leaves_what_it_cannot_read_exactly_to_the_other_paths(tmp_path, monkeypatch, name, after):
+    """Each odd event among ordinary ones (first in the list, where the window also holds the
+    span, whose pid is text; and after the first 40 events, among events pyarrow reads), with
+    small and large windows: the rows (or the refusal) of the slow path, and the ordinary
+    windows still read by pyarrow."""
     text = healthy_training().write_kineto(tmp_path / "k.json").read_text()
     ev = ARROW_ODD.get(name) or ARROW_REFUSED[name]
-    path = _with_events(tmp_path / "odd.json", text, [ev])
+    path = _with_events(tmp_path / "odd.json", text, [ev], after=after)
     slow = _read(path, monkeypatch, mode="slow")[0]
     assert isinstance(slow, str) == (name in ARROW_REFUSED), slow
-    for window in (None, 300, 2000):
+    for window in (None, 300, 2000, 8000):
         got, paths = _read(path, monkeypatch, window=window)
         assert got == slow, (name, window)
         if paths is not None and window == 2000:
