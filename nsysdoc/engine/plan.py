@@ -13,7 +13,6 @@ while loading (``trace.derived["setup_launch"]``).
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -211,12 +210,6 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) ->
 
 def make_plan(trace, pattern) -> Plan:
     nv = _nvtx_scan(trace, pattern)
-    # the attributor needs only the scan's host ranges: its range forests (mostly numpy sorts,
-    # which release the GIL) are built on a worker thread while the rest of the plan is made, and
-    # waited for before the slices (which use it), so its arrays never coexist with a slice's
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-attribution")
-    attr = pool.submit(build_attributor, trace, nv.pop("host"))  # its blocks are freed as it reads them
-    pool.shutdown(wait=False)
     ndev = len(trace.devices)
     builder = StepBuilder(nv["ranges"], np.asarray(trace.processes["global_pid"], dtype=np.int64))
     tables = _gpu_tables(trace)
@@ -252,7 +245,7 @@ def make_plan(trace, pattern) -> Plan:
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
-    plan.attr = attr.result()  # an error while building it is raised here, as before
+    plan.attr = build_attributor(trace, nv.pop("host"))  # its blocks are freed as it reads them
     _first_call_setup(trace, plan)
     return plan
 
