@@ -1812,14 +1812,11 @@ def _release_memory() -> None:
     """Give the windows' freed buffers back to the system: pyarrow's pool keeps what it freed,
     and glibc keeps the worker thread's freed memory in that thread's arena, where the rest of
     the report (on this thread) cannot reuse it: a report's peak memory would grow by ~50 MB."""
+    from .store import _malloc_trim
+
     if _ARROW:
         _ARROW["pa"].default_memory_pool().release_unused()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    _malloc_trim()
 
 
 def _metadata_event(ev: dict, acc: _Acc) -> None:
