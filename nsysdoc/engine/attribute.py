@@ -64,14 +64,13 @@ class Attributor:
         # the same sequence number in the same process, with that operator's module and frame
         is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
         self.bwd = self._pad["bwd"][:n]
+        bw_range = np.full(n, -1, dtype=np.int64)  # each range's backward node range (-1: none)
         if n:
-            bw_range = np.full(n, -1, dtype=np.int64)
             for a in ops.ancestors(np.arange(n)):
                 ok = (a >= 0) & (bw_range < 0)
                 hit = ok.copy()
                 hit[ok] = is_bwd_name[ops.name[a[ok]]]
                 bw_range[hit] = a[hit]
-            self._bw_range = bw_range
             codes = np.full(len(names), NONE, dtype=np.int64)
             for c in np.unique(ops.name[bw_range[bw_range >= 0]]).tolist():
                 codes[c] = names.code(A.backward_node(names[c]))
@@ -83,7 +82,7 @@ class Attributor:
         seq = np.asarray(op_raw_seq, dtype=np.int64)[ops.order] if n else np.zeros(0, np.int64)
         if n and (seq >= 0).any() and (self.bwd >= 0).any():
             pid = thread_pid[ops.thread] if len(thread_pid) else np.zeros(n, np.int64)
-            fwd_ok = (seq >= 0) & ~is_bwd_name[ops.name] & (self._bw_range < 0)
+            fwd_ok = (seq >= 0) & ~is_bwd_name[ops.name] & (bw_range < 0)
             cand = np.flatnonzero(fwd_ok)
             # the first (outermost) forward range of each (process, seq): forest order is by thread
             # and start, so sort by (pid, seq, start)
@@ -93,7 +92,7 @@ class Attributor:
             first = np.ones(len(cand), dtype=bool)
             first[1:] = (key_c[1:] != key_c[:-1]).any(axis=1)
             cand = cand[first]
-            br = self._bw_range
+            br = bw_range
             need = np.flatnonzero((br >= 0) & (seq[np.maximum(br, 0)] >= 0))
             if len(need) and len(cand):
                 bseq, bpid = seq[br[need]], pid[br[need]]
