@@ -48,14 +48,10 @@ class Attributor:
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
         n = len(ops)
-        # per-range codes are views of arrays one entry longer (NONE at index n): a gather with
-        # index -1 gives NONE (:meth:`sites_and_ranges`) without a padded copy of each
-        self._pad: dict[str, np.ndarray] = {k: np.full(n + 1, NONE, dtype=np.int64)
-                                            for k in ("op_frame", "bwd", "fwd", "fwd_mod", "fwd_frame")}
         # an operator's own Python frame (2021 Kineto traces), else its nearest enclosing one's
-        self.op_frame = self._pad["op_frame"][:n]
+        self.op_frame = np.full(n, NONE, dtype=np.int64)
         if n and op_raw_frame is not None and len(op_raw_frame) and (np.asarray(op_raw_frame) >= 0).any():
-            self.op_frame[:] = np.asarray(op_raw_frame, dtype=np.int64)[ops.order]
+            self.op_frame = np.asarray(op_raw_frame, dtype=np.int64)[ops.order].copy()
             for d in range(1, int(ops.depth.max()) + 1):
                 c = np.flatnonzero((ops.depth == d) & (self.op_frame < 0) & (ops.parent >= 0))
                 if len(c):
@@ -63,7 +59,7 @@ class Attributor:
         # backward node (itself or nearest enclosing autograd node) and the forward operator with
         # the same sequence number in the same process, with that operator's module and frame
         is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
-        self.bwd = self._pad["bwd"][:n]
+        self.bwd = np.full(n, NONE, dtype=np.int64)
         bw_range = np.full(n, -1, dtype=np.int64)  # each range's backward node range (-1: none)
         if n:
             for a in ops.ancestors(np.arange(n)):
@@ -76,9 +72,9 @@ class Attributor:
                 codes[c] = names.code(A.backward_node(names[c]))
             has = bw_range >= 0
             self.bwd[has] = codes[ops.name[bw_range[has]]]
-        self.fwd = self._pad["fwd"][:n]
-        self.fwd_mod = self._pad["fwd_mod"][:n]
-        self.fwd_frame = self._pad["fwd_frame"][:n]
+        self.fwd = np.full(n, NONE, dtype=np.int64)
+        self.fwd_mod = np.full(n, NONE, dtype=np.int64)
+        self.fwd_frame = np.full(n, NONE, dtype=np.int64)
         seq = np.asarray(op_raw_seq, dtype=np.int64)[ops.order] if n else np.zeros(0, np.int64)
         if n and (seq >= 0).any() and (self.bwd >= 0).any():
             pid = thread_pid[ops.thread] if len(thread_pid) else np.zeros(n, np.int64)
@@ -166,7 +162,9 @@ class Attributor:
         x = getattr(self, "_x", None)
         if x is None:
             ext = lambda a: np.append(np.asarray(a, dtype=np.int64), NONE)  # noqa: E731
-            x = self._x = {"name": ext(self.ops.name), **self._pad, "mod": ext(self.mods.name),
+            x = self._x = {"name": ext(self.ops.name), "bwd": ext(self.bwd), "fwd": ext(self.fwd),
+                           "op_frame": ext(self.op_frame), "fwd_mod": ext(self.fwd_mod),
+                           "fwd_frame": ext(self.fwd_frame), "mod": ext(self.mods.name),
                            "frame": ext(self.frames.name)}
         return x
 
