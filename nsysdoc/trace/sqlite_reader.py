@@ -118,6 +118,35 @@ def _is_type_error(exc: Exception) -> bool:
     return "type mismatch" in str(exc).lower()
 
 
+def _fetch_arrow(exp: ExportFile, sql: str, lo: int, hi: int):
+    """One rowid range ``[lo, hi)`` of ``sql`` as an Arrow table, on its own ADBC connection."""
+    with _adbc_module().connect(readonly_uri(exp.read_path)) as con:
+        cur = con.cursor()
+        try:
+            cur.execute(sql, parameters=(lo, hi))
+            return cur.fetch_arrow_table()
+        finally:
+            cur.close()
+
+
+def _fetch_integers(exp: ExportFile, sql: str, safe_sql: str, lo: int, hi: int, n_int: int | None = None):
+    """A chunk read with its integer columns as stored (``sql``), and again with every value that
+    is not an integer as NULL (``safe_sql``) when one of them holds a real, a text or a blob: the
+    driver refuses a column whose storage class changes mid-chunk, or types the column otherwise.
+    ``n_int``: how many leading columns are integers (all when None)."""
+    import pyarrow as pa
+
+    try:
+        tbl = _fetch_arrow(exp, sql, lo, hi)
+        cols = tbl.columns if n_int is None else tbl.columns[:n_int]
+        clean = all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in cols)
+    except Exception as exc:
+        if not _is_type_error(exc):
+            raise
+        clean = False
+    return tbl if clean else _fetch_arrow(exp, safe_sql, lo, hi)
+
+
 #: Rows per rowid-range chunk: bounds memory (a chunk's Arrow table per reader) and lets two
 #: connections read one table concurrently (the ADBC driver releases the GIL).
 CHUNK_ROWS = 1 << 19
@@ -158,29 +187,10 @@ class _ChunkReader:
         step = chunk_rows or CHUNK_ROWS
         self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
 
-    def _fetch(self, sql: str, lo: int, hi: int):
-        with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
-            cur = con.cursor()
-            try:
-                cur.execute(sql, parameters=(lo, hi))
-                return cur.fetch_arrow_table()
-            finally:
-                cur.close()
-
     def read_chunk(self, lo: int, hi: int) -> dict[str, np.ndarray]:
-        import pyarrow as pa
-
         if _adbc_module() is None:
             return self._read_sqlite3(lo, hi)
-        try:
-            tbl = self._fetch(self.sql, lo, hi)
-            clean = all(pa.types.is_integer(c.type) or pa.types.is_null(c.type) for c in tbl.columns)
-        except Exception as exc:  # the driver refuses a column whose storage class changes mid-chunk
-            if not _is_type_error(exc):
-                raise
-            clean = False
-        if not clean:  # text, real or blob values in integer columns: read them as NULL
-            tbl = self._fetch(self.safe_sql, lo, hi)
+        tbl = _fetch_integers(self.exp, self.sql, self.safe_sql, lo, hi)
         out = {name: _fill(tbl.column(i), self.spec[name]) for i, name in enumerate(self.chosen)}
         return self._defaults(out, tbl.num_rows)
 
@@ -851,25 +861,7 @@ class _NvtxReader:
     def _read_adbc(self, lo: int, hi: int):
         import pyarrow as pa
 
-        def fetch(sql: str):
-            with _adbc_module().connect(readonly_uri(self.exp.read_path)) as con:
-                cur = con.cursor()
-                try:
-                    cur.execute(sql, parameters=(lo, hi))
-                    return cur.fetch_arrow_table()
-                finally:
-                    cur.close()
-
-        try:
-            tbl = fetch(self.plain_sql)
-            clean = all(pa.types.is_integer(tbl.column(j).type) or pa.types.is_null(tbl.column(j).type)
-                        for j in range(6))
-        except Exception as exc:  # the driver refuses a column whose storage class changes mid-chunk
-            if not _is_type_error(exc):
-                raise
-            clean = False
-        if not clean:
-            tbl = fetch(self.sql)
+        tbl = _fetch_integers(self.exp, self.plain_sql, self.sql, lo, hi, n_int=6)  # (the text is the 7th)
         ints = {}
         for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
                                               ("global_tid", 0), ("text_id", -1), ("domain_id", 0))):
