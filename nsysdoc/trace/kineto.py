@@ -1028,6 +1028,19 @@ def _add(col: array, values: np.ndarray) -> None:
         col.frombytes(np.ascontiguousarray(values, dtype=np.dtype(col.typecode)).tobytes())
 
 
+def _commit_rows(acc: _Acc, kinds: np.ndarray, gpu_rows: dict, rt_row, host_row, fs_row, fe_row) -> None:
+    """Append one window's rows (either reader's: :func:`_chunk`, :func:`_arrow_chunk`) to the
+    accumulator's columns; a table whose row dict is None got no rows."""
+    acc.kinds.update(kinds.tolist())
+    for kind, row in gpu_rows.items():
+        for k, v in row.items():
+            _add(acc.gpu[kind][k], v)
+    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
+        if row is not None:
+            for k, v in row.items():
+                _add(table[k], v)
+
+
 def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
     """Rows of a window of decoded events, as :func:`_events_slow` makes them one at a time: the
     same rows, names, threads and launch codes, in the same order. Raises on anything it does not
@@ -1139,14 +1152,7 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
     # ---- commit -----------------------------------------------------------------------------------
-    acc.kinds.update(np.unique(xk).tolist())
-    for kind, row in gpu_rows.items():
-        for k, v in row.items():
-            _add(acc.gpu[kind][k], v)
-    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
-        if row is not None:
-            for k, v in row.items():
-                _add(table[k], v)
+    _commit_rows(acc, np.unique(xk), gpu_rows, rt_row, host_row, fs_row, fe_row)
     for i in np.flatnonzero(xk == K_SPAN).tolist():
         if s[i] != BAD and e_[i] != BAD:
             acc.spans.append((int(s[i]), int(e_[i])))
@@ -1571,14 +1577,7 @@ def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kep
     acc.threads.update(new_threads)
     acc.launch_codes.update(new_items)
     acc.launch_raw.update(new_raw)
-    acc.kinds.update(np.unique(kinds[is_x]).tolist())
-    for kind, row in gpu_rows.items():
-        for k, v in row.items():
-            _add(acc.gpu[kind][k], v)
-    for table, row in ((acc.rt, rt_row), (acc.host, host_row), (acc.flow_s, fs_row), (acc.flow_f, fe_row)):
-        if row is not None:
-            for k, v in row.items():
-                _add(table[k], v)
+    _commit_rows(acc, np.unique(kinds[is_x]), gpu_rows, rt_row, host_row, fs_row, fe_row)
     acc.spans.extend(spans)
     for o in over:
         if len(acc.overhead) < 100_000:
