@@ -417,11 +417,9 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
         prep = prepare(ctx, c0, c1)
     ops = prep.ops
     carried = carry.ops if carry.ops is not None and len(carry.ops) else None
+    cache = {"ops": prep.sites} if prep.sites is not None else {}  # (op_sites, found in prepare)
     if not ctx.active:
-        st = SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
-        if prep.sites is not None:
-            st.attr_cache["ops"] = prep.sites
-        return st
+        return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None, attr_cache=cache)
     ndev = ctx.ndev
     # a device's gaps start where it last went idle, or at the slice start when it is busy there;
     # never before the span's start (``last_end`` starts there)
@@ -436,10 +434,7 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     h_lo, h_hi = host_range(c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
     gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
-    st = SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo)
-    if prep.sites is not None:
-        st.attr_cache["ops"] = prep.sites
-    return st
+    return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo, attr_cache=cache)
 
 
 def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:

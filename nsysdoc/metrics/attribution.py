@@ -235,10 +235,7 @@ class Forest:
         self.parent = np.full(0, -1, dtype=np.int64)
         self._seg: dict[int, tuple[int, int]] = {}
         if n:
-            b = np.flatnonzero(np.diff(self.thread)) + 1
-            lo = np.concatenate([[0], b])
-            hi = np.concatenate([b, [n]])
-            self._seg = {int(self.thread[a]): (int(a), int(z)) for a, z in zip(lo, hi)}
+            self._seg = {int(self.thread[a]): (a, z) for a, z in _runs(self.thread)}
             self._events_ok = self._nest_laminar()
             if not self._events_ok:
                 self._tree = _MaxTree(self.end)
@@ -278,9 +275,7 @@ class Forest:
             segs = sorted(self._seg.values())
         else:
             th, s, e = self.thread[pos], self.start[pos], self.end[pos]
-            b = np.flatnonzero(np.diff(th)) + 1 if len(pos) else np.zeros(0, np.int64)
-            segs = list(zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [len(pos)]]).tolist())) \
-                if len(pos) else []
+            segs = _runs(th)
         m = len(pos)
         depth = np.empty(m, dtype=np.int64)
         if m:
@@ -455,6 +450,14 @@ class Forest:
             if len(cur):
                 np.add.at(tot, self.parent[cur], tot[cur])
         return tot
+
+
+def _runs(th: np.ndarray) -> list[tuple[int, int]]:
+    """The ``[lo, hi)`` runs of equal values of a sorted thread column, in order."""
+    if not len(th):
+        return []
+    b = np.flatnonzero(np.diff(th)) + 1
+    return list(zip(np.concatenate([[0], b]).tolist(), np.concatenate([b, [len(th)]]).tolist()))
 
 
 def _forest_order(th: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
