@@ -43,7 +43,8 @@ class Attributor:
     """The capture's range families and the whole-capture operator accumulators."""
 
     def __init__(self, source: str, names: Names, ops: A.Forest, mods: A.Forest, frames: A.Forest,
-                 op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None) -> None:
+                 op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None,
+                 fwd_map: "FwdMap | None" = None) -> None:
         self.source = source
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
@@ -60,13 +61,8 @@ class Attributor:
         # the same sequence number in the same process, with that operator's module and frame
         is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
         self.bwd = np.full(n, NONE, dtype=np.int64)
-        bw_range = np.full(n, -1, dtype=np.int64)  # each range's backward node range (-1: none)
+        bw_range = backward_ranges(ops, is_bwd_name)  # each range's backward node range (-1: none)
         if n:
-            for a in ops.ancestors(np.arange(n)):
-                ok = (a >= 0) & (bw_range < 0)
-                hit = ok.copy()
-                hit[ok] = is_bwd_name[ops.name[a[ok]]]
-                bw_range[hit] = a[hit]
             codes = np.full(len(names), NONE, dtype=np.int64)
             for c in np.unique(ops.name[bw_range[bw_range >= 0]]).tolist():
                 codes[c] = names.code(A.backward_node(names[c]))
@@ -76,7 +72,14 @@ class Attributor:
         self.fwd_mod = np.full(n, NONE, dtype=np.int64)
         self.fwd_frame = np.full(n, NONE, dtype=np.int64)
         seq = np.asarray(op_raw_seq, dtype=np.int64)[ops.order] if n else np.zeros(0, np.int64)
-        if n and (seq >= 0).any() and (self.bwd >= 0).any():
+        if fwd_map is not None:
+            # the forward operators found over the whole capture (engine.attribute_sliced)
+            need = np.flatnonzero((bw_range >= 0) & (seq[np.maximum(bw_range, 0)] >= 0)) if n else bw_range[:0]
+            if len(need):
+                pid = thread_pid[ops.thread[bw_range[need]]] if len(thread_pid) else np.zeros(len(need), np.int64)
+                f, m, fr = fwd_map.lookup(pid, seq[bw_range[need]])
+                self.fwd[need], self.fwd_mod[need], self.fwd_frame[need] = f, m, fr
+        elif n and (seq >= 0).any() and (self.bwd >= 0).any():
             pid = thread_pid[ops.thread] if len(thread_pid) else np.zeros(n, np.int64)
             fwd_ok = (seq >= 0) & ~is_bwd_name[ops.name] & (bw_range < 0)
             cand = np.flatnonzero(fwd_ok)
@@ -201,7 +204,6 @@ class Attributor:
         """Add owned GPU operations (their innermost operator range, site rows, durations and
         labels) to the operator view."""
         dur = np.asarray(dur, dtype=np.int64)
-        self.total_gpu_ns += int(dur.sum())
         has = op_range >= 0
         if has.any():
             r = op_range[has]
@@ -210,11 +212,127 @@ class Attributor:
             np.add(self.self_gpu_ns, np.bincount(r, weights=dur[has], minlength=len(self.self_gpu_ns)),
                    out=self.self_gpu_ns, casting="unsafe")
             self.self_ops += np.bincount(r, minlength=len(self.self_ops))
-        self.none_gpu_ns += int(dur[~has].sum())
-        self.none_ops += int((~has).sum())
-        distinct, inv = index if index is not None else site_index(sites)
-        accumulate(self.sites_all, distinct, inv, dur)
-        add_sites(self.pairs, site_rows(sites[:, 0], label), dur)
+        add_common(self, has, sites, dur, label, index)
+
+    # ---- slices (engine.attribute_sliced holds only a slice's ranges; this holds them all) ----
+    def for_slice(self, c0: int, c1: int, t_lo: int, t_hi: int) -> "Attributor":
+        """The attributor a slice asks (this one: it holds every range)."""
+        return self
+
+    def count_ranges(self) -> None:
+        """A slice's ranges counted in the operator view (here: from the whole forest at the end)."""
+
+    def op_totals(self) -> dict:
+        """Per name code: calls, self GPU, GPU, CPU and self CPU time (ns), GPU operations."""
+        ops, nn = self.ops, len(self.names)
+        name = ops.name
+        dur = ops.end - ops.start
+        nested = ops.nested_in_same_name()
+        sub = ops.subtree_sum(self.self_gpu_ns)
+        return {"calls": np.bincount(name, minlength=nn),
+                "self_gpu": np.bincount(name, weights=self.self_gpu_ns, minlength=nn),
+                "gpu": np.bincount(name[~nested], weights=sub[~nested], minlength=nn),
+                "cpu": np.bincount(name[~nested], weights=dur[~nested], minlength=nn),
+                "self_cpu": np.bincount(name, weights=ops.self_time(), minlength=nn),
+                "kernels": np.bincount(name, weights=self.self_ops, minlength=nn)}
+
+    def first_calls(self, th: np.ndarray, s: np.ndarray, e: np.ndarray, share: float) -> tuple:
+        """Operator ranges that are a thread's first call of their operator and that the CUDA
+        calls ``(th, s, e)`` cover at least ``share`` of: (thread, start, end, name code) arrays."""
+        ops = self.ops
+        r = ops.innermost(th, s)
+        ok = r >= 0
+        if not ok.any():
+            return None
+        r, dur = r[ok], (e - s)[ok]
+        cand = np.unique(r)
+        covered = np.bincount(np.searchsorted(cand, r), weights=dur, minlength=len(cand))
+        length = ops.end[cand] - ops.start[cand]
+        cand = cand[covered >= share * np.maximum(length, 1)]
+        if not len(cand):
+            return None
+        # the thread's first call of the operator: no earlier range with its name on its thread (the
+        # earliest start per (thread, name) among the ranges with a candidate's name, vectorised: an
+        # operator can have millions of calls)
+        same = np.flatnonzero(np.isin(ops.name, np.unique(ops.name[cand])))
+        first = first_starts(ops.thread[same], ops.name[same], ops.start[same])
+        keep = ops.start[cand] <= first_start_of(first, ops.thread[cand], ops.name[cand])
+        cand = cand[keep]
+        return ops.thread[cand], ops.start[cand], ops.end[cand], ops.name[cand]
+
+
+def first_starts(thread, name, start) -> tuple[np.ndarray, np.ndarray]:
+    """The earliest start per (thread, name): sorted keys and their starts."""
+    key = (np.asarray(thread, np.int64) << 32) | (np.asarray(name, np.int64) & 0xFFFFFFFF)
+    uk, inv = np.unique(key, return_inverse=True)
+    first = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inv, np.asarray(start, np.int64))
+    return uk, first
+
+
+def first_start_of(first: tuple, thread, name) -> np.ndarray:
+    uk, st = first
+    ck = (np.asarray(thread, np.int64) << 32) | (np.asarray(name, np.int64) & 0xFFFFFFFF)
+    pos = np.minimum(np.searchsorted(uk, ck), max(len(uk) - 1, 0))
+    return np.where(uk[pos] == ck, st[pos], np.iinfo(np.int64).max) if len(uk) else \
+        np.full(len(ck), np.iinfo(np.int64).max, np.int64)
+
+
+def merge_first_starts(a: tuple | None, b: tuple) -> tuple:
+    if a is None:
+        return b
+    k = np.concatenate([a[0], b[0]])
+    v = np.concatenate([a[1], b[1]])
+    uk, inv = np.unique(k, return_inverse=True)
+    first = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, inv, v)
+    return uk, first
+
+
+def add_common(attr, has: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray, index) -> None:
+    """The part of :meth:`Attributor.add_ops` that does not depend on the ranges: totals, time per
+    site and per (operator, GPU label)."""
+    attr.total_gpu_ns += int(dur.sum())
+    attr.none_gpu_ns += int(dur[~has].sum())
+    attr.none_ops += int((~has).sum())
+    distinct, inv = index if index is not None else site_index(sites)
+    accumulate(attr.sites_all, distinct, inv, dur)
+    add_sites(attr.pairs, site_rows(sites[:, 0], label), dur)
+
+
+def backward_ranges(ops: A.Forest, is_bwd_name: np.ndarray) -> np.ndarray:
+    """Each range's backward node: itself or its nearest ancestor with a backward name (-1: none)."""
+    n = len(ops)
+    bw_range = np.full(n, -1, dtype=np.int64)
+    if n:
+        for a in ops.ancestors(np.arange(n)):
+            ok = (a >= 0) & (bw_range < 0)
+            hit = ok.copy()
+            hit[ok] = is_bwd_name[ops.name[a[ok]]]
+            bw_range[hit] = a[hit]
+    return bw_range
+
+
+class FwdMap:
+    """Backward nodes' ``(process, seq)`` keys, sorted pid-major, and the forward operator of each
+    (its name, module and frame codes; -1 where none was found)."""
+
+    def __init__(self, pid: np.ndarray, seq: np.ndarray) -> None:
+        self.pid, self.seq = pid, seq
+        self.name = np.full(len(pid), NONE, dtype=np.int64)
+        self.mod = np.full(len(pid), NONE, dtype=np.int64)
+        self.frame = np.full(len(pid), NONE, dtype=np.int64)
+        self.found = np.zeros(len(pid), dtype=bool)
+
+    def index(self, pid, seq) -> np.ndarray:
+        return _pair_search(self.pid, self.seq, np.asarray(pid, np.int64), np.asarray(seq, np.int64))
+
+    def lookup(self, pid, seq) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos = self.index(pid, seq)
+        ok = pos >= 0
+        p = np.maximum(pos, 0)
+        pad = lambda a: np.where(ok, a[p], NONE) if len(a) else np.full(len(pos), NONE, np.int64)  # noqa: E731
+        return pad(self.name), pad(self.mod), pad(self.frame)
 
 
 def _name_at(forest: A.Forest, idx: np.ndarray) -> np.ndarray:
@@ -332,7 +450,7 @@ def _group_facts(gtexts: list[str], used: np.ndarray, code) -> tuple[np.ndarray,
     return name, like, kind
 
 
-def build(trace, rows: list) -> Attributor | None:
+def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
     ``(thread, start_ns, end_ns, text group, seq, call flags, domain index, domain names, {row:
     stack text})`` of push/pop ranges that are not step markers (:func:`nsysdoc.engine.plan._nvtx_scan`);
@@ -342,6 +460,8 @@ def build(trace, rows: list) -> Attributor | None:
     from ..trace.stacks import cuda_call_frames
 
     calls = cuda_call_frames(trace)
+    if collector is not None:  # the ranges are read slice by slice (engine.attribute_sliced)
+        return collector.finish(bounds, calls)
     rows = [r for r in rows if len(r[0])]
     if not rows and calls is None:
         return None
@@ -413,12 +533,18 @@ def build(trace, rows: list) -> Attributor | None:
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
     attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid, op_frame[fam_op])
     if calls is not None:
-        th_i = np.searchsorted(tg, calls["global_tid"])
-        ok = (th_i < len(tg)) & (tg[np.minimum(th_i, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
-            np.zeros(len(th_i), bool)
-        attr.set_call_frames(th_i[ok], calls["start_ns"][ok], calls["end_ns"][ok],
-                             [code(f) for f in calls["frame"][ok].tolist()])
+        set_call_frames_of(attr, trace, calls)
     return attr
+
+
+def set_call_frames_of(attr, trace, calls: dict) -> None:
+    """The backtraced CUDA calls' frames (:func:`nsysdoc.trace.stacks.cuda_call_frames`), coded."""
+    tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+    th_i = np.searchsorted(tg, calls["global_tid"])
+    ok = (th_i < len(tg)) & (tg[np.minimum(th_i, len(tg) - 1)] == calls["global_tid"]) if len(tg) else \
+        np.zeros(len(th_i), bool)
+    attr.set_call_frames(th_i[ok], calls["start_ns"][ok], calls["end_ns"][ok],
+                         [attr.names.code(f) for f in calls["frame"][ok].tolist()])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,18 +581,10 @@ def operator_view(attr: Attributor | None, strings) -> dict:
            "gpu_ms": None, "attributed_pct": None}
     if attr is None or attr.source is None:
         return out
-    ops, names = attr.ops, attr.names
-    nn = len(names)
-    name = ops.name
-    dur = ops.end - ops.start
-    calls = np.bincount(name, minlength=nn)
-    self_gpu = np.bincount(name, weights=attr.self_gpu_ns, minlength=nn)
-    nested = ops.nested_in_same_name()
-    sub = ops.subtree_sum(attr.self_gpu_ns)
-    gpu = np.bincount(name[~nested], weights=sub[~nested], minlength=nn)
-    cpu = np.bincount(name[~nested], weights=dur[~nested], minlength=nn)
-    self_cpu = np.bincount(name, weights=ops.self_time(), minlength=nn)
-    kernels = np.bincount(name, weights=attr.self_ops, minlength=nn)
+    names = attr.names
+    tot = attr.op_totals()
+    calls, self_gpu, gpu, cpu, self_cpu, kernels = (tot[k] for k in ("calls", "self_gpu", "gpu", "cpu", "self_cpu",
+                                                                      "kernels"))
     mod = _best(attr.sites_all, 0, 1)
     frame = _best(attr.sites_all, 0, 2)
     top: dict = {}

@@ -24,6 +24,7 @@ from ..trace import schema as S
 from ..trace.columns import Columns
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from .attribute import build as build_attributor
+from .attribute_sliced import Collector, use_sliced
 from .data import GPU_KINDS, NEG, POS
 from .infer import infer_steps
 
@@ -100,6 +101,8 @@ def _nvtx_scan(trace, pattern) -> dict:
     g_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gtexts], dtype=bool)
     steps, loader, setup, tune, host = [], [], [], [], []
     dom_names = [str(d) for d in doms] if len(doms) else [""]
+    # many ranges: attribution reads them per slice; this pass keeps only what is global
+    collector = Collector(trace, g_step, lib, len(doms) > 0) if t is not None and use_sliced(trace) else None
     cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq"]
     for bi, blk in enumerate(t.iter_blocks(cols) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
@@ -135,7 +138,10 @@ def _nvtx_scan(trace, pattern) -> dict:
         if len(sel):
             st_rows = np.flatnonzero((flags[sel] & FLAG_STACK) != 0)
             stacks = dict(zip(st_rows.tolist(), texts(sel[st_rows]))) if len(st_rows) else {}
-            host.append((blk["thread"][sel], s[sel], e[sel], grp[sel], blk["seq"][sel], flags[sel],
+            if collector is not None:
+                collector.add(blk["thread"][sel], s[sel], e[sel], grp[sel], blk["seq"][sel], flags[sel], stacks)
+            else:
+                host.append((blk["thread"][sel], s[sel], e[sel], grp[sel], blk["seq"][sel], flags[sel],
                          np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
                          dom_names, stacks))
         sel = np.flatnonzero(is_range & m_dl)
@@ -162,7 +168,7 @@ def _nvtx_scan(trace, pattern) -> dict:
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
-            "tuning": tuning, "host": host}
+            "tuning": tuning, "host": host, "collector": collector}
 
 
 def _gpu_tables(trace) -> list:
@@ -245,7 +251,8 @@ def make_plan(trace, pattern) -> Plan:
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
     plan.timelines = timeline_windows(trace, plan, *plan.window)
-    plan.attr = build_attributor(trace, nv.pop("host"))  # its blocks are freed as it reads them
+    # its blocks are freed as it reads them
+    plan.attr = build_attributor(trace, nv.pop("host"), nv.pop("collector"), plan.bounds)
     _first_call_setup(trace, plan)
     return plan
 
@@ -263,39 +270,19 @@ def _first_call_setup(trace, plan: Plan) -> None:
     that operator, and only when the set-up launches inside cover ``FIRST_CALL_SETUP_SHARE`` of it."""
     attr, pos = plan.attr, plan.setup_launch
     rt = trace.store.get("runtime")
-    if attr is None or not len(attr.ops) or not len(pos) or rt is None or rt.bucketed:
+    if attr is None or attr.source is None or not len(pos) or rt is None or rt.bucketed:
         return
     rows = rt.gather(pos, ["start_ns", "end_ns", "thread"])
-    ops = attr.ops
     th, s, e = rows["thread"].astype(np.int64), rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
-    r = ops.innermost(th, s)
-    ok = r >= 0
-    if not ok.any():
+    got = attr.first_calls(th, s, e, FIRST_CALL_SETUP_SHARE)
+    if got is None or not len(got[0]):
         return
-    r, dur = r[ok], (e - s)[ok]
-    cand = np.unique(r)
-    covered = np.bincount(np.searchsorted(cand, r), weights=dur, minlength=len(cand))
-    length = ops.end[cand] - ops.start[cand]
-    cand = cand[covered >= FIRST_CALL_SETUP_SHARE * np.maximum(length, 1)]
-    if not len(cand):
-        return
-    # the thread's first call of the operator: no earlier range with its name on its thread (the
-    # earliest start per (thread, name) among the ranges with a candidate's name, vectorised: an
-    # operator can have millions of calls)
-    same = np.flatnonzero(np.isin(ops.name, np.unique(ops.name[cand])))
-    key = (ops.thread[same].astype(np.int64) << 32) | (ops.name[same].astype(np.int64) & 0xFFFFFFFF)
-    uk, inv = np.unique(key, return_inverse=True)
-    first_start = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first_start, inv, ops.start[same].astype(np.int64))
-    ck = (ops.thread[cand].astype(np.int64) << 32) | (ops.name[cand].astype(np.int64) & 0xFFFFFFFF)
-    cand = cand[ops.start[cand] <= first_start[np.searchsorted(uk, ck)]]
-    if not len(cand):
-        return
-    texts = np.array([f"first call of {attr.names[int(n)]} (loads its kernels)" for n in ops.name[cand]], dtype=object)
+    c_th, c_s, c_e, c_name = got
+    texts = np.array([f"first call of {attr.names[int(n)]} (loads its kernels)" for n in c_name], dtype=object)
     t0, s0, e0 = plan.setup_ranges
-    plan.setup_ranges = (np.concatenate([np.asarray(t0, np.int64), ops.thread[cand]]),
-                         np.concatenate([np.asarray(s0, np.int64), ops.start[cand]]),
-                         np.concatenate([np.asarray(e0, np.int64), ops.end[cand]]))
+    plan.setup_ranges = (np.concatenate([np.asarray(t0, np.int64), np.asarray(c_th, np.int64)]),
+                         np.concatenate([np.asarray(s0, np.int64), c_s]),
+                         np.concatenate([np.asarray(e0, np.int64), c_e]))
     plan.setup_texts = np.concatenate([plan.setup_texts, texts])
 
 

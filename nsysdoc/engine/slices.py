@@ -400,6 +400,8 @@ class Prepared:
     own: gpu_m.Activity | None
     #: the operations' attribution at their launch (:func:`op_sites`), when there is an attributor
     sites: tuple | None = None
+    #: the attributor the slice asks (:meth:`nsysdoc.engine.attribute.Attributor.for_slice`)
+    view: object = None
 
 
 def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
@@ -408,8 +410,9 @@ def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
     own = gpu_m.device_activity(ops, ctx.ndev, None, None) if ctx.active else None
     # the attribution lookups need only the operations: on the worker thread too (mostly
     # searchsorted and gathers over the range forests)
-    sites = _sites_of(ctx, ops) if ctx.plan.attr is not None and len(ops) else None
-    return Prepared(c0, c1, ops, own, sites)
+    view = slice_attributor(ctx, c0, c1, ops) if ctx.plan.attr is not None else None
+    sites = _sites_of(view, ops) if view is not None and len(ops) else None
+    return Prepared(c0, c1, ops, own, sites, view)
 
 
 def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prepared | None = None) -> SliceState:
@@ -418,6 +421,8 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     ops = prep.ops
     carried = carry.ops if carry.ops is not None and len(carry.ops) else None
     cache = {"ops": prep.sites} if prep.sites is not None else {}  # (op_sites, found in prepare)
+    if prep.view is not None:
+        cache["view"] = prep.view
     if not ctx.active:
         return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None, attr_cache=cache)
     ndev = ctx.ndev
@@ -560,18 +565,37 @@ def op_sites(ctx: Context, st: SliceState) -> tuple:
     of the slice's operations, at their launch; computed once per slice."""
     got = st.attr_cache.get("ops")
     if got is None:
-        got = st.attr_cache["ops"] = _sites_of(ctx, st.ops)
+        got = st.attr_cache["ops"] = _sites_of(_view(ctx, st), st.ops)
     return got
 
 
-def _sites_of(ctx: Context, ops: Ops) -> tuple:
-    sites, ranges = ctx.plan.attr.sites_and_ranges(ops.api_thread, ops.api_start_ns, ops.api >= 0)
+def slice_attributor(ctx: Context, c0: int, c1: int, ops: Ops):
+    """The attributor slice ``[c0, c1)`` asks: told the span of its operations' launches (the
+    sliced attributor then reads the ranges around them once)."""
+    ok = (ops.api >= 0) & (ops.api_thread >= 0) if len(ops) else np.zeros(0, bool)
+    if ok.any():
+        t = ops.api_start_ns[ok]
+        lo, hi = int(t.min()), int(t.max())
+    else:
+        lo = hi = c0 if c0 > NEG else c1 - 1
+    return ctx.plan.attr.for_slice(c0, c1, lo, hi)
+
+
+def _view(ctx: Context, st: SliceState):
+    v = st.attr_cache.get("view")
+    if v is None:
+        v = st.attr_cache["view"] = slice_attributor(ctx, st.c0, st.c1, st.ops)
+    return v
+
+
+def _sites_of(view, ops: Ops) -> tuple:
+    sites, ranges = view.sites_and_ranges(ops.api_thread, ops.api_start_ns, ops.api >= 0)
     return sites, ranges, site_index(sites)
 
 
 def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, w1: int) -> None:
     """The slice's share of each selector's time per site (``SELECTORS``), in ``[w0, w1)``."""
-    attr, ops = ctx.plan.attr, st.ops
+    attr, ops = _view(ctx, st), st.ops
     acc = {k: {} for k in SELECTORS}
     if len(ops) and inw.any():
         sites, _, (distinct, inv) = op_sites(ctx, st)
@@ -719,10 +743,12 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
     c0, c1 = st.c0, st.c1
     # scalar reads: tiny device-to-host copies whose call syncs, or whose thread's next call does
     _scalar_reads(ctx, st, tot, carry, nxt)
-    if ctx.plan.attr is not None and len(ops):
-        sites, rng, index = op_sites(ctx, st)
-        ctx.plan.attr.add_ops(rng, sites, ops.end_ns - ops.start_ns,
-                              gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
+    if ctx.plan.attr is not None:
+        view = _view(ctx, st)
+        if len(ops):
+            sites, rng, index = op_sites(ctx, st)
+            view.add_ops(rng, sites, ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
+        view.count_ranges()
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)
         k = has & (ops.kind == KIND_KERNEL)

@@ -1,0 +1,460 @@
+"""Attribution slice by slice, for Nsight Systems captures with many host ranges.
+
+The whole-capture :class:`~nsysdoc.engine.attribute.Attributor` holds every operator range of the
+capture with its per-range codes and accumulators: about 200 bytes a range, 4 GB for the 20 M
+ranges ``nsys --pytorch=autograd-nvtx`` writes for 20 M kernels. From :data:`SLICED_MIN_ROWS` NVTX
+rows on (``NSYSDOC_ATTR_SLICED_ROWS`` overrides it; tests set 1 to run every capture this way)
+an Nsight Systems capture is attributed per slice instead, with the same answers:
+
+* the plan's NVTX pass (:class:`Collector`) keeps only what is global and small: each text group's
+  operator name (coded in the order the whole-capture build codes them), the module and frame
+  range families (regions a user named: few), and the ``(process, seq)`` keys of backward nodes;
+  when there are any, one pass over the slices before the run finds each key's forward operator
+  (:class:`~nsysdoc.engine.attribute.FwdMap`);
+* each slice builds the operator forest of the NVTX ranges that overlap the host times it asks
+  about (:meth:`SlicedAttributor.for_slice`, read with ``Table.rows_overlapping``): the ranges that
+  hold a time, with their ancestors, are all among them, so the innermost range, its backward
+  node and its parents are the whole-capture ones. A time outside that span (rare: a gap that
+  began before the slice) is answered from a forest read for it alone;
+* the operator view's per-name totals are added as the slices run (:meth:`SliceView.count_ranges`,
+  :meth:`SliceView.add_ops`): a range's call and CPU time in the slice that holds its start (one
+  still open at the slice's end waits for its children's time until it ends), each GPU
+  operation's time to its range and, once per name, to the ranges above it. Sums of integer
+  nanoseconds are exact in any order, so every number equals the whole-capture one.
+
+The PyTorch Profiler reader keeps the whole-capture build: its traces are smaller (issue 33's
+budget is 0.45 GB for 400 k kernels) and its families depend on per-row domains.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..metrics import attribution as A
+from ..trace import schema as S
+from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
+from .attribute import (NONE, Attributor, FwdMap, Names, _name_at, add_common, backward_ranges, first_start_of,
+                        first_starts, merge_first_starts)
+from .data import NEG, POS
+
+#: NVTX rows from which an Nsight Systems capture is attributed slice by slice
+SLICED_MIN_ROWS = 4_000_000
+_COLS = ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group", "call_flags", "seq", "pos"]
+
+
+def sliced_min_rows() -> int:
+    raw = os.environ.get("NSYSDOC_ATTR_SLICED_ROWS", "")
+    try:
+        return max(1, int(raw)) if raw.strip() else SLICED_MIN_ROWS
+    except ValueError:
+        return SLICED_MIN_ROWS
+
+
+def use_sliced(trace) -> bool:
+    """Whether this capture is attributed slice by slice."""
+    if trace.source_tool == "pytorch-profiler":
+        return False
+    t = trace.store.get("nvtx")
+    return t is not None and len(t) >= sliced_min_rows()
+
+
+class _GroupFacts:
+    """Per text group: operator name (text), operator-like, pyprof kind (1: a source-line marker);
+    read the first time a group is met (the whole-capture build's ``_group_facts``)."""
+
+    def __init__(self, gtexts: list[str]) -> None:
+        g = len(gtexts)
+        self.gtexts = gtexts
+        self.done = np.zeros(g, dtype=bool)
+        self.text = [""] * g
+        self.like = np.zeros(g, dtype=bool)
+        self.kind = np.zeros(g, dtype=np.int8)
+        self.empty = np.zeros(g, dtype=bool)
+        self.bwd = np.zeros(g, dtype=bool)
+
+    def ensure(self, grp: np.ndarray) -> None:
+        new = grp[~self.done[grp]]
+        if not len(new):
+            return
+        for c in np.unique(new).tolist():
+            v = A.op_name(self.gtexts[c])
+            lk = A.is_op_like(v)
+            pp = A.pyprof(v) if v.startswith("{'") else None
+            if pp is not None:
+                v = pp[1]
+                if pp[0] == "op":
+                    lk = True
+                else:
+                    self.kind[c] = 1
+            self.text[c] = v
+            self.like[c] = lk
+            self.empty[c] = not v
+            self.bwd[c] = A.is_backward(v)
+            self.done[c] = True
+
+
+class Collector:
+    """The plan's NVTX pass gives each block's host ranges (push/pop, not step markers, not library
+    domains) to :meth:`add` instead of keeping them; :meth:`finish` makes the attributor."""
+
+    def __init__(self, trace, g_step: np.ndarray, lib: np.ndarray, has_domains: bool) -> None:
+        self.trace = trace
+        self.facts = _GroupFacts(trace.nvtx_groups)
+        self.g_step, self.lib, self.has_domains = g_step, lib, has_domains
+        self.seen = np.zeros(len(trace.nvtx_groups), dtype=bool)
+        self.stack_labels: list[str] = []
+        self.mods: list = []
+        self.frames: list = []
+        self.bkeys: list = []
+        self.n_ops = 0
+        tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+        self.thread_pid = tg >> S.PID_SHIFT
+
+    def add(self, thread, start, end, grp, seq, flags, stacks: dict) -> None:
+        grp = np.asarray(grp, dtype=np.int64)
+        if not len(grp):
+            return
+        f = self.facts
+        f.ensure(grp)
+        self.seen[grp] = True
+        for text in stacks.values():  # row order, as the whole-capture build codes them
+            lab = A.frame_label(text.split(", stack = ", 1)[1])
+            if lab is not None:
+                self.stack_labels.append(lab)
+        fam_op = ~f.empty[grp] & (f.kind[grp] != 1)
+        self.n_ops += int(fam_op.sum())
+        fam_mod = fam_op & ~(f.like[grp] | ((flags & FLAG_DECORATED) != 0))
+        fam_fr = (f.kind[grp] == 1) & ~f.empty[grp]
+        thread = np.asarray(thread)
+        for mask, out in ((fam_mod, self.mods), (fam_fr, self.frames)):
+            if mask.any():
+                out.append((thread[mask].astype(np.int64), np.asarray(start)[mask].astype(np.int64),
+                            np.asarray(end)[mask].astype(np.int64), grp[mask]))
+        b = fam_op & f.bwd[grp] & (np.asarray(seq) >= 0)
+        if b.any():
+            th = thread[b].astype(np.int64)
+            pid = self.thread_pid[th] if len(self.thread_pid) else np.zeros(len(th), np.int64)
+            self.bkeys.append((pid, np.asarray(seq)[b].astype(np.int64)))
+
+    def finish(self, bounds: np.ndarray, calls) -> "SlicedAttributor | None":
+        f = self.facts
+        used = np.flatnonzero(self.seen)
+        if not len(used) and calls is None:
+            return None
+        names = Names()
+        g_code = np.full(len(self.seen), NONE, dtype=np.int64)
+        for c in used.tolist():
+            g_code[c] = names.code(f.text[c])
+        for lab in self.stack_labels:
+            names.code(lab)
+        # backward nodes' names, in code order (as Attributor codes them)
+        fam_op_g = ~f.empty & (f.kind != 1)
+        for c in np.unique(g_code[used[fam_op_g[used] & f.bwd[used]]]).tolist():
+            names.code(A.backward_node(names[c]))
+
+        def forest(parts):
+            if not parts:
+                z = np.zeros(0, np.int64)
+                return A.Forest(z, z, z, z)
+            cat = [np.concatenate([p[k] for p in parts]) for k in range(4)]
+            return A.Forest(cat[0], cat[1], cat[2], g_code[cat[3]])
+
+        mods, frames = forest(self.mods), forest(self.frames)
+        self.mods = self.frames = []
+        if not (self.n_ops or len(mods) or len(frames)) and calls is None:
+            return None
+        attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames)
+        if calls is not None:
+            from .attribute import set_call_frames_of
+
+            set_call_frames_of(attr, self.trace, calls)
+        if self.bkeys:
+            pid = np.concatenate([k[0] for k in self.bkeys])
+            seq = np.concatenate([k[1] for k in self.bkeys])
+            self.bkeys = []
+            key = np.unique(np.stack([pid, seq], axis=1), axis=0)  # pid-major, sorted
+            attr.fwd = FwdMap(key[:, 0].copy(), key[:, 1].copy())
+            attr.find_forward(bounds)
+        return attr
+
+
+class SlicedAttributor:
+    """What attribution keeps over the whole capture when the operator ranges are read per slice:
+    names, the module and frame families, the forward operators of backward nodes, the backtraced
+    CUDA calls, and the operator view's totals per name."""
+
+    def __init__(self, col: Collector, names: Names, g_code: np.ndarray, fam_op_g: np.ndarray,
+                 mods: A.Forest, frames: A.Forest) -> None:
+        self.trace = col.trace
+        self.table = col.trace.store.get("nvtx")
+        self.g_step, self.lib, self.has_domains = col.g_step, col.lib, col.has_domains
+        self.thread_pid = col.thread_pid
+        self.is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if len(names) else \
+            np.zeros(0, bool)
+        self.source = "nvtx" if col.n_ops else None
+        self.names = names
+        self.g_code, self.fam_op_g = g_code, fam_op_g
+        self.mods, self.frames = mods, frames
+        self.op_frame = np.zeros(0, dtype=np.int64)
+        self._calls: dict = {}
+        self.fwd = FwdMap(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        nn = len(names)
+        self.totals = {k: np.zeros(nn, dtype=np.float64) for k in ("self_gpu", "gpu", "cpu", "self_cpu", "kernels")}
+        self.totals["calls"] = np.zeros(nn, dtype=np.int64)
+        #: ranges still open at the end of the slice holding their start: NVTX row -> [name, end, children ns, ns]
+        self.open: dict[int, list] = {}
+        self.none_gpu_ns = self.none_ops = self.total_gpu_ns = 0
+        self.sites_all: dict = {}
+        self.pairs: dict = {}
+
+    # ---- building a slice's forest ---------------------------------------------------------
+    def ranges(self, lo: int, hi: int) -> tuple:
+        """The operator ranges with ``start < hi`` and ``end > lo``: their forest, the aligned NVTX
+        rows (forest order), seq values (input order) and own stack frames (input order, or None)."""
+        d = self.table.rows_overlapping(lo, hi, _COLS) if self.table is not None else None
+        if d is None or not len(d["start_ns"]):
+            z = np.zeros(0, np.int64)
+            return A.Forest(z, z, z, z), z, z, None
+        s, e = d["start_ns"], d["end_ns"]
+        grp = d["text_group"].astype(np.int64)
+        lib_row = self.lib[d["domain"]] if self.has_domains else False
+        keep = np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & (e >= s) & ~self.g_step[grp] & ~lib_row
+        keep &= self.fam_op_g[grp] & (self.g_code[grp] >= 0)
+        m = np.flatnonzero(keep)
+        grp = grp[m]
+        th = d["thread"][m].astype(np.int64)
+        s, e = s[m].astype(np.int64), e[m].astype(np.int64)
+        seq = d["seq"][m].astype(np.int64)
+        pos = d["pos"][m]
+        own = None
+        st = np.flatnonzero((d["call_flags"][m] & FLAG_STACK) != 0)
+        if len(st):  # operators with their own call stack in the text (rare outside Kineto)
+            own = np.full(len(m), NONE, dtype=np.int64)
+            texts = self.table.gather(pos[st], ["text"])["text"]
+            texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
+            for i, text in zip(st.tolist(), texts):
+                lab = A.frame_label(str(text).split(", stack = ", 1)[1]) if ", stack = " in str(text) else None
+                if lab is not None:
+                    own[i] = self.names.code(lab)
+        ops = A.Forest(th, s, e, self.g_code[grp])
+        return ops, pos[ops.order], seq, own
+
+    def local(self, lo: int, hi: int) -> tuple[Attributor, np.ndarray, np.ndarray]:
+        """The attributor of the ranges with ``start < hi`` and ``end > lo``, their NVTX rows and seq
+        values (both in forest order)."""
+        ops, pos, seq, own = self.ranges(lo, hi)
+        attr = Attributor(self.source, self.names, ops, self.mods, self.frames, seq, self.thread_pid, own,
+                          fwd_map=self.fwd)
+        attr._calls = self._calls
+        return attr, pos, seq[ops.order] if len(ops) else seq
+
+    def find_forward(self, bounds: np.ndarray) -> None:
+        """Each backward key's forward operator: the first (outermost) range with its (process,
+        seq) that is not a backward node and not inside one, found slice by slice (a range where
+        its start is; its ancestors overlap it), the earliest slice first."""
+        fm = self.fwd
+        edges = [NEG, *np.asarray(bounds, dtype=np.int64).tolist(), POS]
+        for c0, c1 in zip(edges[:-1], edges[1:]):
+            if fm.found.all():
+                break
+            attr, _pos, seq = self.local(c0 - 1, c1)
+            ops = attr.ops
+            n = len(ops)
+            if not n:
+                continue
+            br = backward_ranges(ops, self.is_bwd_name)
+            pid = self.thread_pid[ops.thread] if len(self.thread_pid) else np.zeros(n, np.int64)
+            cand = np.flatnonzero((seq >= 0) & ~self.is_bwd_name[ops.name] & (br < 0) & (ops.start >= c0)
+                                  & (ops.start < c1))
+            if not len(cand):
+                continue
+            k = fm.index(pid[cand], seq[cand])
+            ok = k >= 0
+            cand, k = cand[ok], k[ok]
+            ok = ~fm.found[k]
+            cand, k = cand[ok], k[ok]
+            if not len(cand):
+                continue
+            # the first of each key: by start, then forest order (cand is in forest order; stable)
+            o = np.lexsort((ops.start[cand], k))
+            cand, k = cand[o], k[o]
+            first = np.ones(len(k), dtype=bool)
+            first[1:] = k[1:] != k[:-1]
+            fr, k = cand[first], k[first]
+            fm.name[k] = ops.name[fr]
+            fm.mod[k] = _name_at(self.mods, self.mods.innermost(ops.thread[fr], ops.start[fr]))
+            ff = _name_at(self.frames, self.frames.innermost(ops.thread[fr], ops.start[fr]))
+            fm.frame[k] = np.where(ff >= 0, ff, attr.op_frame[fr])
+            fm.found[k] = True
+
+    set_call_frames = Attributor.set_call_frames
+
+    def for_slice(self, c0: int, c1: int, t_lo: int, t_hi: int) -> "SliceView":
+        return SliceView(self, c0, c1, t_lo, t_hi)
+
+    # ---- the whole capture --------------------------------------------------------------------
+    def op_totals(self) -> dict:
+        return self.totals
+
+    def _grow(self) -> None:
+        nn = len(self.names)
+        for k, v in self.totals.items():
+            if len(v) < nn:
+                self.totals[k] = np.concatenate([v, np.zeros(nn - len(v), v.dtype)])
+
+    def first_calls(self, th: np.ndarray, s: np.ndarray, e: np.ndarray, share: float) -> tuple | None:
+        """:meth:`Attributor.first_calls`, the calls' ranges read around them, a slice's span at a
+        time; the earliest start per (thread, name) from the ranges that start before them."""
+        from .plan import _bounds
+
+        edges = np.asarray(_bounds(self.trace), dtype=np.int64)
+        part = np.searchsorted(edges, s, side="right")
+        covered: dict[int, list] = {}  # NVTX row -> [covered ns, thread, start, end, name]
+        for p in np.unique(part).tolist():
+            m = np.flatnonzero(part == p)
+            attr, pos, _seq = self.local(int(s[m].min()) - 1, int(s[m].max()) + 1)
+            r = attr.ops.innermost(th[m], s[m])
+            ok = r >= 0
+            for ri, d in zip(r[ok].tolist(), (e - s)[m][ok].tolist()):
+                got = covered.get(int(pos[ri]))
+                if got is None:
+                    ops = attr.ops
+                    covered[int(pos[ri])] = [d, int(ops.thread[ri]), int(ops.start[ri]), int(ops.end[ri]),
+                                             int(ops.name[ri]), int(pos[ri])]
+                else:
+                    got[0] += d
+        # in forest order (thread, start, longest first, table order), as the whole-capture build
+        keep = sorted((v for v in covered.values() if v[0] >= share * max(v[3] - v[2], 1)),
+                      key=lambda v: (v[1], v[2], -v[3], v[5]))
+        if not keep:
+            return None
+        c_th, c_s, c_e, c_name = (np.array([v[i] for v in keep], dtype=np.int64) for i in (1, 2, 3, 4))
+        # the earliest start per (thread, name) among the ranges with a candidate's name that start
+        # no later than the last candidate
+        names = np.unique(c_name)
+        first = None
+        for blk in self.table.blocks_where(start_hi=int(c_s.max()) + 1):
+            d = self.table.read_block(blk, ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group"])
+            grp = d["text_group"].astype(np.int64)
+            code = self.g_code[grp]
+            lib_row = self.lib[d["domain"]] if self.has_domains else False
+            ok = np.isin(code, names) & np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & \
+                (d["end_ns"] >= d["start_ns"]) & ~self.g_step[grp] & ~lib_row & self.fam_op_g[grp]
+            if ok.any():
+                first = merge_first_starts(first, first_starts(d["thread"][ok], code[ok], d["start_ns"][ok]))
+        if first is not None:
+            sel = c_s <= first_start_of(first, c_th, c_name)
+            c_th, c_s, c_e, c_name = c_th[sel], c_s[sel], c_e[sel], c_name[sel]
+        return c_th, c_s, c_e, c_name
+
+
+class SliceView:
+    """What one slice asks: the operator forest of the ranges around ``[c0, c1)`` and its
+    launches (``t_lo``..``t_hi``), read once; its operations and ranges added to the totals."""
+
+    def __init__(self, owner: SlicedAttributor, c0: int, c1: int, t_lo: int, t_hi: int) -> None:
+        self.owner = owner
+        self.c0, self.c1 = c0, c1
+        # answers are exact for lo < t < hi; every range starting in [c0, c1) is read
+        self.lo = min(c0 - 1, t_lo - 1)
+        self.hi = max(c1, t_hi + 1)
+        self.attr, self.pos, _seq = owner.local(self.lo, self.hi)
+        self._nested = None
+        self.names = owner.names
+        self.source = owner.source
+        self.mods, self.frames, self._calls = owner.mods, owner.frames, owner._calls
+
+    def nested(self) -> np.ndarray:
+        if self._nested is None:
+            self._nested = self.attr.ops.nested_in_same_name()
+        return self._nested
+
+    def sites(self, thread, t, valid=None) -> np.ndarray:
+        return self.sites_and_ranges(thread, t, valid)[0]
+
+    def sites_and_ranges(self, thread, t, valid=None) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`Attributor.sites_and_ranges`; a query outside the slice's span gets its site
+        from a forest read for those queries (its range index is -1: only the slice's own
+        launches, always inside, are added to the operator view)."""
+        thread = np.asarray(thread, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        ok = thread >= 0
+        if valid is not None:
+            ok &= np.asarray(valid, dtype=bool)
+        out_ = ok & ((t <= self.lo) | (t >= self.hi))
+        if not out_.any():
+            return self.attr.sites_and_ranges(thread, t, ok)
+        sites, ranges = self.attr.sites_and_ranges(thread, t, ok & ~out_)
+        m = np.flatnonzero(out_)
+        extra = self.owner.local(int(t[m].min()) - 1, int(t[m].max()) + 1)
+        sites[m] = extra[0].sites(thread[m], t[m])
+        return sites, ranges
+
+    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
+                index: tuple | None = None) -> None:
+        o = self.owner
+        o._grow()
+        dur = np.asarray(dur, dtype=np.int64)
+        has = op_range >= 0
+        if has.any():
+            ops = self.attr.ops
+            nn = len(o.names)
+            r, d = op_range[has], dur[has]
+            nm = ops.name[r]
+            tot = o.totals
+            tot["self_gpu"] += np.bincount(nm, weights=d, minlength=nn)
+            tot["kernels"] += np.bincount(nm, minlength=nn)
+            # each range's GPU time with its descendants', in this slice (the slices' parts add up),
+            # once per name along a chain (the outermost range of a name)
+            own = np.bincount(r, weights=d, minlength=len(ops))
+            sub = ops.subtree_sum(own)
+            top = np.flatnonzero(~self.nested() & (sub > 0))
+            tot["gpu"] += np.bincount(ops.name[top], weights=sub[top], minlength=nn)
+        add_common(o, has, sites, dur, label, index)
+
+    def count_ranges(self) -> None:
+        """The ranges that start in ``[c0, c1)``: their calls and CPU time; self CPU time once a
+        range's children are all in (a range open past ``c1`` waits in ``owner.open``)."""
+        o = self.owner
+        o._grow()
+        ops = self.attr.ops
+        c0, c1 = self.c0, self.c1
+        tot, nn = o.totals, len(o.names)
+        m = np.flatnonzero((ops.start >= c0) & (ops.start < c1)) if len(ops) else np.zeros(0, np.int64)
+        if len(m):
+            name = ops.name[m]
+            dur = (ops.end - ops.start)[m]
+            top = ~self.nested()[m]
+            tot["calls"] += np.bincount(name, minlength=nn)
+            tot["cpu"] += np.bincount(name[top], weights=dur[top], minlength=nn)
+            final = np.zeros(len(ops), dtype=bool)
+            final[m] = (ops.end[m] < c1) | (c1 >= POS)
+            for i in m[~final[m]].tolist():  # open past the slice: its children may come later
+                o.open[int(self.pos[i])] = [int(ops.name[i]), int(ops.end[i]), 0, int(ops.end[i] - ops.start[i])]
+            par = ops.parent[m]
+            hp = par >= 0
+            child = np.zeros(len(ops), dtype=np.float64)
+            here = np.flatnonzero(hp)
+            here = here[final[par[here]]]
+            if len(here):
+                child += np.bincount(par[here], weights=dur[here], minlength=len(ops))
+            later = np.flatnonzero(hp)
+            later = later[~final[par[later]]]
+            if len(later):
+                pp = self.pos[par[later]]
+                up, inv = np.unique(pp, return_inverse=True)
+                add = np.bincount(inv, weights=dur[later])
+                for p, a in zip(up.tolist(), add.tolist()):
+                    got = o.open.get(int(p))
+                    if got is not None:
+                        got[2] += int(a)
+            f = m[final[m]]
+            if len(f):
+                self_ns = np.maximum((ops.end - ops.start)[f] - child[f].astype(np.int64), 0)
+                tot["self_cpu"] += np.bincount(ops.name[f], weights=self_ns, minlength=nn)
+        # ranges opened earlier that end in this slice: every child is in
+        done = [p for p, v in o.open.items() if v[1] < c1 or c1 >= POS]
+        for p in done:
+            nm, _end, ch, dur = o.open.pop(p)
+            tot["self_cpu"][nm] += max(dur - ch, 0)
