@@ -44,7 +44,7 @@ class Attributor:
 
     def __init__(self, source: str, names: Names, ops: A.Forest, mods: A.Forest, frames: A.Forest,
                  op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None,
-                 fwd_map: "FwdMap | None" = None) -> None:
+                 fwd_map: "FwdMap | None" = None, accumulators: bool = True) -> None:
         self.source = source
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
@@ -112,8 +112,9 @@ class Attributor:
         #: frames of backtraced CUDA calls: thread index -> (sorted call starts, frame codes)
         self._calls: dict = {}
         # whole-capture accumulators (the operator view)
-        self.self_gpu_ns = np.zeros(n, dtype=np.int64)
-        self.self_ops = np.zeros(n, dtype=np.int64)
+        # (a slice's forest in engine.attribute_sliced adds per name instead: none)
+        self.self_gpu_ns = np.zeros(n if accumulators else 0, dtype=np.int64)
+        self.self_ops = np.zeros(n if accumulators else 0, dtype=np.int64)
         self.none_gpu_ns = 0
         self.none_ops = 0
         self.sites_all: dict = {}
@@ -140,17 +141,21 @@ class Attributor:
         every = len(q) == n
         th, tq = (thread, t) if every else (thread[q], t[q])
         x = self._lookups()
-        # per-range codes with a last entry for "no range": a gather with index -1 gives NONE
+        # per-range codes with a last entry for "no range": a gather with index -1 gives NONE; a
+        # family or code no range has is None (every answer NONE: no gather)
         r = self.ops.innermost(th, tq)
-        mod = x["mod"][self.mods.innermost(th, tq)] if len(self.mods) else np.full(len(q), NONE, np.int64)
-        fr = x["frame"][self.frames.innermost(th, tq)] if len(self.frames) else np.full(len(q), NONE, np.int64)
-        fr = np.where(fr < 0, x["op_frame"][r], fr)
-        mod = np.where(mod < 0, x["fwd_mod"][r], mod)
-        fr = np.where(fr < 0, x["fwd_frame"][r], fr)
+        none = lambda: np.full(len(q), NONE, np.int64)  # noqa: E731
+        at = lambda key: x[key][r] if x[key] is not None else none()  # noqa: E731
+        mod = x["mod"][self.mods.innermost(th, tq)] if x["mod"] is not None else none()
+        fr = x["frame"][self.frames.innermost(th, tq)] if x["frame"] is not None else none()
+        for col, key in ((fr, "op_frame"), (mod, "fwd_mod"), (fr, "fwd_frame")):
+            if x[key] is not None:
+                m = np.flatnonzero(col < 0)
+                col[m] = x[key][r[m]]
         if self._calls and (fr < 0).any():
             m = np.flatnonzero(fr < 0)
             fr[m] = self._call_frame(th[m], tq[m])
-        cols = (x["name"][r], mod, fr, x["bwd"][r], x["fwd"][r])
+        cols = (at("name"), mod, fr, at("bwd"), at("fwd"))
         if every:
             return site_rows(*cols), r
         out = np.full((n, 5), NONE, dtype=np.int64, order="F")
@@ -161,10 +166,12 @@ class Attributor:
         return out, ranges
 
     def _lookups(self) -> dict:
-        """Per-range code arrays, each with one more entry (NONE) at index -1."""
+        """Per-range code arrays, each with one more entry (NONE) at index -1; None for one that
+        is NONE everywhere."""
         x = getattr(self, "_x", None)
         if x is None:
-            ext = lambda a: np.append(np.asarray(a, dtype=np.int64), NONE)  # noqa: E731
+            ext = lambda a: np.append(np.asarray(a, dtype=np.int64), NONE) if (np.asarray(a) >= 0).any() \
+                else None  # noqa: E731
             x = self._x = {"name": ext(self.ops.name), "bwd": ext(self.bwd), "fwd": ext(self.fwd),
                            "op_frame": ext(self.op_frame), "fwd_mod": ext(self.fwd_mod),
                            "fwd_frame": ext(self.fwd_frame), "mod": ext(self.mods.name),
@@ -304,7 +311,7 @@ def backward_ranges(ops: A.Forest, is_bwd_name: np.ndarray) -> np.ndarray:
     """Each range's backward node: itself or its nearest ancestor with a backward name (-1: none)."""
     n = len(ops)
     bw_range = np.full(n, -1, dtype=np.int64)
-    if n:
+    if n and is_bwd_name.any() and is_bwd_name[ops.name].any():  # (no backward node: no walk)
         for a in ops.ancestors(np.arange(n)):
             ok = (a >= 0) & (bw_range < 0)
             hit = ok.copy()

@@ -34,12 +34,12 @@ import numpy as np
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
-from .attribute import (NONE, Attributor, FwdMap, Names, _name_at, add_common, backward_ranges, first_start_of,
-                        first_starts, merge_first_starts)
+from .attribute import (NONE, Attributor, FwdMap, Names, _name_at, add_counts, backward_ranges, first_start_of,
+                        first_starts, merge_first_starts, site_index, site_rows)
 from .data import NEG, POS
 
 #: NVTX rows from which an Nsight Systems capture is attributed slice by slice
-SLICED_MIN_ROWS = 4_000_000
+SLICED_MIN_ROWS = 1
 _COLS = ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group", "call_flags", "seq", "pos"]
 
 
@@ -195,6 +195,8 @@ class SlicedAttributor:
         self.source = "nvtx" if col.n_ops else None
         self.names = names
         self.g_code, self.fam_op_g = g_code, fam_op_g
+        #: per text group: its ranges are operator ranges (not a step marker, an operator name)
+        self.op_g = fam_op_g & (g_code >= 0) & ~col.g_step
         self.mods, self.frames = mods, frames
         self.op_frame = np.zeros(0, dtype=np.int64)
         self._calls: dict = {}
@@ -212,32 +214,37 @@ class SlicedAttributor:
     def ranges(self, lo: int, hi: int) -> tuple:
         """The operator ranges with ``start < hi`` and ``end > lo``: their forest, the aligned NVTX
         rows (forest order), seq values (input order) and own stack frames (input order, or None)."""
-        d = self.table.rows_overlapping(lo, hi, _COLS) if self.table is not None else None
-        if d is None or not len(d["start_ns"]):
+        parts = []
+        t = self.table
+        for b in (t.blocks_where(start_hi=hi, end_gt=lo) if t is not None else ()):
+            # each block's rows filtered before they are joined: one copy of the kept columns
+            d = t.read_block(b, _COLS)
+            s, e = d["start_ns"], d["end_ns"]
+            grp = d["text_group"]
+            keep = (s < hi) & (e > lo) & (e >= s) & np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & self.op_g[grp]
+            if self.has_domains:
+                keep &= ~self.lib[d["domain"]]
+            m = np.flatnonzero(keep)
+            if len(m):
+                parts.append((d["thread"][m], s[m], e[m], self.g_code[grp[m]], d["seq"][m], d["pos"][m],
+                              d["call_flags"][m]))
+        if not parts:
             z = np.zeros(0, np.int64)
             return A.Forest(z, z, z, z), z, z, None
-        s, e = d["start_ns"], d["end_ns"]
-        grp = d["text_group"].astype(np.int64)
-        lib_row = self.lib[d["domain"]] if self.has_domains else False
-        keep = np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & (e >= s) & ~self.g_step[grp] & ~lib_row
-        keep &= self.fam_op_g[grp] & (self.g_code[grp] >= 0)
-        m = np.flatnonzero(keep)
-        grp = grp[m]
-        th = d["thread"][m].astype(np.int64)
-        s, e = s[m].astype(np.int64), e[m].astype(np.int64)
-        seq = d["seq"][m].astype(np.int64)
-        pos = d["pos"][m]
+        cat = [np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in range(7)]
+        th, s, e, name = cat[0].astype(np.int64), cat[1].astype(np.int64), cat[2].astype(np.int64), cat[3]
+        seq, pos, flags = cat[4].astype(np.int64), cat[5], cat[6]
         own = None
-        st = np.flatnonzero((d["call_flags"][m] & FLAG_STACK) != 0)
+        st = np.flatnonzero((flags & FLAG_STACK) != 0)
         if len(st):  # operators with their own call stack in the text (rare outside Kineto)
-            own = np.full(len(m), NONE, dtype=np.int64)
+            own = np.full(len(s), NONE, dtype=np.int64)
             texts = self.table.gather(pos[st], ["text"])["text"]
             texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
             for i, text in zip(st.tolist(), texts):
                 lab = A.frame_label(str(text).split(", stack = ", 1)[1]) if ", stack = " in str(text) else None
                 if lab is not None:
                     own[i] = self.names.code(lab)
-        ops = A.Forest(th, s, e, self.g_code[grp])
+        ops = A.Forest(th, s, e, name)
         return ops, pos[ops.order], seq, own
 
     def local(self, lo: int, hi: int) -> tuple[Attributor, np.ndarray, np.ndarray]:
@@ -245,7 +252,7 @@ class SlicedAttributor:
         values (both in forest order)."""
         ops, pos, seq, own = self.ranges(lo, hi)
         attr = Attributor(self.source, self.names, ops, self.mods, self.frames, seq, self.thread_pid, own,
-                          fwd_map=self.fwd)
+                          fwd_map=self.fwd, accumulators=False)
         attr._calls = self._calls
         return attr, pos, seq[ops.order] if len(ops) else seq
 
@@ -391,69 +398,113 @@ class SliceView:
         sites[m] = extra[0].sites(thread[m], t[m])
         return sites, ranges
 
-    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
+    def prepare(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
                 index: tuple | None = None) -> None:
-        o = self.owner
-        o._grow()
+        """What :meth:`add_ops` and :meth:`count_ranges` will add, computed ahead (on the worker
+        thread that prepares the slice: they read only the slice)."""
+        self._pending_ops = self._ops_part(op_range, sites, dur, label, index)
+        self._pending_ranges = self._ranges_part()
+
+    def _ops_part(self, op_range, sites, dur, label, index) -> dict:
+        nn = len(self.owner.names)
         dur = np.asarray(dur, dtype=np.int64)
         has = op_range >= 0
+        part: dict = {"total": int(dur.sum()), "none_ns": int(dur[~has].sum()), "none_ops": int((~has).sum())}
         if has.any():
             ops = self.attr.ops
-            nn = len(o.names)
             r, d = op_range[has], dur[has]
             nm = ops.name[r]
-            tot = o.totals
-            tot["self_gpu"] += np.bincount(nm, weights=d, minlength=nn)
-            tot["kernels"] += np.bincount(nm, minlength=nn)
+            part["self_gpu"] = np.bincount(nm, weights=d, minlength=nn)
+            part["kernels"] = np.bincount(nm, minlength=nn)
             # each range's GPU time with its descendants', in this slice (the slices' parts add up),
             # once per name along a chain (the outermost range of a name)
-            own = np.bincount(r, weights=d, minlength=len(ops))
-            sub = ops.subtree_sum(own)
+            sub = ops.subtree_sum(np.bincount(r, weights=d, minlength=len(ops)))
             top = np.flatnonzero(~self.nested() & (sub > 0))
-            tot["gpu"] += np.bincount(ops.name[top], weights=sub[top], minlength=nn)
-        add_common(o, has, sites, dur, label, index)
+            part["gpu"] = np.bincount(ops.name[top], weights=sub[top], minlength=nn)
+        w = dur.astype(np.float64)
+        distinct, inv = index if index is not None else site_index(sites)
+        part["sites"] = (distinct, np.bincount(inv, weights=w, minlength=len(distinct)),
+                         np.bincount(inv, minlength=len(distinct)))
+        pd, pinv = site_index(site_rows(sites[:, 0], label))
+        part["pairs"] = (pd, np.bincount(pinv, weights=w, minlength=len(pd)), np.bincount(pinv, minlength=len(pd)))
+        return part
 
-    def count_ranges(self) -> None:
-        """The ranges that start in ``[c0, c1)``: their calls and CPU time; self CPU time once a
-        range's children are all in (a range open past ``c1`` waits in ``owner.open``)."""
+    def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
+                index: tuple | None = None) -> None:
+        part = getattr(self, "_pending_ops", None)
+        self._pending_ops = None
+        if part is None:
+            part = self._ops_part(op_range, sites, dur, label, index)
         o = self.owner
         o._grow()
+        for k in ("self_gpu", "kernels", "gpu"):
+            if k in part:
+                o.totals[k][:len(part[k])] += part[k]
+        o.total_gpu_ns += part["total"]
+        o.none_gpu_ns += part["none_ns"]
+        o.none_ops += part["none_ops"]
+        if len(op_range):
+            add_counts(o.sites_all, *part["sites"])
+            add_counts(o.pairs, *part["pairs"])
+
+    def _ranges_part(self) -> dict:
+        """The ranges that start in ``[c0, c1)``: calls, CPU time, and self CPU time of those whose
+        children are all in this slice; the others (open past ``c1``) and the time of children
+        whose parent is open, for :meth:`count_ranges`."""
         ops = self.attr.ops
         c0, c1 = self.c0, self.c1
-        tot, nn = o.totals, len(o.names)
+        nn = len(self.owner.names)
         m = np.flatnonzero((ops.start >= c0) & (ops.start < c1)) if len(ops) else np.zeros(0, np.int64)
-        if len(m):
-            name = ops.name[m]
-            dur = (ops.end - ops.start)[m]
-            top = ~self.nested()[m]
-            tot["calls"] += np.bincount(name, minlength=nn)
-            tot["cpu"] += np.bincount(name[top], weights=dur[top], minlength=nn)
-            final = np.zeros(len(ops), dtype=bool)
-            final[m] = (ops.end[m] < c1) | (c1 >= POS)
-            for i in m[~final[m]].tolist():  # open past the slice: its children may come later
-                o.open[int(self.pos[i])] = [int(ops.name[i]), int(ops.end[i]), 0, int(ops.end[i] - ops.start[i])]
-            par = ops.parent[m]
-            hp = par >= 0
-            child = np.zeros(len(ops), dtype=np.float64)
-            here = np.flatnonzero(hp)
-            here = here[final[par[here]]]
-            if len(here):
-                child += np.bincount(par[here], weights=dur[here], minlength=len(ops))
-            later = np.flatnonzero(hp)
-            later = later[~final[par[later]]]
-            if len(later):
-                pp = self.pos[par[later]]
-                up, inv = np.unique(pp, return_inverse=True)
-                add = np.bincount(inv, weights=dur[later])
-                for p, a in zip(up.tolist(), add.tolist()):
-                    got = o.open.get(int(p))
-                    if got is not None:
-                        got[2] += int(a)
-            f = m[final[m]]
-            if len(f):
-                self_ns = np.maximum((ops.end - ops.start)[f] - child[f].astype(np.int64), 0)
-                tot["self_cpu"] += np.bincount(ops.name[f], weights=self_ns, minlength=nn)
+        part: dict = {"opens": [], "later": None}
+        if not len(m):
+            return part
+        name = ops.name[m]
+        dur = (ops.end - ops.start)[m]
+        top = ~self.nested()[m]
+        part["calls"] = np.bincount(name, minlength=nn)
+        part["cpu"] = np.bincount(name[top], weights=dur[top], minlength=nn)
+        final = np.zeros(len(ops), dtype=bool)
+        final[m] = (ops.end[m] < c1) | (c1 >= POS)
+        opn = m[~final[m]]  # open past the slice: its children may come later
+        part["opens"] = list(zip(self.pos[opn].tolist(), ops.name[opn].tolist(), ops.end[opn].tolist(),
+                                 (ops.end - ops.start)[opn].tolist()))
+        par = ops.parent[m]
+        hp = np.flatnonzero(par >= 0)
+        fin_par = final[par[hp]]
+        here, later = hp[fin_par], hp[~fin_par]
+        child = np.bincount(par[here], weights=dur[here], minlength=len(ops)) if len(here) else \
+            np.zeros(len(ops), dtype=np.float64)
+        if len(later):
+            up, inv = np.unique(self.pos[par[later]], return_inverse=True)
+            part["later"] = (up.tolist(), np.bincount(inv, weights=dur[later]).tolist())
+        f = m[final[m]]
+        if len(f):
+            self_ns = np.maximum((ops.end - ops.start)[f] - child[f].astype(np.int64), 0)
+            part["self_cpu"] = np.bincount(ops.name[f], weights=self_ns, minlength=nn)
+        return part
+
+    def count_ranges(self) -> None:
+        """The ranges that start in ``[c0, c1)`` added to the totals; self CPU time once a range's
+        children are all in (a range open past ``c1`` waits in ``owner.open``)."""
+        part = getattr(self, "_pending_ranges", None)
+        self._pending_ranges = None
+        if part is None:
+            part = self._ranges_part()
+        o = self.owner
+        o._grow()
+        tot = o.totals
+        for k in ("calls", "cpu", "self_cpu"):
+            if k in part:
+                tot[k][:len(part[k])] += part[k]
+        for p, nm, end, dur in part["opens"]:
+            o.open[p] = [nm, end, 0, dur]
+        if part["later"] is not None:
+            for p, a in zip(*part["later"]):
+                got = o.open.get(p)
+                if got is not None:
+                    got[2] += int(a)
         # ranges opened earlier that end in this slice: every child is in
+        c1 = self.c1
         done = [p for p, v in o.open.items() if v[1] < c1 or c1 >= POS]
         for p in done:
             nm, _end, ch, dur = o.open.pop(p)

@@ -402,6 +402,8 @@ class Prepared:
     sites: tuple | None = None
     #: the attributor the slice asks (:meth:`nsysdoc.engine.attribute.Attributor.for_slice`)
     view: object = None
+    #: (w0, w1, the operations' time per site and selector in that window: :func:`_where_ops`)
+    where_ops: tuple | None = None
 
 
 def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
@@ -412,7 +414,16 @@ def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
     # searchsorted and gathers over the range forests)
     view = slice_attributor(ctx, c0, c1, ops) if ctx.plan.attr is not None else None
     sites = _sites_of(view, ops) if view is not None and len(ops) else None
-    return Prepared(c0, c1, ops, own, sites, view)
+    where_ops = None
+    if sites is not None:
+        # what needs only the operations, here too: the run's window's time per site
+        if ctx.w0 is not None and ctx.w1 is not None:
+            inw = ops.owned & in_window(ops.start_ns, ops.end_ns, ctx.w0, ctx.w1)
+            where_ops = (ctx.w0, ctx.w1, _where_ops(ops, inw, *sites[2]))
+        if hasattr(view, "prepare"):  # and the operator view's part (sliced attribution)
+            view.prepare(sites[1], sites[0], ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind),
+                         sites[2])
+    return Prepared(c0, c1, ops, own, sites, view, where_ops)
 
 
 def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prepared | None = None) -> SliceState:
@@ -423,6 +434,8 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     cache = {"ops": prep.sites} if prep.sites is not None else {}  # (op_sites, found in prepare)
     if prep.view is not None:
         cache["view"] = prep.view
+    if prep.where_ops is not None:
+        cache["where_ops"] = prep.where_ops
     if not ctx.active:
         return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None, attr_cache=cache)
     ndev = ctx.ndev
@@ -598,43 +611,11 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
     attr, ops = _view(ctx, st), st.ops
     acc = {k: {} for k in SELECTORS}
     if len(ops) and inw.any():
-        sites, _, (distinct, inv) = op_sites(ctx, st)
-        dur = ops.end_ns - ops.start_ns
-        is_k = ops.kind == KIND_KERNEL
-        fl = ops.flags
-        masks = (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
-                 ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
-                 ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
-                 ("copies", inw & (ops.kind == KIND_MEMCPY)),
-                 ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
-                 ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0)))
-        # one pass over the operations: each one's pattern of selectors (few patterns occur), the
-        # time and count per (pattern, site), then each selector's sum over its patterns (exact:
-        # integer nanoseconds, far below 2**53)
-        pat = np.zeros(len(ops), dtype=np.int32)
-        for j, (_sel, mask) in enumerate(masks):
-            pat |= mask.astype(np.int32) << j
-        m = np.flatnonzero(pat)
-        if len(m):
-            pm = pat[m]
-            used_p = np.flatnonzero(np.bincount(pm, minlength=1 << len(masks)))
-            code = np.zeros(1 << len(masks), dtype=np.int64)
-            code[used_p] = np.arange(len(used_p))
-            nd = len(distinct)
-            key = code[pm] * nd + inv[m]
-            ns = np.bincount(key, weights=dur[m].astype(np.float64), minlength=len(used_p) * nd).reshape(-1, nd)
-            cnt = np.bincount(key, minlength=len(used_p) * nd).reshape(-1, nd)
-            for j, (sel, _mask) in enumerate(masks):
-                rows = ((used_p >> j) & 1) == 1
-                if rows.any():
-                    add_counts(acc[sel], distinct, ns[rows].sum(axis=0), cnt[rows].sum(axis=0))
-        # kernels by full name, for the kernel with the most time (known once every slice is in)
-        m = np.flatnonzero(inw & is_k)
-        if len(m):
-            by = {}
-            add_sites(by, site_rows(inv[m], ops.name_id[m]), dur[m])
-            # back to full site rows: (site..., kernel name id)
-            acc["by_kernel"] = {(*distinct[k[0]].tolist(), k[1]): v for k, v in by.items()}
+        pre = st.attr_cache.get("where_ops")
+        if pre is not None and pre[0] == w0 and pre[1] == w1:
+            acc.update(pre[2])
+        else:
+            acc.update(_where_ops(ops, inw, *op_sites(ctx, st)[2]))
     g = st.gaps
     if g is not None and len(g):
         sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0) & (g.kind == 0))
@@ -669,6 +650,51 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
                 dur = np.minimum(rt["end_ns"][m], w1) - np.maximum(rt["start_ns"][m], w0)
                 add_sites(acc[name], attr.sites(rt["thread"][m], rt["start_ns"][m]), dur)
     win.where = {k: v for k, v in acc.items() if v}
+
+
+def _where_ops(ops: Ops, inw: np.ndarray, distinct: np.ndarray, inv: np.ndarray) -> dict:
+    """The operations' part of :func:`_where`: each operation selector's time per site, and
+    kernels' time per (site, kernel name), for the operations ``inw`` of the window."""
+    acc: dict = {}
+    if not inw.any():
+        return acc
+    dur = ops.end_ns - ops.start_ns
+    is_k = ops.kind == KIND_KERNEL
+    fl = ops.flags
+    masks = (("gpu_ops", inw), ("kernels", inw & is_k), ("tiny_kernels", inw & is_k & (dur < 10_000)),
+             ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
+             ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
+             ("copies", inw & (ops.kind == KIND_MEMCPY)),
+             ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
+             ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0)))
+    # one pass over the operations: each one's pattern of selectors (few patterns occur), the
+    # time and count per (pattern, site), then each selector's sum over its patterns (exact:
+    # integer nanoseconds, far below 2**53)
+    pat = np.zeros(len(ops), dtype=np.int32)
+    for j, (_sel, mask) in enumerate(masks):
+        pat |= mask.astype(np.int32) << j
+    m = np.flatnonzero(pat)
+    if len(m):
+        pm = pat[m]
+        used_p = np.flatnonzero(np.bincount(pm, minlength=1 << len(masks)))
+        code = np.zeros(1 << len(masks), dtype=np.int64)
+        code[used_p] = np.arange(len(used_p))
+        nd = len(distinct)
+        key = code[pm] * nd + inv[m]
+        ns = np.bincount(key, weights=dur[m].astype(np.float64), minlength=len(used_p) * nd).reshape(-1, nd)
+        cnt = np.bincount(key, minlength=len(used_p) * nd).reshape(-1, nd)
+        for j, (sel, _mask) in enumerate(masks):
+            rows = ((used_p >> j) & 1) == 1
+            if rows.any():
+                add_counts(acc.setdefault(sel, {}), distinct, ns[rows].sum(axis=0), cnt[rows].sum(axis=0))
+    # kernels by full name, for the kernel with the most time (known once every slice is in)
+    m = np.flatnonzero(inw & is_k)
+    if len(m):
+        by = {}
+        add_sites(by, site_rows(inv[m], ops.name_id[m]), dur[m])
+        # back to full site rows: (site..., kernel name id)
+        acc["by_kernel"] = {(*distinct[k[0]].tolist(), k[1]): v for k, v in by.items()}
+    return {k: v for k, v in acc.items() if v}
 
 
 def _sel(mask: np.ndarray):
