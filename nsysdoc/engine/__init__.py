@@ -14,7 +14,10 @@ table:
    slice, counts by start). What a slice hands on to the next one is small: per device the time
    its GPU last went idle, the operations still running, scalar-read checks still waiting for the
    thread's next call.
-3. What has to stay per row is kept compact: kernel durations and name ids (exact per-name
+3. Attribution (which operator, module and line each launch comes from) follows the slices too:
+   each slice reads the NVTX operator ranges around its launches (:mod:`.attribute_sliced`; the
+   PyTorch Profiler's traces keep one whole-capture forest, :mod:`.attribute`).
+4. What has to stay per row is kept compact: kernel durations and name ids (exact per-name
    medians and p95), launch API and queue times, the durations of the gaps the gap-shape values
    take medians of.
 
