@@ -261,7 +261,15 @@ class SlicedAttributor:
         attr = Attributor(self.source, self.names, ops, self.mods, self.frames, seq, self.thread_pid, own,
                           fwd_map=self.fwd, accumulators=False)
         attr._calls = self._calls
-        return attr, pos, seq[ops.order] if len(ops) else seq
+        seq = seq[ops.order] if len(ops) else seq
+        # what a slice no longer needs (two slices' forests are alive at once): the input order,
+        # and the per-range codes no range has (its lookups answer NONE without them)
+        x = attr._lookups()
+        for k in ("op_frame", "bwd", "fwd", "fwd_mod", "fwd_frame"):
+            if x[k] is None:
+                setattr(attr, k, None)
+        ops.order = None
+        return attr, pos, seq
 
     def find_forward(self, bounds: np.ndarray) -> None:
         """Each backward key's forward operator: the first (outermost) range with its (process,
@@ -299,7 +307,7 @@ class SlicedAttributor:
             fm.name[k] = ops.name[fr]
             fm.mod[k] = _name_at(self.mods, self.mods.innermost(ops.thread[fr], ops.start[fr]))
             ff = _name_at(self.frames, self.frames.innermost(ops.thread[fr], ops.start[fr]))
-            fm.frame[k] = np.where(ff >= 0, ff, attr.op_frame[fr])
+            fm.frame[k] = np.where(ff >= 0, ff, attr.op_frame[fr]) if attr.op_frame is not None else ff
             fm.found[k] = True
 
     set_call_frames = Attributor.set_call_frames
