@@ -264,7 +264,7 @@ class Table:
         want = self.columns(cols)
         raw = [c for c in want if c != "pos" and c not in self.virtual]
         virt = [c for c in want if c in self.virtual]
-        data = blk.data if blk.data is not None else self.store._read_group(self, blk)
+        data = blk.data if blk.data is not None else self.store._read_group(self, blk, raw)
         out = {}
         for c in virt:
             base, lut = self.virtual[c]
@@ -506,24 +506,37 @@ class Store:
                 t._file = self._spill_dir / t._file.name
         self._readers.clear()
 
-    def _read_group(self, table: Table, blk: Block) -> dict[str, np.ndarray]:
+    def _read_group(self, table: Table, blk: Block, cols=None) -> dict[str, np.ndarray]:
         """A spilled block, every column decoded at once (a slice wants most of them, and the next
-        slice often the same block): kept in a small cache bounded in bytes."""
+        slice often the same block): kept in a small cache bounded in bytes. A read that asks for
+        no text column of a table that has one (NVTX) decodes the other columns only: the texts
+        are most of its bytes (an lz4 spill decompresses them all otherwise)."""
+        texts = [c for c, dt in table.dtypes.items() if dt == STR]
+        narrow = bool(texts) and cols is not None and not any(c in texts for c in cols)
         key = (table.name, blk.group)
         with self._lock:
             hit = self._lru.get(key)
+            if hit is None and narrow:
+                hit = self._lru.get(key + ("narrow",))
             if hit is not None:
-                self._lru.move_to_end(key)
+                self._lru.move_to_end(key if key in self._lru else key + ("narrow",))
                 return hit[0]
+        if narrow:
+            key = key + ("narrow",)
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
         try:
-            rkey = (table.name, threading.get_ident())  # one reader per thread: decoding runs unlocked
+            # one reader per thread (decoding runs unlocked) and per column set
+            rkey = (table.name, threading.get_ident(), narrow)
             with self._lock:
                 rd = self._readers.get(rkey)
             if rd is None:
-                rd = ipc.open_file(pa.memory_map(str(table._file)) if self.map_files else pa.OSFile(str(table._file)))
+                src = lambda: pa.memory_map(str(table._file)) if self.map_files else pa.OSFile(str(table._file))  # noqa: E731
+                rd = ipc.open_file(src())
+                if narrow:
+                    keep = [i for i, n in enumerate(rd.schema.names) if n not in texts]
+                    rd = ipc.open_file(src(), options=ipc.IpcReadOptions(included_fields=keep))
                 with self._lock:
                     self._readers[rkey] = rd
             batch = rd.get_batch(blk.group)
