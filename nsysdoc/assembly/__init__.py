@@ -12,7 +12,7 @@ import numpy as np
 from .. import __version__
 from ..metrics import host as host_m
 from ..metrics.copies import copy_table_from
-from ..metrics.nvtx import nvtx_summary_blocks
+from ..engine.run import nvtx_summary
 from ..metrics.steps import pick_steps
 from ..rules.policy import HOST_JUDGE_MIN_WINDOW_MS
 from .capture import _capture, _judgeable
@@ -57,7 +57,6 @@ def assemble(a: Analysis, res) -> dict:
         "kernel_count": kernel_metrics["count"],
         "kernels_per_step_median": _num(_median([r["kernel_count"] for r in primary])),
     }
-    nv = t.store.get("nvtx")
     metrics = {
         "kernels": kernel_metrics,
         "launch": launch,
@@ -70,9 +69,7 @@ def assemble(a: Analysis, res) -> dict:
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
         "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
-        "nvtx": nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text_group"])
-                                    if nv is not None else (), t.nvtx_domains, w0, w1,
-                                    group_texts=t.nvtx_groups),
+        "nvtx": nvtx_summary(res, w0, w1),
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)

@@ -68,6 +68,9 @@ class Result:
     #: replay only the slices they need
     spans: list = field(default_factory=list)
     carries: list = field(default_factory=list)
+    #: (w0, w1, future of the NVTX summary over that window), computed during the run when the
+    #: window is final from the start (step markers): :func:`nvtx_summary`
+    nvtx_ahead: tuple | None = None
 
 
 def run(trace, plan: Plan) -> Result:
@@ -83,6 +86,7 @@ def run(trace, plan: Plan) -> Result:
     gap_total = 0
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-prefetch") if len(spans) > 1 else None
     ahead = None  # the next slice's Prepared, being built on the worker thread
+    nvtx_ahead = _nvtx_summary_ahead(trace, plan, len(spans))
     try:
         for i, (c0, c1) in enumerate(spans):
             last = i == len(spans) - 1
@@ -127,7 +131,42 @@ def run(trace, plan: Plan) -> Result:
     total = Window(ndev)
     for p in parts:
         total.add(p)
-    return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total, spans, carries)
+    return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total, spans, carries,
+                  nvtx_ahead)
+
+
+#: NVTX rows from which the NVTX summary is computed beside the slices (a thread of its own: it
+#: reads only the NVTX table, and the two slice threads leave a core idle part of the time)
+NVTX_AHEAD_MIN_ROWS = 1_000_000
+
+
+def _nvtx_summary_ahead(trace, plan: Plan, nspans: int) -> tuple | None:
+    nv = trace.store.get("nvtx")
+    w0, w1 = plan.window
+    if nv is None or len(nv) < NVTX_AHEAD_MIN_ROWS or nspans < 2 or plan.steps.source != "markers" \
+            or w0 is None or w1 is None:
+        return None
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-nvtx")
+    fut = pool.submit(_nvtx_summary_of, trace, w0, w1)
+    pool.shutdown(wait=False)
+    return (w0, w1, fut)
+
+
+def _nvtx_summary_of(trace, w0: int | None, w1: int | None) -> list:
+    from ..metrics.nvtx import nvtx_summary_blocks
+
+    nv = trace.store.get("nvtx")
+    return nvtx_summary_blocks(nv.iter_blocks(["start_ns", "end_ns", "event_type", "domain", "text_group"])
+                               if nv is not None else (), trace.nvtx_domains, w0, w1, group_texts=trace.nvtx_groups)
+
+
+def nvtx_summary(res: Result, w0: int | None, w1: int | None) -> list:
+    """``metrics.nvtx`` (:func:`nsysdoc.metrics.nvtx.nvtx_summary_blocks`) over ``[w0, w1)``: the one
+    computed during the run when it was over that window, else now."""
+    got = res.nvtx_ahead
+    if got is not None and got[0] == w0 and got[1] == w1:
+        return got[2].result()
+    return _nvtx_summary_of(res.ctx.trace, w0, w1)
 
 
 def capture_windows(res: Result, windows: dict[str, tuple[int, int]], max_ops: int | None = None) -> dict:
@@ -273,6 +312,6 @@ def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tup
     return t0, t1, excluded
 
 
-__all__ = ["Capture", "Result", "run", "capture_windows", "Ops", "POS"]
+__all__ = ["Capture", "Result", "run", "capture_windows", "nvtx_summary", "Ops", "POS"]
 
 
