@@ -620,7 +620,12 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
     if g is not None and len(g):
         sel = np.flatnonzero((g.start_ns < w1) & (g.end_ns > w0) & (g.kind == 0))
         if len(sel):
-            amounts = g.split(sel, w0, w1)
+            # a gap inside the window keeps its whole classification (found with the gaps); only
+            # those the window cuts are split again
+            amounts = g.amounts[sel].astype(np.int64)
+            cut = np.flatnonzero((g.start_ns[sel] < w0) | (g.end_ns[sel] > w1))
+            if len(cut):
+                amounts[cut] = g.split(sel[cut], w0, w1)
             th = g.thread_index[sel]
             mid = (np.maximum(g.start_ns[sel], w0) + np.minimum(g.end_ns[sel], w1)) // 2
             for name, cause, when in (("launch_gaps", CAUSE_LAUNCH, g.next_api_start_ns[sel]),
