@@ -268,13 +268,16 @@ class Attributor:
         return ops.thread[cand], ops.start[cand], ops.end[cand], ops.name[cand]
 
 
-def first_starts(thread, name, start) -> tuple[np.ndarray, np.ndarray]:
-    """The earliest start per (thread, name): sorted keys and their starts."""
-    key = (np.asarray(thread, np.int64) << 32) | (np.asarray(name, np.int64) & 0xFFFFFFFF)
+def _min_per_key(key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     uk, inv = np.unique(key, return_inverse=True)
     first = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inv, np.asarray(start, np.int64))
+    np.minimum.at(first, inv, np.asarray(value, np.int64))
     return uk, first
+
+
+def first_starts(thread, name, start) -> tuple[np.ndarray, np.ndarray]:
+    """The earliest start per (thread, name): sorted keys and their starts."""
+    return _min_per_key((np.asarray(thread, np.int64) << 32) | (np.asarray(name, np.int64) & 0xFFFFFFFF), start)
 
 
 def first_start_of(first: tuple, thread, name) -> np.ndarray:
@@ -286,14 +289,10 @@ def first_start_of(first: tuple, thread, name) -> np.ndarray:
 
 
 def merge_first_starts(a: tuple | None, b: tuple) -> tuple:
+    """Two :func:`first_starts` results as one."""
     if a is None:
         return b
-    k = np.concatenate([a[0], b[0]])
-    v = np.concatenate([a[1], b[1]])
-    uk, inv = np.unique(k, return_inverse=True)
-    first = np.full(len(uk), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, inv, v)
-    return uk, first
+    return _min_per_key(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
 
 
 def add_common(attr, has: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray, index) -> None:
@@ -369,14 +368,18 @@ def _pair_search(kp, ks, qp, qs) -> np.ndarray:
     return out
 
 
+def site_counts(distinct: np.ndarray, inv: np.ndarray, weight) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct row: the ``weight`` (ns, float sums of integers) and the count of the entries of
+    ``inv`` that point at it, for :func:`add_counts`."""
+    weight = np.asarray(weight, dtype=np.float64)
+    return distinct, np.bincount(inv, weights=weight, minlength=len(distinct)), np.bincount(inv, minlength=len(distinct))
+
+
 def accumulate(acc: dict, distinct: np.ndarray, inv: np.ndarray, weight) -> None:
     """Add ``weight`` (ns) and a count of 1 per entry of ``inv`` to ``acc[tuple(distinct[i])]``."""
     if not len(inv):
         return
-    weight = np.asarray(weight, dtype=np.float64)
-    ns = np.bincount(inv, weights=weight, minlength=len(distinct))
-    cnt = np.bincount(inv, minlength=len(distinct))
-    add_counts(acc, distinct, ns, cnt)
+    add_counts(acc, *site_counts(distinct, inv, weight))
 
 
 def add_counts(acc: dict, distinct: np.ndarray, ns: np.ndarray, cnt: np.ndarray) -> None:
@@ -433,27 +436,39 @@ def label_text(code: int, strings) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def group_fact(text: str) -> tuple[str, bool, int]:
+    """A text group's operator name, whether it is operator-like and its pyprof kind (1: a
+    source-line marker, a frame)."""
+    v = A.op_name(text)
+    lk = A.is_op_like(v)
+    kind = 0
+    # pyprof texts: an operator "mod.op", or a source-line marker (a frame, kind 1)
+    pp = A.pyprof(v) if v.startswith("{'") else None
+    if pp is not None:
+        v = pp[1]
+        if pp[0] == "op":
+            lk = True
+        else:
+            kind = 1
+    return v, lk, kind
+
+
+def stack_frame_label(text: str) -> str | None:
+    """The frame of a range text's own call stack (``", stack = "``, a 2021 Kineto trace), or None."""
+    return A.frame_label(text.split(", stack = ", 1)[1]) if ", stack = " in text else None
+
+
 def _group_facts(gtexts: list[str], used: np.ndarray, code) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per text group (:mod:`nsysdoc.trace.nvtx_text`) of ``used``: its operator name's code,
-    whether it is operator-like and its pyprof kind (1: a source-line marker, a frame); computed
-    once per group, in group order."""
+    whether it is operator-like and its pyprof kind (:func:`group_fact`); computed once per group,
+    in group order."""
     g = len(gtexts)
     name = np.full(g, NONE, dtype=np.int64)
     like = np.zeros(g, dtype=bool)
     kind = np.zeros(g, dtype=np.int8)
     for c in used.tolist():
-        v = A.op_name(gtexts[c])
-        lk = A.is_op_like(v)
-        # pyprof texts: an operator "mod.op", or a source-line marker (a frame, kind 1)
-        pp = A.pyprof(v) if v.startswith("{'") else None
-        if pp is not None:
-            v = pp[1]
-            if pp[0] == "op":
-                lk = True
-            else:
-                kind[c] = 1
+        v, like[c], kind[c] = group_fact(gtexts[c])
         name[c] = code(v)
-        like[c] = lk
     return name, like, kind
 
 
@@ -487,7 +502,7 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     for thread, start, end, grp, seq, flags, dom, dom_names, stacks in rows:
         own = np.full(len(grp), NONE, dtype=np.int64)
         for i, text in stacks.items():  # the op's own Python frame (2021 Kineto "Call stack")
-            lab = A.frame_label(text.split(", stack = ", 1)[1])
+            lab = stack_frame_label(text)
             if lab is not None:
                 own[i] = code(lab)
         sf.append(own)

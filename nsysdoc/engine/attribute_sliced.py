@@ -29,16 +29,15 @@ budget is 0.45 GB for 400 k kernels) and its families depend on per-row domains.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from .attribute import (NONE, Attributor, FwdMap, Names, _name_at, add_counts, backward_ranges, first_start_of,
-                        first_starts, merge_first_starts, site_index, site_rows)
-from .data import NEG, POS
+                        first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
+                        site_rows, stack_frame_label)
+from .data import NEG, POS, env_rows
 
 #: NVTX rows from which an Nsight Systems capture is attributed slice by slice: every capture (at
 #: 2 M steps-ops the sliced path measured faster than the whole-capture one, cold 4.96 s against
@@ -48,11 +47,7 @@ _COLS = ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group", "
 
 
 def sliced_min_rows() -> int:
-    raw = os.environ.get("NSYSDOC_ATTR_SLICED_ROWS", "")
-    try:
-        return max(1, int(raw)) if raw.strip() else SLICED_MIN_ROWS
-    except ValueError:
-        return SLICED_MIN_ROWS
+    return env_rows("NSYSDOC_ATTR_SLICED_ROWS", SLICED_MIN_ROWS)
 
 
 def use_sliced(trace) -> bool:
@@ -82,20 +77,15 @@ class _GroupFacts:
         if not len(new):
             return
         for c in np.unique(new).tolist():
-            v = A.op_name(self.gtexts[c])
-            lk = A.is_op_like(v)
-            pp = A.pyprof(v) if v.startswith("{'") else None
-            if pp is not None:
-                v = pp[1]
-                if pp[0] == "op":
-                    lk = True
-                else:
-                    self.kind[c] = 1
+            v, self.like[c], self.kind[c] = group_fact(self.gtexts[c])
             self.text[c] = v
-            self.like[c] = lk
             self.empty[c] = not v
             self.bwd[c] = A.is_backward(v)
             self.done[c] = True
+
+    def operator_family(self) -> np.ndarray:
+        """Per group: its ranges are operator ranges (a name, not a source-line marker)."""
+        return ~self.empty & (self.kind != 1)
 
 
 class Collector:
@@ -123,10 +113,10 @@ class Collector:
         f.ensure(grp)
         self.seen[grp] = True
         for text in stacks.values():  # row order, as the whole-capture build codes them
-            lab = A.frame_label(text.split(", stack = ", 1)[1])
+            lab = stack_frame_label(text)
             if lab is not None:
                 self.stack_labels.append(lab)
-        fam_op = ~f.empty[grp] & (f.kind[grp] != 1)
+        fam_op = f.operator_family()[grp]
         self.n_ops += int(fam_op.sum())
         fam_mod = fam_op & ~(f.like[grp] | ((flags & FLAG_DECORATED) != 0))
         fam_fr = (f.kind[grp] == 1) & ~f.empty[grp]
@@ -153,7 +143,7 @@ class Collector:
         for lab in self.stack_labels:
             names.code(lab)
         # backward nodes' names, in code order (as Attributor codes them)
-        fam_op_g = ~f.empty & (f.kind != 1)
+        fam_op_g = f.operator_family()
         for c in np.unique(g_code[used[fam_op_g[used] & f.bwd[used]]]).tolist():
             names.code(A.backward_node(names[c]))
 
@@ -171,8 +161,6 @@ class Collector:
         attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames)
         attr.bounds = np.asarray(bounds if bounds is not None else [], dtype=np.int64)
         if calls is not None:
-            from .attribute import set_call_frames_of
-
             set_call_frames_of(attr, self.trace, calls)
         if self.bkeys:
             pid = np.concatenate([k[0] for k in self.bkeys])
@@ -218,6 +206,14 @@ class SlicedAttributor:
         self.pairs: dict = {}
 
     # ---- building a slice's forest ---------------------------------------------------------
+    def _operator_rows(self, d: dict, grp: np.ndarray) -> np.ndarray:
+        """Which rows of an NVTX block are operator ranges: push/pop ranges that end no earlier
+        than they start, of an operator group (not a step marker), outside library domains."""
+        keep = (d["end_ns"] >= d["start_ns"]) & np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & self.op_g[grp]
+        if self.has_domains:
+            keep &= ~self.lib[d["domain"]]
+        return keep
+
     def ranges(self, lo: int, hi: int) -> tuple:
         """The operator ranges with ``start < hi`` and ``end > lo``: their forest, the aligned NVTX
         rows (forest order), seq values (input order) and own stack frames (input order, or None)."""
@@ -228,10 +224,7 @@ class SlicedAttributor:
             d = t.read_block(b, _COLS)
             s, e = d["start_ns"], d["end_ns"]
             grp = d["text_group"]
-            keep = (s < hi) & (e > lo) & (e >= s) & np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & self.op_g[grp]
-            if self.has_domains:
-                keep &= ~self.lib[d["domain"]]
-            m = np.flatnonzero(keep)
+            m = np.flatnonzero((s < hi) & (e > lo) & self._operator_rows(d, grp))
             if len(m):
                 parts.append((d["thread"][m], s[m], e[m], self.g_code[grp[m]], d["seq"][m], d["pos"][m],
                               d["call_flags"][m]))
@@ -248,7 +241,7 @@ class SlicedAttributor:
             texts = self.table.gather(pos[st], ["text"])["text"]
             texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
             for i, text in zip(st.tolist(), texts):
-                lab = A.frame_label(str(text).split(", stack = ", 1)[1]) if ", stack = " in str(text) else None
+                lab = stack_frame_label(str(text))
                 if lab is not None:
                     own[i] = self.names.code(lab)
         ops = A.Forest(th, s, e, name)
@@ -319,12 +312,6 @@ class SlicedAttributor:
     def op_totals(self) -> dict:
         return self.totals
 
-    def _grow(self) -> None:
-        nn = len(self.names)
-        for k, v in self.totals.items():
-            if len(v) < nn:
-                self.totals[k] = np.concatenate([v, np.zeros(nn - len(v), v.dtype)])
-
     def first_calls(self, th: np.ndarray, s: np.ndarray, e: np.ndarray, share: float) -> tuple | None:
         """:meth:`Attributor.first_calls`, the calls' ranges read around them, a slice's span at a
         time; the earliest start per (thread, name) from the ranges that start before them."""
@@ -358,9 +345,7 @@ class SlicedAttributor:
             d = self.table.read_block(blk, ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group"])
             grp = d["text_group"].astype(np.int64)
             code = self.g_code[grp]
-            lib_row = self.lib[d["domain"]] if self.has_domains else False
-            ok = np.isin(code, names) & np.isin(d["event_type"], S.NVTX_PUSHPOP_TYPES) & \
-                (d["end_ns"] >= d["start_ns"]) & ~self.g_step[grp] & ~lib_row & self.fam_op_g[grp]
+            ok = np.isin(code, names) & self._operator_rows(d, grp)
             if ok.any():
                 first = merge_first_starts(first, first_starts(d["thread"][ok], code[ok], d["start_ns"][ok]))
         if first is not None:
@@ -381,9 +366,9 @@ class SliceView:
         self.hi = max(c1, t_hi + 1)
         self.attr, self.pos, _seq = owner.local(self.lo, self.hi)
         self._nested = None
-        self.names = owner.names
-        self.source = owner.source
-        self.mods, self.frames, self._calls = owner.mods, owner.frames, owner._calls
+        #: parts computed ahead by :meth:`prepare`, added by :meth:`add_ops` and :meth:`count_ranges`
+        self._pending_ops: dict | None = None
+        self._pending_ranges: dict | None = None
 
     def nested(self) -> np.ndarray:
         if self._nested is None:
@@ -419,7 +404,7 @@ class SliceView:
         self._pending_ranges = self._ranges_part()
 
     def _ops_part(self, op_range, sites, dur, label, index) -> dict:
-        nn = len(self.owner.names)
+        nn = len(self.owner.totals["calls"])
         dur = np.asarray(dur, dtype=np.int64)
         has = op_range >= 0
         part: dict = {"total": int(dur.sum()), "none_ns": int(dur[~has].sum()), "none_ops": int((~has).sum())}
@@ -434,25 +419,19 @@ class SliceView:
             sub = ops.subtree_sum(np.bincount(r, weights=d, minlength=len(ops)))
             top = np.flatnonzero(~self.nested() & (sub > 0))
             part["gpu"] = np.bincount(ops.name[top], weights=sub[top], minlength=nn)
-        w = dur.astype(np.float64)
-        distinct, inv = index if index is not None else site_index(sites)
-        part["sites"] = (distinct, np.bincount(inv, weights=w, minlength=len(distinct)),
-                         np.bincount(inv, minlength=len(distinct)))
-        pd, pinv = site_index(site_rows(sites[:, 0], label))
-        part["pairs"] = (pd, np.bincount(pinv, weights=w, minlength=len(pd)), np.bincount(pinv, minlength=len(pd)))
+        part["sites"] = site_counts(*(index if index is not None else site_index(sites)), dur)
+        part["pairs"] = site_counts(*site_index(site_rows(sites[:, 0], label)), dur)
         return part
 
     def add_ops(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,
                 index: tuple | None = None) -> None:
-        part = getattr(self, "_pending_ops", None)
-        self._pending_ops = None
+        part, self._pending_ops = self._pending_ops, None
         if part is None:
             part = self._ops_part(op_range, sites, dur, label, index)
         o = self.owner
-        o._grow()
         for k in ("self_gpu", "kernels", "gpu"):
             if k in part:
-                o.totals[k][:len(part[k])] += part[k]
+                o.totals[k] += part[k]
         o.total_gpu_ns += part["total"]
         o.none_gpu_ns += part["none_ns"]
         o.none_ops += part["none_ops"]
@@ -466,7 +445,7 @@ class SliceView:
         whose parent is open, for :meth:`count_ranges`."""
         ops = self.attr.ops
         c0, c1 = self.c0, self.c1
-        nn = len(self.owner.names)
+        nn = len(self.owner.totals["calls"])
         m = np.flatnonzero((ops.start >= c0) & (ops.start < c1)) if len(ops) else np.zeros(0, np.int64)
         part: dict = {"opens": [], "later": None}
         if not len(m):
@@ -499,16 +478,14 @@ class SliceView:
     def count_ranges(self) -> None:
         """The ranges that start in ``[c0, c1)`` added to the totals; self CPU time once a range's
         children are all in (a range open past ``c1`` waits in ``owner.open``)."""
-        part = getattr(self, "_pending_ranges", None)
-        self._pending_ranges = None
+        part, self._pending_ranges = self._pending_ranges, None
         if part is None:
             part = self._ranges_part()
         o = self.owner
-        o._grow()
         tot = o.totals
         for k in ("calls", "cpu", "self_cpu"):
             if k in part:
-                tot[k][:len(part[k])] += part[k]
+                tot[k] += part[k]
         for p, nm, end, dur in part["opens"]:
             o.open[p] = [nm, end, 0, dur]
         if part["later"] is not None:

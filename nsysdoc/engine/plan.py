@@ -25,7 +25,7 @@ from ..trace.columns import Columns
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from .attribute import build as build_attributor
 from .attribute_sliced import Collector, use_sliced
-from .data import GPU_KINDS, NEG, POS
+from .data import GPU_KINDS, NEG, POS, env_rows
 from .infer import infer_steps
 
 #: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
@@ -43,11 +43,7 @@ HIST_BINS = 1 << 15
 
 
 def slice_rows() -> int:
-    raw = os.environ.get("NSYSDOC_SLICE_ROWS", "")
-    try:
-        return max(1, int(raw)) if raw.strip() else SLICE_ROWS
-    except ValueError:
-        return SLICE_ROWS
+    return env_rows("NSYSDOC_SLICE_ROWS", SLICE_ROWS)
 
 
 @dataclass
