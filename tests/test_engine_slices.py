@@ -339,3 +339,72 @@ def test_next_call_syncs_by_hand_and_against_a_per_query_search():
             assert later[i] == after.any()
             first = after & (st == (st[after].min() if after.any() else 0))
             assert syncs[i] == bool((first & sy).any())
+
+
+def test_first_and_last_slices_are_half_a_share(slice_rows, tmp_path):
+    """The slices' rows (GPU operations, CUDA API and OS runtime calls) split into m + 1 equal
+    shares, m the slices of at most NSYSDOC_SLICE_ROWS rows: the first and the last slice hold half
+    a share (nothing overlaps the first one's reading; the last runs with the second core idle)."""
+    from nsysdoc.engine.plan import _bounds
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace
+
+    slice_rows(400)
+    trace = load_trace(SCENARIOS["steady_training"]().write(tmp_path / "s.sqlite"), cache=False)
+    starts = []
+    for name in ("kernels", "memcpy", "memset", "runtime", "osrt"):
+        t = trace.store.get(name)
+        if t is not None:
+            starts += [b["start_ns"] for b in t.iter_blocks(["start_ns"])]
+    starts = np.sort(np.concatenate(starts))
+    edges = _bounds(trace)
+    rows = np.diff(np.concatenate(([0], np.searchsorted(starts, edges), [len(starts)])))
+    m = int(np.ceil(len(starts) / 400))
+    share = len(starts) / (m + 1)
+    assert len(rows) == m + 2 and rows.max() <= 400, rows
+    assert abs(rows[0] - share / 2) <= 0.05 * share and abs(rows[-1] - share / 2) <= 0.05 * share, (rows, share)
+    assert np.all(np.abs(rows[1:-1] - share) <= 0.05 * share), (rows, share)
+
+
+def test_read_ahead_gives_every_block_in_order_and_its_errors(monkeypatch, tmp_path):
+    """The plan's passes read the next spilled block on a thread of their own: the same blocks in
+    the same order as the plain pass, the reads really on another thread, and a block that cannot
+    be read raises its one-line error in the caller."""
+    import threading
+
+    from nsysdoc.errors import CorruptFileError
+    from nsysdoc.testing.scenarios import SCENARIOS
+    from nsysdoc.trace import load_trace, store
+
+    monkeypatch.setattr(store, "MEMORY_BUDGET", 0)
+    monkeypatch.setattr(store, "BLOCK_ROWS", 64)
+    trace = load_trace(SCENARIOS["steady_training"]().write(tmp_path / "s.sqlite"), cache=False)
+    t = trace.store.get("kernels")
+    assert len(t.blocks) >= 4 and all(b.data is None for b in t.blocks)
+    cols = ["start_ns", "end_ns", "device"]
+    plain = list(t.iter_blocks(cols))
+    readers = []
+    real = t.read_block
+
+    def spy(i, c=None):
+        readers.append(threading.current_thread().name)
+        return real(i, c)
+
+    monkeypatch.setattr(t, "read_block", spy)
+    ahead = list(t.iter_blocks(cols, ahead=True))
+    assert len(ahead) == len(plain) == len(t.blocks)
+    for a, b in zip(ahead, plain):
+        assert all(np.array_equal(a[c], b[c]) for c in cols)
+    assert len(readers) == len(t.blocks) and all(n.startswith("nsysdoc-read") for n in readers)
+
+    def broken(i, c=None):
+        if i == 2:
+            raise CorruptFileError("stored rows of the kernels table cannot be read")
+        return real(i, c)
+
+    monkeypatch.setattr(t, "read_block", broken)
+    got = []
+    with pytest.raises(CorruptFileError):
+        for b in t.iter_blocks(cols, ahead=True):
+            got.append(b)
+    assert len(got) == 2

@@ -335,6 +335,36 @@ def test_the_command_line_reuses_freed_memory_instead_of_faulting_it_in_again():
     assert int(run("default")) > 4000  # the probe can tell the difference
 
 
+def test_the_slice_loop_releases_memory_only_once_it_has_grown(monkeypatch):
+    """Releaser (called after every slice): the first release once the process holds
+    RELEASE_RSS_BYTES, then only at 64 MB more than just before the previous one; a process
+    that cannot measure itself releases every time."""
+    from nsysdoc.trace import store
+
+    trims = []
+    monkeypatch.setattr(store, "_malloc_trim", lambda: trims.append(rss[0]))
+    mb = 1 << 20
+    rss = [0]
+    monkeypatch.setattr(store, "resident_bytes", lambda: rss[0])
+    r = store.Releaser()
+    assert store.RELEASE_GROWTH_BYTES == 64 * mb
+    # below the floor nothing is released, and nothing is remembered
+    for v in (100, 600, 639):
+        rss[0] = v * mb
+        assert r() is False
+    # 640 MB: released; then 640 + 64 = 704 MB is the next threshold
+    for v, want in ((640, True), (700, False), (703, False), (704, True), (740, False), (768, True), (500, False),
+                    (831, False), (832, True)):
+        rss[0] = v * mb
+        assert r() is want, v
+    assert trims == [640 * mb, 704 * mb, 768 * mb, 832 * mb] and r.releases == 4
+    # no measurement: every call releases
+    monkeypatch.setattr(store, "resident_bytes", lambda: None)
+    trims.clear()
+    r2 = store.Releaser()
+    assert [r2(), r2(), r2()] == [True, True, True] and len(trims) == 3
+
+
 # --------------------------------------------------------------------------------------------
 # issue 30: atomic outputs, the cache failing without failing the report, the Dask probe
 # --------------------------------------------------------------------------------------------

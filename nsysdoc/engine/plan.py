@@ -106,7 +106,7 @@ def _nvtx_scan(trace, pattern) -> dict:
     # many ranges: attribution reads them per slice; this pass keeps only what is global
     collector = Collector(trace, g_step, lib, len(doms) > 0) if t is not None and use_sliced(trace) else None
     cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq"]
-    for bi, blk in enumerate(t.iter_blocks(cols) if t is not None else ()):
+    for bi, blk in enumerate(t.iter_blocks(cols, ahead=True) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
         if not is_range.any():
@@ -193,7 +193,7 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) ->
     st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
     st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
     for t in tables:
-        for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"]):
+        for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"], ahead=True):
             s, e = b["start_ns"], b["end_ns"]
             dev, proc = b["device"].astype(np.int64), b["proc"]
             when = np.where(b["api"] >= 0, b["api_start_ns"], s)
@@ -290,8 +290,9 @@ def _first_call_setup(trace, plan: Plan) -> None:
 
 def _bounds(trace) -> np.ndarray:
     """Interior slice boundaries: where the running count of rows (GPU operations, CUDA API and
-    OS runtime calls, each block's rows spread evenly over its start range) crosses a multiple of
-    the slice size. Boundaries only balance work: any choice gives the same numbers."""
+    OS runtime calls, each block's rows spread evenly over its start range) crosses half a share,
+    then every share after it (a share: at most the slice size; the first and last slices are
+    half a share). Boundaries only balance work: any choice gives the same numbers."""
     target = slice_rows()
     stats = []
     for name in ("kernels", "memcpy", "memset", "runtime", "osrt"):
@@ -321,7 +322,13 @@ def _bounds(trace) -> np.ndarray:
     np.add.at(d, z + 1, -n / width)
     w = np.cumsum(d)[:-1]
     cum = np.cumsum(w)
-    k = np.floor(cum / target).astype(np.int64)
+    # m slices of at most ``target`` rows would do; the first and the last get half a slice each
+    # (m + 1 equal shares, cut at the half-shares): the first is prepared with no slice to overlap
+    # it and the last runs with the second core idle, so those two are the ones made short
+    # (2 M steps-ops, warm: 4-7% quicker, 40 MB smaller, 2026-12-05)
+    m = int(np.ceil(cum[-1] / target))
+    share = cum[-1] / (m + 1)
+    k = np.floor(cum / share + 0.5).astype(np.int64)
     cut = np.flatnonzero(k[1:] > k[:-1]) + 1  # bin i starts a new slice
     return np.unique(edges[cut]).astype(np.int64)
 
