@@ -431,3 +431,34 @@ def test_forest_order_fast_path_equals_the_lexsort():
         sh = rng.permutation(n)
         assert A._forest_order(th[sh], s[sh], e[sh]).tolist() == np.lexsort((-e[sh], s[sh], th[sh])).tolist()
         assert A._forest_order(th + 40_000, s, e).tolist() == np.lexsort((-e, s, th + 40_000)).tolist()
+
+
+def test_site_sums_fold_chunks_into_one_exact_dict(monkeypatch):
+    """SiteSums (the engine's per-site time and count, one chunk per slice and selector): rows
+    counted 0 are left out, chunks fold into {site: [ns, count]} with integer sums, an add after
+    reading folds again, merge and compaction keep the sums."""
+    from nsysdoc.engine.attribute import SiteSums, accumulate, merge_sites
+
+    a = SiteSums()
+    assert not a and len(a) == 0 and a.get((1, 2)) is None
+    a.add(np.array([[1, 2], [3, 4], [5, 6]]), np.array([10.0, 0.0, 7.0]), np.array([1, 0, 2]))
+    a.add(np.array([[1, 2], [0, -1]]), np.array([5.0, 2.0 ** 52]), np.array([3, 1]))
+    assert a and len(a.chunks) == 2
+    assert a.fold() == {(1, 2): [15, 4], (5, 6): [7, 2], (0, -1): [2 ** 52, 1]}
+    assert all(isinstance(v, int) for vals in a.values() for v in vals)
+    assert (3, 4) not in a and sorted(a) == [(0, -1), (1, 2), (5, 6)]
+    accumulate(a, np.array([[5, 6], [9, 9]]), np.array([0, 0, 1]), np.array([1, 2, 4]))
+    assert dict(a.items()) == {(1, 2): [15, 4], (5, 6): [10, 4], (0, -1): [2 ** 52, 1], (9, 9): [4, 1]}
+    # merge_sites: selector by selector, new selectors created
+    w1, w2 = {"gpu_ops": a}, {"gpu_ops": SiteSums(), "copies": SiteSums()}
+    w2["gpu_ops"].add(np.array([[9, 9]]), np.array([6.0]), np.array([2]))
+    w2["copies"].add(np.array([[1, 1]]), np.array([1.0]), np.array([1]))
+    merge_sites(w1, w2)
+    assert w1["gpu_ops"].get((9, 9)) == [10, 3] and w1["copies"].fold() == {(1, 1): [1, 1]}
+    # many chunks fold into one as they come, same sums
+    monkeypatch.setattr(SiteSums, "COMPACT_CHUNKS", 4)
+    b = SiteSums()
+    for i in range(10):
+        b.add(np.array([[i % 3, 0]]), np.array([float(i)]), np.array([1]))
+    assert len(b.chunks) <= 4
+    assert b.fold() == {(0, 0): [0 + 3 + 6 + 9, 4], (1, 0): [1 + 4 + 7, 3], (2, 0): [2 + 5 + 8, 3]}

@@ -34,7 +34,7 @@ import numpy as np
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
-from .attribute import (NONE, Attributor, FwdMap, Names, _name_at, add_counts, backward_ranges, first_start_of,
+from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, add_counts, backward_ranges, first_start_of,
                         first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
                         site_rows, stack_frame_label)
 from .data import NEG, POS, env_rows
@@ -202,8 +202,8 @@ class SlicedAttributor:
         #: ranges still open at the end of the slice holding their start: NVTX row -> [name, end, children ns, ns]
         self.open: dict[int, list] = {}
         self.none_gpu_ns = self.none_ops = self.total_gpu_ns = 0
-        self.sites_all: dict = {}
-        self.pairs: dict = {}
+        self.sites_all = SiteSums()
+        self.pairs = SiteSums()
 
     # ---- building a slice's forest ---------------------------------------------------------
     def _operator_rows(self, d: dict, grp: np.ndarray) -> np.ndarray:

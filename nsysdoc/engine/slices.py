@@ -24,7 +24,8 @@ from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
 from . import fill as fill_m
-from .attribute import SELECTORS, accumulate, add_counts, add_sites, gpu_labels, merge_sites, site_index, site_rows
+from .attribute import (SELECTORS, SiteSums, accumulate, add_sites, gpu_labels, merge_sites, site_counts, site_index,
+                        site_rows)
 from .data import (FLAG_DTOH, FLAG_FP32, FLAG_IN_WINDOW, FLAG_LOW_OCC, FLAG_PAGEABLE, FLAG_SCALAR, FLAG_TUNING,
                    FLAG_UNDERFILLED, NEG, POS, Ops, blocking_of, in_sorted, in_window, osrt_rows, read_ops,
                    runtime_rows)
@@ -323,6 +324,14 @@ def _op_flags(ctx: Context, ops: Ops) -> None:
         ops.step = assign_ops_to_steps(ctx.plan.steps, ops.proc, when)
 
 
+def _in_window_of(ctx: Context, ops: Ops, w0, w1) -> np.ndarray:
+    """:func:`in_window` of the operations for ``[w0, w1)``: for the run's window, the flag
+    :func:`_op_flags` set once per slice."""
+    if (w0, w1) == (ctx.w0, ctx.w1) and ops.flags is not None:
+        return (ops.flags & FLAG_IN_WINDOW) != 0
+    return in_window(ops.start_ns, ops.end_ns, w0, w1)
+
+
 def host_range(c0: int, c1: int, lo_min: int) -> tuple[int, int]:
     """The host rows a slice ``[c0, c1)`` reads: from its earliest gap start ``lo_min`` (or ``c0``)
     to its end, widened by the sync tolerance."""
@@ -418,7 +427,7 @@ def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
     if sites is not None:
         # what needs only the operations, here too: the run's window's time per site
         if ctx.w0 is not None and ctx.w1 is not None:
-            inw = ops.owned & in_window(ops.start_ns, ops.end_ns, ctx.w0, ctx.w1)
+            inw = ops.owned & _in_window_of(ctx, ops, ctx.w0, ctx.w1)
             where_ops = (ctx.w0, ctx.w1, _where_ops(ops, inw, *sites[2]))
         if hasattr(view, "prepare"):  # and the operator view's part (sliced attribution)
             view.prepare(sites[1], sites[0], ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind),
@@ -488,7 +497,7 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
     own = ops.owned
     if w0 is None or w1 is None:
         return win
-    inw = own & in_window(ops.start_ns, ops.end_ns, w0, w1)
+    inw = own & _in_window_of(ctx, ops, w0, w1)
     is_k = ops.kind == KIND_KERNEL
     dev = ops.device
     kin = _sel(inw & is_k)
@@ -532,8 +541,7 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
                                  (FLAG_DTOH, "dtoh_wall", True), (FLAG_LOW_OCC, "lowocc_wall", False)):
             sd, ss_, se_ = [], [], []
             for p in _both(st):
-                sel_win = (p.flags & FLAG_IN_WINDOW) != 0 if (w0, w1) == (ctx.w0, ctx.w1) else \
-                    in_window(p.start_ns, p.end_ns, w0, w1)
+                sel_win = _in_window_of(ctx, p, w0, w1)
                 m = np.flatnonzero(sel_win & ((p.flags & flag) != 0))
                 if len(m):
                     sd.append(p.device[m]); ss_.append(p.start_ns[m]); se_.append(p.end_ns[m])
@@ -609,7 +617,7 @@ def _sites_of(view, ops: Ops) -> tuple:
 def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, w1: int) -> None:
     """The slice's share of each selector's time per site (``SELECTORS``), in ``[w0, w1)``."""
     attr, ops = _view(ctx, st), st.ops
-    acc = {k: {} for k in SELECTORS}
+    acc = {k: SiteSums() for k in SELECTORS}
     if len(ops) and inw.any():
         pre = st.attr_cache.get("where_ops")
         if pre is not None and pre[0] == w0 and pre[1] == w1:
@@ -691,14 +699,17 @@ def _where_ops(ops: Ops, inw: np.ndarray, distinct: np.ndarray, inv: np.ndarray)
         for j, (sel, _mask) in enumerate(masks):
             rows = ((used_p >> j) & 1) == 1
             if rows.any():
-                add_counts(acc.setdefault(sel, {}), distinct, ns[rows].sum(axis=0), cnt[rows].sum(axis=0))
+                acc.setdefault(sel, SiteSums()).add(distinct, ns[rows].sum(axis=0), cnt[rows].sum(axis=0))
     # kernels by full name, for the kernel with the most time (known once every slice is in)
     m = np.flatnonzero(inw & is_k)
     if len(m):
-        by = {}
-        add_sites(by, site_rows(inv[m], ops.name_id[m]), dur[m])
+        pairs, pinv = site_index(site_rows(inv[m], ops.name_id[m]))
+        _, ns, cnt = site_counts(pairs, pinv, dur[m])
         # back to full site rows: (site..., kernel name id)
-        acc["by_kernel"] = {(*distinct[k[0]].tolist(), k[1]): v for k, v in by.items()}
+        full = np.empty((len(pairs), distinct.shape[1] + 1), dtype=np.int64)
+        full[:, :-1] = distinct[pairs[:, 0]]
+        full[:, -1] = pairs[:, 1]
+        acc.setdefault("by_kernel", SiteSums()).add(full, ns, cnt)
     return {k: v for k, v in acc.items() if v}
 
 
