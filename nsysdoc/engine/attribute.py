@@ -44,7 +44,8 @@ class Attributor:
 
     def __init__(self, source: str, names: Names, ops: A.Forest, mods: A.Forest, frames: A.Forest,
                  op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None,
-                 fwd_map: "FwdMap | None" = None, accumulators: bool = True) -> None:
+                 fwd_map: "FwdMap | None" = None, accumulators: bool = True,
+                 is_bwd_name: np.ndarray | None = None, keep_bw_range: bool = False) -> None:
         self.source = source
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
@@ -59,9 +60,14 @@ class Attributor:
                     self.op_frame[c] = self.op_frame[ops.parent[c]]
         # backward node (itself or nearest enclosing autograd node) and the forward operator with
         # the same sequence number in the same process, with that operator's module and frame
-        is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
+        # which names are backward nodes: given by a caller that builds many attributors over the
+        # same names (engine.attribute_sliced: one per slice), else found here
+        if is_bwd_name is None:
+            is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if names else np.zeros(0, bool)
         self.bwd = np.full(n, NONE, dtype=np.int64)
         bw_range = backward_ranges(ops, is_bwd_name)  # each range's backward node range (-1: none)
+        #: the same, kept when asked (engine.attribute_sliced.SlicedAttributor.find_forward)
+        self.bw_range = bw_range if keep_bw_range else None
         if n:
             codes = np.full(len(names), NONE, dtype=np.int64)
             for c in np.unique(ops.name[bw_range[bw_range >= 0]]).tolist():

@@ -34,7 +34,7 @@ import numpy as np
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
-from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, add_counts, backward_ranges, first_start_of,
+from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, add_counts, first_start_of,
                         first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
                         site_rows, stack_frame_label)
 from .data import NEG, POS, env_rows
@@ -247,12 +247,13 @@ class SlicedAttributor:
         ops = A.Forest(th, s, e, name)
         return ops, pos[ops.order], seq, own
 
-    def local(self, lo: int, hi: int) -> tuple[Attributor, np.ndarray, np.ndarray]:
+    def local(self, lo: int, hi: int, keep_bw_range: bool = False) -> tuple[Attributor, np.ndarray, np.ndarray]:
         """The attributor of the ranges with ``start < hi`` and ``end > lo``, their NVTX rows and seq
         values (both in forest order)."""
         ops, pos, seq, own = self.ranges(lo, hi)
         attr = Attributor(self.source, self.names, ops, self.mods, self.frames, seq, self.thread_pid, own,
-                          fwd_map=self.fwd, accumulators=False)
+                          fwd_map=self.fwd, accumulators=False, is_bwd_name=self.is_bwd_name,
+                          keep_bw_range=keep_bw_range)
         attr._calls = self._calls
         seq = seq[ops.order] if len(ops) else seq
         # what a slice no longer needs (two slices' forests are alive at once): the input order,
@@ -273,12 +274,12 @@ class SlicedAttributor:
         for c0, c1 in zip(edges[:-1], edges[1:]):
             if fm.found.all():
                 break
-            attr, _pos, seq = self.local(c0 - 1, c1)
+            attr, _pos, seq = self.local(c0 - 1, c1, keep_bw_range=True)
             ops = attr.ops
             n = len(ops)
             if not n:
                 continue
-            br = backward_ranges(ops, self.is_bwd_name)
+            br = attr.bw_range  # each range's backward node (found by the attributor)
             pid = self.thread_pid[ops.thread] if len(self.thread_pid) else np.zeros(n, np.int64)
             cand = np.flatnonzero((seq >= 0) & ~self.is_bwd_name[ops.name] & (br < 0) & (ops.start >= c0)
                                   & (ops.start < c1))
