@@ -5,8 +5,9 @@ table:
 
 1. :mod:`.plan` reads the NVTX table once (step markers, DataLoader and set-up ranges) and the GPU
    tables' time and launch columns once (step ends, each step's device, the GPU span, the
-   launches that are set-up work), then cuts the timeline into **slices** of about
-   :data:`nsysdoc.engine.plan.SLICE_ROWS` rows.
+   launches that are set-up work), then cuts the timeline into **slices** of at most
+   :data:`nsysdoc.engine.plan.SLICE_ROWS` rows, equal but for the first and the last, half as long
+   (nothing runs beside the first one's reading, and the last runs alone).
 2. :mod:`.slices` runs each slice in time order: the GPU operations that start in it (plus those
    still running from earlier slices), the host rows around it, the device unions, the idle gaps
    that *end* in it (each gap exactly once, classified with the host rows of its whole extent), and
