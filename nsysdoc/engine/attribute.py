@@ -376,7 +376,7 @@ def _pair_search(kp, ks, qp, qs) -> np.ndarray:
 
 def site_counts(distinct: np.ndarray, inv: np.ndarray, weight) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per distinct row: the ``weight`` (ns, float sums of integers) and the count of the entries of
-    ``inv`` that point at it, for :func:`add_counts`."""
+    ``inv`` that point at it, for :meth:`SiteSums.add`."""
     weight = np.asarray(weight, dtype=np.float64)
     return distinct, np.bincount(inv, weights=weight, minlength=len(distinct)), np.bincount(inv, minlength=len(distinct))
 
@@ -408,18 +408,18 @@ class SiteSums:
         distinct, ns, cnt = np.asarray(distinct), np.asarray(ns), cnt
         if len(used) < len(cnt):
             distinct, ns, cnt = distinct[used], ns[used], cnt[used]
-        self.chunks.append((distinct.astype(np.int64, copy=False), ns.astype(np.float64, copy=False),
-                            cnt.astype(np.int64, copy=False)))
-        self._dict = None
-        if len(self.chunks) > self.COMPACT_CHUNKS:
-            self.chunks = [self._folded_arrays()]
+        self._extend([(distinct.astype(np.int64, copy=False), ns.astype(np.float64, copy=False),
+                       cnt.astype(np.int64, copy=False))])
 
     def merge(self, other: "SiteSums") -> None:
         if other.chunks:
-            self.chunks.extend(other.chunks)
-            self._dict = None
-            if len(self.chunks) > self.COMPACT_CHUNKS:
-                self.chunks = [self._folded_arrays()]
+            self._extend(other.chunks)
+
+    def _extend(self, chunks: list) -> None:
+        self.chunks.extend(chunks)
+        self._dict = None
+        if len(self.chunks) > self.COMPACT_CHUNKS:
+            self.chunks = [self._folded_arrays()]
 
     def _folded_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if len(self.chunks) == 1:
@@ -465,22 +465,11 @@ class SiteSums:
         return self.fold().get(key, default)
 
 
-def accumulate(acc, distinct: np.ndarray, inv: np.ndarray, weight) -> None:
+def accumulate(acc: SiteSums, distinct: np.ndarray, inv: np.ndarray, weight) -> None:
     """Add ``weight`` (ns) and a count of 1 per entry of ``inv`` to ``acc[tuple(distinct[i])]``."""
     if not len(inv):
         return
-    add_counts(acc, *site_counts(distinct, inv, weight))
-
-
-def add_counts(acc, distinct: np.ndarray, ns: np.ndarray, cnt: np.ndarray) -> None:
-    """Add each distinct row's time (ns, float sums of integers) and count to ``acc`` (a
-    :class:`SiteSums`, or a dict of ``[ns, count]``)."""
-    if isinstance(acc, SiteSums):
-        acc.add(distinct, ns, cnt)
-        return
-    used = np.flatnonzero(cnt)
-    for row, a, c in zip(distinct[used].tolist(), ns[used].tolist(), cnt[used].tolist()):
-        _add(acc, tuple(row), int(a), int(c))
+    acc.add(*site_counts(distinct, inv, weight))
 
 
 def _add(acc: dict, key: tuple, ns: int, count: int) -> None:
@@ -492,23 +481,16 @@ def _add(acc: dict, key: tuple, ns: int, count: int) -> None:
         cur[1] += count
 
 
-def add_sites(acc: dict, rows: np.ndarray, weight) -> None:
+def add_sites(acc: SiteSums, rows: np.ndarray, weight) -> None:
     """Add ``weight`` (ns) and a count of 1 per row to ``acc[tuple(row)] = [ns, count]``."""
     distinct, inv = site_index(rows)
     accumulate(acc, distinct, inv, weight)
 
 
 def merge_sites(a: dict, b: dict) -> None:
-    """Add each selector's sums of ``b`` to ``a``'s (:class:`SiteSums` or dicts)."""
+    """Add each selector's :class:`SiteSums` of ``b`` to ``a``'s."""
     for sel, d in b.items():
-        tgt = a.get(sel)
-        if tgt is None:
-            tgt = a[sel] = SiteSums() if isinstance(d, SiteSums) else {}
-        if isinstance(tgt, SiteSums):
-            tgt.merge(d)
-        else:
-            for k, (ns, c) in d.items():
-                _add(tgt, k, ns, c)
+        a.setdefault(sel, SiteSums()).merge(d)
 
 
 def gpu_labels(kind: np.ndarray, name_id: np.ndarray, copy_kind: np.ndarray) -> np.ndarray:

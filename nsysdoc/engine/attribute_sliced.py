@@ -34,7 +34,7 @@ import numpy as np
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
-from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, add_counts, first_start_of,
+from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, first_start_of,
                         first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
                         site_rows, stack_frame_label)
 from .data import NEG, POS, env_rows
@@ -437,8 +437,8 @@ class SliceView:
         o.none_gpu_ns += part["none_ns"]
         o.none_ops += part["none_ops"]
         if len(op_range):
-            add_counts(o.sites_all, *part["sites"])
-            add_counts(o.pairs, *part["pairs"])
+            o.sites_all.add(*part["sites"])
+            o.pairs.add(*part["pairs"])
 
     def _ranges_part(self) -> dict:
         """The ranges that start in ``[c0, c1)``: calls, CPU time, and self CPU time of those whose
