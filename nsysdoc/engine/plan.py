@@ -12,7 +12,6 @@ while loading (``trace.derived["setup_launch"]``).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -293,7 +292,8 @@ def _bounds(trace) -> np.ndarray:
     OS runtime calls, each block's rows spread evenly over its start range) crosses half a share,
     then every share after it (a share: at most the slice size; the first and last slices are
     half a share). Boundaries only balance work: any choice gives the same numbers."""
-    target = slice_rows()
+    chosen = env_rows("NSYSDOC_SLICE_ROWS", 0)  # 0: not set
+    target = chosen or SLICE_ROWS
     stats = []
     for name in ("kernels", "memcpy", "memset", "runtime", "osrt"):
         t = trace.store.get(name)
@@ -305,7 +305,7 @@ def _bounds(trace) -> np.ndarray:
     smin = np.concatenate([x[0] for x in stats])
     smax = np.concatenate([x[1] for x in stats])
     n = np.concatenate([x[2] for x in stats])
-    if not os.environ.get("NSYSDOC_SLICE_ROWS", "").strip():
+    if not chosen:
         # at least SLICES_MIN slices (of MIN_SLICE_ROWS rows at least): the next slice is read on
         # the second core while one runs, and the first one is read alone
         target = min(target, max(int(np.ceil(n.sum() / SLICES_MIN)), MIN_SLICE_ROWS))
