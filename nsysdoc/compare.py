@@ -4,10 +4,19 @@ Works on two JSON results of ``nsysdoc report`` (``docs/json.md``), however they
 (a capture analysed now, or a saved ``--format json`` file), so a team can keep a small JSON
 baseline. Definitions (``docs/diff.md``):
 
-* **Verdict** (with step markers on both sides): the change of the median step time, with a
+* **Identical**: two results of the same run (the same job step times, the same kernel table:
+  names, launches and times, and the same window duration; paths do not count) get the verdict
+  ``"identical"`` (strong), with no bootstrap: there is no change to measure.
+* **Verdict** (with at least 2 timed steps on both sides): the change of the step time, with a
   bootstrap 95% interval (both sides' steps resampled with replacement, ``RESAMPLES`` times, fixed
-  seed). ``"faster"`` or ``"slower"`` only when the interval excludes 0 and the change is at least
-  ``NEGLIGIBLE_PCT`` %; else ``"no significant change"``. With fewer than ``MIN_STEPS`` steps on a side the verdict is marked weak.
+  seed). The step time is the **median** job step when both sides' steps are marked, else (steps
+  inferred on a side) the **mean** job step (total time of the steps ÷ their count): an inferred
+  unit can be a layer, and the idle of a training step (waiting for input) then sits in a few
+  units that the median ignores (``step_time_ms.statistic`` says which). ``"faster"`` or
+  ``"slower"`` only when the interval excludes 0 and the change is at least ``NEGLIGIBLE_PCT`` %;
+  ``"inconclusive"`` when the change is at least ``WEAK_THRESHOLD_PCT`` % but the interval
+  includes 0; else ``"no significant change"``. With fewer than ``MIN_STEPS`` steps on a side the
+  verdict is marked weak.
 * Without timed steps on a side there is no step to time: the **work rate** compares how often the
   same kernels run per second of the window on each GPU (per-name launch rates, weighted by the
   base's kernel time); the verdict then needs a change of at least ``WEAK_THRESHOLD_PCT`` % and is
@@ -22,6 +31,9 @@ baseline. Definitions (``docs/diff.md``):
   (time and launches per step, per GPU; new and vanished ones), NVTX ranges matched by folded name,
   copies by direction and host memory, sync calls and launches per step, and the findings resolved,
   new and changed. Every list is sorted by the size of its change, largest first.
+
+Only ``"slower"`` is a regression (``regression``): ``"identical"``, ``"inconclusive"`` and
+``"no significant change"`` never fail a build.
 """
 from __future__ import annotations
 
@@ -42,8 +54,10 @@ READABLE_CONTRACTS = (2, 3)  # 3 adds metrics.operators, metrics.where and findi
 RESAMPLES = 2000
 SEED = 0
 MIN_STEPS = 5
+#: without timed steps, the smallest change of the time for the same work that is a verdict; with
+#: steps, a change at least this large whose interval includes 0 is "inconclusive", not "no significant change"
 WEAK_THRESHOLD_PCT = 5.0
-#: a median step time change smaller than this is "no significant change" even when its interval excludes 0
+#: a step time change smaller than this is "no significant change" even when its interval excludes 0
 NEGLIGIBLE_PCT = 1.0
 #: a finding changed when its severity changed or its impact moved by this many points of the window
 FINDING_CHANGE_PCT = 1.0
@@ -261,27 +275,48 @@ def _step_times(result: dict) -> np.ndarray:
 CHUNK_VALUES = 1 << 21
 
 
-def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
-                            seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
-    """``(change_pct, lo_pct, hi_pct)``: the change of the median from ``a`` to ``b`` and its
-    bootstrap ``level``% interval (percentile method; each side resampled with replacement).
+#: the step-time statistics a diff can compare (``step_time_ms.statistic``)
+STATISTICS = {"median": np.median, "mean": np.mean}
+
+
+def bootstrap_change(a: np.ndarray, b: np.ndarray, statistic: str = "median", resamples: int = RESAMPLES,
+                     seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
+    """``(change_pct, lo_pct, hi_pct)``: the change of ``statistic`` ("median" or "mean") from
+    ``a`` to ``b`` and its bootstrap ``level``% interval (percentile method; each side resampled
+    with replacement).
 
     The resamples are drawn in chunks of at most ``CHUNK_VALUES`` values per side, so memory stays
-    bounded however many steps a side has; for a given seed the result is deterministic."""
+    bounded however many steps a side has: ``chunk = max(1, CHUNK_VALUES // max(len(a), len(b)))``
+    resamples per chunk, the last chunk holding the rest; per chunk ``rng.integers(0, len(a), (k,
+    len(a)))`` then the same for ``b``, with ``rng = np.random.default_rng(seed)``. For a given
+    seed (and chunk size) the result is deterministic."""
+    stat = STATISTICS[statistic]
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    ma, mb = float(np.median(a)), float(np.median(b))
+    ma, mb = float(stat(a)), float(stat(b))
     change = (mb / ma - 1) * 100 if ma else float("nan")
     rng = np.random.default_rng(seed)
     chunk = max(1, CHUNK_VALUES // max(len(a), len(b), 1))
     ratio = np.empty(resamples, dtype=float)
     for start in range(0, resamples, chunk):
         k = min(chunk, resamples - start)
-        ra = np.median(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
-        rb = np.median(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
+        ra = stat(a[rng.integers(0, len(a), (k, len(a)))], axis=1)
+        rb = stat(b[rng.integers(0, len(b), (k, len(b)))], axis=1)
         ratio[start:start + k] = (rb / np.where(ra == 0, np.nan, ra) - 1) * 100
     tail = (100.0 - level) / 2
     lo, hi = np.nanpercentile(ratio, [tail, 100.0 - tail])
     return change, float(lo), float(hi)
+
+
+def bootstrap_median_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
+                            seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
+    """:func:`bootstrap_change` of the median (the verdict's statistic with marked steps)."""
+    return bootstrap_change(a, b, "median", resamples, seed, level)
+
+
+def bootstrap_mean_change(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
+                          seed: int = SEED, level: float = 95.0) -> tuple[float, float, float]:
+    """:func:`bootstrap_change` of the mean (the verdict's statistic when a side's steps are inferred)."""
+    return bootstrap_change(a, b, "mean", resamples, seed, level)
 
 
 def _devices(result: dict) -> int:
@@ -326,26 +361,76 @@ def _work_rate_change(base: dict, cand: dict) -> tuple[float | None, int]:
     return (1 / math.exp(num / den) - 1) * 100, used
 
 
-def _verdict(base: dict, cand: dict) -> tuple[dict, str]:
+def _statistic(base: dict, cand: dict) -> str:
+    """The step time a verdict compares: "median" when both sides' steps are marked; "mean" when
+    a side's steps are inferred (or of unknown origin), so the idle inside any unit counts."""
+    return "median" if _step_source(base) == _step_source(cand) == "markers" else "mean"
+
+
+def _measure(ta: np.ndarray, tb: np.ndarray, statistic: str, interval: bool) -> tuple[dict, str | None]:
+    """One step-time statistic of both sides and its change; with ``interval``, its bootstrap
+    interval, whether it is significant and the verdict it gives ("faster", "slower",
+    "inconclusive" or "no significant change"); without, both null (not judged) and no verdict."""
+    stat = STATISTICS[statistic]
+    va, vb = float(stat(ta)), float(stat(tb))
+    change = (vb / va - 1) * 100 if va else float("nan")
+    out = {"statistic": statistic, "base": _num(va), "candidate": _num(vb), "change_pct": _num(change, 2),
+           "ci95_pct": None, "significant": None, "base_steps": int(len(ta)), "candidate_steps": int(len(tb))}
+    if not interval:
+        return out, None
+    change, lo, hi = bootstrap_change(ta, tb, statistic)
+    excludes_0 = bool(lo > 0 or hi < 0)
+    significant = excludes_0 and abs(change) >= NEGLIGIBLE_PCT
+    out.update(change_pct=_num(change, 2), ci95_pct=[_num(lo, 2), _num(hi, 2)], significant=significant)
+    if significant:
+        return out, "slower" if change > 0 else "faster"
+    if not excludes_0 and abs(change) >= WEAK_THRESHOLD_PCT:
+        return out, "inconclusive"
+    return out, "no significant change"
+
+
+def _kernel_table(result: dict) -> list[tuple]:
+    return sorted((str(k["name"]), float(k["count"]), float(k["total_ms"]))
+                  for k in result["metrics"]["kernels"].get("names") or [])
+
+
+def _window_ms(result: dict):
+    return ((result.get("capture") or {}).get("window") or {}).get("duration_ms")
+
+
+def identical(base: dict, cand: dict) -> bool:
+    """Whether two results are of the same run: the same job step times (in order), the same
+    kernel table (name, launches, total time of every row) and the same window duration. The
+    numbers decide, not the paths: a capture against its own saved report is identical."""
+    return (np.array_equal(_step_times(base), _step_times(cand)) and _window_ms(base) == _window_ms(cand)
+            and _kernel_table(base) == _kernel_table(cand))
+
+
+def _verdict(base: dict, cand: dict, same: bool = False) -> tuple[dict, str]:
     ta, tb = _step_times(base), _step_times(cand)
+    if len(ta) >= 2 and len(tb) >= 2:
+        statistic = _statistic(base, cand)
+        st, verdict = _measure(ta, tb, statistic, interval=not same)
+        median = st if statistic == "median" else _measure(ta, tb, "median", interval=False)[0]
+        strength = "strong" if same or min(len(ta), len(tb)) >= MIN_STEPS else "weak"
+        if same:  # no bootstrap: nothing differs to resample
+            verdict = "identical"
+            for x in (st, median):
+                x["significant"] = False
+        return {"per": "step", "strength": strength, "step_time_ms": st, "step_time_ms_median": median,
+                "work_rate": None}, verdict
     out = {"base": None, "candidate": None, "change_pct": None, "ci95_pct": None, "significant": False,
            "base_steps": int(len(ta)), "candidate_steps": int(len(tb))}
-    if len(ta) >= 2 and len(tb) >= 2:
-        change, lo, hi = bootstrap_median_change(ta, tb)
-        significant = bool((lo > 0 or hi < 0) and abs(change) >= NEGLIGIBLE_PCT)
-        out.update(base=_num(np.median(ta)), candidate=_num(np.median(tb)), change_pct=_num(change, 2),
-                   ci95_pct=[_num(lo, 2), _num(hi, 2)], significant=significant)
-        strength = "strong" if min(len(ta), len(tb)) >= MIN_STEPS else "weak"
-        return {"per": "step", "strength": strength, "step_time_ms_median": out, "work_rate": None}, \
-            ("slower" if change > 0 else "faster") if significant else "no significant change"
     change, used = _work_rate_change(base, cand)
     wr = {"time_per_work_change_pct": _num(change, 2), "kernels_compared": used,
           "threshold_pct": WEAK_THRESHOLD_PCT}
-    significant = change is not None and abs(change) >= WEAK_THRESHOLD_PCT
+    significant = change is not None and abs(change) >= WEAK_THRESHOLD_PCT and not same
     wr["significant"] = significant
-    verdict = ("slower" if change > 0 else "faster") if significant else "no significant change"
+    verdict = "identical" if same else ("slower" if change > 0 else "faster") if significant else "no significant change"
     per = "second" if change is None else "work"
-    return {"per": per, "strength": "weak" if change is not None else "none", "step_time_ms_median": out, "work_rate": wr}, verdict
+    strength = "strong" if same else "weak" if change is not None else "none"
+    return {"per": per, "strength": strength, "step_time_ms": {"statistic": None, **out},
+            "step_time_ms_median": out, "work_rate": wr}, verdict
 
 
 def _breakdown(base: dict, cand: dict, per: str, ua: float, ub: float) -> list[dict]:
@@ -643,16 +728,38 @@ def _inferred_note(a: dict, b: dict) -> str:
     return f" The steps of {who} were inferred from the repeating GPU work, not marked ({how})."
 
 
-def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides", comparable: bool = True) -> str:
-    st = head["step_time_ms_median"]
+def _identical_facts(a: dict, b: dict, base: dict) -> str:
+    """What two identical runs share, in a few words: steps, kernel launches, window."""
+    rows = base["metrics"]["kernels"].get("names") or []
+    launches = sum(r["count"] for r in rows)
+    parts = [f"{a['steps']:,} timed steps" if a["steps"] >= 2 else "no timed steps",
+             f"{launches:,.0f} kernel launches of {len(rows):,} kernels"]
+    if _is_num(a.get("window_ms")):
+        parts.append(f"a {a['window_ms']:,.1f} ms window")
+    return ", ".join(parts)
+
+
+def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sides", comparable: bool = True,
+              same: str = "") -> str:
+    if verdict == "identical":
+        return (f"Identical: the base and the candidate hold the same GPU work and timings ({same}; the same step "
+                "times, kernel table and window): the same capture, or the same run saved twice, so there is no "
+                "change to measure.")
+    st = head["step_time_ms"]
     if head["per"] == "step":
         lo, hi = st["ci95_pct"]
-        text = (f"median step {st['base']:.2f} ms → {st['candidate']:.2f} ms ({st['change_pct']:+.1f}%, "
-                f"95% interval {lo:+.1f}% to {hi:+.1f}%, {st['base_steps']} and {st['candidate_steps']} steps)")
+        mean = st["statistic"] == "mean"
+        text = (f"{st['statistic']} step {st['base']:.2f} ms → {st['candidate']:.2f} ms ({st['change_pct']:+.1f}%, "
+                f"95% interval {lo:+.1f}% to {hi:+.1f}%, {st['base_steps']} and {st['candidate_steps']} steps"
+                + ("; the mean, as the steps are not marked on both sides: the idle inside every step counts"
+                   if mean else "") + ")")
         if not comparable:
             return (f"No verdict: {text}, but the runs are not comparable (see the warnings), so this does not "
                     "measure a change.")
-        if verdict != "no significant change":
+        if verdict == "inconclusive":
+            text = (f"Inconclusive: {text}; the change is large (at least {WEAK_THRESHOLD_PCT:.0f}%) but the steps "
+                    "vary too much to be sure: the interval includes 0. Capture more steps to tell.")
+        elif verdict != "no significant change":
             text = f"{verdict.capitalize()}: {text}."
         elif lo > 0 or hi < 0:
             text = f"No significant change: {text}; a change under {NEGLIGIBLE_PCT:.0f}% counts as none."
@@ -678,8 +785,11 @@ def _sentence(verdict: str, head: dict, why: list[str], missing: str = "both sid
     return text
 
 
-def _headline(verdict: str, head: dict, strength: str, comp: dict, a: dict, b: dict, missing: str) -> str:
+def _headline(verdict: str, head: dict, strength: str, comp: dict, a: dict, b: dict, missing: str,
+              same: str = "") -> str:
     """One line: the verdict, by how much, per what, and how strong (docs/diff.md)."""
+    if verdict == "identical":
+        return f"Identical: the two captures hold the same GPU work and timings ({same})"
     if comp["status"] == "not comparable":
         if head["per"] == "second" and comp["reasons"] == ["no shared measure of work"]:
             return f"No verdict: no timed steps on {missing} and no shared kernel to measure work by"
@@ -687,17 +797,24 @@ def _headline(verdict: str, head: dict, strength: str, comp: dict, a: dict, b: d
     inferred = [w for w, x in (("base", a), ("candidate", b)) if x["step_source"] == "inferred" and x["steps"] >= 2]
     why = list(comp["limits"])
     if head["per"] == "step":
-        st = head["step_time_ms_median"]
+        st = head["step_time_ms"]
         c, (lo, hi) = st["change_pct"], st["ci95_pct"]
+        mean = st["statistic"] == "mean"
         if inferred and "inferred steps may be layers" not in why:
             why.append("inferred steps on " + ("both sides" if len(inferred) == 2 else f"the {inferred[0]}"))
         if strength == "weak" and min(st["base_steps"], st["candidate_steps"]) < MIN_STEPS:
             why.append(f"fewer than {MIN_STEPS} steps")
+        interval = f"95% interval {lo:+.1f}% to {hi:+.1f}%" + "".join(f"; {w}" for w in why)
         if verdict == "no significant change":
-            return (f"No significant change in time per step ({c:+.1f}%, 95% interval {lo:+.1f}% to {hi:+.1f}%"
-                    + "".join(f"; {w}" for w in why) + ")")
-        return (f"{verdict.capitalize()}: {abs(c):.1f}% {'more' if c > 0 else 'less'} time per step "
-                f"({strength} evidence" + (": " + ", ".join(why) if why else "") + ")")
+            return f"No significant change in {'mean step time' if mean else 'time per step'} ({c:+.1f}%, {interval})"
+        if verdict == "inconclusive":
+            return (f"Inconclusive: the {st['statistic']} step time changed by {c:+.1f}%, but the steps vary too "
+                    f"much to be sure ({interval})")
+        evidence = f"{strength} evidence" + (": " + ", ".join(why) if why else "")
+        if mean:
+            return (f"{verdict.capitalize()}: the mean step takes {abs(c):.1f}% {'more' if c > 0 else 'less'} time "
+                    f"({evidence})")
+        return f"{verdict.capitalize()}: {abs(c):.1f}% {'more' if c > 0 else 'less'} time per step ({evidence})"
     c = head["work_rate"]["time_per_work_change_pct"]
     why.insert(0, f"no timed steps on {missing}, measured by kernel launch rates")
     if verdict == "no significant change":
@@ -713,7 +830,8 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     check_report(base, "base")
     check_report(cand, "candidate")
     names = names or (None, None)
-    head, verdict = _verdict(base, cand)
+    same = identical(base, cand)
+    head, verdict = _verdict(base, cand, same)
     per = head["per"]
     factor = 1 + head["work_rate"]["time_per_work_change_pct"] / 100 if per == "work" else 1.0
     ua, ub, na, nb = _units(base, per), _units(cand, per, factor), _devices(base), _devices(cand)
@@ -741,16 +859,17 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     a, b = _side(base, names[0]), _side(cand, names[1])
     comp, comp_warnings = _comparability(base, cand, a, b, per, kernels)
     strength = head["strength"]
-    comparable = comp["status"] != "not comparable"
+    comparable = same or comp["status"] != "not comparable"  # identical runs need no measure of work
     if not comparable:
         verdict, strength = "no significant change", "none"
-    elif comp["status"] == "limited" and strength == "strong":
+    elif comp["status"] == "limited" and strength == "strong" and not same:
         strength = "weak"
     head["strength"] = strength
     missing = " and ".join(w for w, n in (("the base", a["steps"]), ("the candidate", b["steps"])) if n < 2) \
         or "both sides"
-    sentence = _sentence(verdict, head, why, missing, comparable)
-    if comparable and per == "step":
+    facts = _identical_facts(a, b, base) if same else ""
+    sentence = _sentence(verdict, head, why, missing, comparable, facts)
+    if comparable and per == "step" and not same:
         sentence += _inferred_note(a, b)
     return {
         "nsysdoc_version": __version__,
@@ -763,10 +882,11 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
         "verdict": verdict,
         "strength": strength,
         "comparable": comparable,
-        "headline": _headline(verdict, head, strength, comp, a, b, missing),
+        "headline": _headline(verdict, head, strength, comp, a, b, missing, facts),
         "sentence": sentence,
         "comparability": comp,
         "warnings": comp_warnings + _warnings(base, cand, a, b, per),
+        "step_time_ms": head["step_time_ms"],
         "step_time_ms_median": head["step_time_ms_median"],
         "work_rate": head["work_rate"],
         "breakdown": breakdown,
@@ -780,11 +900,20 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
     }
 
 
+def verdict_change_pct(diff: dict) -> float | None:
+    """The change (%) the verdict judges: of the step time the verdict compares
+    (``step_time_ms``: the median or the mean job step) or, without timed steps, of the time for
+    the same work. Diffs written before ``step_time_ms`` existed: the median's."""
+    if diff["per"] == "step":
+        return (diff.get("step_time_ms") or diff.get("step_time_ms_median") or {}).get("change_pct")
+    return (diff.get("work_rate") or {}).get("time_per_work_change_pct")
+
+
 def regression(diff: dict, pct: float) -> bool:
-    """``--fail-on-regression PCT``: the verdict is "slower" and the median step time (or, without
-    steps, the time for the same work) grew by more than ``pct`` percent."""
+    """``--fail-on-regression PCT``: the verdict is "slower" and the step time the verdict compares
+    (the median or the mean job step; without steps, the time for the same work) grew by more than
+    ``pct`` percent. "identical", "inconclusive" and "no significant change" never fail."""
     if diff["verdict"] != "slower":
         return False
-    change = diff["step_time_ms_median"]["change_pct"] if diff["per"] == "step" else \
-        (diff["work_rate"] or {}).get("time_per_work_change_pct")
+    change = verdict_change_pct(diff)
     return change is not None and change > pct

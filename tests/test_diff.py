@@ -180,11 +180,19 @@ def test_new_kernel_is_reported_as_new(runs):
     assert back["kernels"][0]["status"] == "vanished"
 
 
-def test_capture_against_itself_changes_nothing(runs):
+def test_capture_against_itself_is_identical(runs):
+    """The same capture on both sides: the verdict says so ("identical", strong), no interval is
+    drawn (nothing differs to resample) and nothing moves. steady_training's defaults: 20 steps of
+    25 kernel launches (8 GEMMs, 16 elementwise, 1 optimizer) = 500 launches of 3 kernels."""
     d = _diff(runs, "base", "base")
-    assert d["verdict"] == "no significant change"
-    assert d["step_time_ms_median"]["change_pct"] == 0
-    assert d["step_time_ms_median"]["ci95_pct"] == [0, 0]
+    assert d["verdict"] == "identical" and d["strength"] == "strong" and d["comparable"] is True
+    st = d["step_time_ms"]
+    assert st["statistic"] == "median" and st["change_pct"] == 0 and st["ci95_pct"] is None
+    assert st["significant"] is False and st == d["step_time_ms_median"]
+    window = runs["base"][1]["capture"]["window"]["duration_ms"]
+    assert d["headline"] == ("Identical: the two captures hold the same GPU work and timings (20 timed steps, "
+                             f"500 kernel launches of 3 kernels, a {window:,.1f} ms window)")
+    assert d["sentence"].startswith("Identical: the base and the candidate hold the same GPU work and timings")
     assert all(r["delta_ms_per_step"] == 0 for r in d["breakdown"] + d["kernels"] + d["nvtx"])
     assert d["findings"] == {"resolved": [], "new": [], "changed": []}
     assert not regression(d, 0.0)
@@ -531,11 +539,21 @@ def test_real_fastvideo_before_after():
     layer), launch idle and exposed NCCL explain it, compute per unit unchanged."""
     a, b = (diagnose_path(SHARED_TRACES / f) for f in FASTVIDEO)
     d = compare(a, b)
-    assert d["per"] == "step" and d["verdict"] == "slower" and d["strength"] == "weak"
+    # the steps are inferred, so the verdict compares the mean job step (idle in any unit counts)
+    assert d["per"] == "step" and d["strength"] == "weak" and d["step_time_ms"]["statistic"] == "mean"
     st = d["step_time_ms_median"]
     # the job's step: the longer process per step index (16.8 / 17.3 ms before, 19.2 / 20.2 ms after)
     assert 16.5 < st["base"] < 17.5 and 19.0 < st["candidate"] < 20.5
     assert 10 < st["change_pct"] < 20
+    # the mean job step is also 10-20% longer (19.37 -> 21.93 ms: +13.2%), but the last unit of
+    # each process runs 27-31 ms (to the end of its last operation) against 16-20 ms for the
+    # others, on both sides: with 16 and 14 job steps the 95% interval of the mean's change
+    # includes 0 (-1.6% to +30.4%), so the verdict is "inconclusive" rather than "slower". (Without
+    # those last units: +19.6%, interval +8.7% to +33.1%: slower.) Never a regression.
+    sm = d["step_time_ms"]
+    assert 18.5 < sm["base"] < 20.5 and 21 < sm["candidate"] < 23 and 10 < sm["change_pct"] < 20
+    assert sm["ci95_pct"][0] < 0 < sm["ci95_pct"][1] and d["verdict"] == "inconclusive"
+    assert not regression(d, 0.0)
     assert d["comparability"]["limits"] == ["inferred steps may be layers"]
     parts = {r["part"]: r for r in d["breakdown"]}
     assert d["breakdown"][0]["part"] == "idle_launch" and parts["idle_launch"]["delta_ms_per_step"] > 1
@@ -545,7 +563,9 @@ def test_real_fastvideo_before_after():
     assert "launch-bound" in [f["rule"] for f in d["findings"]["new"]]
     assert d["comparability"]["status"] == "limited"
     assert d["comparability"]["shared_kernel_time_pct"] == {"base": 100.0, "candidate": 100.0}
-    assert d["headline"] == (f"Slower: {st['change_pct']:.1f}% more time per step (weak evidence: inferred steps "
+    lo, hi = sm["ci95_pct"]
+    assert d["headline"] == (f"Inconclusive: the mean step time changed by {sm['change_pct']:+.1f}%, but the steps "
+                             f"vary too much to be sure (95% interval {lo:+.1f}% to {hi:+.1f}%; inferred steps "
                              "may be layers)")
 
 
@@ -639,15 +659,20 @@ def test_marked_against_inferred_steps_is_said_and_at_most_weak(runs):
     d = compare(runs["base"][1], cand)
     assert d["comparability"]["step_source"] == {"base": "markers", "candidate": "inferred"}
     assert d["strength"] == "weak" and d["verdict"] == "slower"
-    assert d["headline"] == ("Slower: 8.8% more time per step (weak evidence: marked steps against inferred steps, "
-                             "inferred steps on the candidate)")
+    # inferred on a side: the mean step is compared (every step lasts the same here: mean = median)
+    assert d["step_time_ms"]["statistic"] == "mean"
+    assert d["headline"] == ("Slower: the mean step takes 8.8% more time (weak evidence: marked steps against "
+                             "inferred steps, inferred steps on the candidate)")
     assert ("The steps of the candidate were inferred from the repeating GPU work, not marked (candidate: a unit "
             "of 27 GPU operations repeats)") in d["sentence"]
     assert any("steps are marked and the candidate's inferred (a unit of 27 GPU operations repeats)" in w
                for w in d["warnings"])
-    both = compare(cand, cand)
+    inferred_base = copy.deepcopy(runs["base"][1])
+    inferred_base["capture"].update({k: copy.deepcopy(v) for k, v in cand["capture"].items()
+                                     if k in ("step_source", "has_step_markers", "steps_inferred")})
+    both = compare(inferred_base, cand)
     assert both["comparability"]["status"] == "comparable" and both["strength"] == "strong"
-    assert "inferred steps on both sides" in both["headline"]
+    assert both["headline"] == "Slower: the mean step takes 8.8% more time (strong evidence: inferred steps on both sides)"
     # a unit with no optimizer or backward kernel may be a layer: said, and at most weak
     cand["capture"]["steps_inferred"]["processes"][0]["unit"] = "repeating unit"
     d = compare(runs["base"][1], cand)
@@ -709,13 +734,13 @@ def test_text_uses_plain_units(runs):
 # ---------------------------------------------------------------------------------------------
 # the bootstrap: bounded memory, and the interval's level
 # ---------------------------------------------------------------------------------------------
-def long_run_report(tmp_path, steps: int = 50_000) -> dict:
+def long_run_report(tmp_path, steps: int = 50_000, seed: int = 7) -> dict:
     """A saved report of a run of ``steps`` steps, built from a report JSON (not the builder: a
     50,000-step capture would take minutes to build and diagnose): the 6-step ``steady_training``
     report with its step records capped as ``nsysdoc report`` caps them (``steps_truncated``) and
-    every step in ``step_series``, step times 13.6477 ms ± 3% (seeded normal)."""
-    r = diagnose_path(steady_training(steps=6).write(tmp_path / "six.sqlite"))
-    rng = np.random.default_rng(7)
+    every step in ``step_series``, step times 13.6477 ms ± 3% (normal, seeded by ``seed``)."""
+    r = diagnose_path(steady_training(steps=6).write(tmp_path / f"six{seed}.sqlite"))
+    rng = np.random.default_rng(seed)
     ms = np.round(STEP_MS * (1 + 0.03 * rng.standard_normal(steps)), 4)
     pid = next(s["pid"] for s in r["steps"] if s["primary"])
     r["steps_truncated"] = {"shown": len(r["steps"]), "total": steps}
@@ -725,26 +750,29 @@ def long_run_report(tmp_path, steps: int = 50_000) -> dict:
 
 @pytest.mark.skipif(not __import__("shutil").which("prlimit"), reason="prlimit missing")
 def test_diff_of_50000_steps_runs_in_bounded_memory(tmp_path):
-    """A 50,000-step run diffed against itself under a 3 GB address space (prlimit --as), and its
-    peak resident memory stays under 600 MB. Before the resamples were chunked the bootstrap held
-    (2000 x 50,000) index and value arrays: 1.6 GB peak, and it failed under 1.5 GB."""
+    """Two 50,000-step runs of the same work (different noise) diffed under a 3 GB address space
+    (prlimit --as), and the peak resident memory stays under 600 MB. Before the resamples were
+    chunked the bootstrap held (2000 x 50,000) index and value arrays: 1.6 GB peak, and it failed
+    under 1.5 GB. (Not a run against itself: that is "identical", with no bootstrap to measure.)"""
     import subprocess
     import sys
 
-    path = tmp_path / "long.json"
+    path, other = tmp_path / "long.json", tmp_path / "long8.json"
     path.write_text(json.dumps(long_run_report(tmp_path)))
+    other.write_text(json.dumps(long_run_report(tmp_path, seed=8)))
     out = tmp_path / "d.json"
     probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
              "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(p.returncode)")
     p = subprocess.run([sys.executable, "-c", probe, "prlimit", "--as=3000000000", sys.executable, "-m", "nsysdoc",
-                        "diff", str(path), str(path), "-o", str(out), "-q", "--no-config"],
+                        "diff", str(path), str(other), "-o", str(out), "-q", "--no-config"],
                        capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert p.returncode == 0, p.stderr
     peak_kb = int(p.stdout.split()[-1])
     assert peak_kb < 600_000, f"peak {peak_kb / 1000:.0f} MB"
     d = json.loads(out.read_text())
     assert d["step_time_ms_median"]["base_steps"] == 50_000 and d["verdict"] == "no significant change"
-    # a side against itself: both sides are resampled independently, so the interval straddles 0;
+    assert d["step_time_ms"]["statistic"] == "median"
+    # the same distribution on both sides, resampled independently: the interval straddles 0;
     # the median of 50,000 steps of ±3% moves by about 0.02% between resamples
     lo, hi = d["step_time_ms_median"]["ci95_pct"]
     assert -0.2 < lo <= 0 <= hi < 0.2
