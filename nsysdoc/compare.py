@@ -732,8 +732,10 @@ def _identical_facts(a: dict, b: dict, base: dict) -> str:
     """What two identical runs share, in a few words: steps, kernel launches, window."""
     rows = base["metrics"]["kernels"].get("names") or []
     launches = sum(r["count"] for r in rows)
-    parts = [f"{a['steps']:,} timed steps" if a["steps"] >= 2 else "no timed steps",
-             f"{launches:,.0f} kernel launches of {len(rows):,} kernels"]
+    n = a["steps"]
+    parts = [f"{n:,} timed step{'s' if n != 1 else ''}" if n else "no timed steps",
+             f"{launches:,.0f} kernel launch{'es' if launches != 1 else ''} of {len(rows):,} "
+             f"kernel{'s' if len(rows) != 1 else ''}"]
     if _is_num(a.get("window_ms")):
         parts.append(f"a {a['window_ms']:,.1f} ms window")
     return ", ".join(parts)

@@ -103,18 +103,33 @@ class Bar:
     segments: list[BarSeg] = field(default_factory=list)
 
 
+def _change(st: dict) -> str:
+    """A step-time change with its 95% interval when it has one."""
+    c, ci = st.get("change_pct"), st.get("ci95_pct")
+    if not is_num(c):
+        return "—"
+    return f"{c:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%)" if ci else f"{c:+.1f}%"
+
+
 def facts(diff: dict) -> list[Fact]:
     """The headline numbers side by side."""
-    a, b, st = diff["base"], diff["candidate"], diff["step_time_ms_median"]
+    a, b, med = diff["base"], diff["candidate"], diff["step_time_ms_median"]
+    st = diff.get("step_time_ms") or dict(med, statistic="median")  # diffs saved before step_time_ms: the median
     u = _unit_word(diff)
     out = []
     if diff["per"] == "step" or (st.get("base") is not None):
-        ci = st.get("ci95_pct")
-        change = (f"{st['change_pct']:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%)"
-                  if is_num(st.get("change_pct")) and ci else "—")
-        out.append(Fact("Median step time", fmt_ms(st.get("base"), 2), fmt_ms(st.get("candidate"), 2), change,
+        mean = st.get("statistic") == "mean"
+        out.append(Fact("Mean step time" if mean else "Median step time", fmt_ms(st.get("base"), 2),
+                        fmt_ms(st.get("candidate"), 2), _change(st),
                         _delta_cls(st.get("change_pct")) if diff.get("verdict") in ("faster", "slower") else "",
-                        "Median primary step time; the interval is a bootstrap over both sides' steps."))
+                        ("Mean job step time (total ÷ steps: the idle inside every step counts), the verdict's "
+                         "measure when steps are not marked on both sides" if mean else "Median job step time") +
+                        ("; identical runs: no interval." if diff.get("verdict") == "identical" else
+                         "; the interval is a bootstrap over both sides' steps.")))
+        if mean and med.get("base") is not None:
+            out.append(Fact("Median step time", fmt_ms(med.get("base"), 2), fmt_ms(med.get("candidate"), 2),
+                            _change(med), help="For reference, not the verdict's measure: with inferred steps "
+                            "a unit can be a layer, and the median of the units ignores idle that sits in a few."))
     wr = diff.get("work_rate")
     if wr:
         c = wr.get("time_per_work_change_pct")
@@ -290,7 +305,7 @@ def render_diff_markdown(diff: dict) -> str:
     """A short PR comment: verdict, the numbers side by side, the largest moves, findings. Link-free."""
     a, b = diff["base"], diff["candidate"]
     unit = _ms_unit(diff)
-    icon = {"faster": "✅", "slower": "❌"}.get(diff["verdict"], "➖")
+    icon = {"faster": "✅", "slower": "❌", "identical": "🟰", "inconclusive": "❔"}.get(diff["verdict"], "➖")
     lines = [f"### nsysdoc diff: {_md(_name(a))} → {_md(_name(b))}", "",
              f"{icon} **{_md(diff.get('headline') or diff['verdict'])}**", "",
              f"{_md(diff['sentence'])} "
