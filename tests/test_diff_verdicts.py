@@ -319,10 +319,27 @@ def test_bootstrap_in_chunks_follows_its_documented_draws(monkeypatch):
     """With the real generator: chunks of 7 // 3 = 2 resamples (CHUNK_VALUES = 7, 3 steps a side),
     11 resamples = 2 × 5 + 1. The docstring's draws, replayed here: per chunk of k resamples,
     ``rng.integers(0, 3, (k, 3))`` for the base then for the candidate, from default_rng(seed);
-    the interval is the 2.5th and 97.5th percentiles of the 11 changes of the medians."""
+    the interval is the 2.5th and 97.5th percentiles of the 11 changes of the medians. The draws
+    the bootstrap makes are recorded (the percentiles alone can miss an undrawn resample whose
+    unset entry happens to fall between the ends)."""
     monkeypatch.setattr(compare_mod, "CHUNK_VALUES", 7)
     a, b = np.array([10.0, 12.0, 15.0]), np.array([11.0, 14.0, 19.0])
-    rng = np.random.default_rng(3)
+    real = np.random.default_rng
+    sizes = []
+
+    class Recording:
+        def __init__(self, seed) -> None:
+            self.rng = real(seed)
+
+        def integers(self, low, high, size):
+            sizes.append(size)
+            return self.rng.integers(low, high, size)
+
+    monkeypatch.setattr(np.random, "default_rng", Recording)
+    change, lo, hi = bootstrap_median_change(a, b, resamples=11, seed=3)
+    # per chunk the base's then the candidate's: 5 chunks of 2 resamples, then the last one of 1
+    assert sizes == [(2, 3)] * 10 + [(1, 3)] * 2
+    rng = real(3)
     ratios = []
     for k in (2, 2, 2, 2, 2, 1):
         ia, ib = rng.integers(0, 3, (k, 3)), rng.integers(0, 3, (k, 3))
@@ -330,7 +347,6 @@ def test_bootstrap_in_chunks_follows_its_documented_draws(monkeypatch):
             ratios.append((rb / ra - 1) * 100)
     assert len(ratios) == 11
     expected = np.percentile(ratios, [2.5, 97.5])
-    change, lo, hi = bootstrap_median_change(a, b, resamples=11, seed=3)
     assert change == pytest.approx((14 / 12 - 1) * 100)
     assert (lo, hi) == pytest.approx(tuple(expected))
 
