@@ -695,7 +695,7 @@ def _comparability(base: dict, cand: dict, a: dict, b: dict, per: str, kernels: 
     return out, warn
 
 
-def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
+def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str, same: bool = False) -> list[str]:
     out = []
     if (a["device_count"] or 0) != (b["device_count"] or 0):
         out.append(f"The runs use different GPU counts ({a['device_count']} and {b['device_count']}): kernels, copies "
@@ -707,7 +707,7 @@ def _warnings(base: dict, cand: dict, a: dict, b: dict, per: str) -> list[str]:
         out.append(f"Fewer than 2 timed steps in the {missing}: the verdict compares kernel launch rates, which "
                    "assumes both runs do the same work at the same batch size. Add step markers (NVTX ranges or "
                    "torch.profiler's ProfilerStep) for a timed verdict.")
-    elif per == "second":
+    elif per == "second" and not same:  # identical runs need no measure of work: they have a verdict
         out.append(f"Fewer than 2 timed steps in the {missing}, and the runs share no kernel launched at least 3 times: "
                    "there is nothing to measure work by, so no verdict. The numbers below are per second of window "
                    "and do not say which run is faster.")
@@ -887,7 +887,7 @@ def compare(base: dict, cand: dict, names: tuple[str, str] | None = None) -> dic
         "headline": _headline(verdict, head, strength, comp, a, b, missing, facts),
         "sentence": sentence,
         "comparability": comp,
-        "warnings": comp_warnings + _warnings(base, cand, a, b, per),
+        "warnings": comp_warnings + _warnings(base, cand, a, b, per, same),
         "step_time_ms": head["step_time_ms"],
         "step_time_ms_median": head["step_time_ms_median"],
         "work_rate": head["work_rate"],

@@ -191,6 +191,19 @@ def test_identical_without_steps_is_identical_too():
                              "110 kernel launches of 2 kernels, a 1,000.0 ms window)")
 
 
+def test_identical_runs_with_nothing_to_measure_work_by_are_still_identical():
+    """2 launches of one kernel and no steps: no kernel is launched 3 times, so two different
+    runs would get no verdict ("no shared measure of work"); the same run twice is identical,
+    and no warning says "no verdict"."""
+    r = _report([], step_source=None, kernels={"A": (2, 5.0)})
+    d = compare(r, copy.deepcopy(r))
+    assert d["per"] == "second" and d["verdict"] == "identical" and d["comparable"] is True
+    assert d["strength"] == "strong" and not any("no verdict" in w for w in d["warnings"])
+    other = compare(r, _report([], step_source=None, kernels={"A": (2, 6.0)}))
+    assert other["verdict"] == "no significant change" and other["comparable"] is False
+    assert any("no verdict" in w for w in other["warnings"])
+
+
 def test_cli_capture_against_its_saved_report_is_identical_and_exits_0(tmp_path):
     cap = dataloader_starvation(steps=5).write(tmp_path / "run.sqlite")
     r = run_cli("report", cap, "--format", "json", "-o", tmp_path / "run.json", "-q", "--no-config")
