@@ -542,6 +542,8 @@ class Job:
 
     @property
     def verdict(self) -> str:
+        """The job verdict sentence, the one the terminal, the Markdown and the page show
+        (docs/job.md, "Job verdict"): a straggler first, then what most ranks share."""
         return str((self._result.get("verdict") or {}).get("sentence") or "")
 
     @property

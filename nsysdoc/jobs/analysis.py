@@ -15,11 +15,13 @@ Pure functions over the summaries of :mod:`nsysdoc.jobs.summary` (definitions in
   median of the other ranks the most, per step.
 * **Roll-up**: a finding firing on k of N ranks is one row with the rank list, its highest
   severity and the median of its impact over those k ranks.
-* **Job verdict**: the costlier of the straggler (its ``wait_pct_of_step``; severity warning from
-  3%, critical from 15%) and the most costly finding at warning or above on at least half the
-  ranks (its median ``impact_pct``; for exposed NCCL, minus the straggler's wait, which it
-  contains): ``straggler``, else ``communication`` (exposed NCCL) or ``shared`` (another
-  finding), else ``balanced``.
+* **Severity** of the straggler: the rules' policy (``nsysdoc.rules.policy.by_impact``) of its
+  ``wait_pct_of_step``: warning from 3% (where a straggler is named), critical from 15%.
+* **Job verdict** (:func:`job_verdict`, the one sentence every view shows): the straggler first,
+  then the most costly finding at warning or above on at least half the ranks (its median
+  ``impact_pct``; for exposed NCCL, minus the straggler's wait, which it contains), then, when the
+  ranks hold one step each, that the per-step numbers rest on it. ``straggler``, else
+  ``communication`` (exposed NCCL) or ``shared`` (another finding), else ``balanced``.
 """
 from __future__ import annotations
 
@@ -27,11 +29,14 @@ import numpy as np
 
 from .. import __version__
 from ..compare import BREAKDOWN_LABELS
+from ..rules.policy import WARNING_PCT, by_impact
 from .align import aligned, clock_offsets, match_collectives, nearest
 
 JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
-STRAGGLER_WAIT_PCT = 3.0
+#: a straggler is named from the policy's warning share (its severity is ``by_impact`` of its cost),
+#: so a named straggler is always at warning or critical
+STRAGGLER_WAIT_PCT = WARNING_PCT
 MIN_COLLECTIVES = 3
 #: session starts (on the aligned wall clock) farther apart than this are not one job's captures
 MAX_SESSION_SPREAD_S = 3600.0
@@ -70,7 +75,13 @@ def _step_of(steps: list[dict], t_local: np.ndarray) -> np.ndarray:
     return np.where(inside, pos, -1)
 
 
-def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: float | None) -> tuple[dict | None, dict]:
+def steps_per_rank(ok: list[dict]) -> float | None:
+    """The median over the ranks with steps of their step count: what per-step waits are divided by."""
+    return _median([len(s["steps"]) for s in ok if s.get("steps")])
+
+
+def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: float | None,
+               steps_n: float | None) -> tuple[dict | None, dict]:
     J = m["join_ns"]
     C, R = J.shape
     stats = {"matched_collectives": int(C), "last_count": [0] * R, "wait_ms_total": [0.0] * R}
@@ -83,7 +94,6 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
     stats["wait_ms_total"] = [float(w) / 1e6 for w in wait.sum(axis=0)]
     top = int(np.argmax(counts))
     late_pct = counts[top] / C * 100
-    steps_n = _median([len(s["steps"]) for s in ok if s.get("steps")])
     others = [r for r in range(R) if r != top]
     rows = last == top
     caused_ms = float(wait[rows][:, others].sum() / 1e6 / max(len(others), 1)) if others else 0.0
@@ -136,10 +146,10 @@ def _straggler(ok: list[dict], m: dict, job_step_ms: float | None, window_ms: fl
                 best = (part, d)
         if best and best[1] > 0:
             cause, excess = best
-    return {"rank": ok[top]["rank"], "severity": "critical" if ref >= 15 else "warning",
+    return {"rank": ok[top]["rank"], "severity": by_impact(ref),
             "late_pct": _num(late_pct, 2), "last_count": int(counts[top]),
             "matched_collectives": int(C), "wait_ms_per_step": _num(per_step), "wait_ms_per_s": _num(per_s),
-            "wait_ms_per_collective": _num(per_coll), "wait_pct_of_step": _num(ref, 2), "basis": basis,
+            "wait_ms_per_collective": _num(per_coll), "wait_pct_of_step": _num(ref), "basis": basis,
             "cause": cause, "cause_label": BREAKDOWN_LABELS.get(cause) if cause else None,
             "cause_excess_ms_per_step": _num(excess) if mine else None,
             "cause_excess_ms_per_s": None if mine else _num(excess)}, stats
@@ -169,47 +179,101 @@ def _rollup(ok: list[dict]) -> list[dict]:
     return out
 
 
-def _verdict(ok: list[dict], straggler: dict | None, findings: list[dict], job_step_ms, n_ranks: int) -> dict:
-    serious = [f for f in findings if SEVERITY_RANK.get(f["severity"], -1) >= 1 and f["rank_count"] * 2 >= n_ranks]
+#: the shared bottleneck's lead, alone or after a straggler
+SHARED_LEADS = {
+    ("communication", False): "Limited by communication itself, not by a late rank",
+    ("communication", True): "Beyond the wait for rank {rank}, communication is exposed too",
+    ("shared", False): "{who} limited by the same thing",
+    ("shared", True): "{who} also limited by the same thing",
+}
+ONE_STEP_NOTE = ("Only 1 step per rank was captured: per-step numbers rest on that one step; capture at least "
+                 "3–5 steps after warm-up.")
 
-    def cost(f):  # exposed communication is partly the straggler's wait: only the rest competes with it
+
+def job_verdict(straggler: dict | None, findings: list[dict], job_step_ms: float | None, n_ranks: int,
+                steps_n: float | None = None) -> dict:
+    """The job verdict, the one every view shows (terminal, Markdown, page, ``Job.verdict``, JSON).
+
+    * A straggler (always at warning or critical: it is named from ``WARNING_PCT`` of the step)
+      comes first: who, how long the others wait per step and its share, why it is late.
+    * The most costly finding at warning or above on at least half of the ranks follows (exposed
+      NCCL counts only its part beyond the straggler's wait, which it contains; when that part is
+      below ``WARNING_PCT`` it is the wait, which ``detail`` says, and the next finding follows).
+    * ``steps_n`` (median steps per rank) of 1 adds that every per-step number rests on one step.
+
+    ``status``: ``straggler``, else ``communication`` (exposed NCCL) or ``shared`` (another
+    finding), else ``balanced``; ``headline``: ``straggler``, the leading rule id or ``balanced``;
+    ``severity`` of what leads; ``rank`` of the straggler, ``rule`` of the shared finding."""
+    s = straggler
+
+    def cost(f):  # exposed communication is partly the straggler's wait: only the rest is its own
         pct = f["impact_pct_median"] or 0
-        if straggler and f["rule"] in COMM_RULES:
-            pct -= straggler["wait_pct_of_step"] or 0
+        if s and f["rule"] in COMM_RULES:
+            pct -= s["wait_pct_of_step"] or 0
         return pct
+    serious = [f for f in findings if SEVERITY_RANK.get(f["severity"], -1) >= 1 and f["rank_count"] * 2 >= n_ranks
+               and not (s and f["rule"] in COMM_RULES and cost(f) < WARNING_PCT)]
     top = max(serious, key=lambda f: (cost(f), f["rank_count"])) if serious else None
-    if straggler and top is not None and cost(top) > (straggler["wait_pct_of_step"] or 0):
-        straggler = None  # a shared bottleneck costs more than the straggler; it stays in its own section
-    if straggler:
-        s = straggler
-        per = (f"{s['wait_ms_per_step']:.2f} ms per step ({s['wait_pct_of_step']:.1f}% of the {job_step_ms:.2f} ms step)"
-               if s["wait_ms_per_step"] is not None and job_step_ms else
-               f"{s['wait_ms_per_s']:.1f} ms per second" if s.get("wait_ms_per_s") is not None else "")
+    parts, detail = [], ""
+    out: dict = {"status": "balanced", "headline": "balanced", "severity": None}
+    if s:
+        if s["wait_ms_per_step"] is not None and job_step_ms:
+            per = f"{s['wait_ms_per_step']:.2f} ms per step ({s['wait_pct_of_step']:.1f}% of the {job_step_ms:.2f} ms step)"
+        elif s.get("wait_ms_per_s") is not None:
+            per = f"{s['wait_ms_per_s']:.1f} ms per second"
+        else:
+            per = f"{s['wait_ms_per_collective']:.2f} ms each time it is last"
         why = ""
         if s["cause"]:
             amount = s["cause_excess_ms_per_step"] if s["cause_excess_ms_per_step"] is not None else s["cause_excess_ms_per_s"]
             unit = "ms per step" if s["cause_excess_ms_per_step"] is not None else "ms per second"
             why = (f" It is late because of {CAUSE_PHRASES.get(s['cause'], s['cause_label'])}: {amount:.2f} {unit} "
                    f"more than the median of the other ranks.")
+        lead = "Limited by a straggler" if s["severity"] == "critical" else "A straggler"
+        parts.append(f"{lead}: rank {s['rank']} joins last in {s['late_pct']:.0f}% of {s['matched_collectives']} "
+                     f"matched collectives, and the other ranks wait {per} for it.{why}")
+        out.update(status="straggler", headline="straggler", severity=s["severity"], rank=s["rank"])
+        wait = s["wait_ms_per_step"]
         comm = next((f for f in findings if f["rule"] in COMM_RULES), None)
-        detail = ""
+        said = ""
         if comm and comm["impact_ms_per_step_median"] is not None:
-            detail = (f"The exposed communication the other ranks report ({comm['rule']}, median "
-                      f"{comm['impact_ms_per_step_median']:.2f} ms per step) is mostly this wait: fix rank {s['rank']} first.")
-        return {"status": "straggler", "rank": s["rank"], "detail": detail,
-                "sentence": f"{'Limited by a straggler' if s['severity'] == 'critical' else 'A straggler'}: rank {s['rank']} joins last in {s['late_pct']:.0f}% of "
-                            f"{s['matched_collectives']} matched collectives, and the other ranks wait {per} for it.{why}"}
+            how = ("is mostly this wait" if wait is None or wait * 2 >= comm["impact_ms_per_step_median"] else
+                   f"includes this wait ({wait:.2f} ms per step)")
+            said = (f"The exposed communication the other ranks report ({comm['rule']}, median "
+                    f"{comm['impact_ms_per_step_median']:.2f} ms per step) {how}")
+        # the straggler leads the sentence even when the shared finding costs more: then fixing it
+        # first is not the larger gain, and the detail says so (in ms per step when both have it)
+        own = top["impact_ms_per_step_median"] if top is not None else None
+        if own is not None and wait is not None:
+            own -= wait if top["rule"] in COMM_RULES else 0
+            more, than = own > wait, f"{own:.2f} ms against {wait:.2f} ms"
+        else:
+            more = top is not None and cost(top) > (s["wait_pct_of_step"] or 0)
+            than = f"{cost(top):.1f}% against {s['wait_pct_of_step'] or 0:.1f}%" if top is not None else ""
+        if more:
+            detail = (f"{said}. " if said else "") + f"The {top['rule']} finding costs more per step than that wait ({than})."
+        elif said:
+            detail = f"{said}: fix rank {s['rank']} first."
     if top is not None:
         f = top
         status = "communication" if f["rule"] in COMM_RULES else "shared"
-        lead = ("Limited by communication itself, not by a late rank" if status == "communication" else
-                "Every rank is limited by the same thing")
+        who = "Every rank is" if f["rank_count"] >= n_ranks else f"{f['rank_count']} of {n_ranks} ranks are"
+        lead = SHARED_LEADS[(status, s is not None)].format(who=who, rank=s["rank"] if s else None)
         imp = f", median {f['impact_ms_per_step_median']:.2f} ms per step" if f["impact_ms_per_step_median"] is not None else ""
-        return {"status": status, "rule": f["rule"], "detail": "",
-                "sentence": f"{lead}: {f['title'] or f['rule']} ({f['severity']}, on {f['rank_count']} of {n_ranks} "
-                            f"ranks{imp})."}
-    return {"status": "balanced", "detail": "",
-            "sentence": "No straggler and no bottleneck shared by most ranks at warning or above."}
+        if imp and s and status == "communication":
+            imp += ", the wait included"
+        parts.append(f"{lead}: {f['title'] or f['rule']} ({f['severity']}, on {f['rank_count']} of {n_ranks} "
+                     f"ranks{imp}).")
+        out["rule"] = f["rule"]
+        if not s:
+            out.update(status=status, headline=f["rule"], severity=f["severity"])
+    if not parts:
+        parts.append("No straggler and no bottleneck shared by most ranks at warning or above.")
+    if steps_n == 1:
+        parts.append(ONE_STEP_NOTE)
+    whole = steps_n is not None and float(steps_n).is_integer()
+    out.update(sentence=" ".join(parts), detail=detail, steps_per_rank=int(steps_n) if whole else _num(steps_n, 1))
+    return out
 
 
 def comparability(ok: list[dict], clock: dict, one_clock: bool) -> list[str]:
@@ -280,7 +344,8 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     job_steps = _job_step_times(ok)
     job_step_ms = float(np.median(job_steps)) if len(job_steps) else None
     window_ms = _median([s.get("window_ms") for s in ok])
-    straggler, stats = _straggler(ok, matched, job_step_ms, window_ms)
+    steps_n = steps_per_rank(ok)
+    straggler, stats = _straggler(ok, matched, job_step_ms, window_ms, steps_n)
     if len(ok) > 1 and stats["matched_collectives"] == 0 and clock["method"] != "session start":
         warnings.append("no collective matched on every rank: no straggler can be named")
     findings = _rollup(ok)
@@ -321,7 +386,7 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "straggler": straggler,
         "straggler_candidate": stats.get("straggler_candidate"),
         "findings": findings,
-        "verdict": _verdict(ok, straggler, findings, job_step_ms, len(ok)),
+        "verdict": job_verdict(straggler, findings, job_step_ms, len(ok), steps_n),
         "heatmap": heat,
         "warnings": warnings,
     }

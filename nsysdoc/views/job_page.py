@@ -12,12 +12,15 @@ from markupsafe import Markup
 from .. import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..fmt import fmt_ms, fmt_num, fmt_pct, is_num, source_name
+from ..jobs.analysis import STRAGGLER_WAIT_PCT
 from .build import _static, csp_for
 from .context import Cell, Column, LegendItem, Table
 from .glossary import anchor, glossary_sections_html
 from .render import _ascii, _clean, _md, environment
 
 HEAT_MAX_STEPS = 200
+#: what a straggler's share (``wait_pct_of_step``) is a share of, by its ``basis``
+BASIS_WORDS = {"step": "step", "window": "window", "collective interval": "interval between collectives"}
 
 
 def rank_list(ranks: list[int]) -> str:
@@ -194,6 +197,7 @@ def render_job_html(job: dict, page_path: str | None = None) -> str:
                findings=findings_table(job), heat=heatmaps(job), bars=bars, legend=legend, bars_h=bars_h,
                bars_max=bars_max, reports=[(r["rank"], os.path.relpath(r["report"], page_dir) if page_dir else r["report"])
                                            for r in job["ranks"] if r.get("report")],
+               straggler_pct=STRAGGLER_WAIT_PCT, basis_words=BASIS_WORDS,
                glossary_html=glossary_sections_html("Multi-rank jobs", "Step breakdown"),
                nsysdoc_version=str(job.get("nsysdoc_version") or __version__),
                css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js))
