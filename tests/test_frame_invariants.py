@@ -1,0 +1,259 @@
+"""Invariants of the frame (issue 44) on every capture we have: every scenario of
+``nsysdoc/testing/scenarios.py`` and ``nsysdoc/testing/frame_scenarios.py`` (each public function
+that returns a Capture, or a list of Captures, called with its defaults) and every real trace in
+``../shared/traces`` (skipped when absent).
+
+What must hold whatever the capture (``docs/glossary.md``):
+
+(a) steps partition their thread's timeline: a primary step ends no later than the next one on
+    its thread starts, every primary step lies inside the window, and the primary steps of one
+    process add up to no more than the window;
+(b) each step's breakdown sums to its duration, and step time = step duration;
+(c) a cost per step is never more than the mean step time, and cost per step x steps per process
+    is never more than the cost in the window; without steps nothing is per step;
+(d) findings are ordered by severity (critical, warning, info);
+(e) a capture with kernels is never "no GPU activity";
+(f) a device's split adds up: compute + exposed communication + copy-only = busy, busy + idle = 100;
+(g) the summary's step time is the median step's (``metrics.step_picks.median_step``);
+(h) a main bottleneck costs at least 5% of what it is measured over.
+
+Tolerances are the JSON's rounding to 4 decimals (half a unit per rounded term).
+"""
+from __future__ import annotations
+
+import inspect
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from nsysdoc.testing import frame_scenarios, scenarios  # noqa: E402
+from tests.conftest import SHARED_TRACES, diagnose_path  # noqa: E402
+
+HALF = 0.5e-4        # half a unit in the 4th decimal
+EPS = 1e-9
+SEV = {"critical": 2, "warning": 1, "info": 0}
+#: real traces that are no capture to report (the loader refuses them with an input error)
+NOT_A_CAPTURE = {"failed_capture_injection_error.sqlite"}
+
+
+def _scenario_cases(mod) -> list[tuple]:
+    """(id, module, function name, index into a list result or None, form) for every public
+    function of ``mod`` that takes no required argument and returns a Capture or a list of them."""
+    cases = []
+    for name, fn in inspect.getmembers(mod, inspect.isfunction):
+        if name.startswith("_") or fn.__module__ != mod.__name__:
+            continue
+        sig = inspect.signature(fn)
+        if any(p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               for p in sig.parameters.values()):
+            continue
+        ret = str(sig.return_annotation)
+        short = mod.__name__.rsplit(".", 1)[-1]
+        if ret in ("Capture", "nsysdoc.testing.builder.Capture") or ret.endswith(".Capture'>"):
+            cases.append((f"{short}.{name}", mod, name, None, "sqlite"))
+            if name in getattr(mod, "KINETO_SCENARIOS", ()):
+                cases.append((f"{short}.{name}[kineto]", mod, name, None, "kineto"))
+        elif ret in ("list[Capture]",):
+            n = len(fn())   # builds the captures only (milliseconds): how many there are
+            cases += [(f"{short}.{name}[{i}]", mod, name, i, "sqlite") for i in range(n)]
+    return cases
+
+
+def _real_cases() -> list[tuple]:
+    if not SHARED_TRACES.is_dir():
+        return []
+    paths = sorted(p for p in SHARED_TRACES.glob("*.sqlite") if p.name not in NOT_A_CAPTURE)
+    paths += sorted((SHARED_TRACES / "kineto").glob("*.pt.trace.json.gz"))
+    return [(f"real.{p.name}", None, str(p), None, "file") for p in paths]
+
+
+CASES = _scenario_cases(scenarios) + _scenario_cases(frame_scenarios) + _real_cases()
+IDS = [c[0] for c in CASES]
+
+
+def test_discovery_found_the_scenarios():
+    ids = set(IDS)
+    # the two modules' scenarios, the job scenario by rank, and the Kineto form of the GPU-only one
+    for must in ("scenarios.healthy_training", "scenarios.layered_training", "scenarios.ddp_job[0]",
+                 "frame_scenarios.one_step_with_layers", "frame_scenarios.markerless_loop_input_wait_h2d",
+                 "frame_scenarios.gpu_only_kineto_ddp_backward[kineto]"):
+        assert must in ids
+    assert not [i for i in ids if i.endswith((".compute_block", ".launch_each"))]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return {"dir": tmp_path_factory.mktemp("frame-invariants"), "reports": {}}
+
+
+@pytest.fixture
+def report(store, request) -> dict:
+    case = request.param
+    cid, mod, name, index, form = case
+    if cid not in store["reports"]:
+        if form == "file":
+            path = Path(name)
+        else:
+            cap = getattr(mod, name)()
+            if index is not None:
+                cap = cap[index]
+            safe = cid.replace("[", "_").replace("]", "")
+            if form == "kineto":
+                path = cap.write_kineto(store["dir"] / f"{safe}.pt.trace.json.gz",
+                                        distributed={"backend": "nccl", "rank": 0, "world_size": 2})
+            else:
+                path = cap.write(store["dir"] / f"{safe}.sqlite")
+        store["reports"][cid] = diagnose_path(path)
+    return store["reports"][cid]
+
+
+def cases(fn):
+    return pytest.mark.parametrize("report", CASES, ids=IDS, indirect=True)(fn)
+
+
+def primary(r: dict) -> list[dict]:
+    return [s for s in r["steps"] if s.get("primary")]
+
+
+def primary_step_times(r: dict) -> list[float]:
+    """Every primary step's time: the step records, or ``step_series`` when the records are cut."""
+    if r.get("steps_truncated"):
+        return list(r["step_series"]["step_time_ms"])
+    return [s["step_time_ms"] for s in primary(r)]
+
+
+def primary_pids(r: dict) -> list:
+    if r.get("steps_truncated"):
+        return list(r["step_series"]["pid"])
+    return [s["pid"] for s in primary(r)]
+
+
+# (a) ------------------------------------------------------------------------------------------
+@cases
+def test_steps_partition_their_thread_and_fit_the_window(report):
+    r = report
+    w = r["capture"]["window"]
+    threads: dict = {}
+    for s in primary(r):
+        threads.setdefault((s["pid"], s["tid"]), []).append(s)
+        assert w["start_ns"] <= s["start_ns"] and s["end_ns"] <= w["end_ns"], (s["name"], s["start_ns"], s["end_ns"], w)
+    for key, steps in threads.items():
+        steps.sort(key=lambda s: s["start_ns"])
+        for a, b in zip(steps, steps[1:]):
+            assert a["end_ns"] <= b["start_ns"], f"steps {a['name']!r} and {b['name']!r} of {key} overlap"
+    per_pid: dict = {}
+    for pid, t in zip(primary_pids(r), primary_step_times(r)):
+        per_pid.setdefault(pid, []).append(t)
+    for pid, times in per_pid.items():
+        assert sum(times) <= w["duration_ms"] + HALF * (len(times) + 1) + EPS, \
+            f"process {pid}: steps add up to {sum(times)} ms, more than the {w['duration_ms']} ms window"
+
+
+# (b) ------------------------------------------------------------------------------------------
+@cases
+def test_breakdown_sums_to_the_step_and_step_time_is_its_duration(report):
+    for s in report["steps"]:
+        assert s["duration_ms"] == pytest.approx(s["step_time_ms"], abs=EPS), s["name"]
+        b = s.get("breakdown_ms")
+        if b is None:
+            assert not s["primary"], f"primary step {s['name']!r} has no breakdown"
+            continue
+        assert sum(b.values()) == pytest.approx(s["duration_ms"], abs=HALF * (len(b) + 1)), (s["name"], b)
+
+
+# (c) ------------------------------------------------------------------------------------------
+@cases
+def test_cost_per_step_fits_in_a_step_and_in_the_window(report):
+    r = report
+    times = primary_step_times(r)
+    per_step = [f for f in r["findings"] if isinstance(f.get("impact_ms_per_step"), (int, float))]
+    if not times:
+        assert not per_step, [(f["rule"], f["impact_ms_per_step"]) for f in per_step]   # nothing is per step
+        return
+    mean = statistics.fmean(times)
+    steps_per_process = len(times) / len(set(primary_pids(r)))
+    for f in per_step:
+        assert f["impact_ms_per_step"] <= mean + 2 * HALF, (f["rule"], f["impact_ms_per_step"], mean)
+        if isinstance(f.get("impact_ms"), (int, float)):
+            assert f["impact_ms_per_step"] * steps_per_process <= f["impact_ms"] + HALF * (steps_per_process + 1), \
+                (f["rule"], f["impact_ms_per_step"], steps_per_process, f["impact_ms"])
+
+
+# (d) ------------------------------------------------------------------------------------------
+@cases
+def test_findings_are_ordered_by_severity(report):
+    ranks = [SEV[f["severity"]] for f in report["findings"]]
+    assert ranks == sorted(ranks, reverse=True), [(f["rule"], f["severity"]) for f in report["findings"]]
+
+
+# (e) ------------------------------------------------------------------------------------------
+@cases
+def test_a_capture_with_kernels_is_never_no_gpu_activity(report):
+    if not report["summary"]["kernel_count"]:
+        pytest.skip("no kernel in this capture")
+    assert report["verdict"]["headline"] != "no-gpu-activity"
+    assert report["verdict"]["status"] != "no-gpu"
+    assert "no-gpu-activity" not in {f["rule"] for f in report["findings"]}
+
+
+# (f) ------------------------------------------------------------------------------------------
+@cases
+def test_device_split_adds_up(report):
+    devs = [d for d in report["devices"] if d.get("busy_pct") is not None]
+    for d in devs:
+        parts = d["compute_pct"] + d["exposed_comm_pct"] + d["copy_only_pct"]
+        assert parts == pytest.approx(d["busy_pct"], abs=4 * HALF), d
+        assert d["busy_pct"] + d["idle_pct"] == pytest.approx(100.0, abs=3 * HALF), d
+
+
+# (g) ------------------------------------------------------------------------------------------
+@cases
+def test_summary_step_time_is_the_median_steps(report):
+    r = report
+    if not r["summary"]["step_count"]:
+        assert r["summary"]["step_time_ms_median"] is None
+        return
+    med_id = r["metrics"]["step_picks"]["median_step"]
+    assert med_id is not None
+    by_id = {s["step"]: s for s in r["steps"]}
+    if med_id not in by_id:
+        pytest.skip("the median step is not among the step records shown")
+    med = by_id[med_id]
+    assert med["primary"]
+    assert r["summary"]["step_time_ms_median"] == pytest.approx(med["step_time_ms"], abs=EPS)
+
+
+# (i) ------------------------------------------------------------------------------------------
+@cases
+def test_steps_frame_the_window(report):
+    """Analysis window = first primary step start -> last primary step end, kind "steps", for
+    marked and inferred steps alike; step_count = the most primary steps on one thread."""
+    r = report
+    steps = primary(r)
+    if r.get("steps_truncated") or not steps:
+        assert steps or r["capture"]["window"]["kind"] != "steps"
+        return
+    w = r["capture"]["window"]
+    assert w["kind"] == "steps", (r["capture"]["step_source"], w)
+    assert (w["start_ns"], w["end_ns"]) == (min(s["start_ns"] for s in steps), max(s["end_ns"] for s in steps))
+    per_thread: dict = {}
+    for s in steps:
+        per_thread[(s["pid"], s["tid"])] = per_thread.get((s["pid"], s["tid"]), 0) + 1
+    assert r["summary"]["step_count"] == max(per_thread.values())
+
+
+# (h) ------------------------------------------------------------------------------------------
+@cases
+def test_a_main_bottleneck_costs_at_least_5_percent(report):
+    v = report["verdict"]
+    if v["status"] != "bottleneck":
+        return
+    assert isinstance(v["impact_pct"], (int, float)) and v["impact_pct"] >= 5.0, v
+    main = [f for f in report["findings"] if f["rule"] == v["rule"]]
+    assert main and main[0]["severity"] in ("warning", "critical")
