@@ -92,13 +92,14 @@ def test_custom_step_marker(build, tmp_path):
     cap = Capture()
     t = cap.process().thread()
     for i in range(3):
-        with t.range(f"batch-{i}"):
+        with t.range(f"chunk-{i}"):   # no step pattern match, and no step-like name
             t.launch("k", 100)
     p = cap.write(tmp_path / "custom.sqlite")
     default = json.loads(run("report", p, "--format", "json").stdout)
-    custom = json.loads(run("report", p, "--format", "json", "--step-marker", r"batch-\d+").stdout)
+    custom = json.loads(run("report", p, "--format", "json", "--step-marker", r"chunk-\d+").stdout)
     assert default["summary"]["step_count"] == 0
     assert custom["summary"]["step_count"] == 3
+    assert custom["capture"]["steps_found_by"] == "pattern"
 
 
 def test_partial_failure_still_reports_others(tmp_path, build):

@@ -119,10 +119,12 @@ def cli_report(path: Path, *args: str) -> str:
 # of launches and a 12th from the last forward layer to the end of the GPU work (~17 ms, > 3x the
 # median unit): they do not tile the GPU work. Backward kernels (from launch 50) and then AdamW
 # kernels (launches 98-101, all in the last 40% of 102) -> one training step, from the first
-# launch call to the end of the GPU work: [T0+10, T0+17,295) = 17.285 ms.
-ONE_STEP_START = T0 + 10 * US
+# launch call to the end of the GPU work. Inferred steps do not frame the window (it stays the GPU
+# span, [T0+15, T0+17,295)) and a step's time starts no earlier than the first GPU operation:
+# [T0+15, T0+17,295) = 17.280 ms, its operations still counted from the launch call at T0+10.
+ONE_STEP_START = T0 + 15 * US
 ONE_STEP_END = T0 + 17_295 * US
-ONE_STEP_MS = 17.285
+ONE_STEP_MS = 17.280
 ONE_STEP_COMPUTE_MS = 17.280
 
 
@@ -151,16 +153,16 @@ def test_one_training_step_is_one_step(reports, nvtx):
     assert step["step_time_ms"] == step["duration_ms"] == approx(ONE_STEP_MS)
     assert step["kernel_count"] == 102
     assert step["breakdown_ms"]["compute"] == approx(ONE_STEP_COMPUTE_MS)
-    # the 5 µs between the first launch call's start and its kernel: an ordinary launch call
-    assert step["breakdown_ms"]["idle_launch"] == approx(0.005)
+    # the step's time starts at its first kernel: no idle in it
+    assert step["breakdown_ms"]["idle_launch"] == approx(0.0)
 
     w = cap["window"]
-    assert w["kind"] == "steps"
+    assert w["kind"] == "gpu-span"
     assert (w["start_ns"], w["end_ns"]) == (ONE_STEP_START, ONE_STEP_END)
     assert w["duration_ms"] == approx(ONE_STEP_MS)
     assert cap["span"]["duration_ms"] == approx(ONE_STEP_COMPUTE_MS)   # [T0+15, T0+17,295)
 
-    # busy 17.280 / 17.285 = 99.97%: nothing reaches warning, the run is compute-bound
+    # busy 17.280 / 17.280 = 100%: nothing reaches warning, the run is compute-bound
     assert r["summary"]["gpu_busy_pct"] == approx(ONE_STEP_COMPUTE_MS / ONE_STEP_MS * 100, 1e-3)
     assert (r["verdict"]["status"], r["verdict"]["headline"]) == ("bound", "compute-bound")
     assert not [f for f in r["findings"] if f["severity"] != "info"]
@@ -169,12 +171,13 @@ def test_one_training_step_is_one_step(reports, nvtx):
 # ddp_one_step_two_ranks: per rank the same 17,280 µs of compute, and after the backward
 # (stream 7 free at T0 + 15 + 50 + 8,400 + 30 + 8,400 = T0+16,895) an all-reduce of 2,000 µs on
 # stream 13 that the AdamW kernels wait for: the GPU work ends at T0 + 15 + 17,280 + 2,000 =
-# T0+19,295. One step per process, [T0+10, T0+19,295) = 19.285 ms; job step time 19.285 ms.
-# Exposed communication per GPU: the all-reduce runs alone, 2.0 ms = 2 / 19.285 = 10.371% of the
-# window -> nccl-exposed fires (>= 10%), warning (3-15%), impact 2.0 ms, per step the mean of the
-# breakdown's exposed_comm over the 2 primary steps = 2.0 ms; >= 5% -> the main bottleneck.
+# T0+19,295. One step per process, its time from the first GPU operation: [T0+15, T0+19,295) =
+# 19.280 ms; job step time 19.280 ms. Exposed communication per GPU: the all-reduce runs alone,
+# 2.0 ms = 2 / 19.28 = 10.373% of the window (the GPU span) -> nccl-exposed fires (>= 10%), warning
+# (3-15%), impact 2.0 ms, per step the mean of the breakdown's exposed_comm over the 2 primary
+# steps = 2.0 ms; >= 5% -> the main bottleneck.
 DDP_END = T0 + 19_295 * US
-DDP_MS = 19.285
+DDP_MS = 19.280
 
 
 def test_ddp_one_step_on_two_ranks_is_one_step_each(reports):
@@ -195,7 +198,7 @@ def test_ddp_one_step_on_two_ranks_is_one_step_each(reports):
         assert s["breakdown_ms"]["exposed_comm"] == approx(2.0)
     assert r["summary"]["step_time_ms_median"] == approx(DDP_MS)
     w = cap["window"]
-    assert w["kind"] == "steps" and (w["start_ns"], w["end_ns"]) == (ONE_STEP_START, DDP_END)
+    assert w["kind"] == "gpu-span" and (w["start_ns"], w["end_ns"]) == (ONE_STEP_START, DDP_END)
 
     f = finding(r, "nccl-exposed")
     assert f is not None and f["severity"] == "warning"
@@ -224,15 +227,19 @@ def test_ddp_one_step_on_two_ranks_is_one_step_each(reports):
 # GPU work: 2,305.6 µs. Step breakdown of a non-last step: launch 5.6 (the copy call before the
 # copy starts), copy-only 500, compute 1,800, input W - 1,099.6 (the GPU idles from c_i+2,305.6 to
 # c_{i+1} while the host is in poll; a long window, so the 5.6 µs in the next copy call are launch).
+# Inferred steps leave the window the GPU span, [c_0+5.6, end of the last GPU work), and the first
+# step's time starts at the first GPU operation (c_0+5.6, its copy), 5.6 µs after its launch call:
+# it is 5.6 µs shorter and has no launch idle.
 
 def _loop_expect(iterations: int, wait_ms: float) -> dict:
     W = wait_ms * 1000
-    step = W + 1206                       # µs, all but the last
+    step = W + 1206                       # µs, all but the first and the last
     last = 2305.6
-    window_ms = ((iterations - 1) * step + last) / 1000
+    window_ms = ((iterations - 1) * step + last - 5.6) / 1000
     input_per_gap = W - 1099.6            # c_{i+1} - (c_i + 2,305.6) = 1,206 + W - 2,305.6
     input_ms = (iterations - 1) * input_per_gap / 1000
-    return dict(W=W, step_ms=step / 1000, last_ms=last / 1000, window_ms=window_ms, start=T0 + int(W * US),
+    return dict(W=W, step_ms=step / 1000, last_ms=last / 1000, window_ms=window_ms,
+                copy_call=T0 + int(W * US), start=T0 + int(W * US) + int(5.6 * US),
                 input_gap_ms=input_per_gap / 1000, input_ms=input_ms, input_per_step=input_ms / iterations,
                 input_pct=input_ms / window_ms * 100, mean_ms=window_ms / iterations)
 
@@ -261,17 +268,21 @@ def test_markerless_loop_gets_one_step_per_iteration(reports, iterations, wait_m
     assert s["step_time_ms_median"] == approx(e["step_ms"])
     assert s["step_time_ms_mean"] == approx(e["mean_ms"])
     w = cap["window"]
-    assert w["kind"] == "steps"
+    assert w["kind"] == "gpu-span"
     assert w["start_ns"] == e["start"]
     assert w["duration_ms"] == approx(e["window_ms"])
 
     steps = primary(r)
     assert len(steps) == iterations
     for i, st in enumerate(steps):
-        assert st["start_ns"] == e["start"] + round(i * e["step_ms"] * 1e6)
+        assert st["start_ns"] == (e["start"] if i == 0 else e["copy_call"] + round(i * e["step_ms"] * 1e6))
         b = st["breakdown_ms"]
-        assert b["compute"] == approx(1.8) and b["copy"] == approx(0.5) and b["idle_launch"] == approx(0.0056)
-        if i < iterations - 1:
+        assert b["compute"] == approx(1.8) and b["copy"] == approx(0.5)
+        assert b["idle_launch"] == approx(0.0 if i == 0 else 0.0056)
+        if i == 0:
+            assert st["step_time_ms"] == approx(e["step_ms"] - 0.0056)
+            assert b["idle_input"] == approx(e["input_gap_ms"])
+        elif i < iterations - 1:
             assert st["step_time_ms"] == approx(e["step_ms"])
             assert b["idle_input"] == approx(e["input_gap_ms"])
         else:

@@ -260,7 +260,7 @@ def test_nccl_domain_range_never_a_step(tmp_path):
     t = cap.process(pid=100).thread()
     with t.range("step_1"):
         t.cpu(us=10)
-        t.launch("k", us=20)
+        t.launch("k", us=100)   # 100 of the process's 140 us of GPU work: the marker frames it
     t.cpu(us=50)
     for i in (2, 3):
         with t.range(f"step_{i}", domain="NCCL"):   # library domain: never a step
@@ -291,7 +291,11 @@ def test_custom_step_pattern_replaces_default(tmp_path):
     assert d["summary"]["step_count"] == 2
     assert [s["name"] for s in primary_steps(d)] == ["batch-1", "BATCH-2"]
     d2 = run(cap, tmp_path, name="t2.sqlite")
-    assert d2["summary"]["step_count"] == 1
+    # the default pattern matches only ProfilerStep#3, which holds one of the three 20 us kernels
+    # (33.3% of the GPU work, under half): set aside, no steps
+    assert d2["summary"]["step_count"] == 0
+    aside = d2["capture"]["steps_set_aside"]
+    assert aside["count"] == 1 and aside["gpu_work_pct"] == approx(100 / 3, 0.05)
 
 
 def test_start_end_ranges_mark_steps(tmp_path):
@@ -356,17 +360,18 @@ def test_step_end_extended_by_gpu_work_and_step_times(tmp_path):
     # pop at 55000
     d = run(cap, tmp_path)
     s0, s1 = primary_steps(d)
-    # step 0: range end 15000, GPU end 1015000 -> end = 1015000
+    # step 0: range end 15000, its GPU work runs to 1015000, but steps partition the thread's
+    # timeline: it ends where step 1 starts, 50000 (k0's time after that is step 1's)
     assert s0["start_ns"] == T0
     assert s0["range_end_ns"] == T0 + 15_000
-    assert s0["end_ns"] == T0 + 1_015_000
-    assert s0["duration_ms"] == approx(1.015)
-    assert s0["step_time_ms"] == approx(0.05)         # next start 50000 - 0
-    # step 1 (last): step time = end - start = 1115000 - 50000
+    assert s0["end_ns"] == T0 + 50_000
+    assert s0["duration_ms"] == s0["step_time_ms"] == approx(0.05)   # next start 50000 - 0
+    # step 1 (last): to the end of its GPU work, 1115000: step time = 1115000 - 50000
     assert s1["end_ns"] == T0 + 1_115_000
     assert s1["step_time_ms"] == approx(1.065)
     assert s1["duration_ms"] == approx(1.065)
-    assert d["summary"]["step_time_ms_median"] == approx((0.05 + 1.065) / 2)
+    # the median step: the lower of the two (0.05 ms), its time the summary's step time
+    assert d["summary"]["step_time_ms_median"] == approx(0.05)
     assert d["summary"]["kernels_per_step_median"] == approx(1.0)
     assert [s0["kernel_count"], s1["kernel_count"]] == [1, 1]
     # window: first step start (0) -> last step end (1115000)
@@ -376,13 +381,13 @@ def test_step_end_extended_by_gpu_work_and_step_times(tmp_path):
     assert dv["busy_pct"] == approx(1_100_000 / 1_115_000 * 100)
     # only gap [0,15000): 10 us of nothing (short window) + the 5 us launch call -> launch 15 us
     assert_causes(dv["idle_ms_by_cause"], causes(launch=0.015))
-    # time-busy: kernel union inside the step / duration
-    assert s0["time_busy_pct"] == approx(1_000_000 / 1_015_000 * 100)
+    # time-busy: kernel union inside the step / duration: step 0 [0,50000) holds k0's [15000,50000)
+    assert s0["time_busy_pct"] == approx(35_000 / 50_000 * 100)
     assert s1["time_busy_pct"] == approx(100.0)
     # idle before first op: step 0 idle [0,15000); step 1's device is busy (k0) until its op starts
     assert s0["idle_before_first_op_ms"] == approx(0.015)
     assert s1["idle_before_first_op_ms"] == approx(0.0)
-    assert_breakdown(s0, {"compute": 1.0, "idle_launch": 0.015})
+    assert_breakdown(s0, {"compute": 0.035, "idle_launch": 0.015})
     # step 1 [50000,1115000): k0 covers [50000,1015000) + k1 100000 = 1065000
     assert_breakdown(s1, {"compute": 1.065})
 
@@ -745,19 +750,20 @@ def test_gpu_metrics_mean_per_step(tmp_path):
         t.cpu(us=150)                                              # 650000
     d = run(cap, tmp_path)
     s0, s1 = primary_steps(d)
-    # step 0 samples at 100000 (0), 200000 (50), 300000 (50): SM Active mean 100/3
-    # SM Issue = 0.6*SM -> 0,30,30 -> 20; Tensor 0,40,40 -> 26.6667; DRAM read 0.3*SM -> 0,15,15 -> 10
-    assert s0["sm_active_pct"] == approx(100 / 3)
-    assert s0["sm_issue_pct"] == approx(20.0)
-    assert s0["tensor_active_pct"] == approx(80 / 3)
-    assert s0["dram_read_pct"] == approx(10.0)
+    # step 0 ends where step 1 starts: [50000,450000); samples at 100000 (0), 200000 (50),
+    # 300000 (50), 400000 (0): SM Active mean 100/4 = 25; SM Issue = 0.6*SM -> 0,30,30,0 -> 15;
+    # Tensor 0,40,40,0 -> 20; DRAM read 0.3*SM -> 0,15,15,0 -> 7.5
+    assert s0["sm_active_pct"] == approx(25.0)
+    assert s0["sm_issue_pct"] == approx(15.0)
+    assert s0["tensor_active_pct"] == approx(20.0)
+    assert s0["dram_read_pct"] == approx(7.5)
     # step 1 samples at 500000 (0), 600000 (90): mean 45; issue 0,54 -> 27; dram 0,27 -> 13.5
     assert s1["sm_active_pct"] == approx(45.0)
     assert s1["sm_issue_pct"] == approx(27.0)
     assert s1["tensor_active_pct"] == approx(0.0)
     assert s1["dram_read_pct"] == approx(13.5)
-    # next to time-busy: 200000/300000 and 100000/200000
-    assert s0["time_busy_pct"] == approx(200 / 3)
+    # next to time-busy: 200000/400000 and 100000/200000
+    assert s0["time_busy_pct"] == approx(50.0)
     assert s1["time_busy_pct"] == approx(50.0)
 
 
@@ -902,8 +908,9 @@ def test_step_count_is_max_over_step_threads(tmp_path):
     assert d["summary"]["step_count"] == 3
     steps = primary_steps(d)
     assert len(steps) == 5                           # both processes' step threads are primary
-    # median over all primary steps of [0.1, 0.1, 0.1, 0.2, 0.2]
-    assert d["summary"]["step_time_ms_median"] == approx(0.1)
+    # job step times, per index the slower process: index 0 max(0.1, 0.2) = 0.2, index 1 0.2,
+    # index 2 0.1 (pid 100 only); lower median of (0.1, 0.2, 0.2) = 0.2
+    assert d["summary"]["step_time_ms_median"] == approx(0.2)
     assert d["summary"]["kernels_per_step_median"] == approx(1.0)
     # window: first primary step start 0 -> last primary step end 400000
     assert d["capture"]["window"]["end_ns"] == T0 + 400_000
@@ -1246,15 +1253,17 @@ def test_host_sync_clipped_to_window(tmp_path):
     t.launch("k", us=100)                         # [5000,105000]
     t.sync_stream()                               # [5000,107000]
     t.cpu(us=50)                                  # 157000
-    t.launch("k2", us=10)                         # API [157000,162000] GPU [162000,172000]
+    t.launch("k2", us=150)                        # API [157000,162000] GPU [162000,312000]
     t.start_end_range("step_0", T0 + 50_000, T0 + 200_000)
     d = run(cap, tmp_path)
+    # the step holds k2's 150 of 250 us of GPU work (a marker that frames it); its GPU work runs
+    # to 312000, so the window (the step) is [50000,312000) = 262000 ns
     # "union of its blocking sync calls inside the window": [50000,107000] = 57000 ns
     (s,) = primary_steps(d)
     assert s["host_sync_ms"] == approx(0.057)
     (th,) = d["metrics"]["sync"]["host_sync_ms_by_thread"]
     assert th["host_sync_ms"] == approx(0.057)
-    assert th["share_of_window_pct"] == approx(57 / 150 * 100)
+    assert th["share_of_window_pct"] == approx(57 / 262 * 100)
 
 
 def _gpu_metrics_capture() -> Capture:
@@ -1366,9 +1375,9 @@ def test_op_without_launching_call_assigned_by_gpu_start(tmp_path):
     s0, s1 = primary_steps(d)
     # q has no known call: its GPU start 65000 falls in step_1 -> step_1 owns it
     assert [s0["kernel_count"], s1["kernel_count"]] == [1, 2]
-    assert s0["end_ns"] == T0 + 65_000                # end of "long", not of q (85000)
-    assert s0["duration_ms"] == approx(0.065)
-    assert s0["step_time_ms"] == approx(0.05)
+    # steps partition the thread's timeline: step 0 ends where step 1 starts, whatever its GPU work
+    assert s0["end_ns"] == T0 + 50_000
+    assert s0["duration_ms"] == s0["step_time_ms"] == approx(0.05)
     assert s1["end_ns"] == T0 + 105_000
 
 

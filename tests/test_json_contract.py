@@ -10,7 +10,8 @@ from nsysdoc.testing.scenarios import SCENARIOS
 
 from .conftest import analyze_path
 
-SUMMARY_KEYS = ["gpu_busy_pct", "step_count", "step_time_ms_median", "kernel_count", "kernels_per_step_median"]
+SUMMARY_KEYS = ["gpu_busy_pct", "step_count", "step_time_ms_median", "step_time_ms_mean", "kernel_count",
+                "kernels_per_step_median"]
 TOP_KEYS = {"nsysdoc_version", "contract", "source", "capture", "summary", "devices", "steps", "metrics", "findings"}
 
 

@@ -238,3 +238,107 @@ def test_a_sample_finds_the_period_and_every_step_is_still_counted(tmp_path, mon
     r = _result(layered_training(steps=8, layers=6), tmp_path, "layered_sampled")
     (proc,) = r["capture"]["steps_inferred"]["processes"]
     assert proc["period_ops"] == 45 and proc["steps"] == 8
+
+
+# --- issue 44: the iteration period, tiling and one training step (hand examples) -------------
+
+def _loop_tokens(iters: int, copy: bool = True, layers: int = 20):
+    """Tokens of a loop: per iteration [7 (an H2D copy token) if copy] + layers x (1, 2, 3, 4);
+    host pauses: 5,000 µs before each iteration's first launch, 10 µs elsewhere (in ns)."""
+    tok, gap = [], []
+    for _ in range(iters):
+        first = True
+        if copy:
+            tok.append(7)
+            gap.append(5_000_000)
+            first = False
+        for _ in range(layers):
+            for k in (1, 2, 3, 4):
+                tok.append(k)
+                gap.append(5_000_000 if first else 10_000)
+                first = False
+    return np.array(tok), np.array(gap, dtype=np.int64)
+
+
+def test_a_period_holding_the_input_copy_wins_over_the_layer_period():
+    # 10 iterations of 1 copy + 20 x 4 kernels = 81 operations. The base period is the layer, 4:
+    # agreement(4) = positions whose token repeats 4 later = 810 - 4 - 2 x 9 ... ≥ 80%; agreement(81)
+    # = 1.0, and 81 is "about a multiple" of 4 (20 x 4 + 1), so the base period stays 4. The layer
+    # period has no iteration anchor (no token once per 4 is a copy, an optimizer kernel or after a
+    # pause 4x the median pause, 10 µs); 81 has two: the copy (an H2D token) after a 5 ms pause.
+    tok, gap = _loop_tokens(10)
+    base = si.find_period(tok)
+    assert base[0] == 4
+    assert si.iteration_anchor(tok, gap, 4, np.array([7])) is None
+    assert si.iteration_period(tok, gap, base, np.array([7])) == (81, 1.0)
+    assert si.iteration_anchor(tok, gap, 81, np.array([7])) == (7, 5_000_000.0)
+
+
+def test_a_period_after_the_once_per_iteration_pause_wins_without_any_copy():
+    # no copy: per iteration an embedding kernel (token 9, once per iteration, first after the 5 ms
+    # host pause: 500x the 10 µs median pause) and 20 layers of 4 kernels = 81 launches. The base
+    # period is the layer, 4, which has no iteration anchor; 81 does: token 9, after the pause.
+    tok, gap = _loop_tokens(10, copy=False)
+    tok = tok.reshape(10, 80)
+    gap = gap.reshape(10, 80)
+    tok = np.concatenate([np.full((10, 1), 9), tok], axis=1).ravel()
+    gap = np.concatenate([np.full((10, 1), 5_000_000), np.full((10, 80), 10_000)], axis=1).ravel()
+    assert si._pause_candidates(gap, len(tok)) == [81]    # launches after a long pause, 81 apart
+    base = si.find_period(tok)
+    assert base[0] == 4
+    none = np.zeros(0, dtype=np.int64)
+    assert si.iteration_period(tok, gap, base, none) == (81, 1.0)
+    assert si.iteration_anchor(tok, gap, 81, none) == (9, 5_000_000.0)
+    # a loop whose every kernel recurs inside the iteration (no once-per-iteration token) has no
+    # iteration anchor at any period: the base period stays (a limit the glossary states)
+    tok2, gap2 = _loop_tokens(10, copy=False)
+    assert si.iteration_period(tok2, gap2, si.find_period(tok2), none)[0] == 4
+
+
+def test_the_layer_period_stays_when_nothing_marks_an_iteration():
+    # forward_layers_slice-like: every unit of 4 has the same pause; no longer period has an anchor
+    tok = np.array([7, 1, 2, 3] * 12)
+    gap = np.array([1_500_000, 10_000, 10_000, 10_000] * 12, dtype=np.int64)
+    base = si.find_period(tok)
+    assert base == (4, 1.0)
+    assert si.iteration_period(tok, gap, base, np.array([7])) == (4, 1.0)
+
+
+def test_units_tile_the_work_only_when_none_is_over_three_medians_and_they_hold_80_percent():
+    # 11 units of 5 ms and a 12th of 175 ms (a one-step capture cut at its layers): 175 > 3 x 5
+    ok, why = si.tiles(np.array([5e6] * 11 + [175e6]), 100, 100)
+    assert not ok and "175.0 ms, more than 3x the median unit (5.00 ms)" in why
+    # equal units holding 79 of 100 ms of GPU time: under 80%
+    ok, why = si.tiles(np.array([5e6] * 5), 79, 100)
+    assert not ok and "79% of the GPU time" in why
+    assert si.tiles(np.array([5e6, 5e6, 14.9e6]), 80, 100) == (True, None)   # 14.9 <= 3 x 5, 80%
+
+
+def test_one_training_step_is_backward_then_an_optimizer_at_the_end():
+    # 100 launches: backward from 40, optimizer at 90-99 (all in the last 40%, after backward)
+    opt = np.zeros(100, bool)
+    opt[90:] = True
+    bwd = np.zeros(100, bool)
+    bwd[40:88] = True
+    assert si.one_step(opt, bwd)
+    opt2 = opt.copy()
+    opt2[10] = True                     # an optimizer kernel in the first 60%: steps repeat
+    assert not si.one_step(opt2, bwd)
+    assert not si.one_step(opt, np.zeros(100, bool))   # no backward: inference, not training
+
+
+def test_the_markerless_loop_pair_gets_its_iterations_not_its_layers(tmp_path):
+    # the issue's loop: input wait, one H2D copy, then 20 layers of 4 kernels per iteration, 30
+    # iterations: 30 steps of 81 operations (not 600 units of 4), anchored at the copy
+    cap = Capture()
+    t = cap.process(pid=7200).thread()
+    for _ in range(30):
+        t.os_call("poll", us=4000)
+        t.memcpy("HtoD", 4 << 20, pageable=False)
+        for _ in range(20):
+            for name, us in (("gemm_a", 60), ("relu_b", 10), ("gemm_c", 60), ("add_d", 10)):
+                t.launch(name, us)
+    r = _result(cap, tmp_path, "loop")
+    (p,) = r["capture"]["steps_inferred"]["processes"]
+    assert (p["period_ops"], p["steps"], p["anchor"]) == (81, 30, "memcpy HtoD")
+    assert r["summary"]["kernels_per_step_median"] == 80

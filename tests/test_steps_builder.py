@@ -29,4 +29,7 @@ def test_add_ops_returns_the_step_of_each_operation_and_extends_steps():
     assert got.tolist() == [step_of["s0"], step_of["s0"], step_of["s1"], -1, -1]
     steps = b.finish(0, 300)
     t = steps.table.to_pandas().set_index("name")
-    assert t.loc["s0", "end_ns"] == 180 and t.loc["s1", "end_ns"] == 250  # extended by their ops
+    # steps partition their thread's timeline: s0's GPU work runs to 180 but s0 ends where s1
+    # starts (100); s1, the thread's last step, is extended to the end of its op (250)
+    assert t.loc["s0", "end_ns"] == 100 and t.loc["s1", "end_ns"] == 250
+    assert t.loc["s0", "step_time_ns"] == 100 and t.loc["s1", "step_time_ns"] == 150

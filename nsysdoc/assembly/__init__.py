@@ -14,7 +14,7 @@ from .. import __version__
 from ..metrics import host as host_m
 from ..metrics.copies import copy_table_from
 from ..engine.run import nvtx_summary
-from ..metrics.steps import pick_steps
+from ..metrics.steps import job_step_times, pick_steps
 from ..rules.policy import HOST_JUDGE_MIN_WINDOW_MS
 from .capture import _capture, _judgeable
 from .numbers import _median, _num, _records
@@ -55,6 +55,9 @@ def assemble(a: Analysis, res) -> dict:
         setup = _setup_metrics(a, res, devices, extent)
         nvtx = nvtx_summary(res, w0, w1)
         kernel_metrics = kernels_ahead.result()
+    picks = pick_steps(a.steps.table)
+    picked_time = next((r["step_time_ms"] for r in primary if r["step"] == picks[0]), None)
+    job_times = job_step_times([r["index"] for r in primary], [r["step_time_ms"] for r in primary])
     threads_steps = np.unique([r["global_tid"] for r in primary], return_counts=True)[1] if primary \
         else np.zeros(0, np.int64)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]
@@ -64,7 +67,10 @@ def assemble(a: Analysis, res) -> dict:
         "gpu_busy_pct": _num(float(np.mean(busy_vals)) if busy_vals and (
             judgeable or (window_ns or 0) / 1e6 >= HOST_JUDGE_MIN_WINDOW_MS) else None),
         "step_count": int(threads_steps.max()) if len(threads_steps) else 0,
-        "step_time_ms_median": _num(_median([r["step_time_ms"] for r in primary])),
+        # one step time everywhere (report, verdict, diff, job): the job step time, per step
+        # index the slowest process's (one process: its own)
+        "step_time_ms_median": _num(picked_time),
+        "step_time_ms_mean": _num(float(np.mean(job_times))) if len(job_times) else None,
         "kernel_count": kernel_metrics["count"],
         "kernels_per_step_median": _num(_median([r["kernel_count"] for r in primary])),
     }
@@ -79,7 +85,7 @@ def assemble(a: Analysis, res) -> dict:
         "communication": _comm_metrics(devices),
         "host_wait_pct": _host_wait(devices, window_ns),
         "gpu_metrics": {"present": bool(len(t.gpu_metrics))},
-        "step_picks": dict(zip(("median_step", "worst_step"), pick_steps(a.steps.table))),
+        "step_picks": dict(zip(("median_step", "worst_step"), picks)),
         "nvtx": nvtx,
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import capture as capture_m
+from ..trace import schema as S
 from ..metrics.window import MIN_GPU_BUSY_MS, MIN_GPU_OPS, MIN_WINDOW_MS
 from .numbers import _mean, _num
 from .sections import _active, _framing, _setup_ms
@@ -56,11 +57,23 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
     if not t.has_gpu_activity:
         notes.append("no GPU activity: the capture has no kernel, memcpy or memset rows")
     inferred = _steps_inferred(a.steps)
+    aside = _set_aside(a.steps)
+    if aside:
+        notes.append(aside["description"])
     if not a.steps.has_markers:
-        notes.append("no step markers found (NVTX ranges matching the step pattern); the analysis window is the "
-                     "steady-state part of the GPU span (first to last GPU operation), and per-step numbers are absent")
+        why = "; ".join(f"process {r['pid']}: {r['reason']}" if r.get("pid") is not None else r["reason"]
+                        for r in a.steps.not_inferred or [])
+        notes.append("no step markers found (NVTX ranges matching the step pattern)" +
+                     (" and no steps inferred from the repeating GPU work (" + why + ")" if why else "") +
+                     "; the analysis window is the steady-state part of the GPU span (first to last GPU operation), "
+                     "and costs are given in the window, not per step")
     elif inferred:
         notes.append("no step markers found (NVTX ranges matching the step pattern): " + inferred["description"])
+    elif a.steps.found_by == "name":
+        names = sorted({S.fold_nvtx_text(str(x)) for x in np.asarray(a.steps.primary["name"], dtype=object)})
+        notes.append("no range matches the step pattern; the steps are the repeating ranges named like steps: " +
+                     ", ".join(repr(n) for n in names[:3]) + (" …" if len(names) > 3 else "") +
+                     " (--step-marker REGEX chooses others)")
     for kind, label in (("cuda_api", "CUDA API"), ("nvtx", "NVTX"), ("osrt", "OS runtime")):
         if kind in t.not_recorded:
             notes.append(f"{t.not_recorded[kind]} not recorded: the {t.source_label} does not record them")
@@ -72,7 +85,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         if d["reason"].startswith("no timestamps"):
             continue  # CUPTI writes such rows in normal captures; counted in dropped_rows only
         notes.append(f"{d['rows']:,} row(s) of {d['table']} ignored: {d['reason']}")
-    kind = "steps" if a.steps.has_markers and not inferred else ("steady-state" if a.excluded else "gpu-span")
+    kind = "steps" if a.steps.source == "markers" else ("steady-state" if a.excluded else "gpu-span")
     excluded = []
     for x in a.excluded:
         item = {**x, "duration_ms": _num((x["end_ns"] - x["start_ns"]) / 1e6)}
@@ -99,6 +112,12 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         # where the steps come from: "markers", "inferred" (from the repeating GPU work) or None
         "step_source": a.steps.source if a.steps.has_markers else None,
         "steps_inferred": inferred,
+        # step markers set aside because they hold too little of the GPU work, else null
+        "steps_set_aside": aside,
+        # how marked steps were found: "pattern" (the step pattern) or "name" (step-like ranges)
+        "steps_found_by": a.steps.found_by if a.steps.source == "markers" else None,
+        # without steps: why none were inferred, per process
+        "steps_not_inferred": list(a.steps.not_inferred or []) if not a.steps.has_markers else [],
         "step_pattern": a.step_pattern,
         "gpu_activity": t.has_gpu_activity,
         "profiler_overhead_pct": _num(capture_m.overhead_pct(t.overhead, w0, w1)),
@@ -109,6 +128,19 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         "device_count": int(len(t.devices)),
         "process_count": int(len(t.processes)),
     }
+
+
+def _set_aside(steps) -> dict | None:
+    """``capture.steps_set_aside``: the step markers not used because the GPU work launched inside
+    them is under half of the capture's (``nsysdoc.engine.plan.MARKER_MIN_GPU_SHARE``)."""
+    x = getattr(steps, "set_aside", None)
+    if not x:
+        return None
+    names = ", ".join(repr(n) for n in x["names"])
+    return {**x, "description": (
+        f"the {x['count']:,} step marker(s) ({names}) cover {x['duration_ms']:,.3f} ms and hold only "
+        f"{x['gpu_work_pct']:.1f}% of their processes' GPU work (launched inside them), so they do not frame the "
+        "GPU work and were set aside: the analysis window is the GPU span")}
 
 
 def _steps_inferred(steps) -> dict | None:
@@ -122,12 +154,19 @@ def _steps_inferred(steps) -> dict | None:
         groups.setdefault((p["period_ops"], p["anchor"], p["unit"]), []).append(p)
     parts = []
     for (period, anchor, unit_kind), ps in groups.items():
+        where = "" if len(info["processes"]) == 1 else (
+            f"in process {ps[0]['pid']}, " if len(ps) == 1 else f"in each of processes {', '.join(str(p['pid']) for p in ps)}, ")
+        if ps[0].get("one_step"):
+            parts.append(f"{where}the GPU work does not repeat in smaller units, but it runs forward, backward "
+                         f"and optimizer kernels once ({period:,} operations on the launching thread): the capture "
+                         "holds one training step")
+            continue
         unit = ("" if unit_kind == "training step" else
                 "; it runs no optimizer or backward kernel, so it may be one model layer or block rather than a "
                 "whole training step")
-        where = "" if len(info["processes"]) == 1 else (
-            f"in process {ps[0]['pid']}, " if len(ps) == 1 else f"in each of processes {', '.join(str(p['pid']) for p in ps)}, ")
         steps = "/".join(f"{p['steps']:,}" for p in ps)
+        cold = (" (a first, cold unit more than 3x as long as the others is left out)"
+                if any(p.get("cold_first_unit") for p in ps) else "")
         match = min(p["match_pct"] for p in ps)
         gap = float(np.median([p["anchor_gap_ms"] for p in ps]))
         cover = min(p["ops_covered_pct"] for p in ps)
@@ -135,6 +174,7 @@ def _steps_inferred(steps) -> dict | None:
                      f"({match:.0f}% of positions match one period later); {steps} steps were inferred, each "
                      f"starting at a launch of {anchor[:80]} (of the operations launched once per unit, the "
                      f"one after the longest host pause: median {gap:,.2f} ms), "
-                     f"covering {cover:.0f}%{' or more' if len(ps) > 1 else ''} of that thread's GPU operations{unit}")
+                     f"covering {cover:.0f}%{' or more' if len(ps) > 1 else ''} of that thread's GPU operations"
+                     f"{cold}{unit}")
     return {**info, "description": "steps were inferred from the repeating GPU work: " + "; ".join(parts) +
             ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}

@@ -76,6 +76,12 @@ class Plan:
     timelines: dict = field(default_factory=dict)
     #: operator / module / frame attribution (:mod:`nsysdoc.engine.attribute`), None without ranges
     attr: object = None
+    #: set-up phase ranges (start, end, folded text: ``schema.PHASE_NVTX``) and the first kernel's
+    #: start, for the steady-state window's phase framing
+    phase_ranges: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dtype=object))
+    #: ranges around the measured loop (start, end, folded text: ``schema.LOOP_NVTX``)
+    loop_ranges: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dtype=object))
+    first_kernel_ns: int | None = None
 
     @property
     def window(self) -> tuple[int | None, int | None]:
@@ -86,7 +92,7 @@ class Plan:
         return list(zip(edges[:-1], edges[1:]))
 
 
-def _nvtx_scan(trace, pattern) -> dict:
+def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
     """Step-marker rows, DataLoader ranges and set-up ranges, from one pass over the NVTX blocks.
     The text tests run once per text group (:mod:`nsysdoc.trace.nvtx_text`: texts that differ
     only in PyTorch's per-call fields, which hold no DataLoader or set-up word; a step marker is
@@ -98,9 +104,15 @@ def _nvtx_scan(trace, pattern) -> dict:
         else np.zeros(1, dtype=bool)
     gtexts = trace.nvtx_groups
     g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gtexts], dtype=bool)
+    # step-like ranges the pattern does not match ("Warm-up Step 3", "train_step"): steps when
+    # nothing matches the default pattern (make_plan); never set-up, whatever their text says
+    g_auto = np.array([S.is_step_like(v) for v in gtexts], dtype=bool) & ~g_step if auto else \
+        np.zeros(len(gtexts), dtype=bool)
     g_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gtexts], dtype=bool)
     g_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gtexts], dtype=bool)
-    steps, loader, setup, tune, host = [], [], [], [], []
+    g_phase = np.array([S.PHASE_NVTX.search(v) is not None for v in gtexts], dtype=bool)
+    g_loop = np.array([S.LOOP_NVTX.search(v) is not None and "::" not in v for v in gtexts], dtype=bool) & ~g_step
+    steps, auto_steps, loader, setup, tune, host, phase, loop = [], [], [], [], [], [], [], []
     dom_names = [str(d) for d in doms] if len(doms) else [""]
     # many ranges: attribution reads them per slice; this pass keeps only what is global
     collector = Collector(trace, g_step, lib, len(doms) > 0) if t is not None and use_sliced(trace) else None
@@ -113,7 +125,8 @@ def _nvtx_scan(trace, pattern) -> dict:
         grp = blk["text_group"].astype(np.int64)
         flags = blk["call_flags"]
         decorated = (flags & FLAG_DECORATED) != 0
-        m_step, m_dl, m_set = g_step[grp], g_dl[grp], g_set[grp]
+        m_step, m_dl, m_auto = g_step[grp], g_dl[grp], g_auto[grp]
+        m_set = g_set[grp] & ~m_step & ~m_auto
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
 
@@ -133,6 +146,11 @@ def _nvtx_scan(trace, pattern) -> dict:
                           "name": np.array([gtexts[g].strip() if d else gtexts[g]
                                             for g, d in zip(grp[sel].tolist(), decorated[sel].tolist())], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
+        sel = np.flatnonzero(is_range & ~lib_row & m_auto)
+        if len(sel):
+            auto_steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
+                               "name": np.array([gtexts[g].strip() for g in grp[sel].tolist()], dtype=object),
+                               "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
         # host ranges for attribution: push/pop ranges (nested per thread) that are not step markers
         # (library domains -- NCCL, cuDNN, cuBLAS... -- are neither operators nor modules)
         sel = np.flatnonzero(is_range & np.isin(blk["event_type"], S.NVTX_PUSHPOP_TYPES) & ~m_step & ~lib_row)
@@ -148,6 +166,14 @@ def _nvtx_scan(trace, pattern) -> dict:
         sel = np.flatnonzero(is_range & m_dl)
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
+        sel = np.flatnonzero(is_range & ~lib_row & g_phase[grp] & ~m_step & ~m_auto)
+        if len(sel):
+            phase.append((s[sel].astype(np.int64), e[sel].astype(np.int64),
+                          np.array([S.fold_nvtx_text(gtexts[g]) for g in grp[sel].tolist()], dtype=object)))
+        sel = np.flatnonzero(is_range & ~lib_row & g_loop[grp] & ~g_phase[grp])
+        if len(sel):
+            loop.append((s[sel].astype(np.int64), e[sel].astype(np.int64),
+                         np.array([S.fold_nvtx_text(gtexts[g]) for g in grp[sel].tolist()], dtype=object)))
         sel = np.flatnonzero(is_range & m_set)
         if len(sel):
             tune.append((blk["thread"][sel], s[sel], e[sel]))
@@ -159,17 +185,23 @@ def _nvtx_scan(trace, pattern) -> dict:
                 folded[i] = S.fold_nvtx_text(v)
             setup.append((blk["thread"][sel], s[sel], e[sel], np.array(folded, dtype=object)))
     cat = lambda parts, k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)  # noqa: E731
-    ranges = Columns({k: np.concatenate([p[k] for p in steps]) for k in steps[0]}) if steps else Columns(
-        {"global_tid": np.zeros(0, np.int64), "name": np.zeros(0, object), "start_ns": np.zeros(0, np.int64),
-         "range_end_ns": np.zeros(0, np.int64)})
+    empty = {"global_tid": np.zeros(0, np.int64), "name": np.zeros(0, object), "start_ns": np.zeros(0, np.int64),
+             "range_end_ns": np.zeros(0, np.int64)}
+    ranges = Columns({k: np.concatenate([p[k] for p in steps]) for k in steps[0]}) if steps else Columns(empty)
+    auto_ranges = Columns({k: np.concatenate([p[k] for p in auto_steps]) for k in auto_steps[0]}) if auto_steps \
+        else Columns(empty)
     tuning = None
     if tune:
         tuning = iv.union(cat(tune, 0), cat(tune, 1), cat(tune, 2))
-    return {"ranges": outermost_ranges(ranges),
+    return {"ranges": outermost_ranges(ranges), "auto_ranges": outermost_ranges(auto_ranges),
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
-            "tuning": tuning, "host": host, "collector": collector}
+            "tuning": tuning, "host": host, "collector": collector,
+            "phase": (cat(phase, 0), cat(phase, 1),
+                      np.concatenate([p[2] for p in phase]) if phase else np.zeros(0, dtype=object)),
+            "loop": (cat(loop, 0), cat(loop, 1),
+                     np.concatenate([p[2] for p in loop]) if loop else np.zeros(0, dtype=object))}
 
 
 def _gpu_tables(trace) -> list:
@@ -182,21 +214,29 @@ def _gpu_tables(trace) -> list:
     return out
 
 
-def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) -> tuple[np.ndarray, np.ndarray]:
+def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) -> tuple:
     """One pass over the GPU tables: the steps are extended to the end of the GPU work launched in
-    them, and each step's device (most operations, then most GPU time) and first operation's start."""
+    them, and each step's device (most operations, then most GPU time) and first operation's start.
+    Returns ``(step_dev, step_first, held, total)``: ``held`` the GPU work launched inside the
+    primary steps and ``total`` all GPU work of the processes that have primary steps, as
+    ``(summed time ns, operation count)`` pairs."""
     step_dev = np.full(nsteps, -1, dtype=np.int64)
     step_first = np.full(nsteps, -1, dtype=np.int64)
     # step markers: steps last until the GPU work launched in them ends, and each has a device
     st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
     st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
     st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
+    total_ns = total_n = 0
+    marked = np.array(sorted(builder.by_proc), dtype=np.int64) if builder.has else None
     for t in tables:
         for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"], ahead=True):
             s, e = b["start_ns"], b["end_ns"]
             dev, proc = b["device"].astype(np.int64), b["proc"]
             when = np.where(b["api"] >= 0, b["api_start_ns"], s)
             k = builder.add_ops(proc, when, e)
+            mine = np.isin(proc, marked) if marked is not None else np.ones(len(s), dtype=bool)
+            total_ns += int((e - s)[mine].sum())
+            total_n += int(mine.sum())
             ok = np.flatnonzero(k >= 0)
             if len(ok):
                 # one flat index into the (step, device) tables: ufunc.at with a pair of index
@@ -212,13 +252,35 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) ->
             if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
         step_dev = np.where(any_op, best, -1)
         step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
-    return step_dev, step_first
+    return step_dev, step_first, (int(st_d.sum()), int(st_n.sum())), (total_ns, total_n)
+
+
+#: Step markers are trusted only when the GPU work launched inside them is at least this share of
+#: GPU work of the processes that have them (summed operation time; operation count when every operation is empty).
+MARKER_MIN_GPU_SHARE = 0.5
+
+
+def _markers(nv: dict) -> tuple[Columns, str]:
+    """The step ranges to use and how they were found: the ranges matching the step pattern
+    ("pattern"), else step-like ranges that repeat on their thread ("name": glossary "Step-like
+    ranges"), else none."""
+    if len(nv["ranges"]):
+        return nv["ranges"], "pattern"
+    auto = nv.get("auto_ranges")
+    if auto is None or not len(auto):
+        return nv["ranges"], "pattern"
+    gtid = np.asarray(auto["global_tid"], dtype=np.int64)
+    threads, count = np.unique(gtid, return_counts=True)
+    keep = np.isin(gtid, threads[count >= 2])  # a step repeats
+    return auto.take(keep), "name"
 
 
 def make_plan(trace, pattern) -> Plan:
-    nv = _nvtx_scan(trace, pattern)
+    nv = _nvtx_scan(trace, pattern, auto=pattern.pattern == S.DEFAULT_STEP_PATTERN)
     ndev = len(trace.devices)
-    builder = StepBuilder(nv["ranges"], np.asarray(trace.processes["global_pid"], dtype=np.int64))
+    pkeys = np.asarray(trace.processes["global_pid"], dtype=np.int64)
+    marker_ranges, found_by = _markers(nv)
+    builder = StepBuilder(marker_ranges, pkeys)
     tables = _gpu_tables(trace)
     n_ops = sum(len(t) for t in tables)
     lo_all = min((int(t._smin.min()) for t in tables), default=None)
@@ -226,24 +288,49 @@ def make_plan(trace, pattern) -> Plan:
     dev_min = np.full(max(ndev, 1), POS, dtype=np.int64)
     dev_max = np.full(max(ndev, 1), NEG, dtype=np.int64)
     dev_n = np.zeros(max(ndev, 1), dtype=np.int64)
-    inferred = None
-    if not builder.has and tables:
-        # no step markers: steps from the repeating GPU work, when it repeats (engine/infer.py)
-        ranges, inferred = infer_steps(trace, tables)
-        if ranges is not None:
-            builder = StepBuilder(outermost_ranges(ranges), np.asarray(trace.processes["global_pid"], dtype=np.int64))
     nsteps = len(builder.df) if builder.has else 0
     step_dev = np.full(nsteps, -1, dtype=np.int64)
     step_first = np.full(nsteps, -1, dtype=np.int64)
+    set_aside = None
     if builder.has:
-        step_dev, step_first = _step_devices(builder, tables, ndev, nsteps)
+        step_dev, step_first, held, total = _step_devices(builder, tables, ndev, nsteps)
+        share = (held[0] / total[0]) if total[0] > 0 else (held[1] / total[1]) if total[1] > 0 else None
+        if share is not None and share < MARKER_MIN_GPU_SHARE:
+            # markers that hold too little of the GPU work frame nothing: set aside, said in the
+            # capture-quality finding, and the capture is read as one without markers
+            prim = np.asarray(builder.df["primary"], dtype=bool)
+            names = [S.fold_nvtx_text(str(x)) for x in np.asarray(builder.df["name"], dtype=object)[prim]]
+            set_aside = {"count": int(prim.sum()), "names": sorted(set(names))[:3], "found_by": found_by,
+                         "gpu_work_pct": round(share * 100, 1),
+                         "duration_ms": round(float(np.sum(np.asarray(builder.df["range_end_ns"])[prim]
+                                                           - np.asarray(builder.df["start_ns"])[prim])) / 1e6, 4)}
+            builder = StepBuilder(marker_ranges.take(np.zeros(len(marker_ranges), dtype=bool)), pkeys)
+            nsteps = 0
+            step_dev = np.full(0, -1, dtype=np.int64)
+            step_first = np.full(0, -1, dtype=np.int64)
+    inferred = not_inferred = None
+    if not builder.has and tables:
+        # no step markers: steps from the repeating GPU work, when it repeats in units that tile
+        # it (engine/infer.py); else why not
+        ranges, inferred = infer_steps(trace, tables)
+        if ranges is None:
+            inferred, not_inferred = None, inferred
+        else:
+            builder = StepBuilder(outermost_ranges(ranges), pkeys)
+            nsteps = len(builder.df) if builder.has else 0
+            step_dev, step_first, _held, _total = _step_devices(builder, tables, ndev, nsteps)
     steps = builder.finish(lo_all, hi_all)
     steps.source = "markers" if steps.has_markers and inferred is None else ("inferred" if inferred else None)
     steps.inferred = inferred
+    steps.found_by = found_by if steps.source == "markers" else None
+    steps.set_aside = set_aside
+    steps.not_inferred = (not_inferred or {}).get("rejected") or None
     if inferred:
         # inferred steps are an estimate laid over the capture: the window stays the one without
-        # markers (the GPU span, trimmed to its steady state by the run), so no window number moves
+        # markers (the GPU span, trimmed to its steady state by the run; steps outside it are then
+        # not counted), so no window number moves
         steps.window_start_ns, steps.window_end_ns = lo_all, hi_all
+        _inside_span(steps, lo_all)
     span = (lo_all, hi_all) if n_ops else (None, None)
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,
@@ -251,11 +338,30 @@ def make_plan(trace, pattern) -> Plan:
                 tuning=nv["tuning"],
                 setup_launch=np.asarray(trace.derived.get("setup_launch", np.zeros(0, np.int64)), dtype=np.int64),
                 bounds=_bounds(trace))
+    plan.phase_ranges = nv["phase"]
+    plan.loop_ranges = nv["loop"]
+    kt = next((t for t in tables if t.name == "kernels"), None)
+    plan.first_kernel_ns = int(kt._smin.min()) if kt is not None and len(kt) else None
     plan.timelines = timeline_windows(trace, plan, *plan.window)
     # its blocks are freed as it reads them
     plan.attr = build_attributor(trace, nv.pop("host"), nv.pop("collector"), plan.bounds)
     _first_call_setup(trace, plan)
     return plan
+
+
+def _inside_span(steps: Steps, lo: int | None) -> None:
+    """An inferred step's time starts no earlier than the first GPU operation (the window without
+    markers starts there; a first unit's launch call comes a few microseconds before): its
+    ``start_ns`` is moved there, while its operations still count from its launch call
+    (``launch_start_ns``, read by :func:`nsysdoc.metrics.steps.assign_ops_to_steps`)."""
+    st = steps.table
+    if lo is None or not len(st):
+        return
+    s0 = np.asarray(st["start_ns"], dtype=np.int64)
+    s1 = np.maximum(s0, lo)
+    if (s1 != s0).any():
+        e = np.maximum(np.asarray(st["end_ns"], dtype=np.int64), s1)
+        steps.table = st.assign(launch_start_ns=s0, start_ns=s1, end_ns=e, step_time_ns=e - s1)
 
 
 #: An operator's first call is set-up when set-up launches cover at least this share of it.

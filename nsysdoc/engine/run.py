@@ -13,7 +13,7 @@ from ..metrics.window import (IDLE_EDGE_MAX_WORK_PCT, IDLE_EDGE_MIN_PCT, MIN_GPU
                               MIN_WINDOW_MS, SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT, STEADY_MAX_SETUP_PCT)
 from ..trace.store import Releaser, release_memory
 from .data import NEG, POS, Ops
-from .plan import Plan, middle_window
+from .plan import Plan, middle_window, timeline_windows
 from .slices import (Carry, Context, Global, Prepared, SliceState, Window, global_totals, host_range, next_carry,
                      phase_a, prepare, window_totals)
 
@@ -117,13 +117,22 @@ def run(trace, plan: Plan) -> Result:
     glob.merged_total = carry.merged_busy
     w0, w1 = ctx.w0, ctx.w1
     excluded: list = []
-    if ctx.active and plan.steps.source != "markers":
+    if ctx.active and plan.steps.source != "markers":  # marked steps are the window
         t0, t1, excluded = _steady(ctx, glob, gap_total, w0, w1)
         if excluded:
             new = _rerun(ctx, spans, carries, parts, t0, t1)
             if _enough_work(new, t0, t1):
                 parts, w0, w1 = new, t0, t1
                 plan.steps.window_start_ns, plan.steps.window_end_ns = t0, t1
+                if _steps_inside(plan, t0, t1):
+                    # the median or worst step may have changed: capture the steps now picked
+                    tl = timeline_windows(trace, plan, t0, t1)
+                    for k, v in tl.items():
+                        if k not in caps or (caps[k].start, caps[k].end) != (v[0], v[1]):
+                            cap = Capture(v[0], v[1])
+                            _recapture(ctx, spans, carries, cap)
+                            caps[k] = cap
+                    plan.timelines = tl
                 if "middle" in caps:
                     a, b = middle_window(trace, plan, t0, t1)
                     cap = Capture(a, b)
@@ -230,6 +239,20 @@ def _device_stats(plan: Plan, ops: Ops) -> None:
     plan.dev_ops += np.bincount(dev, minlength=plan.ndev)[:plan.ndev]
 
 
+def _steps_inside(plan: Plan, t0: int, t1: int) -> bool:
+    """Inferred steps not wholly inside the trimmed window ``[t0, t1]`` are no longer primary: no
+    per-step number counts time outside the window."""
+    st = plan.steps.table
+    if not len(st):
+        return
+    inside = (np.asarray(st["start_ns"], np.int64) >= t0) & (np.asarray(st["end_ns"], np.int64) <= t1)
+    prim = np.asarray(st["primary"], dtype=bool)
+    if (prim & ~inside).any():
+        plan.steps.table = st.assign(primary=prim & inside)
+        return True
+    return False
+
+
 def _rerun(ctx: Context, spans: list, carries: list, parts: list, t0: int, t1: int) -> list:
     """Window totals for the window ``[t0, t1)``: slices wholly inside keep theirs, slices wholly
     outside have none, the others run again from their saved carry."""
@@ -274,16 +297,52 @@ def _enough_work(parts: list, lo: int, hi: int) -> bool:
     return float(busy.mean()) / 1e6 >= MIN_GPU_BUSY_MS
 
 
+#: A set-up phase before the first kernel is left out of the window from this length (ns) and
+#: share of the GPU span (%)
+PHASE_MIN_NS = 1_000_000
+PHASE_MIN_PCT = 5.0
+
+
 def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tuple[int, int, list]:
     """The steady-state window (definition: ``nsysdoc.metrics.window``) from what the slices
     recorded: ``(start, end, excluded)``, ``excluded`` listing ``{"kind", "start_ns", "end_ns"}``."""
     excluded: list[dict] = []
+    if w1 - w0 <= 0:
+        return w0, w1, excluded
+    # a set-up phase before the first kernel: copies alone (weights or data uploaded before any
+    # kernel runs), or an NVTX range named like a set-up phase (init_model, setup, load_weights)
+    # that starts before it: framing, not the steady state
+    k0 = ctx.plan.first_kernel_ns
+    if k0 is not None and k0 - w0 >= max(PHASE_MIN_NS, PHASE_MIN_PCT / 100 * (w1 - w0)) and k0 < w1:
+        excluded.append({"kind": "copies before the first kernel", "start_ns": w0, "end_ns": int(k0)})
+    ps, pe, ptext = ctx.plan.phase_ranges
+    if k0 is not None and len(ps):
+        ok = np.flatnonzero((ps < k0) & (pe > w0) & (pe < w1))
+        if len(ok):
+            j = ok[np.argmax(pe[ok])]
+            if pe[j] - w0 >= PHASE_MIN_NS:
+                excluded.append({"kind": "set-up phase", "start_ns": w0, "end_ns": int(pe[j]), "text": str(ptext[j])})
+    # a range around the measured loop (benchmark_loop, train) that starts later and lasts at least
+    # half of what follows its start: what comes before it (warm-up iterations, set-up) is framing
+    ls, le, ltext = ctx.plan.loop_ranges
+    if len(ls):
+        ok = np.flatnonzero((ls - w0 >= max(PHASE_MIN_NS, PHASE_MIN_PCT / 100 * (w1 - w0))) & (ls < w1)
+                            & (np.minimum(le, w1) - ls >= 0.5 * (w1 - ls)))
+        if len(ok):
+            j = ok[np.argmin(ls[ok])]  # the outermost: the earliest start
+            excluded.append({"kind": "before the loop range", "start_ns": w0, "end_ns": int(ls[j]),
+                             "text": str(ltext[j])})
+    if excluded:
+        cut = max(x["end_ns"] for x in excluded)
+        excluded = [max(excluded, key=lambda x: (x["end_ns"], x["kind"] != "copies before the first kernel"))]
+        excluded[0]["end_ns"] = cut
+        w0 = cut
     span = w1 - w0
     if span <= 0 or gap_total == 0:
         return w0, w1, excluded
     t0, t1 = w0, w1
     thr = max(SETUP_GAP_MIN_NS, SETUP_GAP_MIN_PCT / 100 * span)
-    early = [g for g in glob.setup_gaps if g[2] >= thr and g[0] < w0 + span // 2]
+    early = [g for g in glob.setup_gaps if g[2] >= thr and w0 <= g[0] < w0 + span // 2]
     if early:
         end = max(g[1] for g in early)
         ndev = ctx.ndev

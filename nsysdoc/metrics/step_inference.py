@@ -39,6 +39,17 @@ MIN_COVERAGE = 0.5
 ANCHOR_REGULAR = 0.8
 LAST_STEP_SHARE = 0.9
 MAX_CANDIDATES = 64
+#: An anchor whose median host pause is this many times the thread's median pause between launches
+#: follows a once-per-iteration pause (input, logging, optimizer bookkeeping)
+PAUSE_RATIO = 4.0
+#: Units tile the GPU work only when no unit (but a cold first one) is longer than this many
+#: median units ...
+MAX_UNIT_RATIO = 3.0
+#: ... and the GPU work launched inside the units is at least this share of the process's (the
+#: GPU work before its first kernel -- an upload of weights or inputs -- left out)
+MIN_GPU_SHARE = 0.8
+#: One training step: the optimizer kernels all lie in the last this-share of the launches
+ONE_STEP_OPTIMIZER_TAIL = 0.4
 #: operations of one launch thread read to find the period (the rest are only counted)
 SAMPLE_OPS = 2_000_000
 
@@ -117,6 +128,90 @@ def find_period(tokens: np.ndarray) -> tuple[int, float] | None:
             return None
         return p, a
     return None
+
+
+def _pause_candidates(gap_before_ns: np.ndarray, m: int) -> list[int]:
+    """Periods suggested by the long host pauses: the median distance between successive launches
+    that follow a pause of ``PAUSE_RATIO`` times the median pause or more (3 of them at least)."""
+    gap = np.asarray(gap_before_ns, dtype=np.float64)
+    if len(gap) < 2:
+        return []
+    med = float(np.median(gap[1:]))
+    pos = np.flatnonzero(gap > PAUSE_RATIO * max(med, 1.0))
+    pos = pos[pos > 0]
+    if len(pos) < MIN_REPEATS:
+        return []
+    p = int(np.median(np.diff(pos)))
+    return [p] if MIN_PERIOD_OPS <= p <= m // MIN_REPEATS else []
+
+
+def iteration_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int,
+                     iteration_tokens: np.ndarray) -> tuple[int, float] | None:
+    """``(token, median host pause ns)`` of a token that occurs once per ``period`` (as in
+    :func:`pick_anchor`) and marks an iteration: an input copy or optimizer kernel (a token in
+    ``iteration_tokens``), or one whose median host pause before it is ``PAUSE_RATIO`` times the
+    thread's median pause or more. Of several, the one after the longest pause. None when no
+    token marks an iteration at this period."""
+    tokens = np.asarray(tokens)
+    gap = np.asarray(gap_before_ns, dtype=np.float64)
+    med = float(np.median(gap[1:])) if len(gap) > 1 else 0.0
+    marks = set(np.asarray(iteration_tokens).tolist())
+    best = None
+    for tok, pos in _repeated(tokens):
+        if np.mean(np.diff(pos) == period) < ANCHOR_REGULAR:
+            continue
+        g = float(np.median(gap[pos]))
+        if tok not in marks and not g >= PAUSE_RATIO * max(med, 1.0):
+            continue
+        key = (g, -int(pos[0]))
+        if best is None or key > best[0]:
+            best = (key, tok, g)
+    return (best[1], best[2]) if best else None
+
+
+def iteration_period(tokens: np.ndarray, gap_before_ns: np.ndarray, base: tuple[int, float],
+                     iteration_tokens: np.ndarray) -> tuple[int, float]:
+    """The period of whole iterations: the smallest period, from ``base`` (:func:`find_period`)
+    up, that agrees on ``MIN_AGREEMENT`` of the positions and has an iteration anchor
+    (:func:`iteration_anchor`): a longer period that holds the once-per-iteration host pause, the
+    input copy or the optimizer wins over its divisors (layers). ``base`` when none has one."""
+    tokens = np.asarray(tokens)
+    p0 = base[0]
+    if iteration_anchor(tokens, gap_before_ns, p0, iteration_tokens) is not None:
+        return base
+    cands = sorted({q for q in _candidates(tokens) + _pause_candidates(gap_before_ns, len(tokens)) if q > p0})
+    for q in cands:
+        a = agreement(tokens, q)
+        if a >= MIN_AGREEMENT and iteration_anchor(tokens, gap_before_ns, q, iteration_tokens) is not None:
+            return q, a
+    return base
+
+
+def tiles(unit_ns: np.ndarray, gpu_in_ns: int, gpu_total_ns: int) -> tuple[bool, str | None]:
+    """Whether units of these lengths tile the GPU work: no unit longer than ``MAX_UNIT_RATIO``
+    median units (the first may be: a cold first iteration, dropped by the caller) and the GPU work
+    launched inside them at least ``MIN_GPU_SHARE`` of all. ``(ok, why not)``."""
+    u = np.asarray(unit_ns, dtype=np.float64)
+    if not len(u):
+        return False, "no unit"
+    med = float(np.median(u))
+    if med <= 0 or float(u.max()) > MAX_UNIT_RATIO * med:
+        i = int(np.argmax(u))
+        return False, (f"one unit lasts {u[i] / 1e6:,.1f} ms, more than {MAX_UNIT_RATIO:g}x the median unit "
+                       f"({med / 1e6:,.2f} ms), so the repeating units do not tile the GPU work")
+    if gpu_total_ns > 0 and gpu_in_ns < MIN_GPU_SHARE * gpu_total_ns:
+        return False, (f"the repeating units hold {gpu_in_ns / gpu_total_ns * 100:.0f}% of the GPU time (at least "
+                       f"{MIN_GPU_SHARE * 100:.0f}% needed)")
+    return True, None
+
+
+def one_step(is_optimizer: np.ndarray, is_backward: np.ndarray) -> bool:
+    """A launch sequence that is one training step: optimizer kernels that all come in its last
+    ``ONE_STEP_OPTIMIZER_TAIL`` share, after a backward kernel (forward, backward, optimizer once)."""
+    opt = np.flatnonzero(np.asarray(is_optimizer, dtype=bool))
+    bwd = np.flatnonzero(np.asarray(is_backward, dtype=bool))
+    m = len(is_optimizer)
+    return bool(len(opt) and len(bwd) and m and opt[0] >= (1 - ONE_STEP_OPTIMIZER_TAIL) * m and bwd[0] < opt[0])
 
 
 def pick_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int) -> tuple[int, float] | None:

@@ -9,9 +9,15 @@ Definitions (also in ``docs/glossary.md``):
   steps is the **step thread**; GPU work of that process is assigned to its steps.
 * A GPU operation belongs to a step when the API call that launched it starts inside the step's
   NVTX range (any thread of the same process).
-* **Step end** = the later of the range end and the end of the last GPU operation of the step.
-* **Step time** = start of the next step on the same thread − start of this step; for the last
-  step of a thread, step end − step start.
+* Steps **partition** their thread's timeline: a step ends where the next step on the same thread
+  starts (GPU work launched in it that runs later counts in the next step's time: no GPU time
+  belongs to two steps); the thread's last step ends at the later of its range end and the end of
+  the last GPU operation launched in it.
+* **Step time** = step end − step start (= start of the next step − start of this one, except
+  for a thread's last step). The step breakdown splits exactly this interval.
+* **Job step time** of a step index: the longest step time of that index over the processes'
+  primary steps (a data-parallel step ends when its slowest rank does); the summary's step time,
+  the diff and the job view use it (:func:`job_step_times`).
 * **Analysis window**: from the first step start to the last step end over all step threads;
   without step markers, from the first GPU operation start to the last GPU operation end.
 """
@@ -81,6 +87,12 @@ class Steps:
     source: str | None = None
     #: what inferred steps were inferred from (``capture.steps_inferred``), else None
     inferred: dict | None = None
+    #: how marked steps were found: "pattern" (the step pattern) or "name" (step-like ranges)
+    found_by: str | None = None
+    #: step markers set aside for holding too little of the GPU work (``capture.steps_set_aside``)
+    set_aside: dict | None = None
+    #: without steps: why no steps were inferred, per process (``{"pid", "reason"}``)
+    not_inferred: list | None = None
 
     @property
     def primary(self) -> Columns:
@@ -181,12 +193,15 @@ class StepBuilder:
             empty = Columns({c: np.zeros(0, dtype=t) for c, t in _EMPTY_STEPS})
             return Steps(empty, op_start_min, op_end_max, False)
         df = self.df
-        end = self.end
         start = df["start_ns"]
         gtid = df["global_tid"]
         nxt = np.append(start[1:], -1)
         same = np.append(gtid[1:] == gtid[:-1], False)
-        table = df.assign(end_ns=end, step_time_ns=np.where(same, nxt - start, end - start))
+        # steps partition their thread's timeline: a step lasts until the next one starts (its GPU
+        # work running later belongs to that step's time, never to two steps); the last one until
+        # its range or its GPU work ends, whichever is later
+        end = np.where(same, nxt, self.end)
+        table = df.assign(end_ns=end, step_time_ns=end - start)
         prim = table["primary"]
         w0, w1 = int(start[prim].min()), int(end[prim].max())
         return Steps(table.select(_STEP_COLUMNS), w0, w1, True)
@@ -218,9 +233,12 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
     out = np.full(len(op_proc), -1, dtype=np.int64)
     prim = steps.primary
     proc = np.asarray(prim["proc"], dtype=np.int64)
+    # operations count from a step's launch start (an inferred step's time may start later: at the
+    # first GPU operation, nsysdoc.engine.plan._inside_span)
+    start_col = "launch_start_ns" if "launch_start_ns" in prim else "start_ns"
     if len(op_proc) and (proc >= 0).any():
         ok = np.flatnonzero(proc >= 0)
-        s = np.asarray(prim["start_ns"], dtype=np.int64)[ok]
+        s = np.asarray(prim[start_col], dtype=np.int64)[ok]
         order = np.lexsort((s, proc[ok]))  # by process, then start (stable)
         found = _search_steps(proc[ok][order], s[order],
                               np.asarray(prim["range_end_ns"], dtype=np.int64)[ok][order], op_proc, op_when_ns)
@@ -231,7 +249,7 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
     for p in np.unique(proc[proc >= 0]).tolist():
         st = prim.take(proc == p)
         sel = np.flatnonzero(op_proc == p)
-        s = np.asarray(st["start_ns"], dtype=np.int64)
+        s = np.asarray(st[start_col], dtype=np.int64)
         r_end = np.asarray(st["range_end_ns"], dtype=np.int64)
         k = np.searchsorted(s, op_when_ns[sel], side="right") - 1
         inside = (k >= 0) & (op_when_ns[sel] < r_end[np.maximum(k, 0)])
@@ -239,11 +257,26 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
     return out
 
 
+def job_step_times(index, step_time) -> np.ndarray:
+    """Job step times (ms or ns, as given) of primary steps, in index order: for each step index
+    (0-based on its thread: one per process), the longest of the processes' steps with that index;
+    one process: its own step times. ``None`` or non-positive times are left out."""
+    by_index: dict = {}
+    for i, t in zip(index, step_time):
+        if t is None or not t > 0:
+            continue
+        by_index[i] = max(by_index.get(i, 0.0), float(t))
+    return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
+
+
 def pick_steps(table: Columns) -> tuple[int | None, int | None]:
-    """``(median, worst)`` step ids among the primary steps: the **median step** has the lower-median
-    step time (steps sorted by step time, then step id; of an even count, the lower middle one);
-    the **worst step** has the longest step time (ties: the earlier step). Every section, finding
-    and time range uses these two."""
+    """``(median, worst)`` step ids among the primary steps, by job step time (each step index's
+    longest step over the processes, :func:`job_step_times`): the **median step** is the slowest
+    process's step of the index with the lower-median job step time (indices sorted by job step
+    time, then index; of an even count, the lower middle one); the **worst step** the slowest
+    process's step of the index with the longest job step time (ties: the earlier index). Ties
+    between processes go to the smaller step id. With one process these are its steps sorted by
+    step time. Every section, finding, time range and the summary's step time use these two."""
     if table is None or len(table) == 0:
         return None, None
     prim = np.asarray(table["primary"], dtype=bool)
@@ -251,8 +284,14 @@ def pick_steps(table: Columns) -> tuple[int | None, int | None]:
         return None, None
     st = np.asarray(table["step_time_ns"], dtype=np.int64)[prim]
     ids = np.asarray(table["step"], dtype=np.int64)[prim]
-    order = np.lexsort((ids, st))  # by step time, then step id
-    median = int(ids[order[(len(order) - 1) // 2]])
-    top = st.max()
-    worst = int(ids[st == top].min())
+    idx = np.asarray(table["index"], dtype=np.int64)[prim]
+    # each index's slowest step (ties: the smaller step id): sort by index, -time, id; take firsts
+    order = np.lexsort((ids, -st, idx))
+    first = np.concatenate(([True], idx[order][1:] != idx[order][:-1]))
+    lead = order[first]  # one step per index, the one that sets the job step time
+    by = lead[np.lexsort((idx[lead], st[lead]))]  # by job step time, then index
+    median = int(ids[by[(len(by) - 1) // 2]])
+    worst_t = st[lead].max()
+    cand = lead[st[lead] == worst_t]
+    worst = int(ids[cand[np.argmin(idx[cand])]])
     return median, worst

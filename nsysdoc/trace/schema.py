@@ -334,6 +334,15 @@ OS_WAIT_CALLS = re.compile(
 SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _-]?up|\blower(ing)?\b|"
                         r"codegen|cudnnFind|ncclCommInit|ncclCommSplit", re.IGNORECASE)
 
+#: NVTX text of a set-up phase at the start of a program (``init_model``, ``setup``, ``load_weights``,
+#: ``build_model``, ``prepare``): a range of such a name that starts before the first kernel is
+#: framing, not the steady state (glossary "Steady-state window").
+PHASE_NVTX = re.compile(r"^\W*(init|setup|set[ _-]up|load|build|prepare|download)", re.IGNORECASE)
+
+#: NVTX text of a range around the measured loop (``benchmark_loop``, ``train``, ``training loop``):
+#: without step markers, the window starts where such a range does (glossary "Steady-state window")
+LOOP_NVTX = re.compile(r"(^|[^a-z])(loop|benchmark|bench|train|training)([^a-z]|$)", re.IGNORECASE)
+
 #: NVTX text of data-loading ranges (PyTorch's DataLoader iterator, or user ranges).
 DATALOADER_NVTX = re.compile(r"dataloader|data_loader|data loading|_MultiProcessingDataLoaderIter|"
                              r"_SingleProcessDataLoaderIter|__next__|\bget_batch\b|\bnext_batch\b|\bfetch\b",
@@ -361,6 +370,26 @@ LIBRARY_NVTX_DOMAINS = frozenset({
 
 #: Default step marker: the whole NVTX text must match (case-insensitive).
 DEFAULT_STEP_PATTERN = r"(ProfilerStep#\d+|(train[_ ]?)?step[ _#]?\d+|iter(ation)?[ _#]?\d+)"
+
+#: Words a step-like range's name ends with (before a trailing number): ``Warm-up Step 3``,
+#: ``train_step``, ``benchmark iteration 12``, ``train``. Glossary: "Step-like ranges".
+STEP_LIKE_LAST_WORDS = frozenset({"step", "iter", "iteration", "train", "training", "trainstep", "batch"})
+#: Words that make a range part of a step, not a step (``optimizer.step``, ``lr_scheduler.step``).
+STEP_LIKE_EXCLUDED_WORDS = frozenset({"optimizer", "optim", "scheduler", "sched", "lr", "zero", "grad", "backward",
+                                      "forward", "dataloader", "loader", "data", "fetch", "next"})
+_STEP_LIKE_SPLIT = re.compile(r"[^a-z]+")
+
+
+def is_step_like(text: str) -> bool:
+    """A range name that reads like a training step although the step pattern does not match it:
+    its last word (ignoring a trailing number) is one of :data:`STEP_LIKE_LAST_WORDS`, none of
+    its words is in :data:`STEP_LIKE_EXCLUDED_WORDS`, and it is no operator (``aten::``,
+    ``a::b``) or data text (``{``, ``[``, several lines)."""
+    t = str(text).strip()
+    if not t or len(t) > 80 or "::" in t or t[0] in "{[<" or "\n" in t or "." in t:
+        return False
+    words = [w for w in _STEP_LIKE_SPLIT.split(t.lower()) if w]
+    return bool(words) and words[-1] in STEP_LIKE_LAST_WORDS and not any(w in STEP_LIKE_EXCLUDED_WORDS for w in words)
 
 #: GPU metric names (TARGET_INFO_GPU_METRICS.metricName) nsysdoc summarises, by prefix.
 GPU_METRIC_PREFIXES = {
