@@ -378,9 +378,17 @@ def _extras(result: dict) -> dict:
     if not v.get("has_steps") and (v.get("setup_pct") or 0) >= 15 and not v.get("warmup_ms"):
         problems.append(f"one-time set-up runs through the capture ({v['setup_pct']:.0f}% of the GPU span), so no "
                         "steady state could be separated from it")
+    if cap.get("steps_set_aside"):
+        problems.append(cap["steps_set_aside"]["description"])
     for x in cap.get("excluded") or []:
         what = {"warm-up": "one-time set-up at the start", "idle head": "an idle stretch at the start",
-                "idle tail": "an idle stretch at the end"}.get(x["kind"], x["kind"])
+                "idle tail": "an idle stretch at the end",
+                "copies before the first kernel": "copies before the first kernel (data or weights uploaded "
+                                                  "before any kernel ran)",
+                "set-up phase": f"the set-up phase '{str(x.get('text') or '')[:60]}' before the first kernel",
+                "before the loop range": f"what comes before the range '{str(x.get('text') or '')[:60]}' around "
+                                         "the measured loop (warm-up, set-up)"
+                }.get(x["kind"], x["kind"])
         problems.append(f"the analysis window leaves out {x['duration_ms']:,.1f} ms of {what}")
     if (v.get("profiler_overhead_pct") or 0) >= 5:
         problems.append(f"profiler overhead covers {v['profiler_overhead_pct']:.1f}% of the window")
@@ -550,10 +558,10 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
             continue
         findings.append(finding)
         statuses.append({**status, "status": "fired", "reason": None})
-    from .verdict import rank_findings
+    from .verdict import rank_findings, steady_state_judgeable
 
     # the one order of the findings list (JSON, page, Markdown, terminal), which the verdict follows
-    return rank_findings(findings), statuses
+    return rank_findings(findings, steady_state_judgeable(result)), statuses
 
 
 def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict, result: dict, window: dict) -> dict | None:
@@ -582,6 +590,8 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
         "impact_ms": impact, "impact_ms_per_step": per_step,
         "impact_pct": impact_pct,
         "impact_of": str(rule.raw.get("impact_of") or "analysis window"),
+        # "framing": about the capture's framing (one-time set-up), not the steady state
+        "phase": rule.phase,
         "evidence": _evidence(rule, tabs, env),
         "verify": _format(rule.verify, env).strip(), "fix": _format(rule.fix, env).strip(),
         "references": list(rule.references),
@@ -606,15 +616,29 @@ def _pageable_cost_note(v: dict) -> str:
 
 
 def _step_candidates(result: dict, k: int = 3) -> list[dict]:
-    """NVTX ranges that repeat like steps (3 times or more, not a library's), most time first."""
+    """NVTX ranges that repeat like steps (3 times or more, not a library's, no operator, not a part
+    of another repeated range), step-like names first, then most time first."""
     from ..trace.schema import LIBRARY_NVTX_DOMAINS
 
     rows = (result.get("metrics") or {}).get("nvtx") or []
-    # texts that are data (pyprof's dict texts, multi-line ones) or markup-like are no step names
+    # texts that are data (pyprof's dict texts, multi-line ones) or markup-like are no step names;
+    # a range looks like a step when it repeats and is no operator (aten::mul, a::b) nor data text
     out = [r for r in rows if isinstance(r, dict) and (r.get("count") or 0) >= 3 and r.get("text")
            and str(r.get("domain") or "").lower() not in LIBRARY_NVTX_DOMAINS
+           and "::" not in str(r["text"]) and not str(r["text"]).lower().startswith("aten")
            and not str(r["text"]).lstrip().startswith(("{", "[")) and not any(c in str(r["text"]) for c in "\n{}<>")]
-    out.sort(key=lambda r: -(r.get("total_ms") or 0))
+
+    def nested(b: dict) -> bool:
+        # b repeats a whole number of times per repetition of a longer range a, and its time per
+        # repetition of a fits inside a's: a part of a (a layer in a step, a forward pass in it)
+        return any(a is not b and b["count"] % a["count"] == 0 and (a.get("mean_ms") or 0) > (b.get("mean_ms") or 0)
+                   and (b.get("mean_ms") or 0) * (b["count"] // a["count"]) <= 1.05 * (a.get("mean_ms") or 0)
+                   for a in out)
+
+    out = [r for r in out if not nested(r)]
+    from ..trace.schema import is_step_like
+
+    out.sort(key=lambda r: (not is_step_like(r["text"]), -(r.get("total_ms") or 0)))
     return out[:k]
 
 
@@ -634,8 +658,15 @@ def _no_steps_text(result: dict) -> str:
                 "step")
     else:
         text = "no training-step markers (NVTX ranges such as ProfilerStep#N), so nothing is per step"
-    inferred = (result.get("capture") or {}).get("steps_inferred")
-    if inferred:
+    cap = result.get("capture") or {}
+    if cap.get("steps_set_aside"):
+        text = "the step markers were set aside (they hold too little of the GPU work), so nothing is per step"
+    inferred = cap.get("steps_inferred")
+    if inferred and inferred.get("method") == "one training step":
+        text = text.replace(", so nothing is per step", "") + (
+            "; the capture holds one training step (forward, backward and optimizer once), so per-step numbers "
+            "are those of that one step")
+    elif inferred:
         n = sum(p.get("steps") or 0 for p in inferred.get("processes") or [])
         period = "/".join(f"{p['period_ops']:,}" for p in inferred.get("processes") or [])
         layer = any(p.get("unit") != "training step" for p in inferred.get("processes") or [])
@@ -643,6 +674,9 @@ def _no_steps_text(result: dict) -> str:
             f"; {n:,} steps were inferred from the repeating GPU work (every {period} GPU operations), so step "
             "times are estimates" + (" and a step may be one layer or block rather than a whole training step"
                                      if layer else ""))
+    elif cap.get("steps_not_inferred"):
+        why = "; ".join(str(x.get("reason")) for x in cap["steps_not_inferred"][:2])
+        text += f"; no steps were inferred from the repeating GPU work ({why}), so costs are given in the window"
     if cands:
         names = ", ".join(f"{c['text'][:60]!r} ({c['count']}x, {text_m.duration((c.get('mean_ms') or 0) * 1e6)} each)"
                           for c in cands)

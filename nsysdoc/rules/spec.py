@@ -71,6 +71,10 @@ RULE_SCHEMA: dict[str, Any] = {
         "scope": {"enum": ["gpu", "host"],
                   "description": "host: the rule measures time the GPU sat idle because of the host, which a "
                                  "long enough window can show even with little GPU work (policy.HOST_JUDGE_MIN_WINDOW_MS)"},
+        "phase": {"enum": ["steady", "framing"],
+                  "description": "framing: the rule is about how the capture is framed (one-time set-up, start-up), "
+                                 "not the steady state; the verdict names it only when no steady-state finding "
+                                 "reaches warning"},
         "impact_of": {"type": "string", "description": "what impact_ms and impact_pct are measured over when not the "
                                                       "analysis window (e.g. 'GPU span')"},
         "message": {"type": "string", "description": "template with {value} or {value:.1f} fields"},
@@ -138,6 +142,8 @@ class Rule:
     scope: str = "gpu"
     #: the attribution selector of the finding's ``where`` list (nsysdoc.engine.attribute.SELECTORS)
     where: str | None = None
+    #: "framing" (one-time set-up, start-up) or "steady": which the verdict prefers (rules.verdict)
+    phase: str = "steady"
 
 
 # --- YAML with line numbers --------------------------------------------------------------------
@@ -428,6 +434,7 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
         summary=data.get("summary", ""), requires=tuple(data.get("requires") or ()), params=params, when=when,
         severity=severity, impact_ms=impact, impact_ms_per_step=impact_step, message=data["message"],
         impact_pct=impact_pct, max_severity=data.get("max_severity"), scope=data.get("scope") or "gpu",
+        phase=data.get("phase") or "steady",
         evidence=evidence, evidence_where=where, time_ranges=data.get("time_ranges", "window"),
         verify=data["verify"], fix=data["fix"], docs=data.get("docs") or {}, references=data.get("references") or [],
         raw=data, where=data.get("where"),

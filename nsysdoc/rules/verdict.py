@@ -5,14 +5,14 @@
 * ``no-gpu``: no GPU activity, or no kernel and too little GPU work (headline ``no-gpu-activity``);
 * ``too-little-work``: too little GPU work in the window to judge (headline ``capture-quality``);
   the sentence says so and the detail names what the capture does show;
-* ``bottleneck``: the finding with the largest impact among those at warning or critical
-  (headline = its rule id), with its cost per step or per window; a finding measured over the GPU
-  span (one-time set-up) comes after the window's findings when most of it lies outside the window;
+* ``bottleneck``: the main finding (:func:`main_finding`; glossary "How the verdict is chosen"):
+  the first of the findings order — severity, then steady state before framing, then cost — at
+  warning or critical that costs at least ``MAIN_MIN_PCT`` % of what it is measured over; one-time
+  set-up only when nothing in the steady state reaches warning, and then the sentence asks for a
+  capture after warm-up;
 * ``bound``: no such finding; the headline names what bounds the run — the largest part of the
   window split (mean over devices): ``compute-bound``, ``communication-bound`` (exposed
   communication), ``transfer-bound`` (copy-only time) or ``gpu-idle`` (idle, with its largest class).
-
-Findings are ranked by ``impact_ms`` (wall-clock time of one GPU), unknown impacts last.
 """
 from __future__ import annotations
 
@@ -34,23 +34,69 @@ IDLE_LABELS = {
 }
 
 
-def rank_findings(findings: list[dict]) -> list[dict]:
-    """The order of the findings list, which the verdict follows: findings at warning or critical
-    with a cost first, then the others; within each group the largest ``impact_ms`` first, unknown
-    impact last; ties by severity, then input order. The verdict's main bottleneck is the first
-    finding when it is at warning or above."""
+#: A finding that costs less than this share of what it is measured over is never the main bottleneck.
+MAIN_MIN_PCT = 5.0
+
+
+def is_framing(f: dict) -> bool:
+    """A finding about the capture's framing (one-time set-up, process start before the first GPU
+    operation: ``phase: framing`` in its rule), not about the steady state."""
+    return f.get("phase") == "framing"
+
+
+def steady_state_judgeable(result: dict) -> bool:
+    """Whether the window shows a steady state to judge: enough GPU work
+    (``capture.enough_gpu_work``) in at least ``BOUND_MIN_GPU_OPS`` GPU operations (one long kernel
+    is no steady state). Framing findings come after the steady state's only then."""
+    cap = result.get("capture") or {}
+    ops = ((result.get("metrics") or {}).get("values") or {}).get("gpu_op_count")
+    return cap.get("enough_gpu_work") is not False and not (is_num(ops) and ops < BOUND_MIN_GPU_OPS)
+
+
+def rank_findings(findings: list[dict], judgeable: bool = True) -> list[dict]:
+    """The one order of the findings list (JSON, page, Markdown, terminal), which the verdict
+    follows: by severity (critical, warning, info), then — when the window holds enough GPU work to
+    judge its steady state (``judgeable``) — steady-state findings before framing ones (one-time
+    set-up), then the largest ``impact_ms`` first, unknown impact last, then input order."""
     def key(item):
         i, f = item
         imp = f.get("impact_ms")
-        costly = is_num(imp) and imp > 0 and f.get("severity") in ("warning", "critical")
-        return (0 if costly else 1, 0 if is_num(imp) else 1, -(imp if is_num(imp) else 0),
-                -SEVERITY_RANK.get(f.get("severity"), -1), i)
+        framing = judgeable and is_framing(f)
+        return (-SEVERITY_RANK.get(f.get("severity"), -1), 1 if framing else 0, 0 if is_num(imp) else 1,
+                -(imp if is_num(imp) else 0), i)
     return [f for _, f in sorted(enumerate(findings or []), key=key)]
 
 
-def _cost(f: dict, window_ms) -> str:
+def main_finding(findings: list[dict], judgeable: bool = True) -> dict | None:
+    """The main bottleneck (glossary "How the verdict is chosen"): the first finding of the
+    findings order at warning or critical that costs something and at least ``MAIN_MIN_PCT`` % of
+    what it is measured over; a framing finding (set-up) only when no steady-state finding
+    reaches warning (or the steady state cannot be judged). None: the run is "bound" by the
+    largest part of its window split."""
+    ranked = rank_findings(findings, judgeable)
+    costly = [f for f in ranked if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
+              and f.get("severity") in ("warning", "critical")]
+    # a steady-state finding at warning or above, with a cost or not (a dominant kernel); the
+    # capture's own problems (capture-quality, no-gpu-activity) are not the steady state
+    steady_warn = any(not is_framing(f) and f.get("category") != "capture"
+                      and f.get("severity") in ("warning", "critical") for f in ranked)
+    for f in costly:
+        if judgeable and is_framing(f) and steady_warn:
+            continue
+        if is_num(f.get("impact_pct")) and f["impact_pct"] < MAIN_MIN_PCT:
+            continue
+        return f
+    return None
+
+
+def _cost(f: dict, window_ms, summary: dict | None = None) -> str:
     if is_num(f.get("impact_ms_per_step")):
+        med = (summary or {}).get("step_time_ms_median")
+        mean = (summary or {}).get("step_time_ms_mean")
         text = f"It costs about {fmt_ms(f['impact_ms_per_step'])} per step"
+        if is_num(med) and is_num(mean) and f["impact_ms_per_step"] > med:
+            # a mean over steps of unequal length: said beside the steps' mean, not the median alone
+            text += f" on average (steps last {fmt_ms(mean)} on average, {fmt_ms(med)} at the median)"
         if is_num(f.get("impact_pct")):
             text += f" ({fmt_pct(f['impact_pct'])} of the analysis window)"
         return text + "."
@@ -157,11 +203,15 @@ def framing_text(result: dict) -> str:
         return ""
     if fr["outside_window_pct"] < FRAMING_MIN_PCT:
         return ""
-    kind = ((result.get("capture") or {}).get("window") or {}).get("kind")
-    what = {"steps": "the training steps", "steady-state": "the steady-state part of the GPU work"}.get(
+    cap = result.get("capture") or {}
+    kind = (cap.get("window") or {}).get("kind")
+    steps = "the inferred steps" if cap.get("step_source") == "inferred" else "the training steps"
+    what = {"steps": steps, "steady-state": "the steady-state part of the GPU work"}.get(
         kind, "first to last GPU operation")
     parts = []
     small = 0.01 * cap_ms  # parts under 1% of the capture are not worth a word
+    phase = next((x for x in cap.get("excluded") or [] if x.get("kind") in (
+        "set-up phase", "copies before the first kernel", "before the loop range")), None)
     if is_num(fr.get("startup_ms")) and fr["startup_ms"] >= small:
         parts.append(f"{fmt_ms(fr['startup_ms'])} of process start-up before the first CUDA call")
     if is_num(fr.get("setup_before_ms")) and fr["setup_before_ms"] >= small:
@@ -171,9 +221,16 @@ def framing_text(result: dict) -> str:
         parts.append(text)
     if is_num(fr.get("host_before_ms")) and fr["host_before_ms"] >= small:
         parts.append(f"{fmt_ms(fr['host_before_ms'])} of other host work before the window")
+    if phase is not None and is_num(phase.get("duration_ms")):
+        text = str(phase.get("text") or "")[:60]
+        parts.append(f"{fmt_ms(phase['duration_ms'])} " + {
+            "set-up phase": f"of the set-up phase '{text}' before the first kernel",
+            "before the loop range": f"before the range '{text}' around the measured loop",
+        }.get(phase["kind"], "of copies before the first kernel (data or weights uploaded)"))
     gpu_out = fr.get("gpu_outside_window_ms")
     if is_num(gpu_out) and gpu_out >= small:
-        parts.append(f"{fmt_ms(gpu_out)} of GPU work outside the window")
+        parts.append(f"{fmt_ms(gpu_out)} of GPU work outside the window" + (" (in that phase and after)"
+                                                                            if phase is not None else ""))
     if is_num(fr.get("after_window_ms")) and fr["after_window_ms"] >= small:
         parts.append(f"{fmt_ms(fr['after_window_ms'])} after the window (trailing host work and tear-down)")
     text = (f"The capture lasts {fmt_ms(cap_ms)}; the analysis window ({what}) covers {fmt_ms(win_ms)} of it "
@@ -193,8 +250,9 @@ BOUND_MIN_GPU_OPS = 10
 
 def verdict(result: dict) -> dict:
     """The verdict of a result with findings (see the module docstring)."""
-    findings = rank_findings(result.get("findings") or [])
     cap = result.get("capture") or {}
+    judgeable = steady_state_judgeable(result)
+    findings = rank_findings(result.get("findings") or [], judgeable)
     summary = result.get("summary") or {}
     window_ms = (cap.get("window") or {}).get("duration_ms")
     base = {"rule": None, "severity": None, "impact_ms": None, "impact_ms_per_step": None, "impact_pct": None}
@@ -211,8 +269,9 @@ def verdict(result: dict) -> dict:
                 "framing": framing}
     costly = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0
               and f.get("severity") in ("warning", "critical")]
+    main = main_finding(findings, judgeable)
     little = cap.get("enough_gpu_work") is False
-    if little and not costly:
+    if little and not main:
         reason = cap.get("not_judgeable_reason") or "too little GPU work to judge"
         shown = [x for x in findings if x.get("rule") not in ("capture-quality",) and is_num(x.get("impact_ms"))]
         detail = f"What the capture shows: {shown[0]['message']}" if shown else ""
@@ -220,11 +279,11 @@ def verdict(result: dict) -> dict:
         return {**base, "status": "too-little-work", "headline": "capture-quality", "rule": q and q["rule"],
                 "severity": q and q["severity"], "sentence": reason[:1].upper() + reason[1:] + ".", "detail": detail,
                 "framing": framing}
-    if costly:
-        f = costly[0]
+    if main:
+        f = main
         title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
-        sentence = f"Main bottleneck: {title}. {_cost(f, window_ms)}".strip()
-        if f.get("rule") == "one-time-setup":
+        sentence = f"Main bottleneck: {title}. {_cost(f, window_ms, summary)}".strip()
+        if is_framing(f):
             sentence += " Capture a longer run after warm-up to see the steady state."
         detail = split_text(result)
         if little:  # host-side time can be judged; the GPU's own work cannot
@@ -251,10 +310,16 @@ def verdict(result: dict) -> dict:
                     "severity": q and q["severity"],
                     "sentence": f"Too few GPU operations to judge: {n} in the window, too few to call the run "
                                 f"compute-bound or to find a pattern.", "detail": bound_text, "framing": framing}
-    small = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0]
-    detail = ""
+    small = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0 and not is_framing(f)]
+    framing_costs = [f for f in costly if is_framing(f)]
+    parts = []
     if small:
-        detail = "Smaller findings (under 3% of the window each): " + ", ".join(
-            f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in small[:4]) + "."
+        parts.append(f"Smaller findings (under {MAIN_MIN_PCT:.0f}% of the window each): " + ", ".join(
+            f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in small[:4]) + ".")
+    for f in framing_costs[:1]:
+        parts.append(f"One-time set-up outside the steady state ({f.get('rule')}: {fmt_ms(f.get('impact_ms'))}, "
+                     f"{fmt_pct(f.get('impact_pct'))} of the {f.get('impact_of') or 'analysis window'}) is not the "
+                     "bottleneck: it does not recur in a longer run.")
+    detail = " ".join(parts)
     return {**base, "status": "bound", "headline": head, "sentence": bound_text, "detail": detail,
             "framing": framing}

@@ -104,9 +104,12 @@ def is_kineto(result: dict) -> bool:
 # ---------------------------------------------------------------------------------------------
 # shared with markdown / terminal: verdict, headline numbers, ranking
 # ---------------------------------------------------------------------------------------------
-def rank_findings(findings: list[dict]) -> list[dict]:
-    """Largest ``impact_ms`` first; unknown impact last; ties by severity, then input order."""
-    return _rank(findings)
+def rank_findings(findings: list[dict], result: dict | None = None) -> list[dict]:
+    """The findings order (:func:`nsysdoc.rules.verdict.rank_findings`): severity, then steady
+    state before framing when ``result``'s window can be judged, then cost."""
+    from ..rules.verdict import steady_state_judgeable
+
+    return _rank(findings, steady_state_judgeable(result or {}))
 
 
 def impact_text(f: dict, window_ms=None) -> str:
@@ -123,6 +126,15 @@ def impact_text(f: dict, window_ms=None) -> str:
     if is_num(f.get("impact_pct")):
         parts.append(f"{fmt_pct(f['impact_pct'])} of the {basis}")
     return " · ".join(parts)
+
+
+def _no_steps_note(capture: dict) -> str:
+    """Why a capture has no per-step numbers, in a few words."""
+    if capture.get("steps_set_aside"):
+        return "step markers set aside: they hold too little GPU work"
+    if capture.get("steps_not_inferred"):
+        return "no step markers, and no steps could be inferred"
+    return "no step markers"
 
 
 def headline(result: dict) -> list[Headline]:
@@ -147,14 +159,18 @@ def headline(result: dict) -> list[Headline]:
         elif key == "step_time_ms_median":
             value = fmt_ms(raw) if is_num(raw) else "—"
             inferred = " inferred from the repeating GPU work" if capture.get("step_source") == "inferred" else ""
-            note = f"median over {len(primary)} steps{inferred}" if is_num(raw) else "no step markers"
+            procs = len({s.get("pid") for s in primary})
+            over = f"{len(primary) // procs} steps x {procs} processes (the slowest per step)" if procs > 1 \
+                else f"{len(primary)} step{'s' if len(primary) != 1 else ''}"
+            note = (f"median over {over}{inferred}" if len(primary) > 1 else f"{over}{inferred}") if is_num(raw) \
+                else _no_steps_note(capture)
         elif key == "host_wait_pct":
             value = fmt_pct(raw) if is_num(raw) else "—"
             note = "GPU idle while the host waited on a sync or input" if is_num(raw) else \
                 ("too little GPU work to judge" if too_little else "no analysis window")
         else:
             value = fmt_num(raw, 0) if is_num(raw) else "—"
-            note = "median over steps" if is_num(raw) else ("no step markers" if not capture.get("has_step_markers")
+            note = "median over steps" if is_num(raw) else (_no_steps_note(capture) if not capture.get("step_source")
                                                             else "no GPU work in steps")
         text = " ".join(definition(t) for t in terms).strip()
         out.append(Headline(key=key, label=label, value=value, raw=raw if is_num(raw) else None, note=note,
@@ -192,7 +208,7 @@ def numbers_show(result: dict) -> str:
         others = [(k, v or 0) for k, v in bd.items() if k != "compute"]
         k, v = max(others, key=lambda kv: kv[1]) if others else ("", 0)
         s = (f"GPU busy {fmt_pct(busy)} of the window; " if is_num(busy) else "") + \
-            (f"in the median step ({fmt_ms(dur)} from its start to the end of its GPU work), "
+            (f"in the median step ({fmt_ms(dur)}), "
              f"compute takes {fmt_ms(bd.get('compute'))} ({fmt_pct((bd.get('compute') or 0) / dur * 100, 0)})")
         s = s[:1].upper() + s[1:]
         if v > 0:
@@ -282,7 +298,7 @@ def _time_ranges(ranges, origin_ns: int = 0) -> list[TimeRange]:
 
 def finding_views(result: dict, origin_ns: int = 0) -> list[FindingView]:
     out = []
-    for i, f in enumerate(rank_findings(result.get("findings") or []), 1):
+    for i, f in enumerate(rank_findings(result.get("findings") or [], result), 1):
         sev = str(f.get("severity") or "info")
         out.append(FindingView(
             rank=i, anchor=f"finding-{i}", rule=str(f.get("rule") or ""),

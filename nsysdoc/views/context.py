@@ -350,7 +350,7 @@ class ReportContext:
     nsysdoc_version: str = _f("nsysdoc version that made the report.")
     verdict: Verdict = _f("Section 1: the verdict.")
     headline: list[Headline] = _f("Section 1: the four headline numbers.")
-    findings: list[FindingView] = _f("Section 2: findings ranked by impact_ms.")
+    findings: list[FindingView] = _f("Section 2: findings by severity, then cost (rules.verdict.rank_findings).")
     rules_ran: bool = _f("Whether the result has a 'rules' list (the rules engine ran).")
     rule_counts: dict[str, int] = _f("Number of rules per status (fired, passed, skipped, disabled, broken).")
     skipped_rules: list[RuleStatus] = _f("Rules that could not run on this capture (skipped or broken), with why.")

@@ -206,9 +206,9 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
               "|" + "|".join("---:" for _ in hs) + "|",
               "| " + " | ".join(_md(h.value) for h in hs) + " |",
               "| " + " | ".join(_md(h.note) for h in hs) + " |", ""]
-    findings = rank_findings(r.get("findings") or [])
+    findings = rank_findings(r.get("findings") or [], r)
     if findings:
-        lines += [f"**Findings** ({len(findings)}, ranked by impact):", "",
+        lines += [f"**Findings** ({len(findings)}, by severity, then cost):", "",
                   "| # | severity | finding | per step | in window | share |", "|---:|---|---|---:|---:|---:|"]
         for i, f in enumerate(findings[:max_findings], 1):
             if _no_cost(f):  # a finding whose cost rounds to nothing says so, not "0.000 ms"
@@ -301,7 +301,7 @@ def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
     out.append("  " + " | ".join(f"{h.label} {h.value}" + ("" if h.raw is not None else f" ({h.note})")
                                  + (" (inferred steps)" if h.key == "step_time_ms_median" and h.raw is not None
                                     and "inferred" in h.note else "") for h in hs))
-    findings = rank_findings(r.get("findings") or [])
+    findings = rank_findings(r.get("findings") or [], r)
     if findings:
         out.append(f"Findings ({len(findings)}):")
         for i, f in enumerate(findings[:max_findings], 1):
