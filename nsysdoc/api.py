@@ -431,7 +431,7 @@ class Diff:
 
     @property
     def verdict(self) -> str:
-        """``faster``, ``slower`` or ``no significant change``."""
+        """``faster``, ``slower``, ``inconclusive``, ``no significant change`` or ``identical``."""
         return str(self._result.get("verdict"))
 
     @property
@@ -449,8 +449,12 @@ class Diff:
 
     @property
     def change_pct(self) -> float | None:
-        """Median step time change, percent (None without timed steps on both sides)."""
-        return (self._result.get("step_time_ms_median") or {}).get("change_pct")
+        """The step time change the verdict judges, percent: of the median step with marked steps on
+        both sides, of the mean step when a side's steps are inferred; without timed steps, of the
+        time for the same work (None when there is nothing to measure)."""
+        from .compare import verdict_change_pct
+
+        return verdict_change_pct(self._result)
 
     def regression(self, pct: float) -> bool:
         """True when the candidate is significantly slower by more than ``pct`` percent (what

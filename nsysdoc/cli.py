@@ -336,8 +336,9 @@ def diff(
                                               "go to stdout."),
     fail_on_regression: Optional[float] = typer.Option(
         None, "--fail-on-regression", metavar="PCT", min=0.0,
-        help="Exit 1 when the candidate is significantly slower by more than PCT percent (median step time, or "
-             "the time for the same work without timed steps)."),
+        help="Exit 1 when the candidate is significantly slower by more than PCT percent (the step time the "
+             "verdict compares: the median step, or the mean step with inferred steps; or the time for the same "
+             "work without timed steps)."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker",
                                               help="Regex an NVTX range's whole text must match to mark a training step."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache (the export's tables as Arrow files)."),

@@ -275,8 +275,23 @@ def _step_times(result: dict) -> np.ndarray:
 CHUNK_VALUES = 1 << 21
 
 
+def lower_median(x, axis=None):
+    """The lower median: of an even count, the lower of the two middle values — the time of the
+    report's median step (``metrics.steps.pick_steps``), so the diff shows the step time the
+    report shows."""
+    x = np.asarray(x, dtype=float)
+    if axis is None:
+        x = x.ravel()
+        return float(np.partition(x, (len(x) - 1) // 2)[(len(x) - 1) // 2]) if len(x) else float("nan")
+    k = (x.shape[axis] - 1) // 2
+    return np.take(np.partition(x, k, axis=axis), k, axis=axis)
+
+
 #: the step-time statistics a diff can compare (``step_time_ms.statistic``)
-STATISTICS = {"median": np.median, "mean": np.mean}
+STATISTICS = {"median": lower_median, "mean": np.mean}
+#: a mean over this many job steps or more leaves the last one out: it holds the drain of the GPU
+#: queue at the end of the capture (work the host launched earlier), not one step's time
+MEAN_DROP_LAST_FROM = 3
 
 
 def bootstrap_change(a: np.ndarray, b: np.ndarray, statistic: str = "median", resamples: int = RESAMPLES,
@@ -372,6 +387,8 @@ def _measure(ta: np.ndarray, tb: np.ndarray, statistic: str, interval: bool) -> 
     interval, whether it is significant and the verdict it gives ("faster", "slower",
     "inconclusive" or "no significant change"); without, both null (not judged) and no verdict."""
     stat = STATISTICS[statistic]
+    if statistic == "mean":
+        ta, tb = (t[:-1] if len(t) >= MEAN_DROP_LAST_FROM else t for t in (ta, tb))
     va, vb = float(stat(ta)), float(stat(tb))
     change = (vb / va - 1) * 100 if va else float("nan")
     out = {"statistic": statistic, "base": _num(va), "candidate": _num(vb), "change_pct": _num(change, 2),
