@@ -578,7 +578,11 @@ class Job:
         return _frame(rows, RANK_COLUMNS)
 
     def fails(self, severity: str = "warning") -> bool:
-        return any(_at_least(f.get("severity"), severity) for f in self._result.get("findings") or [])
+        """True when a rolled-up finding or the straggler has at least ``severity`` (what
+        ``nsysdoc job --fail-on`` exits 1 for)."""
+        s = self._result.get("straggler")
+        found = list(self._result.get("findings") or []) + ([s] if isinstance(s, dict) else [])
+        return any(_at_least(f.get("severity"), severity) for f in found)
 
     def to_dict(self) -> dict:
         """Exactly the JSON ``nsysdoc job -f json`` writes (docs/job.md)."""

@@ -575,9 +575,12 @@ _RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 def _fails(result: dict, fail_on: "Severity | None") -> bool:
+    """A finding at or above ``fail_on``; in a job, a straggler counts as one (its severity)."""
     if fail_on is None or fail_on == Severity.never:
         return False
-    return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in result.get("findings", []))
+    straggler = result.get("straggler") if isinstance(result.get("straggler"), dict) else None
+    found = list(result.get("findings", [])) + ([straggler] if straggler else [])
+    return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in found)
 
 
 def _target(path: Path, output: Path | None, several: bool, fmt: Format, as_dir: bool = False) -> Path | None:

@@ -215,3 +215,22 @@ def test_job_verdict_on_hand_made_summaries():
                              "that one step; capture at least 3–5 steps after warm-up.")
     assert (v["status"], v["headline"], v["severity"], v["steps_per_rank"], v["detail"]) == \
         ("shared", "launch-bound", "warning", 1, "")
+
+
+def test_a_critical_straggler_fails_the_build_like_a_critical_finding():
+    """--fail-on and Job.fails count the straggler as a finding of its severity: a job whose
+    rolled-up findings are warnings but whose straggler is critical (others wait 16% of the step)
+    exits 1 for --fail-on critical, and 0 without the straggler."""
+    from nsysdoc.api import Job
+    from nsysdoc.cli import Severity, _fails
+
+    result = {"findings": [{"rule": "launch-bound", "severity": "warning"}],
+              "straggler": {"rank": 7, "severity": "critical", "wait_pct_of_step": 16.26}}
+    assert _fails(result, Severity.critical) and _fails(result, Severity.warning)
+    calm = dict(result, straggler=None)
+    assert not _fails(calm, Severity.critical) and _fails(calm, Severity.warning)
+    job = Job.__new__(Job)
+    job._result = result
+    assert job.fails("critical")
+    job._result = calm
+    assert not job.fails("critical")
