@@ -45,9 +45,12 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
     for t in tables:
         for b in t.iter_blocks(["proc", "api_thread"]):
             th = np.asarray(b["api_thread"], dtype=np.int64)
-            pu, pc = np.unique(np.asarray(b["proc"], dtype=np.int64), return_counts=True)
-            for k, n in zip(pu.tolist(), pc.tolist()):
-                per_proc[k] = per_proc.get(k, 0) + n
+            pr = np.asarray(b["proc"], dtype=np.int64)
+            pr = pr[pr >= 0]
+            if len(pr):
+                pc = np.bincount(pr)
+                for k in np.flatnonzero(pc).tolist():
+                    per_proc[k] = per_proc.get(k, 0) + int(pc[k])
             ok = th >= 0
             if not ok.any():
                 continue
@@ -104,10 +107,12 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
     for p, chunks in parts.items():
         tok, s, e = _earliest(chunks, si.SAMPLE_OPS)
         del chunks
-        kinds = _token_kinds(names, tok)
         gap = np.concatenate(([0], s[1:] - e[:-1]))
         got = si.find_period(tok)
-        f = {"thread": lead[p][0], "ops": lead[p][1], "one_step": si.one_step(kinds["optimizer"], kinds["backward"]),
+        # the token kinds: for a repeating sequence, or one short enough to be one training step
+        kinds = _token_kinds(names, tok) if got is not None or len(tok) <= si.ONE_STEP_MAX_OPS else \
+            {"one_step": False, "iteration_tokens": np.zeros(0, np.int64)}
+        f = {"thread": lead[p][0], "ops": lead[p][1], "one_step": kinds["one_step"],
              "first_launch_ns": int(s[0]) if len(s) else None}
         if got is not None:
             period, agree = si.iteration_period(tok, gap, got, kinds["iteration_tokens"])
@@ -238,21 +243,21 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
 
 
 def _token_kinds(strings, tok: np.ndarray) -> dict:
-    """Per position: optimizer kernel, backward kernel; and the tokens that mark an iteration
-    (host-to-device copies, optimizer kernels)."""
-    u, inv = np.unique(tok, return_inverse=True)
-    opt = np.zeros(len(u), dtype=bool)
-    bwd = np.zeros(len(u), dtype=bool)
-    h2d = np.zeros(len(u), dtype=bool)
-    for i, x in enumerate(u.tolist()):
-        kind, code = x & 3, x >> 2
-        if kind == 1:
-            h2d[i] = code == S.COPY_HTOD
-        elif kind == 0:
-            name = _token_name(strings, x)
-            opt[i] = si.OPTIMIZER_KERNEL.search(name) is not None
-            bwd[i] = si.BACKWARD_KERNEL.search(name) is not None
-    return {"optimizer": opt[inv], "backward": bwd[inv], "iteration_tokens": u[opt | h2d]}
+    """The tokens that mark an iteration (host-to-device copies, optimizer kernels), and whether
+    the sequence is one training step (:func:`nsysdoc.metrics.step_inference.one_step`). Names are
+    looked up once per distinct token; per-position arrays only when an optimizer kernel exists."""
+    u = np.unique(tok)
+    kind, code = u & 3, u >> 2
+    h2d = u[(kind == 1) & (code == S.COPY_HTOD)]
+    kern = u[kind == 0]
+    names = [_token_name(strings, int(x)) for x in kern.tolist()]
+    opt = kern[np.array([si.OPTIMIZER_KERNEL.search(n) is not None for n in names], dtype=bool)] if len(kern) \
+        else kern
+    one = False
+    if len(opt):
+        bwd = kern[np.array([si.BACKWARD_KERNEL.search(n) is not None for n in names], dtype=bool)]
+        one = si.one_step(np.isin(tok, opt), np.isin(tok, bwd))
+    return {"one_step": one, "iteration_tokens": np.concatenate([opt, h2d])}
 
 
 def _first_kernel_ns(tables: list) -> int | None:

@@ -48,8 +48,11 @@ MAX_UNIT_RATIO = 3.0
 #: ... and the GPU work launched inside the units is at least this share of the process's (the
 #: GPU work before its first kernel -- an upload of weights or inputs -- left out)
 MIN_GPU_SHARE = 0.8
-#: One training step: the optimizer kernels all lie in the last this-share of the launches
+#: One training step: the optimizer kernels all lie in the last this-share of the launches ...
 ONE_STEP_OPTIMIZER_TAIL = 0.4
+#: ... of a launch thread of at most this many operations (a longer one that does not repeat is
+#: not checked: the check reads every operation's kernel name)
+ONE_STEP_MAX_OPS = 500_000
 #: operations of one launch thread read to find the period (the rest are only counted)
 SAMPLE_OPS = 2_000_000
 
