@@ -564,6 +564,10 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
     return rank_findings(findings, steady_state_judgeable(result)), statuses
 
 
+#: A cost per step is given only when the steps hold at least this share of the cost in the window.
+PER_STEP_MIN_SHARE = 0.5
+
+
 def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict, result: dict, window: dict) -> dict | None:
     """The rule's finding, or None when its condition does not hold. Raises on a broken rule."""
     if not rule.when.evaluate(env):
@@ -576,6 +580,10 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
         per_step = None
     else:
         per_step = _num(impact / steps_n) if impact is not None and steps_n else None
+    if per_step is not None and impact and steps_n and per_step * steps_n < PER_STEP_MIN_SHARE * impact:
+        # the cost lies mostly outside the steps (before the first, between or after them): a
+        # cost per step would say it is small when it is not; it is given in the window
+        per_step = None
     win = window.get("duration_ms")
     if rule.impact_pct is not None:
         impact_pct = _num(rule.impact_pct.evaluate(env))
