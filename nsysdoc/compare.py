@@ -73,6 +73,13 @@ MAX_REPORT_BYTES = 512 << 20
 #: percent of a real report comes near it, and sums and ratios of such numbers cannot overflow
 #: to infinity (1e308 step times did, and the diff then crashed formatting "None")
 MAX_NUMBER = 1e18
+#: the shortest step time a saved report may hold (ms): 1 ns, nsys's resolution. A forged 1e-300 ms
+#: base step read "Slower: 2268449999…(300 digits)…%". 0 (two step markers starting at the same
+#: nanosecond) is a step without time, as null is, and is left out as before
+MIN_STEP_MS = 1e-6
+#: the longest duration (ms) a saved report may hold in a field the diff reads: about 32 years, per
+#: step, window, kernel, range or copy total; a capture is hours
+MAX_DURATION_MS = 1e12
 TOOL_LABELS = {"nsys": "Nsight Systems", "pytorch-profiler": "the PyTorch Profiler"}
 
 BREAKDOWN_LABELS = {
@@ -214,6 +221,58 @@ def check_report(result, what: str) -> None:
             if not (_is_num(v) or v is None):
                 raise _malformed(what, f"devices[{i}].idle_ms_by_cause.{k}", "is not a number")
     _check_series(result, what)
+    _check_durations(result, what)
+
+
+def _duration(what: str, field: str, v, *, step: bool = False) -> None:
+    """A duration (ms) the diff reads: null, or at least 0 and at most :data:`MAX_DURATION_MS`;
+    a step time (``step``) 0 or at least :data:`MIN_STEP_MS` (1 ns)."""
+    if v is None:
+        return
+    if v < 0:
+        raise _malformed(what, field, f"is negative ({v:g} ms)")
+    if v > MAX_DURATION_MS:
+        raise _malformed(what, field, f"is {v:g} ms, over {MAX_DURATION_MS:g} ms (about 32 years)")
+    if step and 0 < v < MIN_STEP_MS:
+        raise _malformed(what, field, f"is {v:g} ms, under 1 ns ({MIN_STEP_MS:g} ms): no step is that short")
+
+
+def _count(what: str, field: str, v) -> None:
+    if v is not None and v < 0:
+        raise _malformed(what, field, f"is negative ({v:g})")
+
+
+def _check_durations(result: dict, what: str) -> None:
+    """Impossible numbers in fields :func:`check_report` typed: negative durations and counts,
+    durations over :data:`MAX_DURATION_MS`, step times under 1 ns (``MIN_STEP_MS``), a window
+    under 1 ns. Each is one line naming the field."""
+    m = result["metrics"]
+    _duration(what, "capture.window.duration_ms", (result["capture"].get("window") or {}).get("duration_ms"),
+              step=True)
+    for i, st in enumerate(result.get("steps") or []):
+        _duration(what, f"steps[{i}].step_time_ms", st.get("step_time_ms"), step=True)
+        for k, v in (st.get("breakdown_ms") or {}).items():
+            _duration(what, f"steps[{i}].breakdown_ms.{k}", v)
+    series = result.get("step_series")
+    if isinstance(series, dict):
+        for i, v in enumerate(series["step_time_ms"]):
+            _duration(what, f"step_series.step_time_ms[{i}]", v, step=True)
+    for field, rows, times, counts in (("metrics.kernels.names", m["kernels"].get("names"), ("total_ms",), ("count",)),
+                                       ("metrics.nvtx", m.get("nvtx"), ("total_ms",), ("count",)),
+                                       ("metrics.copies", m.get("copies"), ("time_ms",), ("bytes",)),
+                                       ("metrics.sync.sync_calls", m["sync"].get("sync_calls"), (), ("count",))):
+        for i, row in enumerate(rows or []):
+            for k in times:
+                _duration(what, f"{field}[{i}].{k}", row.get(k))
+            for k in counts:
+                _count(what, f"{field}[{i}].{k}", row.get(k))
+    for i, d in enumerate(result.get("devices") or []):
+        for k in ("compute_ms", "exposed_comm_ms", "copy_only_ms"):
+            _duration(what, f"devices[{i}].{k}", d.get(k))
+        for k in ("kernel_count", "copy_count"):
+            _count(what, f"devices[{i}].{k}", d.get(k))
+        for k, v in (d.get("idle_ms_by_cause") or {}).items():
+            _duration(what, f"devices[{i}].idle_ms_by_cause.{k}", v)
 
 
 def _check_series(result: dict, what: str) -> None:
