@@ -8,12 +8,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from markupsafe import Markup
 
 from .. import __version__
-from .build import _static
+from .build import _static, path_href
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -86,9 +85,9 @@ def index_row(path: str, result: dict | None, page: Path | None, folder: Path, e
     rel = ""
     if page is not None:
         rel = Path(os.path.relpath(Path(page).resolve(), Path(folder).resolve())).as_posix()
-    # a file name may hold '#', '?' or '%': quoted, the link still names the file
+    # a file name may hold ':', '#', '?' or '%': quoted, the link still names the file, never a scheme
     return IndexRow(input=str(path), verdict=str(v.get("sentence") or v.get("status") or ""), severity=worst,
-                    link=quote(rel, safe="/"), link_text=Path(rel).name)
+                    link=path_href(rel), link_text=Path(rel).name)
 
 
 def render_index_html(rows: list[IndexRow]) -> str:

@@ -13,7 +13,7 @@ from .. import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..fmt import fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from ..jobs.analysis import STRAGGLER_WAIT_PCT
-from .build import _static, csp_for
+from .build import _static, csp_for, path_href
 from .context import Cell, Column, LegendItem, Table
 from .glossary import anchor, glossary_sections_html
 from .render import _ascii, _clean, _md, environment
@@ -189,13 +189,20 @@ def breakdown_bars(job: dict) -> tuple[list[dict], list[LegendItem], int, str]:
     return bars, [LegendItem(f"c-{p}", BREAKDOWN_LABELS[p]) for p in parts], 12 + len(ok) * 22, f"{fmt_num(total, 2)} ms"
 
 
+def report_href(report: str, page_dir: str | None) -> str:
+    """The ``href`` of a rank's report: relative to the page when its folder is known, always
+    percent-encoded (a rank file named ``javascript:alert(1);rank0.sqlite`` links to
+    ``javascript%3Aalert%281%29%3Brank0.nsysdoc.html``, a file, never a script)."""
+    return path_href(os.path.relpath(report, page_dir) if page_dir else str(report))
+
+
 def render_job_html(job: dict, page_path: str | None = None) -> str:
     js = _static("report.js")
     bars, legend, bars_h, bars_max = breakdown_bars(job)
     page_dir = str(Path(page_path).resolve().parent) if page_path else None
     ctx = dict(job=job, title=f"nsysdoc job — {job['rank_count']} ranks", ranks=ranks_table(job, page_dir),
                findings=findings_table(job), heat=heatmaps(job), bars=bars, legend=legend, bars_h=bars_h,
-               bars_max=bars_max, reports=[(r["rank"], os.path.relpath(r["report"], page_dir) if page_dir else r["report"])
+               bars_max=bars_max, reports=[(r["rank"], report_href(r["report"], page_dir))
                                            for r in job["ranks"] if r.get("report")],
                straggler_pct=STRAGGLER_WAIT_PCT, basis_words=BASIS_WORDS,
                glossary_html=glossary_sections_html("Multi-rank jobs", "Step breakdown"),
