@@ -5,7 +5,9 @@ Guarantees, each enforced here and nowhere else:
 * an input is a regular file (after following links): FIFOs, devices and sockets are refused at
   once, before anything opens them (opening a FIFO blocks forever);
 * a folder that cannot be listed, or a file that cannot be read, is a one-line error;
-* the same file given twice (by two names, links or a folder and a file in it) is used once;
+* the same file given twice (by two names, links or a folder and a file in it) is used once —
+  except for a job's ranks (``same_file="refuse"``), where two names of one file (a hard link, a
+  symbolic link) are an error naming both: 400 links to one capture are not a 400-rank job;
 * nothing is ever written to a path that is, or links to, an input (:func:`check_outputs`).
 """
 from __future__ import annotations
@@ -99,23 +101,54 @@ def _list_dir(p: Path) -> list[Path]:
         raise InputError(f"{p}: cannot list this folder: {exc.strerror or exc}") from None
 
 
-def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -> list[str]:
+def not_regular(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is not a capture file ("a directory", "a named pipe (FIFO)", "a broken link",
+    ...), or None for a regular file. Never opens it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "a broken link" if os.path.islink(path) else "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
+    return None if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+
+
+def _same_file_error(first: str, second: str) -> InputError:
+    how = "a symbolic link" if os.path.islink(first) or os.path.islink(second) else "hard links"
+    return InputError(f"{first} and {second} are one file ({how}): each rank's capture must be a different "
+                      "file", hint="give each rank's capture once")
+
+
+def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None, *, same_file: str = "skip",
+                  keep_not_regular: bool = False) -> list[str]:
     """Expand CLI inputs: files are kept (in order); a folder stands for all ``*.nsys-rep`` and
     ``*.sqlite`` in it (sorted), keeping one of ``x.nsys-rep``/``x.sqlite``: the sqlite when it is
     newer, else the report; and for its PyTorch Profiler traces (``*.pt.trace.json[.gz]``, also
     in TensorBoard's ``plugins/profile/<run>/`` folders). A file met twice (same device and inode)
     is kept once; pass the same ``seen`` set to several calls to dedupe across them. Missing,
-    unreadable and non-regular inputs raise InputError."""
+    unreadable and non-regular inputs raise InputError.
+
+    For a job's ranks: ``same_file="refuse"`` raises InputError naming both paths when one file
+    is met under two different names (a hard link, a symbolic link; the same path met twice, as a
+    file and in its folder, is still kept once); ``keep_not_regular`` keeps a folder's entries
+    that carry a capture's name but are not regular files (a directory named ``rank1.sqlite``, a
+    FIFO, a broken link) instead of skipping them silently, for the caller to name
+    (:func:`not_regular`) — unless a regular file of the same name stands for that capture."""
     out: list[str] = []
     seen = set() if seen is None else seen
+    names: dict = {}  # identity -> the first path it was met under (for same_file="refuse")
 
     def add(p: Path) -> None:
         p = regular_file(p, "input")
         key = _identity(p)
         if key is not None and key in seen:
+            first = names.get(key)
+            if same_file == "refuse" and first is not None and os.path.abspath(first) != os.path.abspath(p):
+                raise _same_file_error(first, str(p))
             return
         if key is not None:
             seen.add(key)
+            names[key] = str(p)
         out.append(str(p))
 
     for raw in paths:
@@ -128,6 +161,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -
             add(p)
             continue
         by_stem: dict[str, dict[str, Path]] = {}
+        odd: dict[str, Path] = {}  # capture names that are not regular files (keep_not_regular)
         children = _list_dir(p)
         tb = p.joinpath(*TENSORBOARD_RUNS)
         if tb.is_dir():
@@ -136,22 +170,26 @@ def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None) -
             kineto = is_kineto_name(child.name)
             if child.name.startswith(".") or (child.suffix not in CAPTURE_SUFFIXES and not kineto):
                 continue
-            try:
-                if not stat.S_ISREG(os.stat(child).st_mode):
-                    continue
-            except OSError:
+            if not_regular(child) is not None:
+                if keep_not_regular:
+                    odd.setdefault(str(child.relative_to(p)) if kineto else child.stem, child)
                 continue
             if kineto:  # no .sqlite/.nsys-rep pairing: a trace stands alone
                 by_stem.setdefault(str(child.relative_to(p)), {})[".pt.trace"] = child
             else:
                 by_stem.setdefault(child.stem, {})[child.suffix] = child
+        for stem, child in odd.items():  # named, not skipped: the caller reports it (a missing rank)
+            if stem not in by_stem:
+                by_stem[stem] = {"odd": child}
         if not by_stem:
             raise InputError(f"{p}: no .nsys-rep or .sqlite files in this folder (nor PyTorch Profiler traces, "
                              "*.pt.trace.json[.gz])")
         for stem in sorted(by_stem):
             pair = by_stem[stem]
             rep, db = pair.get(REP_SUFFIX), pair.get(".sqlite")
-            if ".pt.trace" in pair:
+            if "odd" in pair:
+                out.append(str(pair["odd"]))
+            elif ".pt.trace" in pair:
                 add(pair[".pt.trace"])
             elif rep and db:
                 add(db if db.stat().st_mtime_ns > rep.stat().st_mtime_ns else rep)
