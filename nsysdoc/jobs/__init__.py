@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import InputError
 from .analysis import JOB_CONTRACT, analyze_job
 from .ranks import assign_ranks, pid_like_ranks, rank_from_name
-from .run import Progress, run_dask, run_local
+from .run import Notice, Progress, run_dask, run_local
 from .summary import summarize_file, summarize_trace
 
 __all__ = ["run_job", "analyze_job", "assign_ranks", "rank_from_name", "summarize_file", "summarize_trace",
@@ -18,23 +18,21 @@ __all__ = ["run_job", "analyze_job", "assign_ranks", "rank_from_name", "summariz
 
 
 def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None = None, dask: str | None = None,
-            rank_pattern: str | None = None, progress: Progress | None = None) -> dict:
+            rank_pattern: str | None = None, progress: Progress | None = None, notice: Notice | None = None,
+            dask_timeout: float | None = None) -> dict:
     """Analyse a job from per-rank captures (files or folders), or from captures holding several
     processes each (one capture of a node, or of the whole job): then every GPU process is a rank,
-    numbered in file order then pid order. Raises InputError when no input can be read or ranks
-    collide."""
-    from ..inputs import expand_inputs
+    numbered in file order then pid order. Raises InputError when no input can be read, ranks
+    collide, two inputs are one file (hard or symbolic links), or a Dask worker's result is
+    malformed. A folder entry named like a capture that is not a file (a directory named
+    ``rank1.sqlite``) is a failed rank, named in the progress, the warnings and the ranks table.
 
-    files = expand_inputs(inputs)
-    seen: dict[str, str] = {}
-    unique = []
-    for f in files:
-        key = str(Path(f).resolve())
-        if key in seen:
-            continue
-        seen[key] = f
-        unique.append(f)
-    files = unique
+    ``notice(text)`` receives one-line status texts that are not a rank's progress (waiting for a
+    Dask worker to join); ``dask_timeout``: seconds to wait for one (default
+    :func:`nsysdoc.jobs.run.worker_timeout`)."""
+    from ..inputs import expand_inputs, not_regular
+
+    files = expand_inputs(inputs, same_file="refuse", keep_not_regular=True)
     options = dict(options or {})
     options["split_processes"] = True  # a capture of several GPU processes (one node) is several ranks
     one = len(files) == 1
@@ -45,7 +43,27 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
         if rank_pattern:
             raise
         ranks, source, name_error = list(range(len(files))), "order", exc
-    results = run_dask(files, options, dask, progress) if dask else run_local(files, options, jobs, progress)
+    bad = {i: why for i, f in enumerate(files) if (why := not_regular(f)) is not None}
+    failed = {i: [{"file": f, "ok": False, "error": f"is {bad[i]}, not a capture file"}] for i, f in enumerate(files)
+              if i in bad}
+    todo = [f for i, f in enumerate(files) if i not in bad]
+    inner = progress
+    if progress and bad:  # named first, each on its progress line; the others count on from there
+        for n, i in enumerate(sorted(bad), 1):
+            progress(n, len(files), failed[i])
+
+        def inner(done: int, total: int, recs: list) -> None:
+            progress(done + len(bad), len(files), recs)
+    if not todo:
+        done = []
+    elif dask:
+        labels = [Path(f).name if one else f"rank {ranks[i]} ({Path(f).name})"
+                  for i, f in enumerate(files) if i not in bad]
+        done = run_dask(todo, options, dask, inner, labels=labels, notice=notice, timeout=dask_timeout)
+    else:
+        done = run_local(todo, options, jobs, inner)
+    it = iter(done)
+    results = [failed[i] if i in bad else next(it) for i in range(len(files))]
     summaries = []
     if not one and all(len(recs) == 1 for recs in results) and not rank_pattern:
         # PyTorch Profiler traces record their rank (distributedInfo): it wins over file names

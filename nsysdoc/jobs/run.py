@@ -13,12 +13,22 @@ from ..errors import InputError
 from .summary import summarize_file
 
 Progress = Callable[[int, int, list], None]
+#: a one-line status text that is no rank's progress (waiting for a Dask worker to join)
+Notice = Callable[[str], None]
 DASK_HINT = "install the extra: pip install 'nsysdoc[dask]'"
 DASK_ADDRESS_HINT = "pass the scheduler's address, as the scheduler prints it: --dask tcp://HOST:8786"
 #: seconds to connect to a Dask scheduler and hear its greeting (the probe), then again for the client
 CONNECT_TIMEOUT_S = 10.0
 #: a scheduler's greeting (its handshake message) is a few hundred bytes; a length over this is not Dask
 _MAX_GREETING = 1 << 20
+#: seconds a job waits while the scheduler has no worker (none joined, or all left) before it fails;
+#: ``NSYSDOC_DASK_WORKER_TIMEOUT`` overrides it
+WORKER_TIMEOUT_S = 120.0
+WORKER_TIMEOUT_ENV = "NSYSDOC_DASK_WORKER_TIMEOUT"
+#: seconds between two "waiting for a Dask worker" notices
+NOTICE_EVERY_S = 10.0
+#: seconds between two checks of the scheduler's workers while no rank finishes
+_POLL_S = 0.5
 
 
 def _default_jobs(n: int) -> int:
@@ -175,12 +185,54 @@ def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
                          hint=DASK_ADDRESS_HINT) from None
 
 
-def run_dask(files: list[str], options: dict, address: str, progress: Progress | None = None) -> list[list[dict]]:
-    """The same on an existing Dask cluster (``tcp://scheduler:8786``)."""
+def worker_timeout(value: float | str | None = None) -> float:
+    """Seconds to wait while a Dask scheduler has no worker: ``value``, else
+    ``$NSYSDOC_DASK_WORKER_TIMEOUT``, else :data:`WORKER_TIMEOUT_S`. A value that is not a positive
+    number of seconds is an InputError (one line)."""
+    where = "the Dask worker timeout"
+    if value is None:
+        value = os.environ.get(WORKER_TIMEOUT_ENV)
+        where = WORKER_TIMEOUT_ENV
+        if value is None or not str(value).strip():
+            return WORKER_TIMEOUT_S
     try:
-        from distributed import Client, as_completed
+        t = float(value)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not (0 < t <= 86400 * 7):  # NaN fails too
+        raise InputError(f"{where}: {str(value)[:40]!r} is not a number of seconds (more than 0, at most a week)")
+    return t
+
+
+def _workers(client) -> int | None:
+    """How many workers the scheduler has now (None when it cannot be asked: then assume some)."""
+    try:
+        return len(client.nthreads())
+    except Exception:
+        return None
+
+
+def run_dask(files: list[str], options: dict, address: str, progress: Progress | None = None, *,
+             labels: list[str] | None = None, notice: Notice | None = None,
+             timeout: float | None = None) -> list[list[dict]]:
+    """The same on an existing Dask cluster (``tcp://scheduler:8786``).
+
+    A cluster is trusted (docs/job.md, "Trusting a Dask cluster"): its results are unpickled here.
+    Each result is still checked (:func:`nsysdoc.jobs.check.check_records`) before anything reads
+    it; a malformed one stops the job (InputError naming ``labels[i]``, the rank). While the
+    scheduler has no worker (none joined yet, or all left), ``notice`` hears so every
+    :data:`NOTICE_EVERY_S` seconds, and after ``timeout`` seconds (:func:`worker_timeout`) the job
+    fails (InputError) instead of waiting forever."""
+    import time
+
+    from .check import check_records, one_line
+
+    try:
+        from distributed import Client, wait
     except ImportError:
         raise InputError("--dask needs dask.distributed, which is not installed", hint=DASK_HINT)
+    limit = worker_timeout(timeout)
+    labels = labels or [os.path.basename(f) for f in files]
     probe_scheduler(address)
     try:
         client = Client(address, timeout=f"{CONNECT_TIMEOUT_S:g}s")
@@ -192,15 +244,52 @@ def run_dask(files: list[str], options: dict, address: str, progress: Progress |
         futs = [client.submit(summarize_file, f, options, key=f"nsysdoc-rank-{i}-{abs(hash(f))}", pure=False)
                 for i, f in enumerate(files)]
         index = {fut.key: i for i, fut in enumerate(futs)}
-        for done, fut in enumerate(as_completed(futs), 1):
-            i = index[fut.key]
+        pending = set(futs)
+        done_count = 0
+        idle_since: float | None = None  # when the scheduler was first seen without a worker
+        seen_worker = False
+        last_notice = -NOTICE_EVERY_S
+        while pending:
             try:
-                out[i] = fut.result()
-            except Exception as exc:  # the task failed on the worker (e.g. nsysdoc missing there)
-                out[i] = [{"file": files[i], "ok": False,
-                           "error": f"Dask task failed: {type(exc).__name__}: {str(exc)[:200]}"}]
-            if progress:
-                progress(done, len(files), out[i])
+                finished, _ = wait(list(pending), timeout=_POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                finished = set()
+            if not finished:
+                n = _workers(client)
+                now = time.monotonic()
+                if n != 0:
+                    seen_worker = seen_worker or bool(n)
+                    idle_since = None
+                    continue
+                idle_since = now if idle_since is None else idle_since
+                waited = now - idle_since
+                what = "all its workers left" if seen_worker else "no worker has joined it"
+                if waited >= limit:
+                    raise InputError(f"the Dask scheduler at {address} has no worker: {what} in {limit:g} s "
+                                     f"({done_count} of {len(files)} ranks done)",
+                                     hint=f"start workers (dask worker {address}) or set {WORKER_TIMEOUT_ENV} "
+                                          "(seconds) to wait longer")
+                if notice and now - last_notice >= NOTICE_EVERY_S:
+                    notice(f"waiting for a Dask worker: the scheduler at {address} has none ({what}); "
+                           f"giving up after {limit:g} s")
+                    last_notice = now
+                continue
+            idle_since = None
+            seen_worker = True
+            for fut in finished:
+                pending.discard(fut)
+                i = index[fut.key]
+                try:
+                    recs = fut.result()
+                except Exception as exc:  # the task failed on the worker (e.g. nsysdoc missing there)
+                    recs = [{"file": files[i], "ok": False,
+                             "error": one_line(f"Dask task failed: {type(exc).__name__}: {exc}", 300)}]
+                else:
+                    check_records(recs, files[i], options, labels[i])
+                out[i] = recs
+                done_count += 1
+                if progress:
+                    progress(done_count, len(files), out[i])
     finally:
         client.close()
     return out  # type: ignore[return-value]

@@ -32,6 +32,11 @@ def _num(x, digits: int = 4):
     return round(x, digits) if np.isfinite(x) else None
 
 
+def _whole(x) -> int | None:
+    """A rank a trace records, when it is a whole number (not text, a fraction or true/false)."""
+    return int(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and abs(int(x)) < 1 << 62 else None
+
+
 def _brief_findings(result: dict) -> list[dict]:
     return [{"rule": f.get("rule"), "title": f.get("title"), "severity": f.get("severity"),
              "impact_ms_per_step": f.get("impact_ms_per_step"), "impact_pct": f.get("impact_pct")}
@@ -130,7 +135,7 @@ def summarize_trace(trace, result: dict, file: str, split_processes: bool = Fals
             # session timeline, so wall = session_start_utc_ns + t either way
             "timestamps": getattr(trace, "clock", "session"),
             # the rank a PyTorch Profiler trace records (distributedInfo); None for nsys captures
-            "distributed_rank": (trace.distributed or {}).get("rank") if len(groups) == 1 else None,
+            "distributed_rank": _whole((trace.distributed or {}).get("rank")) if len(groups) == 1 else None,
             "window_ms": ((result.get("capture") or {}).get("window") or {}).get("duration_ms"),
             "steps": steps,
             # "markers", "inferred" (from the repeating GPU work) or None
