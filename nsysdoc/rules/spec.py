@@ -20,7 +20,7 @@ from ..metrics.attribution import SELECTORS as WHERE_SELECTORS
 from .expr import Expr, ExprError, compile_expr
 from .text import check_spec
 from .text import fields as text_fields
-from .values import STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
+from .values import IDLE_CLASSES, STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 
 SEVERITIES = ("info", "warning", "critical")
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
@@ -365,6 +365,24 @@ def template_fields(template: str) -> list[tuple[str, str]]:
     return text_fields(template)
 
 
+def _time_ranges_problem(value: str, evidence) -> str | None:
+    """Why a ``time_ranges`` value (``kind[:arg]``, already matched by the schema's pattern)
+    cannot work, or None: only ``gaps`` takes an argument, an idle class (``gaps:sync``), and
+    ``evidence`` needs an evidence table."""
+    kind, sep, arg = value.partition(":")
+    if kind == "gaps" and sep and arg not in IDLE_CLASSES:
+        import difflib
+
+        close = difflib.get_close_matches(arg, IDLE_CLASSES, n=1)
+        return (f"unknown idle class {_short(arg)} in {_short(value)}; gaps takes one of {', '.join(IDLE_CLASSES)}"
+                + (f"; did you mean 'gaps:{close[0]}'?" if close else ""))
+    if kind != "gaps" and sep:
+        return f"{kind} takes no ':{_short(arg)[1:-1]}' (only gaps does: gaps:sync, gaps:input ...)"
+    if kind == "evidence" and not evidence:
+        return "evidence needs an evidence table (the rule has no 'evidence:')"
+    return None
+
+
 def load_rule(path: Path, source: str = "builtin") -> Rule:
     data, lines = load_yaml(path)
     if not isinstance(data, dict):
@@ -413,6 +431,10 @@ def load_rule(path: Path, source: str = "builtin") -> Rule:
             problem = check_spec(name, spec, is_text) if spec else None
             if problem:
                 raise _fail(path, lines, (key,), problem)
+    if "time_ranges" in data:
+        problem = _time_ranges_problem(data["time_ranges"], data.get("evidence"))
+        if problem:
+            raise _fail(path, lines, ("time_ranges",), problem)
     evidence = data.get("evidence")
     where = None
     if evidence:

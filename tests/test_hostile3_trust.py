@@ -1,0 +1,73 @@
+"""Issue 45 "Hardening III", trust: what nsysdoc reads without being asked (a project config found
+walking up, a shared cache's entries, a config's rule folders) and the one-line errors of the rule
+tools. One test per bug; each builds its own input in a temporary folder, runs nsysdoc (a
+subprocess with an isolated cache folder, or the library) and checks the exit code, the one error
+line, the numbers and that no input changed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsysdoc.testing import Capture
+from nsysdoc.testing.scenarios import pageable_h2d
+from tests.hostile_cases import run_nsysdoc, sandbox_env
+
+#: this checkout (the subprocesses import it, not an installed nsysdoc)
+ROOT = Path(__file__).resolve().parent.parent
+OTHER_UID = 12345
+BUILTIN_RULES = ROOT / "rules"
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    return sandbox_env(tmp / "cache", {"PYTHONPATH": str(ROOT), **extra})
+
+
+def _sha(paths) -> dict[str, str]:
+    return {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}
+
+
+def _error_line(stderr: str) -> str:
+    """The one ``nsysdoc: error:`` line (optionally followed by one hint line), no traceback."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert lines and lines[0].startswith("nsysdoc: error: "), stderr
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("nsysdoc: hint: ")), stderr
+    return lines[0]
+
+
+def _kernels(n: int) -> Capture:
+    """``n`` kernels of 100 us, one per step: ``summary.kernel_count`` is ``n``."""
+    cap = Capture()
+    t = cap.process(pid=4000).thread()
+    for i in range(n):
+        with t.range(f"ProfilerStep#{i}"):
+            t.cpu(us=20)
+            t.launch("gemm_kernel", us=100)
+    return cap
+
+
+# --- 7: time_ranges with an unknown gap cause ---------------------------------------------------------
+def test_time_ranges_unknown_gap_cause_refused_at_load(tmp_path):
+    folder = tmp_path / "team"
+    folder.mkdir()
+    text = (BUILTIN_RULES / "host-sync.yaml").read_text()
+    assert "time_ranges: gaps:sync" in text
+    rule = folder / "host-sync.yaml"
+    rule.write_text(text.replace("time_ranges: gaps:sync", "time_ranges: gaps:zzz"))
+    line_no = rule.read_text().splitlines().index("time_ranges: gaps:zzz") + 1
+    run = run_nsysdoc(["rules", "check", folder], cwd=tmp_path, env=_env(tmp_path))
+    assert run.rc == 2, run.describe()
+    line = _error_line(run.stderr)
+    assert line.startswith(f"nsysdoc: error: {rule}:{line_no}: time_ranges: unknown idle class 'zzz' in "
+                           "'gaps:zzz'; gaps takes one of sync, input,"), line
+    rule.write_text(text.replace("time_ranges: gaps:sync", "time_ranges: worst_step:sync"))
+    run = run_nsysdoc(["rules", "check", folder], cwd=tmp_path, env=_env(tmp_path))
+    assert run.rc == 2 and "time_ranges: worst_step takes no ':sync'" in _error_line(run.stderr), run.describe()
