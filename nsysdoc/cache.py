@@ -31,6 +31,7 @@ Guarantees, each enforced here and nowhere else:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -77,15 +78,40 @@ def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path("~/.cache/nsysdoc").expanduser()
 
 
-def max_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The size cap in bytes (``NSYSDOC_CACHE_MAX_MB``; a bad value falls back to the default)."""
+def _max_mb(environ: Mapping[str, str] | None = None) -> tuple[float, str | None]:
+    """The cap in MB and, when ``NSYSDOC_CACHE_MAX_MB`` is set to something unusable, why the
+    default is used instead."""
     env = os.environ if environ is None else environ
     raw = env.get(MAX_ENV, "")
+    if not raw.strip():
+        return DEFAULT_MAX_MB, None
     try:
-        mb = float(raw) if raw.strip() else DEFAULT_MAX_MB
+        mb = float(raw)
     except ValueError:
-        mb = DEFAULT_MAX_MB
-    return max(0, int(mb * 1024 * 1024)) if mb == mb else DEFAULT_MAX_MB << 20  # NaN -> default
+        mb = float("nan")
+    if not math.isfinite(mb) or mb < 0 or mb * 1024 * 1024 > MAX_CAP_BYTES:
+        shown = raw.strip()[:40]
+        return DEFAULT_MAX_MB, (f"{MAX_ENV}={shown!r} is not a size in MB (a finite number from 0 to "
+                                f"{MAX_CAP_BYTES >> 20:,}); using the default, {DEFAULT_MAX_MB} MB")
+    return mb, None
+
+
+#: the largest cap ``NSYSDOC_CACHE_MAX_MB`` can set (1 EiB: no practical limit)
+MAX_CAP_BYTES = 1 << 60
+
+
+def max_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The size cap in bytes (``NSYSDOC_CACHE_MAX_MB``). Never raises: a value that is not a
+    finite number of MB from 0 up (``inf``, ``nan``, ``-1``, ``lots``) means the default, and
+    :func:`settings_problems` says so."""
+    mb, _problem = _max_mb(environ)
+    return int(mb * 1024 * 1024)
+
+
+def settings_problems(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per cache setting that cannot be used as given (the CLI prints each as a warning)."""
+    _mb, problem = _max_mb(environ)
+    return [problem] if problem else []
 
 
 def file_identity(path: str | os.PathLike) -> dict:

@@ -54,6 +54,26 @@ def _kernels(n: int) -> Capture:
     return cap
 
 
+# --- 5: NSYSDOC_CACHE_MAX_MB=inf -------------------------------------------------------------------
+def test_cache_max_mb_not_a_finite_size_is_one_line(tmp_path):
+    from nsysdoc import cache
+
+    for raw in ("inf", "-inf", "nan", "1e400", "-5", "lots"):
+        env = {cache.MAX_ENV: raw}
+        assert cache.max_bytes(env) == cache.DEFAULT_MAX_MB << 20
+        (problem,) = cache.settings_problems(env)
+        assert problem.startswith(f"NSYSDOC_CACHE_MAX_MB={raw!r} is not a size in MB"), problem
+    assert cache.settings_problems({cache.MAX_ENV: "512"}) == [] and cache.max_bytes({cache.MAX_ENV: "0.5"}) == 1 << 19
+    run = run_nsysdoc(["cache", "info"], cwd=tmp_path, env=_env(tmp_path, NSYSDOC_CACHE_MAX_MB="inf"))
+    assert run.rc == 0 and "Traceback" not in run.stderr, run.describe()
+    assert "of 4,096.0 MB" in run.stdout
+    cap = _kernels(5).write(tmp_path / "cap.sqlite")  # a report's cache writes (eviction) too
+    run = run_nsysdoc(["report", cap, "-f", "json", "-o", tmp_path / "out.json", "-q", "--no-config"],
+                      cwd=tmp_path, env=_env(tmp_path, NSYSDOC_CACHE_MAX_MB="inf"))
+    assert run.rc == 0 and "Traceback" not in run.stderr, run.describe()
+    assert [p.name[:6] for p in (tmp_path / "cache").iterdir()] == ["trace-"]
+
+
 # --- 7: time_ranges with an unknown gap cause ---------------------------------------------------------
 def test_time_ranges_unknown_gap_cause_refused_at_load(tmp_path):
     folder = tmp_path / "team"
