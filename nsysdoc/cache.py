@@ -13,9 +13,13 @@ Guarantees, each enforced here and nowhere else:
 
 * **Keyed by identity, not by name.** A key hashes the resolved path with the file's size, mtime,
   *ctime* and inode (ctime cannot be set back with ``utime``, so content changed in place and the
-  mtime restored is a new key), the user id (entries are per user: another user's entries are never
-  read, and a cache folder shared by several users cannot break anybody's report) and a format
-  version.
+  mtime restored is a new key), a fingerprint of its content (:func:`content_fingerprint`), the
+  user id (entries are per user: another user's entries are never read, and a cache folder shared
+  by several users cannot break anybody's report) and a format version.
+* **Bound to the content.** An entry is sealed with its own key when written (:func:`seal`) and
+  read only when it still carries that key and is a folder of this user's that nobody else can
+  write to (:func:`trusted_entry`): an entry of another capture renamed to this key, or one
+  planted by another user, is a miss, never served.
 * **Private.** Folders are created with mode 0700.
 * **Bounded.** After a write, least-recently-used entries are removed until the cache is under
   ``NSYSDOC_CACHE_MAX_MB`` (default 4096 MB). A read marks the entry used.
@@ -114,12 +118,49 @@ def settings_problems(environ: Mapping[str, str] | None = None) -> list[str]:
     return [problem] if problem else []
 
 
+#: files up to this size are fingerprinted whole; larger ones by their first and last
+#: :data:`FINGERPRINT_EDGE` bytes and :data:`FINGERPRINT_PAGES` pages spread evenly between
+FINGERPRINT_WHOLE = 8 << 20
+FINGERPRINT_EDGE = 64 << 10
+FINGERPRINT_PAGES = 64
+_PAGE = 4096
+
+
+def content_fingerprint(path: str | os.PathLike) -> str:
+    """A hash of the file's size and content: the whole file up to :data:`FINGERPRINT_WHOLE`
+    bytes, else its first and last 64 KiB and 64 pages of 4 KiB spread over it (an nsys export's
+    header and schema, and rows from its whole length; 0.4 MB read whatever the size). Opened
+    without blocking (a FIFO put in the file's place is never waited on) and read-only."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        size = st.st_size
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{size}\0".encode())
+        if size <= FINGERPRINT_WHOLE:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                h.update(chunk)
+        else:
+            pages = [((size - _PAGE) * (i + 1) // (FINGERPRINT_PAGES + 1), _PAGE) for i in range(FINGERPRINT_PAGES)]
+            for off, n in [(0, FINGERPRINT_EDGE), *pages, (size - FINGERPRINT_EDGE, FINGERPRINT_EDGE)]:
+                fh.seek(off)
+                h.update(fh.read(n))
+    return h.hexdigest()
+
+
 def file_identity(path: str | os.PathLike) -> dict:
-    """What identifies a file's content without reading it (see the module docstring)."""
+    """What identifies a file: its place and ``stat`` fields, and a fingerprint of its content
+    (see the module docstring)."""
     p = Path(path).resolve()
     st = p.stat()
     return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns,
-            "inode": st.st_ino, "device": st.st_dev}
+            "inode": st.st_ino, "device": st.st_dev, "content": content_fingerprint(p)}
 
 
 def entry_key(identity: dict, kind: str, version: int | str) -> str:
@@ -151,6 +192,34 @@ def templates_dir(cache_dir: str | os.PathLike | None = None) -> Path | None:
         return None
     touch(folder)
     return folder
+
+
+#: the file in every entry folder that holds the entry's own name (its key), written last
+SEAL_NAME = "entry-key"
+
+
+def seal(folder: Path, name: str) -> None:
+    """Mark a finished entry folder (still under its temporary name) as the entry ``name``."""
+    (Path(folder) / SEAL_NAME).write_text(name, encoding="ascii")
+
+
+def trusted_entry(entry: Path) -> bool:
+    """Whether ``entry`` may be read: a real folder (not a link) owned by this user that nobody
+    else can write to, sealed with its own name (:func:`seal`). An entry renamed from another
+    key (another capture's tables) or made by another user is not; it is a miss and rebuilt."""
+    try:
+        st = os.lstat(entry)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022:
+        return False
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return False
+    try:
+        with open(Path(entry) / SEAL_NAME, "rb") as fh:
+            return fh.read(128) == entry.name.encode("ascii")
+    except (OSError, UnicodeError):
+        return False
 
 
 def make_dir(folder: Path) -> None:

@@ -54,6 +54,74 @@ def _kernels(n: int) -> Capture:
     return cap
 
 
+# --- 2: a cache entry is served only for the capture it was made from ----------------------------
+def test_cache_entry_of_another_capture_renamed_to_the_key_is_not_served(tmp_path):
+    many = _kernels(75).write(tmp_path / "many.sqlite")
+    victim = _kernels(20).write(tmp_path / "victim.sqlite")
+    before = _sha([many, victim])
+    cache = tmp_path / "cache"
+    env = _env(tmp_path)
+    out = tmp_path / "out.json"
+
+    def report(path) -> dict:
+        run = run_nsysdoc(["report", path, "-f", "json", "-o", out, "-q", "--no-config"], cwd=tmp_path, env=env)
+        assert run.rc == 0, run.describe()
+        return json.loads(out.read_text())
+
+    def entries() -> set[str]:
+        return {p.name for p in cache.iterdir() if p.name.startswith("trace-")}
+
+    assert report(many)["summary"]["kernel_count"] == 75
+    (many_entry,) = entries()
+    assert report(victim)["summary"]["kernel_count"] == 20
+    (victim_entry,) = entries() - {many_entry}
+    # the other capture's entry, renamed to the victim's key
+    shutil.rmtree(cache / victim_entry)
+    os.rename(cache / many_entry, cache / victim_entry)
+    assert report(victim)["summary"]["kernel_count"] == 20  # was 75: the planted entry was served
+
+    # the same, made by another user and sealed with the victim's key: not read either
+    assert report(many)["summary"]["kernel_count"] == 75
+    (many_entry,) = entries() - {victim_entry}
+    shutil.rmtree(cache / victim_entry)
+    os.rename(cache / many_entry, cache / victim_entry)
+    seal = cache / victim_entry / "entry-key"
+    if seal.exists():
+        seal.write_text(victim_entry)
+    for root, dirs, files in os.walk(cache / victim_entry):
+        for name in [root, *(os.path.join(root, f) for f in files)]:
+            os.chown(name, OTHER_UID, OTHER_UID)
+    assert report(victim)["summary"]["kernel_count"] == 20
+    assert _sha([many, victim]) == before
+
+
+def test_cache_key_depends_on_the_content_not_only_on_stat(tmp_path):
+    """Two captures whose ``stat`` fields coincide (made-up inode numbers, an image layer) get
+    different keys: the key hashes the whole file up to 8 MiB, else its header, tail and pages
+    spread over it."""
+    from nsysdoc import cache
+
+    small = tmp_path / "small.bin"
+    big = tmp_path / "big.bin"
+    small.write_bytes(bytes(1000))
+    big.write_bytes(bytes(cache.FINGERPRINT_WHOLE + (1 << 20)))
+    seen = set()
+    for path, offsets in ((small, [0, 500, 999]), (big, [0, 100, big.stat().st_size - 1])):
+        base = cache.content_fingerprint(path)
+        seen.add(base)
+        for off in offsets:
+            data = bytearray(path.read_bytes())
+            data[off] ^= 0xFF
+            other = tmp_path / "other.bin"
+            other.write_bytes(bytes(data))
+            fp = cache.content_fingerprint(other)
+            assert fp != base and fp not in seen, (path.name, off)
+            seen.add(fp)
+    ident = cache.file_identity(small)
+    assert ident["content"] == cache.content_fingerprint(small)
+    assert cache.entry_key(ident, "trace", 1) != cache.entry_key({**ident, "content": "0" * 32}, "trace", 1)
+
+
 # --- 5: NSYSDOC_CACHE_MAX_MB=inf -------------------------------------------------------------------
 def test_cache_max_mb_not_a_finite_size_is_one_line(tmp_path):
     from nsysdoc import cache

@@ -105,7 +105,9 @@ def _entry_ok(meta, frames: dict[str, Columns], store: Store) -> bool:
 def cache_read(entry: Path) -> dict | None:
     meta_path = entry / "meta.json"
     try:
-        if not meta_path.is_file():
+        # only an entry this user sealed under this very key (the input's identity and content):
+        # another capture's entry renamed here, or another user's, is a miss and is rebuilt
+        if not cache_m.trusted_entry(entry) or not meta_path.is_file():
             return None
         import pyarrow.parquet as pq
 
@@ -170,6 +172,7 @@ def publish(tmp: Path, entry: Path, meta: dict, frames: dict[str, Columns], stri
             np.save(tmp / f"{k}.npy", np.asarray(arr), allow_pickle=False)
         (tmp / "meta.json").write_text(json.dumps({**meta, "format": CACHE_FORMAT, "store": store.describe()}),
                                        encoding="utf-8")
+        cache_m.seal(tmp, entry.name)  # last: an entry is read only under the key it was sealed with
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)
