@@ -122,6 +122,90 @@ def test_cache_key_depends_on_the_content_not_only_on_stat(tmp_path):
     assert cache.entry_key(ident, "trace", 1) != cache.entry_key({**ident, "content": "0" * 32}, "trace", 1)
 
 
+# --- 4: rules check linear, rules test capped and one line ----------------------------------------
+def test_rules_check_reads_each_file_once(tmp_path, monkeypatch):
+    import nsysdoc.rules.cases as cases
+    from nsysdoc.rules.cases import check_folder
+
+    src = (BUILTIN_RULES / "host-sync.yaml").read_text()
+    folder = tmp_path / "team"
+    folder.mkdir()
+    n = 400
+    for i in range(n):
+        (folder / f"team-{i}.yaml").write_text(src.replace("id: host-sync", f"id: team-{i}"))
+        if i % 2 == 0:
+            (folder / f"team-{i}.cases.yaml").write_text(
+                f"rule: team-{i}\ncases:\n  - name: quiet\n    scenario: healthy_training\n    expect: {{fires: false}}\n")
+    calls = {"load_cases": 0, "find_case_files": 0}
+    real_load, real_find = cases.load_cases, cases.find_case_files
+
+    def load(path):
+        calls["load_cases"] += 1
+        return real_load(path)
+
+    def find(path):
+        calls["find_case_files"] += 1
+        return real_find(path)
+
+    monkeypatch.setattr(cases, "load_cases", load)
+    monkeypatch.setattr(cases, "find_case_files", find)
+    chk = check_folder(folder, {"host-sync"})
+    assert len(chk.rules) == n and chk.case_count == n // 2
+    assert calls == {"load_cases": n // 2, "find_case_files": 1}  # the command read them once per rule
+    assert len(chk.warnings) == n // 2
+    assert chk.warnings[0] == f"{folder / 'team-1.yaml'}: no test cases for team-1 (add team-1.cases.yaml)"
+
+
+def test_rules_test_scenario_arguments_under_the_action_cap(tmp_path):
+    folder = tmp_path / "team"
+    folder.mkdir()
+    shutil.copy(BUILTIN_RULES / "host-sync.yaml", folder)
+    cases_file = folder / "host-sync.cases.yaml"
+    cases_file.write_text("rule: host-sync\ncases:\n  - name: huge\n    scenario: sync_storm\n"
+                          "    args: {steps: 100000000}\n    expect: {fires: true}\n")
+    before = _sha([cases_file])
+    # the cap lowered to 20,000 so that reaching it takes well under a second (1,000,000: ~20 s);
+    # without the cap this plays 100 M steps: the memory cap or the timeout stops it
+    code = ("import sys, nsysdoc.rules.cases as c; c.MAX_ACTIONS = 20_000; from nsysdoc.cli import main; "
+            f"sys.argv = ['nsysdoc', 'rules', 'test', {str(folder)!r}]; main()")
+    import resource
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=30, preexec_fn=cap_memory)
+    except subprocess.TimeoutExpired:
+        pytest.fail("rules test played the scenario's 100,000,000 steps (no cap)")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = _error_line(proc.stderr)
+    assert line == (f"nsysdoc: error: {cases_file}:3: args: scenario sync_storm would play more than 20,000 actions "
+                    "with these arguments (the cap of an inline capture); a rule case needs a few hundred")
+    assert _sha([cases_file]) == before
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("capture: {processes: [{pid: 1, do: [{launch: {name: k, us: 1.0e+18}}, {item: {}}]}]}",
+     "the case's capture cannot be written (OverflowError"),
+    ("capture: {processes: [{pid: 1, do: [{launch: {name: k, us: 1e18}}]}]}", "capture: cannot play it (TypeError"),
+    ("capture: {processes: [{pid: 1, do: [{launch: {name: k, us: abc}}]}]}", "capture: cannot play it (TypeError"),
+    ("capture: {processes: [{pid: 1, do: [{launch: {name: k, us: .inf}}]}]}", "capture: cannot play it (OverflowError"),
+    ("scenario: sync_storm\n    args: {stepz: 3}", "args: scenario sync_storm has no argument 'stepz'; did you mean 'steps'?"),
+    ("scenario: sync_storm\n    args: {steps: abc}", "args: scenario sync_storm cannot use these arguments (TypeError"),
+], ids=["us-1e18-float", "us-1e18-text", "us-abc", "us-inf", "unknown-arg", "text-arg"])
+def test_rules_test_bad_case_values_are_one_line(tmp_path, case, expected):
+    folder = tmp_path / "team"
+    folder.mkdir()
+    shutil.copy(BUILTIN_RULES / "host-sync.yaml", folder)
+    cases_file = folder / "host-sync.cases.yaml"
+    cases_file.write_text(f"rule: host-sync\ncases:\n  - name: c\n    {case}\n    expect: {{fires: false}}\n")
+    run = run_nsysdoc(["rules", "test", folder], cwd=tmp_path, env=_env(tmp_path))
+    assert run.rc == 2, run.describe()
+    line = _error_line(run.stderr)
+    assert line.startswith(f"nsysdoc: error: {cases_file}:3: {expected}"), line
+
+
 # --- 5: NSYSDOC_CACHE_MAX_MB=inf -------------------------------------------------------------------
 def test_cache_max_mb_not_a_finite_size_is_one_line(tmp_path):
     from nsysdoc import cache

@@ -119,11 +119,48 @@ def load_cases(path: Path) -> list[Case]:
         out.append(Case(rule=data["rule"], name=c["name"], path=path, line=lines.get(("cases", i), 1),
                         scenario=c.get("scenario"), args=c.get("args") or {}, capture=c.get("capture"),
                         params=c.get("params") or {}, step_marker=c.get("step_marker"), expect=c["expect"]))
-    names = [c.name for c in out]
-    dup = {n for n in names if names.count(n) > 1}
+    from collections import Counter
+
+    dup = {n for n, k in Counter(c.name for c in out).items() if k > 1}
     if dup:
         raise RuleError(f"{path}: duplicate case name(s): {', '.join(sorted(dup))}")
     return out
+
+
+@dataclass
+class FolderCheck:
+    """What ``nsysdoc rules check`` finds in one folder (:func:`check_folder`)."""
+
+    folder: Path
+    rules: list
+    case_count: int
+    #: rules of the folder that no cases file tests
+    untested: list = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{r.path}: no test cases for {r.id} (add {r.id}.cases.yaml)" for r in self.untested]
+
+
+def check_folder(folder: Path, known_ids=()) -> FolderCheck:
+    """Validate a rules folder without running anything: every rule file, every cases file, and
+    that each case names a rule of the folder or of ``known_ids`` (the built-in ids). Each file
+    is read once, so the time is linear in the number of rules and cases. Raises RuleError (one
+    line) on the first problem."""
+    from .engine import load_dir
+
+    folder = Path(folder)
+    rules = load_dir(folder, str(folder))
+    ids = {r.id for r in rules} | set(known_ids)
+    tested: set[str] = set()
+    n = 0
+    for f in find_case_files(folder):
+        for c in load_cases(f):
+            if c.rule not in ids:
+                raise RuleError(f"{f}:{c.line}: cases for unknown rule {_short(c.rule)}")
+            tested.add(c.rule)
+            n += 1
+    return FolderCheck(folder, rules, n, [r for r in rules if r.id not in tested])
 
 
 def find_case_files(folder: Path) -> list[Path]:
@@ -244,32 +281,151 @@ def _run(t, actions: list, where: str, ctx: dict) -> None:
         method(**kwargs)
 
 
+# --- scenarios under the action cap -----------------------------------------------------------------
+#: what an inline capture's actions do, counted the same way in a scenario: the thread methods
+#: that record something (``range`` is ``push``), each call one action
+_COUNTED = (*ACTIONS, "push", "op", "frame", "module", "native", "start_end_range")
+#: a capture that cannot be counted as it plays (a scenario that makes its capture elsewhere) is
+#: checked afterwards: at most this many recorded rows per allowed action
+_ROWS_PER_ACTION = 3
+
+
+class _TooManyActions(BaseException):  # not caught by a scenario's own ``except Exception``
+    pass
+
+
+def _counting_capture_class():
+    """A :class:`nsysdoc.testing.Capture` whose threads count their actions and stop the play at
+    more than :data:`MAX_ACTIONS` (read when the capture is made), before memory runs out."""
+    from ..testing.builder import Capture
+
+    class CountingCapture(Capture):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            self._actions_left = MAX_ACTIONS
+
+        def process(self, *args, **kwargs):
+            proc = super().process(*args, **kwargs)
+            make_thread = proc.thread
+            cap = self
+
+            def thread(*targs, **tkwargs):
+                t = make_thread(*targs, **tkwargs)
+                for name in _COUNTED:
+                    method = getattr(t, name, None)
+                    if callable(method):
+                        setattr(t, name, _counted(cap, method))
+                return t
+
+            proc.thread = thread
+            return proc
+
+    return CountingCapture
+
+
+def _counted(cap, method):
+    def call(*args, **kwargs):
+        cap._actions_left -= 1
+        if cap._actions_left < 0:
+            raise _TooManyActions
+        return method(*args, **kwargs)
+
+    return call
+
+
+def _rows(cap) -> int:
+    return sum(len(getattr(cap, k, ())) for k in ("_runtime", "_gpu", "_sync", "_nvtx", "_osrt", "_pyframes"))
+
+
+def play_scenario(name: str, args: dict, where: str):
+    """The named scenario's capture with ``args``, held to the inline captures' cap: unknown or
+    missing arguments, values it cannot use (text for a number, a time too large to store) and
+    more than :data:`MAX_ACTIONS` actions are refused in one line naming ``where``."""
+    import types
+
+    from ..testing.scenarios import SCENARIOS
+
+    if name not in SCENARIOS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(SCENARIOS), n=1)
+        raise RuleError(f"{where}: unknown scenario {_short(name)}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    fn = SCENARIOS[name]
+    sig = inspect.signature(fn)
+    bad = [k for k in args if k not in sig.parameters]
+    if bad:
+        import difflib
+
+        close = difflib.get_close_matches(str(bad[0]), list(sig.parameters), n=1)
+        raise RuleError(f"{where}: args: scenario {name} has no argument {_short(bad[0])}"
+                        + (f"; did you mean {close[0]!r}?" if close else "")
+                        + f" (arguments: {', '.join(sig.parameters) or 'none'})")
+    # the scenario's own code, with its ``Capture`` counting: the cap holds while it plays
+    counting = _counting_capture_class()
+    play = types.FunctionType(fn.__code__, {**fn.__globals__, "Capture": counting}, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    play.__kwdefaults__ = fn.__kwdefaults__
+    try:
+        cap = play(**args)
+    except _TooManyActions:
+        cap = None
+    except (TypeError, ValueError, OverflowError, ArithmeticError, RecursionError, MemoryError) as exc:
+        raise RuleError(f"{where}: args: scenario {name} cannot use these arguments ({_problem(exc)})") from None
+    if cap is None or (not isinstance(cap, counting) and _rows(cap) > _ROWS_PER_ACTION * MAX_ACTIONS):
+        raise RuleError(f"{where}: args: scenario {name} would play more than {MAX_ACTIONS:,} actions with these "
+                        "arguments (the cap of an inline capture); a rule case needs a few hundred")
+    return cap
+
+
+def _short(value, n: int = 40) -> str:
+    r = repr(value)
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _problem(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text[:120]}"
+
+
 # --- running ---------------------------------------------------------------------------------------
+#: what building, writing or analysing a case's capture raises on values no capture can hold (a
+#: time beyond 64 bits, text where a number goes): the case is refused in one line, never a traceback
+_BUILD_ERRORS = (TypeError, ValueError, OverflowError, ArithmeticError, KeyError, IndexError, RecursionError)
+
+
 def run_case(case: Case, rs: RuleSet, workdir: Path | None = None) -> CaseResult:
     from ..analysis import analyze
-    from ..testing.scenarios import SCENARIOS
+    from ..errors import NsysdocError
     from ..trace import load_trace
 
+    where = f"{case.path}:{case.line}"
     if case.scenario is not None:
-        if case.scenario not in SCENARIOS:
-            import difflib
-
-            close = difflib.get_close_matches(case.scenario, list(SCENARIOS), n=1)
-            raise RuleError(f"{case.path}:{case.line}: unknown scenario {case.scenario!r}"
-                            + (f"; did you mean {close[0]!r}?" if close else ""))
-        cap = SCENARIOS[case.scenario](**case.args)
+        cap = play_scenario(case.scenario, case.args, where)
     else:
-        cap = build_capture(case.capture, f"{case.path}:{case.line}: capture")
+        try:
+            cap = build_capture(case.capture, f"{where}: capture")
+        except _BUILD_ERRORS as exc:
+            raise RuleError(f"{where}: capture: cannot play it ({_problem(exc)})") from None
     rule = rs.by_id(case.rule)
     for p in case.params:
         if p not in rule.params:
-            raise RuleError(f"{case.path}:{case.line}: rule {case.rule!r} has no parameter {p!r}")
+            raise RuleError(f"{where}: rule {case.rule!r} has no parameter {_short(p)}")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        if case.capture is not None and case.capture.get("format") == "kineto":
-            path = cap.write_kineto(Path(tmp) / "case.pt.trace.json")
-        else:
-            path = cap.write(Path(tmp) / "case.sqlite")
-        result = analyze(load_trace(path, cache=False), step_pattern=case.step_marker).to_dict()
+        try:
+            if case.capture is not None and case.capture.get("format") == "kineto":
+                path = cap.write_kineto(Path(tmp) / "case.pt.trace.json")
+            else:
+                path = cap.write(Path(tmp) / "case.sqlite")
+        except _BUILD_ERRORS as exc:
+            raise RuleError(f"{where}: the case's capture cannot be written ({_problem(exc)}); check its times "
+                            "and sizes") from None
+        try:
+            result = analyze(load_trace(path, cache=False), step_pattern=case.step_marker).to_dict()
+        except NsysdocError as exc:
+            raise RuleError(f"{where}: {exc.message}", exc.hint) from None
+        except _BUILD_ERRORS as exc:
+            raise RuleError(f"{where}: the case's capture cannot be analysed ({_problem(exc)}); check its times "
+                            "and sizes") from None
     one = RuleSet(rules=[rule], param_values={rule.id: {**rs.param_values.get(rule.id, {}), **case.params}})
     findings, statuses = evaluate(one, result)
     status = statuses[0]
@@ -315,4 +471,5 @@ def run_folder(folder: Path, rs: RuleSet) -> list[CaseResult]:
     return results
 
 
-__all__ = ["Case", "CaseResult", "load_cases", "find_case_files", "run_case", "run_folder", "build_capture"]
+__all__ = ["Case", "CaseResult", "FolderCheck", "check_folder", "load_cases", "find_case_files", "run_case",
+           "run_folder", "build_capture", "play_scenario"]
