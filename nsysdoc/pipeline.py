@@ -34,10 +34,30 @@ class Ruleset:
     def fail_on(self) -> str | None:
         return self.config.fail_on
 
+    @property
+    def warnings(self) -> list[str]:
+        """One line per configuration file found walking up but not read (owned by another user,
+        in a folder others can write to, a FIFO ...): the command line prints each as a warning."""
+        return list(getattr(self.config, "warnings", []) or [])
+
+    def describe(self) -> dict:
+        """Which configuration and rule folders a report used: the result's ``config``
+        (docs/json.md)."""
+        cfg = self.config
+        path = self.config_path if self.config_path is not None else getattr(cfg, "path", None)
+        dirs = getattr(self.rules, "rule_dirs", None)
+        if dirs is None:
+            dirs = list(getattr(cfg, "rule_dirs", []) or [])
+        return {"path": str(path) if path is not None else None,
+                "origin": getattr(cfg, "origin", None) or ("given" if path is not None else None),
+                "rule_dirs": [str(d) for d in dirs],
+                "ignored": [dict(i) for i in getattr(cfg, "ignored", []) or []]}
+
 
 def config_path(config: str | os.PathLike | None, no_config: bool) -> Path | None:
     """The configuration file to use: ``config`` if given, none with ``no_config``, else the
-    nearest nsysdoc.yaml or pyproject.toml with a [tool.nsysdoc] table, upwards from here."""
+    nearest nsysdoc.yaml or pyproject.toml with a [tool.nsysdoc] table, upwards from here, that
+    can be trusted (:func:`nsysdoc.rules.engine.discover_config`)."""
     if config is not None:
         return Path(config)
     if no_config:
@@ -50,11 +70,25 @@ def config_path(config: str | os.PathLike | None, no_config: bool) -> Path | Non
 
 def load_ruleset(rule_dirs=(), config: str | os.PathLike | None = None, no_config: bool = False) -> Ruleset:
     """Built-in rules plus each team folder in ``rule_dirs`` (same id replaces a built-in), with
-    the project configuration's thresholds. Raises RuleError (an NsysdocError) on a bad file."""
-    from .rules import load_config, load_rules
+    the project configuration's thresholds. Raises RuleError (an NsysdocError) on a bad file.
 
-    path = config_path(config, no_config)
+    Without ``config`` (and without ``no_config``) the configuration is found by walking up from
+    the current folder; files passed over as untrusted are in ``Ruleset.warnings`` (one line
+    each, for the caller to print) and in every report's ``config.ignored``."""
+    from .rules import load_config, load_rules
+    from .rules.engine import discover_config
+
+    ignored: list[dict] = []
+    if config is not None:
+        path, origin = Path(config), "given"
+    elif no_config:
+        path, origin = None, "disabled"
+    else:
+        found = discover_config()
+        path, ignored = found.path, found.ignored
+        origin = "found" if path is not None else None
     cfg = load_config(path)
+    cfg.origin, cfg.ignored = origin, ignored
     return Ruleset(load_rules([Path(d) for d in rule_dirs], cfg), cfg, path)
 
 
@@ -88,7 +122,8 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, *, step_marker: str | No
         src = ensure_sqlite(src, nsys=nsys)
     trace = load_trace(src, cache=cache, cache_dir=cache_dir, progress=progress)
     analysis = analyze(trace, step_pattern=step_marker or ruleset.step_marker)
-    apply_rules(analysis.to_dict(), ruleset.rules)  # fills analysis.result in place
+    result = apply_rules(analysis.to_dict(), ruleset.rules)  # fills analysis.result in place
+    result["config"] = ruleset.describe()  # which configuration and rule folders were used
     return analysis
 
 

@@ -54,6 +54,62 @@ def _kernels(n: int) -> Capture:
     return cap
 
 
+# --- 1: a project config found walking up is read only when it can be trusted -------------------
+def test_planted_parent_config_is_ignored_named_and_a_fifo_never_blocks(tmp_path):
+    shared = tmp_path / "shared"  # a world-writable parent, as /tmp or a team scratch folder
+    proj = shared / "proj"
+    proj.mkdir(parents=True)
+    shared.chmod(0o777)
+    planted = shared / "nsysdoc.yaml"
+    planted.write_text("rules:\n" + "".join(f"  {r}: {{enabled: false}}\n" for r in (
+        "transfer-bound", "pageable-memcpy", "host-sync", "data-starvation", "launch-bound")))
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    cap = pageable_h2d(steps=4).write(proj / "cap.sqlite")  # two critical findings
+    before = _sha([cap, planted])
+    out = tmp_path / "out.json"
+    argv = ["report", cap, "-f", "json", "-o", out, "-q", "--fail-on", "critical"]
+
+    run = run_nsysdoc(argv, cwd=proj, env=_env(tmp_path))
+    assert run.rc == 1, run.describe()  # the planted file would have disabled both: 0 findings, exit 0
+    result = json.loads(out.read_text())
+    assert [f["rule"] for f in result["findings"] if f["severity"] == "critical"] == \
+        ["transfer-bound", "pageable-memcpy"]
+    cfg = result["config"]  # every report says which config and rule folders it used
+    assert cfg["path"] is None and cfg["rule_dirs"] == []
+    assert cfg["ignored"] == [{"path": str(planted), "reason": f"it is owned by another user (uid {OTHER_UID})"}]
+    from nsysdoc.rules.engine import discover_config, ignored_warning
+
+    found = discover_config(proj)
+    assert found.path is None
+
+    assert [ignored_warning(i) for i in found.ignored] == [
+        f"{planted}: configuration not read: it is owned by another user (uid {OTHER_UID}); if you trust it, "
+        "pass it with --config"]
+
+    # our own file in a folder others can write to is not read either
+    os.chown(planted, 0, 0)
+    assert discover_config(proj).ignored[0]["reason"] == f"its folder {shared} can be written by other users"
+
+    # a FIFO at the name: passed over (never opened), the run is not an input error
+    fifo = proj / "nsysdoc.yaml"
+    os.mkfifo(fifo)
+    run = run_nsysdoc(argv, cwd=proj, env=_env(tmp_path), timeout=60)
+    assert run.rc == 1, run.describe()
+    assert json.loads(out.read_text())["config"]["ignored"][0] == {
+        "path": str(fifo), "reason": "it is a named pipe (FIFO), not a regular file"}
+    fifo.unlink()
+
+    # a config of our own in the project is read, and the report names it
+    own = proj / "nsysdoc.yaml"
+    own.write_text("rules:\n  pageable-memcpy: {enabled: false}\n")
+    run = run_nsysdoc(argv, cwd=proj, env=_env(tmp_path))
+    assert run.rc == 1, run.describe()
+    result = json.loads(out.read_text())
+    assert [f["rule"] for f in result["findings"] if f["severity"] == "critical"] == ["transfer-bound"]
+    assert result["config"]["path"] == str(own) and result["config"]["origin"] == "found"
+    assert _sha([cap, planted]) == before
+
+
 # --- 2: a cache entry is served only for the capture it was made from ----------------------------
 def test_cache_entry_of_another_capture_renamed_to_the_key_is_not_served(tmp_path):
     many = _kernels(75).write(tmp_path / "many.sqlite")

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
+import stat
 import tomllib
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
@@ -80,20 +82,152 @@ class Config:
     rules: dict[str, dict] = field(default_factory=dict)
     fail_on: str | None = None
     step_marker: str | None = None
+    #: how ``path`` was chosen: "given" (``--config``), "found" (walking up from the current
+    #: folder), "disabled" (``--no-config``), or None (nothing found)
+    origin: str | None = None
+    #: configuration files found walking up but not read, each ``{"path", "reason"}``
+    #: (:func:`discover_config`); the command line prints :attr:`warnings`
+    ignored: list[dict] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """One line per configuration file found but not read (for the caller to print)."""
+        return [ignored_warning(i) for i in self.ignored]
+
+
+CONFIG_NAMES = ("nsysdoc.yaml", ".nsysdoc.yaml")
+
+
+@dataclass
+class Discovery:
+    """What walking up from a folder found: the configuration to read (or None) and the files
+    that were passed over, each ``{"path", "reason"}``."""
+
+    path: Path | None
+    ignored: list[dict] = field(default_factory=list)
+
+
+def ignored_warning(item: dict) -> str:
+    return (f"{item['path']}: configuration not read: {item['reason']}; if you trust it, pass it with "
+            f"--config")
+
+
+def discover_config(start: Path | None = None) -> Discovery:
+    """The nearest ``nsysdoc.yaml`` (or ``.nsysdoc.yaml``), else ``pyproject.toml`` with
+    ``[tool.nsysdoc]``, in ``start`` (default: the current folder) or its parents, that can be
+    trusted: a regular file owned by this user or root, writable by nobody else, in a folder
+    owned by this user or root that nobody else can write to (a group that is the user's own
+    private group does not count as others). Anything else found on the way is passed over,
+    never opened (a FIFO cannot block the run) and listed in ``ignored`` with the reason, so the
+    caller can say so; the walk then goes on upwards."""
+    here = (start or Path.cwd()).resolve()
+    ignored: list[dict] = []
+    for d in (here, *here.parents):
+        for name in (*CONFIG_NAMES, "pyproject.toml"):
+            p = d / name
+            try:
+                os.lstat(p)
+            except OSError:  # absent, or the folder cannot be listed
+                continue
+            reason = _distrust(p)
+            if name == "pyproject.toml":
+                if reason is None:
+                    if _pyproject_is_ours(p):
+                        return Discovery(p, ignored)
+                elif _regular(p) and _pyproject_is_ours(p):  # another's, but it would have been read
+                    ignored.append({"path": str(p), "reason": reason})
+                continue
+            if reason is None:
+                return Discovery(p, ignored)
+            ignored.append({"path": str(p), "reason": reason})
+    return Discovery(None, ignored)
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """``nsysdoc.yaml`` (or ``.nsysdoc.yaml``), else a ``pyproject.toml`` with ``[tool.nsysdoc]``,
-    in the folder or its parents."""
-    here = (start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        for name in ("nsysdoc.yaml", ".nsysdoc.yaml"):
-            if (d / name).exists():  # a FIFO or device is refused by load_config, not opened
-                return d / name
-        pp = d / "pyproject.toml"
-        if _pyproject_is_ours(pp):
-            return pp
-    return None
+    """The configuration :func:`discover_config` picks (None when there is none it can trust)."""
+    return discover_config(start).path
+
+
+def _regular(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(p).st_mode)
+    except OSError:
+        return False
+
+
+def _trusted_uid(uid: int) -> bool:
+    return uid in (_uid(), 0)
+
+
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def _private_group(gid: int) -> bool:
+    """Whether ``gid`` is the user's own group (a "user private group": same name as the user,
+    the user's primary group, no other member), so group write access is the user's alone."""
+    try:
+        import grp
+        import pwd
+
+        user = pwd.getpwuid(_uid())
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError, OSError):
+        return False
+    return user.pw_gid == gid and group.gr_name == user.pw_name and not set(group.gr_mem) - {user.pw_name}
+
+
+def _writable_by_others(st: os.stat_result) -> bool:
+    return bool(st.st_mode & stat.S_IWOTH) or bool(st.st_mode & stat.S_IWGRP and not _private_group(st.st_gid))
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _distrust(p: Path) -> str | None:
+    """Why a configuration file found by walking up must not be read, or None when it can be.
+    Only ``stat``: the file is never opened here."""
+    if hasattr(os, "getuid"):  # POSIX ownership and modes (Windows has neither)
+        try:
+            link = os.lstat(p)
+            st = os.stat(p)
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+        if not stat.S_ISREG(st.st_mode):
+            return f"it is {_kind(st.st_mode)}, not a regular file"
+        if stat.S_ISLNK(link.st_mode) and not _trusted_uid(link.st_uid):
+            return f"it is a symlink owned by another user (uid {link.st_uid})"
+        if not _trusted_uid(st.st_uid):
+            return f"it is owned by another user (uid {st.st_uid})"
+        if _writable_by_others(st):
+            return "other users can write to it"
+        folders = [p.parent]
+        try:
+            real = p.resolve().parent
+        except (OSError, RuntimeError):
+            return "it is a symlink that cannot be followed"
+        if real != p.parent:
+            folders.append(real)
+        for folder in folders:
+            try:
+                fst = os.stat(folder)
+            except OSError as exc:
+                return f"its folder {folder} cannot be read ({exc.strerror or exc})"
+            if not _trusted_uid(fst.st_uid):
+                return f"its folder {folder} is owned by another user (uid {fst.st_uid})"
+            if _writable_by_others(fst):
+                return f"its folder {folder} can be written by other users"
+        return None
+    return None if _regular(p) else "it is not a regular file"
 
 
 def _pyproject_is_ours(pp: Path) -> bool:
@@ -104,9 +238,13 @@ def _pyproject_is_ours(pp: Path) -> bool:
     from ..inputs import MAX_TEXT_BYTES
 
     try:
-        if not pp.is_file():
-            return False
-        with open(pp, "rb") as fh:
+        fd = os.open(pp, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced by a FIFO since: never read
+                return False
             raw = fh.read(MAX_TEXT_BYTES + 1)
         if len(raw) > MAX_TEXT_BYTES or b"nsysdoc" not in raw:
             return False
@@ -159,6 +297,8 @@ class RuleSet:
     disabled: set[str] = field(default_factory=set)
     forced_severity: dict[str, str] = field(default_factory=dict)
     param_values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the team rule folders loaded, in order (the configuration's, then ``--rules``)
+    rule_dirs: list[Path] = field(default_factory=list)
 
     def by_id(self, rule_id: str) -> Rule:
         for r in self.rules:
@@ -211,12 +351,13 @@ def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None,
     if builtin:
         for r in load_dir(builtin_rules_dir(), "builtin"):
             by_id[r.id] = r
-    for d in list(config.rule_dirs) + [Path(x) for x in rule_dirs]:
+    dirs = list(config.rule_dirs) + [Path(x) for x in rule_dirs]
+    for d in dirs:
         for r in load_dir(d, str(d)):
             if r.id in by_id and by_id[r.id].source == "builtin":
                 r = replace(r, replaces_builtin=True)
             by_id[r.id] = r
-    rs = RuleSet(rules=sorted(by_id.values(), key=lambda r: r.id))
+    rs = RuleSet(rules=sorted(by_id.values(), key=lambda r: r.id), rule_dirs=dirs)
     where = str(config.path) if config.path else "config"
     for rid, over in config.rules.items():
         if rid not in by_id:
