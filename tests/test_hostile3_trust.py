@@ -282,6 +282,26 @@ def test_cache_max_mb_not_a_finite_size_is_one_line(tmp_path):
     assert [p.name[:6] for p in (tmp_path / "cache").iterdir()] == ["trace-"]
 
 
+# --- 6: the same rule id in two --rules folders ------------------------------------------------------
+def test_same_rule_id_in_two_rule_folders_is_refused_naming_both(tmp_path):
+    src = (BUILTIN_RULES / "host-sync.yaml").read_text().replace("id: host-sync", "id: team-sync")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        d.mkdir()
+        (d / "team-sync.yaml").write_text(src)
+    cap = _kernels(5).write(tmp_path / "cap.sqlite")
+    argv = ["report", cap, "-f", "json", "-o", tmp_path / "out.json", "-q", "--no-config"]
+    run = run_nsysdoc([*argv, "--rules", a, "--rules", b], cwd=tmp_path, env=_env(tmp_path))
+    assert run.rc == 2, run.describe()
+    line = _error_line(run.stderr)
+    assert line == (f"nsysdoc: error: {b / 'team-sync.yaml'}:1: id: rule 'team-sync' is also defined in "
+                    f"{a / 'team-sync.yaml'}; a rule id may come from one team rules folder only")
+    # one folder named twice is one folder
+    run = run_nsysdoc([*argv, "--rules", a, "--rules", f"{a}/"], cwd=tmp_path, env=_env(tmp_path))
+    assert run.rc == 0, run.describe()
+    assert json.loads((tmp_path / "out.json").read_text())["config"]["rule_dirs"] == [str(a)]
+
+
 # --- 7: time_ranges with an unknown gap cause ---------------------------------------------------------
 def test_time_ranges_unknown_gap_cause_refused_at_load(tmp_path):
     folder = tmp_path / "team"

@@ -343,18 +343,40 @@ def load_dir(folder: Path, source: str) -> list[Rule]:
     return rules
 
 
+def _distinct_dirs(dirs) -> list[Path]:
+    """The folders in order, each once: the same folder named twice (by the configuration and by
+    ``--rules``, or by two spellings of one path) is loaded once."""
+    out, seen = [], set()
+    for d in dirs:
+        d = Path(d)
+        try:
+            key = d.resolve()
+        except (OSError, RuntimeError, ValueError):
+            key = d
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
 def load_rules(rule_dirs: list[Path] | tuple = (), config: Config | None = None, builtin: bool = True) -> RuleSet:
-    """Built-in rules, then each team folder (a team rule with a built-in's id replaces it), then
-    the project config's overrides (enabled / severity / params)."""
+    """Built-in rules, then each team folder (a team rule with a built-in's id replaces it; the
+    same id in two team folders is refused, naming both files), then the project config's
+    overrides (enabled / severity / params)."""
     config = config or Config()
     by_id: dict[str, Rule] = {}
     if builtin:
         for r in load_dir(builtin_rules_dir(), "builtin"):
             by_id[r.id] = r
-    dirs = list(config.rule_dirs) + [Path(x) for x in rule_dirs]
+    dirs = _distinct_dirs(list(config.rule_dirs) + [Path(x) for x in rule_dirs])
     for d in dirs:
         for r in load_dir(d, str(d)):
-            if r.id in by_id and by_id[r.id].source == "builtin":
+            prev = by_id.get(r.id)
+            if prev is not None and prev.source != "builtin":
+                raise RuleError(f"{r.path}:1: id: rule {r.id!r} is also defined in {prev.path}; a rule id may come "
+                                "from one team rules folder only",
+                                hint="rename one of them, or drop one folder from --rules / rule_dirs")
+            if prev is not None:
                 r = replace(r, replaces_builtin=True)
             by_id[r.id] = r
     rs = RuleSet(rules=sorted(by_id.values(), key=lambda r: r.id), rule_dirs=dirs)
