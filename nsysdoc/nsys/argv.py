@@ -49,6 +49,9 @@ class CaptureOptions:
     #: installed nsys lists it; costs collection overhead, so off by default
     where: bool = False
     extra_args: list[str] = field(default_factory=list)  # passed to nsys profile verbatim
+    #: replace an existing report of the same name (``<name>.nsys-rep`` and nsysdoc's pages of
+    #: it); without it :func:`nsysdoc.nsys.run_capture` refuses before running anything
+    force: bool = False
 
 
 _PY_LAUNCHERS = re.compile(
@@ -217,6 +220,8 @@ def build_profile_argv(
 
     # Output -- same table: --output/-o "Set the report file name" (nsys appends .nsys-rep);
     # --force-overwrite/-f true "overwrite all existing result files with same output filename".
+    # run_capture has already refused an existing report of that name unless opts.force: nsys is
+    # only told to replace what the user asked to replace (or files it leaves behind itself).
     argv.append(f"--output={output_base(opts, command, now)}")
     argv.append("--force-overwrite=true")
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sqlite3
+import stat
+import tempfile
 from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping
 
 from .. import cache
 from ..cache import default_cache_dir
-from ..errors import NsysFailedError
+from ..errors import NsysdocError, NsysFailedError, OutputError
 from ..inputs import regular_file
+from ..outputs import new_file_mode, replace_file, write_text_atomic
 from ..trace.open import readonly_uri as _readonly_uri
 from .argv import build_export_argv
 from .locate import MARKER_SUFFIX, STDERR_TAIL_LINES, Runner, _default_runner, find_nsys
@@ -153,8 +157,9 @@ def _marker_for(sqlite_path: Path) -> Path:
 
 
 def _write_marker(sqlite_path: Path, rep: Path) -> None:
-    """Record that nsysdoc wrote ``sqlite_path`` from ``rep`` (sidecar ``<name>.sqlite.nsysdoc``)."""
-    s, r = sqlite_path.stat(), rep.stat()
+    """Record that nsysdoc wrote ``sqlite_path`` from ``rep`` (sidecar ``<name>.sqlite.nsysdoc``),
+    atomically and never through a link at the marker's name (:mod:`nsysdoc.outputs`)."""
+    s, r = os.stat(sqlite_path, follow_symlinks=False), rep.stat()
     data = {
         "tool": "nsysdoc",
         "rep": str(rep.resolve()),
@@ -164,21 +169,39 @@ def _write_marker(sqlite_path: Path, rep: Path) -> None:
         "sqlite_mtime_ns": s.st_mtime_ns,
     }
     try:
-        _marker_for(sqlite_path).write_text(json.dumps(data, indent=1) + "\n")
-    except OSError:
+        write_text_atomic(_marker_for(sqlite_path), json.dumps(data, indent=1) + "\n", "the export marker",
+                          follow_links=False)
+    except NsysdocError:
         pass  # without a marker the file is treated as the user's: never overwritten, only reused
+
+
+#: the largest marker read (a marker is ~300 bytes)
+_MARKER_MAX_BYTES = 64 * 1024
+
+
+def _ours(st: os.stat_result) -> bool:
+    """A regular file (not a link) that this user owns."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def owned_by_us(sqlite_path: str | os.PathLike, rep_path: str | os.PathLike) -> bool:
     """True when ``sqlite_path`` was exported by nsysdoc from ``rep_path`` and not modified since.
 
     Ownership is recorded in a sidecar ``<name>.sqlite.nsysdoc`` (JSON: report path, and the
-    sqlite's size and mtime when we wrote it). The export's own META_DATA tables are not used: they
-    do not reliably record the input report path across nsys versions."""
+    sqlite's size and mtime when we wrote it). Both must be regular files (not links) this user
+    owns: a marker another user planted in a shared folder claims nothing. The export's own
+    META_DATA tables are not used: they do not reliably record the input report path across nsys
+    versions."""
     sp = Path(sqlite_path)
+    marker = _marker_for(sp)
     try:
-        data = json.loads(_marker_for(sp).read_text())
-        st = sp.stat()
+        st = os.stat(sp, follow_symlinks=False)
+        mst = os.stat(marker, follow_symlinks=False)
+        if not (_ours(st) and _ours(mst)):
+            return False
+        fd = os.open(marker, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            data = json.loads(fh.read(_MARKER_MAX_BYTES + 1)[:_MARKER_MAX_BYTES])
     except (OSError, ValueError):
         return False
     return (
@@ -188,6 +211,19 @@ def owned_by_us(sqlite_path: str | os.PathLike, rep_path: str | os.PathLike) -> 
         and data.get("sqlite_size") == st.st_size
         and data.get("sqlite_mtime_ns") == st.st_mtime_ns
     )
+
+
+def _trusted(path: Path) -> bool:
+    """An export beside a report may be reused: not another user's file or link in a shared
+    (sticky or world-writable) folder, where anyone could have put it."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        folder = os.stat(path.parent)
+    except OSError:
+        return False
+    if not folder.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
+        return True
+    return not stat.S_ISLNK(st.st_mode) and st.st_uid in (os.geteuid(), 0)
 
 
 def _fresh_export(sqlite_path: Path, rep: Path) -> bool:
@@ -215,9 +251,13 @@ def _tail_lines(text: str, n: int = STDERR_TAIL_LINES) -> str:
 
 
 def _export(nsys: str, rep: Path, target: Path, runner: Runner) -> None:
-    """Export ``rep`` to ``target`` atomically (temp file in the same folder, then rename)."""
+    """Export ``rep`` to ``target`` atomically: nsys writes into a private folder (``mkdtemp``,
+    mode 0700, a random name) beside the target, and the finished file is renamed onto the
+    target's name on its folder's handle (:func:`nsysdoc.outputs.replace_file`). A name another
+    user planted (a link at a guessable temporary name) is never written through."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.stem}.nsysdoc-tmp-{os.getpid()}.sqlite")
+    work = Path(tempfile.mkdtemp(prefix=f".{target.stem[:80]}.nsysdoc-", dir=target.parent))
+    tmp = work / target.name
     argv = build_export_argv(nsys, rep, tmp)
     try:
         proc = runner(argv)
@@ -229,12 +269,13 @@ def _export(nsys: str, rep: Path, target: Path, runner: Runner) -> None:
             )
         if not is_nsys_export(tmp):
             raise NsysFailedError(f"nsys export of {rep} did not produce an nsys SQLite export")
-        os.replace(tmp, target)
-    finally:
         try:
-            tmp.unlink()
+            os.chmod(tmp, new_file_mode())  # the folder was private, the file need not be
         except OSError:
             pass
+        replace_file(tmp, target, "the SQLite export")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     _write_marker(target, rep)
 
 
@@ -262,7 +303,7 @@ def ensure_sqlite(
     run = runner or _default_runner
 
     beside = _sqlite_for(rep)
-    if _fresh_export(beside, rep):
+    if _fresh_export(beside, rep) and _trusted(beside):
         return str(beside)
 
     if writable(rep.parent) and (not beside.exists() or owned_by_us(beside, rep)):
@@ -280,6 +321,8 @@ def ensure_sqlite(
         _export(binary, rep, target, run)
     except OSError as exc:
         raise NsysFailedError(f"cannot write the SQLite export {target}: {exc.strerror or exc}") from None
+    except OutputError as exc:
+        raise NsysFailedError(exc.message, hint=exc.hint) from None
     if target != beside:
         cache.evict(target.parent.parent, keep=target.parent)
     return str(target)

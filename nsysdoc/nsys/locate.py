@@ -6,9 +6,11 @@ import os
 import re
 import shutil
 import subprocess
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import NsysNotFoundError
+from ..outputs import EXPORT_MARKER_SUFFIX
 
 
 USER_GUIDE = "https://docs.nvidia.com/nsight-systems/UserGuide/index.html"
@@ -33,7 +35,7 @@ _STDERR_KEEP_BYTES = 256 * 1024  # what run_capture keeps of nsys stderr for dia
 #: nsys before 2021.4 wrote ``.qdrep`` (the 2020.x guides say ".qdrep", the 2021.4 guide says
 #: ".nsys-rep": https://docs.nvidia.com/nsight-systems/2021.4/UserGuide). Accepted as input.
 OLD_REP_SUFFIX = ".qdrep"
-MARKER_SUFFIX = ".nsysdoc"  # ownership sidecar: run.sqlite.nsysdoc
+MARKER_SUFFIX = EXPORT_MARKER_SUFFIX  # ownership sidecar: run.sqlite.nsysdoc
 
 #: A function that runs a short, non-interactive command (``nsys --version``, ``nsys export``)
 #: and returns its CompletedProcess with text stdout/stderr. Injected in tests.
@@ -90,11 +92,100 @@ def find_nsys(
     raise NsysNotFoundError("nsys (NVIDIA Nsight Systems CLI) not found", hint=INSTALL_HINT)
 
 
+#: what a short nsys command's output keeps: its first and its last bytes, each stream
+RUN_KEEP_BYTES = 256 * 1024
+#: how long the output of a command that has exited is still read (a child it left behind may
+#: hold the pipes open for ever: nsysdoc waits on the process, not on the end of its output)
+RUN_DRAIN_SECONDS = 1.0
+
+
+class _Kept:
+    """The head and the tail of a stream, at most ``2 * limit`` bytes whatever it writes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail.append(data)
+        self.tail_size += len(data)
+        while self.tail_size > self.limit:
+            first = self.tail.popleft()
+            over = self.tail_size - self.limit
+            if len(first) > over:  # keep the end of this chunk
+                self.tail.appendleft(first[over:])
+                self.dropped += over
+                self.tail_size -= over
+            else:
+                self.dropped += len(first)
+                self.tail_size -= len(first)
+
+    def text(self) -> str:
+        gap = f"\n[... {self.dropped:,} bytes left out ...]\n".encode() if self.dropped else b""
+        return (bytes(self.head) + gap + b"".join(self.tail)).decode("utf-8", "replace")
+
+
+def run_bounded(argv: Sequence[str], *, keep: int = RUN_KEEP_BYTES,
+                drain_s: float = RUN_DRAIN_SECONDS) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (stdin from /dev/null) and return its exit code and output, keeping at most
+    ``keep`` bytes of the start and of the end of each stream (a command printing gigabytes costs
+    no memory). Returns when the process has exited: output still arriving is read for ``drain_s``
+    seconds more, then the pipes are closed (a background child holding them is not waited for)."""
+    import selectors
+    import time
+
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    kept = {proc.stdout: _Kept(keep), proc.stderr: _Kept(keep)}
+    sel = selectors.DefaultSelector()
+    for stream in kept:
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while sel.get_map():
+            if exited_at is None and proc.poll() is not None:
+                exited_at = time.monotonic()
+            if exited_at is not None:
+                left = exited_at + drain_s - time.monotonic()
+                if left <= 0:
+                    break
+                timeout = min(left, 0.1)
+            else:
+                timeout = 0.1
+            for key, _ in sel.select(timeout):
+                try:
+                    data = os.read(key.fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    kept[key.fileobj].add(data)
+                else:
+                    sel.unregister(key.fileobj)
+        rc = proc.wait()
+    finally:
+        sel.close()
+        for stream in kept:
+            stream.close()
+        if proc.returncode is None:  # interrupted: do not leave nsys running
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(list(argv), rc, kept[proc.stdout].text(), kept[proc.stderr].text())
+
+
 def _default_runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(
-            list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace"
-        )
+        return run_bounded(argv)
     except FileNotFoundError:
         raise NsysNotFoundError(f"{argv[0]}: no such executable", hint=INSTALL_HINT) from None
     except PermissionError:

@@ -13,8 +13,8 @@ from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-from ..errors import InputError, NsysFailedError, NsysNotFoundError
-from .argv import CaptureOptions, build_profile_argv, check_flag_support, where_switches_missing
+from ..errors import InputError, NsysFailedError, NsysNotFoundError, UsageError
+from .argv import CaptureOptions, build_profile_argv, check_flag_support, output_base, where_switches_missing
 from .export import _tail_lines, ensure_sqlite, explain_capture_failure, sqlite_tables
 from ..inputs import REP_SUFFIX
 from .locate import (INSTALL_HINT, OLD_REP_SUFFIX, _STDERR_KEEP_BYTES, Runner, _default_runner,
@@ -38,6 +38,8 @@ class CaptureResult:
     argv: list[str] = field(default_factory=list)
     #: ``--where`` switches this nsys does not list (so not used)
     where_missing: list[str] = field(default_factory=list)
+    #: files of the same name that existed before and were replaced (``force``)
+    replaced: list[str] = field(default_factory=list)
 
 
 class _StderrTee:
@@ -130,8 +132,15 @@ def run_capture(
     * A failing program still gets its report exported; ``program_exit_code`` is nsys' exit code,
       which passes on the program's (see docs/capture.md for that assumption).
     * Raises NsysFailedError (stderr tail in the hint) when nsys wrote no report.
+    * Refuses (UsageError, before running anything) a report name that exists already
+      (:func:`existing_outputs`) unless ``opts.force``; the result lists what was replaced.
     """
     run = runner or _default_runner
+    now = now or datetime.now()
+    existing = existing_outputs(output_base(opts, command, now))
+    if existing and not opts.force:  # before nsys runs: a long training must not be lost to a name
+        raise UsageError(f"{existing[0]} already exists; nsysdoc capture does not replace it",
+                         hint="pass --force to replace it, or choose another --output-name")
     version = nsys_version(nsys, run)
     switches = nsys_profile_switches(nsys, run)
     argv = build_profile_argv(nsys, opts, command, version=version, switches=switches, now=now)
@@ -209,7 +218,16 @@ def run_capture(
         nsys_version=version,
         argv=argv,
         where_missing=where_switches_missing(switches) if opts.where else [],
+        replaced=[str(p) for p in existing],
     )
+
+
+def existing_outputs(base: str) -> list[Path]:
+    """What a capture named ``base`` would replace: its report (``.nsys-rep``, or an older
+    ``.qdrep``) and the pages nsysdoc writes of it (``.nsysdoc.html``, ``.nsysdoc.json``). The
+    export ``.sqlite`` is not listed: one nsysdoc did not write is never replaced anyway."""
+    names = [base + REP_SUFFIX, base + OLD_REP_SUFFIX, base + ".nsysdoc.html", base + ".nsysdoc.json"]
+    return [Path(n) for n in names if os.path.lexists(n)]
 
 
 def _no_report_hint(opts: CaptureOptions) -> str | None:
