@@ -189,11 +189,14 @@ def _at_least(severity: str | None, floor: str) -> bool:
 class Report:
     """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
 
-    def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True) -> None:
+    def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True,
+                 reads: Sequence[Any] = ()) -> None:
         self._analysis = analysis
         self._cache = cache
         self._cache_dir = cache_dir
         self._tables: dict[str, Any] = {}
+        #: what the run read (nsysdoc.outputs.Read): no writer of this report may replace it
+        self._reads = tuple(reads)
 
     # plain values
     @property
@@ -335,10 +338,17 @@ class Report:
         return chrome_trace(self._analysis, selection_for(self._analysis, time_range, steps))
 
     def to_perfetto(self, path: PathLike, *, time_range: str | None = None, steps: str | None = None) -> Path:
-        """Write the Chrome trace JSON of :meth:`perfetto_chunks` to ``path`` (temp file, then rename)."""
-        from .outputs import write_chunks_atomic
+        """Write the Chrome trace JSON of :meth:`perfetto_chunks` to ``path`` (temp file, then rename).
+        The command line's output guard applies first (:func:`nsysdoc.outputs.check_outputs`): a
+        path this report's run read (its capture, the capture's ``-wal``, the export of a
+        ``.nsys-rep``, a rule or configuration file) or one that cannot be written raises
+        NsysdocError, and nothing is written."""
+        from .outputs import check_outputs, check_path_value, write_chunks_atomic
 
-        target = Path(path)
+        target = check_path_value(path, "output")
+        _optional_str(time_range, "time_range")
+        _optional_str(steps, "steps")
+        check_outputs([target], self._reads or _reads_for([self.path], None))
         write_chunks_atomic(target, self.perfetto_chunks(time_range, steps))
         return target
 
@@ -358,16 +368,72 @@ class Report:
 
 
 def _options(rules, config, no_config) -> pipeline.Ruleset:
+    return pipeline.load_ruleset(_rule_dirs(rules), _optional_path(config, "config"), bool(no_config))
+
+
+def _rule_dirs(rules) -> list[Path]:
+    """``rules`` (one folder, or a list or tuple of them) as paths; anything else is a UsageError."""
+    if rules is None:
+        return []
     if isinstance(rules, (str, os.PathLike)):
         rules = [rules]
-    return pipeline.load_ruleset(list(rules or []), config, no_config)
+    if not isinstance(rules, (list, tuple)):
+        raise UsageError(f"rules must be a folder path or a list of them, got {type(rules).__name__}")
+    return [_path_arg(r, "rules folder") for r in rules]
+
+
+def _path_arg(path, what: str = "input") -> Path:
+    """A path argument: str or os.PathLike, not empty (``Path("")`` is the current folder), no NUL
+    byte. UsageError otherwise, with one line."""
+    from .outputs import check_path_value
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"expected a path for the {what}, got {type(path).__name__}")
+    return check_path_value(path, what)
+
+
+def _optional_path(value, what: str) -> Path | None:
+    return None if value is None else _path_arg(value, what)
+
+
+def _optional_str(value, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{what} must be a string, got {type(value).__name__}")
+    if value is not None and "\x00" in value:
+        raise UsageError(f"{what} holds a NUL byte")
+    return value
+
+
+def _check_run_options(*, step_marker=None, cache=True, cache_dir=None, nsys=None, progress=None) -> None:
+    """The options every entry point shares, checked before any work: a wrong type is a one-line
+    UsageError (an NsysdocError), never a TypeError from deep inside the pipeline."""
+    _optional_str(step_marker, "step_marker")
+    if not isinstance(cache, (bool, int)):
+        raise UsageError(f"cache must be True or False, got {type(cache).__name__}")
+    _optional_path(cache_dir, "cache folder")
+    if nsys is not None:
+        _path_arg(nsys, "nsys binary")
+    if progress is not None and not callable(progress):
+        raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
 
 
 def _check_path(path) -> None:
     if isinstance(path, Report):
         return
-    if not isinstance(path, (str, os.PathLike)):
-        raise UsageError(f"expected a path, got {type(path).__name__}")
+    _path_arg(path)
+
+
+def _reads_for(inputs, ruleset: pipeline.Ruleset | None, rule_dirs=()) -> list:
+    """What a run on ``inputs`` with ``ruleset`` reads (:func:`nsysdoc.outputs.run_reads`): the
+    inputs with their SQLite files and exports, every team rule folder loaded (given, or from the
+    configuration), the configuration file."""
+    from .outputs import run_reads
+
+    dirs = list(rule_dirs or [])
+    if ruleset is not None:
+        dirs += list(getattr(ruleset.rules, "rule_dirs", None) or [])
+        dirs += list(getattr(ruleset.config, "rule_dirs", None) or [])
+    return run_reads(inputs, rule_dirs=dirs, config=ruleset.config_path if ruleset is not None else None)
 
 
 def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] | PathLike = (),
@@ -377,14 +443,21 @@ def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] |
     """A Report for each capture in ``paths`` (files or folders of them), in order."""
     from .inputs import expand_inputs
 
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    for p in items:
-        if not isinstance(p, (str, os.PathLike)):
-            raise UsageError(f"expected a path, got {type(p).__name__}")
+    items = _path_list(paths)
+    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
-    files = expand_inputs([Path(p) for p in items])
+    files = expand_inputs(items)
     return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
                     progress=progress) for f in files]
+
+
+def _path_list(paths) -> list[Path]:
+    """One path or a list or tuple of them (any iterable but a string); UsageError otherwise."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [_path_arg(paths)]
+    if isinstance(paths, (bytes, dict)) or not hasattr(paths, "__iter__"):
+        raise UsageError(f"expected a path or a list of paths, got {type(paths).__name__}")
+    return [_path_arg(p) for p in paths]
 
 
 def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
@@ -394,7 +467,9 @@ def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cach
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
         analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
                                      nsys=nsys, progress=progress)
-    return Report(analysis, cache=cache, cache_dir=cache_dir)
+    src = (analysis.to_dict().get("source") or {}).get("path")
+    return Report(analysis, cache=cache, cache_dir=cache_dir,
+                  reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
 
 
 def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None,
@@ -411,6 +486,7 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
     _check_path(path)
     if isinstance(path, Report):
         return path
+    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     try:
         one = pipeline.one_capture(path, "input")
@@ -530,6 +606,7 @@ def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequen
             loaded.append(_options(rules, config, no_config))
         return loaded[0]
 
+    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     opts = dict(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, **opts),
                                 _side(candidate, "candidate", ruleset_of, **opts))
@@ -624,16 +701,25 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
     ``progress(done, total, records)`` is called as ranks finish."""
     from .jobs import run_job
 
-    items = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    for p in items:
-        if not isinstance(p, (str, os.PathLike)):
-            raise UsageError(f"expected a path, got {type(p).__name__}")
-    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+    items = _path_list(inputs)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"jobs must be a whole number ≥ 1, got {jobs!r}")
+    _optional_str(dask, "dask")
+    _optional_str(rank_pattern, "rank_pattern")
+    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
+    if progress is not None and not callable(progress):
+        raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
+    rank_reports = _optional_path(rank_reports, "rank_reports folder")
     ruleset = _options(rules, config, no_config)  # one error, before any work
+    if rank_reports is not None:  # the output guard, before any work (as nsysdoc job --rank-reports)
+        from .inputs import expand_inputs
+        from .outputs import check_outputs
+
+        files = expand_inputs(items)
+        check_outputs([rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files],
+                      _reads_for([*files, *items], ruleset, _rule_dirs(rules)))
     cfg_path = ruleset.config_path
-    options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in
-                                                         ([rules] if isinstance(rules, (str, os.PathLike)) else rules)],
+    options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
                "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": not cache,
                "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
                "rank_reports_dir": str(Path(rank_reports).resolve()) if rank_reports else None}
