@@ -6,6 +6,7 @@ option, nsys missing ...).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -47,17 +48,53 @@ class Severity(str, Enum):
     never = "never"
 
 
+def _echo(text="", err: bool = False, nl: bool = True) -> None:
+    """Every line the command line prints goes through here: escape sequences and control
+    characters removed (:func:`nsysdoc.outputs.terminal_text`: file names, rule titles and kernel
+    names are untrusted), encoded for the stream with replacement (a kernel name in Cyrillic on a
+    ``latin-1`` terminal prints as ``?``, never a crash). A closed standard output (``| head``)
+    ends the command quietly with :data:`EXIT_PIPE`; a closed standard error is ignored."""
+    from .outputs import quiet_stdout, terminal_text
+
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:  # pragma: no cover - no console at all
+        return
+    line = terminal_text(text) + ("\n" if nl else "")
+    data = line.encode(getattr(stream, "encoding", None) or "utf-8", "replace")
+    try:
+        buf = getattr(stream, "buffer", None)
+        if buf is not None:
+            stream.flush()
+            while data:  # a short count (a reader gone mid-way) is not an error: write the rest
+                n = buf.write(data)
+                data = data[n:] if n else b""
+            buf.flush()
+        else:
+            stream.write(line)
+            stream.flush()
+    except (OSError, ValueError) as exc:
+        if err:
+            return
+        if isinstance(exc, BrokenPipeError) or getattr(exc, "errno", None) == errno.EPIPE:
+            quiet_stdout()
+            raise typer.Exit(EXIT_PIPE)
+        raise
+
+
 def _one_line(text: str, limit: int = 600) -> str:
     """An error or hint as one line: messages can quote SQLite or nsys text that holds newlines
-    (a malformed schema), and a CI log must get exactly one error line."""
-    s = " ".join(str(text).split())
+    (a malformed schema), and a CI log must get exactly one error line. Terminal escapes go first,
+    whole (their text never shows)."""
+    from .outputs import terminal_text
+
+    s = " ".join(terminal_text(text).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def _err(message: str, hint: str | None = None) -> None:
-    typer.echo(f"nsysdoc: error: {_one_line(message)}", err=True)
+    _echo(f"nsysdoc: error: {_one_line(message)}", err=True)
     if hint:
-        typer.echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
+        _echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
 
 
 def _cache_warnings(print_them: bool = True) -> None:
@@ -66,17 +103,17 @@ def _cache_warnings(print_them: bool = True) -> None:
 
     for msg in take_problems():
         if print_them:
-            typer.echo(f"nsysdoc: warning: {_one_line(msg)}; carrying on without the cache", err=True)
+            _echo(f"nsysdoc: warning: {_one_line(msg)}; carrying on without the cache", err=True)
 
 
 def _progress(msg: str) -> None:
     if sys.stderr.isatty():
-        typer.echo(f"nsysdoc: {msg}...", err=True)
+        _echo(f"nsysdoc: {msg}...", err=True)
 
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"nsysdoc {__version__}")
+        _echo(f"nsysdoc {__version__}")
         raise typer.Exit(EXIT_OK)
 
 
@@ -114,7 +151,7 @@ def _say(msg: str) -> None:
     """Pipeline progress: exporting a report is always said (it takes a while); the rest only on
     a terminal."""
     if msg.startswith("exporting "):
-        typer.echo(f"nsysdoc: {msg}...", err=True)
+        _echo(f"nsysdoc: {msg}...", err=True)
     else:
         _progress(msg)
 
@@ -126,7 +163,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
                   worst_step: bool = False, json_beside: bool = False, to_stdout: bool = False,
                   as_dir: bool = False, export: tuple = (None, None)) -> int:
     """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
-    from .inputs import check_outputs, expand_inputs
+    from .inputs import expand_inputs
 
     from .api import _report
     from .pipeline import empty_rule_dirs
@@ -137,7 +174,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         _err(exc.message, exc.hint)
         return EXIT_ERROR
     for d in empty_rule_dirs(rule_dirs, ruleset):
-        typer.echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
+        _echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
     if fail_on is None:
         fail_on = Severity(ruleset.fail_on) if ruleset.fail_on else Severity.never
 
@@ -168,9 +205,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         planned.append(index)
     if json_beside:
         planned += [t.with_suffix(".json") for t in planned if fmt != Format.json]
-    try:  # before any work: no output may replace an input (or a later input's file)
-        _check_names(planned)
-        check_outputs(planned, files)
+    try:  # before any work: no output may replace anything this run reads, or be unwritable
+        _guard(planned, files, rule_dirs, ruleset)
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         return EXIT_ERROR
@@ -216,18 +252,18 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         rows.append((path, result, target, None))
         for st in result.get("rules") or []:
             if st.get("status") == "broken":  # a CI log must show it even with -q
-                typer.echo(f"nsysdoc: warning: rule {st.get('rule')} is broken and did not run: {st.get('reason')}",
-                           err=True)
+                _echo(_one_line(f"nsysdoc: warning: rule {st.get('rule')} is broken and did not run: "
+                                f"{st.get('reason')}", 2000), err=True)
         if not quiet:
             summary = rep.summary_text(str(target) if target is not None else None)
-            typer.echo(summary.rstrip("\n"), err=target is None)
+            _echo(summary.rstrip("\n"), err=target is None)
         elif target is not None:
-            typer.echo(f"nsysdoc: wrote {target}", err=True)
+            _echo(f"nsysdoc: wrote {target}", err=True)
         if open_report and target is not None and fmt == Format.html:
             import webbrowser
 
             if not webbrowser.open(target.resolve().as_uri()):
-                typer.echo(f"nsysdoc: no web browser found; open {target.resolve()} yourself", err=True)
+                _echo(f"nsysdoc: no web browser found; open {target.resolve()} yourself", err=True)
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
     if index is not None:
@@ -240,7 +276,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
             _err(exc.message, exc.hint)
             return EXIT_ERROR
         if quiet:
-            typer.echo(f"nsysdoc: wrote {index}", err=True)
+            _echo(f"nsysdoc: wrote {index}", err=True)
     return worst
 
 
@@ -256,8 +292,8 @@ def _index_path(targets: dict, output: Optional[Path], several: bool, fmt: "Form
 
 @app.command()
 def report(
-    inputs: list[Path] = typer.Argument(None, show_default=False,
-                                        help="nsys exports (.sqlite) or reports (.nsys-rep), PyTorch Profiler traces (.pt.trace.json[.gz], e.g. from torch.profiler.tensorboard_trace_handler or prof.export_chrome_trace), or folders of them."),
+    inputs: list[str] = typer.Argument(None, show_default=False,
+                                       help="nsys exports (.sqlite) or reports (.nsys-rep), PyTorch Profiler traces (.pt.trace.json[.gz], e.g. from torch.profiler.tensorboard_trace_handler or prof.export_chrome_trace), or folders of them."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html (one self-contained file), json (the contract in docs/json.md), "
                                               "md, or perfetto (a Chrome trace for ui.perfetto.dev, docs/perfetto.md). "
@@ -297,7 +333,12 @@ def report(
     on_trace_ready=tensorboard_trace_handler("log/run")) with prof.step() every iteration, then
     nsysdoc report log/run/ (or prof.export_chrome_trace("trace.pt.trace.json")).
     """
-    out_path, to_stdout, as_dir = _output_arg(output)
+    try:
+        out_path, to_stdout, as_dir = _output_arg(output)
+        paths: list[Path] = _input_args(inputs)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
     fmt = _fmt_for(fmt, out_path, as_dir)
     if time_range is not None or steps is not None:
         from .views.perfetto import check_export_options
@@ -307,7 +348,6 @@ def report(
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             raise typer.Exit(EXIT_ERROR)
-    paths = list(inputs or [])
     if sample:
         paths.insert(0, sample_path())
     if not paths:
@@ -324,9 +364,9 @@ def report(
 
 @app.command()
 def diff(
-    base: Path = typer.Argument(..., help="The run before the change: a capture (.sqlite, .nsys-rep) or a saved "
-                                          "report JSON (nsysdoc report --format json)."),
-    candidate: Path = typer.Argument(..., help="The run after the change: a capture or a saved report JSON."),
+    base: str = typer.Argument(..., help="The run before the change: a capture (.sqlite, .nsys-rep) or a saved "
+                                         "report JSON (nsysdoc report --format json)."),
+    candidate: str = typer.Argument(..., help="The run after the change: a capture or a saved report JSON."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html (one self-contained file), json (docs/diff.md) or md (a PR "
                                               "comment). Default: from the --output suffix, else html."),
@@ -353,7 +393,12 @@ def diff(
     """Compare two runs: is the candidate faster than the base, by how much, and why."""
     from .api import diff as diff_runs
 
-    out_path, to_stdout, as_dir = _output_arg(output)
+    try:
+        out_path, to_stdout, as_dir = _output_arg(output)
+        base, candidate = _input_args([base, candidate])
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
     fmt = _fmt_for(fmt, out_path, as_dir)
     default_name = f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.{fmt.value}"
     target = None if to_stdout else (out_path / default_name if as_dir or (out_path is not None and _is_dir(out_path))
@@ -361,12 +406,8 @@ def diff(
     if target is None and fmt == Format.html and not to_stdout:
         target = Path.cwd() / default_name
     try:
-        if target is not None:
-            from .inputs import check_outputs
-
-            _check_names([target])
-            check_outputs([target], [base, candidate])
-        _ruleset(list(rules), config, no_config)  # one error for bad rules, even with two saved reports
+        ruleset = _ruleset(list(rules), config, no_config)  # one error for bad rules, even with two saved reports
+        _guard([target], _files_of([base, candidate]), rules, ruleset)
         d = diff_runs(base, candidate, rules=list(rules), config=config, no_config=no_config,
                       step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=_say)
         _cache_warnings()
@@ -387,9 +428,9 @@ def diff(
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
-        typer.echo(d.summary_text(str(target) if target is not None else None).rstrip("\n"), err=target is None)
+        _echo(d.summary_text(str(target) if target is not None else None).rstrip("\n"), err=target is None)
     elif target is not None:
-        typer.echo(f"nsysdoc: wrote {target}", err=True)
+        _echo(f"nsysdoc: wrote {target}", err=True)
     if fail_on_regression is not None and d.regression(fail_on_regression):
         raise typer.Exit(EXIT_FINDINGS)
     raise typer.Exit(EXIT_OK)
@@ -397,9 +438,9 @@ def diff(
 
 @app.command()
 def job(
-    inputs: list[Path] = typer.Argument(..., show_default=False,
-                                        help="Per-rank captures (files or folders), or one capture holding several "
-                                             "processes."),
+    inputs: list[str] = typer.Argument(..., show_default=False,
+                                       help="Per-rank captures (files or folders), or one capture holding several "
+                                            "processes."),
     fmt: Optional[Format] = typer.Option(None, "--format", "-f",
                                          help="html, json (docs/job.md) or md. Default: from the --output suffix, else html."),
     output: Optional[str] = typer.Option(None, "--output", "-o",
@@ -430,7 +471,12 @@ def job(
     """Analyse a multi-rank job: per-rank summaries, clock offsets, straggler, rolled-up findings."""
     from .api import job as run_job
 
-    out_path, to_stdout, as_dir = _output_arg(output)
+    try:
+        out_path, to_stdout, as_dir = _output_arg(output)
+        inputs = _input_args(inputs)
+    except NsysdocError as exc:
+        _err(exc.message, exc.hint)
+        raise typer.Exit(EXIT_ERROR)
     fmt = _fmt_for(fmt, out_path, as_dir)
     if to_stdout:
         target = None
@@ -445,19 +491,19 @@ def job(
         for rec in recs:  # one line per rank: a capture of several processes names each one's pids
             state = "ok" if rec.get("ok") else f"failed: {rec.get('error')}"
             who = f" (pid {', '.join(str(p) for p in rec['pids'])})" if len(recs) > 1 and rec.get("pids") else ""
-            typer.echo(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}{who}: {state}", err=True)
+            _echo(_one_line(f"nsysdoc: [{done}/{total}] {Path(str(rec.get('file'))).name}{who}: {state}", 2000),
+                  err=True)
 
     try:
+        ruleset = _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
         if target is not None or rank_reports is not None:
-            from .inputs import check_outputs, expand_inputs
+            from .inputs import expand_inputs
 
             files = expand_inputs(inputs)
             planned = [target] if target is not None else []
             if rank_reports is not None:
                 planned += [rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files]
-            _check_names(planned)
-            check_outputs(planned, files)
-        ruleset = _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
+            _guard(planned, [*files, *inputs], rules, ruleset)
         j = run_job(inputs, jobs=jobs, dask=dask, rank_pattern=rank_pattern, rank_reports=rank_reports,
                     rules=list(rules), config=ruleset.config_path, no_config=no_config, step_marker=step_marker,
                     cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
@@ -480,7 +526,7 @@ def job(
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
     if not quiet:
-        typer.echo(j.summary_text(str(target) if target else None).rstrip("\n"), err=target is None)
+        _echo(j.summary_text(str(target) if target else None).rstrip("\n"), err=target is None)
     if fail_on is None:
         fail_on = Severity(ruleset.fail_on or "never")
     raise typer.Exit(EXIT_FINDINGS if _fails(j._result, fail_on) else EXIT_OK)
@@ -508,6 +554,8 @@ def capture(
     step_marker: Optional[str] = typer.Option(None, "--step-marker", help="Step marker regex for the report."),
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on", help="Exit 1 when a finding has at least this severity."),
     rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing report of the same name (<name>.nsys-rep "
+                                                      "and its pages); without it nsysdoc refuses before profiling."),
 ) -> None:
     """Profile a command with nsys, export it to SQLite, and report on it."""
     from .nsys import CaptureOptions, find_nsys, run_capture
@@ -517,7 +565,7 @@ def capture(
         cpu_sampling=cpu_sampling, delay_s=delay, duration_s=duration, capture_range=capture_range,
         capture_range_end=capture_range_end, nvtx_capture=nvtx_capture, gpu_metrics_devices=gpu_metrics_devices,
         cuda_graph_node=cuda_graph_node, python_backtrace=python_backtrace, extra_args=list(nsys_arg),
-        where=where,
+        where=where, force=force,
     )
     try:
         binary = find_nsys(nsys)
@@ -525,21 +573,23 @@ def capture(
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
-    typer.echo(f"nsysdoc: capture written to {result.rep_path}", err=True)
+    for old in result.replaced:
+        _echo(f"nsysdoc: replaced {old} (--force)", err=True)
+    _echo(f"nsysdoc: capture written to {result.rep_path}", err=True)
     if result.where_missing:
-        typer.echo(f"nsysdoc: this nsys has no {', '.join(result.where_missing)}: the report says less about where "
+        _echo(f"nsysdoc: this nsys has no {', '.join(result.where_missing)}: the report says less about where "
                    "time comes from (upgrade Nsight Systems, see docs/capture.md)", err=True)
     if result.interrupted:
-        typer.echo("nsysdoc: interrupted: reporting what was captured", err=True)
+        _echo("nsysdoc: interrupted: reporting what was captured", err=True)
     if result.program_exit_code not in (0, None) and not result.interrupted:
-        typer.echo(f"nsysdoc: the profiled program failed (exit code {result.program_exit_code}); "
+        _echo(f"nsysdoc: the profiled program failed (exit code {result.program_exit_code}); "
                    "reporting what was captured", err=True)
     if result.diagnosis:
-        typer.echo(f"nsysdoc: hint: {result.diagnosis}", err=True)
+        _echo(f"nsysdoc: hint: {result.diagnosis}", err=True)
     if result.sqlite_path is None:
         _err(f"export to SQLite failed: {result.export_error or 'unknown error'}")
         raise typer.Exit(EXIT_ERROR)
-    typer.echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
+    _echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
     sqlite = Path(result.sqlite_path)
     code = _report_paths([sqlite], Format.html, sqlite.with_name(sqlite.stem + ".nsysdoc.html"), step_marker,
                          False, None, fail_on, False, nsys=binary, rule_dirs=rules, json_beside=True)
@@ -601,11 +651,17 @@ def _is_dir(p: Path) -> bool:
 
 
 def _output_arg(raw: Optional[str]) -> tuple[Optional[Path], bool, bool]:
-    """``-o``'s value as (path, standard output?, folder?): ``-`` is standard output, a name ending
-    in a path separator is a folder (created when missing)."""
+    """``-o``'s value as (path, standard output?, folder?): ``-`` is standard output, and so is a
+    name for the file standard output already is (``-o /dev/stdout``); a name ending in a path
+    separator is a folder (created when missing). An empty value is refused (UsageError)."""
+    from .outputs import check_path_value, is_stdout
+
     if raw is None:
         return None, False, False
     if raw == "-":
+        return None, True, False
+    check_path_value(raw, "output")
+    if not raw.endswith("/") and is_stdout(raw):
         return None, True, False
     seps = (os.sep, os.altsep) if os.altsep else (os.sep,)
     return Path(raw), False, raw.endswith(seps) and len(raw) > 1 or raw == os.sep
@@ -623,12 +679,38 @@ def _fmt_for(fmt: "Format | None", output: Optional[Path], as_dir: bool) -> "For
     return {".json": Format.json, ".md": Format.md}.get(suffix, Format.html)
 
 
-def _check_names(targets) -> None:
-    from .outputs import check_output_name
+def _guard(planned, inputs, rule_dirs, ruleset) -> None:
+    """The output guard (:func:`nsysdoc.outputs.check_outputs`), before any work: no output over a
+    file this run reads (inputs and their SQLite files, the export beside a report, rule files of
+    ``--rules`` and of the configuration, the configuration file, found or given), nor one that
+    cannot be written."""
+    from .api import _reads_for
+    from .outputs import check_outputs
 
-    for t in targets:
-        if t is not None:
-            check_output_name(t)
+    check_outputs([t for t in planned if t is not None], _reads_for(inputs, ruleset, rule_dirs))
+
+
+def _files_of(paths) -> list:
+    """The files the inputs stand for (a folder: its captures), for the guard; an input that
+    cannot be expanded stands for itself (its own error comes when it is read)."""
+    from .inputs import expand_inputs
+
+    out: list = []
+    for p in paths:
+        try:
+            out += expand_inputs([p])
+        except NsysdocError:
+            out.append(p)
+        out.append(p)
+    return out
+
+
+def _input_args(raw: list[str] | None) -> list[Path]:
+    """Input arguments as paths: an empty argument is refused (``Path("")`` is the current folder,
+    which nobody means by it)."""
+    from .outputs import check_path_value
+
+    return [check_path_value(r, "input") for r in raw or []]
 
 
 def _write_out(text, target: Optional[Path], what: str = "the report") -> None:
@@ -664,13 +746,13 @@ def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", hel
 
     d = cache.info(cache_dir)
     if as_json:
-        typer.echo(json.dumps(d, indent=2))
+        _echo(json.dumps(d, indent=2))
         raise typer.Exit(EXIT_OK)
-    typer.echo(f"location: {d['location']}{'' if d['exists'] else ' (not created yet)'}")
+    _echo(f"location: {d['location']}{'' if d['exists'] else ' (not created yet)'}")
     k = d["by_kind"]
     older = f", {k['older']} from an older nsysdoc" if k["older"] else ""
-    typer.echo(f"entries:  {d['entries']} ({k['trace']} loaded captures, {k['export']} exports{older})")
-    typer.echo(f"size:     {_mb(d['bytes'])} of {_mb(d['max_bytes'])} ({cache.MAX_ENV}; least recently used go first)")
+    _echo(f"entries:  {d['entries']} ({k['trace']} loaded captures, {k['export']} exports{older})")
+    _echo(f"size:     {_mb(d['bytes'])} of {_mb(d['max_bytes'])} ({cache.MAX_ENV}; least recently used go first)")
 
 
 @cache_app.command("clear")
@@ -679,7 +761,7 @@ def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", he
     from . import cache
 
     n, size = cache.clear(cache_dir)
-    typer.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_mb(size)}) from {cache.info(cache_dir)['location']}")
+    _echo(f"removed {n} entr{'y' if n == 1 else 'ies'} ({_mb(size)}) from {cache.info(cache_dir)['location']}")
 
 
 rules_app = typer.Typer(no_args_is_help=True, help="List, explain, validate and test bottleneck rules.")
@@ -702,8 +784,9 @@ def rules_list(rules: list[Path] = typer.Option([], "--rules", help="Also load t
     for r in rs.rules:
         sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in ("critical", "warning", "info") if k in r.severity)
         state = " (disabled)" if r.id in rs.disabled else ""
-        src = "" if r.source == "builtin" else f"  [{r.source}{', replaces built-in' if r.replaces_builtin else ''}]"
-        typer.echo(f"{r.id:18} {sev:22} {r.category:18} {r.title}{state}{src}")
+        src = "" if r.source == "builtin" else \
+            f"  [{_one_line(r.source)}{', replaces built-in' if r.replaces_builtin else ''}]"
+        _echo(f"{r.id:18} {sev:22} {r.category:18} {_one_line(r.title)}{state}{src}")
 
 
 @rules_app.command("explain")
@@ -714,7 +797,7 @@ def rules_explain(rule_id: str = typer.Argument(..., help="Rule id, e.g. host-sy
 
     rs = _rules_or_exit(rules)
     try:
-        typer.echo(explain(rs.by_id(rule_id)), nl=False)
+        _echo(explain(rs.by_id(rule_id)), nl=False)
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         raise typer.Exit(EXIT_ERROR)
@@ -741,8 +824,8 @@ def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to 
         count += len(loaded)
         for r in loaded:
             if not any(c.rule == r.id for f in find_case_files(d) for c in load_cases(f)):
-                typer.echo(f"nsysdoc: warning: {r.path}: no test cases for {r.id} (add {r.id}.cases.yaml)", err=True)
-    typer.echo(f"{count} rule(s) OK")
+                _echo(f"nsysdoc: warning: {r.path}: no test cases for {r.id} (add {r.id}.cases.yaml)", err=True)
+    _echo(f"{count} rule(s) OK")
 
 
 @rules_app.command("test")
@@ -762,8 +845,8 @@ def rules_test(folder: Path = typer.Argument(..., help="A rules folder with *.ca
     failed = [r for r in results if not r.ok]
     for r in results:
         mark = "PASS" if r.ok else "FAIL"
-        typer.echo(f"{mark} {r.case.id}" + ("" if r.ok else f"  ({r.case.path}:{r.case.line}: {r.detail})"))
-    typer.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+        _echo(f"{mark} {r.case.id}" + ("" if r.ok else f"  ({r.case.path}:{r.case.line}: {r.detail})"))
+    _echo(f"{len(results) - len(failed)} passed, {len(failed)} failed")
     raise typer.Exit(EXIT_FINDINGS if failed else EXIT_OK)
 
 
@@ -772,7 +855,7 @@ def rules_schema() -> None:
     """Print the JSON Schema of a rule file."""
     from .rules import RULE_SCHEMA
 
-    typer.echo(json.dumps(RULE_SCHEMA, indent=2))
+    _echo(json.dumps(RULE_SCHEMA, indent=2))
 
 
 @rules_app.command("docs")
@@ -781,7 +864,7 @@ def rules_docs(out: Path = typer.Argument(Path("docs/rules"), help="Folder to wr
     from .rules.docs import write_docs
 
     for p in write_docs(_rules_or_exit([]), out):
-        typer.echo(f"wrote {p}")
+        _echo(f"wrote {p}")
 
 
 _INTERRUPTED = False
@@ -817,11 +900,31 @@ def _interrupted_exit() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+#: the widest and tallest terminal the help is laid out for (Rich pads every line of its panels
+#: to the width: COLUMNS=100000000 cost 83 s and 3.8 GB before it was clamped)
+MAX_COLUMNS, MAX_LINES = 1000, 10000
+
+
+def _clamp_terminal_size(environ=os.environ) -> None:
+    """Bound the terminal size Typer, Rich and Click read from ``COLUMNS``, ``LINES`` and
+    ``TERMINAL_WIDTH``: a value that is not a positive number is dropped, a larger one clamped."""
+    for name, cap in (("COLUMNS", MAX_COLUMNS), ("TERMINAL_WIDTH", MAX_COLUMNS), ("LINES", MAX_LINES)):
+        raw = environ.get(name)
+        if raw is None:
+            continue
+        value = raw.strip()
+        if not (value.isascii() and value.isdigit()) or int(value) < 1:
+            del environ[name]
+        elif int(value) > cap:
+            environ[name] = str(cap)
+
+
 def main() -> None:
     """Console-script entry point. Ctrl-C: one line ``nsysdoc: interrupted`` and exit 130, at once
     (a job's worker processes are terminated, not waited for)."""
     import signal
 
+    _clamp_terminal_size()
     global _INTERRUPTED
     _INTERRUPTED = False
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it

@@ -21,6 +21,7 @@ from importlib.resources import files
 import markupsafe
 
 from ..metrics import timeline as tlm
+from ..outputs import terminal_text
 
 if TYPE_CHECKING:
     import jinja2
@@ -117,7 +118,6 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None) -> str
 # ---------------------------------------------------------------------------------------------
 # markdown
 # ---------------------------------------------------------------------------------------------
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def _display(value):
     """Jinja ``finalize``: every plain string a template prints is made visible and capped
     (Markup, i.e. our own HTML and |tojson output, is handled where it is made)."""
@@ -132,8 +132,10 @@ _MD_SPECIAL = re.compile(r"([\\`*\[\]<>|#!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))
 
 
 def _clean(text) -> str:
-    """One line of untrusted text: control characters (terminal escapes) and newlines removed."""
-    return shorten(visible(re.sub(r"\s+", " ", _CTRL.sub("", str(text if text is not None else ""))).strip()))
+    """One line of untrusted text: escape sequences and control characters removed by the one
+    terminal sanitiser (:func:`nsysdoc.outputs.terminal_text`: an OSC 52 string goes whole, not
+    just its ESC), newlines folded."""
+    return shorten(visible(re.sub(r"\s+", " ", terminal_text(text)).strip()))
 
 
 def _md(text) -> str:
