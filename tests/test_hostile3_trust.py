@@ -178,6 +178,33 @@ def test_cache_key_depends_on_the_content_not_only_on_stat(tmp_path):
     assert cache.entry_key(ident, "trace", 1) != cache.entry_key({**ident, "content": "0" * 32}, "trace", 1)
 
 
+# --- 3: a config's rule folder outside the project ------------------------------------------------
+def test_config_rule_dirs_outside_the_project_refused_without_quoting_it(tmp_path):
+    secrets = tmp_path / "home" / ".secrets"
+    secrets.mkdir(parents=True)
+    secret = secrets / "token.yaml"
+    secret.write_text("id: token\ntitle: SECRETHASH-title\ncategory: SECRETHASH-value\nwhen: true\n"
+                      "severity: info\nmessage: m\nverify: v\nfix: f\n")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    cfg = proj / "nsysdoc.yaml"
+    cfg.write_text("fail_on: critical\nrule_dirs:\n  - rules\n  - ../home/.secrets\n")
+    (proj / "rules").mkdir()
+    cap = _kernels(5).write(proj / "cap.sqlite")
+    before = _sha([secret, cfg, cap])
+    run = run_nsysdoc(["report", cap, "-f", "json", "-o", tmp_path / "out.json"], cwd=proj, env=_env(tmp_path))
+    assert run.rc == 2, run.describe()
+    line = _error_line(run.stderr)
+    assert "SECRETHASH" not in run.stderr + run.stdout
+    assert line.startswith(f"nsysdoc: error: {cfg}:4: rule_dirs.1: '../home/.secrets' is outside the project folder"), line
+    assert _sha([secret, cfg, cap]) == before
+    # a folder inside the project is read, and the report names it
+    cfg.write_text("fail_on: critical\nrule_dirs:\n  - rules\n")
+    run = run_nsysdoc(["report", cap, "-f", "json", "-o", tmp_path / "out.json", "-q"], cwd=proj, env=_env(tmp_path))
+    assert run.rc == 0, run.describe()
+    assert json.loads((tmp_path / "out.json").read_text())["config"]["rule_dirs"] == [str(proj / "rules")]
+
+
 # --- 4: rules check linear, rules test capped and one line ----------------------------------------
 def test_rules_check_reads_each_file_once(tmp_path, monkeypatch):
     import nsysdoc.rules.cases as cases

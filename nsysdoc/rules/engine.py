@@ -285,9 +285,29 @@ def load_config(path: Path | None) -> Config:
         key_path, msg = errs[0]
         line = lines.get(key_path) or lines.get(key_path[:1]) or 1
         raise RuleError(f"{path}:{line}: {'.'.join(_key(k) for k in key_path) or '(top)'}: {msg}")
-    base = path.parent
-    return Config(path=path, rule_dirs=[(base / d) for d in data.get("rule_dirs", [])],
+    dirs = [_project_rule_dir(path, lines, i, d) for i, d in enumerate(data.get("rule_dirs", []))]
+    return Config(path=path, rule_dirs=dirs,
                   rules=data.get("rules", {}), fail_on=data.get("fail_on"), step_marker=data.get("step_marker"))
+
+
+def _project_rule_dir(path: Path, lines: dict, i: int, d: str) -> Path:
+    """A config's ``rule_dirs`` entry, which must be inside the config's own folder (the project):
+    a config can come with a repository, and a rule folder outside it (``~/.ssh``, ``/etc``)
+    would have files that are no rules read and quoted in error lines. Refused in one line,
+    before anything there is read; ``--rules`` takes a folder from anywhere."""
+    base = path.parent
+    project = base.resolve()
+    try:
+        real = (base / d).resolve()
+        inside = real.is_relative_to(project)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte
+        inside = False
+    if not inside:
+        line = lines.get(("rule_dirs", i)) or lines.get(("rule_dirs",)) or 1
+        raise RuleError(f"{path}:{line}: rule_dirs.{i}: {_short(d)} is outside the project folder {project}; a "
+                        "configuration reads rules only from inside its own folder",
+                        hint="move the rules into the project, or pass the folder with --rules")
+    return base / d
 
 
 # --- rule sets --------------------------------------------------------------------------------
