@@ -414,16 +414,18 @@ def test_init_model_upload_is_left_out_and_the_loop_is_judged(reports):
 # Step i = range [h_i, h_i + 3,180): 3,000 µs of Python, 12 GEMM launches of 15 µs each; kernel 0
 # starts at h_i+3,015 (the previous step's GPU work ended at h_i+1,635) and 12 x 150 µs run back
 # to back until h_i+4,815, i.e. 1,635 µs into the next step. h_i = T0 + 3,180 i.
-# Steps partition the thread: steps 1-4 end where the next starts (3.18 ms); the last ends at the
-# later of its range end and its GPU work: h_4 + 4,815 -> 4.815 ms. Window [T0, T0+17,535).
-# Breakdown: step 0: compute 165 (its own kernels until h_0+3,180), host 3,010 (Python before the
-# first launch, a window of >= 1 ms), launch 5; steps 1-3: compute 1,635 (the previous step's
-# kernels) + 165 = 1,800, host 1,375 (h_i+1,635 -> h_i+3,010), launch 5; step 4: compute
-# 1,635 + 1,800 = 3,435, host 1,375, launch 5. The Python runs inside "Warm-up Step N": if the
-# range counted as a warm-up range that time would be set-up; it is never set-up.
+# Steps partition the thread. A step begins at the later of its range start and (the earlier of)
+# the end of the GPU work of the earlier steps and its own first kernel: step i >= 1 begins at
+# min(h_i+1,635, h_i+3,015) = h_i+1,635, where the GPU finishes step i-1. Step 0 = [T0, h_1+1,635)
+# = 4.815 ms; steps 1-4 = 3.18 ms (the last ends at its range end or the thread's GPU end,
+# h_4+4,815). Window [T0, T0+17,535).
+# Breakdown: step 0: host 3,010 (Python before the first launch, a window of >= 1 ms), launch 5,
+# compute 1,800 (its own kernels); steps 1-4: host 1,375 (h_i+1,635 -> h_i+3,010), launch 5,
+# compute 1,800. The Python runs inside "Warm-up Step N": if the range counted as a warm-up range
+# that time would be set-up; it is never set-up.
 # host-bound: 3,010 + 4 x 1,375 = 8,510 µs = 48.53% of 17.535 ms (critical); per step 8.51 / 5.
-WARMUP_TIMES = [3.18, 3.18, 3.18, 3.18, 4.815]
-WARMUP_BREAKDOWN = [(0.165, 3.010), (1.8, 1.375), (1.8, 1.375), (1.8, 1.375), (3.435, 1.375)]
+WARMUP_TIMES = [4.815, 3.18, 3.18, 3.18, 3.18]
+WARMUP_BREAKDOWN = [(1.8, 3.010), (1.8, 1.375), (1.8, 1.375), (1.8, 1.375), (1.8, 1.375)]
 
 
 def test_warm_up_step_ranges_are_steps_not_set_up(reports):
@@ -437,7 +439,7 @@ def test_warm_up_step_ranges_are_steps_not_set_up(reports):
     assert r["summary"]["step_count"] == 5
     assert [s["step_time_ms"] for s in steps] == [approx(x) for x in WARMUP_TIMES]
     for i, s in enumerate(steps):
-        assert s["start_ns"] == T0 + i * 3_180 * US
+        assert s["start_ns"] == T0 + (i * 3_180 + (1_635 if i else 0)) * US
         if i < 4:
             assert s["end_ns"] == steps[i + 1]["start_ns"]     # no overlap into the next step
         b = s["breakdown_ms"]

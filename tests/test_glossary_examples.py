@@ -291,11 +291,10 @@ def test_custom_step_pattern_replaces_default(tmp_path):
     assert d["summary"]["step_count"] == 2
     assert [s["name"] for s in primary_steps(d)] == ["batch-1", "BATCH-2"]
     d2 = run(cap, tmp_path, name="t2.sqlite")
-    # the default pattern matches only ProfilerStep#3, which holds one of the three 20 us kernels
-    # (33.3% of the GPU work, under half): set aside, no steps
-    assert d2["summary"]["step_count"] == 0
-    aside = d2["capture"]["steps_set_aside"]
-    assert aside["count"] == 1 and aside["gpu_work_pct"] == approx(100 / 3, 0.05)
+    # the default pattern matches only ProfilerStep#3; it holds all the GPU work launched from its
+    # start to its end (its own kernel), so it is trusted: one step
+    assert d2["summary"]["step_count"] == 1
+    assert d2["capture"]["steps_set_aside"] is None
 
 
 def test_start_end_ranges_mark_steps(tmp_path):
@@ -360,18 +359,18 @@ def test_step_end_extended_by_gpu_work_and_step_times(tmp_path):
     # pop at 55000
     d = run(cap, tmp_path)
     s0, s1 = primary_steps(d)
-    # step 0: range end 15000, its GPU work runs to 1015000, but steps partition the thread's
-    # timeline: it ends where step 1 starts, 50000 (k0's time after that is step 1's)
+    # steps partition the thread's timeline; step 1 begins at the later of its range start (50000)
+    # and (the earlier of) the end of step 0's GPU work and its own first kernel, both 1015000:
+    # step 0 = [0, 1015000), step 1 = [1015000, 1115000) (the last: to the end of its GPU work)
     assert s0["start_ns"] == T0
     assert s0["range_end_ns"] == T0 + 15_000
-    assert s0["end_ns"] == T0 + 50_000
-    assert s0["duration_ms"] == s0["step_time_ms"] == approx(0.05)   # next start 50000 - 0
-    # step 1 (last): to the end of its GPU work, 1115000: step time = 1115000 - 50000
+    assert s0["end_ns"] == s1["start_ns"] == T0 + 1_015_000
+    assert s0["duration_ms"] == s0["step_time_ms"] == approx(1.015)
     assert s1["end_ns"] == T0 + 1_115_000
-    assert s1["step_time_ms"] == approx(1.065)
-    assert s1["duration_ms"] == approx(1.065)
-    # the median step: the lower of the two (0.05 ms), its time the summary's step time
-    assert d["summary"]["step_time_ms_median"] == approx(0.05)
+    assert s1["step_time_ms"] == approx(0.1)
+    assert s1["duration_ms"] == approx(0.1)
+    # the median step: the lower of the two (0.1 ms), its time the summary's step time
+    assert d["summary"]["step_time_ms_median"] == approx(0.1)
     assert d["summary"]["kernels_per_step_median"] == approx(1.0)
     assert [s0["kernel_count"], s1["kernel_count"]] == [1, 1]
     # window: first step start (0) -> last step end (1115000)
@@ -381,15 +380,15 @@ def test_step_end_extended_by_gpu_work_and_step_times(tmp_path):
     assert dv["busy_pct"] == approx(1_100_000 / 1_115_000 * 100)
     # only gap [0,15000): 10 us of nothing (short window) + the 5 us launch call -> launch 15 us
     assert_causes(dv["idle_ms_by_cause"], causes(launch=0.015))
-    # time-busy: kernel union inside the step / duration: step 0 [0,50000) holds k0's [15000,50000)
-    assert s0["time_busy_pct"] == approx(35_000 / 50_000 * 100)
+    # time-busy: kernel union inside the step / duration
+    assert s0["time_busy_pct"] == approx(1_000_000 / 1_015_000 * 100)
     assert s1["time_busy_pct"] == approx(100.0)
-    # idle before first op: step 0 idle [0,15000); step 1's device is busy (k0) until its op starts
+    # idle before first op: step 0 idle [0,15000); step 1 begins at its op
     assert s0["idle_before_first_op_ms"] == approx(0.015)
     assert s1["idle_before_first_op_ms"] == approx(0.0)
-    assert_breakdown(s0, {"compute": 0.035, "idle_launch": 0.015})
-    # step 1 [50000,1115000): k0 covers [50000,1015000) + k1 100000 = 1065000
-    assert_breakdown(s1, {"compute": 1.065})
+    assert_breakdown(s0, {"compute": 1.0, "idle_launch": 0.015})
+    # step 1 [1015000,1115000): k1
+    assert_breakdown(s1, {"compute": 0.1})
 
 
 # ------------------------------------------------------------------------------------------
@@ -1375,9 +1374,10 @@ def test_op_without_launching_call_assigned_by_gpu_start(tmp_path):
     s0, s1 = primary_steps(d)
     # q has no known call: its GPU start 65000 falls in step_1 -> step_1 owns it
     assert [s0["kernel_count"], s1["kernel_count"]] == [1, 2]
-    # steps partition the thread's timeline: step 0 ends where step 1 starts, whatever its GPU work
-    assert s0["end_ns"] == T0 + 50_000
-    assert s0["duration_ms"] == s0["step_time_ms"] == approx(0.05)
+    # step 1 begins at the later of its range start (50000) and (the earlier of) the end of step
+    # 0's GPU work ("long", 65000: not q, which is step 1's) and its own first op (q at 65000)
+    assert s0["end_ns"] == s1["start_ns"] == T0 + 65_000
+    assert s0["duration_ms"] == s0["step_time_ms"] == approx(0.065)
     assert s1["end_ns"] == T0 + 105_000
 
 

@@ -57,7 +57,7 @@ def assemble(a: Analysis, res) -> dict:
         kernel_metrics = kernels_ahead.result()
     picks = pick_steps(a.steps.table)
     picked_time = next((r["step_time_ms"] for r in primary if r["step"] == picks[0]), None)
-    job_times = job_step_times([r["index"] for r in primary], [r["step_time_ms"] for r in primary])
+    job_times = job_step_times([r["job_index"] for r in primary], [r["step_time_ms"] for r in primary])
     threads_steps = np.unique([r["global_tid"] for r in primary], return_counts=True)[1] if primary \
         else np.zeros(0, np.int64)
     busy_vals = [d["busy_pct"] for d in devices if d["busy_pct"] is not None and d["kernel_count"] + d["copy_count"] > 0]

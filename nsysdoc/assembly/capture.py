@@ -60,7 +60,11 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
     aside = _set_aside(a.steps)
     if aside:
         notes.append(aside["description"])
-    if not a.steps.has_markers:
+    low = getattr(a.steps, "low_share", None)
+    if low:
+        notes.append(f"the step markers matching --step-marker hold only {low['gpu_work_pct']:.1f}% of the GPU work "
+                     "launched from the first to the last of them; they are used as given")
+    if a.steps.source is None:
         why = "; ".join(f"process {r['pid']}: {r['reason']}" if r.get("pid") is not None else r["reason"]
                         for r in a.steps.not_inferred or [])
         notes.append("no step markers found (NVTX ranges matching the step pattern)" +
@@ -108,16 +112,16 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         "excluded": excluded,
         "enough_gpu_work": judgeable,
         "not_judgeable_reason": None if judgeable else why_not,
-        "has_step_markers": a.steps.has_markers and not inferred,
+        "has_step_markers": a.steps.source == "markers",
         # where the steps come from: "markers", "inferred" (from the repeating GPU work) or None
-        "step_source": a.steps.source if a.steps.has_markers else None,
+        "step_source": a.steps.source,
         "steps_inferred": inferred,
         # step markers set aside because they hold too little of the GPU work, else null
         "steps_set_aside": aside,
         # how marked steps were found: "pattern" (the step pattern) or "name" (step-like ranges)
         "steps_found_by": a.steps.found_by if a.steps.source == "markers" else None,
         # without steps: why none were inferred, per process
-        "steps_not_inferred": list(a.steps.not_inferred or []) if not a.steps.has_markers else [],
+        "steps_not_inferred": list(a.steps.not_inferred or []) if a.steps.source is None else [],
         "step_pattern": a.step_pattern,
         "gpu_activity": t.has_gpu_activity,
         "profiler_overhead_pct": _num(capture_m.overhead_pct(t.overhead, w0, w1)),
@@ -139,8 +143,9 @@ def _set_aside(steps) -> dict | None:
     names = ", ".join(repr(n) for n in x["names"])
     return {**x, "description": (
         f"the {x['count']:,} step marker(s) ({names}) cover {x['duration_ms']:,.3f} ms and hold only "
-        f"{x['gpu_work_pct']:.1f}% of their processes' GPU work (launched inside them), so they do not frame the "
-        "GPU work and were set aside: the analysis window is the GPU span")}
+        f"{x['gpu_work_pct']:.1f}% of the GPU work launched from the first to the last of them, so they do not "
+        "frame the GPU work and were set aside: the capture is read as one without step markers "
+        "(--step-marker REGEX uses them anyway)")}
 
 
 def _steps_inferred(steps) -> dict | None:

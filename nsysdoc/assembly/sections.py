@@ -220,7 +220,8 @@ def _steps(a: Analysis, res) -> list[dict]:
     cols = {
         "step": st["step"].tolist(), "pid": st["pid"].tolist(), "tid": st["tid"].tolist(),
         "global_tid": st["global_tid"].tolist(), "primary": st["primary"].astype(bool).tolist(),
-        "index": st["index"].tolist(), "name": st["name"].tolist(),
+        "index": st["index"].tolist(),
+        "job_index": (st["job_index"] if "job_index" in st else st["index"]).tolist(), "name": st["name"].tolist(),
         "start_ns": start_ns.tolist(), "range_end_ns": st["range_end_ns"].tolist(), "end_ns": end_ns.tolist(),
         "step_time_ms": _num_list(np.asarray(st["step_time_ns"]) / 1e6),
         "duration_ms": _num_list((end_ns - start_ns) / 1e6),

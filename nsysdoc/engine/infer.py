@@ -107,16 +107,28 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
     for p, chunks in parts.items():
         tok, s, e = _earliest(chunks, si.SAMPLE_OPS)
         del chunks
+        # copies and memsets before the first kernel (an upload of weights or inputs) are no part
+        # of the repeating work
+        k0 = int(np.argmax((tok & 3) == 0)) if ((tok & 3) == 0).any() else 0
+        tok, s, e = tok[k0:], s[k0:], e[k0:]
         gap = np.concatenate(([0], s[1:] - e[:-1]))
         got = si.find_period(tok)
+        small = len(tok) <= si.ONE_STEP_MAX_OPS
         # the token kinds: for a repeating sequence, or one short enough to be one training step
-        kinds = _token_kinds(names, tok) if got is not None or len(tok) <= si.ONE_STEP_MAX_OPS else \
+        kinds = _token_kinds(names, tok) if got is not None or small else \
             {"one_step": False, "iteration_tokens": np.zeros(0, np.int64)}
         f = {"thread": lead[p][0], "ops": lead[p][1], "one_step": kinds["one_step"],
              "first_launch_ns": int(s[0]) if len(s) else None}
+        if got is not None or small:
+            # a period that holds an iteration's input copy, optimizer or host pause, even when no
+            # smaller one repeats (a layer of fewer than MIN_PERIOD_OPS operations)
+            groups = si.repeated_groups(tok)
+            got = si.iteration_period(tok, gap, got, kinds["iteration_tokens"], groups) \
+                if len(tok) >= si.MIN_PERIOD_OPS * si.MIN_REPEATS else got
         if got is not None:
-            period, agree = si.iteration_period(tok, gap, got, kinds["iteration_tokens"])
-            anchor = si.iteration_anchor(tok, gap, period, kinds["iteration_tokens"]) or si.pick_anchor(tok, gap, period)
+            period, agree = got
+            anchor = si.iteration_anchor(tok, gap, period, kinds["iteration_tokens"], groups) or \
+                si.pick_anchor(tok, gap, period, groups)
             if anchor is not None:
                 first = int(np.flatnonzero(tok == anchor[0])[0])
                 f.update(period=period, agreement=agree, anchor=anchor[0], anchor_gap_ns=anchor[1],
@@ -204,7 +216,7 @@ def infer_steps(trace, tables: list) -> tuple[Columns | None, dict | None]:
             if n > si.MIN_REPEATS and unit[0] > si.MAX_UNIT_RATIO * float(np.median(unit[1:])):
                 lo = 1  # a cold first iteration (JIT, autotuning): not a unit of the steady state
             covered = int(gpu_in[p][lo:n].sum())
-            ok, why = si.tiles(unit[lo:], covered, gpu_total[p]) if n - lo >= si.MIN_REPEATS else \
+            ok, why = si.tiles(unit[lo:], covered, gpu_total[p], ops_in[p][lo:n]) if n - lo >= si.MIN_REPEATS else \
                 (False, f"only {n - lo} repeating unit(s)")
             if ok and ops_in[p][lo:n].sum() < si.MIN_COVERAGE * f["ops"]:
                 ok, why = False, (f"the repeating units hold {ops_in[p][lo:n].sum() / f['ops'] * 100:.0f}% of the "

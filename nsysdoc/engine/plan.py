@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..metrics import intervals as iv
-from ..metrics.steps import Steps, StepBuilder, outermost_ranges
+from ..metrics.steps import Steps, StepBuilder, job_indices, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
@@ -102,6 +102,10 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
     doms = trace.nvtx_domains
     lib = np.array([str(d).lower() in S.LIBRARY_NVTX_DOMAINS for d in doms], dtype=bool) if len(doms) \
         else np.zeros(1, dtype=bool)
+    # the PyTorch Profiler's operators and Python frames (domains "cpu_op", "python_function") are
+    # no user annotation: never a step-like, set-up phase or loop range
+    ops_dom = np.array([str(d) in S.KINETO_OP_DOMAINS for d in doms], dtype=bool) if len(doms) \
+        else np.zeros(1, dtype=bool)
     gtexts = trace.nvtx_groups
     g_step = np.array([pattern.fullmatch(v.strip()) is not None for v in gtexts], dtype=bool)
     # step-like ranges the pattern does not match ("Warm-up Step 3", "train_step"): steps when
@@ -110,8 +114,16 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
         np.zeros(len(gtexts), dtype=bool)
     g_dl = np.array([S.DATALOADER_NVTX.search(v) is not None for v in gtexts], dtype=bool)
     g_set = np.array([S.SETUP_NVTX.search(v) is not None for v in gtexts], dtype=bool)
-    g_phase = np.array([S.PHASE_NVTX.search(v) is not None for v in gtexts], dtype=bool)
-    g_loop = np.array([S.LOOP_NVTX.search(v) is not None and "::" not in v for v in gtexts], dtype=bool) & ~g_step
+    g_phase = np.array([S.PHASE_NVTX.search(v) is not None and "::" not in v for v in gtexts], dtype=bool) \
+        & ~g_step & ~g_auto
+    g_loop = np.array([S.LOOP_NVTX.search(v) is not None and "::" not in v for v in gtexts], dtype=bool) \
+        & ~g_step & ~g_auto & ~g_phase
+    folded_of: dict = {}
+
+    def fold(g: int) -> str:  # once per text group
+        if g not in folded_of:
+            folded_of[g] = S.fold_nvtx_text(gtexts[g])
+        return folded_of[g]
     steps, auto_steps, loader, setup, tune, host, phase, loop = [], [], [], [], [], [], [], []
     dom_names = [str(d) for d in doms] if len(doms) else [""]
     # many ranges: attribution reads them per slice; this pass keeps only what is global
@@ -129,6 +141,7 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
         m_set = g_set[grp] & ~m_step & ~m_auto
         dom = blk["domain"]
         lib_row = lib[dom] if len(doms) else np.zeros(len(s), dtype=bool)
+        user_row = ~lib_row & ~(ops_dom[dom] if len(doms) else np.zeros(len(s), dtype=bool))
 
         block_text: list = []
 
@@ -146,7 +159,7 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
                           "name": np.array([gtexts[g].strip() if d else gtexts[g]
                                             for g, d in zip(grp[sel].tolist(), decorated[sel].tolist())], dtype=object),
                           "start_ns": s[sel].astype(np.int64), "range_end_ns": e[sel].astype(np.int64)})
-        sel = np.flatnonzero(is_range & ~lib_row & m_auto)
+        sel = np.flatnonzero(is_range & user_row & m_auto)
         if len(sel):
             auto_steps.append({"global_tid": blk["global_tid"][sel].astype(np.int64),
                                "name": np.array([gtexts[g].strip() for g in grp[sel].tolist()], dtype=object),
@@ -166,14 +179,14 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
         sel = np.flatnonzero(is_range & m_dl)
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))
-        sel = np.flatnonzero(is_range & ~lib_row & g_phase[grp] & ~m_step & ~m_auto)
+        sel = np.flatnonzero(is_range & user_row & g_phase[grp])
         if len(sel):
             phase.append((s[sel].astype(np.int64), e[sel].astype(np.int64),
-                          np.array([S.fold_nvtx_text(gtexts[g]) for g in grp[sel].tolist()], dtype=object)))
-        sel = np.flatnonzero(is_range & ~lib_row & g_loop[grp] & ~g_phase[grp])
+                          np.array([fold(g) for g in grp[sel].tolist()], dtype=object)))
+        sel = np.flatnonzero(is_range & user_row & g_loop[grp])
         if len(sel):
             loop.append((s[sel].astype(np.int64), e[sel].astype(np.int64),
-                         np.array([S.fold_nvtx_text(gtexts[g]) for g in grp[sel].tolist()], dtype=object)))
+                         np.array([fold(g) for g in grp[sel].tolist()], dtype=object)))
         sel = np.flatnonzero(is_range & m_set)
         if len(sel):
             tune.append((blk["thread"][sel], s[sel], e[sel]))
@@ -193,15 +206,25 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
     tuning = None
     if tune:
         tuning = iv.union(cat(tune, 0), cat(tune, 1), cat(tune, 2))
-    return {"ranges": outermost_ranges(ranges), "auto_ranges": outermost_ranges(auto_ranges),
+    return {"ranges": outermost_ranges(ranges), "auto_ranges": auto_ranges,
             "loader": tuple(cat(loader, i) for i in range(3)),
             "setup": tuple(cat(setup, i) for i in range(3)),
             "setup_texts": np.concatenate([p[3] for p in setup]) if setup else np.zeros(0, dtype=object),
             "tuning": tuning, "host": host, "collector": collector,
-            "phase": (cat(phase, 0), cat(phase, 1),
-                      np.concatenate([p[2] for p in phase]) if phase else np.zeros(0, dtype=object)),
-            "loop": (cat(loop, 0), cat(loop, 1),
-                     np.concatenate([p[2] for p in loop]) if loop else np.zeros(0, dtype=object))}
+            "phase": _once(cat(phase, 0), cat(phase, 1),
+                           np.concatenate([p[2] for p in phase]) if phase else np.zeros(0, dtype=object)),
+            "loop": _once(cat(loop, 0), cat(loop, 1),
+                          np.concatenate([p[2] for p in loop]) if loop else np.zeros(0, dtype=object))}
+
+
+def _once(start: np.ndarray, end: np.ndarray, text: np.ndarray) -> tuple:
+    """The ranges whose (folded) name occurs once: a phase or a loop around the run happens once;
+    a name that recurs is per iteration (prepare_inputs, train_forward_backward)."""
+    if not len(text):
+        return start, end, text
+    names, inv, count = np.unique(text.astype(str), return_inverse=True, return_counts=True)
+    keep = count[inv] == 1
+    return start[keep], end[keep], text[keep]
 
 
 def _gpu_tables(trace) -> list:
@@ -214,36 +237,50 @@ def _gpu_tables(trace) -> list:
     return out
 
 
-def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) -> tuple:
+def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, nproc: int = 0) -> tuple:
     """One pass over the GPU tables: the steps are extended to the end of the GPU work launched in
-    them, and each step's device (most operations, then most GPU time) and first operation's start.
-    Returns ``(step_dev, step_first, held, total)``: ``held`` the GPU work launched inside the
-    primary steps and ``total`` all GPU work of the processes that have primary steps, as
-    ``(summed time ns, operation count)`` pairs."""
+    them, and each step's device (most operations, then most GPU time; a step that launched
+    nothing: its process's device) and first operation's start. Returns ``(step_dev, step_first,
+    held, span, total)`` as ``(summed time ns, operation count)`` pairs: ``held`` the GPU work
+    launched inside the primary steps, ``span`` the GPU work of each marked process launched from
+    its first step's start to its last step's range end, ``total`` all GPU work."""
     step_dev = np.full(nsteps, -1, dtype=np.int64)
     step_first = np.full(nsteps, -1, dtype=np.int64)
     # step markers: steps last until the GPU work launched in them ends, and each has a device
     st_n = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
     st_d = np.zeros((nsteps, max(ndev, 1)), dtype=np.int64)
     st_f = np.full((nsteps, max(ndev, 1)), POS, dtype=np.int64)
-    total_ns = total_n = 0
-    marked = np.array(sorted(builder.by_proc), dtype=np.int64) if builder.has else None
+    span_ns = span_n = total_ns = total_n = 0
+    # each marked process's span of steps (first start, last range end), by process index
+    npr = max(nproc, max(builder.by_proc, default=-1) + 1, 1)
+    lo = np.full(npr, POS, dtype=np.int64)
+    hi = np.full(npr, NEG, dtype=np.int64)
+    for p, (_rows, ss, ee) in builder.by_proc.items():
+        lo[p], hi[p] = int(ss.min()), int(ee.max())
+    proc_dev = np.zeros((npr, max(ndev, 1)), dtype=np.int64)
     for t in tables:
         for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"], ahead=True):
             s, e = b["start_ns"], b["end_ns"]
-            dev, proc = b["device"].astype(np.int64), b["proc"]
+            dev, proc = b["device"].astype(np.int64), b["proc"].astype(np.int64)
             when = np.where(b["api"] >= 0, b["api_start_ns"], s)
-            k = builder.add_ops(proc, when, e)
-            mine = np.isin(proc, marked) if marked is not None else np.ones(len(s), dtype=bool)
-            total_ns += int((e - s)[mine].sum())
-            total_n += int(mine.sum())
+            k = builder.add_ops(proc, when, e, s)
+            dur = e - s
+            total_ns += int(dur.sum())
+            total_n += len(s)
+            pc = np.clip(proc, 0, npr - 1)
+            inside = (proc >= 0) & (proc < npr) & (when >= lo[pc]) & (when < hi[pc])
+            span_ns += int(dur[inside].sum())
+            span_n += int(inside.sum())
+            okp = (proc >= 0) & (proc < npr)
+            if ndev and okp.any():
+                np.add.at(proc_dev.reshape(-1), proc[okp] * proc_dev.shape[1] + np.clip(dev[okp], 0, proc_dev.shape[1] - 1), 1)
             ok = np.flatnonzero(k >= 0)
             if len(ok):
                 # one flat index into the (step, device) tables: ufunc.at with a pair of index
                 # arrays is 6x slower than with one
                 cell = k[ok] * st_n.shape[1] + dev[ok]
                 np.add.at(st_n.reshape(-1), cell, 1)
-                np.add.at(st_d.reshape(-1), cell, (e - s)[ok])
+                np.add.at(st_d.reshape(-1), cell, dur[ok])
                 np.minimum.at(st_f.reshape(-1), cell, s[ok])
     if ndev:
         # each step's device: most operations; ties: most GPU time, then the lower device index
@@ -252,27 +289,63 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int) ->
             if st_n.shape[1] > 1 else np.zeros(nsteps, dtype=np.int64)
         step_dev = np.where(any_op, best, -1)
         step_first = np.where(any_op, st_f[np.arange(nsteps), np.maximum(step_dev, 0)], -1)
-    return step_dev, step_first, (int(st_d.sum()), int(st_n.sum())), (total_ns, total_n)
+        # a primary step that launched nothing is still a step of its process: its time is read
+        # on the process's device (all idle), so every primary step has a breakdown
+        if builder.has:
+            sp = np.asarray(builder.df["proc"], dtype=np.int64)
+            prim = np.asarray(builder.df["primary"], dtype=bool)
+            has_dev = (sp >= 0) & (sp < npr)
+            pdev = np.where(has_dev, proc_dev[np.clip(sp, 0, npr - 1)].argmax(axis=1), -1)
+            pany = np.where(has_dev, proc_dev[np.clip(sp, 0, npr - 1)].sum(axis=1) > 0, False)
+            fill = ~any_op & prim & pany
+            step_dev = np.where(fill, pdev, step_dev)
+    return step_dev, step_first, (int(st_d.sum()), int(st_n.sum())), (span_ns, span_n), (total_ns, total_n)
 
 
 #: Step markers are trusted only when the GPU work launched inside them is at least this share of
 #: GPU work of the processes that have them (summed operation time; operation count when every operation is empty).
 MARKER_MIN_GPU_SHARE = 0.5
+#: Step threads tried before markers are set aside: when a thread's markers hold too little of the
+#: GPU work, the next thread with markers (in each process, the one with the most) is tried.
+MARKER_THREAD_TRIES = 3
 
 
 def _markers(nv: dict) -> tuple[Columns, str]:
     """The step ranges to use and how they were found: the ranges matching the step pattern
     ("pattern"), else step-like ranges that repeat on their thread ("name": glossary "Step-like
-    ranges"), else none."""
+    ranges"): per thread, of the names (numbers folded) seen twice or more, the one whose ranges
+    last longest in all, its outermost ranges; else none."""
     if len(nv["ranges"]):
         return nv["ranges"], "pattern"
     auto = nv.get("auto_ranges")
     if auto is None or not len(auto):
         return nv["ranges"], "pattern"
     gtid = np.asarray(auto["global_tid"], dtype=np.int64)
-    threads, count = np.unique(gtid, return_counts=True)
-    keep = np.isin(gtid, threads[count >= 2])  # a step repeats
-    return auto.take(keep), "name"
+    names = np.array([S.fold_nvtx_text(str(x)) for x in np.asarray(auto["name"], dtype=object)], dtype=object)
+    dur = np.asarray(auto["range_end_ns"], dtype=np.int64) - np.asarray(auto["start_ns"], dtype=np.int64)
+    keep = np.zeros(len(gtid), dtype=bool)
+    for th in np.unique(gtid).tolist():
+        on = gtid == th
+        fam, inv, count = np.unique(names[on].astype(str), return_inverse=True, return_counts=True)
+        total = np.bincount(inv, weights=dur[on].astype(np.float64))
+        total[count < 2] = -1  # a step repeats
+        if total.max() < 0:
+            continue
+        best = int(np.argmax(total))
+        idx = np.flatnonzero(on)
+        keep[idx[inv == best]] = True
+    return outermost_ranges(auto.take(keep)), "name"
+
+
+def _share(held: tuple, span: tuple, total: tuple) -> float | None:
+    """The share of the marked processes' GPU work launched from their first step's start to their
+    last step's end that the steps hold (time; count when every operation is empty); 0 when there is
+    GPU work but none there; None without GPU work."""
+    if span[0] > 0:
+        return held[0] / span[0]
+    if span[1] > 0:
+        return held[1] / span[1]
+    return 0.0 if total[1] > 0 else None
 
 
 def make_plan(trace, pattern) -> Plan:
@@ -280,7 +353,7 @@ def make_plan(trace, pattern) -> Plan:
     ndev = len(trace.devices)
     pkeys = np.asarray(trace.processes["global_pid"], dtype=np.int64)
     marker_ranges, found_by = _markers(nv)
-    builder = StepBuilder(marker_ranges, pkeys)
+    explicit = pattern.pattern != S.DEFAULT_STEP_PATTERN
     tables = _gpu_tables(trace)
     n_ops = sum(len(t) for t in tables)
     lo_all = min((int(t._smin.min()) for t in tables), default=None)
@@ -288,26 +361,44 @@ def make_plan(trace, pattern) -> Plan:
     dev_min = np.full(max(ndev, 1), POS, dtype=np.int64)
     dev_max = np.full(max(ndev, 1), NEG, dtype=np.int64)
     dev_n = np.zeros(max(ndev, 1), dtype=np.int64)
-    nsteps = len(builder.df) if builder.has else 0
-    step_dev = np.full(nsteps, -1, dtype=np.int64)
-    step_first = np.full(nsteps, -1, dtype=np.int64)
-    set_aside = None
+    nproc = len(trace.processes)
+    set_aside = low_share = None
+    candidates = marker_ranges
+    for _attempt in range(MARKER_THREAD_TRIES):
+        builder = StepBuilder(candidates, pkeys)
+        if not builder.has:
+            break
+        nsteps = len(builder.df)
+        step_dev, step_first, held, span, total = _step_devices(builder, tables, ndev, nsteps, nproc)
+        share = _share(held, span, total)
+        if share is None or share >= MARKER_MIN_GPU_SHARE:
+            break
+        prim = np.asarray(builder.df["primary"], dtype=bool)
+        info = {"count": int(prim.sum()), "found_by": found_by, "gpu_work_pct": round(share * 100, 1),
+                "names": sorted({S.fold_nvtx_text(str(x)) for x in np.asarray(builder.df["name"], dtype=object)[prim]})[:3],
+                "duration_ms": round(float(np.sum(np.asarray(builder.df["range_end_ns"])[prim]
+                                                  - np.asarray(builder.df["start_ns"])[prim])) / 1e6, 4)}
+        if explicit:
+            # the user's --step-marker is used as given: the low share is said, not acted on
+            low_share = info
+            break
+        set_aside = set_aside or info
+        # markers that hold too little of the GPU work frame nothing: another thread's may
+        # (a worker thread's ranges outnumbering the main thread's); else set aside
+        threads = np.unique(np.asarray(builder.df["global_tid"], dtype=np.int64)[prim])
+        rest = ~np.isin(np.asarray(candidates["global_tid"], dtype=np.int64), threads)
+        candidates = candidates.take(rest)
+        builder = StepBuilder(candidates.take(np.zeros(len(candidates), dtype=bool)), pkeys)
+        if not len(candidates):
+            break
+    else:
+        builder = StepBuilder(candidates.take(np.zeros(len(candidates), dtype=bool)), pkeys)
     if builder.has:
-        step_dev, step_first, held, total = _step_devices(builder, tables, ndev, nsteps)
-        share = (held[0] / total[0]) if total[0] > 0 else (held[1] / total[1]) if total[1] > 0 else None
-        if share is not None and share < MARKER_MIN_GPU_SHARE:
-            # markers that hold too little of the GPU work frame nothing: set aside, said in the
-            # capture-quality finding, and the capture is read as one without markers
-            prim = np.asarray(builder.df["primary"], dtype=bool)
-            names = [S.fold_nvtx_text(str(x)) for x in np.asarray(builder.df["name"], dtype=object)[prim]]
-            set_aside = {"count": int(prim.sum()), "names": sorted(set(names))[:3], "found_by": found_by,
-                         "gpu_work_pct": round(share * 100, 1),
-                         "duration_ms": round(float(np.sum(np.asarray(builder.df["range_end_ns"])[prim]
-                                                           - np.asarray(builder.df["start_ns"])[prim])) / 1e6, 4)}
-            builder = StepBuilder(marker_ranges.take(np.zeros(len(marker_ranges), dtype=bool)), pkeys)
-            nsteps = 0
-            step_dev = np.full(0, -1, dtype=np.int64)
-            step_first = np.full(0, -1, dtype=np.int64)
+        set_aside = None  # another thread's markers frame the work
+    else:
+        nsteps = 0
+        step_dev = np.full(0, -1, dtype=np.int64)
+        step_first = np.full(0, -1, dtype=np.int64)
     inferred = not_inferred = None
     if not builder.has and tables:
         # no step markers: steps from the repeating GPU work, when it repeats in units that tile
@@ -318,19 +409,22 @@ def make_plan(trace, pattern) -> Plan:
         else:
             builder = StepBuilder(outermost_ranges(ranges), pkeys)
             nsteps = len(builder.df) if builder.has else 0
-            step_dev, step_first, _held, _total = _step_devices(builder, tables, ndev, nsteps)
+            step_dev, step_first, *_shares = _step_devices(builder, tables, ndev, nsteps, nproc)
     steps = builder.finish(lo_all, hi_all)
     steps.source = "markers" if steps.has_markers and inferred is None else ("inferred" if inferred else None)
     steps.inferred = inferred
     steps.found_by = found_by if steps.source == "markers" else None
     steps.set_aside = set_aside
+    steps.low_share = low_share if steps.source == "markers" else None
     steps.not_inferred = (not_inferred or {}).get("rejected") or None
     if inferred:
         # inferred steps are an estimate laid over the capture: the window stays the one without
         # markers (the GPU span, trimmed to its steady state by the run; steps outside it are then
         # not counted), so no window number moves
         steps.window_start_ns, steps.window_end_ns = lo_all, hi_all
-        _inside_span(steps, lo_all)
+        _inside_span(steps, lo_all, hi_all)
+    if len(steps.table):
+        steps.table = steps.table.assign(job_index=job_indices(steps.table, steps.source == "inferred"))
     span = (lo_all, hi_all) if n_ops else (None, None)
     plan = Plan(ndev=ndev, steps=steps, step_dev=step_dev, step_first=step_first, span=span,
                 dev_min_start=dev_min[:ndev], dev_max_end=dev_max[:ndev], dev_ops=dev_n[:ndev], op_count=n_ops,
@@ -349,7 +443,7 @@ def make_plan(trace, pattern) -> Plan:
     return plan
 
 
-def _inside_span(steps: Steps, lo: int | None) -> None:
+def _inside_span(steps: Steps, lo: int | None, hi: int | None = None) -> None:
     """An inferred step's time starts no earlier than the first GPU operation (the window without
     markers starts there; a first unit's launch call comes a few microseconds before): its
     ``start_ns`` is moved there, while its operations still count from its launch call
@@ -359,9 +453,11 @@ def _inside_span(steps: Steps, lo: int | None) -> None:
         return
     s0 = np.asarray(st["start_ns"], dtype=np.int64)
     s1 = np.maximum(s0, lo)
-    if (s1 != s0).any():
-        e = np.maximum(np.asarray(st["end_ns"], dtype=np.int64), s1)
-        steps.table = st.assign(launch_start_ns=s0, start_ns=s1, end_ns=e, step_time_ns=e - s1)
+    e0 = np.asarray(st["end_ns"], dtype=np.int64)
+    # and ends no later than the last GPU operation (a synchronous call's return comes after it)
+    e1 = np.maximum(np.minimum(e0, hi), s1) if hi is not None else np.maximum(e0, s1)
+    if (s1 != s0).any() or (e1 != e0).any():
+        steps.table = st.assign(start_ns=s1, end_ns=e1, step_time_ns=e1 - s1)
 
 
 #: An operator's first call is set-up when set-up launches cover at least this share of it.

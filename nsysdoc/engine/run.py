@@ -125,13 +125,25 @@ def run(trace, plan: Plan) -> Result:
                 parts, w0, w1 = new, t0, t1
                 plan.steps.window_start_ns, plan.steps.window_end_ns = t0, t1
                 if _steps_inside(plan, t0, t1):
+                    if not np.asarray(plan.steps.table["primary"], dtype=bool).any():
+                        # no inferred step lies in the steady state: no steps
+                        plan.steps.not_inferred = [{"pid": p.get("pid"), "reason": (
+                            "its repeating units lie outside the steady-state window")}
+                            for p in (plan.steps.inferred or {}).get("processes") or [{}]]
+                        plan.steps.source, plan.steps.inferred = None, None
+                        caps = {}
                     # the median or worst step may have changed: capture the steps now picked
+                    # (the middle of the window when no step is left)
                     tl = timeline_windows(trace, plan, t0, t1)
+                    if not tl:
+                        a, b = middle_window(trace, plan, t0, t1)
+                        tl = {"middle": (a, b, None, None)}
                     for k, v in tl.items():
                         if k not in caps or (caps[k].start, caps[k].end) != (v[0], v[1]):
                             cap = Capture(v[0], v[1])
                             _recapture(ctx, spans, carries, cap)
                             caps[k] = cap
+                    caps = {k: c for k, c in caps.items() if k in tl}
                     plan.timelines = tl
                 if "middle" in caps:
                     a, b = middle_window(trace, plan, t0, t1)
@@ -317,7 +329,9 @@ def _steady(ctx: Context, glob: Global, gap_total: int, w0: int, w1: int) -> tup
         excluded.append({"kind": "copies before the first kernel", "start_ns": w0, "end_ns": int(k0)})
     ps, pe, ptext = ctx.plan.phase_ranges
     if k0 is not None and len(ps):
-        ok = np.flatnonzero((ps < k0) & (pe > w0) & (pe < w1))
+        # a phase at the start: it ends in the first half of the span (a range around most of the
+        # run is no set-up phase)
+        ok = np.flatnonzero((ps < k0) & (pe > w0) & (pe <= w0 + (w1 - w0) // 2))
         if len(ok):
             j = ok[np.argmax(pe[ok])]
             if pe[j] - w0 >= PHASE_MIN_NS:

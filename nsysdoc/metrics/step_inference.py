@@ -51,8 +51,15 @@ MIN_GPU_SHARE = 0.8
 #: One training step: the optimizer kernels all lie in the last this-share of the launches ...
 ONE_STEP_OPTIMIZER_TAIL = 0.4
 #: ... of a launch thread of at most this many operations (a longer one that does not repeat is
-#: not checked: the check reads every operation's kernel name)
+#: not checked: the check reads every operation's kernel name) ...
 ONE_STEP_MAX_OPS = 500_000
+#: ... with at most this many launches (or this share of them) after the last optimizer kernel
+#: (a zero_grad memset, loss.item(); not a next step's forward)
+ONE_STEP_AFTER_MIN = 5
+ONE_STEP_AFTER_PCT = 2.0
+#: The last unit's operations may be at most this many median units' (its length is not checked:
+#: it runs to the end of the GPU work queued ahead of the host)
+LAST_UNIT_OPS_RATIO = 1.5
 #: operations of one launch thread read to find the period (the rest are only counted)
 SAMPLE_OPS = 2_000_000
 
@@ -149,18 +156,18 @@ def _pause_candidates(gap_before_ns: np.ndarray, m: int) -> list[int]:
 
 
 def iteration_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int,
-                     iteration_tokens: np.ndarray) -> tuple[int, float] | None:
+                     iteration_tokens: np.ndarray, groups: list | None = None) -> tuple[int, float] | None:
     """``(token, median host pause ns)`` of a token that occurs once per ``period`` (as in
     :func:`pick_anchor`) and marks an iteration: an input copy or optimizer kernel (a token in
     ``iteration_tokens``), or one whose median host pause before it is ``PAUSE_RATIO`` times the
     thread's median pause or more. Of several, the one after the longest pause. None when no
-    token marks an iteration at this period."""
-    tokens = np.asarray(tokens)
+    token marks an iteration at this period. ``groups``: :func:`repeated_groups` of the tokens,
+    when the caller has them (the grouping sorts every token)."""
     gap = np.asarray(gap_before_ns, dtype=np.float64)
     med = float(np.median(gap[1:])) if len(gap) > 1 else 0.0
     marks = set(np.asarray(iteration_tokens).tolist())
     best = None
-    for tok, pos in _repeated(tokens):
+    for tok, pos in (groups if groups is not None else _repeated(np.asarray(tokens))):
         if np.mean(np.diff(pos) == period) < ANCHOR_REGULAR:
             continue
         g = float(np.median(gap[pos]))
@@ -172,36 +179,54 @@ def iteration_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int,
     return (best[1], best[2]) if best else None
 
 
-def iteration_period(tokens: np.ndarray, gap_before_ns: np.ndarray, base: tuple[int, float],
-                     iteration_tokens: np.ndarray) -> tuple[int, float]:
-    """The period of whole iterations: the smallest period, from ``base`` (:func:`find_period`)
+def repeated_groups(tokens: np.ndarray) -> list:
+    """``[(token, positions)]`` of the tokens seen ``MIN_REPEATS`` times, computed once."""
+    return list(_repeated(np.asarray(tokens)))
+
+
+def iteration_period(tokens: np.ndarray, gap_before_ns: np.ndarray, base: tuple[int, float] | None,
+                     iteration_tokens: np.ndarray, groups: list | None = None) -> tuple[int, float] | None:
+    """The period of whole iterations: the smallest period, from ``base`` (:func:`find_period`;
+    None when none was found, for instance because the layer is shorter than ``MIN_PERIOD_OPS``)
     up, that agrees on ``MIN_AGREEMENT`` of the positions and has an iteration anchor
     (:func:`iteration_anchor`): a longer period that holds the once-per-iteration host pause, the
     input copy or the optimizer wins over its divisors (layers). ``base`` when none has one."""
     tokens = np.asarray(tokens)
-    p0 = base[0]
-    if iteration_anchor(tokens, gap_before_ns, p0, iteration_tokens) is not None:
+    groups = groups if groups is not None else repeated_groups(tokens)
+    p0 = base[0] if base is not None else MIN_PERIOD_OPS - 1
+    if base is not None and iteration_anchor(tokens, gap_before_ns, p0, iteration_tokens, groups) is not None:
         return base
     cands = sorted({q for q in _candidates(tokens) + _pause_candidates(gap_before_ns, len(tokens)) if q > p0})
     for q in cands:
         a = agreement(tokens, q)
-        if a >= MIN_AGREEMENT and iteration_anchor(tokens, gap_before_ns, q, iteration_tokens) is not None:
+        if a >= MIN_AGREEMENT and len(np.unique(tokens[:q])) >= 2 \
+                and iteration_anchor(tokens, gap_before_ns, q, iteration_tokens, groups) is not None:
             return q, a
     return base
 
 
-def tiles(unit_ns: np.ndarray, gpu_in_ns: int, gpu_total_ns: int) -> tuple[bool, str | None]:
-    """Whether units of these lengths tile the GPU work: no unit longer than ``MAX_UNIT_RATIO``
-    median units (the first may be: a cold first iteration, dropped by the caller) and the GPU work
+def tiles(unit_ns: np.ndarray, gpu_in_ns: int, gpu_total_ns: int, unit_ops: np.ndarray | None = None) \
+        -> tuple[bool, str | None]:
+    """Whether units of these lengths tile the GPU work: no unit but the last longer than
+    ``MAX_UNIT_RATIO`` median units (the first may be: a cold first iteration, dropped by the
+    caller; the last runs to the end of the GPU work the host queued ahead, so its *operations*
+    are checked instead: at most ``LAST_UNIT_OPS_RATIO`` median units' worth), and the GPU work
     launched inside them at least ``MIN_GPU_SHARE`` of all. ``(ok, why not)``."""
     u = np.asarray(unit_ns, dtype=np.float64)
     if not len(u):
         return False, "no unit"
     med = float(np.median(u))
-    if med <= 0 or float(u.max()) > MAX_UNIT_RATIO * med:
-        i = int(np.argmax(u))
+    body = u[:-1] if len(u) > 1 else u
+    if med <= 0 or float(body.max()) > MAX_UNIT_RATIO * med:
+        i = int(np.argmax(body))
         return False, (f"one unit lasts {u[i] / 1e6:,.1f} ms, more than {MAX_UNIT_RATIO:g}x the median unit "
                        f"({med / 1e6:,.2f} ms), so the repeating units do not tile the GPU work")
+    if unit_ops is not None and len(unit_ops) > 1:
+        ops = np.asarray(unit_ops, dtype=np.float64)
+        mo = float(np.median(ops))
+        if ops[-1] > LAST_UNIT_OPS_RATIO * mo:
+            return False, (f"the last unit holds {int(ops[-1]):,} operations, more than {LAST_UNIT_OPS_RATIO:g}x "
+                           f"the median unit ({mo:,.0f}), so the repeating units do not tile the GPU work")
     if gpu_total_ns > 0 and gpu_in_ns < MIN_GPU_SHARE * gpu_total_ns:
         return False, (f"the repeating units hold {gpu_in_ns / gpu_total_ns * 100:.0f}% of the GPU time (at least "
                        f"{MIN_GPU_SHARE * 100:.0f}% needed)")
@@ -210,18 +235,22 @@ def tiles(unit_ns: np.ndarray, gpu_in_ns: int, gpu_total_ns: int) -> tuple[bool,
 
 def one_step(is_optimizer: np.ndarray, is_backward: np.ndarray) -> bool:
     """A launch sequence that is one training step: optimizer kernels that all come in its last
-    ``ONE_STEP_OPTIMIZER_TAIL`` share, after a backward kernel (forward, backward, optimizer once)."""
+    ``ONE_STEP_OPTIMIZER_TAIL`` share, after a backward kernel, with at most ``ONE_STEP_AFTER``
+    launches after the last of them (forward, backward, optimizer once; not the start of a next
+    step)."""
     opt = np.flatnonzero(np.asarray(is_optimizer, dtype=bool))
     bwd = np.flatnonzero(np.asarray(is_backward, dtype=bool))
     m = len(is_optimizer)
-    return bool(len(opt) and len(bwd) and m and opt[0] >= (1 - ONE_STEP_OPTIMIZER_TAIL) * m and bwd[0] < opt[0])
+    return bool(len(opt) and len(bwd) and m and opt[0] >= (1 - ONE_STEP_OPTIMIZER_TAIL) * m and bwd[0] < opt[0]
+                and m - 1 - opt[-1] <= max(ONE_STEP_AFTER_MIN, ONE_STEP_AFTER_PCT / 100 * m))
 
 
-def pick_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int) -> tuple[int, float] | None:
+def pick_anchor(tokens: np.ndarray, gap_before_ns: np.ndarray, period: int,
+                groups: list | None = None) -> tuple[int, float] | None:
     """``(anchor token, its median host gap before, ns)``: of the tokens that occur once per
     period, the one after the longest median host pause (ties: the earliest first occurrence)."""
     best = None
-    for tok, pos in _repeated(np.asarray(tokens)):
+    for tok, pos in (groups if groups is not None else _repeated(np.asarray(tokens))):
         if np.mean(np.diff(pos) == period) < ANCHOR_REGULAR:
             continue
         gap = float(np.median(gap_before_ns[pos]))

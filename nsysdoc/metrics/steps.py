@@ -12,7 +12,7 @@ Definitions (also in ``docs/glossary.md``):
 * Steps **partition** their thread's timeline: a step ends where the next step on the same thread
   starts (GPU work launched in it that runs later counts in the next step's time: no GPU time
   belongs to two steps); the thread's last step ends at the later of its range end and the end of
-  the last GPU operation launched in it.
+  the last GPU operation launched in any step of the thread.
 * **Step time** = step end − step start (= start of the next step − start of this one, except
   for a thread's last step). The step breakdown splits exactly this interval.
 * **Job step time** of a step index: the longest step time of that index over the processes'
@@ -93,6 +93,8 @@ class Steps:
     set_aside: dict | None = None
     #: without steps: why no steps were inferred, per process (``{"pid", "reason"}``)
     not_inferred: list | None = None
+    #: ``--step-marker`` markers used as given although they hold little of the GPU work
+    low_share: dict | None = None
 
     @property
     def primary(self) -> Columns:
@@ -107,7 +109,7 @@ class Steps:
 
 _EMPTY_STEPS = (("step", "int64"), ("global_tid", "int64"), ("pid", "int64"), ("tid", "int64"), ("proc", "int64"),
                 ("primary", bool), ("index", "int64"), ("name", object), ("start_ns", "int64"),
-                ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"))
+                ("range_end_ns", "int64"), ("end_ns", "int64"), ("step_time_ns", "int64"), ("launch_start_ns", "int64"))
 _STEP_COLUMNS = tuple(c for c, _ in _EMPTY_STEPS)
 
 
@@ -147,6 +149,8 @@ class StepBuilder:
                       "step": np.arange(n, dtype=np.int64)})
         self.df = df
         self.end = df["range_end_ns"].copy()
+        #: each step's first GPU operation's start (POS: none seen)
+        self.first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         self.by_proc = {}
         self._axis = None
         prim = df["primary"]
@@ -157,12 +161,22 @@ class StepBuilder:
         # before any extension: ids, starts and range ends (all assign_ops_to_steps needs)
         self.steps = Steps(df.assign(end_ns=self.end.copy(), step_time_ns=np.zeros(n, np.int64)), None, None, True)
 
-    def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray) -> np.ndarray:
-        """Extend the steps by these operations; returns each one's step id, ``-1`` if launched
-        outside every primary step (what :func:`assign_ops_to_steps` gives)."""
+    def add_ops(self, op_proc: np.ndarray, op_when_ns: np.ndarray, op_end_ns: np.ndarray,
+                op_start_ns: np.ndarray | None = None) -> np.ndarray:
+        """Extend the steps by these operations (and note each step's first GPU start, given
+        ``op_start_ns``); returns each one's step id, ``-1`` if launched outside every primary
+        step (what :func:`assign_ops_to_steps` gives)."""
         out = np.full(len(op_proc), -1, dtype=np.int64)
         if not self.has:
             return out
+        out = self._add_ops(op_proc, op_when_ns, op_end_ns, out)
+        if op_start_ns is not None:
+            got = np.flatnonzero(out >= 0)
+            if len(got):
+                np.minimum.at(self.first, out[got], np.asarray(op_start_ns, dtype=np.int64)[got])
+        return out
+
+    def _add_ops(self, op_proc, op_when_ns, op_end_ns, out):
         if self._axis is None and self.by_proc:  # the primary steps of every process, by (process, start)
             procs = sorted(self.by_proc)
             parts = [self.by_proc[p] for p in procs]
@@ -193,18 +207,50 @@ class StepBuilder:
             empty = Columns({c: np.zeros(0, dtype=t) for c, t in _EMPTY_STEPS})
             return Steps(empty, op_start_min, op_end_max, False)
         df = self.df
-        start = df["start_ns"]
+        launch = df["start_ns"]
         gtid = df["global_tid"]
-        nxt = np.append(start[1:], -1)
+        n = len(gtid)
         same = np.append(gtid[1:] == gtid[:-1], False)
-        # steps partition their thread's timeline: a step lasts until the next one starts (its GPU
+        first = np.flatnonzero(np.concatenate(([True], gtid[1:] != gtid[:-1])))
+        seg = np.repeat(np.arange(len(first)), np.diff(np.append(first, n)))
+        # a step starts at the later of its range start and (the earlier of) the end of the GPU
+        # work launched in the thread's earlier steps and its own first GPU operation: when the
+        # host runs ahead, a step's time begins where the GPU reaches it (the earlier bound keeps
+        # one long operation on a side stream from swallowing the steps it overlaps)
+        prev_end = _shifted_cummax(self.end, first, n)
+        gpu0 = np.where(self.first < np.iinfo(np.int64).max, np.minimum(prev_end, self.first), np.iinfo(np.int64).min)
+        begin = np.maximum(launch, gpu0)
+        begin = _segment_cummax(begin, first, n)
+        # steps partition their thread's timeline: a step lasts until the next one begins (its GPU
         # work running later belongs to that step's time, never to two steps); the last one until
-        # its range or its GPU work ends, whichever is later
-        end = np.where(same, nxt, self.end)
-        table = df.assign(end_ns=end, step_time_ns=end - start)
+        # its range ends or the GPU work launched in any step of its thread does, whichever is
+        # later (a short last step after steps whose work is still queued)
+        thread_end = np.maximum.reduceat(self.end, first) if n else self.end
+        nxt = np.append(begin[1:], -1)
+        end = np.where(same, nxt, np.maximum(thread_end[seg], begin))
+        table = df.assign(launch_start_ns=launch, start_ns=begin, end_ns=end, step_time_ns=end - begin)
         prim = table["primary"]
-        w0, w1 = int(start[prim].min()), int(end[prim].max())
+        w0, w1 = int(begin[prim].min()), int(end[prim].max())
         return Steps(table.select(_STEP_COLUMNS), w0, w1, True)
+
+
+def _shifted_cummax(x: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
+    """Per segment (starting at the indices ``first``), the running maximum of ``x`` over the
+    earlier elements of the segment (the minimum int64 for each segment's first)."""
+    out = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    bounds = np.append(first, n)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # threads: few
+        if b - a > 1:
+            out[a + 1:b] = np.maximum.accumulate(x[a:b - 1])
+    return out
+
+
+def _segment_cummax(x: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
+    out = x.copy()
+    bounds = np.append(first, n)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        out[a:b] = np.maximum.accumulate(x[a:b])
+    return out
 
 
 def _search_steps(p_s: np.ndarray, s: np.ndarray, r_end: np.ndarray, op_proc: np.ndarray,
@@ -257,13 +303,51 @@ def assign_ops_to_steps(steps: Steps, op_proc: np.ndarray, op_when_ns: np.ndarra
     return out
 
 
+def job_indices(table: Columns, inferred: bool) -> np.ndarray:
+    """Each step's job index: the step index the processes share, so that a job step is one
+    iteration on every rank. Marked steps: their index on their thread. Inferred steps (numbered
+    from 0 in each process, so two processes' step k may be different iterations): the index of
+    the reference process's step (the one with the most primary steps, then the lowest pid) whose
+    start is nearest, within half its median step time; -1 for a step with no partner, or a
+    partner already taken (left out of the job step times)."""
+    idx = np.asarray(table["index"], dtype=np.int64).copy()
+    if not inferred or not len(table):
+        return idx
+    prim = np.asarray(table["primary"], dtype=bool)
+    pid = np.asarray(table["pid"], dtype=np.int64)
+    start = np.asarray(table["start_ns"], dtype=np.int64)
+    st = np.asarray(table["step_time_ns"], dtype=np.int64)
+    pids, counts = np.unique(pid[prim], return_counts=True)
+    if len(pids) < 2:
+        return idx
+    ref = int(pids[np.lexsort((pids, -counts))[0]])
+    r = np.flatnonzero(prim & (pid == ref))
+    r = r[np.argsort(start[r], kind="stable")]
+    tol = float(np.median(st[r])) / 2
+    for p in pids.tolist():
+        if p == ref:
+            continue
+        rows = np.flatnonzero(prim & (pid == p))
+        rows = rows[np.argsort(start[rows], kind="stable")]
+        k = np.clip(np.searchsorted(start[r], start[rows]), 0, len(r) - 1)
+        k0 = np.clip(k - 1, 0, len(r) - 1)
+        near = np.where(np.abs(start[r][k0] - start[rows]) < np.abs(start[r][k] - start[rows]), k0, k)
+        taken: set = set()
+        for row, j in zip(rows.tolist(), near.tolist()):
+            ok = abs(int(start[r][j]) - int(start[row])) <= tol and j not in taken
+            idx[row] = int(idx[r][j]) if ok else -1
+            if ok:
+                taken.add(j)
+    return idx
+
+
 def job_step_times(index, step_time) -> np.ndarray:
     """Job step times (ms or ns, as given) of primary steps, in index order: for each step index
     (0-based on its thread: one per process), the longest of the processes' steps with that index;
     one process: its own step times. ``None`` or non-positive times are left out."""
     by_index: dict = {}
     for i, t in zip(index, step_time):
-        if t is None or not t > 0:
+        if t is None or not t > 0 or i is None or i < 0:
             continue
         by_index[i] = max(by_index.get(i, 0.0), float(t))
     return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
@@ -284,7 +368,12 @@ def pick_steps(table: Columns) -> tuple[int | None, int | None]:
         return None, None
     st = np.asarray(table["step_time_ns"], dtype=np.int64)[prim]
     ids = np.asarray(table["step"], dtype=np.int64)[prim]
-    idx = np.asarray(table["index"], dtype=np.int64)[prim]
+    idx = np.asarray(table["job_index"] if "job_index" in table else table["index"], dtype=np.int64)[prim]
+    if (idx < 0).any():  # steps with no partner on the other processes are no job step
+        keep = idx >= 0
+        if not keep.any():
+            keep[:] = True
+        st, ids, idx = st[keep], ids[keep], idx[keep]
     # each index's slowest step (ties: the smaller step id): sort by index, -time, id; take firsts
     order = np.lexsort((ids, -st, idx))
     first = np.concatenate(([True], idx[order][1:] != idx[order][:-1]))

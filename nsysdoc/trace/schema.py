@@ -337,7 +337,10 @@ SETUP_NVTX = re.compile(r"compil(e|ing|ation)(?!d)|nvrtc|\bjit\b|autotun|warm[ _
 #: NVTX text of a set-up phase at the start of a program (``init_model``, ``setup``, ``load_weights``,
 #: ``build_model``, ``prepare``): a range of such a name that starts before the first kernel is
 #: framing, not the steady state (glossary "Steady-state window").
-PHASE_NVTX = re.compile(r"^\W*(init|setup|set[ _-]up|load|build|prepare|download)", re.IGNORECASE)
+PHASE_NVTX = re.compile(r"^\W*(init|initiali[sz]e|initiali[sz]ation|setup|set[ _-]up|load|loading|build|prepare|"
+                        r"download)(?![a-z])", re.IGNORECASE)
+#: The PyTorch Profiler's operator and Python-frame domains (docs/kineto.md): no user annotation.
+KINETO_OP_DOMAINS = frozenset({"cpu_op", "python_function"})
 
 #: NVTX text of a range around the measured loop (``benchmark_loop``, ``train``, ``training loop``):
 #: without step markers, the window starts where such a range does (glossary "Steady-state window")
@@ -376,7 +379,8 @@ DEFAULT_STEP_PATTERN = r"(ProfilerStep#\d+|(train[_ ]?)?step[ _#]?\d+|iter(ation
 STEP_LIKE_LAST_WORDS = frozenset({"step", "iter", "iteration", "train", "training", "trainstep", "batch"})
 #: Words that make a range part of a step, not a step (``optimizer.step``, ``lr_scheduler.step``).
 STEP_LIKE_EXCLUDED_WORDS = frozenset({"optimizer", "optim", "scheduler", "sched", "lr", "zero", "grad", "backward",
-                                      "forward", "dataloader", "loader", "data", "fetch", "next"})
+                                      "forward", "dataloader", "loader", "data", "fetch", "next", "get", "load",
+                                      "collate", "prefetch", "ema", "scaler", "amp"})
 _STEP_LIKE_SPLIT = re.compile(r"[^a-z]+")
 
 
@@ -386,7 +390,7 @@ def is_step_like(text: str) -> bool:
     its words is in :data:`STEP_LIKE_EXCLUDED_WORDS`, and it is no operator (``aten::``,
     ``a::b``) or data text (``{``, ``[``, several lines)."""
     t = str(text).strip()
-    if not t or len(t) > 80 or "::" in t or t[0] in "{[<" or "\n" in t or "." in t:
+    if not t or len(t) > 80 or "::" in t or t[0] in "{[<" or "\n" in t or "." in t or DATALOADER_NVTX.search(t):
         return False
     words = [w for w in _STEP_LIKE_SPLIT.split(t.lower()) if w]
     return bool(words) and words[-1] in STEP_LIKE_LAST_WORDS and not any(w in STEP_LIKE_EXCLUDED_WORDS for w in words)
