@@ -110,6 +110,21 @@ def test_planted_parent_config_is_ignored_named_and_a_fifo_never_blocks(tmp_path
     assert _sha([cap, planted]) == before
 
 
+def test_config_discovery_from_a_removed_current_folder(tmp_path):
+    """Walking up from a current folder that was removed finds nothing (it was a traceback)."""
+    cap = _kernels(5).write(tmp_path / "cap.sqlite")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    out = tmp_path / "out.json"
+    code = (f"import os, runpy, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+            f"sys.argv = ['nsysdoc', 'report', {str(cap)!r}, '-f', 'json', '-o', {str(out)!r}, '-q']; "
+            "runpy.run_module('nsysdoc', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert json.loads(out.read_text())["config"] == {"path": None, "origin": None, "rule_dirs": [], "ignored": []}
+
+
 # --- 2: a cache entry is served only for the capture it was made from ----------------------------
 def test_cache_entry_of_another_capture_renamed_to_the_key_is_not_served(tmp_path):
     many = _kernels(75).write(tmp_path / "many.sqlite")

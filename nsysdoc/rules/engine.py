@@ -120,7 +120,10 @@ def discover_config(start: Path | None = None) -> Discovery:
     private group does not count as others). Anything else found on the way is passed over,
     never opened (a FIFO cannot block the run) and listed in ``ignored`` with the reason, so the
     caller can say so; the walk then goes on upwards."""
-    here = (start or Path.cwd()).resolve()
+    try:
+        here = (start or Path.cwd()).resolve()
+    except OSError:  # the current folder was removed: there is nothing above it to find
+        return Discovery(None, [])
     ignored: list[dict] = []
     for d in (here, *here.parents):
         for name in (*CONFIG_NAMES, "pyproject.toml"):
