@@ -130,9 +130,14 @@ def sample_path() -> Path:
 
 
 def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
+    """The rules and configuration; a configuration file found walking up but passed over as
+    untrusted (``Ruleset.warnings``) is said once, one warning line each, even with ``-q``."""
     from .pipeline import load_ruleset
 
-    return load_ruleset(rule_dirs, config, no_config)
+    ruleset = load_ruleset(rule_dirs, config, no_config)
+    for w in getattr(ruleset, "warnings", None) or []:
+        _echo(f"nsysdoc: warning: {_one_line(w)}", err=True)
+    return ruleset
 
 
 def _render(rep, fmt: "Format", worst_step: bool, export: tuple = (None, None)):

@@ -481,6 +481,22 @@ def test_bug9_dev_stdout_into_head_ends_quietly(captures, tmp_path):
         assert rc == 141 and "error" not in err and "Traceback" not in err, (out, rc, err)
 
 
+def test_bug8_config_passed_over_is_said_in_one_line(captures, tmp_path):
+    """A configuration found walking up that is not trusted (another user's file: issue 45,
+    engine B) is left unread and said on the command line: one warning line, even with -q."""
+    _need_root()
+    project = tmp_path / "project"
+    work = project / "run"
+    cap = _copy(captures, "plain", work / "run.sqlite")
+    planted = project / "nsysdoc.yaml"
+    planted.write_text("fail_on: info\n")
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    run = run_nsysdoc(["report", cap, "-q", "-f", "json", "-o", tmp_path / "out.json"], cwd=work, env=_env(tmp_path))
+    assert run.rc == 0, run.describe()  # fail_on: info was not applied
+    warnings = [x for x in run.stderr.splitlines() if x.startswith("nsysdoc: warning: ")]
+    assert len(warnings) == 1 and str(planted) in warnings[0] and "not read" in warnings[0], run.describe()
+
+
 # ---------------------------------------------------------------------------------------------
 # 10: no terminal escape reaches the terminal
 # ---------------------------------------------------------------------------------------------
