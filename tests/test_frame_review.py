@@ -357,3 +357,50 @@ def test_a_loop_throttled_by_the_launch_queue_tiles(tmp_path):
     # per iteration the GPU runs 25 x (200 + 60 + 80 + 60) = 10,000 µs of kernels and the
     # 1 MB copy (~83 µs at the builder's 12 GB/s): a step is the GPU's pace, about 10.08 ms
     assert 10.0 < r["summary"]["step_time_ms_median"] < 10.2
+
+
+def marked_and_unmarked_processes() -> Capture:
+    """Process 100 (GPU 0): 6 ProfilerSteps of an 8 ms input wait, 8 GEMMs of 500 µs and item();
+    process 200 (GPU 1, no markers) keeps its GPU busy with 120 GEMMs of 600 µs meanwhile."""
+    cap = Capture(gpu_names={0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 80GB HBM3"})
+    a = cap.process(pid=100, device=0).thread()
+    for i in range(6):
+        with a.range(f"ProfilerStep#{i}"):
+            a.os_call("poll", us=8000)
+            for _ in range(8):
+                launch_each(a, (GEMM, 500))
+            a.item()
+    b = cap.process(pid=200, device=1).thread()
+    for _ in range(120):
+        b.launch(GEMM, 600)
+        b.cpu(us=5)
+    b.sync_device()
+    return cap
+
+
+def ranks_with_unequal_step_counts() -> Capture:
+    """Two processes on two GPUs: 10 steps of a 1 ms input wait and 8 GEMMs of 500 µs on one, 3
+    steps of a 15 ms wait and the same GEMMs on the other."""
+    cap = Capture(gpu_names={0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H100 80GB HBM3"})
+    for pid, dev, steps, wait in ((100, 0, 10, 1000), (200, 1, 3, 15000)):
+        t = cap.process(pid=pid, device=dev).thread()
+        for i in range(steps):
+            with t.range(f"ProfilerStep#{i}"):
+                t.os_call("poll", us=wait)
+                for _ in range(8):
+                    launch_each(t, (GEMM, 500))
+                t.item()
+    return cap
+
+
+@pytest.mark.parametrize("build", [marked_and_unmarked_processes, ranks_with_unequal_step_counts])
+def test_cost_per_step_times_the_step_count_never_exceeds_the_cost(tmp_path, build):
+    r = report(build(), tmp_path, build.__name__)
+    f = finding(r, "data-starvation")
+    n = r["summary"]["step_count"]
+    # the input waits: 6 x 8 ms on GPU 0 and none on GPU 1: 24 ms per GPU (mean over both);
+    # or 10 x 1 + 3 x 15 = 55 ms over two GPUs: 27.5 ms. The cost per step times the step count
+    # (6, or 10: the most steps on one thread) is never more than that
+    assert f["impact_ms"] == approx({"marked_and_unmarked_processes": 24.0,
+                                     "ranks_with_unequal_step_counts": 27.5}[build.__name__], abs=1e-3)
+    assert f["impact_ms_per_step"] * n <= f["impact_ms"] + 1e-3

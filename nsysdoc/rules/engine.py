@@ -754,6 +754,19 @@ def evaluate(rs: RuleSet, result: dict) -> tuple[list[dict], list[dict]]:
 PER_STEP_MIN_SHARE = 0.5
 
 
+def _steps_share(result: dict) -> float:
+    """The share of the window the primary steps cover: per process, the sum of its primary steps'
+    durations; their mean over the processes with steps, over the window, at most 1."""
+    win = ((result.get("capture") or {}).get("window") or {}).get("duration_ms") or 0
+    by: dict = {}
+    for s in result.get("steps") or []:
+        if s.get("primary") and isinstance(s.get("duration_ms"), (int, float)):
+            by[s.get("pid")] = by.get(s.get("pid"), 0.0) + s["duration_ms"]
+    if not by or not win:
+        return 1.0
+    return min(1.0, sum(by.values()) / len(by) / win)
+
+
 def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict, result: dict, window: dict) -> dict | None:
     """The rule's finding, or None when its condition does not hold. Raises on a broken rule."""
     if not rule.when.evaluate(env):
@@ -765,7 +778,14 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
     elif "impact_ms_per_step" in rule.raw:  # explicitly null: the cost does not recur per step
         per_step = None
     else:
-        per_step = _num(impact / steps_n) if impact is not None and steps_n else None
+        # the cost in the window spread evenly over it: the steps' share of it, per step (a
+        # window longer than its primary steps -- a trimmed one, a process without steps -- does
+        # not put its whole cost in the steps)
+        per_step = _num(impact * _steps_share(result) / steps_n) if impact is not None and steps_n else None
+    if per_step is not None and impact is not None and steps_n and per_step * steps_n > impact:
+        # never more per step than the cost in the window allows (several processes with unequal
+        # step counts, or a process without steps beside them)
+        per_step = _num(impact / steps_n)
     if per_step is not None and impact and steps_n and per_step * steps_n < PER_STEP_MIN_SHARE * impact:
         # the cost lies mostly outside the steps (before the first, between or after them): a
         # cost per step would say it is small when it is not; it is given in the window
