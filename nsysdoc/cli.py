@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from . import __version__
-from .errors import NsysdocError, RuleError
+from .errors import NsysdocError
 from .cli_params import install as _light_params
 from .outputs import StdoutClosed
 
@@ -749,6 +749,8 @@ def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", hel
     """Where the cache is, how many entries and how much disk it holds, and its size cap."""
     from . import cache
 
+    for p in cache.settings_problems():  # e.g. NSYSDOC_CACHE_MAX_MB=inf: the default is used
+        _echo(f"nsysdoc: warning: {_one_line(p)}", err=True)
     d = cache.info(cache_dir)
     if as_json:
         _echo(json.dumps(d, indent=2))
@@ -811,25 +813,19 @@ def rules_explain(rule_id: str = typer.Argument(..., help="Rule id, e.g. host-sy
 @rules_app.command("check")
 def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to validate.")) -> None:
     """Validate rule files (schema, expressions, names, cases files) without running them."""
-    from .rules.cases import find_case_files, load_cases
-    from .rules.engine import load_dir
+    from .rules.cases import check_folder
 
     count = 0
+    builtin = {r.id for r in _rules_or_exit([]).rules}
     for d in folders:
         try:
-            loaded = load_dir(d, str(d))
-            ids = {r.id for r in loaded} | {r.id for r in _rules_or_exit([]).rules}
-            for f in find_case_files(d):
-                for c in load_cases(f):
-                    if c.rule not in ids:
-                        raise RuleError(f"{f}:{c.line}: cases for unknown rule {c.rule!r}")
+            chk = check_folder(d, builtin)  # each file read once: linear in rules and cases
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             raise typer.Exit(EXIT_ERROR)
-        count += len(loaded)
-        for r in loaded:
-            if not any(c.rule == r.id for f in find_case_files(d) for c in load_cases(f)):
-                _echo(f"nsysdoc: warning: {r.path}: no test cases for {r.id} (add {r.id}.cases.yaml)", err=True)
+        count += len(chk.rules)
+        for w in chk.warnings:
+            _echo(f"nsysdoc: warning: {w}", err=True)
     _echo(f"{count} rule(s) OK")
 
 

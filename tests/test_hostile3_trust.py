@@ -361,3 +361,33 @@ def test_time_ranges_unknown_gap_cause_refused_at_load(tmp_path):
     rule.write_text(text.replace("time_ranges: gaps:sync", "time_ranges: worst_step:sync"))
     run = run_nsysdoc(["rules", "check", folder], cwd=tmp_path, env=_env(tmp_path))
     assert run.rc == 2 and "time_ranges: worst_step takes no ':sync'" in _error_line(run.stderr), run.describe()
+
+
+def test_rules_check_command_reads_each_cases_file_once(tmp_path, monkeypatch):
+    """The command, not only check_folder: 40 team rules, half with a cases file; it used to
+    re-read every cases file for every rule (40 x 20 = 800 reads instead of 20)."""
+    import nsysdoc.rules.cases as cases
+    from typer.testing import CliRunner
+
+    from nsysdoc.cli import app
+
+    src = (BUILTIN_RULES / "host-sync.yaml").read_text()
+    folder = tmp_path / "team"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"team-{i}.yaml").write_text(src.replace("id: host-sync", f"id: team-{i}"))
+        if i % 2 == 0:
+            (folder / f"team-{i}.cases.yaml").write_text(
+                f"rule: team-{i}\ncases:\n  - name: quiet\n    scenario: healthy_training\n    expect: {{fires: false}}\n")
+    calls = {"n": 0}
+    real = cases.load_cases
+
+    def load(path):
+        calls["n"] += 1
+        return real(path)
+
+    monkeypatch.setattr(cases, "load_cases", load)
+    res = CliRunner().invoke(app, ["rules", "check", str(folder)])
+    assert res.exit_code == 0, res.output
+    assert calls["n"] == 20
+    assert "40 rule(s) OK" in res.output
