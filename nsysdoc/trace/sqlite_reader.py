@@ -39,7 +39,7 @@ from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CO
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
                      row_checks, stream_luts, threads_table, unique_ints, validate)
 from .model import StringTable, Trace
-from .open import ExportFile, open_export, readonly_uri
+from .open import PROBE_SECONDS, ExportFile, connect_readonly, open_export, readonly_uri
 from .store import UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, SpillError, Store, release_memory
 
 _ADBC: list = []
@@ -118,15 +118,38 @@ def _is_type_error(exc: Exception) -> bool:
     return "type mismatch" in str(exc).lower()
 
 
+_INT64_MAX = (1 << 63) - 1
+
+
+def _bound(sql: str, lo: int, hi: int) -> tuple[str, tuple[int, int]]:
+    """``sql``'s ``rowid >= ? AND rowid < ?`` bound to ``[lo, hi)``; a range that ends past the
+    largest rowid SQLite has (2^63 - 1, one past it does not fit a parameter) is bound inclusive."""
+    if hi > _INT64_MAX:
+        return sql.replace("rowid < ?", "rowid <= ?", 1), (lo, _INT64_MAX)
+    return sql, (lo, hi)
+
+
 def _fetch_arrow(exp: ExportFile, sql: str, lo: int, hi: int):
     """One rowid range ``[lo, hi)`` of ``sql`` as an Arrow table, on its own ADBC connection."""
+    sql, params = _bound(sql, lo, hi)
     with _adbc_module().connect(readonly_uri(exp.read_path)) as con:
         cur = con.cursor()
         try:
-            cur.execute(sql, parameters=(lo, hi))
+            cur.execute(sql, parameters=params)
             return cur.fetch_arrow_table()
         finally:
             cur.close()
+
+
+def _fetch_rows(exp: ExportFile, sql: str, lo: int, hi: int) -> list[tuple]:
+    """One rowid range ``[lo, hi)`` of ``sql`` through the stdlib cursor (no ADBC driver), on its
+    own connection, whose statement stops when the load gives up (``exp.stop``)."""
+    sql, params = _bound(sql, lo, hi)
+    con = connect_readonly(exp.read_path, stop=exp.stop)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
 
 
 def _fetch_integers(exp: ExportFile, sql: str, safe_sql: str, lo: int, hi: int, n_int: int | None = None):
@@ -162,6 +185,116 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _pipelined(exp: ExportFile, ranges, read):
+    """``read(lo, hi)`` of each range, in order, with :data:`CHUNKS_IN_FLIGHT` more read ahead on
+    the pool. A driver error is one line (:class:`CorruptFileError`); when the reading stops early
+    (Ctrl-C, an error, the caller gave up) the reads not started are cancelled and those running
+    on the stdlib cursor stop (``exp.stop``)."""
+    futures: list = []
+    try:
+        for lo, hi in ranges:
+            futures.append(_pool().submit(read, lo, hi))
+            if len(futures) > CHUNKS_IN_FLIGHT:
+                yield futures.pop(0).result()
+        while futures:
+            yield futures.pop(0).result()
+    except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
+    except Exception as exc:  # ADBC raises its own DB-API error classes
+        if type(exc).__module__.startswith("adbc_driver"):
+            raise CorruptFileError(f"{exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
+        raise
+    finally:
+        if futures:
+            exp.stop.set()
+            for f in futures:
+                f.cancel()
+
+
+class _Ranges:
+    """A table's rowid chunks ``[a, b)`` in order, never held as a list of every chunk: fixed
+    steps over ``[lo, hi)`` when the rowids are dense, else between boundaries ``step`` rows apart
+    found by keyset (:func:`_keyset_starts`: a table with a row at rowid 2^62 is read in as many
+    chunks as its rows fill)."""
+
+    def __init__(self, lo: int, hi: int, step: int, starts: list[int] | None = None) -> None:
+        self.lo, self.hi, self.step, self.starts = lo, hi, step, starts
+
+    def __len__(self) -> int:
+        if self.starts is not None:
+            return len(self.starts)
+        return max(0, -(-(self.hi - self.lo) // self.step))
+
+    def __iter__(self):
+        if self.starts is not None:
+            ends = self.starts[1:] + [self.hi]
+            return iter(list(zip(self.starts, ends)))
+        step, hi = self.step, self.hi
+        return ((a, min(a + step, hi)) for a in range(self.lo, hi, step))
+
+    @property
+    def sparse(self) -> bool:
+        return self.starts is not None
+
+
+def _rows_bound(exp: ExportFile) -> int:
+    """Most rows the file's bytes can hold (an SQLite row takes more than 4 bytes on its page)."""
+    return max(CHUNK_ROWS, _file_size(exp.read_path) // 4)
+
+
+def _keyset_starts(exp: ExportFile, table: str, lo: int, step: int) -> list[int]:
+    """The first rowid of each chunk of ``step`` rows, by keyset (``rowid >= ? ORDER BY rowid LIMIT 1
+    OFFSET ?``: each query walks one chunk's rowids in the table's b-tree, ~20 ms per 512 k rows)."""
+    starts = [lo]
+    con = exp.connect()
+    try:
+        sql = f'SELECT rowid FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT 1 OFFSET ?'
+        while True:
+            row = con.execute(sql, (starts[-1], step)).fetchone()
+            if row is None:
+                return starts
+            starts.append(int(row[0]))
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
+    finally:
+        con.close()
+
+
+def _table_ranges(exp: ExportFile, table: str, step: int) -> _Ranges:
+    """The rowid chunks of ``table`` (:class:`_Ranges`): fixed steps over the rowid span when the
+    file could hold that many rows, else keyset boundaries."""
+    lo, hi = _rowid_range(exp, table)
+    if hi - lo > _rows_bound(exp):
+        return _Ranges(lo, hi, step, _keyset_starts(exp, table, lo, step))
+    return _Ranges(lo, hi, step)
+
+
+def _sample_windows(exp: ExportFile, table: str, ranges: _Ranges, rows: int = 100_000,
+                    windows: int = 200) -> list[tuple[int, int]]:
+    """``windows`` evenly spaced rowid windows of about ``rows`` rows in all: over the rowid span
+    (dense rowids), or from chunk boundaries (sparse rowids: the window's end found by keyset)."""
+    lo, hi = ranges.lo, ranges.hi
+    if hi - lo <= 0:
+        return []
+    width = max(1, rows // windows)
+    if not ranges.sparse:
+        starts = np.unique(np.linspace(lo, max(lo, hi - width), windows).astype(np.int64))
+        return [(int(a), int(min(a + width, hi))) for a in starts]
+    picks = sorted({ranges.starts[int(i)] for i in np.linspace(0, len(ranges.starts) - 1, windows)})
+    out = []
+    con = exp.connect()
+    try:
+        sql = f'SELECT rowid FROM "{table}" WHERE rowid >= ? ORDER BY rowid LIMIT 1 OFFSET ?'
+        for a in picks:
+            row = con.execute(sql, (a, width)).fetchone()
+            out.append((a, int(row[0]) if row is not None else hi))
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(f"{exp.path}: cannot read ({exc})") from None
+    finally:
+        con.close()
+    return out
+
+
 class _ChunkReader:
     """Reads integer columns of one table in rowid-range chunks (rowids are contiguous in nsys
     exports; gaps and ``where`` filters only make chunks shorter)."""
@@ -183,9 +316,8 @@ class _ChunkReader:
         # for chunks whose columns hold non-integer values (damaged or hand-edited exports)
         self.safe_sql = (f'SELECT {", ".join(_safe_expr(e) for e in exprs)} FROM "{table}" '
                          f'WHERE rowid >= ? AND rowid < ? {cond}')
-        self.lo, self.hi = _rowid_range(exp, table)
-        step = chunk_rows or CHUNK_ROWS
-        self.ranges = [(a, min(a + step, self.hi)) for a in range(self.lo, self.hi, step)]
+        self.ranges = _table_ranges(exp, table, chunk_rows or CHUNK_ROWS)
+        self.lo, self.hi = self.ranges.lo, self.ranges.hi
 
     def read_chunk(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         if _adbc_module() is None:
@@ -196,11 +328,7 @@ class _ChunkReader:
 
     def _read_sqlite3(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         names = list(self.chosen)
-        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
-        try:
-            rows = con.execute(self.safe_sql, (lo, hi)).fetchall()
-        finally:
-            con.close()
+        rows = _fetch_rows(self.exp, self.safe_sql, lo, hi)
         defaults = {c.name: BAD if _must(c) else c.default for c in self.cols}
         data = np.array([[defaults[names[j]] if v is None else v for j, v in enumerate(r)] for r in rows],
                         dtype=np.int64).reshape(len(rows), len(names))
@@ -222,37 +350,24 @@ class _ChunkReader:
         return out
 
     def chunks(self):
-        """``(rows, columns)`` per chunk, in rowid order; a few chunks are read ahead."""
-        try:
-            futures = []
-            it = iter(self.ranges)
-            for lo, hi in it:
-                futures.append(_pool().submit(self.read_chunk, lo, hi))
-                if len(futures) > CHUNKS_IN_FLIGHT:
-                    yield futures.pop(0).result()
-            while futures:
-                yield futures.pop(0).result()
-        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
-        except Exception as exc:  # ADBC raises its own DB-API error classes
-            if type(exc).__module__.startswith("adbc_driver"):
-                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
-            raise
+        """Columns per chunk, in rowid order; a few chunks are read ahead."""
+        return _pipelined(self.exp, self.ranges, self.read_chunk)
 
     def sample(self, rows: int = 100_000, windows: int = 200) -> dict[str, np.ndarray]:
         """About ``rows`` rows from ``windows`` evenly spaced rowid ranges (for the table's median
-        start when the table spans several chunks)."""
-        n = self.hi - self.lo
-        if n <= 0:
+        start when the table spans several chunks), read on the pool: this thread only waits, a
+        wait Ctrl-C interrupts (a driver call on it could not be)."""
+        wins = _sample_windows(self.exp, self.table, self.ranges, rows, windows)
+        if not wins:
             return self._defaults({}, 0)
-        width = max(1, rows // windows)
-        starts = np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), windows).astype(np.int64))
-        parts = [self.read_chunk(int(a), int(min(a + width, self.hi))) for a in starts]
+        parts = list(_pipelined(self.exp, wins, self.read_chunk))
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
-    con = exp.connect()
+def _query(exp: ExportFile, sql: str, params=(), budget: float | None = None) -> list[tuple]:
+    """Every row of one statement, on a connection of its own; ``budget``: seconds it may take (a
+    probe of the export's layout: :data:`~nsysdoc.trace.open.PROBE_SECONDS`). Ctrl-C stops it."""
+    con = exp.connect(budget)
     try:
         return con.execute(sql, params).fetchall()
     except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
@@ -263,7 +378,7 @@ def _query(exp: ExportFile, sql: str, params=()) -> list[tuple]:
 
 def _session_duration(exp: ExportFile) -> int | None:
     if exp.has("ANALYSIS_DETAILS") and "duration" in exp.columns("ANALYSIS_DETAILS"):
-        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1')
+        rows = _query(exp, 'SELECT duration FROM "ANALYSIS_DETAILS" LIMIT 1', budget=PROBE_SECONDS)
         if rows and isinstance(rows[0][0], int) and not isinstance(rows[0][0], bool) and 0 < rows[0][0] < TIME_LIMIT_NS:
             return int(rows[0][0])
     return None
@@ -272,7 +387,7 @@ def _session_duration(exp: ExportFile) -> int | None:
 def _session_start(exp: ExportFile) -> int | None:
     """``TARGET_INFO_SESSION_START_TIME.utcEpochNs``: the UTC wall clock (ns) at session start."""
     if exp.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in exp.columns("TARGET_INFO_SESSION_START_TIME"):
-        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
+        rows = _query(exp, 'SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1', budget=PROBE_SECONDS)
         if rows and type(rows[0][0]) is int and 0 < rows[0][0] < TIME_LIMIT_NS:
             return int(rows[0][0])
     return None
@@ -296,7 +411,8 @@ def timestamp_clock(exp: ExportFile, session_start: int | None) -> tuple[str, in
     sample: list[int] = []
     for table in _CLOCK_TABLES:
         if exp.has(table) and "start" in exp.columns(table):
-            rows = _query(exp, f'SELECT start FROM "{table}" WHERE typeof(start) = \'integer\' AND start != 0 LIMIT 3')
+            rows = _query(exp, f'SELECT start FROM "{table}" WHERE typeof(start) = \'integer\' AND start != 0 LIMIT 3',
+                          budget=PROBE_SECONDS)
             sample += [int(r[0]) for r in rows if abs(r[0]) < TIME_LIMIT_NS]
     if not sample:
         return "session", 0
@@ -411,8 +527,8 @@ def _rowid_range(exp: ExportFile, table: str) -> tuple[int, int]:
     but scans the table for both in one statement."""
     got = exp.rowid_ranges.get(table)
     if got is None:
-        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"')[0][0]
-        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"')[0][0]
+        lo = _query(exp, f'SELECT min(rowid) FROM "{table}"', budget=PROBE_SECONDS)[0][0]
+        hi = _query(exp, f'SELECT max(rowid) FROM "{table}"', budget=PROBE_SECONDS)[0][0]
         got = exp.rowid_ranges[table] = (int(lo or 1), int(hi or 0) + 1)
     return got
 
@@ -422,12 +538,12 @@ _MIN_ROW_BYTES = 32
 
 
 def _expected_rows(exp: ExportFile, tables) -> int:
-    """Upper bound of the event rows: each big table's rowid range."""
+    """Upper bound of the event rows: each big table's rowid range, at most what the file holds."""
     n = 0
     for t in set(_TABLE_OF.values()) | {S.NVTX, S.OSRT}:
         if t in tables:
             lo, hi = _rowid_range(exp, t)
-            n += max(0, hi - lo)
+            n += min(max(0, hi - lo), _rows_bound(exp))
     return n
 
 
@@ -551,14 +667,26 @@ class _Ingest:
 
     def __init__(self, exp: ExportFile, store: Store, strings: StringTable, duration_ns: int | None,
                  drops: Drops, progress: ProgressFn | None = None, shift: int = 0) -> None:
-        self.exp, self.store, self.strings, self.duration_ns, self.drops = exp, store, strings, duration_ns, drops
+        self.exp, self.store, self.duration_ns, self.drops = exp, store, duration_ns, drops
+        #: ``StringIds`` as exported (NVTX ``textId`` and the small tables' ids look names up in it)
+        self.raw_strings = strings
+        #: string ids size arrays (per-name counts and codes): ids far beyond the number of
+        #: strings (a ``StringIds`` row at id 2^31) are renumbered to their rank, and the event
+        #: tables' name ids with them (``None``: the ids are kept, the usual dense 0..n-1)
+        self.string_ids: np.ndarray | None = None
+        if len(strings) and (int(strings.ids[0]) < 0 or int(strings.ids[-1]) >= max(1 << 22, 4 * len(strings))):
+            self.string_ids = strings.ids
+            strings = StringTable(np.arange(len(strings), dtype=np.int64), strings.values)
+        self.strings = strings
         #: subtracted from every time read: absolute timestamps back on the session timeline
         self.shift = shift
         self.say = progress or (lambda _msg: None)
         self.procs, self.devices, self.threads = _Codes(), _Codes(), _Codes()
         self.streams = _TupleCodes()
         self.corr = _CorrIndex()
-        self.unknown_id = int(strings.ids.max()) + 1 if len(strings) else 0
+        #: the largest string id: a name id beyond it names nothing (and must not size an array)
+        self.max_id = int(strings.ids.max()) if len(strings) else -1
+        self.unknown_id = self.max_id + 1
         self.unknown_used = False
         # per runtime row, for the launch join: start, kind, duration (uint32; longer ones in
         # rt_long) and thread code (int16 until there are more threads)
@@ -586,13 +714,23 @@ class _Ingest:
 
     # ---- shared steps ------------------------------------------------------------------------
     def _names(self, d: dict[str, np.ndarray]) -> None:
-        """Name ids that are NULL, negative or too large (read as -1) point at one added string, so
-        per-name statistics keep the row's time under a visible name instead of failing."""
+        """Name ids that are NULL, negative or beyond the strings table's largest id point at one
+        added string, so per-name statistics keep the row's time under a visible name instead of
+        failing (an id of 2^31 - 1 would size a per-name count at 16 GiB); with renumbered strings
+        (:attr:`string_ids`) each id becomes its rank, an id without a string the added one."""
         for c in ("name_id", "short_id"):
             if c in d and len(d[c]):
-                bad = d[c] < 0
+                v = d[c]
+                if self.string_ids is not None:
+                    ids = self.string_ids
+                    pos = np.minimum(np.searchsorted(ids, v), len(ids) - 1)
+                    found = ids[pos] == v
+                    d[c] = np.where(found, pos, self.unknown_id)
+                    self.unknown_used |= not found.all()
+                    continue
+                bad = (v < 0) | (v > self.max_id)
                 if bad.any():
-                    d[c] = d[c].copy()
+                    d[c] = v.copy()
                     d[c][bad] = self.unknown_id
                     self.unknown_used = True
 
@@ -603,7 +741,7 @@ class _Ingest:
         extra = {"launch_key": (S.launch_key_sql(self.exp.columns(table)), S.LAUNCH_UNKNOWN)} \
             if key == "kernels" else None
         reader = _ChunkReader(self.exp, table, cols or _COLS_OF[key], where, extra=extra)
-        self.expected[key] = max(0, reader.hi - reader.lo)
+        self.expected[key] = min(max(0, reader.hi - reader.lo), _rows_bound(self.exp))
         anchor = None
         if len(reader.ranges) > 1 and self.duration_ns:
             smp = reader.sample()
@@ -841,15 +979,11 @@ class _NvtxReader:
         # again with every value that is not an integer as NULL
         self.plain_sql = "SELECT " + ", ".join([f'"{c}"' if c in present else d for c, d in ints] + [text]) + tail
         self.sql = "SELECT " + ", ".join([_safe_expr(f'"{c}"') if c in present else d for c, d in ints] + [text]) + tail
-        self.lo, self.hi = _rowid_range(exp, S.NVTX)
-        self.ranges = [(a, min(a + CHUNK_ROWS, self.hi)) for a in range(self.lo, self.hi, CHUNK_ROWS)]
+        self.ranges = _table_ranges(exp, S.NVTX, CHUNK_ROWS)
+        self.lo, self.hi = self.ranges.lo, self.ranges.hi
 
     def _read(self, lo: int, hi: int):
-        con = sqlite3.connect(readonly_uri(self.exp.read_path), uri=True)
-        try:
-            rows = con.execute(self.sql, (lo, hi)).fetchall()
-        finally:
-            con.close()
+        rows = _fetch_rows(self.exp, self.sql, lo, hi)
         n = len(rows)
         ints = {}
         for j, (name, default) in enumerate((("start_ns", BAD), ("end_ns", BAD), ("event_type", -1),
@@ -884,31 +1018,20 @@ class _NvtxReader:
         reader = self._read_adbc if _adbc_module() is not None else self._read
         chunk_reader = self._read_with_facts if _adbc_module() is not None else self._read
         anchor = None
-        if len(self.ranges) > 1 and ing.duration_ns:
-            width = max(1, 100_000 // 200)
+        multi = len(self.ranges) > 1
+        if multi and ing.duration_ns:
+            # the sample's windows are read on the pool: this thread waits, which Ctrl-C interrupts
             parts = []
-            for a in np.unique(np.linspace(self.lo, max(self.lo, self.hi - width), 200).astype(np.int64)):
-                ints, _ = reader(int(a), int(min(a + width, self.hi)))
+            for ints, _ in _pipelined(self.exp, _sample_windows(self.exp, S.NVTX, self.ranges), reader):
                 keep = ints["event_type"] != S.NVTX_DOMAIN_CREATE
                 parts.append({k: v[keep] for k, v in ints.items()})
-            smp = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            ok, _, _ = row_checks(smp, True)
-            anchor = median_anchor(smp["start_ns"], ok)
-            anchor = None if anchor is None else anchor - ing.shift
-        try:
-            futures = []
-            for lo, hi in self.ranges:
-                futures.append(_pool().submit(chunk_reader, lo, hi))
-                if len(futures) > CHUNKS_IN_FLIGHT:
-                    yield self._chunk(ing, *futures.pop(0).result(), anchor=anchor, multi=len(self.ranges) > 1)
-            while futures:
-                yield self._chunk(ing, *futures.pop(0).result(), anchor=anchor, multi=len(self.ranges) > 1)
-        except (sqlite3.DatabaseError, OSError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(f"{self.exp.path}: cannot read ({exc})") from None
-        except Exception as exc:
-            if type(exc).__module__.startswith("adbc_driver"):
-                raise CorruptFileError(f"{self.exp.path}: cannot read ({str(exc).splitlines()[0]})") from None
-            raise
+            if parts:
+                smp = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+                ok, _, _ = row_checks(smp, True)
+                anchor = median_anchor(smp["start_ns"], ok)
+                anchor = None if anchor is None else anchor - ing.shift
+        for got in _pipelined(self.exp, self.ranges, chunk_reader):
+            yield self._chunk(ing, *got, anchor=anchor, multi=multi)
 
     def _chunk(self, ing: "_Ingest", ints: dict, text, pre=None, *, anchor, multi: bool) -> dict:
         """One chunk's rows: the text column as Arrow (inline text, decoded with replacement
@@ -955,7 +1078,7 @@ class _NvtxReader:
         if need.any():
             uniq, inv = np.unique(ints["text_id"][need], return_inverse=True)
             idx[need] = base + inv
-            extra = [str(v) for v in ing.strings.lookup(uniq)]
+            extra = [str(v) for v in ing.raw_strings.lookup(uniq)]
         if arrow_values is None:
             values += extra
             varr = pa.array(values, type=pa.large_string())
@@ -1092,6 +1215,88 @@ def _int(v, default: int) -> int:
     return v if type(v) is int else default
 
 
+def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
+    """``GPU_METRICS`` samples of the metrics nsysdoc summarises (matched by name in
+    ``TARGET_INFO_GPU_METRICS``), in rowid order: timestamp (``shift`` subtracted), device (the low
+    byte of ``typeId``), metric name and value. Streamed in rowid chunks into arrays (32 bytes a
+    sample; a fetch of every row took ~200 bytes a row in Python tuples: 2.4 GB for the 12 M rows of
+    four minutes of one GPU at nsys's default rate); a sample whose timestamp is not an integer or
+    whose value is not a number is left out, and a table without the columns is refused."""
+    empty = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+             "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
+    if not (exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO)):
+        return empty
+    info = _query(exp, f'SELECT typeId, metricId, metricName FROM "{S.GPU_METRICS_INFO}"')
+    wanted: dict[tuple[int, int], str] = {}
+    for type_id, metric_id, name in info:
+        if type(type_id) is not int or type(metric_id) is not int:
+            continue  # ids are pasted into SQL below: integers only
+        lname = (name if isinstance(name, str) else "").lower()
+        for canon, prefixes in S.GPU_METRIC_PREFIXES.items():
+            if lname.startswith(prefixes):
+                wanted[(type_id, metric_id)] = canon
+    if not wanted:
+        return empty
+    missing = [c for c in ("timestamp", "typeId", "metricId", "value") if c not in exp.columns(S.GPU_METRICS)]
+    if missing:
+        raise CorruptFileError(f"{exp.path}: cannot read (no such column: {missing[0]})")
+    ids = sorted({m for _, m in wanted})
+    canon = sorted(set(wanted.values()))
+    code_of = {c: i for i, c in enumerate(canon)}
+    pairs = [(t, m, code_of[c]) for (t, m), c in wanted.items()]
+    sql = (f'SELECT {_safe_expr("timestamp")}, {_safe_expr("typeId")}, {_safe_expr("metricId")}, '
+           "CASE WHEN typeof(value) IN ('integer', 'real') THEN CAST(value AS REAL) END "
+           f'FROM "{S.GPU_METRICS}" WHERE rowid >= ? AND rowid < ? AND metricId IN ({",".join(map(str, ids))})')
+
+    def read(lo: int, hi: int):
+        if _adbc_module() is not None:
+            import pyarrow as pa
+
+            tbl = _fetch_arrow(exp, sql, lo, hi)
+            ok = np.ones(tbl.num_rows, dtype=bool)
+            out = []
+            for j in range(4):
+                c = tbl.column(j)
+                if pa.types.is_null(c.type):  # every value NULL (or not a number)
+                    ok[:] = False
+                    out.append(np.zeros(tbl.num_rows))
+                    continue
+                if c.null_count:
+                    ok &= ~np.asarray(c.is_null().to_numpy(), dtype=bool)
+                    c = c.fill_null(0)
+                out.append(c.to_numpy())
+        else:
+            rows = _fetch_rows(exp, sql, lo, hi)
+            ok = np.fromiter((None not in r for r in rows), dtype=bool, count=len(rows))
+            out = [np.fromiter((0 if r[j] is None else r[j] for r in rows), dtype=np.float64 if j == 3 else np.int64,
+                               count=len(rows)) for j in range(4)]
+        ts, tid, mid = (np.asarray(o, dtype=np.int64) for o in out[:3])
+        val = np.asarray(out[3], dtype=np.float64)
+        code = np.full(len(ts), -1, dtype=np.int8)
+        for t, m, c in pairs:
+            code[ok & (tid == t) & (mid == m)] = c
+        keep = np.flatnonzero(code >= 0)
+        return ts[keep], tid[keep] & 0xFF, code[keep], val[keep]
+
+    parts: dict[str, list] = {"ts": [], "dev": [], "code": [], "val": []}
+    lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    for ts, dev, code, val in _pipelined(exp, _table_ranges(exp, S.GPU_METRICS, CHUNK_ROWS), read):
+        if shift and len(ts) and ((ts < lo64 + shift).any() if shift > 0 else (ts > hi64 + shift).any()):
+            raise OverflowError("a GPU metrics timestamp less the session start is beyond 64 bits")
+        for k, v in zip(parts, (ts - shift if shift else ts, dev, code, val)):
+            parts[k].append(v)
+    if not parts["ts"]:
+        return empty
+    # one column at a time: the chunks of a column and the column are held at once, never all four
+    out = {"timestamp_ns": np.concatenate(parts.pop("ts")), "device_id": np.concatenate(parts.pop("dev"))}
+    code = np.concatenate(parts.pop("code"))
+    names = np.empty(len(canon), dtype=object)
+    names[:] = canon
+    out["metric"] = names[code]  # shared strings: 8 bytes a sample
+    out["value"] = np.concatenate(parts.pop("val"))
+    return {k: out[k] for k in ("timestamp_ns", "device_id", "metric", "value")}
+
+
 def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict:
     """The small tables; ``shift`` is subtracted from their times (:func:`timestamp_clock`)."""
     res: dict = {}
@@ -1116,32 +1321,8 @@ def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict
                                "end_ns": np.asarray(ov["end_ns"], dtype=np.int64),
                                "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
                                "name": np.asarray(ov["name"], dtype=object)})
-    # GPU metrics (only the metrics we summarise)
-    gm = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
-          "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
-    if exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO):
-        info = _query(exp, f'SELECT typeId, metricId, metricName FROM "{S.GPU_METRICS_INFO}"')
-        wanted = {}
-        for type_id, metric_id, name in info:
-            if type(type_id) is not int or type(metric_id) is not int:
-                continue  # ids are pasted into SQL below: integers only
-            lname = (name if isinstance(name, str) else "").lower()
-            for canon, prefixes in S.GPU_METRIC_PREFIXES.items():
-                if lname.startswith(prefixes):
-                    wanted[(type_id, metric_id)] = canon
-        if wanted:
-            ids = sorted({m for _, m in wanted})
-            rows = _query(exp, f'SELECT timestamp, typeId, metricId, value FROM "{S.GPU_METRICS}" '
-                               f'WHERE metricId IN ({",".join(str(i) for i in ids)})')
-            rows = [r for r in rows if (r[1], r[2]) in wanted and type(r[0]) is int
-                    and isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
-            gm = {
-                "timestamp_ns": np.array([r[0] - shift for r in rows], dtype=np.int64),
-                # UNVERIFIED in NVIDIA docs: the low byte of typeId is the GPU index (nsys2prv).
-                "device_id": np.array([r[1] & 0xFF for r in rows], dtype=np.int64),
-                "metric": np.array([wanted[(r[1], r[2])] for r in rows], dtype=object),
-                "value": np.array([float(r[3]) for r in rows], dtype=np.float64),
-            }
+    # GPU metrics (only the metrics we summarise), streamed
+    gm = _gpu_metrics(exp, shift)
     res["gpu_metrics"] = Columns(gm)
     # capture duration
     res["duration_ns"] = _session_duration(exp)
@@ -1223,7 +1404,8 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
             release_memory()
             strings = built["strings"]
             frames = built["frames"]
-            small = _small_tables(exp, strings, shift)
+            # (the small tables' name ids are the export's own: renumbered strings do not fit them)
+            small = _small_tables(exp, strings if ing.string_ids is None else ing.raw_strings, shift)
         except (ValueError, TypeError, OverflowError, KeyError, IndexError, UnicodeError) as exc:
             store.close()
             if tmp is not None:
