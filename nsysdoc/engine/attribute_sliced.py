@@ -34,7 +34,7 @@ import numpy as np
 from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
-from .attribute import (NONE, Attributor, FwdMap, Names, SiteSums, _name_at, first_start_of,
+from .attribute import (NONE, Attributor, Forest, FwdMap, Names, SiteSums, _name_at, first_start_of,
                         first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
                         site_rows, stack_frame_label)
 from .data import NEG, POS, env_rows
@@ -150,9 +150,9 @@ class Collector:
         def forest(parts):
             if not parts:
                 z = np.zeros(0, np.int64)
-                return A.Forest(z, z, z, z)
+                return Forest(z, z, z, z)
             cat = [np.concatenate([p[k] for p in parts]) for k in range(4)]
-            return A.Forest(cat[0], cat[1], cat[2], g_code[cat[3]])
+            return Forest(cat[0], cat[1], cat[2], g_code[cat[3]])
 
         mods, frames = forest(self.mods), forest(self.frames)
         self.mods = self.frames = []
@@ -230,7 +230,7 @@ class SlicedAttributor:
                               d["call_flags"][m]))
         if not parts:
             z = np.zeros(0, np.int64)
-            return A.Forest(z, z, z, z), z, z, None
+            return Forest(z, z, z, z), z, z, None
         cat = [np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in range(7)]
         th, s, e, name = cat[0].astype(np.int64), cat[1].astype(np.int64), cat[2].astype(np.int64), cat[3]
         seq, pos, flags = cat[4].astype(np.int64), cat[5], cat[6]
@@ -244,7 +244,7 @@ class SlicedAttributor:
                 lab = stack_frame_label(str(text))
                 if lab is not None:
                     own[i] = self.names.code(lab)
-        ops = A.Forest(th, s, e, name)
+        ops = Forest(th, s, e, name)
         return ops, pos[ops.order], seq, own
 
     def local(self, lo: int, hi: int, keep_bw_range: bool = False) -> tuple[Attributor, np.ndarray, np.ndarray]:
