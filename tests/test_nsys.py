@@ -608,3 +608,24 @@ def test_where_on_an_older_nsys_uses_only_what_it_lists(fake, tmp_path, monkeypa
 def test_without_where_the_capture_is_a_baseline():
     argv = argv_of(N.CaptureOptions(output_name="r"))
     assert not any(a.startswith(("--pytorch", "--python-backtrace", "--cudabacktrace")) for a in argv)
+
+
+def test_ensure_sqlite_cached_export_is_reused_only_when_sealed_as_ours(tmp_path, fake):
+    """Issue 45 (bug 2, the export side): an export entry in the cache is reused only when it is
+    this user's private folder sealed with its own key. A folder at that key that was not sealed
+    (another capture's export renamed to the key) is exported again; one that another user can
+    write to is refused in one line."""
+    rep = make_rep(tmp_path / "ro")
+    cdir = tmp_path / "c3"
+    out = Path(N.ensure_sqlite(rep, is_writable=lambda folder: False, cache_dir=cdir))
+    assert len(fake.log("export")) == 1
+    # planted: the seal removed (an entry renamed from another key carries the other key's seal)
+    for f in out.parent.iterdir():
+        if f.name != out.name:
+            f.unlink()
+    assert N.ensure_sqlite(rep, is_writable=lambda folder: False, cache_dir=cdir) == str(out)
+    assert len(fake.log("export")) == 2  # exported again, not served
+    # a folder others can write to at the key: refused, nothing written into it
+    out.parent.chmod(0o777)
+    with pytest.raises(NsysFailedError, match="not a private folder of this user"):
+        N.ensure_sqlite(rep, is_writable=lambda folder: False, cache_dir=cdir)

@@ -310,10 +310,15 @@ def ensure_sqlite(
         target = beside
     else:
         cached = cache_path_for(rep, cache_dir if cache_dir is not None else default_cache_dir(environ))
-        if _fresh_export(cached, rep):
+        # an entry is reused only when it is ours and sealed with its own key (another capture's
+        # export renamed to this key, or a folder another user planted, is never served)
+        if _fresh_export(cached, rep) and cache.trusted_entry(cached.parent):
             cache.touch(cached.parent)
             return str(cached)
         target = cached
+        if os.path.lexists(target.parent) and not _own_private_dir(target.parent):
+            raise NsysFailedError(f"the cache entry {target.parent} is not a private folder of this user, so the "
+                                  "export is not written there", hint="remove it, or pass another --cache-dir")
         cache.make_dir(target.parent)
 
     binary = find_nsys(nsys, environ)
@@ -324,5 +329,16 @@ def ensure_sqlite(
     except OutputError as exc:
         raise NsysFailedError(exc.message, hint=exc.hint) from None
     if target != beside:
+        cache.seal(target.parent, target.parent.name)
         cache.evict(target.parent.parent, keep=target.parent)
     return str(target)
+
+
+def _own_private_dir(path: Path) -> bool:
+    """A real folder (not a link) of this user that nobody else can write to."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o022 and (
+        not hasattr(os, "getuid") or st.st_uid == os.getuid())
