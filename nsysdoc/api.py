@@ -694,11 +694,14 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
         rank_pattern: str | None = None, rank_reports: PathLike | None = None,
         rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None, no_config: bool = False,
         step_marker: str | None = None, cache: bool = True, cache_dir: PathLike | None = None,
-        nsys: str | None = None, progress: Callable[[int, int, list], None] | None = None) -> Job:
+        nsys: str | None = None, progress: Callable[[int, int, list], None] | None = None,
+        notice: Callable[[str], None] | None = None, dask_timeout: float | None = None) -> Job:
     """Analyse the ranks of one job: per-rank captures (files or folders), or one capture holding
     several processes. ``jobs`` ranks at a time on this machine, or on the Dask scheduler ``dask``
-    (``tcp://host:8786``). ``rank_reports``: also write each rank's HTML page into this folder.
-    ``progress(done, total, records)`` is called as ranks finish."""
+    (``tcp://host:8786``; ``dask_timeout`` seconds without any worker fail the job, default
+    ``$NSYSDOC_DASK_WORKER_TIMEOUT`` or 120). ``rank_reports``: also write each rank's HTML page
+    into this folder. ``progress(done, total, records)`` is called as ranks finish, ``notice(text)``
+    with what the job is waiting for (a Dask worker)."""
     from .jobs import run_job
 
     items = _path_list(inputs)
@@ -709,14 +712,21 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
     _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
     if progress is not None and not callable(progress):
         raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
+    if notice is not None and not callable(notice):
+        raise UsageError(f"notice must be a function (or None), got {type(notice).__name__}")
+    if dask_timeout is not None and (isinstance(dask_timeout, bool) or not isinstance(dask_timeout, (int, float))
+                                     or not dask_timeout > 0):
+        raise UsageError(f"dask_timeout must be a number of seconds above 0, got {dask_timeout!r}")
     rank_reports = _optional_path(rank_reports, "rank_reports folder")
     ruleset = _options(rules, config, no_config)  # one error, before any work
     if rank_reports is not None:  # the output guard, before any work (as nsysdoc job --rank-reports)
         from .inputs import expand_inputs
         from .outputs import check_outputs
 
+        from .jobs.ranks import rank_report_path
+
         files = expand_inputs(items)
-        check_outputs([rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files],
+        check_outputs([rank_report_path(rank_reports, f) for f in files],
                       _reads_for([*files, *items], ruleset, _rule_dirs(rules)))
     cfg_path = ruleset.config_path
     options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
@@ -724,7 +734,7 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
                "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
                "rank_reports_dir": str(Path(rank_reports).resolve()) if rank_reports else None}
     result = run_job([str(p) for p in items], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
-                     progress=progress)
+                     progress=progress, notice=notice, dask_timeout=dask_timeout)
     return Job(result)
 
 

@@ -507,11 +507,14 @@ def job(
             files = expand_inputs(inputs)
             planned = [target] if target is not None else []
             if rank_reports is not None:
-                planned += [rank_reports / f"{Path(f).stem}.nsysdoc.html" for f in files]
+                from .jobs.ranks import rank_report_path
+
+                planned += [rank_report_path(rank_reports, f) for f in files]
             _guard(planned, [*files, *inputs], rules, ruleset)
         j = run_job(inputs, jobs=jobs, dask=dask, rank_pattern=rank_pattern, rank_reports=rank_reports,
                     rules=list(rules), config=ruleset.config_path, no_config=no_config, step_marker=step_marker,
-                    cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+                    cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=progress,
+                    notice=None if quiet else (lambda text: _echo(f"nsysdoc: {_one_line(text)}", err=True)))
         _cache_warnings(not quiet)  # ranks read in this process (-j 1); workers' own go unreported
         text = (j.to_json() if fmt == Format.json else j.to_markdown() if fmt == Format.md
                 else j.to_html(str(target) if target else None))

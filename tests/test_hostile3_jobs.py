@@ -181,6 +181,8 @@ def test_2_a_scheduler_without_workers_fails_after_the_timeout(two_ranks, tmp_pa
         assert p.returncode == 2, p.stderr
         errs = error_lines(p.stderr)
         assert len(errs) == 1 and "has no worker: no worker has joined it in 1.5 s (0 of 2 ranks done)" in errs[0]
+        # while it waits, the command line says so (the API's notice)
+        assert f"nsysdoc: waiting for a Dask worker: the scheduler at {address} has none" in p.stderr
         assert "Traceback" not in p.stderr and not (tmp_path / "job.html").exists()
         # a timeout that is no number of seconds: one line, at once
         p = cli("job", *files, "--dask", address, "-f", "json", "--no-config",

@@ -12,7 +12,6 @@ one :class:`~nsysdoc.errors.InputError` naming the rank and the field.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from ..errors import InputError
 from .summary import BREAKDOWN_PARTS, MAX_COLLECTIVES
@@ -215,10 +214,10 @@ def check_record(rec, file: str, report: str | None = None) -> None:
 def expected_report(file: str, options: dict) -> str | None:
     """The rank report's path :func:`summarize_file` writes for ``file`` (None without
     ``rank_reports_dir``)."""
-    from .ranks import _stem
+    from .ranks import rank_report_path
 
     folder = (options or {}).get("rank_reports_dir")
-    return str(Path(folder) / f"{_stem(str(file))}.nsysdoc.html") if folder else None
+    return str(rank_report_path(folder, str(file))) if folder else None
 
 
 def check_records(recs, file: str, options: dict, label: str) -> None:

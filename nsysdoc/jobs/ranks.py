@@ -36,6 +36,13 @@ def _stem(path: str) -> str:
     return Path(name).stem
 
 
+def rank_report_path(folder, path: str) -> Path:
+    """The rank page ``nsysdoc job --rank-reports FOLDER`` writes for the capture ``path`` (its name
+    without the capture suffix, ``.pt.trace.json.gz`` included): the CLI's and the API's output
+    guard and the writer use this one name."""
+    return Path(folder) / f"{_stem(str(path))}.nsysdoc.html"
+
+
 def rank_from_name(path: str, pattern: str | None = None) -> int | None:
     """The rank a file name claims, or None."""
     stem = _stem(path)

@@ -170,9 +170,9 @@ def summarize_file(path: str, options: dict | None = None) -> list[dict]:
         if o.get("rank_reports_dir"):
             from ..views import render_html
 
-            from .ranks import _stem
+            from .ranks import rank_report_path
 
-            target = Path(o["rank_reports_dir"]) / f"{_stem(str(path))}.nsysdoc.html"
+            target = rank_report_path(o["rank_reports_dir"], str(path))
             from ..outputs import write_text_atomic
 
             write_text_atomic(target, render_html(analysis))  # temp file + rename: never half a page
