@@ -8,7 +8,8 @@ Guarantees, each enforced here and nowhere else:
 * the same file given twice (by two names, links or a folder and a file in it) is used once —
   except for a job's ranks (``same_file="refuse"``), where two names of one file (a hard link, a
   symbolic link) are an error naming both: 400 links to one capture are not a 400-rank job;
-* nothing is ever written to a path that is, or links to, an input (:func:`check_outputs`).
+* nothing is ever written to a path that is, or links to, an input (:func:`check_outputs`, which
+  is :func:`nsysdoc.outputs.check_outputs`, the one output guard).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .errors import InputError, UsageError
+from .errors import InputError
 
 REP_SUFFIX = ".nsys-rep"
 CAPTURE_SUFFIXES = (REP_SUFFIX, ".sqlite")
@@ -206,25 +207,10 @@ def _resolved(p: Path) -> Path:
 
 
 def check_outputs(outputs: Iterable[str | os.PathLike], inputs: Iterable[str | os.PathLike]) -> None:
-    """Refuse (UsageError, before any work) to write an output over an input: the same path, a
-    symlink or hard link to it, or an input that a later output name would replace. Also refuses
-    two outputs that are one file."""
-    ins = [Path(i) for i in inputs]
-    in_ids = {}
-    for i in ins:
-        ident = _identity(i)
-        if ident is not None:
-            in_ids[ident] = i
-        in_ids.setdefault(str(_resolved(i)), i)  # type: ignore[arg-type]
-    seen_out: dict[str, Path] = {}
-    for raw in outputs:
-        o = Path(raw)
-        ident = _identity(o)
-        hit = in_ids.get(ident) if ident is not None else None
-        hit = hit or in_ids.get(str(_resolved(o)))  # type: ignore[call-overload]
-        if hit is not None:
-            raise UsageError(f"{o}: the output would overwrite the input {hit}; choose another -o")
-        key = str(_resolved(o))
-        if key in seen_out:
-            raise UsageError(f"{o}: two outputs would be written to the same file")
-        seen_out[key] = o
+    """Refuse (before any work) to write an output over an input or what the run reads with it
+    (its -wal/-shm/-journal, an export beside a .nsys-rep): :func:`nsysdoc.outputs.check_outputs`,
+    the one output guard, over :func:`nsysdoc.outputs.run_reads` of ``inputs``."""
+    from .outputs import check_outputs as guard, run_reads
+
+    guard(list(outputs), run_reads([Path(i) for i in inputs]))
+
