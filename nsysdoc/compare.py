@@ -318,14 +318,17 @@ def _primary(result: dict) -> list[dict]:
 
 
 def _step_times(result: dict) -> np.ndarray:
-    """The job's step times: for each step index, the longest of the processes' primary steps
-    (a synchronous data-parallel step ends when its slowest rank does). One process: its steps."""
+    """The job's step times: for each job step index (``job_index``: the processes' inferred steps
+    matched by start; else ``index``), the longest of the processes' primary steps (a synchronous
+    data-parallel step ends when its slowest rank does). One process: its steps."""
     by_index: dict = {}
     for i, s in enumerate(_primary(result)):
         t = s.get("step_time_ms")
         if t is None or not t > 0:
             continue
-        key = s.get("index", i)
+        key = s.get("job_index", s.get("index", i))
+        if isinstance(key, (int, float)) and key < 0:
+            continue  # an inferred step with no partner on the other processes: no job step
         by_index[key] = max(by_index.get(key, 0.0), float(t))
     return np.array([by_index[k] for k in sorted(by_index)], dtype=float)
 
@@ -348,9 +351,6 @@ def lower_median(x, axis=None):
 
 #: the step-time statistics a diff can compare (``step_time_ms.statistic``)
 STATISTICS = {"median": lower_median, "mean": np.mean}
-#: a mean over this many job steps or more leaves the last one out: it holds the drain of the GPU
-#: queue at the end of the capture (work the host launched earlier), not one step's time
-MEAN_DROP_LAST_FROM = 3
 
 
 def bootstrap_change(a: np.ndarray, b: np.ndarray, statistic: str = "median", resamples: int = RESAMPLES,
@@ -446,8 +446,6 @@ def _measure(ta: np.ndarray, tb: np.ndarray, statistic: str, interval: bool) -> 
     interval, whether it is significant and the verdict it gives ("faster", "slower",
     "inconclusive" or "no significant change"); without, both null (not judged) and no verdict."""
     stat = STATISTICS[statistic]
-    if statistic == "mean":
-        ta, tb = (t[:-1] if len(t) >= MEAN_DROP_LAST_FROM else t for t in (ta, tb))
     va, vb = float(stat(ta)), float(stat(tb))
     change = (vb / va - 1) * 100 if va else float("nan")
     out = {"statistic": statistic, "base": _num(va), "candidate": _num(vb), "change_pct": _num(change, 2),
