@@ -404,3 +404,12 @@ def test_cost_per_step_times_the_step_count_never_exceeds_the_cost(tmp_path, bui
     assert f["impact_ms"] == approx({"marked_and_unmarked_processes": 24.0,
                                      "ranks_with_unequal_step_counts": 27.5}[build.__name__], abs=1e-3)
     assert f["impact_ms_per_step"] * n <= f["impact_ms"] + 1e-3
+
+
+def test_the_step_time_note_counts_job_steps(tmp_path):
+    from nsysdoc.views.build import headline
+
+    r = report(ranks_with_unequal_step_counts(), tmp_path, "note")
+    step = next(h for h in headline(r) if h.key == "step_time_ms_median")
+    # 10 job steps (indices 0-9; 3 of them on both processes), not "6 steps x 2 processes"
+    assert step.note == "median over 10 job steps of 2 processes (the slowest per step)"

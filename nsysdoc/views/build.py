@@ -161,8 +161,11 @@ def headline(result: dict) -> list[Headline]:
             value = fmt_ms(raw) if is_num(raw) else "—"
             inferred = " inferred from the repeating GPU work" if capture.get("step_source") == "inferred" else ""
             procs = len({s.get("pid") for s in primary})
-            over = f"{len(primary) // procs} steps x {procs} processes (the slowest per step)" if procs > 1 \
-                else f"{len(primary)} step{'s' if len(primary) != 1 else ''}"
+            # the job steps: one per job index (the slowest process's step of each)
+            jobs = len({s.get("job_index", s.get("index")) for s in primary
+                        if s.get("job_index", s.get("index")) is not None and s.get("job_index", 0) >= 0})
+            over = f"{jobs} job step{'s' if jobs != 1 else ''} of {procs} processes (the slowest per step)" \
+                if procs > 1 else f"{len(primary)} step{'s' if len(primary) != 1 else ''}"
             note = (f"median over {over}{inferred}" if len(primary) > 1 else f"{over}{inferred}") if is_num(raw) \
                 else _no_steps_note(capture)
         elif key == "host_wait_pct":
