@@ -273,7 +273,8 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, np
             span_n += int(inside.sum())
             okp = (proc >= 0) & (proc < npr)
             if ndev and okp.any():
-                np.add.at(proc_dev.reshape(-1), proc[okp] * proc_dev.shape[1] + np.clip(dev[okp], 0, proc_dev.shape[1] - 1), 1)
+                cells = proc[okp] * proc_dev.shape[1] + np.clip(dev[okp], 0, proc_dev.shape[1] - 1)
+                proc_dev.reshape(-1)[:] += np.bincount(cells, minlength=proc_dev.size)[:proc_dev.size]
             ok = np.flatnonzero(k >= 0)
             if len(ok):
                 # one flat index into the (step, device) tables: ufunc.at with a pair of index
