@@ -40,7 +40,7 @@ from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CO
                      row_checks, stream_luts, threads_table, unique_ints, validate)
 from .model import StringTable, Trace
 from .open import PROBE_SECONDS, ExportFile, connect_readonly, open_export, readonly_uri
-from .store import UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, SpillError, Store, release_memory
+from .store import UNCOMPRESSED_MAX_BYTES, UNCOMPRESSED_ROW_BYTES, SpillError, Store, _malloc_trim, release_memory
 
 _ADBC: list = []
 
@@ -1215,14 +1215,20 @@ def _int(v, default: int) -> int:
     return v if type(v) is int else default
 
 
+#: Rows per chunk of ``GPU_METRICS`` (few columns, many rows: smaller chunks keep the transient
+#: arrays of the reads in flight small beside the samples kept)
+METRICS_CHUNK_ROWS = 1 << 17
+
+
 def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
     """``GPU_METRICS`` samples of the metrics nsysdoc summarises (matched by name in
     ``TARGET_INFO_GPU_METRICS``), in rowid order: timestamp (``shift`` subtracted), device (the low
-    byte of ``typeId``), metric name and value. Streamed in rowid chunks into arrays (32 bytes a
-    sample; a fetch of every row took ~200 bytes a row in Python tuples: 2.4 GB for the 12 M rows of
-    four minutes of one GPU at nsys's default rate); a sample whose timestamp is not an integer or
-    whose value is not a number is left out, and a table without the columns is refused."""
-    empty = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
+    byte of ``typeId``, uint8), metric name and value. Streamed in rowid chunks into arrays (25
+    bytes a sample: the metric is one of four shared strings; a fetch of every row held ~200 bytes a
+    row in Python tuples: 2.4 GB for the 12 M rows of four minutes of one GPU at nsys's default
+    rate); a sample whose timestamp is not an integer or whose value is not a number is left out,
+    and a table without the columns is refused."""
+    empty = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.uint8),
              "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
     if not (exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO)):
         return empty
@@ -1276,24 +1282,27 @@ def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
         for t, m, c in pairs:
             code[ok & (tid == t) & (mid == m)] = c
         keep = np.flatnonzero(code >= 0)
-        return ts[keep], tid[keep] & 0xFF, code[keep], val[keep]
+        return ts[keep], (tid[keep] & 0xFF).astype(np.uint8), code[keep], val[keep]
 
     parts: dict[str, list] = {"ts": [], "dev": [], "code": [], "val": []}
     lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    for ts, dev, code, val in _pipelined(exp, _table_ranges(exp, S.GPU_METRICS, CHUNK_ROWS), read):
+    for ts, dev, code, val in _pipelined(exp, _table_ranges(exp, S.GPU_METRICS, METRICS_CHUNK_ROWS), read):
         if shift and len(ts) and ((ts < lo64 + shift).any() if shift > 0 else (ts > hi64 + shift).any()):
             raise OverflowError("a GPU metrics timestamp less the session start is beyond 64 bits")
         for k, v in zip(parts, (ts - shift if shift else ts, dev, code, val)):
             parts[k].append(v)
     if not parts["ts"]:
         return empty
-    # one column at a time: the chunks of a column and the column are held at once, never all four
-    out = {"timestamp_ns": np.concatenate(parts.pop("ts")), "device_id": np.concatenate(parts.pop("dev"))}
+    # one column at a time (a column's chunks and the column are held at once, never all four),
+    # the metric names last: 8 bytes a sample where the chunks held a 1-byte code
+    out = {"timestamp_ns": np.concatenate(parts.pop("ts")), "device_id": np.concatenate(parts.pop("dev")),
+           "value": np.concatenate(parts.pop("val"))}
     code = np.concatenate(parts.pop("code"))
     names = np.empty(len(canon), dtype=object)
     names[:] = canon
-    out["metric"] = names[code]  # shared strings: 8 bytes a sample
-    out["value"] = np.concatenate(parts.pop("val"))
+    out["metric"] = names[code]  # shared strings
+    del code
+    _malloc_trim()  # the chunks' arrays, freed on the reader threads (whose heaps the main thread never reuses)
     return {k: out[k] for k in ("timestamp_ns", "device_id", "metric", "value")}
 
 
