@@ -11,6 +11,8 @@ operator)`` into :attr:`Attributor.names`, -1 where there is none — and add ti
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from ..metrics import attribution as A
@@ -264,6 +266,15 @@ class Names(list):
             c = self._index[name] = len(self)
             self.append(name)
         return c
+
+    def extend_codes(self, names: list[str]) -> None:
+        """:meth:`code` of each name, in order, at once (millions of distinct operator names)."""
+        new = [x for x in dict.fromkeys(names) if x not in self._index]
+        self._index.update(zip(new, range(len(self), len(self) + len(new))))
+        self.extend(new)
+
+    def index_of(self, name: str) -> int:
+        return self._index[name]
 
 
 class Attributor:
@@ -665,6 +676,16 @@ class SiteSums:
                           minlength=len(distinct)).astype(np.int64)
         return distinct, ns, cnt
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The folded ``(distinct rows (k, m), ns, count)``, rows in lexicographic order, times as
+        exact int64: what :meth:`fold` holds, without a Python tuple and list per site (2 M
+        distinct sites made 0.5 GB of dict and 1 s of Python each time one was folded)."""
+        if not self.chunks:
+            return np.zeros((0, 0), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        distinct, ns, cnt = self._folded_arrays()
+        self.chunks = [(distinct, ns, cnt)]
+        return distinct, ns.astype(np.int64), cnt
+
     def fold(self) -> dict:
         """``{site tuple: [ns, count]}`` (cached until the next add)."""
         if self._dict is None:
@@ -894,9 +915,26 @@ WHERE_MAX = 5
 NO_OPERATOR = "(no operator)"
 
 
-def _best(acc: dict, key_col: int, val_col: int) -> dict[int, int]:
-    """For each value of site column ``key_col``, the value of ``val_col`` with the most time
-    (ties: the lower code); -1 values are skipped."""
+def _best(acc, key_col: int, val_col: int, keys: list[int] | None = None) -> dict[int, int]:
+    """For each value of site column ``key_col`` (of ``keys`` only, when given), the value of
+    ``val_col`` with the most time (ties: the lower code); -1 values are skipped."""
+    if isinstance(acc, SiteSums):
+        distinct, ns, _cnt = acc.arrays()
+        if not len(ns):
+            return {}
+        keep = distinct[:, val_col] >= 0
+        if keys is not None:
+            keep &= np.isin(distinct[:, key_col], np.asarray(keys, dtype=np.int64))
+        pairs, inv = site_index(distinct[keep][:, [key_col, val_col]])
+        if not len(pairs):
+            return {}
+        tot = _sums(inv, ns[keep], len(pairs))
+        # per key: the most time first, then the lower code (pairs are in (key, value) order)
+        o = np.lexsort((pairs[:, 1], -tot, pairs[:, 0]))
+        first = np.ones(len(o), dtype=bool)
+        first[1:] = pairs[o[1:], 0] != pairs[o[:-1], 0]
+        o = o[first]
+        return dict(zip(pairs[o, 0].tolist(), pairs[o, 1].tolist()))
     tot: dict = {}
     for k, (ns, _c) in acc.items():
         v = k[val_col]
@@ -912,9 +950,41 @@ def _best(acc: dict, key_col: int, val_col: int) -> dict[int, int]:
     return {a: v for a, (v, _ns) in best.items()}
 
 
+def _sums(inv: np.ndarray, ns: np.ndarray, k: int) -> np.ndarray:
+    """Sums of integer nanoseconds per group, exact (float sums of integers below 2**53, else
+    int64 adds)."""
+    if not len(ns) or float(np.abs(ns).sum(dtype=np.float64)) < 2.0 ** 53:
+        return np.bincount(inv, weights=ns.astype(np.float64), minlength=k).astype(np.int64)
+    out = np.zeros(k, dtype=np.int64)
+    np.add.at(out, inv, ns)
+    return out
+
+
+def _first_rows(value: np.ndarray, name_of, limit: int) -> list[int]:
+    """The first ``limit`` row indices of ``value`` ordered by ``(-value, name_of(row))``, as a
+    stable sort of every row would give them, reading the names of only the rows that can be
+    among them: those above the ``limit``-th largest value and, of those equal to it, the ones
+    whose names are smallest (equal names all kept, for the sort to order them by index)."""
+    rows = np.arange(len(value), dtype=np.int64)
+    if len(rows) > limit:
+        thr = np.partition(value, len(value) - limit)[len(value) - limit]
+        above, tied = rows[value > thr], rows[value == thr]
+        need = limit - len(above)
+        if need < len(tied):
+            names = [name_of(r) for r in tied.tolist()]
+            cutoff = heapq.nsmallest(need, names)[-1]
+            tied = tied[np.fromiter((x <= cutoff for x in names), dtype=bool, count=len(names))]
+        rows = np.sort(np.concatenate([above, tied]))
+    v = value[rows].tolist()
+    order = sorted(range(len(rows)), key=lambda i: (-v[i], name_of(int(rows[i]))))
+    return [int(rows[i]) for i in order[:limit]]
+
+
 def operator_view(attr: Attributor | None, strings) -> dict:
     """``metrics.operators``: per operator name, calls, GPU and CPU time, GPU operations, top
-    kernel, module and frame; then the same GPU time grouped by module and by frame."""
+    kernel, module and frame; then the same GPU time grouped by module and by frame. Rows are
+    chosen from arrays (a capture with millions of distinct operator names builds the 500 rows
+    shown, not one dict per name)."""
     out = {"source": None, "rows": [], "row_count": 0, "modules": [], "frames": [],
            "gpu_ms": None, "attributed_pct": None}
     if attr is None or attr.source is None:
@@ -923,46 +993,107 @@ def operator_view(attr: Attributor | None, strings) -> dict:
     tot = attr.op_totals()
     calls, self_gpu, gpu, cpu, self_cpu, kernels = (tot[k] for k in ("calls", "self_gpu", "gpu", "cpu", "self_cpu",
                                                                       "kernels"))
-    mod = _best(attr.sites_all, 0, 1)
-    frame = _best(attr.sites_all, 0, 2)
-    top: dict = {}
-    for (op, label), (ns, _c) in attr.pairs.items():
-        cur = top.get(op)
-        if cur is None or ns > cur[1] or (ns == cur[1] and label_text(label, strings) < label_text(cur[0], strings)):
-            top[op] = (label, ns)
     op_codes = np.flatnonzero(calls > 0)
+    # the rows shown: the first ROWS_MAX by (-self GPU ms, name), "(no operator)" after the
+    # operators in input order (the stable sort of every row gave them so)
+    sg = np.asarray(self_gpu, dtype=np.float64)[op_codes] / 1e6
+    none_row = len(op_codes)
+    name_of = lambda i: names[int(op_codes[i])] if i < none_row else NO_OPERATOR  # noqa: E731
+    value = np.append(sg, attr.none_gpu_ns / 1e6) if attr.none_ops else sg
+    chosen = _first_rows(value, name_of, ROWS_MAX)
+    ops_shown = [int(op_codes[i]) if i < none_row else NONE for i in chosen]
+    mod = _best(attr.sites_all, 0, 1, ops_shown)
+    frame = _best(attr.sites_all, 0, 2, ops_shown)
+    top = _top_labels(attr.pairs, set(ops_shown), strings)
     rows = []
-    for c in op_codes.tolist():
+    for c in ops_shown:
         t = top.get(c)
+        if c == NONE:
+            rows.append({"name": NO_OPERATOR, "calls": 0, "self_gpu_ms": attr.none_gpu_ns / 1e6,
+                         "gpu_ms": attr.none_gpu_ns / 1e6, "self_cpu_ms": None, "cpu_ms": None,
+                         "kernels": attr.none_ops, "top_kernel": label_text(t[0], strings) if t else None,
+                         "module": names[mod[NONE]] if NONE in mod else None,
+                         "frame": names[frame[NONE]] if NONE in frame else None})
+            continue
         rows.append({"name": names[c], "calls": int(calls[c]), "self_gpu_ms": self_gpu[c] / 1e6,
                      "gpu_ms": gpu[c] / 1e6, "self_cpu_ms": self_cpu[c] / 1e6, "cpu_ms": cpu[c] / 1e6,
                      "kernels": int(kernels[c]), "top_kernel": label_text(t[0], strings) if t else None,
                      "module": names[mod[c]] if c in mod else None,
                      "frame": names[frame[c]] if c in frame else None})
-    if attr.none_ops:
-        t = top.get(NONE)
-        rows.append({"name": NO_OPERATOR, "calls": 0, "self_gpu_ms": attr.none_gpu_ns / 1e6,
-                     "gpu_ms": attr.none_gpu_ns / 1e6, "self_cpu_ms": None, "cpu_ms": None,
-                     "kernels": attr.none_ops, "top_kernel": label_text(t[0], strings) if t else None,
-                     "module": names[mod[NONE]] if NONE in mod else None,
-                     "frame": names[frame[NONE]] if NONE in frame else None})
-    rows.sort(key=lambda r: (-r["self_gpu_ms"], r["name"]))
-    out.update(source=attr.source, rows=rows[:ROWS_MAX], row_count=len(rows),
+    out.update(source=attr.source, rows=rows, row_count=len(op_codes) + (1 if attr.none_ops else 0),
                gpu_ms=attr.total_gpu_ns / 1e6,
                attributed_pct=(attr.total_gpu_ns - attr.none_gpu_ns) / attr.total_gpu_ns * 100
                if attr.total_gpu_ns else None)
     for col, key in ((1, "modules"), (2, "frames")):
-        tot: dict = {}
-        for k, (ns, c) in attr.sites_all.items():
-            cur = tot.setdefault(k[col], [0, 0, {}])
-            cur[0] += ns
-            cur[1] += c
-            cur[2][k[0]] = cur[2].get(k[0], 0) + ns
-        grp = [{"name": names[v] if v >= 0 else None, "gpu_ms": ns / 1e6, "gpu_ops": c,
-                "top_op": (lambda b: names[b] if b >= 0 else NO_OPERATOR)(max(by, key=lambda o: (by[o], -o)))}
-               for v, (ns, c, by) in tot.items()]
-        grp.sort(key=lambda r: (r["name"] is None, -r["gpu_ms"], r["name"] or ""))
-        out[key] = grp[:ROWS_MAX] if any(r["name"] is not None for r in grp) else []
+        out[key] = _grouped_rows(attr.sites_all, col, names)
+    return out
+
+
+def _top_labels(pairs, ops: set, strings) -> dict:
+    """Per operator code of ``ops``: (its GPU label with the most time, that time); ties: the
+    label whose text sorts first, then the lower code."""
+    top: dict = {}
+    if isinstance(pairs, SiteSums):
+        distinct, ns, _cnt = pairs.arrays()
+        if not len(ns) or not ops:
+            return top
+        m = np.flatnonzero(np.isin(distinct[:, 0], np.fromiter(ops, dtype=np.int64, count=len(ops))))
+        items = zip(distinct[m, 0].tolist(), distinct[m, 1].tolist(), ns[m].tolist())
+    else:
+        items = ((op, label, ns) for (op, label), (ns, _c) in pairs.items() if op in ops)
+    for op, label, ns in items:
+        cur = top.get(op)
+        if cur is None or ns > cur[1] or (ns == cur[1] and label_text(label, strings) < label_text(cur[0], strings)):
+            top[op] = (label, ns)
+    return top
+
+
+def _grouped_rows(sites, col: int, names) -> list[dict]:
+    """The operator view's ``modules`` (``col`` 1) or ``frames`` (2): GPU time and operations per
+    value of that site column, with its operator of most time (ties: the lower code); the first
+    ROWS_MAX by (no name last, -time, name), none when no value has a name."""
+    if isinstance(sites, SiteSums):
+        distinct, ns, cnt = sites.arrays()
+    else:
+        items = list(sites.items())
+        distinct = np.array([k for k, _v in items], dtype=np.int64).reshape(len(items), -1)
+        ns = np.array([v[0] for _k, v in items], dtype=np.int64)
+        cnt = np.array([v[1] for _k, v in items], dtype=np.int64)
+    if not len(ns):
+        return []
+    v = distinct[:, col]
+    vmin, vmax = int(v.min()), int(v.max())
+    if vmax - vmin <= max(1 << 22, 4 * len(v)):  # codes are names: a count per code, no sort
+        key = v - vmin
+        hit = np.bincount(key, minlength=vmax - vmin + 1) > 0
+        vals = np.flatnonzero(hit) + vmin
+        inv = (np.cumsum(hit) - 1)[key]
+    else:
+        vals, inv = np.unique(v, return_inverse=True)
+        inv = inv.reshape(-1)
+    v_ns, v_cnt = _sums(inv, ns, len(vals)), _sums(inv, cnt, len(vals))
+    if not (vals >= 0).any():
+        return []
+    ms = v_ns / 1e6
+    named = np.flatnonzero(vals >= 0)
+    chosen = _first_rows(ms[named], lambda i: names[int(vals[named[i]])], ROWS_MAX)
+    shown = [int(named[i]) for i in chosen]
+    if len(shown) < ROWS_MAX and (vals < 0).any():
+        shown.append(int(np.flatnonzero(vals < 0)[0]))  # no name: after every named row
+    # the operator of most time per value shown (ties: the lower operator code)
+    m = np.isin(inv, np.asarray(shown, dtype=np.int64))
+    pairs, pinv = site_index(np.stack([v[m], distinct[m, 0]], axis=1))
+    p_ns = _sums(pinv, ns[m], len(pairs))
+    o = np.lexsort((pairs[:, 1], -p_ns, pairs[:, 0]))
+    first = np.ones(len(o), dtype=bool)
+    first[1:] = pairs[o[1:], 0] != pairs[o[:-1], 0]
+    top_op = dict(zip(pairs[o[first], 0].tolist(), pairs[o[first], 1].tolist()))
+    out = []
+    for i in shown:
+        val = int(vals[i])
+        b = top_op[val]
+        out.append({"name": names[val] if val >= 0 else None, "gpu_ms": int(v_ns[i]) / 1e6, "gpu_ops": int(v_cnt[i]),
+                    "top_op": names[b] if b >= 0 else NO_OPERATOR})
     return out
 
 
@@ -972,6 +1103,9 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
     and their time per GPU (ms; the mean over the ``ndev`` devices with GPU work)."""
     if attr is None or attr.source is None and not len(attr.frames) and not len(attr.mods) and not attr._calls:
         return []
+    got = where.get("by_kernel" if selector == "top_kernel" else selector)
+    if isinstance(got, SiteSums):
+        return _where_rows(attr, got, selector, ndev, strings, kernel_name)
     if selector == "top_kernel":
         acc: dict = {}
         by = where.get("by_kernel", {})
@@ -995,6 +1129,38 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
         out.append({"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
                     "backward_op": nm(k[3]), "forward_op": nm(k[4]),
                     "share_pct": ns / total * 100, "ms": ns / 1e6 / max(ndev, 1), "count": c})
+    return out
+
+
+def _where_rows(attr: Attributor, acc: SiteSums, selector: str, ndev: int, strings, kernel_name) -> list[dict]:
+    """:func:`where_table` from a selector's arrays: the WHERE_MAX sites of most time (ties: the
+    lower site row), picked with one sort of the arrays, not a dict per site."""
+    distinct, ns, cnt = acc.arrays()
+    if selector == "top_kernel":
+        if kernel_name is None or strings is None or not len(ns):
+            return []
+        ids = np.unique(distinct[:, 5])
+        match = [i for i in ids.tolist() if strings.get(i) == kernel_name]
+        m = np.isin(distinct[:, 5], np.asarray(match, dtype=np.int64))
+        if not m.any():
+            return []
+        distinct, inv = site_index(distinct[m][:, :5])
+        ns, cnt = _sums(inv, ns[m], len(distinct)), _sums(inv, cnt[m], len(distinct))
+    total = int(ns.sum()) if len(ns) else 0
+    if not total:
+        return []
+    names = attr.names
+    nm = lambda c: names[c] if c >= 0 else None  # noqa: E731
+    cand = np.arange(len(ns))
+    if len(ns) > WHERE_MAX:  # only the sites with at least the WHERE_MAX-th most time are sorted
+        cand = np.flatnonzero(ns >= np.partition(ns, len(ns) - WHERE_MAX)[len(ns) - WHERE_MAX])
+    d = distinct[cand]
+    o = cand[np.lexsort(tuple(d[:, j] for j in range(d.shape[1] - 1, -1, -1)) + (-ns[cand],))[:WHERE_MAX]]
+    out = []
+    for k, n_, c in zip(distinct[o].tolist(), ns[o].tolist(), cnt[o].tolist()):
+        out.append({"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
+                    "backward_op": nm(k[3]), "forward_op": nm(k[4]),
+                    "share_pct": n_ / total * 100, "ms": n_ / 1e6 / max(ndev, 1), "count": c})
     return out
 
 

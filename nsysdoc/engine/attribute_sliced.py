@@ -76,12 +76,19 @@ class _GroupFacts:
         new = grp[~self.done[grp]]
         if not len(new):
             return
-        for c in np.unique(new).tolist():
-            v, self.like[c], self.kind[c] = group_fact(self.gtexts[c])
-            self.text[c] = v
-            self.empty[c] = not v
-            self.bwd[c] = A.is_backward(v)
-            self.done[c] = True
+        # the facts as lists, set into the arrays at once (a capture of unique texts has a group
+        # per range: millions, where numpy scalar stores per group cost as much as the facts)
+        cs = np.unique(new)
+        gtexts, text = self.gtexts, self.text
+        facts = [group_fact(gtexts[c]) for c in cs.tolist()]
+        names = [v for v, _lk, _kd in facts]
+        for c, v in zip(cs.tolist(), names):
+            text[c] = v
+        self.like[cs] = [lk for _v, lk, _kd in facts]
+        self.kind[cs] = [kd for _v, _lk, kd in facts]
+        self.empty[cs] = [not v for v in names]
+        self.bwd[cs] = [A.is_backward(v) for v in names]
+        self.done[cs] = True
 
     def operator_family(self) -> np.ndarray:
         """Per group: its ranges are operator ranges (a name, not a source-line marker)."""
@@ -138,14 +145,21 @@ class Collector:
             return None
         names = Names()
         g_code = np.full(len(self.seen), NONE, dtype=np.int64)
-        for c in used.tolist():
-            g_code[c] = names.code(f.text[c])
+        texts = [f.text[c] for c in used.tolist()]
+        names.extend_codes(texts)  # in group order: as many Names.code calls would code them
+        g_code[used] = np.fromiter(map(names.index_of, texts), dtype=np.int64, count=len(texts))
+        n_group_names = len(names)
         for lab in self.stack_labels:
             names.code(lab)
         # backward nodes' names, in code order (as Attributor codes them)
         fam_op_g = f.operator_family()
         for c in np.unique(g_code[used[fam_op_g[used] & f.bwd[used]]]).tolist():
             names.code(A.backward_node(names[c]))
+        # which names are backward nodes: a group's name has its group's fact
+        is_bwd = np.zeros(len(names), dtype=bool)
+        is_bwd[g_code[used]] = f.bwd[used]
+        for c in range(n_group_names, len(names)):
+            is_bwd[c] = A.is_backward(names[c])
 
         def forest(parts):
             if not parts:
@@ -158,7 +172,7 @@ class Collector:
         self.mods = self.frames = []
         if not (self.n_ops or len(mods) or len(frames)) and calls is None:
             return None
-        attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames)
+        attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames, is_bwd)
         attr.bounds = np.asarray(bounds if bounds is not None else [], dtype=np.int64)
         if calls is not None:
             set_call_frames_of(attr, self.trace, calls)
@@ -178,13 +192,14 @@ class SlicedAttributor:
     CUDA calls, and the operator view's totals per name."""
 
     def __init__(self, col: Collector, names: Names, g_code: np.ndarray, fam_op_g: np.ndarray,
-                 mods: A.Forest, frames: A.Forest) -> None:
+                 mods: A.Forest, frames: A.Forest, is_bwd_name: np.ndarray | None = None) -> None:
         self.trace = col.trace
         self.table = col.trace.store.get("nvtx")
         self.g_step, self.lib, self.has_domains = col.g_step, col.lib, col.has_domains
         self.thread_pid = col.thread_pid
-        self.is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if len(names) else \
-            np.zeros(0, bool)
+        if is_bwd_name is None:
+            is_bwd_name = np.array([A.is_backward(x) for x in names], dtype=bool) if len(names) else np.zeros(0, bool)
+        self.is_bwd_name = is_bwd_name
         self.source = "nvtx" if col.n_ops else None
         self.names = names
         self.g_code, self.fam_op_g = g_code, fam_op_g

@@ -51,7 +51,20 @@ class StringTable:
         return out
 
     def get(self, i: int) -> str:
-        return str(self.lookup(np.array([i]))[0])
+        """The string of one id (``""`` for an unknown id): a direct index when the ids are
+        0..n-1, else one binary search (a report asks it once per row it shows; ``lookup`` on a
+        one-element array cost 25 us a call)."""
+        n = len(self.ids)
+        if not n:
+            return ""
+        i = int(i)
+        dense = self.__dict__.get("_dense")
+        if dense is None:
+            dense = self._dense = bool(self.ids[0] == 0 and (np.diff(self.ids) == 1).all())
+        if dense:
+            return str(self.values[i]) if 0 <= i < n else ""
+        p = int(np.searchsorted(self.ids, i)) if -(1 << 63) <= i < (1 << 63) else n
+        return str(self.values[p]) if p < n and int(self.ids[p]) == i else ""
 
     def flags(self, predicate) -> "IdMap":
         """A vectorised boolean test over string ids, computed once per distinct string, and only
