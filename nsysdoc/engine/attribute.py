@@ -638,6 +638,8 @@ class SiteSums:
 
     #: chunks kept before they are folded into one (bounds memory over many slices)
     COMPACT_CHUNKS = 64
+    #: site rows from which a fold hands its freed memory back to the system at once
+    TRIM_ROWS = 1 << 20
 
     def __init__(self) -> None:
         self.chunks: list = []
@@ -682,8 +684,13 @@ class SiteSums:
         distinct sites made 0.5 GB of dict and 1 s of Python each time one was folded)."""
         if not self.chunks:
             return np.zeros((0, 0), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        big = len(self.chunks) > 1 and sum(len(c[1]) for c in self.chunks) > self.TRIM_ROWS
         distinct, ns, cnt = self._folded_arrays()
         self.chunks = [(distinct, ns, cnt)]
+        if big:  # the chunks and the fold's sort keys: hand the pages back (2 M sites: 0.3 GB)
+            from ..trace.store import _malloc_trim
+
+            _malloc_trim()
         return distinct, ns.astype(np.int64), cnt
 
     def fold(self) -> dict:

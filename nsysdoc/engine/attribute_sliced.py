@@ -46,6 +46,26 @@ SLICED_MIN_ROWS = 1
 _COLS = ["start_ns", "end_ns", "event_type", "thread", "domain", "text_group", "call_flags", "seq", "pos"]
 
 
+def _per_name(codes: np.ndarray, nn: int, weights=None):
+    """One slice's sums per name code: an array over every name when the slice's rows are many
+    beside the names (the usual few operator names), else ``(codes present, their sums)`` (a
+    capture with millions of distinct operator names made each slice's part arrays as long as all
+    of them: 16 MB each, six per slice, two slices at once). Exact either way: integer sums."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if nn <= max(1 << 16, 4 * len(codes)):
+        return np.bincount(codes, weights=weights, minlength=nn)
+    u, inv = np.unique(codes, return_inverse=True)
+    return u, np.bincount(inv.reshape(-1), weights=weights, minlength=len(u))
+
+
+def _add_to(total: np.ndarray, part) -> None:
+    """``total += part`` for either form :func:`_per_name` gives."""
+    if isinstance(part, tuple):
+        total[part[0]] += part[1]
+    else:
+        total += part
+
+
 def sliced_min_rows() -> int:
     return env_rows("NSYSDOC_ATTR_SLICED_ROWS", SLICED_MIN_ROWS)
 
@@ -428,13 +448,13 @@ class SliceView:
             ops = self.attr.ops
             r, d = op_range[has], dur[has]
             nm = ops.name[r]
-            part["self_gpu"] = np.bincount(nm, weights=d, minlength=nn)
-            part["kernels"] = np.bincount(nm, minlength=nn)
+            part["self_gpu"] = _per_name(nm, nn, d)
+            part["kernels"] = _per_name(nm, nn)
             # each range's GPU time with its descendants', in this slice (the slices' parts add up),
             # once per name along a chain (the outermost range of a name)
             sub = ops.subtree_sum(np.bincount(r, weights=d, minlength=len(ops)))
             top = np.flatnonzero(~self.nested() & (sub > 0))
-            part["gpu"] = np.bincount(ops.name[top], weights=sub[top], minlength=nn)
+            part["gpu"] = _per_name(ops.name[top], nn, sub[top])
         part["sites"] = site_counts(*(index if index is not None else site_index(sites)), dur)
         part["pairs"] = site_counts(*site_index(site_rows(sites[:, 0], label)), dur)
         return part
@@ -447,7 +467,7 @@ class SliceView:
         o = self.owner
         for k in ("self_gpu", "kernels", "gpu"):
             if k in part:
-                o.totals[k] += part[k]
+                _add_to(o.totals[k], part[k])
         o.total_gpu_ns += part["total"]
         o.none_gpu_ns += part["none_ns"]
         o.none_ops += part["none_ops"]
@@ -469,8 +489,8 @@ class SliceView:
         name = ops.name[m]
         dur = (ops.end - ops.start)[m]
         top = ~self.nested()[m]
-        part["calls"] = np.bincount(name, minlength=nn)
-        part["cpu"] = np.bincount(name[top], weights=dur[top], minlength=nn)
+        part["calls"] = _per_name(name, nn)
+        part["cpu"] = _per_name(name[top], nn, dur[top])
         final = np.zeros(len(ops), dtype=bool)
         final[m] = (ops.end[m] < c1) | (c1 >= POS)
         opn = m[~final[m]]  # open past the slice: its children may come later
@@ -488,7 +508,7 @@ class SliceView:
         f = m[final[m]]
         if len(f):
             self_ns = np.maximum((ops.end - ops.start)[f] - child[f].astype(np.int64), 0)
-            part["self_cpu"] = np.bincount(ops.name[f], weights=self_ns, minlength=nn)
+            part["self_cpu"] = _per_name(ops.name[f], nn, self_ns)
         return part
 
     def count_ranges(self) -> None:
@@ -501,7 +521,7 @@ class SliceView:
         tot = o.totals
         for k in ("calls", "cpu", "self_cpu"):
             if k in part:
-                tot[k] += part[k]
+                _add_to(tot[k], part[k])
         for p, nm, end, dur in part["opens"]:
             o.open[p] = [nm, end, 0, dur]
         if part["later"] is not None:
