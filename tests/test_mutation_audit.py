@@ -164,8 +164,21 @@ def _raw_expectations(path: Path) -> dict:
     corr = {e["args"]["correlation"] for e in ev if e.get("cat") in RUNTIME_CATS and s_last <= e["ts"] < e_last}
     gpu = [e for e in ev if e.get("cat") in GPU_CATS]
     last_gpu_end = max((e["ts"] + e["dur"] for e in gpu if e["args"].get("correlation") in corr), default=e_last)
+    # the first step begins at its range start; a later one where the GPU reaches it: max(its range
+    # start, min(the end of the GPU work of the earlier steps, its own first GPU operation))
+    gpu_by_corr = {}
+    for e in gpu:
+        gpu_by_corr.setdefault(e["args"].get("correlation"), []).append((e["ts"], e["ts"] + e["dur"]))
+    calls = [(e["ts"], e["args"]["correlation"]) for e in ev if e.get("cat") in RUNTIME_CATS]
+    starts, done_until = [], None
+    for s, end in steps:
+        ops = [op for ts, c in calls if s <= ts < end for op in gpu_by_corr.get(c, ())]
+        first = min((a for a, _ in ops), default=None)
+        reach = [x for x in (done_until, first) if x is not None]
+        starts.append(s if not starts or not reach else max(s, min(reach), starts[-1]))
+        done_until = max([b for _, b in ops] + ([done_until] if done_until is not None else []), default=None)
     return {"base": doc.get("baseTimeNanoseconds"), "anchor_ns": anchor_us * 1000,
-            "step_starts_ns": [(s - anchor_us) * 1000 for s, _ in steps],
+            "step_starts_ns": [(s - anchor_us) * 1000 for s in starts],
             "window": ((steps[0][0] - anchor_us) * 1000, (max(e_last, last_gpu_end) - anchor_us) * 1000),
             "span": ((min(e["ts"] for e in gpu) - anchor_us) * 1000,
                      (max(e["ts"] + e["dur"] for e in gpu) - anchor_us) * 1000)}
