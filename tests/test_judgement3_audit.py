@@ -585,6 +585,36 @@ def test_under_filled_values_at_the_sm_count(grid, under_ms, recoverable_ms, tmp
     assert (v["underfilled_recoverable_ms"] or 0) == pytest.approx(recoverable_ms, abs=HALF)
 
 
+def kernels_around_10_us(steps: int = 3) -> Capture:
+    """Per step: 4 kernels of 9.999 us (``aten::add_``), 4 of exactly 10 us (``aten::mul``), 2 of
+    10.001 us (``aten::div``), then ``loss.item()``."""
+    cap = Capture()
+    t = cap.process(pid=4900).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for op, kernel, us, n in (("aten::add_", "add_kernel", 9.999, 4), ("aten::mul", "mul_kernel", 10.0, 4),
+                                      ("aten::div", "div_kernel", 10.001, 2)):
+                for _ in range(n):
+                    with t.op(op):
+                        t.launch(kernel, us)
+            t.item()
+    return cap
+
+
+def test_a_kernel_of_exactly_10_us_is_not_tiny(tmp_path):
+    """Tiny: shorter than 10 us (``docs/glossary.md``). 3 steps x 10 kernels = 30; tiny: the 12 of
+    9.999 us (40%); the ``tiny_kernels`` Where (its own code path, ``nsysdoc/engine/slices.py``)
+    holds only aten::add_: 12 x 9,999 ns = 0.119988 ms, 100%."""
+    r = diagnose_path(kernels_around_10_us().write(tmp_path / "around_10us.sqlite"))
+    v = r["metrics"]["values"]
+    assert v["kernel_count"] == 30
+    assert v["tiny_kernel_count"] == 12
+    assert v["kernel_under_10us_pct"] == pytest.approx(40.0, abs=HALF)
+    (row,) = r["metrics"]["where"]["tiny_kernels"]
+    assert row["op"] == "aten::add_" and row["count"] == 12
+    assert row["ms"] == pytest.approx(0.119988, abs=HALF) and row["share_pct"] == pytest.approx(100.0)
+
+
 # =============================================================================================
 # 4. invariants of impacts, steps and shares
 # =============================================================================================
