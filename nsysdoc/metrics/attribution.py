@@ -143,6 +143,37 @@ def is_module_frame(name: str) -> bool:
     return name.startswith("nn.Module: ")
 
 
+#: The backward-node column's text of a site attributed through another thread's enclosing range
+#: (:func:`main_threads`): the where table shows it as ``via: "enclosing range"``, never as a node
+VIA_ENCLOSING = "(launched on another thread)"
+
+
+def main_threads(global_tid) -> np.ndarray:
+    """Per thread (index into ``global_tid``, serialized ``<hw:8><vm:8><pid:24><tid:24>``): the
+    index of its process's main thread, the one whose tid equals the pid (Python's main thread,
+    where ``loss.backward()`` is called and the user's ranges are), or -1 for the main thread
+    itself and for a thread whose process has no such thread. Work launched by another thread
+    (autograd's engine thread) outside every operator range of its own is attributed to the
+    ranges the main thread has open at the launch (``docs/glossary.md``, "Operators and where");
+    never across processes: the process key is every bit above the tid."""
+    g = np.asarray(global_tid, dtype=np.int64)
+    out = np.full(len(g), -1, dtype=np.int64)
+    if not len(g):
+        return out
+    proc = g >> 24
+    main = np.flatnonzero((g & 0xFFFFFF) == ((g >> 24) & 0xFFFFFF))
+    if not len(main):
+        return out
+    # one main thread per process key (the first, if a table repeats it)
+    pk, first = np.unique(proc[main], return_index=True)
+    main = main[first]
+    pos = np.clip(np.searchsorted(pk, proc), 0, len(pk) - 1)
+    hit = pk[pos] == proc
+    out[hit] = main[pos[hit]]
+    out[out == np.arange(len(g))] = -1
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # grouping rows of codes
 # ---------------------------------------------------------------------------------------------
