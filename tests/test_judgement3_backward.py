@@ -63,6 +63,8 @@ def test_fp32_gemm_where_names_the_forward_op_and_the_backward_range(autograd):
         assert bare["module"] == "Backward"
     else:
         bare = rows[("Backward", "enclosing range")]
+        # nsys: the user's "Backward" NVTX range is a region (a module), not an autograd node
+        assert bare["module"] == ("Backward" if form == "nsys" else None)
     assert bare["backward_op"] is None and bare["forward_op"] is None
     assert bare["share_pct"] == pytest.approx(400 / 1800 * 100, abs=1e-3)
     assert bare["ms"] == pytest.approx(0.4) and bare["count"] == 2
@@ -134,3 +136,14 @@ def test_page_and_markdown_say_how_the_site_was_found(autograd):
     assert backward_text({"op": "Backward", "via": "enclosing range"}).startswith("launched by another thread")
     assert backward_text({"backward_op": "AddmmBackward0", "forward_op": "aten::linear", "via": "sequence"}) == \
         "backward of aten::linear (AddmmBackward0)"
+
+
+def test_a_users_backward_range_is_not_an_autograd_node(autograd):
+    # autograd's nodes end in "Backward" + digits right after a letter, digit or "_"; a user's range
+    # named "Backward" is a region: the main thread's sync inside it has no backward node
+    assert not A.is_backward("Backward") and not A.is_backward("loss Backward")
+    assert A.is_backward("MulBackward0") and A.is_backward("AddmmBackward") and A.is_backward("Mul_Backward1")
+    assert not A.is_op_like("Backward") and A.is_op_like("MulBackward0")
+    _form, r = autograd
+    for rows in r["metrics"]["where"].values():
+        assert all(w["backward_op"] in (None, "AddmmBackward0") for w in rows)

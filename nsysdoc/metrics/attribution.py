@@ -46,8 +46,11 @@ SELECTORS = {
 #: PyTorch's per-call fields in emit_nvtx / --pytorch=autograd-nvtx range texts
 #: ("aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2]], input_op_ids = [(1, 0)]").
 _CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids|stack)\s*=.*$", re.DOTALL)
-#: autograd backward nodes: "MulBackward0", "torch::autograd::AccumulateGrad" is not one
-_BACKWARD = re.compile(r"Backward\d*$")
+#: autograd backward nodes: "MulBackward0" (older PyTorch: "MulBackward"), a name ending in
+#: "Backward" + digits right after a letter, digit or "_"; "torch::autograd::AccumulateGrad" is not
+#: one, nor a user's range named "Backward" or "loss Backward" (issue 46: the range autograd's
+#: thread works inside)
+_BACKWARD = re.compile(r"(?<=\w)Backward\d*$")
 _EVALUATE = "autograd::engine::evaluate_function: "
 
 
@@ -70,7 +73,7 @@ def backward_node(name: str) -> str:
 
 
 #: NVTX texts that are operators (PyTorch ops and autograd nodes) rather than regions a user named
-_OP_LIKE = re.compile(r"::|Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+|"
+_OP_LIKE = re.compile(r"::|(?<=\w)Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+|"
                       r"^(?:nccl|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|cuda|cu)[A-Z]\w*$")
 
 
