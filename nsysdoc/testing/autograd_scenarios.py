@@ -36,11 +36,10 @@ def backward_on_autograd_thread(steps: int = 2, fwd_us: float = 300.0, bwd_us: f
     for i in range(steps):
         seq = 7 + 10 * i
         with main.range(f"ProfilerStep#{i}"):
-            with main.range("Forward"):
-                with main.op("aten::linear", seq=seq):
-                    main.cpu(us=10)
-                    with main.op("aten::addmm", seq=seq):
-                        main.launch(SGEMM_FWD, us=fwd_us)
+            with main.range("Forward"), main.op("aten::linear", seq=seq):
+                main.cpu(us=10)
+                with main.op("aten::addmm", seq=seq):
+                    main.launch(SGEMM_FWD, us=fwd_us)
             main.cpu(us=20)
             with main.range("Backward"):
                 main.cpu(us=5)
