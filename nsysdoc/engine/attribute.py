@@ -283,8 +283,15 @@ class Attributor:
     def __init__(self, source: str, names: Names, ops: A.Forest, mods: A.Forest, frames: A.Forest,
                  op_raw_seq: np.ndarray, thread_pid: np.ndarray, op_raw_frame: np.ndarray | None = None,
                  fwd_map: "FwdMap | None" = None, accumulators: bool = True,
-                 is_bwd_name: np.ndarray | None = None, keep_bw_range: bool = False) -> None:
+                 is_bwd_name: np.ndarray | None = None, keep_bw_range: bool = False,
+                 main_of: np.ndarray | None = None, via_code: int = NONE) -> None:
         self.source = source
+        #: per thread index, its process's main thread (-1: none, or itself), and the name code of
+        #: :data:`~nsysdoc.metrics.attribution.VIA_ENCLOSING`: a launch outside every operator range
+        #: of its thread takes the ranges the main thread has open (:meth:`sites_and_ranges`)
+        self.main_of = main_of if main_of is not None and via_code >= 0 and (np.asarray(main_of) >= 0).any() \
+            else None
+        self.via_code = via_code
         self.names = names
         self.ops, self.mods, self.frames = ops, mods, frames
         n = len(ops)
@@ -370,13 +377,19 @@ class Attributor:
         self.total_gpu_ns = 0
 
     # ---- sites ------------------------------------------------------------------------------
-    def sites(self, thread, t, valid=None) -> np.ndarray:
+    def sites(self, thread, t, valid=None, enclosing: bool = False) -> np.ndarray:
         """Site rows ``(n, 5)`` for queries at ``(thread, t)``; rows where ``valid`` is False, or
         the thread is unknown (-1), are all -1."""
-        return self.sites_and_ranges(thread, t, valid)[0]
+        return self.sites_and_ranges(thread, t, valid, enclosing)[0]
 
-    def sites_and_ranges(self, thread, t, valid=None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`sites`, and the innermost operator range of each query (forest index, -1)."""
+    def sites_and_ranges(self, thread, t, valid=None, enclosing: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`sites`, and the innermost operator range of each query (forest index, -1).
+
+        ``enclosing`` (launches of GPU work): a query on a thread with no operator range of its own
+        holding ``t`` (autograd's engine thread, under user NVTX ranges only) is answered on its
+        process's main thread (:func:`~nsysdoc.metrics.attribution.main_threads`) when that
+        thread has an operator or module range holding ``t``: its operator, module and frame, and
+        the backward-node column set to the ``VIA_ENCLOSING`` code (``via: "enclosing range"``)."""
         thread = np.asarray(thread, dtype=np.int64)
         t = np.asarray(t, dtype=np.int64)
         n = len(t)
@@ -392,6 +405,24 @@ class Attributor:
         # per-range codes with a last entry for "no range": a gather with index -1 gives NONE; a
         # family or code no range has is None (every answer NONE: no gather)
         r = self.ops.innermost(th, tq)
+        th_call, via = th, None  # (the CUDA call's own stack stays the launching thread's)
+        if enclosing and self.main_of is not None:
+            # launches outside every operator range of their thread, on a thread with a main thread
+            m = np.flatnonzero(r < 0)
+            if len(m):
+                mt = self.main_of[th[m]]
+                m, mt = m[mt >= 0], mt[mt >= 0]
+            if len(m):
+                r2 = self.ops.innermost(mt, tq[m])
+                held = r2 >= 0
+                if len(self.mods):
+                    held |= self.mods.innermost(mt, tq[m]) >= 0
+                m, mt, r2 = m[held], mt[held], r2[held]
+                if len(m):
+                    th = th.copy()
+                    th[m] = mt
+                    r[m] = r2
+                    via = m
         none = lambda: np.full(len(q), NONE, np.int64)  # noqa: E731
         at = lambda key: x[key][r] if x[key] is not None else none()  # noqa: E731
         mod = x["mod"][self.mods.innermost(th, tq)] if x["mod"] is not None else none()
@@ -402,8 +433,11 @@ class Attributor:
                 col[m] = x[key][r[m]]
         if self._calls and (fr < 0).any():
             m = np.flatnonzero(fr < 0)
-            fr[m] = self._call_frame(th[m], tq[m])
-        cols = (at("name"), mod, fr, at("bwd"), at("fwd"))
+            fr[m] = self._call_frame(th_call[m], tq[m])
+        bwd = at("bwd")
+        if via is not None:
+            bwd[via] = self.via_code
+        cols = (at("name"), mod, fr, bwd, at("fwd"))
         if every:
             return site_rows(*cols), r
         out = np.full((n, 5), NONE, dtype=np.int64, order="F")
@@ -898,9 +932,22 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
     attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid, op_frame[fam_op])
+    # coded after the backward nodes' names, as the sliced attributor codes it
+    main_of, via_code = main_threads_of(tg, names)
+    attr.main_of, attr.via_code = main_of, via_code
     if calls is not None:
         set_call_frames_of(attr, trace, calls)
     return attr
+
+
+def main_threads_of(tg: np.ndarray, names: Names) -> tuple[np.ndarray | None, int]:
+    """Each thread's main thread (:func:`~nsysdoc.metrics.attribution.main_threads`) and the code
+    of :data:`~nsysdoc.metrics.attribution.VIA_ENCLOSING` (coded last, once the ranges' names are:
+    the same code sliced or not); (None, NONE) when no thread has a main thread to defer to."""
+    main_of = A.main_threads(tg)
+    if not (main_of >= 0).any():
+        return None, NONE
+    return main_of, names.code(A.VIA_ENCLOSING)
 
 
 def set_call_frames_of(attr, trace, calls: dict) -> None:
@@ -1128,15 +1175,28 @@ def where_table(attr: Attributor | None, where: dict, selector: str, ndev: int, 
     total = sum(v[0] for v in acc.values())
     if not total:
         return []
+    rows = sorted(acc.items(), key=lambda kv: (-kv[1][0], kv[0]))[:WHERE_MAX]
+    return [_where_row(attr, k, ns, c, total, ndev) for k, (ns, c) in rows]
+
+
+#: How a where row's operator was found when not by the launching thread's own innermost operator
+#: range (docs/glossary.md, "Operators and where")
+VIA_SEQUENCE = "sequence"
+VIA_RANGE = "enclosing range"
+
+
+def _where_row(attr, k, ns: int, count: int, total: int, ndev: int) -> dict:
+    """One where row from its site codes: ``via`` is ``"sequence"`` when the work ran in an
+    autograd backward node whose forward operator was found by its sequence number, ``"enclosing
+    range"`` when the launching thread had no operator range and the main thread's ranges open at
+    the launch name it (:meth:`Attributor.sites_and_ranges`), else None."""
     names = attr.names
     nm = lambda c: names[c] if c >= 0 else None  # noqa: E731
-    rows = sorted(acc.items(), key=lambda kv: (-kv[1][0], kv[0]))[:WHERE_MAX]
-    out = []
-    for k, (ns, c) in rows:
-        out.append({"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
-                    "backward_op": nm(k[3]), "forward_op": nm(k[4]),
-                    "share_pct": ns / total * 100, "ms": ns / 1e6 / max(ndev, 1), "count": c})
-    return out
+    enclosing = k[3] >= 0 and k[3] == getattr(attr, "via_code", NONE)
+    via = VIA_RANGE if enclosing else VIA_SEQUENCE if k[3] >= 0 and k[4] >= 0 else None
+    return {"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
+            "backward_op": None if enclosing else nm(k[3]), "forward_op": None if enclosing else nm(k[4]),
+            "via": via, "share_pct": ns / total * 100, "ms": ns / 1e6 / max(ndev, 1), "count": count}
 
 
 def _where_rows(attr: Attributor, acc: SiteSums, selector: str, ndev: int, strings, kernel_name) -> list[dict]:
@@ -1156,19 +1216,13 @@ def _where_rows(attr: Attributor, acc: SiteSums, selector: str, ndev: int, strin
     total = int(ns.sum()) if len(ns) else 0
     if not total:
         return []
-    names = attr.names
-    nm = lambda c: names[c] if c >= 0 else None  # noqa: E731
     cand = np.arange(len(ns))
     if len(ns) > WHERE_MAX:  # only the sites with at least the WHERE_MAX-th most time are sorted
         cand = np.flatnonzero(ns >= np.partition(ns, len(ns) - WHERE_MAX)[len(ns) - WHERE_MAX])
     d = distinct[cand]
     o = cand[np.lexsort(tuple(d[:, j] for j in range(d.shape[1] - 1, -1, -1)) + (-ns[cand],))[:WHERE_MAX]]
-    out = []
-    for k, n_, c in zip(distinct[o].tolist(), ns[o].tolist(), cnt[o].tolist()):
-        out.append({"op": nm(k[0]) if k[0] >= 0 else NO_OPERATOR, "module": nm(k[1]), "frame": nm(k[2]),
-                    "backward_op": nm(k[3]), "forward_op": nm(k[4]),
-                    "share_pct": n_ / total * 100, "ms": n_ / 1e6 / max(ndev, 1), "count": c})
-    return out
+    return [_where_row(attr, k, n_, c, total, ndev)
+            for k, n_, c in zip(distinct[o].tolist(), ns[o].tolist(), cnt[o].tolist())]
 
 
 #: What adds attribution data a capture lacks: (what is missing, the switch, where it is documented).

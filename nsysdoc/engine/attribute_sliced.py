@@ -35,8 +35,8 @@ from ..metrics import attribution as A
 from ..trace import schema as S
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from .attribute import (NONE, Attributor, Forest, FwdMap, Names, SiteSums, _name_at, first_start_of,
-                        first_starts, group_fact, merge_first_starts, set_call_frames_of, site_counts, site_index,
-                        site_rows, stack_frame_label)
+                        first_starts, group_fact, main_threads_of, merge_first_starts, set_call_frames_of,
+                        site_counts, site_index, site_rows, stack_frame_label)
 from .data import NEG, POS, env_rows
 
 #: NVTX rows from which an Nsight Systems capture is attributed slice by slice: every capture (at
@@ -131,6 +131,7 @@ class Collector:
         self.n_ops = 0
         tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
         self.thread_pid = tg >> S.PID_SHIFT
+        self.tg = tg
 
     def add(self, thread, start, end, grp, seq, flags, stacks: dict) -> None:
         grp = np.asarray(grp, dtype=np.int64)
@@ -175,6 +176,8 @@ class Collector:
         fam_op_g = f.operator_family()
         for c in np.unique(g_code[used[fam_op_g[used] & f.bwd[used]]]).tolist():
             names.code(A.backward_node(names[c]))
+        # the main threads and their marker's code, coded last (as the whole-capture build codes it)
+        main_of, via_code = main_threads_of(self.tg, names)
         # which names are backward nodes: a group's name has its group's fact
         is_bwd = np.zeros(len(names), dtype=bool)
         is_bwd[g_code[used]] = f.bwd[used]
@@ -193,6 +196,7 @@ class Collector:
         if not (self.n_ops or len(mods) or len(frames)) and calls is None:
             return None
         attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames, is_bwd)
+        attr.main_of, attr.via_code = main_of, via_code
         attr.bounds = np.asarray(bounds if bounds is not None else [], dtype=np.int64)
         if calls is not None:
             set_call_frames_of(attr, self.trace, calls)
@@ -288,7 +292,7 @@ class SlicedAttributor:
         ops, pos, seq, own = self.ranges(lo, hi)
         attr = Attributor(self.source, self.names, ops, self.mods, self.frames, seq, self.thread_pid, own,
                           fwd_map=self.fwd, accumulators=False, is_bwd_name=self.is_bwd_name,
-                          keep_bw_range=keep_bw_range)
+                          keep_bw_range=keep_bw_range, main_of=self.main_of, via_code=self.via_code)
         attr._calls = self._calls
         seq = seq[ops.order] if len(ops) else seq
         # what a slice no longer needs (two slices' forests are alive at once): the input order,
@@ -411,10 +415,10 @@ class SliceView:
             self._nested = self.attr.ops.nested_in_same_name()
         return self._nested
 
-    def sites(self, thread, t, valid=None) -> np.ndarray:
-        return self.sites_and_ranges(thread, t, valid)[0]
+    def sites(self, thread, t, valid=None, enclosing: bool = False) -> np.ndarray:
+        return self.sites_and_ranges(thread, t, valid, enclosing)[0]
 
-    def sites_and_ranges(self, thread, t, valid=None) -> tuple[np.ndarray, np.ndarray]:
+    def sites_and_ranges(self, thread, t, valid=None, enclosing: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """As :meth:`Attributor.sites_and_ranges`; a query outside the slice's span gets its site
         from a forest read for those queries (its range index is -1: only the slice's own
         launches, always inside, are added to the operator view)."""
@@ -425,11 +429,11 @@ class SliceView:
             ok &= np.asarray(valid, dtype=bool)
         out_ = ok & ((t <= self.lo) | (t >= self.hi))
         if not out_.any():
-            return self.attr.sites_and_ranges(thread, t, ok)
-        sites, ranges = self.attr.sites_and_ranges(thread, t, ok & ~out_)
+            return self.attr.sites_and_ranges(thread, t, ok, enclosing)
+        sites, ranges = self.attr.sites_and_ranges(thread, t, ok & ~out_, enclosing)
         m = np.flatnonzero(out_)
         extra = self.owner.local(int(t[m].min()) - 1, int(t[m].max()) + 1)
-        sites[m] = extra[0].sites(thread[m], t[m])
+        sites[m] = extra[0].sites(thread[m], t[m], enclosing=enclosing)
         return sites, ranges
 
     def prepare(self, op_range: np.ndarray, sites: np.ndarray, dur: np.ndarray, label: np.ndarray,

@@ -610,7 +610,8 @@ def _view(ctx: Context, st: SliceState):
 
 
 def _sites_of(view, ops: Ops) -> tuple:
-    sites, ranges = view.sites_and_ranges(ops.api_thread, ops.api_start_ns, ops.api >= 0)
+    # launches: a thread with no operator range of its own defers to its main thread's (autograd)
+    sites, ranges = view.sites_and_ranges(ops.api_thread, ops.api_start_ns, ops.api >= 0, enclosing=True)
     return sites, ranges, site_index(sites)
 
 

@@ -46,8 +46,11 @@ SELECTORS = {
 #: PyTorch's per-call fields in emit_nvtx / --pytorch=autograd-nvtx range texts
 #: ("aten::addmm, seq = 2, op_id = 5, sizes = [[1, 2]], input_op_ids = [(1, 0)]").
 _CALL_FIELDS = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+|,\s*(?:sizes|input_op_ids|stack)\s*=.*$", re.DOTALL)
-#: autograd backward nodes: "MulBackward0", "torch::autograd::AccumulateGrad" is not one
-_BACKWARD = re.compile(r"Backward\d*$")
+#: autograd backward nodes: "MulBackward0" (older PyTorch: "MulBackward"), a name ending in
+#: "Backward" + digits right after a letter, digit or "_"; "torch::autograd::AccumulateGrad" is not
+#: one, nor a user's range named "Backward" or "loss Backward" (issue 46: the range autograd's
+#: thread works inside)
+_BACKWARD = re.compile(r"(?<=\w)Backward\d*$")
 _EVALUATE = "autograd::engine::evaluate_function: "
 
 
@@ -70,7 +73,7 @@ def backward_node(name: str) -> str:
 
 
 #: NVTX texts that are operators (PyTorch ops and autograd nodes) rather than regions a user named
-_OP_LIKE = re.compile(r"::|Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+|"
+_OP_LIKE = re.compile(r"::|(?<=\w)Backward\d*$|,\s*(?:seq|op_id)\s*=\s*\d+|"
                       r"^(?:nccl|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|cuda|cu)[A-Z]\w*$")
 
 
@@ -141,6 +144,37 @@ def pyprof(text: str) -> tuple[str, str] | None:
 def is_module_frame(name: str) -> bool:
     """A Kineto ``nn.Module: Linear_3`` frame (``with_stack=True``)."""
     return name.startswith("nn.Module: ")
+
+
+#: The backward-node column's text of a site attributed through another thread's enclosing range
+#: (:func:`main_threads`): the where table shows it as ``via: "enclosing range"``, never as a node
+VIA_ENCLOSING = "(launched on another thread)"
+
+
+def main_threads(global_tid) -> np.ndarray:
+    """Per thread (index into ``global_tid``, serialized ``<hw:8><vm:8><pid:24><tid:24>``): the
+    index of its process's main thread, the one whose tid equals the pid (Python's main thread,
+    where ``loss.backward()`` is called and the user's ranges are), or -1 for the main thread
+    itself and for a thread whose process has no such thread. Work launched by another thread
+    (autograd's engine thread) outside every operator range of its own is attributed to the
+    ranges the main thread has open at the launch (``docs/glossary.md``, "Operators and where");
+    never across processes: the process key is every bit above the tid."""
+    g = np.asarray(global_tid, dtype=np.int64)
+    out = np.full(len(g), -1, dtype=np.int64)
+    if not len(g):
+        return out
+    proc = g >> 24
+    main = np.flatnonzero((g & 0xFFFFFF) == ((g >> 24) & 0xFFFFFF))
+    if not len(main):
+        return out
+    # one main thread per process key (the first, if a table repeats it)
+    pk, first = np.unique(proc[main], return_index=True)
+    main = main[first]
+    pos = np.clip(np.searchsorted(pk, proc), 0, len(pk) - 1)
+    hit = pk[pos] == proc
+    out[hit] = main[pos[hit]]
+    out[out == np.arange(len(g))] = -1
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

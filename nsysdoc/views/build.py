@@ -320,8 +320,12 @@ def finding_views(result: dict, origin_ns: int = 0) -> list[FindingView]:
 
 
 def backward_text(w: dict) -> str:
-    """'backward of aten::linear (AddmmBackward0)' for a site inside an autograd backward node."""
+    """'backward of aten::linear (AddmmBackward0)' for a site inside an autograd backward node;
+    for work launched by a thread with no operator range of its own (autograd's), the note that
+    the main thread's range open at the launch names it (``via: "enclosing range"``)."""
     b, fw = w.get("backward_op"), w.get("forward_op")
+    if w.get("via") == "enclosing range":
+        return "launched by another thread (autograd's) while this range was open on the main thread"
     if not b:
         return ""
     return f"backward of {fw} ({b})" if fw else f"backward ({b})"

@@ -157,7 +157,7 @@ def _cut(text: str, n: int) -> str:
 
 def _where_md(w: dict) -> str:
     parts = [_code(w.get("op") or "(no operator)")]
-    if w.get("backward_op"):
+    if w.get("backward_op") or w.get("via") == "enclosing range":
         parts.append(_md(backward_text(w)))
     if w.get("module"):
         parts.append(f"in {_md(w['module'])}")
