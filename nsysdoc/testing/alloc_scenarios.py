@@ -45,13 +45,14 @@ def allocator_growth_first_step(steps: int = 4, layers: int = 20, kernel_us: flo
 
 def cublas_workspace_first_call(iters: int = 20, embed_us: float = 100.0, gemm_us: float = 500.0,
                                 weights_malloc_us: float = 200.0, free_us: float = 300.0,
-                                malloc_us: float = 200.0, retries: int = 3) -> Capture:
+                                malloc_us: float = 200.0, retries: int = 3, every_call: bool = False) -> Capture:
     """A forward loop without step markers: the weights are allocated once (``cudaMalloc``), then
     each iteration runs ``aten::embedding`` (a ``embed_us`` kernel) and ``aten::addmm`` (a
     ``gemm_us`` GEMM). The first ``aten::addmm`` creates the cuBLAS handle and its workspace: the
     caching allocator, short of a block that size, releases cached blocks and allocates again
     (``cudaFree`` of ``free_us`` then ``cudaMalloc`` of ``malloc_us``, ``retries`` times) while the
-    GPU has only the first embedding kernel. Later calls reuse the workspace: nothing repeats."""
+    GPU has only the first embedding kernel. Later calls reuse the workspace: nothing repeats.
+    ``every_call``: the control - every ``aten::addmm`` frees and allocates again (churn)."""
     cap = Capture()
     t = cap.process(pid=4620).thread()
     t.malloc(us=weights_malloc_us)
@@ -59,7 +60,7 @@ def cublas_workspace_first_call(iters: int = 20, embed_us: float = 100.0, gemm_u
         with t.op("aten::embedding"):
             t.launch(ELEMENTWISE, embed_us)
         with t.op("aten::addmm"):
-            if i == 0:
+            if i == 0 or every_call:
                 for _ in range(retries):
                     t.free(us=free_us)
                     t.malloc(us=malloc_us)
