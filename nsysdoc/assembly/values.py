@@ -238,7 +238,8 @@ def _alloc_values(a: Analysis) -> dict:
 
 def _in_first_calls(plan, rows: dict) -> np.ndarray:
     """Per allocation call, whether it lies inside its thread's first call of the innermost
-    operator around it (the plan's attributor; all False without operator ranges)."""
+    operator around it, an operator called more than once in the capture (the plan's attributor;
+    all False without operator ranges)."""
     n = len(rows["thread"])
     out = np.zeros(n, dtype=bool)
     attr = plan.attr
@@ -248,7 +249,13 @@ def _in_first_calls(plan, rows: dict) -> np.ndarray:
     got = attr.first_calls(th, s, e, 0.0)
     if got is None or not len(got[0]):
         return out
-    c_th, c_s, c_e, _names = (np.asarray(x, np.int64) for x in got)
+    c_th, c_s, c_e, names = (np.asarray(x, np.int64) for x in got)
+    # a first call of an operator that is called again: a range of a name of its own (a step
+    # marker, ProfilerStep#N) is no operator's first call
+    calls = np.asarray(attr.op_totals()["calls"])
+    again = (names < len(calls)) & (calls[np.minimum(names, max(len(calls) - 1, 0))] >= 2) if len(calls) else \
+        np.zeros(len(names), bool)
+    c_th, c_s, c_e = c_th[again], c_s[again], c_e[again]
     # inside any of them on the thread: the latest end among the ranges starting at or before
     for t_ in np.unique(c_th).tolist():
         m = c_th == t_
