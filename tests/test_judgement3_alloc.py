@@ -110,7 +110,7 @@ def test_allocator_growth_first_step_is_setup_not_churn(tmp_path):
     assert "allocation-churn" not in found
     setup = found["one-time-setup"]
     assert setup["impact_ms"] == pytest.approx(2.1, abs=A)
-    assert "memory allocator grew (20 allocation calls" in setup["message"]
+    assert "memory allocator grew (20 allocation call(s)" in setup["message"]
 
 
 def test_allocator_growth_without_markers_was_called_churn(tmp_path):
@@ -181,3 +181,30 @@ def test_allocator_churn_still_fires(tmp_path):
     f = _rules(r)["allocation-churn"]
     assert f["impact_ms"] == pytest.approx(32.0, abs=A)
     assert "79 allocations followed a free" in f["message"]
+
+
+def test_only_the_threads_that_launch_gpu_work_count(tmp_path):
+    """The main thread launches 10 kernels of 100 us and allocates once (cudaMalloc [0, 200) us,
+    before the first launch, so before the window); a helper thread that launches nothing frees
+    and allocates 5 times while the kernels run (from 300 us). Only launching threads count: no
+    allocation or release in the window, nothing repeats; the helper's 5 repeats would be
+    churn-shaped if it counted."""
+    from nsysdoc.testing.builder import Capture
+
+    cap = Capture()
+    proc = cap.process(pid=4630)
+    main = proc.thread()
+    main.malloc(us=200)
+    for _ in range(10):
+        main.launch(SC.ELEMENTWISE, 100)
+    main.item()
+    helper = proc.thread(tid=4631)
+    helper.at(cap.start_ns + 300_000)  # kernels run [205, 1205) us: inside the window
+    helper.malloc(us=20)
+    for _ in range(5):
+        helper.free(us=20)
+        helper.malloc(us=20)
+    r = _run(tmp_path, cap)
+    v = r["metrics"]["values"]
+    assert v["alloc_call_count"] == 11  # the helper's calls are in the window (any thread)
+    assert (v["alloc_count"], v["alloc_release_count"], v["alloc_repeat_count"]) == (0, 0, 0)
