@@ -219,7 +219,7 @@ def _alloc_values(a: Analysis) -> dict:
         return out
     rows = {k: np.concatenate([p[k] for p in glob.alloc_rows]) for k in glob.alloc_rows[0]}
     launchers = np.unique(np.concatenate(glob.launch_threads)) if glob.launch_threads else np.zeros(0, np.int64)
-    keep = np.isin(rows["thread"], launchers)
+    keep = np.isin(rows["thread"], launchers) & (rows["thread"] >= 0)
     rows = {k: v[keep] for k, v in rows.items()}
     if not len(rows["thread"]):
         return out
