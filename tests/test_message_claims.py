@@ -258,19 +258,24 @@ def rule_claims(r: dict, f: dict, bad) -> None:
     elif rule == "one-time-setup":
         # "kept the GPU idle T: S between the first and the last GPU operation (SPAN) and B before the
         # first one, P% of the two together"
+        # (", plus G while the memory allocator grew (...)" when allocator growth is part of it)
         m = re.search(r"idle " + TIME + r": " + TIME + r" between the first and the last GPU operation \(" + TIME
-                      + r"\) and " + TIME + r" before the first one, " + NUM + r"% of the two together", msg)
+                      + r"\) and " + TIME + r" before the first one(?:, plus " + TIME
+                      + r" while the memory allocator grew \(.*?growth, not churn\))?, " + NUM + r"% of the two together", msg)
         if not m:
             bad("message does not state its share of the GPU span and the set-up before it")
         else:
-            t, in_span, s, before, p = _time(m, 1), _time(m, 3), _time(m, 5), _time(m, 7), Printed(m.group(9))
+            t, in_span, s, before, p = _time(m, 1), _time(m, 3), _time(m, 5), _time(m, 7), Printed(m.group(11))
+            # the allocator's growth, when printed, is the third part of the set-up
+            growth = _time(m, 9) if m.group(9) is not None else Printed("0")
             span = _span_ms(r)
             if span is not None and not s.agrees(span):
                 bad(f"prints a GPU span of {s}, capture.span is {span} ms")
             if f.get("impact_ms") is not None and not t.agrees(f["impact_ms"]):
                 bad(f"prints {t} of set-up, impact_ms {f['impact_ms']}")
-            if abs(in_span.value + before.value - t.value) > in_span.half + before.half + t.half + 1e-6:
-                bad(f"prints {in_span} + {before} of set-up, which is not {t}")
+            if abs(in_span.value + before.value + growth.value - t.value) > \
+                    in_span.half + before.half + growth.half + t.half + 1e-6:
+                bad(f"prints {in_span} + {before} + {growth} of set-up, which is not {t}")
             if f.get("impact_pct") is not None and not p.agrees(f["impact_pct"]):
                 bad(f"prints {p}% of the span and the set-up before it, impact_pct {f['impact_pct']}")
             # the largest set-up event's own length ("in all": the GPU may have run during part of it,

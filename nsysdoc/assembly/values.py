@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..metrics import alloc as alloc_m
 from ..metrics import gpu as gpu_m
 from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from ..trace import Trace
@@ -100,6 +101,11 @@ def _values(a: Analysis, r: dict) -> dict:
     # allocation calls in the window (every thread)
     v["alloc_call_count"] = sum(x["count"] for x in m["alloc_calls"])
     v["alloc_api_ms"] = _num(sum(x["total_ms"] for x in m["alloc_calls"]))
+    # churn or growth: allocations that repeat after frees (nsysdoc.metrics.alloc); when none
+    # repeats, the GPU idle in allocation calls is the allocator growing: one-time set-up
+    v.update(_alloc_values(a))
+    v["alloc_growth_ms"] = v["idle_alloc_ms"] if not v["alloc_repeat_count"] and (v["idle_alloc_ms"] or 0) > 0 \
+        else None
     # one-time set-up over the whole GPU span (the window may exclude the warm-up)
     setup = m["setup"]
     v["span_ms"] = cap["span"]["duration_ms"]
@@ -109,7 +115,10 @@ def _values(a: Analysis, r: dict) -> dict:
     before = fr.get("setup_before_ms") or 0.0
     v["setup_before_ms"] = _num(before)
     v["setup_span_ms"] = setup["setup_ms"]
-    v["setup_ms"] = _num((setup["setup_ms"] or 0) + before) if setup["setup_ms"] is not None or before else None
+    # and the allocator's growth (GPU idle in allocation calls when no allocation repeats)
+    growth = v["alloc_growth_ms"] or 0.0
+    v["setup_ms"] = _num((setup["setup_ms"] or 0) + before + growth) \
+        if setup["setup_ms"] is not None or before or growth else None
     base = (v["span_ms"] or 0) + before
     v["setup_pct"] = _num(v["setup_ms"] / base * 100) if v["setup_ms"] is not None and base else None
     v["capture_ms"] = fr.get("capture_ms")
@@ -195,6 +204,67 @@ def _values(a: Analysis, r: dict) -> dict:
         v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
     v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
     return v
+
+
+def _alloc_values(a: Analysis) -> dict:
+    """Allocation repeats (``nsysdoc.metrics.alloc``, ``docs/glossary.md``): the allocation calls
+    of the threads that launch GPU work, the first calls of an operator around them, the primary
+    steps; counts in the analysis window."""
+    out = {"alloc_count": 0, "alloc_release_count": 0, "alloc_repeat_count": 0, "alloc_growth_count": 0,
+           "alloc_first_call_count": 0, "alloc_repeat_steps": None, "alloc_repeat_steps_pct": None}
+    res = a.engine
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    glob = res.glob
+    if w0 is None or w1 is None or not glob.alloc_rows:
+        return out
+    rows = {k: np.concatenate([p[k] for p in glob.alloc_rows]) for k in glob.alloc_rows[0]}
+    launchers = np.unique(np.concatenate(glob.launch_threads)) if glob.launch_threads else np.zeros(0, np.int64)
+    keep = np.isin(rows["thread"], launchers) & (rows["thread"] >= 0)
+    rows = {k: v[keep] for k, v in rows.items()}
+    if not len(rows["thread"]):
+        return out
+    release = a.trace.strings.flags(lambda n: alloc_m.is_release(n))(rows["name_id"])
+    first = _in_first_calls(res.plan, rows)
+    ctx = res.ctx
+    prim = ctx.step_primary if len(ctx.step_primary) else np.zeros(0, bool)
+    got = alloc_m.alloc_repeats(rows["thread"], rows["start_ns"], release, first, w0, w1,
+                                ctx.step_start[prim], ctx.step_end[prim], ctx.step_thread[prim])
+    out.update(alloc_count=got.alloc_count, alloc_release_count=got.release_count,
+               alloc_repeat_count=got.repeat_count, alloc_growth_count=got.growth_count,
+               alloc_first_call_count=got.first_call_count, alloc_repeat_steps=got.repeat_steps,
+               alloc_repeat_steps_pct=_num(got.repeat_steps_pct))
+    return out
+
+
+def _in_first_calls(plan, rows: dict) -> np.ndarray:
+    """Per allocation call, whether it lies inside its thread's first call of the innermost
+    operator around it, an operator called more than once in the capture (the plan's attributor;
+    all False without operator ranges)."""
+    n = len(rows["thread"])
+    out = np.zeros(n, dtype=bool)
+    attr = plan.attr
+    if attr is None or getattr(attr, "source", None) is None or not n:
+        return out
+    th, s, e = rows["thread"], rows["start_ns"], rows["end_ns"]
+    got = attr.first_calls(th, s, e, 0.0)
+    if got is None or not len(got[0]):
+        return out
+    c_th, c_s, c_e, names = (np.asarray(x, np.int64) for x in got)
+    # a first call of an operator that is called again: a range of a name of its own (a step
+    # marker, ProfilerStep#N) is no operator's first call
+    calls = np.asarray(attr.op_totals()["calls"])
+    again = (names < len(calls)) & (calls[np.minimum(names, max(len(calls) - 1, 0))] >= 2) if len(calls) else \
+        np.zeros(len(names), bool)
+    c_th, c_s, c_e = c_th[again], c_s[again], c_e[again]
+    # inside any of them on the thread: the latest end among the ranges starting at or before
+    for t_ in np.unique(c_th).tolist():
+        m = c_th == t_
+        order = np.argsort(c_s[m], kind="stable")
+        starts, reach = c_s[m][order], np.maximum.accumulate(c_e[m][order])
+        q = np.flatnonzero(th == t_)
+        k = np.searchsorted(starts, s[q], side="right") - 1
+        out[q] = (k >= 0) & (reach[np.maximum(k, 0)] > s[q])
+    return out
 
 
 def _pinned_typical_gbps(cc: float | None) -> float:

@@ -185,6 +185,8 @@ class Global:
     setup_pieces: list = field(default_factory=list)  # (device, start, end): set-up idle time, positionally
     idle_launch_rows: list = field(default_factory=list)
     setup_calls: list = field(default_factory=list)   # set-up CUDA API rows: (pos, name_id, kind, start, end)
+    alloc_rows: list = field(default_factory=list)    # allocation API rows: (thread, name_id, start, end)
+    launch_threads: list = field(default_factory=list)  # thread indexes that launched GPU operations
     merged_idle: list = field(default_factory=list)   # (start, end, busy before start) of long all-device idle
     merged_marks: dict = field(default_factory=dict)  # time -> all-device busy time before it
     merged_total: int = 0                              # all-device busy time over the capture
@@ -819,6 +821,7 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
             tot.setup_pieces.extend(_setup_pieces(g, some))
     _merged(ctx, st, tot, carry, nxt)
     _setup_calls(ctx, st, tot)
+    _alloc_rows(st, tot)
     if not ctx.has_markers or not tot.nsteps:
         return
     # per step: breakdown on the step's device, time busy, idle before the first op, host sync
@@ -950,6 +953,22 @@ def _setup_calls(ctx: Context, st: SliceState, tot: Global) -> None:
     sel = np.flatnonzero(mine & (st.host.runtime_level == gpu_m.LV_SETUP_API))
     if len(sel):
         tot.setup_calls.append({k: rt[k][sel] for k in ("pos", "name_id", "api_kind", "start_ns", "end_ns")})
+
+
+def _alloc_rows(st: SliceState, tot: Global) -> None:
+    """Allocation CUDA API rows owned by the slice and the threads its operations were launched
+    from (``nsysdoc.metrics.alloc``: growth or churn); allocation calls are few."""
+    ops = st.ops
+    if ops is not None and len(ops):
+        th = ops.api_thread[ops.owned & (ops.api >= 0) & (ops.api_thread >= 0)]
+        if len(th):
+            tot.launch_threads.append(np.unique(th.astype(np.int64)))
+    if st.host is None or st.rt is None:
+        return
+    rt = st.rt
+    sel = np.flatnonzero((rt["start_ns"] >= st.c0) & (rt["start_ns"] < st.c1) & (rt["api_kind"] == S.API_ALLOC))
+    if len(sel):
+        tot.alloc_rows.append({k: np.asarray(rt[k][sel], np.int64) for k in ("thread", "name_id", "start_ns", "end_ns")})
 
 
 def _scalar_reads(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:

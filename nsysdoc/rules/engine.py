@@ -613,7 +613,7 @@ def _extras(result: dict) -> dict:
         extra["fp32_fix"] = ("On Ampere or newer enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
                              "torch.backends.cudnn.allow_tf32 = True, or torch.set_float32_matmul_precision(\"high\")); "
                              "on any GPU with tensor cores train with AMP (torch.autocast with bf16 or fp16).")
-    left_out = max((v.get("setup_ms") or 0) - (v.get("idle_setup_ms") or 0), 0)
+    left_out = max((v.get("setup_ms") or 0) - (v.get("idle_setup_ms") or 0) - (v.get("alloc_growth_ms") or 0), 0)
     extra["warmup_note"] = (f"The analysis window leaves {text.duration(left_out * 1e6)} of it out, so the other "
                             "findings describe the steady state." if left_out > 0.5 * (v.get("setup_ms") or 0) else
                             "The analysis window still contains most of it: capture after warm-up to see the "

@@ -22,6 +22,9 @@ VALUE_NAMES: tuple[str, ...] = (
     "host_gap_count", "host_gap_ms_max", "host_gap_ms_median", "idle_before_first_op_ms_median",
     "step_start_idle_pct_median", "host_sync_ms_per_step_median", "scalar_reads_per_step_median",
     "scalar_read_count", "sync_call_count", "host_sync_ms_max_thread", "alloc_call_count", "alloc_api_ms",
+    # allocation churn or growth (nsysdoc.metrics.alloc)
+    "alloc_count", "alloc_release_count", "alloc_repeat_count", "alloc_growth_count", "alloc_first_call_count",
+    "alloc_repeat_steps", "alloc_repeat_steps_pct", "alloc_growth_ms",
     "span_ms", "setup_ms", "setup_pct", "setup_before_ms", "setup_span_ms", "capture_ms", "busy_capture_pct",
     "outside_window_pct", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
     "exposed_comm_ms", "comm_overlapped_pct", "exposed_comm_pct", "exposed_comm_ms_per_step", "copy_count",
