@@ -20,7 +20,7 @@ from ..metrics import intervals as iv
 from ..metrics.copies import PAGEABLE_MIN_BYTES, copy_groups, merge_groups
 from ..metrics.gpu import CAUSE_HOST, CAUSE_LAUNCH, CAUSE_SETUP, CAUSES, SYNC_TOLERANCE_NS
 from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
-from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
+from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
 from . import fill as fill_m
@@ -681,6 +681,7 @@ def _where_ops(ops: Ops, inw: np.ndarray, distinct: np.ndarray, inv: np.ndarray)
              ("nccl_kernels", inw & is_k & ops.is_nccl), ("fp32_kernels", inw & ((fl & FLAG_FP32) != 0)),
              ("underfilled_kernels", inw & ((fl & FLAG_UNDERFILLED) != 0)),
              ("copies", inw & (ops.kind == KIND_MEMCPY)),
+             ("copy_ops", inw & ((ops.kind == KIND_MEMCPY) | (ops.kind == KIND_MEMSET))),
              ("pageable_copies", inw & ((fl & FLAG_PAGEABLE) != 0)),
              ("dtoh_copies", inw & ((fl & FLAG_DTOH) != 0)))
     # one pass over the operations: each one's pattern of selectors (few patterns occur), the

@@ -30,6 +30,7 @@ SELECTORS = {
     "fp32_kernels": "FP32 GEMM/convolution kernels in the window, by their duration",
     "underfilled_kernels": "kernels with fewer blocks than the GPU has SMs in the window, by their duration",
     "copies": "memory copies in the window, by their duration",
+    "copy_ops": "memory copies and memsets in the window (what copy-only time counts), by their duration",
     "pageable_copies": "host<->device copies from or to pageable memory, by their duration",
     "dtoh_copies": "device-to-host copies larger than a scalar, by their duration",
     "launch_gaps": "GPU idle time of class launch, at the launch of the operation that ends each gap",
