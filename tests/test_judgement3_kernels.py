@@ -61,6 +61,9 @@ def test_one_kernel_76pct_without_steps_is_info(run):
     v = r["metrics"]["values"]
     assert v["has_steps"] is False
     assert v["top_kernel_share_pct"] == approx(76.0)
+    # the kernels run back to back from the first: window 10,000 us, the solver 76% of it (>= 10%)
+    assert v["window_ms"] == approx(10.0)
+    assert v["top_kernel_window_pct"] == approx(76.0)
     f = finding(r, "dominant-kernel")
     assert f is not None and f["severity"] == "info"
     assert "76% of all kernel time: solver_kernel (1 launches, 7.60 ms each)" in f["message"]
@@ -78,6 +81,11 @@ def test_one_kernel_92pct_is_a_warning(run):
     assert v["top_kernel_share_pct"] == approx(92.0)
     assert v["step_time_ms_median"] == approx(10.008)
     assert v["top_kernel_instance_share_pct"] == approx(9200 / 10008 * 100)
+    # window: the steps, from the first step's range start (host 0, 5 us before its first kernel)
+    # to the last range's end (2 us after the last copy): 5 + 3 x 10,000 + 3 x 1 (copies)
+    # + 2 x (2 + 5) (sync return, next launch) + 2 = 30,024 us; big_kernel 27,600 us of it
+    assert v["window_ms"] == approx(30.024)
+    assert v["top_kernel_window_pct"] == approx(27600 / 30024 * 100)
     f = finding(r, "dominant-kernel")
     assert f["severity"] == "warning"
     assert "big_kernel (3 launches, 9.20 ms each, 1 per step; one launch lasts 92% of a step)" in f["message"]

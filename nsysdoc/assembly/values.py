@@ -178,6 +178,9 @@ def _values(a: Analysis, r: dict) -> dict:
     v["top_kernel_count"] = top["count"] if top else 0
     v["top_kernel_total_ms"] = top["total_ms"] if top else None
     v["top_kernel_mean_us"] = top["mean_us"] if top else None
+    # its summed duration per GPU over the window (a kernel of 2% of the window sets no time)
+    v["top_kernel_window_pct"] = _num(min(100.0, top["total_ms"] / max(ndev, 1) / window_ms * 100)) \
+        if top and window_ms else None
     short_top = kernels_m.top_compute_kernel(m["kernels"]["by_short_name"])
     v["top_kernel_short_name"] = short_top["name"] if short_top else None
     steps_n = summ["step_count"] or 0
