@@ -173,7 +173,7 @@ def test_tiny_kernel_flood_559(run):
     397 under 10 us = 397 / 559 = 71.0197% (>= 60%), 397 >= 100 in the window (no steps).
     Median = the 280th of 559 sorted = 9.3 us; mean = (162 x 200 + 279 x 4 + 118 x 9.3) / 559 =
     34,613.4 / 559 = 61.9202 us. The host launches every 5 us, the GPU runs them back to back
-    from the first kernel: window = 34,613.4 us. Impact 397 x 2 us = 0.794 ms = 2.294% of the
+    from the first kernel: window = 34,613.4 us, busy 100%. Impact 397 x 2 us x 100% = 0.794 ms = 2.294% of the
     window (>= 0.5%: fires; < 3%: info). Before issue 46 it needed 1,000 kernels (quiet).
     No kernel name dominates: 27 x 200 = 5,400 us = 15.6% each."""
     r = run("tiny_kernel_flood_559")
@@ -184,19 +184,22 @@ def test_tiny_kernel_flood_559(run):
     assert v["kernel_median_us"] == approx(9.3)
     assert v["kernel_mean_us"] == approx(34613.4 / 559)
     assert v["window_ms"] == approx(34.6134)
+    assert v["gpu_busy_pct"] == approx(100.0)  # back to back: the fixed cost of each counts in full
     f = finding(r, "tiny-kernels")
     assert f is not None
     assert f["impact_ms"] == approx(0.794)
     assert f["severity"] == by_impact(0.794 / 34.6134 * 100) == "info"
     assert ("559 kernels ran with a mean of 61.9 us (median 9.3 us); 71% are shorter than 10 us."
             in f["message"])
-    assert "estimated 397 kernels under 10 us per GPU x 2.0 us" in f["message"]
+    assert "estimated 397 kernels under 10 us per GPU x 2.0 us x the 100.0% of the window the GPU is busy" \
+        in f["message"]
     assert finding(r, "dominant-kernel") is None
 
 
 def test_tiny_kernel_rule_docs_params_and_condition_agree():
     """The documented share (60%), floor (100 tiny kernels) and impact floor (0.5%) are the
-    params the condition reads; no 1,000-kernel requirement is left in it."""
+    params the condition reads; no 1,000-kernel requirement is left in it; the impact counts the
+    fixed cost for the share of the window the GPU is busy."""
     from nsysdoc.rules import load_rules
 
     rule = next(r for r in load_rules().rules if r.id == "tiny-kernels")
@@ -207,3 +210,4 @@ def test_tiny_kernel_rule_docs_params_and_condition_agree():
     for name in ("min_tiny_pct", "min_tiny_kernels", "min_impact_pct"):
         assert name in rule.when.source
     assert "60%" in rule.docs["thresholds"] and "100" in rule.docs["thresholds"]
+    assert "gpu_busy_pct" in rule.impact_ms.source
