@@ -191,7 +191,7 @@ def test_tiny_kernel_flood_559(run):
     assert f["severity"] == by_impact(0.794 / 34.6134 * 100) == "info"
     assert ("559 kernels ran with a mean of 61.9 us (median 9.3 us); 71% are shorter than 10 us."
             in f["message"])
-    assert "estimated 397 kernels under 10 us per GPU x 2.0 us x the 100.0% of the window the GPU is busy" \
+    assert "estimated 397 kernels under 10 us per GPU x 2.0 us x 100.0% for the time the GPU is busy" \
         in f["message"]
     assert finding(r, "dominant-kernel") is None
 

@@ -344,7 +344,7 @@ def rule_claims(r: dict, f: dict, bad) -> None:
         if m and r.get("summary", {}).get("kernel_count") is not None:
             if int(m.group(1).replace(",", "")) != r["summary"]["kernel_count"]:
                 bad(f"counts {m.group(1)} kernels, summary.kernel_count {r['summary']['kernel_count']}")
-        e = re.search(r"estimated " + NUM + r" x " + NUM + r" us(?: x the " + NUM + r"% of the window)?", msg)
+        e = re.search(r"estimated " + NUM + r" x " + NUM + r" us(?: x " + NUM + r"% for the time the GPU is busy)?", msg)
         if e and f.get("impact_ms") is not None:
             est = int(e.group(1).replace(",", "")) * float(e.group(2)) / 1000
             slack = 1e-3 + est * 1e-3
