@@ -133,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.update:
             print(f"wrote {write(name, out)}")
             continue
+        if not (GOLDEN / f"{name}.json.gz").exists():
+            bad += 1
+            print(f"{name}: no golden file (a new scenario: --update {name} writes it)")
+            continue
         old = load(name)
         diffs = differences(old["json"], out["json"])
         if old["html_sha256"] != out["html_sha256"]:

@@ -13,6 +13,7 @@ from ..metrics import gpu as gpu_m
 from ..metrics import host as host_m
 from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from ..metrics.gpu_metrics import window_means
+from ..metrics import kernels as kernels_m
 from ..metrics.kernels import is_fp32_gemm, kernel_summary, kernel_tables, uses_tensor_cores
 from ..trace import Trace
 from ..trace import schema as S
@@ -116,7 +117,7 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     ops = att.operator_view(attr, t.strings)
     ops["missing"] = att.missing_data(t, attr)
     ndev = len(_active(devices)) or 1
-    top = (kernel_metrics.get("by_name") or [None])[0]
+    top = kernels_m.top_compute_kernel(kernel_metrics.get("by_name"))  # the rules' top_kernel
     where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,
                                   kernel_name=top["name"] if top else None)
              for sel in att.SELECTORS}

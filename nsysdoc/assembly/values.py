@@ -8,6 +8,7 @@ import numpy as np
 
 from ..metrics import alloc as alloc_m
 from ..metrics import gpu as gpu_m
+from ..metrics import kernels as kernels_m
 from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
 from ..trace import Trace
 from ..trace import schema as S
@@ -178,14 +179,18 @@ def _values(a: Analysis, r: dict) -> dict:
     v.update(_dtoh_values(a, primary, ndev))
     b = v["dtoh_bytes_per_step_median"]
     v["dtoh_mib_per_step_median"] = _num(b / 2**20) if b is not None else None
-    # kernels: top kernel and FP32 GEMMs
-    top = (m["kernels"]["by_name"] or [None])[0]
+    # kernels: top compute kernel (communication kernels wait on other ranks: never "the" kernel)
+    # and FP32 GEMMs
+    top = kernels_m.top_compute_kernel(m["kernels"]["by_name"])
     v["top_kernel_name"] = top["name"] if top else None
     v["top_kernel_share_pct"] = top["share_of_kernel_time_pct"] if top else None
     v["top_kernel_count"] = top["count"] if top else 0
     v["top_kernel_total_ms"] = top["total_ms"] if top else None
     v["top_kernel_mean_us"] = top["mean_us"] if top else None
-    short_top = (m["kernels"]["by_short_name"] or [None])[0]
+    # its summed duration per GPU over the window (a kernel of 2% of the window sets no time)
+    v["top_kernel_window_pct"] = _num(min(100.0, top["total_ms"] / max(ndev, 1) / window_ms * 100)) \
+        if top and window_ms else None
+    short_top = kernels_m.top_compute_kernel(m["kernels"]["by_short_name"])
     v["top_kernel_short_name"] = short_top["name"] if short_top else None
     steps_n = summ["step_count"] or 0
     v["top_kernel_calls_per_step"] = _num(top["count"] / steps_n) if top and steps_n else None

@@ -4,7 +4,10 @@ Definitions (``docs/glossary.md``): a kernel's **duration** is end − start on 
 cover kernels that start inside the analysis window. **Share of kernel time** of a name = its
 summed duration over the summed duration of all kernels (a share of kernel time, not of wall
 time — concurrent kernels are both counted). Median and p95 are exact, linear interpolation.
-**Share under 10 µs** = fraction of kernels (by count) shorter than 10 µs.
+**Share under 10 µs** = fraction of kernels (by count) shorter than 10 µs. A **communication
+kernel** is an NCCL/RCCL/MSCCL kernel (``trace.schema.NCCL_KERNEL``) or a collective kernel of
+another library (:data:`OTHER_COLLECTIVE`); the **top compute kernel** is the name with the most
+kernel time that is not one (:func:`top_compute_kernel`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,28 @@ from ..trace.columns import Columns
 from ..trace.model import StringTable
 
 TINY_KERNEL_NS = 10_000
+
+#: Collective kernels of libraries other than NCCL/RCCL/MSCCL (whose names ``trace.schema.NCCL_KERNEL``
+#: flags): PyTorch symmetric-memory ``one_shot_all_reduce``/``multimem_all_reduce``, vLLM's custom
+#: ``cross_device_reduce_1stage``, all-gather/reduce-scatter/all-to-all kernels of other libraries,
+#: NVSHMEM kernels. Their time is spent waiting on other ranks as much as computing, so their own
+#: efficiency never "sets the time" of the GPU work.
+OTHER_COLLECTIVE = re.compile(r"(?<![a-z])(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
+                              r"cross_device_reduce)|nvshmem", re.IGNORECASE)
+
+
+def is_communication_kernel(name, is_nccl: bool = False) -> bool:
+    """Whether a kernel (by name, and the reader's NCCL flag) is a communication kernel."""
+    return bool(is_nccl) or (isinstance(name, str) and OTHER_COLLECTIVE.search(name) is not None)
+
+
+def top_compute_kernel(rows) -> dict | None:
+    """The first row of a per-name table sorted by total time (``kernels_by_name`` records) that is
+    not a communication kernel, or None (no rows, or only communication kernels among them)."""
+    for r in rows or ():
+        if not is_communication_kernel(r.get("name"), r.get("is_nccl", False)):
+            return r
+    return None
 
 # --- GEMM/convolution precision from the kernel name ---------------------------------------------
 # A name heuristic (glossary: fp32_gemm_ms). The name is first cut to the kernel's own qualified name

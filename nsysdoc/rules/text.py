@@ -4,6 +4,8 @@
 * ``{name:time}``: a duration whose unit is in its name (``_ns``, ``_us``, ``_ms``, ``_s``),
   written with the unit that suits its size (``223.6 ms``, never ``223608.6 us``);
 * ``{name:bytes}``: a byte count in binary units (``1.5 GiB``, ``24.0 MiB``);
+* ``{name:count}``: a count or a count per step, mean or median: an integer when whole
+  (``1,500``), else one decimal below 100 (``5.7``) and none from 100 on (``1,501``);
 * ``[[ ... ]]``: an optional part, left out when a value in it is missing (a rule never prints
   ``n/a`` inside a sentence that way; a missing value outside such a part prints ``n/a``).
 """
@@ -13,7 +15,7 @@ import math
 import re
 import string
 
-CUSTOM_SPECS = ("time", "bytes")
+CUSTOM_SPECS = ("time", "bytes", "count")
 OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 _UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _UNIT_IN_NAME = re.compile(r"_(ns|us|ms|s)(?=_|$)")
@@ -50,8 +52,8 @@ def check_spec(name: str, spec: str, is_text: bool) -> str | None:
         if is_text or _unit(name) is None:
             return f"format spec 'time' needs a duration whose name carries _ns, _us, _ms or _s, not {{{name}}}"
         return None
-    if spec == "bytes":
-        return "format spec 'bytes' needs a number" if is_text else None
+    if spec in ("bytes", "count"):
+        return f"format spec '{spec}' needs a number" if is_text else None
     m = _SPEC.match(spec)
     if not m:
         return f"format spec {spec[:20]!r} is not a Python format spec (e.g. .1f, ,.0f, >8)"
@@ -85,6 +87,14 @@ def size(n: float) -> str:
     return f"{int(n)} B"
 
 
+def count(n: float) -> str:
+    """A count, or a count per step (a mean or median): ``1,500``, ``5.7``, ``1,501``."""
+    r = round(n)
+    if abs(n - r) < 1e-9 or abs(n) >= 100:
+        return f"{r:,}"
+    return f"{n:.1f}"
+
+
 def _missing(val) -> bool:
     return val is None or (isinstance(val, float) and math.isnan(val))
 
@@ -96,6 +106,8 @@ def _one(name: str, spec: str, val) -> str:
         return duration(val * _UNIT_NS[_unit(name) or "ns"])
     if spec == "bytes" and isinstance(val, (int, float)) and not isinstance(val, bool):
         return size(val)
+    if spec == "count" and isinstance(val, (int, float)) and not isinstance(val, bool):
+        return count(val)
     try:
         return format(val, spec or "")
     except (ValueError, TypeError):

@@ -35,7 +35,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "dtoh_ms", "dtoh_count", "dtoh_bytes_per_step_median", "dtoh_mib_per_step_median", "dtoh_ms_per_step_median",
     "dtoh_ms_per_step", "top_kernel_name", "top_kernel_share_pct",
     "top_kernel_count", "top_kernel_total_ms", "top_kernel_mean_us", "top_kernel_short_name",
-    "top_kernel_calls_per_step", "top_kernel_instance_share_pct", "fp32_gemm_ms", "fp32_gemm_share_pct",
+    "top_kernel_calls_per_step", "top_kernel_instance_share_pct", "top_kernel_window_pct", "fp32_gemm_ms", "fp32_gemm_share_pct",
     "compute_capability", "tf32_capable", "time_busy_pct_median", "sm_active_pct_median", "sm_issue_pct_median",
     "tensor_active_pct_median", "dram_read_pct_median",
     # kernels that cannot fill the GPU (nsysdoc.metrics.occupancy)

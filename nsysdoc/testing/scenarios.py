@@ -145,6 +145,84 @@ def dominant_kernel(steps: int = 4) -> Capture:
     return cap
 
 
+def one_kernel_76pct_no_steps(solver_us: float = 7600.0) -> Capture:
+    """A program without steps (no markers, no repeating work): four set-up kernels of 600 us
+    (``prep_a``..``prep_d``), then one ``solver_kernel`` of ``solver_us`` (7.6 ms: 76% of 10 ms
+    of kernel time)."""
+    cap = Capture()
+    t = cap.process(pid=4610).thread()
+    for name in ("prep_a", "prep_b", "prep_c", "prep_d"):
+        t.launch(name, 600)
+    t.launch("solver_kernel", solver_us)
+    t.sync_device()
+    return cap
+
+
+def one_kernel_92pct(steps: int = 3, big_us: float = 9200.0) -> Capture:
+    """Per step one ``big_kernel`` of ``big_us`` (9.2 ms) and eight elementwise kernels of 100 us,
+    then ``loss.item()``: 92% of kernel time."""
+    cap = Capture()
+    t = cap.process(pid=4620).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch("big_kernel", big_us)
+            for _ in range(8):
+                t.launch(ELEMENTWISE, 100)
+            t.item()
+    return cap
+
+
+def dominant_kernel_uneven_steps(launches: tuple[int, ...] = (2, 2, 1), big_us: float = 4000.0) -> Capture:
+    """Per step ``launches[i]`` launches of a 4 ms ``big_kernel`` and eight elementwise kernels of
+    100 us, then ``loss.item()``: 5 launches over 3 steps (1.67 per step)."""
+    cap = Capture()
+    t = cap.process(pid=4630).thread()
+    for i, n in enumerate(launches):
+        with t.range(f"ProfilerStep#{i}"):
+            for _ in range(n):
+                t.launch("big_kernel", big_us)
+            for _ in range(8):
+                t.launch(ELEMENTWISE, 100)
+            t.item()
+    return cap
+
+
+def nccl_kernel_dominates(steps: int = 3, allreduce_us: float = 8000.0) -> Capture:
+    """Per step a 2 ms GEMM and four 100 us elementwise kernels, then an NCCL all-reduce of
+    ``allreduce_us`` (8 ms) on the communication stream that the compute stream waits for: the
+    all-reduce is the kernel with the most time (76.9% of kernel time), the GEMM the top compute
+    kernel (19.2%)."""
+    cap = Capture()
+    t = cap.process(pid=4640).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch(GEMM, 2000, tensor_active=0.6)
+            for _ in range(4):
+                t.launch(ELEMENTWISE, 100)
+            t.wait_event(13, 7)
+            t.nccl("AllReduce", allreduce_us, stream=13)
+            t.wait_event(7, 13)
+            t.item()
+    return cap
+
+
+def tiny_kernel_flood_559() -> Capture:
+    """An inference-like program without steps: 162 kernels of 200 us (27 each of six layer
+    kernels), then 279 elementwise kernels of 4 us and 118 of 9.3 us. 559 kernels, 397 (71.0%)
+    under 10 us, median 9.3 us (the 280th), launched 5 us apart so the GPU runs them back to back."""
+    cap = Capture()
+    t = cap.process(pid=4650).thread()
+    for layer in range(6):
+        for _ in range(27):
+            t.launch(f"layer{layer}_kernel", 200)
+    for _ in range(279):
+        t.launch(ELEMENTWISE, 4)
+    for _ in range(118):
+        t.launch("void scale_bias_kernel<float>(float*, int)", 9.3)
+    t.sync_device()
+    return cap
+
+
 def no_step_markers(launches: int = 200) -> Capture:
     """A training loop profiled without NVTX step ranges."""
     cap = Capture()
@@ -636,5 +714,8 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
         where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family,
+        # issue 46, item 8
+        one_kernel_76pct_no_steps, one_kernel_92pct, dominant_kernel_uneven_steps, nccl_kernel_dominates,
+        tiny_kernel_flood_559,
     )
 }
