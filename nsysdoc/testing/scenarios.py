@@ -634,7 +634,8 @@ def event_wait_on_other_gpu(steps: int = 6, producer_us: float = 20_000.0, local
     """One thread feeds two GPUs. Each step it launches a long producer kernel on GPU 1 (stream 9)
     and a short kernel on GPU 0 (stream 7), then makes GPU 0's stream wait for the producer
     (cudaEventRecord + cudaStreamWaitEvent, a device-side wait), launches the consumer on GPU 0 at
-    once and reads a scalar from it (``loss.item()``). GPU 0 sits idle from the end of its short
+    once (both inside an NVTX range ``consume_from_gpu1``) and reads a scalar from it
+    (``loss.item()``). GPU 0 sits idle from the end of its short
     kernel until the producer on GPU 1 ends although its next kernel was launched long before:
     GPU-side dependency idle. (On one GPU the producer would keep the device busy: an idle GPU that
     waits on another stream's work waits on something outside it.)"""
@@ -644,8 +645,9 @@ def event_wait_on_other_gpu(steps: int = 6, producer_us: float = 20_000.0, local
         with t.range(f"ProfilerStep#{i}"):
             t.launch("producer_kernel", producer_us, stream=9, device=1)
             t.launch("local_kernel", local_us, stream=7, device=0)
-            t.wait_event(7, 9, device=0, on_device=1)
-            t.launch("consumer_kernel", consumer_us, stream=7, device=0)
+            with t.range("consume_from_gpu1"):
+                t.wait_event(7, 9, device=0, on_device=1)
+                t.launch("consumer_kernel", consumer_us, stream=7, device=0)
             t.item(stream=7, device=0)
     return cap
 
