@@ -173,11 +173,12 @@ def test_host_call_looks_back_ten_ms():
         assert not dep_m.is_wait_call(name), name
 
 
-# -- a step's host sync (glossary: "Host sync time of a step") ---------------------------------------
+# -- a step's host sync (glossary: "Host sync time of a step"); a worker that only waits does not count:
+# tests/test_glossary_examples.py::test_sync_cause_needs_the_launching_thread_in_sync
 def two_threads_blocked_in_one_step() -> Capture:
     """Thread A (steps): launch a 10 ms kernel on stream 7, 3 ms of Python, cudaStreamSynchronize;
-    3 steps. Thread B of the same process: 2 ms of Python, a 12 ms kernel on stream 8, then
-    cudaStreamSynchronize - blocked across the end of A's first step.
+    3 steps. Thread B of the same process (a launching thread: it launches a kernel): 2 ms of Python,
+    a 12 ms kernel on stream 8, then cudaStreamSynchronize - blocked across the end of A's first step.
 
     A, step i at h: kernel API [h, h+5,000) -> [h+5,000, h+10,005,000); sync [h+3,005,000,
     h+10,007,000) = 7.002 ms; range end h+10,007,000. B: kernel API [T0+2,000,000, +2,005,000) ->

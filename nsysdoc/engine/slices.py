@@ -243,8 +243,13 @@ class Context:
         self.step_primary = np.asarray(st_t["primary"], dtype=bool) if len(st_t) else np.zeros(0, bool)
         #: process of each thread (an index over the processes of ``thread_keys``) and of each
         #: step's thread (-1 unknown): a step's host sync is the union over its process's threads
+        #: that launch GPU work or run steps (``host_thread``)
         self.thread_proc = np.unique(S.decode_pid(self.thread_keys), return_inverse=True)[1].astype(np.int64) \
             if len(self.thread_keys) else np.zeros(0, np.int64)
+        self.host_thread = np.zeros(len(self.thread_keys), dtype=bool)
+        lt = np.asarray(getattr(plan, "launch_threads", np.zeros(0, np.int64)), dtype=np.int64)
+        self.host_thread[lt[lt < len(self.thread_keys)]] = True
+        self.host_thread[self.step_thread[(self.step_thread >= 0) & (self.step_thread < len(self.thread_keys))]] = True
         self.step_proc = np.where(self.step_thread >= 0, self.thread_proc[np.maximum(self.step_thread, 0)], -1) \
             if len(self.step_thread) and len(self.thread_proc) else np.full(len(self.step_thread), -1, np.int64)
 
@@ -885,7 +890,11 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
             # sync: the union over those threads, clipped to the step (never a sum over threads,
             # never more than the step: issue 46)
             u = st.host.sync
-            by_proc = iv.union(ctx.thread_proc[u.keys], u.starts, u.ends) if len(u) else u
+            uk = np.asarray(u.keys, dtype=np.int64)
+            keep = np.flatnonzero((uk < len(ctx.host_thread)) & ctx.host_thread[np.minimum(uk, max(len(ctx.host_thread) - 1, 0))]) \
+                if len(u) and len(ctx.host_thread) else np.zeros(0, np.int64)
+            by_proc = iv.union(ctx.thread_proc[u.keys[keep]], u.starts[keep], u.ends[keep]) if len(keep) \
+                else iv.union(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
             tot.step_sync[sel] += by_proc.covered(ctx.step_proc[sel], a, b)
     # device-to-host copies per step: bytes (by start), time with no kernel running (by position)
     for p in _both(st):
