@@ -232,3 +232,24 @@ def test_step_parts_never_exceed_the_step(report):
         for k, v in (s.get("breakdown_ms") or {}).items():
             if v is not None:
                 assert v <= d + 1e-4, (s["name"], k, v, d)
+
+
+def test_waited_on_sentence_for_a_graph_node_and_for_nothing_recorded():
+    """The sentence of ``dependency_waited_on`` (glossary, "Rule values"): a memset launched by the
+    cudaGraphLaunch that is itself the last wait call (0 us before) is a graph node; with no
+    producer the sentence says nothing recorded on another GPU ended then; no rows -> null."""
+    from nsysdoc.assembly.values import _dependency_values
+
+    row = {"waiting_op": "memset", "stream": 21, "device": "0", "launch_api": "cudaGraphLaunch",
+           "launched_ms_before": 130.0, "host_call": "cudaGraphLaunch", "host_call_us_before": 0.0,
+           "producer": None}
+    v = _dependency_values([row])
+    assert v["dependency_launched_ms_before"] == 130.0
+    assert v["dependency_waited_on"] == (
+        "memset on stream 21 of GPU 0, launched by cudaGraphLaunch 130.0 ms before it ran (a node of a CUDA "
+        "graph: it waits on the graph's dependencies), waited on nothing the capture recorded on another GPU "
+        "(a host callback, another process or rank, or work not recorded)")
+    # the same call 1 us before the launch is another call: "after a ..."
+    v = _dependency_values([{**row, "host_call_us_before": 1.0}])
+    assert "(after a cudaGraphLaunch on the same thread)" in v["dependency_waited_on"]
+    assert _dependency_values([]) == {"dependency_waited_on": None, "dependency_launched_ms_before": None}

@@ -210,7 +210,10 @@ def _dependency_values(rows: list[dict]) -> dict:
     what = f"{r['waiting_op']} on stream {r['stream']} of GPU {r['device']}"
     if r.get("launch_api"):
         what += f", launched by {r['launch_api']} {duration(r['launched_ms_before'] * 1e6)} before it ran"
-    if r.get("host_call"):
+    if r.get("host_call") and r["host_call"] == r.get("launch_api") and not r.get("host_call_us_before"):
+        what += " (a node of a CUDA graph: it waits on the graph's dependencies)" \
+            if "GraphLaunch" in r["host_call"] else f" (the {r['host_call']} itself makes a stream wait)"
+    elif r.get("host_call"):
         what += f" (after a {r['host_call']} on the same thread)"
     if r.get("producer"):
         what += (f", waited for {r['producer']} on stream {r['producer_stream']} of GPU {r['producer_device']}, "
