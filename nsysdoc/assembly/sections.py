@@ -284,7 +284,78 @@ def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
             "pid": int(S.decode_pid(thread)) if thread else None,
             "tid": int(S.decode_tid(thread)) if thread else None})
     return {"count": int(win.gaps_n), "idle_ms_by_cause": by, "longest": longest,
-            "count_by_cause": {c: int(win.gaps_by_cause[j]) for j, c in enumerate(gpu_m.CAUSES)}}
+            "count_by_cause": {c: int(win.gaps_by_cause[j]) for j, c in enumerate(gpu_m.CAUSES)},
+            "dependency_waits": _dependency_waits(a, win.dep_longest)}
+
+
+#: dependency gaps described (the largest by dependency time in the window)
+DEPENDENCY_ROWS = 10
+
+
+def _dependency_waits(a: Analysis, cands: list) -> list[dict]:
+    """The gaps with the most GPU-side dependency time, and what the GPU waited on in each
+    (:mod:`nsysdoc.metrics.dependency`): the stream and operation that waited, its launching call
+    and how long before it ran, the operation on another GPU that ended when the wait did, and the
+    event/stream-wait/graph call on the launching thread behind it."""
+    from ..metrics import dependency as dep_m
+    from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
+
+    if not cands:
+        return []
+    t = a.trace
+    labels = np.asarray(t.devices["label"])
+    streams = np.asarray(t.streams["stream_id"]) if len(t.streams) else np.zeros(0, np.int64)
+    rt = t.store.get("runtime")
+    rows = []
+    for (dep_ns, dev, g0, g1, stream, kind, _row, name_id, op_start, api, a0, a1, gtid) in cands[:DEPENDENCY_ROWS]:
+        if kind == KIND_KERNEL and name_id >= 0:
+            op = str(t.strings.lookup(np.asarray([name_id]))[0])
+        else:
+            op = "memcpy" if kind == KIND_MEMCPY else "memset"
+        sid = int(streams[stream]) if 0 <= stream < len(streams) else None
+        row = {"device": labels[dev], "start_ns": int(g0), "end_ns": int(g1), "duration_ms": _num((g1 - g0) / 1e6),
+               "dependency_ms": _num(dep_ns / 1e6), "stream": sid, "waiting_op": op, "op_start_ns": int(op_start),
+               "launch_api": None, "launched_ms_before": None,
+               "pid": int(S.decode_pid(gtid)) if gtid else None, "tid": int(S.decode_tid(gtid)) if gtid else None,
+               "producer": None, "producer_device": None, "producer_stream": None, "producer_end_ns": None,
+               "host_call": None, "host_call_us_before": None}
+        # the operation on another GPU that ended when the wait ended
+        parts = {"device": [], "stream_id": [], "end_ns": [], "name": []}
+        for tab_name in ("kernels", "memcpy", "memset"):
+            tab = t.store.get(tab_name)
+            if tab is None or not len(tab):
+                continue
+            cols = ["device", "stream_id", "end_ns"] + (["name_id"] if tab_name == "kernels" else [])
+            d = tab.rows_overlapping(int(g0), int(g1) + dep_m.PRODUCER_TOLERANCE_NS, cols)
+            if not len(d["end_ns"]):
+                continue
+            parts["device"].append(np.asarray(d["device"], np.int64))
+            parts["stream_id"].append(np.asarray(d["stream_id"], np.int64))
+            parts["end_ns"].append(np.asarray(d["end_ns"], np.int64))
+            parts["name"].append(t.strings.lookup(np.asarray(d["name_id"])) if tab_name == "kernels"
+                                 else np.full(len(d["end_ns"]), tab_name, dtype=object))
+        if parts["end_ns"]:
+            o_dev, o_end = np.concatenate(parts["device"]), np.concatenate(parts["end_ns"])
+            p = dep_m.producer(int(dev), int(g0), int(g1), o_dev, o_end)
+            if p >= 0:
+                row.update(producer=str(np.concatenate(parts["name"])[p]), producer_device=labels[int(o_dev[p])],
+                           producer_stream=int(np.concatenate(parts["stream_id"])[p]), producer_end_ns=int(o_end[p]))
+        # the launching call, and the wait/record/graph call behind it on the same thread
+        if api >= 0 and rt is not None and len(rt) and not rt.bucketed:
+            me = rt.gather(np.asarray([api]), ["name_id", "thread"])
+            row["launch_api"] = S.strip_api_suffix(str(t.strings.lookup(np.asarray(me["name_id"]))[0]))
+            row["launched_ms_before"] = _num(max(op_start - a1, 0) / 1e6)
+            near = rt.rows_overlapping(int(a0) - dep_m.HOST_CALL_LOOKBACK_NS, int(a0) + 1,
+                                       ["start_ns", "name_id", "thread"], touching=True)
+            mine = np.flatnonzero(np.asarray(near["thread"]) == int(me["thread"][0]))
+            if len(mine):
+                names = [S.strip_api_suffix(str(x)) for x in t.strings.lookup(np.asarray(near["name_id"])[mine])]
+                starts = np.asarray(near["start_ns"], np.int64)[mine]
+                h = dep_m.host_call(int(a0), starts, [dep_m.is_wait_call(x) for x in names])
+                if h >= 0:
+                    row.update(host_call=names[h], host_call_us_before=_num((int(a0) - int(starts[h])) / 1e3))
+        rows.append(row)
+    return rows
 
 
 def _setup_metrics(a: Analysis, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:

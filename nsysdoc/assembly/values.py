@@ -83,6 +83,7 @@ def _values(a: Analysis, r: dict) -> dict:
         v[f"idle_{c}_pct"] = pct_of_window(ms)
         v[f"idle_{c}_ms_per_step"] = _num(_step_mean(primary, f"idle_{c}"))
     v["idle_pct"] = mean("idle_pct")
+    v.update(_dependency_values(m["idle_gaps"].get("dependency_waits") or []))
     # allocation churn is repetition: the share of the primary steps with GPU idle time in
     # allocation calls (null without steps)
     bds = [s["breakdown_ms"] for s in primary if s.get("breakdown_ms")]
@@ -270,6 +271,32 @@ def _in_first_calls(plan, rows: dict) -> np.ndarray:
         k = np.searchsorted(starts, s[q], side="right") - 1
         out[q] = (k >= 0) & (reach[np.maximum(k, 0)] > s[q])
     return out
+
+
+def _dependency_values(rows: list[dict]) -> dict:
+    """What the GPU waited on in the gap with the most GPU-side dependency time (``metrics.idle_gaps
+    .dependency_waits``): a sentence for the gpu-dependency rule, and how long before it ran the
+    waiting operation had been launched (ms)."""
+    if not rows:
+        return {"dependency_waited_on": None, "dependency_launched_ms_before": None}
+    r = rows[0]
+    from ..rules.text import duration
+
+    what = f"{r['waiting_op']} on stream {r['stream']} of GPU {r['device']}"
+    if r.get("launch_api"):
+        what += f", launched by {r['launch_api']} {duration(r['launched_ms_before'] * 1e6)} before it ran"
+    if r.get("host_call") and r["host_call"] == r.get("launch_api") and not r.get("host_call_us_before"):
+        what += " (a node of a CUDA graph: it waits on the graph's dependencies)" \
+            if "GraphLaunch" in r["host_call"] else f" (the {r['host_call']} itself makes a stream wait)"
+    elif r.get("host_call"):
+        what += f" (after a {r['host_call']} on the same thread)"
+    if r.get("producer"):
+        what += (f", waited for {r['producer']} on stream {r['producer_stream']} of GPU {r['producer_device']}, "
+                 f"which ended when the wait did")
+    else:
+        what += (", waited on nothing the capture recorded on another GPU (a host callback, another process or "
+                 "rank, or work not recorded)")
+    return {"dependency_waited_on": what, "dependency_launched_ms_before": r.get("launched_ms_before")}
 
 
 def _pinned_typical_gbps(cc: float | None) -> float:

@@ -82,6 +82,10 @@ class Plan:
     #: ranges around the measured loop (start, end, folded text: ``schema.LOOP_NVTX``)
     loop_ranges: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dtype=object))
     first_kernel_ns: int | None = None
+    #: thread indices (into ``trace.threads``) of the calls that launched GPU operations, found with
+    #: the step markers' devices (empty without markers): a step's host sync is the time one of
+    #: them, or a step thread, was blocked in a sync
+    launch_threads: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def window(self) -> tuple[int | None, int | None]:
@@ -237,13 +241,15 @@ def _gpu_tables(trace) -> list:
     return out
 
 
-def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, nproc: int = 0) -> tuple:
+def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, nproc: int = 0,
+                  launchers: list | None = None) -> tuple:
     """One pass over the GPU tables: the steps are extended to the end of the GPU work launched in
     them, and each step's device (most operations, then most GPU time; a step that launched
     nothing: its process's device) and first operation's start. Returns ``(step_dev, step_first,
     held, span, total)`` as ``(summed time ns, operation count)`` pairs: ``held`` the GPU work
     launched inside the primary steps, ``span`` the GPU work of each marked process launched from
-    its first step's start to its last step's range end, ``total`` all GPU work."""
+    its first step's start to its last step's range end, ``total`` all GPU work. With a list
+    ``launchers``, the thread indices of the launching calls are appended to it (per block)."""
     step_dev = np.full(nsteps, -1, dtype=np.int64)
     step_first = np.full(nsteps, -1, dtype=np.int64)
     # step markers: steps last until the GPU work launched in them ends, and each has a device
@@ -259,8 +265,11 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, np
         lo[p], hi[p] = int(ss.min()), int(ee.max())
     proc_dev = np.zeros((npr, max(ndev, 1)), dtype=np.int64)
     for t in tables:
-        for b in t.iter_blocks(["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"], ahead=True):
+        cols = ["start_ns", "end_ns", "device", "proc", "api", "api_start_ns"]
+        for b in t.iter_blocks(cols + (["api_thread"] if launchers is not None else []), ahead=True):
             s, e = b["start_ns"], b["end_ns"]
+            if launchers is not None and len(s):
+                launchers.append(np.unique(np.asarray(b["api_thread"], dtype=np.int64)))
             dev, proc = b["device"].astype(np.int64), b["proc"].astype(np.int64)
             when = np.where(b["api"] >= 0, b["api_start_ns"], s)
             k = builder.add_ops(proc, when, e, s)
@@ -370,7 +379,8 @@ def make_plan(trace, pattern) -> Plan:
         if not builder.has:
             break
         nsteps = len(builder.df)
-        step_dev, step_first, held, span, total = _step_devices(builder, tables, ndev, nsteps, nproc)
+        launchers: list = []
+        step_dev, step_first, held, span, total = _step_devices(builder, tables, ndev, nsteps, nproc, launchers)
         share = _share(held, span, total)
         if share is None or share >= MARKER_MIN_GPU_SHARE:
             break
@@ -435,6 +445,9 @@ def make_plan(trace, pattern) -> Plan:
                 bounds=_bounds(trace))
     plan.phase_ranges = nv["phase"]
     plan.loop_ranges = nv["loop"]
+    if steps.source == "markers" and builder.has and launchers:
+        lt = np.unique(np.concatenate(launchers))
+        plan.launch_threads = lt[lt >= 0]
     kt = next((t for t in tables if t.name == "kernels"), None)
     plan.first_kernel_ns = int(kt._smin.min()) if kt is not None and len(kt) else None
     plan.timelines = timeline_windows(trace, plan, *plan.window)

@@ -80,6 +80,10 @@ class Window:
     gaps_n: int = 0
     gaps_by_cause: np.ndarray = None
     longest: list = field(default_factory=list)       # candidates: (dur, device, start, end, cause, split, thread)
+    #: gaps with the most GPU-side dependency time in the window, and the operation ending each
+    #: (``_dependency_gaps``): (dependency ns, device, start, end, stream, kind, row, name id,
+    #: op start, launching call's runtime row, its start, its end, its thread's global_tid)
+    dep_longest: list = field(default_factory=list)
     launch_gaps: list = field(default_factory=list)   # clipped durations of gaps whose class is launch
     host_gaps: list = field(default_factory=list)     # host-class time of gaps with any
     pageable_wall: np.ndarray = None
@@ -136,6 +140,7 @@ class Window:
             self.sync_by_thread = o.sync_by_thread if self.sync_by_thread is None else self.sync_by_thread + o.sync_by_thread
         self.gaps_n += o.gaps_n
         self.longest = _top_gaps(self.longest + o.longest)
+        self.dep_longest = _top_gaps(self.dep_longest + o.dep_longest)
         self.dtoh_bytes += o.dtoh_bytes
         self.dtoh_count += o.dtoh_count
 
@@ -238,6 +243,17 @@ class Context:
         self.step_thread = trace_thread_index(self.thread_keys, np.asarray(st_t["global_tid"], dtype=np.int64)) \
             if len(st_t) else np.zeros(0, np.int64)
         self.step_primary = np.asarray(st_t["primary"], dtype=bool) if len(st_t) else np.zeros(0, bool)
+        #: process of each thread (an index over the processes of ``thread_keys``) and of each
+        #: step's thread (-1 unknown): a step's host sync is the union over its process's threads
+        #: that launch GPU work or run steps (``host_thread``)
+        self.thread_proc = np.unique(S.decode_pid(self.thread_keys), return_inverse=True)[1].astype(np.int64) \
+            if len(self.thread_keys) else np.zeros(0, np.int64)
+        self.host_thread = np.zeros(len(self.thread_keys), dtype=bool)
+        lt = np.asarray(getattr(plan, "launch_threads", np.zeros(0, np.int64)), dtype=np.int64)
+        self.host_thread[lt[lt < len(self.thread_keys)]] = True
+        self.host_thread[self.step_thread[(self.step_thread >= 0) & (self.step_thread < len(self.thread_keys))]] = True
+        self.step_proc = np.where(self.step_thread >= 0, self.thread_proc[np.maximum(self.step_thread, 0)], -1) \
+            if len(self.step_thread) and len(self.thread_proc) else np.full(len(self.step_thread), -1, np.int64)
 
     def _code(self, ids: np.ndarray, values: np.ndarray) -> np.ndarray:
         dt = np.uint16 if len(ids) < (1 << 16) else np.int32
@@ -565,6 +581,7 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         win.gap_count = np.bincount(g.device[sel].astype(np.int64), minlength=ndev)[:ndev].astype(np.int64)
         if len(sel):
             _gap_totals(win, g, sel, w0, w1)
+            _dependency_gaps(win, g, sel, w0, w1, st.ops)
     # host: sync time per thread, sync and allocation calls by name
     if st.host is not None:
         nth = len(ctx.thread_keys)
@@ -640,13 +657,14 @@ def _where(ctx: Context, st: SliceState, win: Window, inw: np.ndarray, w0: int, 
             th = g.thread_index[sel]
             mid = (np.maximum(g.start_ns[sel], w0) + np.minimum(g.end_ns[sel], w1)) // 2
             for name, cause, when in (("launch_gaps", CAUSE_LAUNCH, g.next_api_start_ns[sel]),
+                                      ("dependency_gaps", gpu_m.CAUSE_DEP, g.next_api_start_ns[sel]),
                                       ("host_gaps", CAUSE_HOST, mid), ("input_gaps", CAUSES.index("input"), mid),
                                       ("sync_gaps", CAUSES.index("sync"), g.start_ns[sel])):
                 w = amounts[:, cause]
                 m = np.flatnonzero(w > 0)
                 if not len(m):
                     continue
-                if name == "launch_gaps" and len(ops):
+                if name in ("launch_gaps", "dependency_gaps") and len(ops):
                     # at the launch of the operation ending the gap: that operation's site, already
                     # found (op_sites), when the gap names the same thread and call
                     nxt = g.next_op[sel[m]]
@@ -782,6 +800,31 @@ def _gap_totals(win: Window, g: gpu_m.Gaps, sel: np.ndarray, w0: int, w1: int) -
         win.host_gaps.append(_compact(hg))
 
 
+def _dependency_gaps(win: Window, g: gpu_m.Gaps, sel: np.ndarray, w0: int, w1: int, ops: Ops) -> None:
+    """The TOP_GAPS gaps with the most GPU-side dependency time inside ``[w0, w1)``, with what is
+    known of the operation that ends each (its stream and launching call): the evidence of the
+    gpu-dependency rule (``nsysdoc.metrics.dependency``)."""
+    dep = g.amounts[sel, gpu_m.CAUSE_DEP].astype(np.int64)
+    cut = np.flatnonzero(((g.start_ns[sel] < w0) | (g.end_ns[sel] > w1)) & (dep > 0))
+    if len(cut):
+        dep[cut] = g.split(sel[cut], w0, w1)[:, gpu_m.CAUSE_DEP]
+    has = np.flatnonzero(dep > 0)
+    if not len(has) or g.next_op is None:
+        return
+    top = has[_top_idx(dep[has])]
+    for k in top.tolist():
+        i = int(sel[k])
+        j = int(g.next_op[i])
+        if j < 0 or j >= len(ops):
+            continue
+        api = int(ops.api[j])
+        win.dep_longest.append((int(dep[k]), int(g.device[i]), int(max(g.start_ns[i], w0)), int(min(g.end_ns[i], w1)),
+                                int(ops.stream[j]), int(ops.kind[j]), int(ops.row[j]), int(ops.name_id[j]),
+                                int(ops.start_ns[j]), api, int(ops.api_start_ns[j]) if api >= 0 else -1,
+                                int(ops.api_end[j]) if api >= 0 else -1, int(ops.api_tid(np.array([j]))[0])))
+    win.dep_longest = _top_gaps(win.dep_longest)
+
+
 def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: Carry) -> None:
     """The slice's share of the window-independent totals (steps, set-up, scalar reads)."""
     ops = st.ops
@@ -848,7 +891,16 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
         sel = np.flatnonzero((ctx.step_thread >= 0) & (ss < c1) & (se > c0))
         if len(sel):
             a, b = np.maximum(ss[sel], c0), np.maximum(np.minimum(se[sel], c1), np.maximum(ss[sel], c0))
-            tot.step_sync[sel] += st.host.sync.covered(ctx.step_thread[sel], a, b)
+            # wall-clock time of the step during which a thread of its process was blocked in a
+            # sync: the union over those threads, clipped to the step (never a sum over threads,
+            # never more than the step: issue 46)
+            u = st.host.sync
+            uk = np.asarray(u.keys, dtype=np.int64)
+            keep = np.flatnonzero((uk < len(ctx.host_thread)) & ctx.host_thread[np.minimum(uk, max(len(ctx.host_thread) - 1, 0))]) \
+                if len(u) and len(ctx.host_thread) else np.zeros(0, np.int64)
+            by_proc = iv.union(ctx.thread_proc[u.keys[keep]], u.starts[keep], u.ends[keep]) if len(keep) \
+                else iv.union(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+            tot.step_sync[sel] += by_proc.covered(ctx.step_proc[sel], a, b)
     # device-to-host copies per step: bytes (by start), time with no kernel running (by position)
     for p in _both(st):
         di = np.flatnonzero(((p.flags & FLAG_DTOH) != 0) & ((p.flags & FLAG_IN_WINDOW) != 0) & (p.step >= 0))

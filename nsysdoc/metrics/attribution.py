@@ -34,6 +34,7 @@ SELECTORS = {
     "pageable_copies": "host<->device copies from or to pageable memory, by their duration",
     "dtoh_copies": "device-to-host copies larger than a scalar, by their duration",
     "launch_gaps": "GPU idle time of class launch, at the launch of the operation that ends each gap",
+    "dependency_gaps": "GPU idle time of class dependency, at the launch of the operation that waited (ends each gap)",
     "host_gaps": "GPU idle time of class host, at the middle of each gap on the launching thread",
     "input_gaps": "GPU idle time of class input (waiting for data), at the middle of each gap on the launching thread",
     "sync_gaps": "GPU idle time of class sync, at the start of each gap on the launching thread (inside the blocking call)",

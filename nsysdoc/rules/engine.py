@@ -470,6 +470,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
         "sync_calls": m["sync"]["sync_calls"],
         "sync_threads": m["sync"]["host_sync_ms_by_thread"],
         "gaps": gaps,
+        "dependency_waits": m["idle_gaps"].get("dependency_waits") or [],
         "underfilled_kernels": (m.get("underfilled") or {}).get("kernels") or [],
     }
 

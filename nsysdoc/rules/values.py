@@ -18,7 +18,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "launch_call_count", "module_load_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
     "copy_only_ms_per_step",
     *(f"idle_{c}_{u}" for c in IDLE_CLASSES for u in ("ms", "pct", "ms_per_step")),
-    "idle_pct", "alloc_steps_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
+    "idle_pct", "dependency_waited_on", "dependency_launched_ms_before", "alloc_steps_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
     "host_gap_count", "host_gap_ms_max", "host_gap_ms_median", "idle_before_first_op_ms_median",
     "step_start_idle_pct_median", "host_sync_ms_per_step_median", "scalar_reads_per_step_median",
     "scalar_read_count", "sync_call_count", "host_sync_ms_max_thread", "alloc_call_count", "alloc_api_ms",
@@ -54,7 +54,7 @@ VALUE_NAMES: tuple[str, ...] = (
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
-STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
+STRING_VALUES = frozenset({"dependency_waited_on", "top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
@@ -81,6 +81,9 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "setup_events": ["name", "kind", "count", "total_ms", "max_ms"],
     "gaps": ["device", "start_ns", "end_ns", "duration_ms", "cause", "pid", "tid",
              *(f"{c}_ms" for c in IDLE_CLASSES)],
+    "dependency_waits": ["device", "start_ns", "end_ns", "duration_ms", "dependency_ms", "stream", "waiting_op",
+                         "op_start_ns", "launch_api", "launched_ms_before", "pid", "tid", "producer",
+                         "producer_device", "producer_stream", "producer_end_ns", "host_call", "host_call_us_before"],
     "underfilled_kernels": ["name", "blocks", "threads_per_block", "registers_per_thread", "shared_memory_bytes",
                             "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
                             "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],

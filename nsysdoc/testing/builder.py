@@ -321,11 +321,13 @@ class Thread:
         return a0, a1
 
     def wait_event(self, waiting_stream: int, on_stream: int, device: int | None = None,
-                   api_us: float = 2.0) -> tuple[int, int]:
-        """``cudaStreamWaitEvent``: a *device-side* wait; the host returns at once."""
+                   api_us: float = 2.0, on_device: int | None = None) -> tuple[int, int]:
+        """``cudaStreamWaitEvent``: a *device-side* wait; the host returns at once. The event is
+        recorded on ``on_stream`` of ``on_device`` (default: the waiting stream's device; another
+        GPU's stream is a cross-device wait)."""
         dev = self.process.default_device if device is None else device
         w = self.process.stream(dev, waiting_stream)
-        o = self.process.stream(dev, on_stream)
+        o = self.process.stream(dev if on_device is None else on_device, on_stream)
         self._api("cudaEventRecord_v3020", 2.0)
         a0, a1, corr = self._api("cudaStreamWaitEvent_v3020", api_us)
         w.free_at = max(w.free_at, o.free_at)

@@ -707,13 +707,36 @@ def cutlass_gemm_family(steps: int = 4, gemm_us: tuple[float, ...] = (900.0, 600
     return cap
 
 
+def event_wait_on_other_gpu(steps: int = 6, producer_us: float = 20_000.0, local_us: float = 1_000.0,
+                            consumer_us: float = 2_000.0) -> Capture:
+    """One thread feeds two GPUs. Each step it launches a long producer kernel on GPU 1 (stream 9)
+    and a short kernel on GPU 0 (stream 7), then makes GPU 0's stream wait for the producer
+    (cudaEventRecord + cudaStreamWaitEvent, a device-side wait), launches the consumer on GPU 0 at
+    once (both inside an NVTX range ``consume_from_gpu1``) and reads a scalar from it
+    (``loss.item()``). GPU 0 sits idle from the end of its short
+    kernel until the producer on GPU 1 ends although its next kernel was launched long before:
+    GPU-side dependency idle. (On one GPU the producer would keep the device busy: an idle GPU that
+    waits on another stream's work waits on something outside it.)"""
+    cap = Capture(gpu_names={0: "NVIDIA A100-SXM4-80GB", 1: "NVIDIA A100-SXM4-80GB"})
+    t = cap.process(pid=4600, device=0).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch("producer_kernel", producer_us, stream=9, device=1)
+            t.launch("local_kernel", local_us, stream=7, device=0)
+            with t.range("consume_from_gpu1"):
+                t.wait_event(7, 9, device=0, on_device=1)
+                t.launch("consumer_kernel", consumer_us, stream=7, device=0)
+            t.item(stream=7, device=0)
+    return cap
+
+
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
         ddp_nccl, dominant_kernel, no_step_markers, irregular_work, seed_case_augmentation, seed_case_large_model,
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
-        where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family,
+        where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family, event_wait_on_other_gpu,
         # issue 46, item 8
         one_kernel_76pct_no_steps, one_kernel_92pct, dominant_kernel_uneven_steps, nccl_kernel_dominates,
         tiny_kernel_flood_559,

@@ -45,6 +45,13 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "time_ms": ("Time (ms)", "ms"), "gbps": ("Bandwidth (GB/s)", "gbps"), "api": ("API", "text"),
     "max_ms": ("Longest (ms)", "ms"), "share_of_window_pct": ("Share of window (%)", "pct"),
     "cause": ("Largest class", "text"),
+    # what the GPU waited on (gpu-dependency's evidence)
+    "stream": ("Stream", "id"), "waiting_op": ("Waiting operation", "text"), "op_start_ns": ("Op start (s)", "ts"),
+    "launch_api": ("Launching call", "text"), "launched_ms_before": ("Launched before it ran (ms)", "ms"),
+    "producer": ("Producer (ended when the wait did)", "text"), "producer_device": ("Producer device", "text"),
+    "producer_stream": ("Producer stream", "id"), "producer_end_ns": ("Producer end (s)", "ts"),
+    "host_call": ("Wait/record/graph call before the launch", "text"),
+    "host_call_us_before": ("That call before the launch (µs)", "us"),
     **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
     **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
 }
