@@ -23,7 +23,10 @@ VALUE_NAMES: tuple[str, ...] = (
     "step_start_idle_pct_median", "host_sync_ms_per_step_median", "scalar_reads_per_step_median",
     "scalar_read_count", "sync_call_count", "host_sync_ms_max_thread", "alloc_call_count", "alloc_api_ms",
     "span_ms", "setup_ms", "setup_pct", "setup_before_ms", "setup_span_ms", "capture_ms", "busy_capture_pct",
-    "outside_window_pct", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
+    "outside_window_pct", "unrecorded_call_count", "unrecorded_call_name", "unrecorded_call_ms",
+    "unrecorded_covered_ms", "unrecorded_gpu_ms", "gpu_work_sliver", "busy_capture_share_pct",
+    "host_outside_window_ms", "host_outside_window_pct", "host_outside_before_ms", "host_outside_after_ms",
+    "host_outside_phase_count", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
     "exposed_comm_ms", "comm_overlapped_pct", "exposed_comm_pct", "exposed_comm_ms_per_step", "copy_count",
     "copy_ms", "copy_bytes", "copy_gbps", "top_copy_kind", "top_copy_host_memory", "top_copy_ms",
     "top_copy_bytes", "top_copy_gib", "top_copy_count", "top_copy_gbps", "pageable_copy_count",
@@ -51,7 +54,7 @@ VALUE_NAMES: tuple[str, ...] = (
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
-STRING_VALUES = frozenset({"top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
+STRING_VALUES = frozenset({"unrecorded_call_name", "top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
@@ -78,6 +81,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "setup_events": ["name", "kind", "count", "total_ms", "max_ms"],
     "gaps": ["device", "start_ns", "end_ns", "duration_ms", "cause", "pid", "tid",
              *(f"{c}_ms" for c in IDLE_CLASSES)],
+    "host_outside_phases": ["where", "name", "start_ns", "end_ns", "duration_ms"],
     "underfilled_kernels": ["name", "blocks", "threads_per_block", "registers_per_thread", "shared_memory_bytes",
                             "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
                             "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],

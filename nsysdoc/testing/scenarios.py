@@ -629,6 +629,59 @@ def cutlass_gemm_family(steps: int = 4, gemm_us: tuple[float, ...] = (900.0, 600
     return cap
 
 
+def sync_outlasts_recorded_work(kernels: int = 60, kernel_us: float = 500.0, cpu_before_sync_us: float = 28_115.0,
+                                sync_us: float = 29_000.0) -> Capture:
+    """An incomplete capture (issue 46, item 5): ``kernels`` kernels run back to back, then a
+    ``cudaStreamSynchronize`` lasts ``sync_us`` although the recorded kernels end 1 ms into it:
+    the host waited on GPU work the capture does not hold."""
+    cap = Capture()
+    t = cap.process(pid=4700).thread()
+    for _ in range(kernels):
+        t.cpu(us=10)
+        t.launch(GEMM, kernel_us)
+    t.cpu(us=cpu_before_sync_us)
+    t.api("cudaStreamSynchronize_v3020", us=sync_us)
+    return cap
+
+
+def sliver_of_gpu_work_in_long_program(kernels: int = 62, kernel_us: float = 2.5, python_us: float = 75.0,
+                                       context_ms: float = 100.0, host_after_ms: float = 420.0) -> Capture:
+    """A sliver of GPU work (issue 46, item 6): ``kernels`` tiny kernels (62 x 2.5 us = 0.155 ms)
+    with per-launch Python between them, in a program that creates its context first and then
+    runs ``host_after_ms`` of host code with no CUDA call."""
+    cap = Capture()
+    t = cap.process(pid=4800).thread()
+    t.api("cudaFree_v3020", us=context_ms * 1000)
+    for _ in range(kernels):
+        t.cpu(us=python_us)
+        t.launch(ELEMENTWISE, kernel_us)
+    t.sync_device()
+    t.cpu(us=host_after_ms * 1000)
+    t.api("cudaFree_v3020", us=50)
+    return cap
+
+
+def vector_add_host_init_and_verify(init_ms: float = 3000.0, verify_ms: float = 2000.0, nbytes: int = 12_000_000,
+                                    kernel_us: float = 500.0) -> Capture:
+    """A vector-add program (issue 46, item 7): context creation (a 50 ms cudaMalloc) and two more
+    allocations, ``init_ms`` of host initialisation with no CUDA call, two synchronous HtoD copies,
+    the kernel, a synchronous DtoH copy, ``verify_ms`` of host verification, three cudaFree."""
+    cap = Capture()
+    t = cap.process(pid=4900, name="vector_add").thread()
+    t.malloc(us=50_000)
+    t.malloc(us=200)
+    t.malloc(us=200)
+    t.cpu(us=init_ms * 1000)
+    t.memcpy("HtoD", nbytes, asynchronous=False)
+    t.memcpy("HtoD", nbytes, asynchronous=False)
+    t.launch("vectorAdd(const float *, const float *, float *, int)", kernel_us)
+    t.memcpy("DtoH", nbytes, asynchronous=False)
+    t.cpu(us=verify_ms * 1000)
+    for _ in range(3):
+        t.free(us=300)
+    return cap
+
+
 SCENARIOS: dict[str, Callable[..., Capture]] = {
     f.__name__: f for f in (
         healthy_training, launch_bound_small_kernels, dataloader_starvation, sync_storm, pageable_h2d,
@@ -636,5 +689,6 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
         pseudo_busy, sample_training, weight_streaming, allocator_churn, jit_warmup_then_steady,
         host_work_between_steps, sync_then_dependent_cpu_work, steady_training, operators_forward_backward,
         where_tiny_kernels_and_item, native_app_backtraces, cutlass_gemm_family,
+        sync_outlasts_recorded_work, sliver_of_gpu_work_in_long_program, vector_add_host_init_and_verify,
     )
 }
