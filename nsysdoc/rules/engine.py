@@ -636,7 +636,8 @@ UNEXPLAINED_IDLE_MIN_PCT = 10.0
 
 def _support_problems(v: dict, kineto: bool) -> list[str]:
     """What the capture cannot support (:mod:`nsysdoc.metrics.capture_checks`): GPU work not
-    recorded under a blocking call, idle time no launching call explains, a sliver of GPU work."""
+    recorded under a blocking call, idle time no launching call explains or that follows the last
+    GPU operation (above ``UNEXPLAINED_IDLE_MIN_PCT`` % of the window), a sliver of GPU work."""
     out = []
     n = v.get("unrecorded_call_count") or 0
     if n:
@@ -656,6 +657,11 @@ def _support_problems(v: dict, kineto: bool) -> list[str]:
         out.append(f"{text.duration((v.get('idle_unattributed_ms') or 0) * 1e6)} ({pct:.1f}% of the window) of GPU "
                    "idle ends in operations with no recorded launching call (unified-memory migrations, driver or "
                    f"graph work), so what the GPU waited on is unknown: {how}")
+    tail = v.get("idle_tail_pct")
+    if isinstance(tail, (int, float)) and tail > UNEXPLAINED_IDLE_MIN_PCT:
+        out.append(f"{text.duration((v.get('idle_tail_ms') or 0) * 1e6)} ({tail:.1f}% of the window) of GPU idle comes "
+                   "after the last GPU operation: the window ends with host work that launches nothing the capture "
+                   "holds (the last step's tail, tear-down), so it cannot say what comes next; capture more steps")
     if v.get("gpu_work_sliver"):
         share = v.get("busy_capture_share_pct")
         out.append(f"the window holds only {text.duration((v.get('busy_ms') or 0) * 1e6)} of GPU work"
