@@ -36,7 +36,9 @@ def test_builtin_rule_ids_are_the_public_contract():
         "transfer-bound", "allocation-churn", "one-time-setup", "host-bound",
         # issue 28: long CUDA calls while the GPU waits are driver work, not launch overhead;
         # kernels too small to fill the GPU
-        "driver-stall", "under-filled-gpu"])
+        "driver-stall", "under-filled-gpu",
+        # issue 46: the program's own host time outside the window
+        "host-outside-window"])
 
 
 PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",
