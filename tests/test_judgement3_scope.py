@@ -135,10 +135,10 @@ def test_sliver_boundaries(busy_ms, capture_ms, sliver):
     assert cc.gpu_work_sliver(busy_ms, capture_ms) is sliver
 
 
-# sliver_of_gpu_work_in_long_program (defaults): a 100 ms cudaFree (context creation), then 62
+# sliver_of_gpu_work_in_long_program (defaults): a 400 ms cudaFree (context creation), then 62
 # launches of a 2.5 µs kernel, each after 75 µs of Python: 62 x 2.5 µs = 0.155 ms of GPU work
 # (< 1 ms: a sliver), 62 operations (>= 50: enough to judge without this rule). Window = GPU
-# span: first kernel at T0 + 100 ms + 75 µs + 5 µs, each next one 80 µs later, the last ends
+# span: first kernel at T0 + 400 ms + 75 µs + 5 µs, each next one 80 µs later, the last ends
 # 61 x 80 + 2.5 µs later: 4.8825 ms; idle 4.8825 - 0.155 = 4.7275 ms, all launch gaps = 96.83%
 # of the window: launch-bound would be critical (>= 15%); capped at info.
 def test_sliver_caps_launch_bound_at_info(build):
@@ -155,8 +155,9 @@ def test_sliver_caps_launch_bound_at_info(build):
 
 
 def test_more_gpu_work_keeps_launch_bound_critical(build):
-    # 62 x 50 µs = 3.1 ms of GPU work in a capture of 1,000 + 100 + 62 x 130 µs + 420 ms + ... ~1,528 ms:
-    # 0.2% >= 0.1% and >= 1 ms: no sliver; idle 62 x 80 µs - 80 µs... >= 15% of the window: critical
+    # 62 x 50 µs = 3.1 ms of GPU work in a capture of about 1,000 + 400 + 62 x 80 µs + 100 ms ~ 1,505 ms
+    # (launches 80 µs apart, each kernel 50 µs: 30 µs launch gaps): 0.21% >= 0.1% and >= 1 ms: no
+    # sliver; launch idle 61 x 30 µs = 1.83 ms of a 61 x 80 + 50 = 4.93 ms window = 37% >= 15%: critical
     r = diagnose_path(build("sliver_of_gpu_work_in_long_program", kernel_us=50.0))
     v = r["metrics"]["values"]
     assert v["busy_ms"] == approx(3.1) and v["gpu_work_sliver"] is False

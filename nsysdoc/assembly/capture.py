@@ -227,8 +227,9 @@ def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
                     "duration_ms": _num((e[i] - s[i]) / 1e6), "covered_ms": _num(hit["covered_ns"][k] / 1e6),
                     "uncovered_ms": _num(hit["uncovered_ns"][k] / 1e6),
                     "pid": int(pids[rows["proc"][i]]) if 0 <= rows["proc"][i] < len(pids) else None})
-    # host phases with no CUDA work outside the window (nsys: the capture starts with the process)
-    if extent is not None and t.source_tool == "nsys":
+    # host phases with no CUDA work outside the window, from the first CUDA call (an nsys capture
+    # starts with the process, a PyTorch Profiler trace when the profiler did)
+    if extent is not None:
         from .sections import _first_start
 
         c0, c1 = extent

@@ -645,10 +645,10 @@ def sync_outlasts_recorded_work(kernels: int = 60, kernel_us: float = 500.0, cpu
 
 
 def sliver_of_gpu_work_in_long_program(kernels: int = 62, kernel_us: float = 2.5, python_us: float = 75.0,
-                                       context_ms: float = 100.0, host_after_ms: float = 420.0) -> Capture:
+                                       context_ms: float = 400.0, host_after_ms: float = 100.0) -> Capture:
     """A sliver of GPU work (issue 46, item 6): ``kernels`` tiny kernels (62 x 2.5 us = 0.155 ms)
-    with per-launch Python between them, in a program that creates its context first and then
-    runs ``host_after_ms`` of host code with no CUDA call."""
+    with per-launch Python between them, in a ~505 ms program that creates its context first
+    (``context_ms``) and then runs ``host_after_ms`` of host code with no CUDA call."""
     cap = Capture()
     t = cap.process(pid=4800).thread()
     t.api("cudaFree_v3020", us=context_ms * 1000)

@@ -45,6 +45,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "time_ms": ("Time (ms)", "ms"), "gbps": ("Bandwidth (GB/s)", "gbps"), "api": ("API", "text"),
     "max_ms": ("Longest (ms)", "ms"), "share_of_window_pct": ("Share of window (%)", "pct"),
     "cause": ("Largest class", "text"),
+    "where": ("Where", "text"),
     **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
     **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
 }
