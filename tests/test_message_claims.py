@@ -122,7 +122,10 @@ def generic_claims(r: dict, f: dict, bad) -> None:
     window, span = _window_ms(r), _span_ms(r)
     imp_ms, imp_pct = f.get("impact_ms"), f.get("impact_pct")
     over = window
-    if spec.get("impact_pct") or str(f.get("impact_of") or "").startswith("GPU span"):
+    capture_ms = ((r.get("capture") or {}).get("framing") or {}).get("capture_ms")
+    if f.get("impact_of") == "capture":  # measured over the whole capture (scope: capture, issue 46)
+        over = capture_ms
+    elif spec.get("impact_pct") or str(f.get("impact_of") or "").startswith("GPU span"):
         over = _setup_base_ms(r) if rule == "one-time-setup" else span
 
     # the share beside the cost: impact_pct = impact_ms / window (one-time set-up: / GPU span)
@@ -153,6 +156,8 @@ def generic_claims(r: dict, f: dict, bad) -> None:
     bound = max(x for x in (window or 0, span or 0)) if (window or span) else None
     if bound and rule == "one-time-setup":  # it also counts the set-up before the first GPU operation
         bound = max(bound, _setup_base_ms(r) or 0)
+    if f.get("impact_of") == "capture" and capture_ms:  # times of the whole capture
+        bound = max(bound or 0, capture_ms)
     if bound and rule not in ("capture-quality", "no-gpu-activity"):
         for m in TIME_RE.finditer(msg):
             if m.group(0) in literal:
@@ -169,8 +174,16 @@ def generic_claims(r: dict, f: dict, bad) -> None:
 
     # severity agrees with the number beside it (by-impact policy, capped by max_severity)
     if spec.get("severity") == "by-impact" and imp_pct is not None and sev in SEV:
-        want = "info" if _too_little_work(r) else \
-            "critical" if imp_pct >= CRITICAL_FROM else "warning" if imp_pct >= WARNING_FROM else "info"
+        by_pct = "critical" if imp_pct >= CRITICAL_FROM else "warning" if imp_pct >= WARNING_FROM else "info"
+        values = (r.get("metrics") or {}).get("values") or {}
+        # scope: capture rules are judged whatever the GPU work; on a sliver of GPU work (issue 46)
+        # only the capture's own findings and set-up keep their severity
+        # too little GPU work to judge: info, except host rules on a window of 500 ms or more with kernels
+        unjudged = (r.get("capture") or {}).get("enough_gpu_work") is False and not (
+            spec.get("scope") == "host" and values.get("kernel_count") and (window or 0) >= 500)
+        want = by_pct if spec.get("scope") == "capture" else "info" if (
+            _too_little_work(r) or unjudged or (values.get("gpu_work_sliver") and spec.get("category") != "capture"
+                                                and spec.get("phase") != "framing")) else by_pct
         cap = spec.get("max_severity")
         if cap and SEV[want] > SEV[cap]:
             want = cap

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import capture as capture_m
+from ..metrics import capture_checks as checks_m
 from ..trace import schema as S
 from ..metrics.window import MIN_GPU_BUSY_MS, MIN_GPU_OPS, MIN_WINDOW_MS
 from .numbers import _mean, _num
@@ -131,6 +132,7 @@ def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[in
         "warnings": notes,
         "device_count": int(len(t.devices)),
         "process_count": int(len(t.processes)),
+        **_capture_checks(a, extent),
     }
 
 
@@ -183,3 +185,79 @@ def _steps_inferred(steps) -> dict | None:
                      f"{cold}{unit}")
     return {**info, "description": "steps were inferred from the repeating GPU work: " + "; ".join(parts) +
             ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}
+
+
+def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
+    """``capture.unrecorded_gpu_work`` and ``capture.host_outside_window``: what the capture can
+    support (:mod:`nsysdoc.metrics.capture_checks`; glossary "What the capture can support")."""
+    from ..engine.data import GPU_KINDS, blocking_of
+
+    t = a.trace
+    w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
+    out: dict = {"unrecorded_gpu_work": [], "host_outside_window": None}
+    rt = t.store.get("runtime")
+    if w0 is None or w1 is None or rt is None or not len(rt):
+        return out
+
+    def ops_starting(lo, hi) -> dict:
+        parts = [tab.rows_starting_in(lo, hi, ["start_ns", "end_ns", "proc"])
+                 for _, name in GPU_KINDS if (tab := t.store.get(name)) is not None and len(tab)]
+        return {c: np.concatenate([p[c] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+                for c in ("start_ns", "end_ns", "proc")}
+
+    # blocking calls that start in the window and outlast the recorded GPU work of their process
+    rows = rt.rows_overlapping(w0, w1, ["start_ns", "end_ns", "api_kind", "name_id", "pos", "proc"])
+    if len(rows["start_ns"]):
+        pageable = np.asarray(t.derived.get("pageable_async_api", np.zeros(0, np.int64)))
+        blocking = blocking_of(rows, pageable)
+        s, e = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
+        cand = np.flatnonzero(blocking & (s >= w0) & (s < w1) & (e - s > checks_m.UNRECORDED_MIN_NS))
+        if len(cand):
+            ops = ops_starting(w0, int(e[cand].max()))
+            hit = checks_m.unrecorded_after_blocking(s[cand], e[cand], rows["proc"][cand], ops["start_ns"],
+                                                    ops["end_ns"], ops["proc"])
+            pick = cand[hit["index"]]
+            order = np.argsort(-hit["uncovered_ns"], kind="stable")
+            names = t.strings.lookup(np.asarray(rows["name_id"][pick], dtype=np.int64)) if len(pick) else []
+            pids = np.asarray(t.processes["pid"])
+            for k in order:
+                i = pick[k]
+                out["unrecorded_gpu_work"].append({
+                    "call": S.strip_api_suffix(str(names[k])), "start_ns": int(s[i]), "end_ns": int(e[i]),
+                    "duration_ms": _num((e[i] - s[i]) / 1e6), "covered_ms": _num(hit["covered_ns"][k] / 1e6),
+                    "uncovered_ms": _num(hit["uncovered_ns"][k] / 1e6),
+                    "pid": int(pids[rows["proc"][i]]) if 0 <= rows["proc"][i] < len(pids) else None})
+    # host phases with no CUDA work outside the window, from the first CUDA call (an nsys capture
+    # starts with the process, a PyTorch Profiler trace when the profiler did)
+    if extent is not None:
+        from .sections import _first_start
+
+        c0, c1 = extent
+        first_call = _first_start(rt)
+        if first_call is not None:
+            spans = [(first_call, w0), (w1, c1)]
+            bs, be = [], []
+            for lo, hi in spans:
+                if hi <= lo:
+                    continue
+                r = rt.rows_overlapping(lo, hi, ["start_ns", "end_ns"])
+                o = ops_starting(lo, hi)
+                bs += [r["start_ns"].astype(np.int64), o["start_ns"]]
+                be += [r["end_ns"].astype(np.int64), o["end_ns"]]
+            res = a.engine
+            if res is not None:
+                _, rs, re_ = res.plan.setup_ranges
+                bs.append(np.asarray(rs, np.int64))
+                be.append(np.asarray(re_, np.int64))
+            phases = checks_m.host_phases_outside_window(
+                first_call, c1, w0, w1, np.concatenate(bs) if bs else np.zeros(0, np.int64),
+                np.concatenate(be) if be else np.zeros(0, np.int64))
+            total = sum(p["end_ns"] - p["start_ns"] for p in phases)
+            cap_ns = c1 - c0
+            out["host_outside_window"] = {
+                "ms": _num(total / 1e6), "pct": _num(total / cap_ns * 100) if cap_ns > 0 else None,
+                "before_ms": _num(sum(p["end_ns"] - p["start_ns"] for p in phases if p["where"] == "before the window") / 1e6),
+                "after_ms": _num(sum(p["end_ns"] - p["start_ns"] for p in phases if p["where"] == "after the window") / 1e6),
+                "phases": [{**p, "duration_ms": _num((p["end_ns"] - p["start_ns"]) / 1e6)}
+                           for p in sorted(phases, key=lambda p: p["start_ns"] - p["end_ns"])[:10]]}
+    return out

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import alloc as alloc_m
+from ..metrics import capture_checks as checks_m
 from ..metrics import gpu as gpu_m
 from ..metrics import kernels as kernels_m
 from ..metrics.gpu_metrics import METRICS as GPU_METRIC_NAMES
@@ -126,6 +127,22 @@ def _values(a: Analysis, r: dict) -> dict:
     v["capture_ms"] = fr.get("capture_ms")
     v["busy_capture_pct"] = fr.get("busy_capture_pct")
     v["outside_window_pct"] = fr.get("outside_window_pct")
+    # what the capture can support (nsysdoc.metrics.capture_checks; glossary "What the capture can support")
+    unrec = cap.get("unrecorded_gpu_work") or []
+    v["unrecorded_call_count"] = len(unrec)
+    v["unrecorded_call_name"] = unrec[0]["call"] if unrec else None
+    v["unrecorded_call_ms"] = unrec[0]["duration_ms"] if unrec else None
+    v["unrecorded_covered_ms"] = unrec[0]["covered_ms"] if unrec else None
+    v["unrecorded_gpu_ms"] = _num(sum(x["uncovered_ms"] or 0 for x in unrec)) if unrec else None
+    v["gpu_work_sliver"] = checks_m.gpu_work_sliver(v["busy_ms"], v["capture_ms"]) if v["gpu_activity"] else False
+    v["busy_capture_share_pct"] = (_num(v["busy_ms"] / v["capture_ms"] * 100)
+                                   if v["busy_ms"] is not None and v["capture_ms"] else None)
+    hw = cap.get("host_outside_window") or {}
+    v["host_outside_window_ms"] = hw.get("ms")
+    v["host_outside_window_pct"] = hw.get("pct")
+    v["host_outside_before_ms"] = hw.get("before_ms")
+    v["host_outside_after_ms"] = hw.get("after_ms")
+    v["host_outside_phase_count"] = len(hw.get("phases") or []) if hw else None
     v["warmup_ms"] = sum(x["duration_ms"] or 0 for x in cap["excluded"] if x["kind"] == "warm-up")
     top_setup = (setup["events"] or [None])[0]
     v["top_setup_name"] = top_setup["name"] if top_setup else None

@@ -68,9 +68,11 @@ RULE_SCHEMA: dict[str, Any] = {
         "impact_pct": {"type": ["string", "number", "null"],
                        "description": "expression: impact as a % of the window (default impact_ms / window_ms * 100)"},
         "max_severity": {"enum": list(SEVERITIES), "description": "the highest severity the rule may reach"},
-        "scope": {"enum": ["gpu", "host"],
+        "scope": {"enum": ["gpu", "host", "capture"],
                   "description": "host: the rule measures time the GPU sat idle because of the host, which a "
-                                 "long enough window can show even with little GPU work (policy.HOST_JUDGE_MIN_WINDOW_MS)"},
+                                 "long enough window can show even with little GPU work (policy.HOST_JUDGE_MIN_WINDOW_MS); "
+                                 "capture: the rule measures the program's time over the whole capture, judged "
+                                 "whatever the GPU work"},
         "phase": {"enum": ["steady", "framing"],
                   "description": "framing: the rule is about how the capture is framed (one-time set-up, start-up), "
                                  "not the steady state; the verdict names it only when no steady-state finding "

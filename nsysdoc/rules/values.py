@@ -26,7 +26,10 @@ VALUE_NAMES: tuple[str, ...] = (
     "alloc_count", "alloc_release_count", "alloc_repeat_count", "alloc_growth_count", "alloc_first_call_count",
     "alloc_repeat_steps", "alloc_repeat_steps_pct", "alloc_growth_ms",
     "span_ms", "setup_ms", "setup_pct", "setup_before_ms", "setup_span_ms", "capture_ms", "busy_capture_pct",
-    "outside_window_pct", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
+    "outside_window_pct", "unrecorded_call_count", "unrecorded_call_name", "unrecorded_call_ms",
+    "unrecorded_covered_ms", "unrecorded_gpu_ms", "gpu_work_sliver", "busy_capture_share_pct",
+    "host_outside_window_ms", "host_outside_window_pct", "host_outside_before_ms", "host_outside_after_ms",
+    "host_outside_phase_count", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
     "exposed_comm_ms", "comm_overlapped_pct", "exposed_comm_pct", "exposed_comm_ms_per_step", "copy_count",
     "copy_ms", "copy_bytes", "copy_gbps", "top_copy_kind", "top_copy_host_memory", "top_copy_ms",
     "top_copy_bytes", "top_copy_gib", "top_copy_count", "top_copy_gbps", "pageable_copy_count",
@@ -54,7 +57,7 @@ VALUE_NAMES: tuple[str, ...] = (
 )
 
 #: values that are text, not numbers (format specs are checked against this at load time)
-STRING_VALUES = frozenset({"dependency_waited_on", "top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
+STRING_VALUES = frozenset({"dependency_waited_on", "unrecorded_call_name", "top_kernel_name", "top_kernel_short_name", "ncu_command", "capture_problems", "window_kind",
                            "top_setup_name", "top_copy_kind", "top_copy_host_memory", "fp32_advice", "fp32_fix",
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
@@ -84,6 +87,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "dependency_waits": ["device", "start_ns", "end_ns", "duration_ms", "dependency_ms", "stream", "waiting_op",
                          "op_start_ns", "launch_api", "launched_ms_before", "pid", "tid", "producer",
                          "producer_device", "producer_stream", "producer_end_ns", "host_call", "host_call_us_before"],
+    "host_outside_phases": ["where", "name", "start_ns", "end_ns", "duration_ms"],
     "underfilled_kernels": ["name", "blocks", "threads_per_block", "registers_per_thread", "shared_memory_bytes",
                             "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
                             "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],

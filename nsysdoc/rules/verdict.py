@@ -4,7 +4,9 @@
 
 * ``no-gpu``: no GPU activity, or no kernel and too little GPU work (headline ``no-gpu-activity``);
 * ``too-little-work``: too little GPU work in the window to judge (headline ``capture-quality``);
-  the sentence says so and the detail names what the capture does show;
+  the sentence says so and the detail names what the capture does show; also when GPU work was
+  not recorded (``capture.unrecorded_gpu_work``: a blocking call outlasts the recorded GPU work)
+  and no finding is the main bottleneck: no bound rests on such a window;
 * ``bottleneck``: the main finding (:func:`main_finding`; glossary "How the verdict is chosen"):
   the first of the findings order — severity, then steady state before framing, then cost — at
   warning or critical that costs at least ``MAIN_MIN_PCT`` % of what it is measured over; one-time
@@ -294,6 +296,16 @@ def verdict(result: dict) -> dict:
                 "impact_ms_per_step": f.get("impact_ms_per_step"), "impact_pct": f.get("impact_pct"),
                 "sentence": sentence, "detail": detail, "framing": framing}
     head, bound_text = bound(result)
+    unrec = cap.get("unrecorded_gpu_work") or []
+    if unrec:  # GPU work was not recorded: no bound rests on the window's busy time
+        q = next((x for x in findings if x.get("rule") == "capture-quality"), None)
+        u = unrec[0]
+        return {**base, "status": "too-little-work", "headline": "capture-quality", "rule": q and q["rule"],
+                "severity": q and q["severity"],
+                "sentence": f"The capture is incomplete: GPU work was not recorded ({u.get('call')} lasts "
+                            f"{fmt_ms(u.get('duration_ms'))}, recorded GPU work covers only its first "
+                            f"{fmt_ms(u.get('covered_ms'))}), so the window's busy time cannot say what bounds the run.",
+                "detail": f"Without the missing GPU work the window would read: {bound_text}", "framing": framing}
     ops = ((result.get("metrics") or {}).get("values") or {}).get("gpu_op_count")
     if head == "compute-bound" and is_num(ops) and ops < BOUND_MIN_GPU_OPS:
         fr = cap.get("framing") or {}

@@ -727,6 +727,58 @@ def event_wait_on_other_gpu(steps: int = 6, producer_us: float = 20_000.0, local
                 t.wait_event(7, 9, device=0, on_device=1)
                 t.launch("consumer_kernel", consumer_us, stream=7, device=0)
             t.item(stream=7, device=0)
+
+
+def sync_outlasts_recorded_work(kernels: int = 60, kernel_us: float = 500.0, cpu_before_sync_us: float = 28_115.0,
+                                sync_us: float = 29_000.0) -> Capture:
+    """An incomplete capture (issue 46, item 5): ``kernels`` kernels run back to back, then a
+    ``cudaStreamSynchronize`` lasts ``sync_us`` although the recorded kernels end 1 ms into it:
+    the host waited on GPU work the capture does not hold."""
+    cap = Capture()
+    t = cap.process(pid=4700).thread()
+    for _ in range(kernels):
+        t.cpu(us=10)
+        t.launch(GEMM, kernel_us)
+    t.cpu(us=cpu_before_sync_us)
+    t.api("cudaStreamSynchronize_v3020", us=sync_us)
+    return cap
+
+
+def sliver_of_gpu_work_in_long_program(kernels: int = 62, kernel_us: float = 2.5, python_us: float = 75.0,
+                                       context_ms: float = 400.0, host_after_ms: float = 100.0) -> Capture:
+    """A sliver of GPU work (issue 46, item 6): ``kernels`` tiny kernels (62 x 2.5 us = 0.155 ms)
+    with per-launch Python between them, in a ~505 ms program that creates its context first
+    (``context_ms``) and then runs ``host_after_ms`` of host code with no CUDA call."""
+    cap = Capture()
+    t = cap.process(pid=4800).thread()
+    t.api("cudaFree_v3020", us=context_ms * 1000)
+    for _ in range(kernels):
+        t.cpu(us=python_us)
+        t.launch(ELEMENTWISE, kernel_us)
+    t.sync_device()
+    t.cpu(us=host_after_ms * 1000)
+    t.api("cudaFree_v3020", us=50)
+    return cap
+
+
+def vector_add_host_init_and_verify(init_ms: float = 3000.0, verify_ms: float = 2000.0, nbytes: int = 12_000_000,
+                                    kernel_us: float = 500.0) -> Capture:
+    """A vector-add program (issue 46, item 7): context creation (a 50 ms cudaMalloc) and two more
+    allocations, ``init_ms`` of host initialisation with no CUDA call, two synchronous HtoD copies,
+    the kernel, a synchronous DtoH copy, ``verify_ms`` of host verification, three cudaFree."""
+    cap = Capture()
+    t = cap.process(pid=4900, name="vector_add").thread()
+    t.malloc(us=50_000)
+    t.malloc(us=200)
+    t.malloc(us=200)
+    t.cpu(us=init_ms * 1000)
+    t.memcpy("HtoD", nbytes, asynchronous=False)
+    t.memcpy("HtoD", nbytes, asynchronous=False)
+    t.launch("vectorAdd(const float *, const float *, float *, int)", kernel_us)
+    t.memcpy("DtoH", nbytes, asynchronous=False)
+    t.cpu(us=verify_ms * 1000)
+    for _ in range(3):
+        t.free(us=300)
     return cap
 
 
@@ -740,5 +792,7 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
         # issue 46, item 8
         one_kernel_76pct_no_steps, one_kernel_92pct, dominant_kernel_uneven_steps, nccl_kernel_dominates,
         tiny_kernel_flood_559,
+        # issue 46, items 5, 6, 7
+        sync_outlasts_recorded_work, sliver_of_gpu_work_in_long_program, vector_add_host_init_and_verify,
     )
 }

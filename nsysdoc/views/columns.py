@@ -52,6 +52,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "producer_stream": ("Producer stream", "id"), "producer_end_ns": ("Producer end (s)", "ts"),
     "host_call": ("Wait/record/graph call before the launch", "text"),
     "host_call_us_before": ("That call before the launch (µs)", "us"),
+    "where": ("Where", "text"),
     **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
     **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
 }
