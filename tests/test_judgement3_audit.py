@@ -466,7 +466,7 @@ def _simple_side(node: ast.Compare, params) -> tuple[str, str, ast.expr] | None:
 
 #: the strict comparisons, each with the words of its parameter's doc that make it strict; every
 #: other threshold is inclusive: "from X" (``>=``), "at most X" (``<=``)
-STRICT = {"tiny-kernels::when::kernel_mean_us < max_mean_us": "below which"}
+STRICT = {"host-outside-window::when::host_outside_window_pct > min_pct": "more than this share"}  # issue 46: "more than half"
 
 
 @pytest.mark.parametrize("boundary", BOUNDARIES, ids=BOUNDARY_IDS)

@@ -727,6 +727,7 @@ def event_wait_on_other_gpu(steps: int = 6, producer_us: float = 20_000.0, local
                 t.wait_event(7, 9, device=0, on_device=1)
                 t.launch("consumer_kernel", consumer_us, stream=7, device=0)
             t.item(stream=7, device=0)
+    return cap
 
 
 def sync_outlasts_recorded_work(kernels: int = 60, kernel_us: float = 500.0, cpu_before_sync_us: float = 28_115.0,
