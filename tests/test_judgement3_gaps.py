@@ -308,3 +308,30 @@ def test_gap_ended_by_a_migration_is_read_from_the_thread_that_launches_next(tmp
     assert c["host"] == approx(0.005)
     assert c["launch"] == approx(0.010)
     assert c["unattributed"] == approx(0.0)
+
+
+def test_glossary_example_operation_nobody_launched(tmp_path):
+    """docs/glossary.md, "Operation nobody launched" (µs from T0): T launches a kernel at 0 (call
+    [0, 5), kernel [5, 1,000)), then runs CPU code; migrations (no runtime row) [1,500, 1,550) and
+    [3,050, 3,100); T launches the next kernel at 6,000 (kernel [6,005, 6,105)) and synchronizes
+    (returns at 6,107). Gaps: [0, 5) the first launch call -> launch 5; [1,000, 1,500) and
+    [1,550, 3,050) end in migrations, read from T (it launched the next kernel), nothing on T ->
+    host 500 + 1,500 (the first under 1 ms, still host); [3,100, 6,005): host 2,900, the launch call
+    [6,000, 6,005) launch 5; [6,105, 6,107) tail 2. Host 4.9 ms, launch 10 µs, unattributed 0."""
+    cap = Capture()
+    p = cap.process(pid=6500)
+    t = p.thread()
+    with t.range("iteration 0"):
+        t.launch(KMEANS_ASSIGN, 995.0)
+        p.unlaunched_copy(cap.start_ns + 1_500_000, 50.0)
+        p.unlaunched_copy(cap.start_ns + 3_050_000, 50.0)
+        t.at(cap.start_ns + 6_000_000)
+        t.launch(KMEANS_ASSIGN, 100.0)
+        t.sync_stream()
+    r = diagnose_path(cap.write(tmp_path / "gl.sqlite"))
+    (dev,) = r["devices"]
+    c = dev["idle_ms_by_cause"]
+    assert c["host"] == approx(4.9)
+    assert c["launch"] == approx(0.010)
+    assert c["tail"] == approx(0.002)
+    assert c["unattributed"] == approx(0.0)
