@@ -1040,8 +1040,8 @@ def test_unattributed_when_launching_call_missing(tmp_path):
     con.close()
     d = analyze(load_trace(path, cache=False), step_pattern=None).to_dict()
     # gap [55000,110000) ends with k2 whose launching call is unknown: the device's launching
-    # thread is read instead (issue 46): no later op on device 0 has a known launching call, the
-    # last one before the gap is k1, launched by t. Nothing covers [55000,110000) on t (the
+    # thread is read instead (issue 46): the last op before the gap on device 0 with a known
+    # launching call is k1, launched by t. Nothing covers [55000,110000) on t (the
     # deleted call left no row), and such a gap is never a dispatch window -> host 55 us. (Only a
     # device with no known launching call at all keeps unattributed idle: test_judgement3_gaps.)
     assert_causes(device(d, 0)["idle_ms_by_cause"], causes(host=0.055))

@@ -327,7 +327,7 @@ class Gaps:
 
 
 def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
-                        base: int) -> Gaps:
+                        base: int, prev_launcher: np.ndarray | None = None) -> Gaps:
     """Split idle gaps already found (sorted by device, then time; disjoint per device) by what the
     host was doing; ``base`` is at most every gap start (a time origin for packed keys). The
     analysis engine finds a time slice's gaps itself (each gap once, owned by the slice where it
@@ -356,12 +356,14 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     **Operations nobody launched** (a unified-memory migration, a driver memset, a CUDA-graph node
     whose launch is unknown: no runtime row carries its correlation id) end a gap whose launching
     call is unknown. The gap is then read from the thread that launches the device's GPU work:
-    the launching thread of the next operation on the same device with a known launching call
-    (among this slice's operations), else of the last one before the gap. The whole gap
+    the launching thread of the last operation on the same device, started before ``g0``, with a
+    known launching call (in this slice, else ``prev_launcher[device]``: the same found by the
+    earlier slices, so the reading does not depend on where slices are cut). The whole gap
     ``[g0, g1)`` is that thread's host part, painted as above with no queue part and no sync
     refill (there is no launching call) and never as dispatch: its uncovered time is ``host``.
-    Only when the device has no operation with a known launching call in the slice does the gap
-    stay ``unattributed`` (``kind`` 2). Gaps read this way are ``kind`` 0 with ``inferred`` True.
+    Only when no operation with a known launching call precedes the gap on its device does the
+    gap stay ``unattributed`` (``kind`` 2). Gaps read this way are ``kind`` 0 with ``inferred``
+    True.
     """
     w0 = int(min(base, int(gs.min()))) if len(gs) else int(base)
     n = len(gs)
@@ -423,7 +425,7 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     inferred = np.zeros(n, dtype=bool)
     nobody = np.flatnonzero(has_next & ~known)
     if len(nobody):
-        t_inf = _launching_thread(ops, gk[nobody], gs[nobody], ge[nobody])
+        t_inf = _launching_thread(ops, gk[nobody], gs[nobody], prev_launcher)
         ti = host.index(t_inf)
         ok = (t_inf != 0) & (ti >= 0)
         r = nobody[ok]
@@ -455,12 +457,16 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     return done(tindex, x_end, hostw, dep, part, np.where(has_next, j, -1), inferred)
 
 
-def _launching_thread(ops: GpuOps, dev: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-    """global_tid of the thread that launches device ``dev``'s GPU work around the gaps
-    ``[g0, g1)`` (arrays aligned): the launching thread of the first operation on the device that
-    starts at or after ``g1`` and has a known launching call, else of the last one that starts
-    before ``g0``; 0 when the device has none among ``ops``."""
+def _launching_thread(ops: GpuOps, dev: np.ndarray, g0: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
+    """global_tid of the thread that launches device ``dev``'s GPU work before the gaps starting
+    at ``g0`` (arrays aligned): the launching thread of the last operation on the device that
+    starts before ``g0`` and has a known launching call, among ``ops``, else ``prev[dev]`` (the
+    earlier slices'); 0 when there is none."""
     out = np.zeros(len(dev), dtype=np.int64)
+    if prev is not None and len(prev):
+        d = np.asarray(dev, dtype=np.int64)
+        ok = (d >= 0) & (d < len(prev))
+        out[ok] = prev[d[ok]]
     kn = np.flatnonzero(ops.api >= 0)
     if not len(kn):
         return out
@@ -468,17 +474,39 @@ def _launching_thread(ops: GpuOps, dev: np.ndarray, g0: np.ndarray, g1: np.ndarr
     ks = ops.start_ns[kn]
     for d in np.unique(dev).tolist():
         m = np.flatnonzero(dev == d)
-        mine = kn[kdev == d]
+        sel = kdev == d
+        mine = kn[sel]
         if not len(mine):
             continue
-        s = ks[kdev == d]
-        if len(s) > 1 and bool((s[1:] < s[:-1]).any()):
-            o = np.argsort(s, kind="stable")
-            mine, s = mine[o], s[o]
-        nxt = np.searchsorted(s, g1[m], side="left")
+        s = ks[sel]
+        o = np.argsort(s, kind="stable")
+        mine, s = mine[o], s[o]
         prv = np.searchsorted(s, g0[m], side="left") - 1
-        pick = np.where(nxt < len(s), nxt, prv)
-        good = pick >= 0
+        good = prv >= 0
         if good.any():
-            out[m[good]] = ops.api_tid(mine[pick[good]])
+            out[m[good]] = ops.api_tid(mine[prv[good]])
     return out
+
+
+def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: np.ndarray | None):
+    """Per device, the launching thread (global_tid) and start of the last operation with a known
+    launching call among ``ops`` (by start; the later in table order on ties) or, where the
+    device has none there or only earlier ones, ``prev``/``prev_start`` (carried from the earlier
+    time slices)."""
+    thr = np.zeros(ndev, dtype=np.int64) if prev is None else prev.copy()
+    st = np.full(ndev, np.iinfo(np.int64).min, dtype=np.int64) if prev_start is None else prev_start.copy()
+    kn = np.flatnonzero(ops.api >= 0) if len(ops) else np.zeros(0, np.int64)
+    if not len(kn):
+        return thr, st
+    kdev = ops.device[kn].astype(np.int64)
+    ks = ops.start_ns[kn]
+    o = np.lexsort((np.arange(len(kn)), ks, kdev))  # by device, then start, then table order
+    last = np.concatenate((kdev[o][1:] != kdev[o][:-1], [True]))
+    idx = o[last]
+    d, s0 = kdev[idx], ks[idx]
+    newer = (d >= 0) & (d < ndev)
+    d, s0, idx = d[newer], s0[newer], idx[newer]
+    upd = s0 >= st[d]
+    thr[d[upd]] = ops.api_tid(kn[idx[upd]])
+    st[d[upd]] = s0[upd]
+    return thr, st
