@@ -498,15 +498,21 @@ def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: 
     kn = np.flatnonzero(ops.api >= 0) if len(ops) else np.zeros(0, np.int64)
     if not len(kn):
         return thr, st
-    kdev = ops.device[kn].astype(np.int64)
+    kdev = ops.device[kn]
     ks = ops.start_ns[kn]
-    o = np.lexsort((np.arange(len(kn)), ks, kdev))  # by device, then start, then table order
-    last = np.concatenate((kdev[o][1:] != kdev[o][:-1], [True]))
-    idx = o[last]
-    d, s0 = kdev[idx], ks[idx]
-    newer = (d >= 0) & (d < ndev)
-    d, s0, idx = d[newer], s0[newer], idx[newer]
-    upd = s0 >= st[d]
-    thr[d[upd]] = ops.api_tid(kn[idx[upd]])
-    st[d[upd]] = s0[upd]
+    # one linear pass per device (a few; no sort of a slice's million launches): the latest start,
+    # the last in table order among equal starts
+    devs = np.unique(kdev).tolist()
+    for d in devs:
+        if not 0 <= d < ndev:
+            continue
+        sel = np.flatnonzero(kdev == d) if len(devs) > 1 else None
+        sd = ks if sel is None else ks[sel]
+        top = int(sd.max())
+        if top < st[d]:
+            continue
+        i = int(np.flatnonzero(sd == top)[-1])
+        i = i if sel is None else int(sel[i])
+        thr[d] = int(ops.api_tid(kn[i:i + 1])[0])
+        st[d] = top
     return thr, st
