@@ -331,19 +331,21 @@ def test_host_work_between_steps_is_host_bound(build):
 #   B = 72,000 ns. cpu 5 ms -> range end s+8,008,000 = P. Next first kernel at s+8,013,000.
 # Gap [g0 = s+3,006,000, g1 = s+8,013,000), launch call [s+8,008,000, s+8,013,000) (queue empty):
 #   [s+3,006,000, s+3,008,000) in the sync call (order 5)                       sync   2,000
-#   sync budget: in a sync at g0, min(B = 72,000, a - g0 = 5,002,000) = 72,000 -> [g0, g0+72,000)
-#   so another 70,000 of sync                                                      sync  72,000 total
-#   [s+3,078,000, s+8,008,000) nothing, long window (5.002 ms)                    host 4,930,000
+#   sync refill (issue 46): the sync returned at r = s+3,008,000 and the next launching call is
+#   a = s+8,008,000: a - r = 5,000,000 > SYNC_REFILL_MAX_NS (1 ms): the host did not go straight
+#   back to launching, so no refill; the 5 ms of Python is host work    (before: min(B, a - g0) =
+#   72,000 of sync)
+#   [s+3,008,000, s+8,008,000) nothing, long window (5.002 ms)                    host 5,000,000
 #   [s+8,008,000, s+8,013,000) the launch call, in the next step                  launch 5,000
 # The last step: no operation follows before the window end -> its 5.002 ms after the DtoH is tail.
 ST_STEPS = 8
 ST_P = 8_008_000
 ST_WINDOW_MS = ST_STEPS * ST_P / 1e6                    # 64.064 ms
-ST_SYNC_STEP_MS = 0.072                                 # the sync's blocked time B
-ST_HOST_STEP_MS = 4.93
-ST_SYNC_MS = (ST_STEPS - 1) * ST_SYNC_STEP_MS           # 0.504 ms -> 0.79% < 5%: host-sync quiet
-ST_HOST_MS = (ST_STEPS - 1) * ST_HOST_STEP_MS           # 34.51 ms
-ST_HOST_PCT = ST_HOST_MS / ST_WINDOW_MS * 100           # 53.87 %
+ST_SYNC_STEP_MS = 0.002                                 # the idle while the host is blocked
+ST_HOST_STEP_MS = 5.0
+ST_SYNC_MS = (ST_STEPS - 1) * ST_SYNC_STEP_MS           # 0.014 ms -> 0.02% < 5%: host-sync quiet
+ST_HOST_MS = (ST_STEPS - 1) * ST_HOST_STEP_MS           # 35.0 ms
+ST_HOST_PCT = ST_HOST_MS / ST_WINDOW_MS * 100           # 54.63 %
 
 
 def test_sync_then_dependent_cpu_work_charges_only_blocked_time(build):
@@ -364,14 +366,14 @@ def test_sync_then_dependent_cpu_work_charges_only_blocked_time(build):
     v = r["metrics"]["values"]
     assert v["idle_sync_ms"] == approx(ST_SYNC_MS)
     assert v["idle_host_ms"] == approx(ST_HOST_MS)
-    assert v["idle_sync_ms_per_step"] == approx(7 * ST_SYNC_STEP_MS / 8)   # mean of 7 x 0.072 and 0
+    assert v["idle_sync_ms_per_step"] == approx(7 * ST_SYNC_STEP_MS / 8)   # mean of 7 x 0.002 and 0
     assert v["idle_sync_pct"] == approx(ST_SYNC_MS / ST_WINDOW_MS * 100)
 
     assert "host-sync" not in fired(r)
     f = finding(r, "host-bound")
     assert f is not None
     assert f["impact_ms"] == approx(ST_HOST_MS)
-    # per step: mean of 7 x 4.93 and the last step's 0 (its idle is tail) = 4.31375 ms
+    # per step: mean of 7 x 5.0 and the last step's 0 (its idle is tail) = 4.375 ms
     assert f["impact_ms_per_step"] == approx(ST_HOST_MS / ST_STEPS)
     assert f["impact_pct"] == approx(ST_HOST_PCT)
     assert f["severity"] == by_impact(ST_HOST_PCT) == "critical"

@@ -192,11 +192,15 @@ def test_seed_case_1_names_python_augmentation_and_tiny_kernels(build):
     assert "between ordinary launches" in result["findings"][0]["message"]
 
 
-def test_seed_case_2_names_input_wait_logits_copy_and_item_syncs(build):
+def test_seed_case_2_names_input_wait_logits_copy_and_bookkeeping_after_item(build):
     result = apply_rules(analyze_path(build("seed_case_large_model")), load_rules())
     rules = [f["rule"] for f in result["findings"]]
     assert rules[0] == "data-starvation"
-    assert {"data-starvation", "d2h-transfer", "host-sync"} <= set(rules)
+    # each .item() is followed by 4 ms of Python bookkeeping with no CUDA call: host work, not the
+    # sync's cost (issue 46: a host sync costs the idle while the host is blocked plus the refill
+    # when it goes straight back to launching); the syncs themselves idle the GPU 2 us each
+    assert {"data-starvation", "d2h-transfer", "host-bound"} <= set(rules)
+    assert "host-sync" not in rules
 
 
 def test_healthy_capture_has_no_findings(build):

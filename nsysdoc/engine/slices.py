@@ -46,9 +46,15 @@ class Carry:
     #: all devices merged (the steady-state window): end of the last busy stretch, busy time before it
     merged_end: int = NEG
     merged_busy: int = 0
+    #: per device: launching thread (global_tid, 0: none yet) and start of the last operation so
+    #: far with a known launching call (gaps ended by an operation nobody launched are read from it)
+    launcher: np.ndarray | None = None
+    launcher_start: np.ndarray | None = None
 
     def copy(self) -> "Carry":
-        return Carry(self.last_end.copy(), self.ops, list(self.pending), self.merged_end, self.merged_busy)
+        return Carry(self.last_end.copy(), self.ops, list(self.pending), self.merged_end, self.merged_busy,
+                     None if self.launcher is None else self.launcher.copy(),
+                     None if self.launcher_start is None else self.launcher_start.copy())
 
 
 @dataclass
@@ -478,7 +484,7 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
         gk, gs, ge = gk[keep], gs[keep], ge[keep]
     h_lo, h_hi = host_range(c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
-    gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min)
+    gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min, prev_launcher=carry.launcher)
     return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo, attr_cache=cache)
 
 
@@ -486,6 +492,7 @@ def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
     ops = st.ops
     out = Carry(last_end=carry.last_end.copy(), pending=list(carry.pending), merged_end=carry.merged_end,
                 merged_busy=carry.merged_busy)
+    out.launcher, out.launcher_start = gpu_m.last_launchers(ops, ctx.ndev, carry.launcher, carry.launcher_start)
     if len(ops):
         nonempty = ops.end_ns > ops.start_ns
         if nonempty.any():

@@ -35,7 +35,7 @@ CAUSE_LABELS = {
     "host": "host CPU work (no CUDA call)",
     "dependency": "GPU-side dependency",
     "tail": "after the last GPU operation",
-    "unattributed": "no launching API known",
+    "unattributed": "no launching call or launching thread known",
 }
 
 #: A blocking sync call counts for a gap when it covers the instant the GPU ran dry, ± this much.
@@ -46,6 +46,13 @@ LAUNCH_LATENCY_NS = 20_000
 #: Host windows (GPU idle → the next launching call) shorter than this are per-launch dispatch:
 #: Python/framework time between ordinary launches. Longer ones are host phases.
 DISPATCH_MAX_NS = 1_000_000
+#: After a blocking sync returns, the host time up to the next launching call is the sync's
+#: *refill* (part of what the sync costs, at most the time the host was blocked) only when it is at
+#: most this long: the framework going straight back to launching (``.item()``, then µs of
+#: Python, then the next kernel) is the per-launch dispatch time ``DISPATCH_MAX_NS`` bounds. A
+#: longer stretch is a host phase (MPI, CPU code, logging) that would keep the GPU idle even
+#: without the sync: host work.
+SYNC_REFILL_MAX_NS = DISPATCH_MAX_NS
 #: A kernel or graph launch call at least this long that is the first launch of one of its kernels
 #: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
 #: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
@@ -213,6 +220,9 @@ class Gaps:
     next_op: np.ndarray = None  # index in GpuOps of the operation ending the gap (-1 for tails)
     amounts: np.ndarray = None  # (n, len(CAUSES)) int64, filled by classify_found_gaps
     cause: np.ndarray = None
+    #: gaps ended by an operation nobody launched, read from the device's launching thread (the
+    #: whole gap is its host part, never dispatch); None: none
+    inferred: np.ndarray = None
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -246,6 +256,8 @@ class Gaps:
         out[att[~dep], CAUSE_LAUNCH] += qlen[~dep].astype(dtype)
         del qlen
         short = self.host_window_ns[gi] < DISPATCH_MAX_NS
+        if self.inferred is not None:
+            short &= ~self.inferred[gi]
         uncovered = h1 - h0
         # labelled pieces of the host parts: memory follows the pieces, not gaps x levels
         win, lev, ov = self.partition.overlaps(self.thread_index[gi], h0, h1)
@@ -315,7 +327,7 @@ class Gaps:
 
 
 def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
-                        base: int) -> Gaps:
+                        base: int, prev_launcher: np.ndarray | None = None) -> Gaps:
     """Split idle gaps already found (sorted by device, then time; disjoint per device) by what the
     host was doing; ``base`` is at most every gap start (a time origin for packed keys). The
     analysis engine finds a time slice's gaps itself (each gap once, owned by the slice where it
@@ -324,18 +336,34 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     For the GPU operation that ends a gap ``[g0, g1)``, launched by thread T with a call
     ``[a, b)``:
 
-    1. no more GPU work before the window end → ``tail``; launching call unknown → ``unattributed``;
+    1. no more GPU work before the window end → ``tail``;
     2. the **queue part** ``[x, g1)``, where ``x = max(g0, min(b, g1))`` (the op was submitted and
        the call returned): ``launch`` (latency) when at most ``LAUNCH_LATENCY_NS`` long, else
        ``dependency`` (it waited on other GPU work: an event, another stream or device);
     3. the **host part** ``[g0, x)`` is labelled instant by instant by T's own activity, the first
        that applies: compile/autotune/warm-up NVTX ranges (setup); DataLoader NVTX ranges (input);
        set-up CUDA calls and first launches of a kernel lasting 1 ms or more (setup);
-       allocation calls (alloc); blocking sync calls (sync); OS waits (input); the *sync budget*
-       — after a blocking sync that covered ``g0``, the first ``min(blocked time, a − g0)`` of the
-       host part (sync); ordinary launch calls (launch); other CUDA calls (api); nothing (host).
+       allocation calls (alloc); blocking sync calls (sync); OS waits (input); the *sync refill*
+       — after a blocking sync that covered ``g0`` (blocked time B) and returned at ``r``, when
+       the host went straight back to launching (``a − max(r, g0)`` at most
+       ``SYNC_REFILL_MAX_NS``), the first ``min(B, a − g0)`` of the host part: what it queues
+       then is what it could have queued while blocked; after a longer stretch the host time
+       with no CUDA call is host work, not the sync's cost (sync); ordinary launch calls
+       (launch); other CUDA calls (api); nothing (host).
        When the host reached the launching call less than ``DISPATCH_MAX_NS`` after ``g0``, the
        ``api`` and uncovered time is per-launch dispatch (launch).
+
+    **Operations nobody launched** (a unified-memory migration, a driver memset, a CUDA-graph node
+    whose launch is unknown: no runtime row carries its correlation id) end a gap whose launching
+    call is unknown. The gap is then read from the thread that launches the device's GPU work:
+    the launching thread of the last operation on the same device, started before ``g0``, with a
+    known launching call (in this slice, else ``prev_launcher[device]``: the same found by the
+    earlier slices, so the reading does not depend on where slices are cut). The whole gap
+    ``[g0, g1)`` is that thread's host part, painted as above with no queue part and no sync
+    refill (there is no launching call) and never as dispatch: its uncovered time is ``host``.
+    Only when no operation with a known launching call precedes the gap on its device does the
+    gap stay ``unattributed`` (``kind`` 2). Gaps read this way are ``kind`` 0 with ``inferred``
+    True.
     """
     w0 = int(min(base, int(gs.min()))) if len(gs) else int(base)
     n = len(gs)
@@ -344,8 +372,9 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     next_api = np.full(n, -1, dtype=np.int64)
     empty_part = iv.paint([], [], [], [], NLEVELS)
 
-    def done(tindex, x_end, hostw, dep, part, next_op):
-        g = Gaps(gk, gs, ge, thread, next_api, kind, tindex, x_end, hostw, dep, part, next_op)
+    def done(tindex, x_end, hostw, dep, part, next_op, inferred=None):
+        g = Gaps(gk, gs, ge, thread, next_api, kind, tindex, x_end, hostw, dep, part, next_op,
+                 inferred=inferred if inferred is not None and inferred.any() else None)
         # int32 when every gap is shorter than 2.1 s: half the memory on captures with millions of gaps
         small = n == 0 or int((ge - gs).max()) < 2**31
         g.amounts = g.split(np.arange(n), gs, ge, dtype=np.int32 if small else np.int64)
@@ -392,15 +421,98 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     x_end = np.where(known, np.clip(np.minimum(b, ge), gs, ge), gs)
     hostw = np.where(known, np.clip(a, gs, ge) - gs, 0)
     dep = known & (ge - x_end > LAUNCH_LATENCY_NS)
-    # sync budget: the host was late and sat in a blocking sync when the GPU went idle
+    # an operation nobody launched: the gap is read from the device's launching thread
+    inferred = np.zeros(n, dtype=bool)
+    nobody = np.flatnonzero(has_next & ~known)
+    if len(nobody):
+        t_inf = _launching_thread(ops, gk[nobody], gs[nobody], prev_launcher)
+        ti = host.index(t_inf)
+        ok = (t_inf != 0) & (ti >= 0)
+        r = nobody[ok]
+        kind[r] = 0
+        thread[r] = t_inf[ok]
+        next_api[r] = ge[r]  # no launching call: the thread's site at the gap end
+        tindex[r] = ti[ok]
+        x_end[r] = ge[r]
+        hostw[r] = ge[r] - gs[r]
+        inferred[r] = True
+    # sync refill: the host sat in a blocking sync when the GPU went idle and went straight back
+    # to launching after it returned (at r): the first min(B, a - g0) of the host part, B = the
+    # blocked time (what it could have queued ahead); host work after the sync longer than
+    # SYNC_REFILL_MAX_NS is not the sync's
     late = np.flatnonzero(known & (hostw > 0) & (tindex >= 0))
     extra = None
     if len(late):
         ok, s0, s1 = host.sync.interval_near(tindex[late], gs[late], SYNC_TOLERANCE_NS)
         late, s0, s1 = late[ok], s0[ok], s1[ok]
+        a_in = gs[late] + hostw[late]  # the launching call's start, inside the gap
+        straight = a_in - np.maximum(s1, gs[late]) <= SYNC_REFILL_MAX_NS
+        late, s0, s1 = late[straight], s0[straight], s1[straight]
         budget = np.minimum(s1 - s0, hostw[late])
         extra = (LV_SYNC_BUDGET, tindex[late], gs[late], gs[late] + budget)
-    paint_rows = np.flatnonzero(known & (tindex >= 0) & (x_end > gs))
+    paint_rows = np.flatnonzero((kind == 0) & (tindex >= 0) & (x_end > gs))
     part = host.paint(tindex[paint_rows], gs[paint_rows], x_end[paint_rows], extra,
-                      long_window=hostw[paint_rows] >= DISPATCH_MAX_NS) if len(paint_rows) else empty_part
-    return done(tindex, x_end, hostw, dep, part, np.where(has_next, j, -1))
+                      long_window=(hostw[paint_rows] >= DISPATCH_MAX_NS) | inferred[paint_rows]) \
+        if len(paint_rows) else empty_part
+    return done(tindex, x_end, hostw, dep, part, np.where(has_next, j, -1), inferred)
+
+
+def _launching_thread(ops: GpuOps, dev: np.ndarray, g0: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
+    """global_tid of the thread that launches device ``dev``'s GPU work before the gaps starting
+    at ``g0`` (arrays aligned): the launching thread of the last operation on the device that
+    starts before ``g0`` and has a known launching call, among ``ops``, else ``prev[dev]`` (the
+    earlier slices'); 0 when there is none."""
+    out = np.zeros(len(dev), dtype=np.int64)
+    if prev is not None and len(prev):
+        d = np.asarray(dev, dtype=np.int64)
+        ok = (d >= 0) & (d < len(prev))
+        out[ok] = prev[d[ok]]
+    kn = np.flatnonzero(ops.api >= 0)
+    if not len(kn):
+        return out
+    kdev = ops.device[kn].astype(np.int64)
+    ks = ops.start_ns[kn]
+    for d in np.unique(dev).tolist():
+        m = np.flatnonzero(dev == d)
+        sel = kdev == d
+        mine = kn[sel]
+        if not len(mine):
+            continue
+        s = ks[sel]
+        o = np.argsort(s, kind="stable")
+        mine, s = mine[o], s[o]
+        prv = np.searchsorted(s, g0[m], side="left") - 1
+        good = prv >= 0
+        if good.any():
+            out[m[good]] = ops.api_tid(mine[prv[good]])
+    return out
+
+
+def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: np.ndarray | None):
+    """Per device, the launching thread (global_tid) and start of the last operation with a known
+    launching call among ``ops`` (by start; the later in table order on ties) or, where the
+    device has none there or only earlier ones, ``prev``/``prev_start`` (carried from the earlier
+    time slices)."""
+    thr = np.zeros(ndev, dtype=np.int64) if prev is None else prev.copy()
+    st = np.full(ndev, np.iinfo(np.int64).min, dtype=np.int64) if prev_start is None else prev_start.copy()
+    kn = np.flatnonzero(ops.api >= 0) if len(ops) else np.zeros(0, np.int64)
+    if not len(kn):
+        return thr, st
+    kdev = ops.device[kn]
+    ks = ops.start_ns[kn]
+    # one linear pass per device (a few; no sort of a slice's million launches): the latest start,
+    # the last in table order among equal starts
+    devs = np.unique(kdev).tolist()
+    for d in devs:
+        if not 0 <= d < ndev:
+            continue
+        sel = np.flatnonzero(kdev == d) if len(devs) > 1 else None
+        sd = ks if sel is None else ks[sel]
+        top = int(sd.max())
+        if top < st[d]:
+            continue
+        i = int(np.flatnonzero(sd == top)[-1])
+        i = i if sel is None else int(sel[i])
+        thr[d] = int(ops.api_tid(kn[i:i + 1])[0])
+        st[d] = top
+    return thr, st

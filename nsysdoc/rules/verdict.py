@@ -32,7 +32,7 @@ IDLE_LABELS = {
     "host": "host CPU work with no CUDA call",
     "dependency": "GPU-side dependencies",
     "tail": "after the last GPU operation",
-    "unattributed": "no known launching call",
+    "unattributed": "no known launching call or launching thread",
 }
 
 

@@ -44,7 +44,7 @@ MS = 1_000_000
 #: nested ranges never share a start or an end, as in real captures)
 ENTER_NS = 1_000
 
-COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10}
+COPY_KINDS = {"HtoD": 1, "DtoH": 2, "DtoD": 8, "HtoH": 9, "PtoP": 10, "UVM HtoD": 11, "UVM DtoH": 12}
 MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE = 0, 1, 2
 
 SYNC_EVENT, SYNC_STREAM_WAIT, SYNC_STREAM, SYNC_CONTEXT = 1, 2, 3, 4
@@ -374,6 +374,22 @@ class Process:
     def next_correlation(self) -> int:
         self._corr += 1
         return self._corr
+
+    def unlaunched_copy(self, start_ns: int, us: float, *, kind: str = "UVM HtoD", nbytes: int = 65536,
+                        device: int | None = None, stream: int = 0) -> GpuOp:
+        """A copy no API call launched, as nsys writes a unified-memory page-fault migration (copy
+        kind 11/12, ``[CUDA Unified Memory memcpy HtoD]``) or a driver copy: a MEMCPY row at
+        ``start_ns`` lasting ``us`` whose correlation id no CUPTI_ACTIVITY_KIND_RUNTIME row has
+        (the id is taken from the process's counter but no runtime row is written for it)."""
+        dev = self.default_device if device is None else device
+        start = int(start_ns)
+        src, dst = (MEM_PAGEABLE, MEM_DEVICE) if kind.endswith("HtoD") else (MEM_DEVICE, MEM_PAGEABLE)
+        op = GpuOp("memcpy", start, start + int(round(us * US)), dev, stream, self.next_correlation(),
+                   self.global_pid, bytes=int(nbytes), copy_kind=COPY_KINDS[kind], src_kind=src, dst_kind=dst)
+        s = self.stream(dev, stream)
+        s.free_at = max(s.free_at, op.end)
+        self.capture._gpu.append(op)
+        return op
 
     def stream(self, device: int, stream: int) -> _Stream:
         key = (device, stream)
