@@ -32,7 +32,7 @@ def test_sample_report_json_to_stdout():
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["summary"]["step_count"] == 12
-    assert [f["rule"] for f in data["findings"]] == ["data-starvation", "pageable-memcpy"]
+    assert [f["rule"] for f in data["findings"]] == ["data-starvation", "pageable-memcpy", "tiny-kernels"]
 
 
 def test_output_file(tmp_path):

@@ -269,8 +269,9 @@ def test_a_step_marker_that_matches_nothing_names_the_ranges_that_look_like_step
 # 5. One-time allocation is not allocation churn
 # ---------------------------------------------------------------------------------------------
 
-def _steps_allocating(alloc_steps) -> Capture:
-    """8 steps of 10 x (1 ms kernel); in the steps ``alloc_steps``, a 2 ms cudaMalloc after each."""
+def _steps_allocating(alloc_steps, free: bool = False) -> Capture:
+    """8 steps of 10 x (1 ms kernel); in the steps ``alloc_steps``, a 2 ms cudaMalloc after each
+    (and, with ``free``, a 300 us cudaFree after it: the memory is released and allocated again)."""
     cap = Capture()
     t = cap.process().thread()
     for i in range(8):
@@ -279,6 +280,8 @@ def _steps_allocating(alloc_steps) -> Capture:
                 t.launch("gemm_kernel", us=1000)
                 if i in alloc_steps:
                     t.malloc(us=2000)
+                    if free:
+                        t.free()
     return cap
 
 
@@ -292,10 +295,20 @@ def test_allocation_in_the_first_step_only_is_not_churn(tmp_path):
     assert "allocation-churn" not in fired(r)
 
 
-def test_allocation_every_step_is_churn(tmp_path):
-    r = run(_steps_allocating(range(8)), tmp_path)
+def test_allocation_and_free_every_step_is_churn(tmp_path):
+    r = run(_steps_allocating(range(8), free=True), tmp_path)
     assert r["metrics"]["values"]["alloc_steps_pct"] == approx(100.0)
     assert fired(r)["allocation-churn"]["severity"] == "critical"
+
+
+def test_allocation_every_step_without_frees_is_growth_not_churn(tmp_path):
+    # issue 46: churn is allocation and free repeating; 80 cudaMalloc and no cudaFree is the
+    # allocator growing (or a leak), never released memory allocated again
+    r = run(_steps_allocating(range(8)), tmp_path)
+    v = r["metrics"]["values"]
+    assert v["alloc_steps_pct"] == approx(100.0)
+    assert v["alloc_count"] == 80 and v["alloc_release_count"] == 0 and v["alloc_repeat_count"] == 0
+    assert "allocation-churn" not in fired(r)
 
 
 def test_allocation_inside_nccl_communicator_set_up_is_set_up(tmp_path):
