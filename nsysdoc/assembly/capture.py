@@ -205,17 +205,43 @@ def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
         return {c: np.concatenate([p[c] for p in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
                 for c in ("start_ns", "end_ns", "proc")}
 
-    # blocking calls that start in the window and outlast the recorded GPU work of their process
-    rows = rt.rows_overlapping(w0, w1, ["start_ns", "end_ns", "api_kind", "name_id", "pos", "proc"])
-    if len(rows["start_ns"]):
-        pageable = np.asarray(t.derived.get("pageable_async_api", np.zeros(0, np.int64)))
-        blocking = blocking_of(rows, pageable)
+    # blocking calls that start in the window and outlast the recorded GPU work of their process:
+    # the candidates (blocking, longer than the minimum) kept block by block, so that a capture of
+    # millions of calls never holds the window's whole runtime table at once
+    pageable = np.asarray(t.derived.get("pageable_async_api", np.zeros(0, np.int64)))
+    cols = ["start_ns", "end_ns", "api_kind", "name_id", "pos", "proc"]
+    parts = []
+    for i in rt.blocks_where(start_lo=w0, start_hi=w1):
+        d = rt.read_block(i, cols)
+        st, en = d["start_ns"].astype(np.int64), d["end_ns"].astype(np.int64)
+        m = (st >= w0) & (st < w1) & (en - st > checks_m.UNRECORDED_MIN_NS)
+        if m.any():
+            d = {k: np.asarray(v)[m] for k, v in d.items()}
+            keep = blocking_of(d, pageable)
+            if keep.any():
+                parts.append({k: v[keep] for k, v in d.items()})
+    rows = {k: np.concatenate([p[k] for p in parts]) for k in cols} if parts else None
+    if rows is not None and len(rows["start_ns"]):
         s, e = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
-        cand = np.flatnonzero(blocking & (s >= w0) & (s < w1) & (e - s > checks_m.UNRECORDED_MIN_NS))
+        cand = np.arange(len(s))
         if len(cand):
-            ops = ops_starting(w0, int(e[cand].max()))
-            hit = checks_m.unrecorded_after_blocking(s[cand], e[cand], rows["proc"][cand], ops["start_ns"],
-                                                    ops["end_ns"], ops["proc"])
+            # the GPU operations up to the last candidate's end, block by block (a table of
+            # millions of operations is never held whole)
+            last = None
+            hi = int(e[cand].max())
+            cp = rows["proc"][cand]
+            for _, name in GPU_KINDS:
+                tab = t.store.get(name)
+                if tab is None or not len(tab):
+                    continue
+                for i in tab.blocks_where(start_lo=w0, start_hi=hi):
+                    d = tab.read_block(i, ["start_ns", "end_ns", "proc"])
+                    m = (d["start_ns"] >= w0) & (d["start_ns"] < hi)
+                    last = checks_m.last_op_end_before(e[cand], cp, np.asarray(d["start_ns"])[m],
+                                                       np.asarray(d["end_ns"])[m], np.asarray(d["proc"])[m], last)
+            if last is None:
+                last = np.full(len(cand), checks_m.NO_OP, np.int64)
+            hit = checks_m.unrecorded_after_blocking(s[cand], e[cand], cp, last_op_end=last)
             pick = cand[hit["index"]]
             order = np.argsort(-hit["uncovered_ns"], kind="stable")
             names = t.strings.lookup(np.asarray(rows["name_id"][pick], dtype=np.int64)) if len(pick) else []

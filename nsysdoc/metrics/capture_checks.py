@@ -33,19 +33,19 @@ HOST_PHASE_MIN_NS = 1_000_000
 HOST_OUTSIDE_MIN_PCT = 50.0
 
 
-def unrecorded_after_blocking(call_start: np.ndarray, call_end: np.ndarray, call_proc: np.ndarray,
-                              op_start: np.ndarray, op_end: np.ndarray, op_proc: np.ndarray,
-                              min_ns: int = UNRECORDED_MIN_NS, min_share: float = UNRECORDED_MIN_SHARE) -> dict:
-    """Blocking calls that outlast the recorded GPU work of their process (module docstring).
+#: no GPU operation of the process started before the call returned
+NO_OP = np.iinfo(np.int64).min
 
-    Returns aligned arrays over the flagged calls: ``index`` (into the call arrays), ``covered_ns``
-    (from the call's start to the end of the last recorded GPU operation, at least 0) and
-    ``uncovered_ns`` (from there, or the call's start, to the call's end)."""
-    cs = np.asarray(call_start, np.int64)
+
+def last_op_end_before(call_end: np.ndarray, call_proc: np.ndarray, op_start: np.ndarray, op_end: np.ndarray,
+                       op_proc: np.ndarray, last: np.ndarray | None = None) -> np.ndarray:
+    """Per call, the latest end (ns) of the GPU operations of its process that started before the
+    call returned (``NO_OP`` when none), folded into ``last`` when given: the operations may come
+    in parts (blocks of a table), the answer is the maximum over the parts."""
     ce = np.asarray(call_end, np.int64)
     cp = np.asarray(call_proc, np.int64)
     os_, oe, op = (np.asarray(x, np.int64) for x in (op_start, op_end, op_proc))
-    last = np.full(len(cs), np.iinfo(np.int64).min, np.int64)
+    out = np.full(len(ce), NO_OP, np.int64) if last is None else np.asarray(last, np.int64).copy()
     for p in np.unique(cp):
         sel = op == p
         if not sel.any():
@@ -56,8 +56,28 @@ def unrecorded_after_blocking(call_start: np.ndarray, call_end: np.ndarray, call
         ci = np.flatnonzero(cp == p)
         k = np.searchsorted(starts, ce[ci], side="left") - 1  # ops that started before the call returned
         ok = k >= 0
-        last[ci[ok]] = ends[k[ok]]
-    known = last != np.iinfo(np.int64).min
+        out[ci[ok]] = np.maximum(out[ci[ok]], ends[k[ok]])
+    return out
+
+
+def unrecorded_after_blocking(call_start: np.ndarray, call_end: np.ndarray, call_proc: np.ndarray,
+                              op_start: np.ndarray | None = None, op_end: np.ndarray | None = None,
+                              op_proc: np.ndarray | None = None,
+                              min_ns: int = UNRECORDED_MIN_NS, min_share: float = UNRECORDED_MIN_SHARE,
+                              last_op_end: np.ndarray | None = None) -> dict:
+    """Blocking calls that outlast the recorded GPU work of their process (module docstring); the
+    operations' arrays, or ``last_op_end`` (:func:`last_op_end_before` over them) when already
+    folded.
+
+    Returns aligned arrays over the flagged calls: ``index`` (into the call arrays), ``covered_ns``
+    (from the call's start to the end of the last recorded GPU operation, at least 0) and
+    ``uncovered_ns`` (from there, or the call's start, to the call's end)."""
+    cs = np.asarray(call_start, np.int64)
+    ce = np.asarray(call_end, np.int64)
+    last = last_op_end if last_op_end is not None else \
+        last_op_end_before(ce, call_proc, op_start, op_end, op_proc)
+    last = np.asarray(last, np.int64)
+    known = last != NO_OP
     edge = np.maximum(cs, np.where(known, last, cs))
     uncovered = np.where(known, np.maximum(ce - edge, 0), 0)
     dur = ce - cs
