@@ -208,3 +208,41 @@ def test_only_the_threads_that_launch_gpu_work_count(tmp_path):
     v = r["metrics"]["values"]
     assert v["alloc_call_count"] == 11  # the helper's calls are in the window (any thread)
     assert (v["alloc_count"], v["alloc_release_count"], v["alloc_repeat_count"]) == (0, 0, 0)
+
+
+def _growth_then_one_repeat():
+    """Four ProfilerStep#N steps of 20 x (100 us kernel); step 0 grows the allocator (a 200 us
+    cudaMalloc before each launch), step 2 frees and allocates once (a 300 us cudaFree and a 200 us
+    cudaMalloc before its first launch); every step ends with ``loss.item()``."""
+    cap = SC.Capture()
+    t = cap.process(pid=4610).thread()
+    for i in range(4):
+        with t.range(f"ProfilerStep#{i}"):
+            for j in range(20):
+                if i == 0:
+                    t.malloc(us=200)
+                if i == 2 and j == 0:
+                    t.free(us=300)
+                    t.malloc(us=200)
+                t.launch(SC.ELEMENTWISE, 100)
+            t.item()
+    return cap
+
+
+def test_growth_with_one_later_repeat_is_still_setup(tmp_path):
+    """Review of issue 46: one repeat made all of the allocation idle neither churn nor set-up.
+
+    Step 0 (the window starts at its range start): the GPU idles through the first cudaMalloc
+    (200 us) and, between kernels, through each later one: a kernel launched at host time a runs
+    [a+5, a+105); the host is in the next cudaMalloc [a+5, a+205), so 100 us of it leaves the GPU
+    idle: 200 + 19 x 100 = 2,100 us of growth. Step 2: after the previous step's item() the GPU
+    waits through the cudaFree and the cudaMalloc, 300 + 200 = 500 us: the one repeat (1 of the 3
+    later steps, 33% < 50%: no churn). alloc_growth_ms = 2.6 - 0.5 = 2.1 ms, and it is set-up."""
+    r = _run(tmp_path, _growth_then_one_repeat())
+    v = r["metrics"]["values"]
+    assert v["alloc_repeat_count"] == 1
+    assert v["idle_alloc_ms"] == pytest.approx(2.6, abs=0.01)
+    assert v["alloc_growth_ms"] == pytest.approx(2.1, abs=0.01)
+    rules = _rules(r)
+    assert "allocation-churn" not in rules
+    assert rules["one-time-setup"]["impact_ms"] == pytest.approx(2.1, abs=0.01)

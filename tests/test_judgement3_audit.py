@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import ast
 import re
-import statistics
 import sys
 import tempfile
 from pathlib import Path

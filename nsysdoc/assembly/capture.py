@@ -225,8 +225,9 @@ def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
         s, e = rows["start_ns"].astype(np.int64), rows["end_ns"].astype(np.int64)
         cand = np.arange(len(s))
         if len(cand):
-            # the GPU operations up to the last candidate's end, block by block (a table of
-            # millions of operations is never held whole)
+            # the GPU operations up to the last candidate's end that are still running when the
+            # window opens (one launched just before it may be what a call in it waits for),
+            # block by block (a table of millions of operations is never held whole)
             last = None
             hi = int(e[cand].max())
             cp = rows["proc"][cand]
@@ -234,9 +235,9 @@ def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
                 tab = t.store.get(name)
                 if tab is None or not len(tab):
                     continue
-                for i in tab.blocks_where(start_lo=w0, start_hi=hi):
+                for i in tab.blocks_where(start_hi=hi, end_gt=w0):
                     d = tab.read_block(i, ["start_ns", "end_ns", "proc"])
-                    m = (d["start_ns"] >= w0) & (d["start_ns"] < hi)
+                    m = (d["end_ns"] > w0) & (d["start_ns"] < hi)
                     last = checks_m.last_op_end_before(e[cand], cp, np.asarray(d["start_ns"])[m],
                                                        np.asarray(d["end_ns"])[m], np.asarray(d["proc"])[m], last)
             if last is None:

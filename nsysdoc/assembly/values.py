@@ -106,9 +106,11 @@ def _values(a: Analysis, r: dict) -> dict:
     v["alloc_api_ms"] = _num(sum(x["total_ms"] for x in m["alloc_calls"]))
     # churn or growth: allocations that repeat after frees (nsysdoc.metrics.alloc); when none
     # repeats, the GPU idle in allocation calls is the allocator growing: one-time set-up
-    v.update(_alloc_values(a))
-    v["alloc_growth_ms"] = v["idle_alloc_ms"] if not v["alloc_repeat_count"] and (v["idle_alloc_ms"] or 0) > 0 \
-        else None
+    alloc = _alloc_values(a)
+    repeat_starts = alloc.pop("_repeat_starts_ns", None)
+    v.update(alloc)
+    v["alloc_growth_ms"] = _alloc_growth_ms(v["idle_alloc_ms"], v["alloc_repeat_count"], primary, repeat_starts,
+                                            len(active))
     # one-time set-up over the whole GPU span (the window may exclude the warm-up)
     setup = m["setup"]
     v["span_ms"] = cap["span"]["duration_ms"]
@@ -134,9 +136,14 @@ def _values(a: Analysis, r: dict) -> dict:
     v["unrecorded_call_ms"] = unrec[0]["duration_ms"] if unrec else None
     v["unrecorded_covered_ms"] = unrec[0]["covered_ms"] if unrec else None
     v["unrecorded_gpu_ms"] = _num(sum(x["uncovered_ms"] or 0 for x in unrec)) if unrec else None
-    v["gpu_work_sliver"] = checks_m.gpu_work_sliver(v["busy_ms"], v["capture_ms"]) if v["gpu_activity"] else False
-    v["busy_capture_share_pct"] = (_num(v["busy_ms"] / v["capture_ms"] * 100)
-                                   if v["busy_ms"] is not None and v["capture_ms"] else None)
+    # the program's part of the capture: from its first CUDA call (or GPU operation) on, as
+    # host-outside-window counts it; process start-up before it (interpreter, imports, data
+    # loading before CUDA) is no measure of how much GPU work the program does
+    program_ms = (v["capture_ms"] - (fr.get("startup_ms") or 0.0)) if v["capture_ms"] else None
+    v["program_ms"] = _num(program_ms) if program_ms and program_ms > 0 else None
+    v["gpu_work_sliver"] = checks_m.gpu_work_sliver(v["busy_ms"], v["program_ms"]) if v["gpu_activity"] else False
+    v["busy_capture_share_pct"] = (_num(v["busy_ms"] / v["program_ms"] * 100)
+                                   if v["busy_ms"] is not None and v["program_ms"] else None)
     hw = cap.get("host_outside_window") or {}
     v["host_outside_window_ms"] = hw.get("ms")
     v["host_outside_window_pct"] = hw.get("pct")
@@ -229,6 +236,32 @@ def _values(a: Analysis, r: dict) -> dict:
     return v
 
 
+def _alloc_growth_ms(idle_alloc_ms, repeat_count: int, primary: list[dict], repeat_starts_ns,
+                     ndev: int) -> float | None:
+    """GPU idle (ms per GPU) in allocation calls that is the allocator growing, not churn: all of
+    it when no allocation repeats; with steps, what the primary steps holding no repeat (and the
+    window outside the steps) hold, i.e. the window's allocation idle minus the steps that hold a
+    repeat (a step holds one when a repeat starts inside it, on any thread: a conservative match);
+    without steps and with repeats, none (glossary "Allocation repeats")."""
+    if not idle_alloc_ms or idle_alloc_ms <= 0:
+        return None
+    if not repeat_count:
+        return idle_alloc_ms
+    if not primary or repeat_starts_ns is None or not ndev:
+        return None
+    t = np.asarray(repeat_starts_ns, np.int64)
+    churn = 0.0
+    for s in primary:
+        bd = s.get("breakdown_ms") or {}
+        lo, hi = s.get("start_ns"), s.get("end_ns")
+        if lo is None or hi is None:
+            continue
+        if np.searchsorted(t, int(hi), side="left") > np.searchsorted(t, int(lo), side="left"):
+            churn += bd.get("idle_alloc") or 0.0
+    growth = idle_alloc_ms - churn / ndev
+    return _num(growth) if growth > 1e-9 else None
+
+
 def _alloc_values(a: Analysis) -> dict:
     """Allocation repeats (``nsysdoc.metrics.alloc``, ``docs/glossary.md``): the allocation calls
     of the threads that launch GPU work, the first calls of an operator around them, the primary
@@ -252,6 +285,7 @@ def _alloc_values(a: Analysis) -> dict:
     prim = ctx.step_primary if len(ctx.step_primary) else np.zeros(0, bool)
     got = alloc_m.alloc_repeats(rows["thread"], rows["start_ns"], release, first, w0, w1,
                                 ctx.step_start[prim], ctx.step_end[prim], ctx.step_thread[prim])
+    out["_repeat_starts_ns"] = got.repeat_starts_ns
     out.update(alloc_count=got.alloc_count, alloc_release_count=got.release_count,
                alloc_repeat_count=got.repeat_count, alloc_growth_count=got.growth_count,
                alloc_first_call_count=got.first_call_count, alloc_repeat_steps=got.repeat_steps,

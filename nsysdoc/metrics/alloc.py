@@ -61,6 +61,8 @@ class AllocRepeats:
     later_steps: int | None
     #: of those, the steps with at least one repeat starting in them
     repeat_steps: int | None
+    #: start times (ns, sorted) of the repeats in the window: which steps hold churn
+    repeat_starts_ns: np.ndarray | None = None
 
     @property
     def repeat_steps_pct(self) -> float | None:
@@ -128,7 +130,7 @@ def alloc_repeats(thread: np.ndarray, start_ns: np.ndarray, release: np.ndarray,
     return AllocRepeats(alloc_count=int(alloc.sum()), release_count=int((inw & release).sum()),
                         repeat_count=int((rep & inw).sum()), growth_count=int((alloc & ~rep).sum()),
                         first_call_count=int((alloc & first_call).sum()), later_steps=later,
-                        repeat_steps=repeat_steps)
+                        repeat_steps=repeat_steps, repeat_starts_ns=np.sort(start_ns[rep & inw]))
 
 
 __all__ = ["RELEASE_APIS", "AllocRepeats", "alloc_repeats", "is_release", "repeats"]

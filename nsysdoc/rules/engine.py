@@ -648,7 +648,12 @@ def _support_problems(v: dict, kineto: bool) -> list[str]:
                    f"{text.duration((v.get('unrecorded_covered_ms') or 0) * 1e6)}{more}; the host waited on GPU work the "
                    "capture does not hold, so GPU busy time and the bound it suggests cannot be trusted")
     pct = v.get("idle_unattributed_pct")
-    if isinstance(pct, (int, float)) and pct > UNEXPLAINED_IDLE_MIN_PCT:
+    if isinstance(pct, (int, float)) and pct > UNEXPLAINED_IDLE_MIN_PCT and v.get("cuda_api_traced") is False:
+        # no launching call is known because no CUDA API call was recorded at all (said by its own line)
+        out.append(f"{text.duration((v.get('idle_unattributed_ms') or 0) * 1e6)} ({pct:.1f}% of the window) of GPU "
+                   "idle cannot be explained: no CUDA API call was recorded, so nothing says what the host was doing "
+                   "when the GPU went idle")
+    elif isinstance(pct, (int, float)) and pct > UNEXPLAINED_IDLE_MIN_PCT:
         how = ("record CUDA activity and runtime calls of every thread (ProfilerActivity.CUDA), or capture with "
                "Nsight Systems (nsys profile --trace=cuda --cuda-um-cpu-page-faults=true "
                "--cuda-um-gpu-page-faults=true --cuda-graph-trace=node)") if kineto else (
@@ -666,12 +671,14 @@ def _support_problems(v: dict, kineto: bool) -> list[str]:
     if v.get("gpu_work_sliver"):
         share = v.get("busy_capture_share_pct")
         out.append(f"the window holds only {text.duration((v.get('busy_ms') or 0) * 1e6)} of GPU work"
-                   + (f" ({share:.3g}% of the capture)" if isinstance(share, (int, float)) else "")
-                   + f", under {SLIVER_TEXT}: findings other than set-up and the capture's own are info at most")
+                   + (f" ({share:.3g}% of the capture from the first CUDA call on)"
+                      if isinstance(share, (int, float)) else "")
+                   + f", under {SLIVER_TEXT}: findings other than set-up, the capture's own and those measured over "
+                     "the whole capture are info at most")
     return out
 
 
-SLIVER_TEXT = "1 ms or 0.1% of the capture"
+SLIVER_TEXT = "1 ms or 0.1% of the capture from the first CUDA call on"
 
 
 #: What to change in the capture, worded for the tool that made it (nsys, or the PyTorch Profiler:

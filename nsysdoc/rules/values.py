@@ -27,7 +27,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "alloc_repeat_steps", "alloc_repeat_steps_pct", "alloc_growth_ms",
     "span_ms", "setup_ms", "setup_pct", "setup_before_ms", "setup_span_ms", "capture_ms", "busy_capture_pct",
     "outside_window_pct", "unrecorded_call_count", "unrecorded_call_name", "unrecorded_call_ms",
-    "unrecorded_covered_ms", "unrecorded_gpu_ms", "gpu_work_sliver", "busy_capture_share_pct",
+    "unrecorded_covered_ms", "unrecorded_gpu_ms", "gpu_work_sliver", "busy_capture_share_pct", "program_ms",
     "host_outside_window_ms", "host_outside_window_pct", "host_outside_before_ms", "host_outside_after_ms",
     "host_outside_phase_count", "warmup_ms", "top_setup_name", "top_setup_ms", "comm_ms",
     "exposed_comm_ms", "comm_overlapped_pct", "exposed_comm_pct", "exposed_comm_ms_per_step", "copy_count",

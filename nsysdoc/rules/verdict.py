@@ -325,6 +325,13 @@ def verdict(result: dict) -> dict:
     small = [f for f in findings if is_num(f.get("impact_ms")) and f["impact_ms"] > 0 and not is_framing(f)]
     framing_costs = [f for f in costly if is_framing(f)]
     parts = []
+    sliver = bool(((result.get("metrics") or {}).get("values") or {}).get("gpu_work_sliver"))
+    # on a sliver of GPU work findings are kept at info whatever their share: not "smaller"
+    capped = [f for f in small if sliver and is_num(f.get("impact_pct")) and f["impact_pct"] >= MAIN_MIN_PCT]
+    small = [f for f in small if f not in capped]
+    if capped:
+        parts.append("Kept at info because the window holds a sliver of GPU work: " + ", ".join(
+            f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in capped[:4]) + ".")
     if small:
         parts.append(f"Smaller findings (under {MAIN_MIN_PCT:.0f}% of the window each): " + ", ".join(
             f"{f.get('rule')} ({fmt_pct(f.get('impact_pct'))})" for f in small[:4]) + ".")
