@@ -211,3 +211,16 @@ def test_tiny_kernel_rule_docs_params_and_condition_agree():
         assert name in rule.when.source
     assert "60%" in rule.docs["thresholds"] and "100" in rule.docs["thresholds"]
     assert "gpu_busy_pct" in rule.impact_ms.source
+
+
+@pytest.mark.parametrize("val, spec, shown", [
+    (1800 / 1803 * 100, ".0f", "99"),     # 99.83: "100% are shorter than 10 us" was false
+    (99.7, ".0f", "99"), (99.97, ".1f", "99.9"), (99.94, ".1f", "99.9"),
+    (99.4, ".0f", "99"), (100.0, ".0f", "100"), (98.6, ".0f", "99"), (12.6, ".0f", "13"),
+])
+def test_a_share_under_100_never_reads_100(val, spec, shown):
+    """Review of issue 46: a number just under 100 is cut, not rounded up, to the precision asked;
+    100 itself and numbers that do not reach 100 when rounded are formatted as always."""
+    from nsysdoc.rules.text import render
+
+    assert render(f"{{x_pct:{spec}}}", {"x_pct": val}) == shown
