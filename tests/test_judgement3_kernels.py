@@ -24,17 +24,7 @@ from nsysdoc.rules.policy import by_impact  # noqa: E402
 from nsysdoc.testing.scenarios import SCENARIOS  # noqa: E402
 from tests.conftest import diagnose_path  # noqa: E402
 
-A = 6e-5  # JSON rounds to 4 decimals
-
-
-def approx(x: float, tol: float = A):
-    return pytest.approx(x, abs=tol)
-
-
-def finding(result: dict, rule: str) -> dict | None:
-    found = [f for f in result["findings"] if f["rule"] == rule]
-    assert len(found) <= 1, rule
-    return found[0] if found else None
+from tests.test_judgement_scenarios import approx, finding  # noqa: E402 - one copy of the helpers
 
 
 @pytest.fixture(scope="module")
