@@ -50,7 +50,8 @@ from .errors import InputError
 #: version of the diff JSON (``docs/diff.md``)
 DIFF_CONTRACT = 1
 #: report JSON contract versions this diff reads (the fields it reads are checked by check_report) (``nsysdoc.analysis.CONTRACT``)
-READABLE_CONTRACTS = (2, 3)  # 3 adds metrics.operators, metrics.where and findings[].where only
+READABLE_CONTRACTS = (2, 3, 4)  # 3 adds metrics.operators, metrics.where and findings[].where only; 4 redefines
+# steps and idle classes (docs/json.md), with the same keys: a saved baseline of 3 still reads
 RESAMPLES = 2000
 SEED = 0
 MIN_STEPS = 5

@@ -58,7 +58,7 @@ def test_contract_version_and_every_kernel_name(build):
     from nsysdoc.analysis import CONTRACT
 
     d = analyze_path(build("sample_training"))
-    assert d["contract"] == CONTRACT == 3
+    assert d["contract"] == CONTRACT == 4
     k = d["metrics"]["kernels"]
     assert sum(r["count"] for r in k["names"]) == k["count"]
     assert sum(r["total_ms"] for r in k["names"]) == pytest.approx(k["total_ms"], abs=1e-3)

@@ -27,7 +27,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 #: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
-CONTRACT = 3
+#: 4 (issues 44, 46): steps partition their thread's timeline (``steps[].start_ns``/``duration_ms``
+#: and the summary's step times, the job step), ``steps[].host_sync_ms`` is a union over the
+#: launching threads, and the idle classes sync/host/unattributed were redefined; keys only added.
+CONTRACT = 4
 
 
 def assemble(a: Analysis, res) -> dict:
