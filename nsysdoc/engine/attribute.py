@@ -70,22 +70,10 @@ class Forest(A.Forest):
         self.depth = depth
 
     def _nest_laminar(self) -> bool:  # noqa: C901 - metrics.attribution.Forest's, levels vectorised when deep
-        pos = np.flatnonzero(self.end > self.start)
-        every = len(pos) == len(self.start)
-        if every:
-            th, s, e = self.thread, self.start, self.end
-            segs = sorted(self._seg.values())
-        else:
-            th, s, e = self.thread[pos], self.start[pos], self.end[pos]
-            segs = A._runs(th)
-        m = len(pos)
-        depth = np.empty(m, dtype=np.int64)
-        if m:
-            for lo, hi in segs:
-                ends = np.sort(e[lo:hi], kind="stable")
-                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, s[lo:hi], side="right")
-        if m and depth.min() < 0:
+        pos, every, th, s, e, depth = self._laminar_depths()
+        if depth is None:
             return False
+        m = len(pos)
         parent = np.full(m, -1, dtype=np.int64)
         dmax = int(depth.max()) if m else 0
         if dmax <= DEEP_LEVELS:
@@ -132,27 +120,7 @@ class Forest(A.Forest):
             same = (dl[1:] == dl[:-1]) & (dl[1:] < cut)
             if (same & (s[b] < e[a]) & (th[b] == th[a])).any():
                 return False
-        if every:
-            self.parent = parent
-            self.depth = depth
-        else:
-            n = len(self.start)
-            self.parent = np.full(n, -1, dtype=np.int64)
-            self.parent[pos] = np.where(has, pos[np.maximum(parent, 0)], -1)
-            self.depth = np.zeros(n, dtype=np.int64)
-            self.depth[pos] = depth
-        self._events_ok = True
-        z = np.flatnonzero(self.end == self.start)
-        if len(z):
-            n = len(self.start)
-            last_pos = np.full(n, -1, dtype=np.int64)
-            last_pos[pos] = pos
-            np.maximum.accumulate(last_pos, out=last_pos)
-            c = last_pos[z]
-            c = np.where((c >= 0) & (self.thread[np.maximum(c, 0)] == self.thread[z]), c, -1)
-            par = self._walk_up(c, self.start[z])
-            self.parent[z] = par
-            self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
+        self._set_nesting(pos, every, parent, depth, has)
         return True
 
     # ---- walking up ----------------------------------------------------------------------------

@@ -304,23 +304,10 @@ class Forest:
         counting the ranges open at each start, parent as the last range one level up, checked
         to be laminar (:meth:`innermost` then walks up from the last range starting before the
         query). False when the ranges do not nest, for the general path."""
-        pos = np.flatnonzero(self.end > self.start)
-        every = len(pos) == len(self.start)
-        if every:  # no zero-length range: views, not copies
-            th, s, e = self.thread, self.start, self.end
-            segs = sorted(self._seg.values())
-        else:
-            th, s, e = self.thread[pos], self.start[pos], self.end[pos]
-            segs = _runs(th)
-        m = len(pos)
-        depth = np.empty(m, dtype=np.int64)
-        if m:
-            for lo, hi in segs:
-                # the ends are nearly sorted in start order: timsort ("stable") is 3-4x quicker here
-                ends = np.sort(e[lo:hi], kind="stable")
-                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, s[lo:hi], side="right")
-        if m and depth.min() < 0:
+        pos, every, th, s, e, depth = self._laminar_depths()
+        if depth is None:
             return False
+        m = len(pos)
         parent = np.full(m, -1, dtype=np.int64)
         prev = np.flatnonzero(depth == 0)
         levels = [prev]
@@ -347,6 +334,36 @@ class Forest:
         for lv in levels:
             if len(lv) > 1 and ((s[lv[1:]] < e[lv[:-1]]) & (th[lv[1:]] == th[lv[:-1]])).any():
                 return False
+        self._set_nesting(pos, every, parent, depth, has)
+        return True
+
+    def _laminar_depths(self):
+        """The positive-length ranges (``pos``; ``every``: all of them, so views not copies), their
+        thread, start, end, and depth by counting the ranges open at each start; depth None when
+        the ranges cannot nest (a range ends before one that started after it opened...)."""
+        pos = np.flatnonzero(self.end > self.start)
+        every = len(pos) == len(self.start)
+        if every:  # no zero-length range: views, not copies
+            th, s, e = self.thread, self.start, self.end
+            segs = sorted(self._seg.values())
+        else:
+            th, s, e = self.thread[pos], self.start[pos], self.end[pos]
+            segs = _runs(th)
+        m = len(pos)
+        depth = np.empty(m, dtype=np.int64)
+        if m:
+            for lo, hi in segs:
+                # the ends are nearly sorted in start order: timsort ("stable") is 3-4x quicker here
+                ends = np.sort(e[lo:hi], kind="stable")
+                depth[lo:hi] = np.arange(hi - lo) - np.searchsorted(ends, s[lo:hi], side="right")
+        if m and depth.min() < 0:
+            return pos, every, th, s, e, None
+        return pos, every, th, s, e, depth
+
+    def _set_nesting(self, pos: np.ndarray, every: bool, parent: np.ndarray, depth: np.ndarray,
+                     has: np.ndarray) -> None:
+        """Store the laminar path's answer (parent and depth of the positive-length ranges
+        ``pos``), then place the zero-length ranges."""
         if every:  # positions are forest indices already
             self.parent = parent
             self.depth = depth
@@ -371,7 +388,6 @@ class Forest:
             par = self._walk_up(c, self.start[z])
             self.parent[z] = par
             self.depth[z] = np.where(par >= 0, self.depth[np.maximum(par, 0)] + 1, 0)
-        return True
 
     def innermost(self, thread, t) -> np.ndarray:
         """Forest index of the innermost range containing time ``t`` on ``thread`` (-1 if none)."""
