@@ -25,14 +25,7 @@ from nsysdoc.testing.autograd_scenarios import backward_on_autograd_thread
 from nsysdoc.testing.builder import global_tid
 
 from .conftest import diagnose_path
-
-FORMS = ("nsys", "new", "old")
-
-
-def _write(cap, form, tmp_path, name):
-    if form == "nsys":
-        return cap.write(tmp_path / f"{name}.sqlite")
-    return cap.write_kineto(tmp_path / f"{name}_{form}.json", form=form)
+from .test_attribution import FORMS, _write  # one writer of a scenario in the three formats
 
 
 @pytest.fixture(scope="module", params=FORMS)
