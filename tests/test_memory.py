@@ -116,6 +116,28 @@ def test_allocation_inside_a_known_operator_and_frame(tmp_path, form):
     assert mm["op_allocated_bytes"] == mm["allocated_bytes"] == 288 * MIB
 
 
+@pytest.mark.parametrize("form", ("kineto-new", "kineto-old"))
+def test_allocation_at_an_operators_end_belongs_to_the_enclosing_one(tmp_path, form):
+    """An operator holds the times start <= t < end (the Where attribution's rule): 2 MiB at
+    aten::outer's start + 1 us (= aten::inner's start, so inner's), 1 MiB at the instant aten::inner
+    ends (outer's: inner no longer holds it), 4 MiB at the instant aten::outer ends (no operator)."""
+    cap = Capture()
+    t = cap.process(pid=4740).thread()
+    with t.range("ProfilerStep#0"):
+        with t.op("aten::outer"):
+            with t.op("aten::inner"):
+                t.alloc_event(2 * MIB)
+                t.launch("gemm_kernel", 100)
+            t.alloc_event(1 * MIB)
+            t.cpu(us=5)
+        t.alloc_event(4 * MIB)
+        t.item()
+    mm = _memory(diagnose_path(_write(cap, tmp_path, form)))
+    assert [(r["op"], r["allocated_bytes"]) for r in mm["top_ops"]] == [("aten::inner", 2 * MIB),
+                                                                         ("aten::outer", 1 * MIB)]
+    assert mm["op_allocated_bytes"] == 3 * MIB and mm["allocated_bytes"] == 7 * MIB
+
+
 def test_nsys_rows_take_the_thread_of_their_cuda_call(tmp_path):
     """nsys's rows have no thread: they take that of the CUDA call with their correlation id
     (cudaMalloc inside aten::empty, 3 MiB; cudaFree inside aten::mm: not an allocation)."""
@@ -269,6 +291,43 @@ def test_memory_rows_same_from_every_reader_path(tmp_path, monkeypatch, form):
     for window in (None, 400, 5000):
         assert _read(odd, monkeypatch, window=window)[0] == slow
         assert _read(odd, monkeypatch, window=window, mode="msgspec")[0] == slow
+
+
+#: well-formed events at the edges of each column's range (CPU memory: Device Type 0, Device Id -1;
+#: zero totals and address; a free of 2^62 - 1 bytes): every path reads them as they are
+EDGE_MEMORY = [
+    '{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4710, "tid": 4710, "ts": 1.000, '
+    '"args": {"Total Reserved": 0, "Total Allocated": 0, "Bytes": 0, "Addr": 0, "Device Id": -1, "Device Type": 0}}',
+    '{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4710, "tid": 4710, "ts": 2.000, '
+    '"args": {"Total Reserved": 4611686018427387903, "Total Allocated": 4611686018427387903, '
+    '"Bytes": -4611686018427387903, "Addr": 4611686018427387903, "Device Id": 65535, "Device Type": 255}}',
+    '{"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4710, "tid": 4710, "ts": 3.000, '
+    '"args": {"Total Reserved": 4611686018427387904, "Total Allocated": -1, "Bytes": -4611686018427387904, '
+    '"Addr": -1, "Device Id": -2, "Device Type": 256}}',
+]
+
+
+def test_memory_edge_values_read_alike_by_pyarrow(tmp_path, monkeypatch):
+    """The edges of each column's range, read by pyarrow (a window of them alone), by msgspec and
+    by the slow path alike: kept at the lowest and highest valid value, unknown (or no size) one
+    past them."""
+    from nsysdoc.trace import kineto as K
+    from tests.test_kineto import _read, _with_events
+
+    body = ",\n".join(EDGE_MEMORY).encode()
+    got = K._arrow_read(body)
+    assert got is not None and got[0].num_rows == 3
+    part = K._arrow_part(body, got)
+    assert part is not None and part.paths["arrow"] == 1 and part.paths["msgspec"] == 0
+    path = memory_leak_per_step(steps=2).write_kineto(tmp_path / "k.json")
+    edge = _with_events(tmp_path / "edge.json", path.read_text(), EDGE_MEMORY)
+    m = _read(edge, monkeypatch, mode="slow")[0]["mem"]
+    assert {k: list(v) for k, v in part.mem.items() if k != "thr"} == {k: v[:3] for k, v in m.items() if k != "thr"}
+    assert _read(edge, monkeypatch, mode="msgspec")[0]["mem"] == m
+    assert (m["dtype"][:3], m["dev"][:3]) == ([0, 255, -1], [-1, 65535, -2])
+    assert (m["alloc"][:3], m["resv"][:3], m["addr"][:3]) == ([0, (1 << 62) - 1, -1], [0, (1 << 62) - 1, -1],
+                                                              [0, (1 << 62) - 1, -1])
+    assert m["bytes"][:3] == [0, -(1 << 62) + 1, K.BAD]
 
 
 def test_odd_memory_values_are_dropped_or_unknown_never_a_traceback(tmp_path):
