@@ -360,3 +360,41 @@ def test_old_cache_entries_without_the_memory_table_are_rebuilt(tmp_path):
     third = load_kineto(path, cache_dir=tmp_path / "cache")
     assert not third.from_cache and len(third.memory) == 6
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the API and the verdict
+# ---------------------------------------------------------------------------------------------
+def test_report_memory_and_memory_ops(tmp_path):
+    """Report.memory: the 12 events of memory_leak_per_step (3 steps shown: 9) with the levels of
+    the glossary example (64, 72, 8 MiB after step 0's events), the thread that allocated; reserved
+    from the new Kineto form (72 MiB: the highest so far after the free). Report.memory_ops =
+    metrics.memory.top_ops."""
+    import nsysdoc
+
+    path = memory_leak_per_step(steps=3).write_kineto(tmp_path / "k.json")
+    r = nsysdoc.report(str(path), cache=False, no_config=True)
+    m = r.memory
+    assert len(m) == 9
+    assert (m["allocated_bytes"][:3] // MIB).tolist() == [64, 72, 8]
+    assert (m["reserved_bytes"][:3] // MIB).tolist() == [64, 72, 72]
+    assert m["bytes"].sum() == 24 * MIB and set(m["tid"]) == {4710}
+    ops = r.memory_ops
+    assert ops["op"].tolist() == ["aten::mm", "aten::cat"] and ops["allocated_bytes"].tolist() == [192 * MIB, 24 * MIB]
+    path = memory_leak_per_step(steps=3).write(tmp_path / "n.sqlite")
+    m = nsysdoc.report(str(path), cache=False, no_config=True).memory
+    assert m["reserved_bytes"].isna().all() and m["tid"].isna().all()  # nsys: no totals; no CUDA call to join
+
+
+def test_a_memory_warning_does_not_keep_set_up_from_the_headline():
+    """Memory is not time: with only a memory warning beside a framing (set-up) finding that costs
+    time, the set-up finding is the main one (a steady-state time warning would come first)."""
+    from nsysdoc.rules.verdict import main_finding
+
+    setup = {"rule": "one-time-setup", "severity": "warning", "impact_ms": 50.0, "impact_pct": 40.0,
+             "phase": "framing", "category": "capture-setup"}
+    for rule in ("memory-growth", "memory-near-capacity"):
+        mem = {"rule": rule, "severity": "warning", "impact_ms": None, "category": "memory-transfer"}
+        assert main_finding([mem, setup]) is setup
+    steady = {"rule": "host-sync", "severity": "warning", "impact_ms": None, "category": "synchronization"}
+    assert main_finding([steady, setup]) is None
