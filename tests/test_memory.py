@@ -398,3 +398,38 @@ def test_a_memory_warning_does_not_keep_set_up_from_the_headline():
         assert main_finding([mem, setup]) is setup
     steady = {"rule": "host-sync", "severity": "warning", "impact_ms": None, "category": "synchronization"}
     assert main_finding([steady, setup]) is None
+
+
+def test_page_memory_section_draws_each_gpu_and_escapes_operator_names(tmp_path):
+    """The memory section: one chart per GPU whose band reaches the peak (96 MiB at the plot's
+    top edge, y = 12), step starts marked (4 steps), the top allocating operators with a name the
+    trace controls escaped; without memory events it says which switch records them."""
+    import re
+
+    import nsysdoc
+    from nsysdoc.testing.scenarios import healthy_training
+
+    cap = Capture()
+    t = cap.process(pid=4750).thread()
+    for i in range(4):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::<b>evil</b>"):
+                t.alloc_event(64 * MIB)
+                t.launch("gemm_kernel", 1000)
+            with t.op("aten::cat"):
+                t.alloc_event(8 * MIB)
+            with t.op("aten::mm"):
+                t.alloc_event(-64 * MIB)
+            t.item()
+    html = nsysdoc.report(str(cap.write_kineto(tmp_path / "k.json")), cache=False, no_config=True).to_html()
+    sec = html[html.index('<section id="memory"'):]
+    sec = sec[:sec.index("</section>")]
+    assert sec.count('<svg class="memory-chart"') == 1 and "peak allocated 96.0 MiB" in sec
+    band = re.search(r'<polygon class="band" points="([^"]*)"', sec).group(1).split()
+    assert min(float(p.split(",")[1]) for p in band) == 12.0  # TOP: the plot's top is the peak
+    assert sec.count('<line class="step"') == 4
+    assert "<b>evil</b>" not in html and "aten::&lt;b&gt;evil&lt;/b&gt;" in sec
+    html = nsysdoc.report(str(healthy_training(steps=2).write(tmp_path / "h.sqlite")), cache=False,
+                          no_config=True).to_html()
+    sec = html[html.index('<section id="memory"'):]
+    assert "nsys profile --cuda-memory-usage=true" in sec[:sec.index("</section>")]
