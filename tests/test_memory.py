@@ -433,3 +433,33 @@ def test_page_memory_section_draws_each_gpu_and_escapes_operator_names(tmp_path)
                           no_config=True).to_html()
     sec = html[html.index('<section id="memory"'):]
     assert "nsys profile --cuda-memory-usage=true" in sec[:sec.index("</section>")]
+
+
+def test_nsys_memory_rows_read_once_and_odd_rows_left_out(tmp_path):
+    """An export where a runtime row shares a memory row's correlation id with its call (same
+    process) still gives the row once; rows with a text start, a text size or an unknown
+    operation type are left out, never a traceback."""
+    import sqlite3
+
+    from nsysdoc.trace import load_trace
+
+    cap = Capture()
+    t = cap.process(pid=4760).thread()
+    with t.op("aten::empty"):
+        t.alloc_event(5 * MIB, api_us=10)
+    t.launch("gemm_kernel", 100)
+    t.item()
+    path = cap.write(tmp_path / "d.sqlite")
+    con = sqlite3.connect(path)
+    con.execute('INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME '
+                'WHERE correlationId = (SELECT correlationId FROM CUDA_GPU_MEMORY_USAGE_EVENTS)')
+    for row in ("('t', 0, 0, 1, 0, 0, 7, 2, 0, NULL, NULL, 7, NULL, NULL, NULL, NULL, NULL, NULL)",
+                "(1000000100, 0, 0, 1, 0, 0, 'x', 2, 0, NULL, NULL, 7, NULL, NULL, NULL, NULL, NULL, NULL)",
+                "(1000000200, 0, 0, 1, 0, 0, 9, 2, 5, NULL, NULL, 7, NULL, NULL, NULL, NULL, NULL, NULL)"):
+        con.execute(f"INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES {row}")
+    con.commit()
+    con.close()
+    tr = load_trace(path, cache=False)
+    assert tr.memory["bytes"].tolist() == [5 * MIB]
+    mm = _memory(diagnose_path(path))
+    assert [(r["op"], r["allocated_bytes"]) for r in mm["top_ops"]] == [("aten::empty", 5 * MIB)]

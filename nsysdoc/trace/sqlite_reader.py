@@ -1334,10 +1334,14 @@ def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
                 "AND (r.globalTid & -16777216) = m.globalPid")
         tid = "r.globalTid"
     rows = _query(exp, f'SELECT m.start, {col("deviceId")}, m.bytes, m.memoryOperationType, {col("memKind")}, '
-                       f'{col("address")}, {tid} FROM "{MEMORY_USAGE}" m {join} ORDER BY m.start, m.rowid')
+                       f'{col("address")}, {tid}, m.rowid FROM "{MEMORY_USAGE}" m {join} ORDER BY m.start, m.rowid')
     out: dict[str, list] = {c: [] for c in ("timestamp_ns", "device_type", "device_id", "bytes", "total_allocated_bytes",
                                             "total_reserved_bytes", "global_tid", "address")}
-    for start, dev, nbytes, op, kind, addr, gtid in rows:
+    last = None
+    for start, dev, nbytes, op, kind, addr, gtid, rowid in rows:
+        if rowid == last:  # two CUDA calls with its correlation id in its process: the row once
+            continue
+        last = rowid
         if type(start) is not int or type(nbytes) is not int or op not in (0, 1) or abs(start) >= TIME_LIMIT_NS \
                 or not 0 <= nbytes < (1 << 62):
             continue
