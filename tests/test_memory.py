@@ -138,7 +138,7 @@ def test_allocation_at_an_operators_end_belongs_to_the_enclosing_one(tmp_path, f
     assert mm["op_allocated_bytes"] == 3 * MIB and mm["allocated_bytes"] == 7 * MIB
 
 
-@pytest.mark.parametrize("sliced", (False, True))
+@pytest.mark.parametrize("sliced", (False, True), ids=("one-slice", "slices-of-7-rows"))
 def test_nsys_rows_take_the_thread_of_their_cuda_call(tmp_path, monkeypatch, sliced):
     """nsys's rows have no thread: they take that of the CUDA call with their correlation id
     (cudaMalloc inside aten::empty, 3 MiB; cudaFree inside aten::mm: not an allocation)."""
@@ -152,9 +152,8 @@ def test_nsys_rows_take_the_thread_of_their_cuda_call(tmp_path, monkeypatch, sli
                 t.launch("gemm_kernel", 500)
                 t.alloc_event(-3 * MIB, api_us=20)
             t.item()
-    if sliced:  # operator ranges read a slice at a time (captures of many ranges): the same answer
-        monkeypatch.setenv("NSYSDOC_ATTR_SLICED_ROWS", "1")
-        monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "7")
+    if sliced:  # (an nsys export's operator ranges are read a slice at a time: here slices of 7 rows,
+        monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "7")  # the queries falling in many slices): the same answer
     res = diagnose_path(cap.write(tmp_path / "n.sqlite"))
     mm = _memory(res)
     assert mm["source"] == "CUDA_GPU_MEMORY_USAGE_EVENTS"
