@@ -344,6 +344,9 @@ def test_odd_memory_values_are_dropped_or_unknown_never_a_traceback(tmp_path):
     odd = _with_events(tmp_path / "odd.json", path.read_text(), ODD_MEMORY, after=5)
     t = load_kineto(odd, cache=False)
     assert len(t.memory) == 9
+    # the text ts: no time; Bytes 1.5, "12", 10^23 (and the args that are no object): no size
+    assert {(d["reason"], d["rows"]) for d in t.dropped_rows if d["table"] == "[memory]"} == {
+        ("start or end NULL or not an integer", 1), ("Bytes missing, not an integer or beyond 2^62", 4)}
     res = diagnose_path(odd)
     assert len(_memory(res)["devices"]) == 1
 

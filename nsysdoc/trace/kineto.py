@@ -2225,6 +2225,10 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
             "nvtx_facts": nvtx_facts}
 
 
+#: why a timed ``[memory]`` event made no row
+MEMORY_DROP_REASON = "Bytes missing, not an integer or beyond 2^62"
+
+
 def _memory_frames(acc: _Acc, t_gtid: np.ndarray, times, props: dict, drops: F.Drops) -> tuple[Columns, Columns]:
     """The ``memory`` table (``[memory]`` events in time order; rows without a time or a byte
     count dropped) and ``device_memory`` (``deviceProperties[].totalGlobalMem`` per device id)."""
@@ -2234,8 +2238,10 @@ def _memory_frames(acc: _Acc, t_gtid: np.ndarray, times, props: dict, drops: F.D
          "total_allocated_bytes": _np(m["alloc"], np.int64), "total_reserved_bytes": _np(m["resv"], np.int64),
          "global_tid": t_gtid[_np(m["thr"], np.int64)] if len(m["thr"]) else np.zeros(0, np.int64),
          "address": _np(m["addr"], np.int64)}
-    ok = (d["timestamp_ns"] != BAD) & (d["bytes"] != BAD)
-    drops.add(MEMORY_EVENT, F.DROP_REASONS[0], int((~ok).sum()))
+    timed = d["timestamp_ns"] != BAD
+    ok = timed & (d["bytes"] != BAD)
+    drops.add(MEMORY_EVENT, F.DROP_REASONS[0], int((~timed).sum()))
+    drops.add(MEMORY_EVENT, MEMORY_DROP_REASON, int((timed & ~ok).sum()))
     if not ok.all():
         d = {k: v[ok] for k, v in d.items()}
     order = np.argsort(d["timestamp_ns"], kind="stable")
