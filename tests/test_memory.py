@@ -167,6 +167,12 @@ def test_near_capacity(tmp_path, form):
     """75 GiB of weights + 512 MiB per step on an 80 GiB GPU: peak 75.5 GiB = 94.375% -> the rule
     fires (with relative levels too: they are a lower bound); at 40 GiB (50.625%) it is quiet."""
     res = diagnose_path(_write(memory_near_capacity(weights_gib=75, churn_mib=512), tmp_path, form))
+    # the window is the 4 steps: the weights came before it (level 75 GiB at its start and end, the
+    # activations freed each step); the window's peak is 75 GiB + 512 MiB, the capture's too
+    (d,) = _memory(res)["devices"]
+    assert res["capture"]["window"]["kind"] == "steps"
+    assert d["allocated_at_start_bytes"] == d["allocated_at_end_bytes"] == 75 * GIB
+    assert d["window_peak_allocated_bytes"] == d["peak_allocated_bytes"] == 75 * GIB + 512 * MIB
     v = res["metrics"]["values"]
     assert v["memory_full_pct"] == pytest.approx(94.375, abs=1e-4)
     assert v["memory_full_peak_kind"] == ("reserved" if form == "kineto-new" else "allocated")
@@ -256,6 +262,15 @@ def test_resnet50_peak_and_top5_allocating_operators_match_independent_code():
     assert d["baseline"] == "capture_start" and d["peak_reserved_bytes"] is None  # Bytes only: never invented
     assert d["device_memory_bytes"] == 34084028416  # deviceProperties[0].totalGlobalMem
     _invariants(mm)
+    # end - start = the bytes of the device's events inside the window [start, end)
+    from nsysdoc.trace import load_trace
+
+    m = load_trace(RESNET, cache=False).memory
+    w = res["capture"]["window"]
+    inside = (m["device_type"] == 1) & (m["device_id"] == 0) & (m["timestamp_ns"] >= w["start_ns"]) & \
+        (m["timestamp_ns"] < w["end_ns"])
+    assert inside.sum() > 0
+    assert d["allocated_at_end_bytes"] - d["allocated_at_start_bytes"] == int(m["bytes"][inside].sum())
 
 
 # ---------------------------------------------------------------------------------------------
