@@ -225,7 +225,8 @@ def _independent(path: Path) -> tuple[dict, list]:
     """Peak of the running sum of Bytes per CUDA device (time order), and the innermost Operator
     event (start <= ts < end; latest start, then shortest) on the same tid holding each
     allocation (Bytes > 0): bytes and count per operator name, most bytes first."""
-    ev = json.load(gzip.open(path))["traceEvents"]
+    with gzip.open(path) as fh:
+        ev = json.load(fh)["traceEvents"]
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
     total, peak = collections.Counter(), {}

@@ -4,6 +4,7 @@ point is computed here, the template prints them; trace text (operator names, fr
 plain ``str`` for the autoescaping templates."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..fmt import fmt_bytes, fmt_num, is_num
@@ -50,7 +51,7 @@ class MemoryView:
 def _nice(v: float) -> float:
     """A tick step of about 4 ticks up to ``v`` bytes: 1, 2 or 5 x 10^k of the binary unit that
     suits ``v`` (GiB, MiB, KiB), so the labels read 2.0 GiB, 4.0 GiB, not 1.9 GiB."""
-    from .charts import nice_step
+    from .charts import nice_step  # (charts imports the context this module does too)
 
     unit = next((u for u in (1 << 30, 1 << 20, 1 << 10) if v >= u), 1)
     return nice_step(v / unit, 4) * unit
@@ -78,7 +79,7 @@ def _chart(d: dict, step_starts: list[int]) -> MemoryChart | None:
     every = max(1, -(-len(inside) // MAX_STEP_LINES))
     ticks = []
     st = _nice(span)
-    v = 0.0 if bottom >= 0 else -st * (-(-(-bottom) // st))
+    v = 0.0 if bottom >= 0 else -st * math.ceil(-bottom / st)  # (levels below the capture's start)
     while v <= top + 1e-9:
         if v >= bottom:
             ticks.append(Tick(pos=f"{y(v):.1f}", label=fmt_bytes(v) if v > 0 else ("0" if v == 0 else "−" + fmt_bytes(-v))))
