@@ -186,6 +186,17 @@ def _at_least(severity: str | None, floor: str) -> bool:
     return SEVERITIES.index(severity) >= SEVERITIES.index(floor)
 
 
+#: issue 47: ``Report.memory`` and ``Report.memory_ops``
+MEMORY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("time_ns", "int64"), ("device", "int64"), ("bytes", "int64"), ("allocated_bytes", "int64"),
+    ("reserved_bytes", "Int64"), ("pid", "Int64"), ("tid", "Int64"),
+)
+MEMORY_OP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("op", "object"), ("module", "object"), ("frame", "object"), ("allocated_bytes", "int64"),
+    ("allocations", "int64"),
+)
+
+
 class Report:
     """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
 
@@ -296,6 +307,51 @@ class Report:
                 rows.append(row)
             return _frame(rows, GAP_COLUMNS)
         return self._table("gaps", build)
+
+    # issue 47: the memory view
+    @property
+    def memory(self) -> "pd.DataFrame":
+        """GPU memory events in time order per device (``docs/glossary.md``, "Memory"): the
+        signed ``bytes`` of each, the device's ``allocated_bytes`` after it (the trace's running
+        total, or the sum since the capture began: ``metrics.memory.baseline``), its
+        ``reserved_bytes`` (null unless the trace records it) and the thread; empty when the
+        capture recorded no memory (``metrics.memory.missing`` says which switch does)."""
+        def build():
+            from .metrics import memory as mem_m
+            from .trace import schema as S
+
+            trace = getattr(self._analysis, "trace", None)
+            m = getattr(trace, "memory", None)
+            if m is None or not len(m):
+                return _frame([], MEMORY_COLUMNS)
+            import numpy as np
+
+            from .lazy_pandas import pandas
+
+            pd = pandas()
+            t, dt, dev = (np.asarray(m[c], dtype=np.int64) for c in ("timestamp_ns", "device_type", "device_id"))
+            gtid = np.asarray(m["global_tid"], dtype=np.int64)
+            parts = []
+            for s in mem_m.device_series(t, dt, dev, m["bytes"], m["total_allocated_bytes"], m["total_reserved_bytes"]):
+                idx = np.flatnonzero((dt == mem_m.DEVICE_CUDA) & (dev == s.device_id))
+                g = gtid[idx[np.argsort(t[idx], kind="stable")]]  # device_series' order
+                parts.append(pd.DataFrame({
+                    "time_ns": s.time_ns, "device": np.full(len(g), s.device_id, dtype=np.int64), "bytes": s.bytes,
+                    "allocated_bytes": s.allocated,
+                    "reserved_bytes": pd.array(s.reserved if s.reserved is not None else [None] * len(g), dtype="Int64"),
+                    "pid": pd.array([int(x) if k else None for x, k in zip(S.decode_pid(g), g != 0)], dtype="Int64"),
+                    "tid": pd.array([int(x) if k else None for x, k in zip(S.decode_tid(g), g != 0)], dtype="Int64")}))
+            if not parts:
+                return _frame([], MEMORY_COLUMNS)
+            return pd.concat(parts, ignore_index=True)[[c for c, _ in MEMORY_COLUMNS]]
+        return self._table("memory", build)
+
+    @property
+    def memory_ops(self) -> "pd.DataFrame":
+        """The operators that allocated the most GPU memory (``metrics.memory.top_ops``), most
+        bytes first; empty without memory events or operator ranges."""
+        return self._table("memory_ops", lambda: _frame(
+            ((self._result.get("metrics") or {}).get("memory") or {}).get("top_ops") or [], MEMORY_OP_COLUMNS))
 
     # renderings
     def to_dict(self) -> dict:

@@ -125,6 +125,7 @@ def test_docs_list_every_dataframe_with_the_code_s_columns():
             "Report.operators": api.OPERATOR_COLUMNS, "Report.devices": api.DEVICE_COLUMNS,
             "Report.gaps": api.GAP_COLUMNS, "Diff.kernels": api.DIFF_KERNEL_COLUMNS,
             "Job.ranks": api.RANK_COLUMNS, "Diff.breakdown": None}
+    code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})  # issue 47
     assert set(docs) == set(code)
     for name, cols in code.items():
         if cols is not None:

@@ -493,7 +493,7 @@ def _read(path, monkeypatch, *, window: int | None = None, mode: str = "arrow"):
             "threads": list(acc.threads), "gpu": {k: cols(d) for k, d in acc.gpu.items()}, "rt": cols(acc.rt),
             "host": cols(acc.host), "flow_s": cols(acc.flow_s), "flow_f": cols(acc.flow_f), "spans": acc.spans,
             "overhead": acc.overhead, "proc": acc.proc_names, "thread_names": acc.thread_names,
-            "kinds": acc.kinds, "launch": acc.launch_codes}, acc.paths
+            "kinds": acc.kinds, "launch": acc.launch_codes, "mem": cols(acc.mem)}, acc.paths
 
 
 def _accumulated(path, monkeypatch, *, window: int | None = None, slow_only: bool = False) -> dict:

@@ -187,7 +187,7 @@ def _analysis(path) -> object:
 # ---------------------------------------------------------------------------------------------
 # structure
 # ---------------------------------------------------------------------------------------------
-SECTIONS = ["verdict", "findings", "steps", "timeline", "tables", "capture", "glossary"]
+SECTIONS = ["verdict", "findings", "steps", "timeline", "memory", "tables", "capture", "glossary"]  # memory: issue 47
 
 
 def test_sections_present_in_order(with_findings):

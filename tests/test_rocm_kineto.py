@@ -246,6 +246,10 @@ def test_every_scenario_gets_the_same_findings_with_hip_names(tmp_path, name):
     fb = {f["rule"]: f.get("impact_ms") for f in hip["findings"]}
     if cuda["metrics"]["values"].get("pageable_copy_count"):
         fa = {r: v for r, v in fa.items() if r not in NOT_IN_ROCM_TRACES}
+    if name == "memory_near_capacity":  # issue 47: the HIP writer's GPU is an MI300X of 192 GiB, not an
+        # 80 GiB H100: the same 75.5 GiB is 39% of it (the rule is quiet, as it should be)
+        assert hip["metrics"]["values"]["memory_full_pct"] < 90 <= cuda["metrics"]["values"]["memory_full_pct"]
+        fa.pop("memory-near-capacity")
     assert fb == fa
     assert hip["summary"]["kernel_count"] == cuda["summary"]["kernel_count"]
     assert hip["summary"]["step_count"] == cuda["summary"]["step_count"]

@@ -21,6 +21,7 @@ from .numbers import _median, _num, _records
 from .sections import (_attribution, _capture_extent, _comm_metrics, _devices, _gap_metrics, _host_wait,
                        _kernel_metrics, _launch, _setup_metrics, _steps, _sync_metrics, _underfilled)
 from .values import _values
+from .memory import memory_metrics
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -93,6 +94,7 @@ def assemble(a: Analysis, res) -> dict:
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
+    metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
     quality = _capture(a, judgeable, why_not, extent)
     result = {
         "nsysdoc_version": __version__,

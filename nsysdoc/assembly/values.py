@@ -15,6 +15,7 @@ from ..trace import Trace
 from ..trace import schema as S
 from .numbers import _mean, _median, _num
 from .sections import FILL_AGREE_POINTS, _active
+from .memory import memory_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -233,6 +234,7 @@ def _values(a: Analysis, r: dict) -> dict:
     for g in GPU_METRIC_NAMES:
         v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
     v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
+    v.update(memory_values(m.get("memory")))  # issue 47
     return v
 
 

@@ -474,7 +474,14 @@ def tables(result: dict) -> dict[str, list[dict]]:
         "underfilled_kernels": (m.get("underfilled") or {}).get("kernels") or [],
         "host_outside_phases": [{**p, "name": f"host phase {p['where']}"} for p in
                                 ((result["capture"].get("host_outside_window") or {}).get("phases") or [])],
+        **_memory_tables(m),  # issue 47
     }
+
+
+def _memory_tables(m: dict) -> dict:
+    from ..assembly.memory import memory_tables
+
+    return memory_tables(m.get("memory"))
 
 
 #: Wording that depends on the tool that made the capture (``source.tool``): rule messages name the

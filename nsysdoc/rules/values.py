@@ -64,6 +64,17 @@ STRING_VALUES = frozenset({"dependency_waited_on", "unrecorded_call_name", "top_
                            "low_occupancy_note", "trace_viewer", "trace_timeline", "capture_check",
                            "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture"})
 
+#: issue 47: the memory view's values and evidence tables (nsysdoc.assembly.memory; kept here as
+#: text so that rule loading does not import numpy)
+VALUE_NAMES = VALUE_NAMES + (
+    "memory_recorded", "memory_baseline", "memory_lower_bound", "memory_peak_allocated_gib",
+    "memory_growth_device", "memory_growth_mib_per_step", "memory_growth_total_mib", "memory_growth_steps",
+    "memory_rising_steps", "memory_growth_peak_pct", "memory_growth_level_gib", "memory_device_gib",
+    "memory_steps_to_full", "memory_full_device", "memory_full_peak_kind", "memory_full_peak_gib",
+    "memory_full_device_gib", "memory_full_pct", "memory_top_op", "memory_top_op_gib",
+)
+STRING_VALUES = STRING_VALUES | {"memory_baseline", "memory_full_peak_kind", "memory_top_op"}
+
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": ["step", "index", "name", "pid", "tid", "start_ns", "end_ns", "step_time_ms", "duration_ms", "device",
@@ -92,6 +103,10 @@ TABLE_COLUMNS: dict[str, list[str]] = {
                             "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
                             "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],
 }
+#: issue 47: the memory rules' evidence (nsysdoc.assembly.memory.memory_tables)
+TABLE_COLUMNS["memory_devices"] = ["device", "peak_allocated_mib", "peak_reserved_mib", "device_memory_gib",
+                                   "growth_mib_per_step", "rising_steps", "growth_steps"]
+TABLE_COLUMNS["memory_top_ops"] = ["op", "module", "frame", "allocated_mib", "allocations"]
 
 #: ``time_ranges`` kinds: ``gaps:<cause>`` (longest gaps of that cause), ``worst_step``,
 #: ``median_step``, ``window``, ``evidence`` (rows of the evidence table that have start/end),

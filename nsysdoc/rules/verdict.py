@@ -36,6 +36,10 @@ IDLE_LABELS = {
 }
 
 
+#: Issue 47: findings about memory, not time (no impact: never the main bottleneck, and no steady-state
+#: warning that would keep one-time set-up from the headline; docs/glossary.md, "Memory")
+NOT_TIME_RULES = frozenset({"memory-growth", "memory-near-capacity"})
+
 #: A finding that costs less than this share of what it is measured over is never the main bottleneck.
 MAIN_MIN_PCT = 5.0
 
@@ -81,7 +85,8 @@ def main_finding(findings: list[dict], judgeable: bool = True) -> dict | None:
     # a steady-state finding at warning or above, with a cost or not (a dominant kernel); the
     # capture's own problems (capture-quality, no-gpu-activity) are not the steady state
     steady_warn = any(not is_framing(f) and f.get("category") != "capture"
-                      and f.get("severity") in ("warning", "critical") for f in ranked)
+                      and f.get("severity") in ("warning", "critical") for f in ranked
+                      if f.get("rule") not in NOT_TIME_RULES)
     for f in costly:
         if judgeable and is_framing(f) and steady_warn:
             continue

@@ -355,6 +355,29 @@ class Thread:
         self.sync_stream(stream, device)
         return op
 
+    # -- issue 47: memory ------------------------------------------------------------------
+    def alloc_event(self, nbytes: int, *, device: int | None = None, api_us: float | None = None,
+                    address: int | None = None) -> int:
+        """The allocator takes (``nbytes`` > 0) or gives back (``nbytes`` < 0) device memory on
+        this thread now: a Kineto ``[memory]`` event (``profile_memory=True``; the new form with
+        ``Total Allocated`` and ``Total Reserved``, the old form with ``Bytes`` only) and an nsys
+        ``CUDA_GPU_MEMORY_USAGE_EVENTS`` row (``--cuda-memory-usage=true``). With ``api_us``, a
+        ``cudaMalloc``/``cudaFree`` call of that length is made first (the nsys row carries its
+        correlation id: the thread); the event is at the call's start, else at ``now_ns`` (the
+        clock does not move). Returns the event's time. Running totals per device are kept in
+        time order: allocated = the sum of ``nbytes`` so far, reserved = the highest allocated so
+        far (a caching allocator keeps the memory it reserved)."""
+        dev = self.process.default_device if device is None else device
+        corr = 0
+        at = self.now_ns
+        if api_us is not None:
+            at, _end, corr = self._api("cudaMalloc_v3020" if nbytes >= 0 else "cudaFree_v3020", api_us)
+        self.cap._mem.append({"ts": at, "gtid": self.global_tid, "pid": self.process.pid, "tid": self.tid,
+                              "device": dev, "bytes": int(nbytes), "corr": corr,
+                              "address": address if address is not None else 0x7F0000000000 + 512 * len(self.cap._mem),
+                              "global_pid": self.process.global_pid})
+        return at
+
 
 class Process:
     def __init__(self, capture: "Capture", pid: int, name: str, device: int, hw: int) -> None:
@@ -450,6 +473,7 @@ class Capture:
         self._pyframes: list[dict] = []
         self._callstacks: dict[tuple[int, int], list] = {}
         self._op_id = 0
+        self._mem: list[dict] = []  # issue 47: Thread.alloc_event
 
     def process(self, pid: int = 4242, name: str = "python", device: int = 0, hw: int = 0) -> Process:
         p = Process(self, pid, name, device, hw)
@@ -525,6 +549,8 @@ class Capture:
                     [(s, e, 27, tid, w.sid(n), 0, 0, 0) for s, e, tid, n in sorted(self._osrt)])
         if self.gpu_metrics_hz and "cuda" in self.trace:
             self._write_gpu_metrics(w, stop)
+        if self._mem and "cuda" in self.trace:
+            self._write_memory(w)
         w.strings()
 
     def _gpu_row(self, d: int, name: str) -> tuple:
@@ -659,6 +685,27 @@ class Capture:
                     samples.append((int(t), type_id, mid, int(round(val))))
         w.table("TARGET_INFO_GPU_METRICS", ddl.OTHER_TABLES["TARGET_INFO_GPU_METRICS"], info)
         w.table("GPU_METRICS", ddl.OTHER_TABLES["GPU_METRICS"], samples)
+
+    def memory_events(self) -> list[dict]:
+        """Issue 47: the memory events of :meth:`Thread.alloc_event` in time order, each with the
+        device's running ``allocated`` and ``reserved`` totals after it."""
+        alloc: dict[int, int] = {}
+        resv: dict[int, int] = {}
+        out = []
+        for m in sorted(self._mem, key=lambda m: m["ts"]):
+            d = m["device"]
+            alloc[d] = alloc.get(d, 0) + m["bytes"]
+            resv[d] = max(resv.get(d, 0), alloc[d])
+            out.append({**m, "allocated": alloc[d], "reserved": resv[d]})
+        return out
+
+    def _write_memory(self, w: "_Writer") -> None:
+        """``CUDA_GPU_MEMORY_USAGE_EVENTS`` (issue 47): sizes positive, the operation type says
+        allocation (0) or deallocation (1); device memory (``memKind`` 2)."""
+        rows = [(m["ts"], m["global_pid"], m["device"], 1, m["address"], 0, abs(m["bytes"]), MEM_DEVICE,
+                 0 if m["bytes"] >= 0 else 1, None, m["corr"] or None, 7, None, None, None, None, None, None)
+                for m in self.memory_events()]
+        w.table("CUDA_GPU_MEMORY_USAGE_EVENTS", ddl.MEMORY_USAGE_COLUMNS, rows)
 
 
 class _Writer:

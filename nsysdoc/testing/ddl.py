@@ -273,6 +273,18 @@ ENUM_TABLES = {
 }
 
 
+#: issue 47: ``--cuda-memory-usage=true``'s allocation and release rows (the columns the
+#: Nsight Systems export schema documents; ``memoryOperationType``: 0 allocation, 1 deallocation)
+MEMORY_USAGE_COLUMNS = [
+    ("start", "INTEGER NOT NULL"), ("globalPid", "INTEGER"), ("deviceId", "INTEGER"), ("contextId", "INTEGER"),
+    ("address", "INTEGER"), ("pc", "INTEGER"), ("bytes", "INTEGER"), ("memKind", "INTEGER"),
+    ("memoryOperationType", "INTEGER"), ("name", "TEXT"), ("correlationId", "INTEGER"), ("streamId", "INTEGER"),
+    ("localMemoryPoolAddress", "INTEGER"), ("localMemoryPoolReleaseThreshold", "INTEGER"),
+    ("localMemoryPoolSize", "INTEGER"), ("localMemoryPoolUtilizedSize", "INTEGER"),
+    ("importedMemoryPoolAddress", "INTEGER"), ("importedMemoryPoolProcessId", "INTEGER"),
+]
+
+
 def target_info_gpu_columns(variant: str) -> list[tuple[str, str]]:
     """TARGET_INFO_GPU; the per-SM limits (real exports have them since nsys 2022.4) are left out
     of the "2022" variant so that their absence is exercised too."""

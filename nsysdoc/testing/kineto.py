@@ -291,6 +291,15 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
             if (gpu_op := by_corr.get((gtid & S.PROCESS_MASK, corr))) is not None:
                 w.flow("s", corr, pid, w.tid(tid), start)
                 gpu_op._kineto_ext = ext  # type: ignore[attr-defined]
+        # issue 47: the allocator's [memory] events (profile_memory=True)
+        for m in cap.memory_events():
+            args = {"Device Type": 1, "Device Id": m["device"], "Bytes": m["bytes"]}
+            if form == "new":  # PyTorch >= 1.10: the running totals and the block's address
+                args = {"Total Reserved": m["reserved"], "Total Allocated": m["allocated"], "Bytes": m["bytes"],
+                        "Addr": m["address"], **{k: args[k] for k in ("Device Id", "Device Type")}}
+            cat_mem = '"cat": "cpu_instant_event", ' if form == "new" else ""
+            w.event(f'{{"ph": "i", {cat_mem}"s": "t", "name": "[memory]", "pid": {m["pid"]}, "tid": {m["tid"]}, '
+                    f'"ts": {w.ts(m["ts"])}, "args": {_dumps(args)}}}')
         # device side
         for op in gpu:
             ext = getattr(op, "_kineto_ext", 0)

@@ -23,7 +23,7 @@ from .store import STR, Store
 
 
 #: Bump when the stored tables change shape: old cache entries are then ignored.
-CACHE_FORMAT = 22
+CACHE_FORMAT = 23  # 23: the memory and device_memory tables (issue 47)
 
 
 def _read_parquet(path: Path) -> Columns:

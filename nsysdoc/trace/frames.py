@@ -389,8 +389,15 @@ FRAME_COLUMNS = {
     "gpu_metrics": ("timestamp_ns", "device_id", "metric", "value"),
     "diagnostics": ("timestamp_ns", "severity", "text"),
     "overhead": ("start_ns", "end_ns", "global_tid", "name"),
+    # issue 47: the allocator's and the driver's memory events (docs/loader.md); -1 where absent
+    "memory": ("timestamp_ns", "device_type", "device_id", "bytes", "total_allocated_bytes", "total_reserved_bytes",
+               "global_tid", "address"),
+    # issue 47: each GPU's memory (TARGET_INFO_GPU.totalMemory, Kineto deviceProperties.totalGlobalMem)
+    "device_memory": ("device_id", "total_bytes"),
 }
 SMALL_FRAMES = ("devices", "processes", "streams", "threads", "gpu_metrics", "diagnostics", "overhead")
+#: issue 47: the memory tables, small tables too (cached as Parquet, rebuilt when an entry lacks them)
+SMALL_FRAMES = SMALL_FRAMES + ("memory", "device_memory")
 
 
 def whole_frame(trace: Trace, name: str) -> pd.DataFrame:

@@ -63,7 +63,7 @@ from .model import StringTable, Trace
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 5
+KINETO_FORMAT = 6  # 6: [memory] events (issue 47)
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -93,6 +93,11 @@ CATEGORIES = {
 }
 #: ``domain`` of host ranges by category (user annotations are like NVTX ranges of no domain).
 HOST_DOMAIN = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "", "python_function": "python_function"}
+#: PyTorch's allocator events (``profile_memory=True``): instant events (``ph: "i"``) named
+#: ``[memory]``, whatever their ``cat`` (none before PyTorch 1.13, ``cpu_instant_event`` after);
+#: a row of the memory table (issue 47), outside the X kinds and the flow/metadata codes
+K_MEM = 12
+MEMORY_EVENT = "[memory]"
 #: canonical category name of each kind (``Trace.tables``, dropped-row labels)
 TABLE_NAMES = {K_KERNEL: "kernel", K_MEMCPY: "gpu_memcpy", K_MEMSET: "gpu_memset", K_RUNTIME: "cuda_runtime",
                K_DRIVER: "cuda_driver", K_SYNC: "cuda_sync", K_HOST: "host ranges"}
@@ -361,6 +366,10 @@ class _Acc:
         self.rt = {"s": q(), "e": q(), "thr": i(), "corr": q(), "name": i(), "drv": array("b")}
         self.host = {"s": q(), "e": q(), "thr": i(), "name": i(), "dom": array("b")}
         self.flow_s = {"id": q(), "thr": i(), "ts": q()}
+        # [memory] events: time, thread, Device Type (-1 unknown), Device Id (-2 unknown), Bytes
+        # (signed, BAD unknown), Total Allocated / Total Reserved / Addr (-1 when absent)
+        self.mem = {"s": q(), "thr": i(), "dtype": i(), "dev": i(), "bytes": q(), "alloc": q(), "resv": q(),
+                    "addr": q()}
         self.flow_f = {"id": q(), "dev": q(), "st": i(), "ts": q()}
         self.spans: list[tuple[int, int]] = []
         self.overhead: list[tuple[int, int, str]] = []
@@ -826,6 +835,8 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
                             ff["ts"].append(ts)
             elif ph == "M":
                 _metadata_event(ev, acc)
+            elif ph == "i" and ev.get("name") == MEMORY_EVENT:
+                _memory_event(ev, acc)
             else:
                 ignored += 1
         else:
@@ -880,6 +891,13 @@ class _Args(msgspec.Struct, gc=False):
     seq: object = msgspec.field(default=None, name="Sequence number")
     stack: object = msgspec.field(default=None, name="Call stack")
     name: object = None  # metadata events: the process or thread name
+    # [memory] events (issue 47)
+    m_bytes: object = msgspec.field(default=None, name="Bytes")
+    m_alloc: object = msgspec.field(default=None, name="Total Allocated")
+    m_resv: object = msgspec.field(default=None, name="Total Reserved")
+    m_dtype: object = msgspec.field(default=None, name="Device Type")
+    m_dev: object = msgspec.field(default=None, name="Device Id")
+    m_addr: object = msgspec.field(default=None, name="Addr")
 
 
 class _Ev(msgspec.Struct, gc=False):
@@ -906,7 +924,10 @@ _KIND = {("X", c): k for c, k in CATEGORIES.items()} | {("s", c): _F_START for c
 _X_KIND = {c: k for (ph, c), k in _KIND.items() if ph == "X"}
 _HOST_DOM = {c: _DOM_CODE[d] for c, d in HOST_DOMAIN.items()}
 _NAMED = (K_KERNEL, K_MEMCPY, K_MEMSET, K_SYNC, K_RUNTIME, K_DRIVER, K_HOST)
-_THREADED = (K_RUNTIME, K_DRIVER, K_HOST)
+_THREADED = (K_RUNTIME, K_DRIVER, K_HOST, K_MEM)
+#: :class:`_Args` field of each memory column (:data:`_MEM_ARGS`)
+_MEM_FIELDS = {"dtype": "m_dtype", "dev": "m_dev", "bytes": "m_bytes", "alloc": "m_alloc", "resv": "m_resv",
+               "addr": "m_addr"}
 
 
 def _ns_many(vals: list) -> np.ndarray:
@@ -1053,6 +1074,8 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     for i in np.flatnonzero(kinds == _IGNORED).tolist():
         if evs[i].ph == "M":  # a metadata event with a category
             kinds[i] = _META
+        elif evs[i].ph == "i" and evs[i].name == MEMORY_EVENT:
+            kinds[i] = K_MEM
     # ---- times of X rows and flows ------------------------------------------------------------
     is_x = (kinds >= 0) & (kinds <= K_OVERHEAD)
     xev = list(compress(evs, is_x.tolist()))
@@ -1151,8 +1174,20 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
     fst = _ints([e.tid for e in fe_ev], -_I32, _I32, lambda i: _stream_of(fe_ev[i].tid))
     bind = fdev >= 0
     fe_row = {"id": fid[fe][bind], "dev": fdev[bind], "st": fst[bind], "ts": fts[fe][bind]}
+    # ---- memory events ------------------------------------------------------------------------
+    mem_row = None
+    if (kinds == K_MEM).any():
+        mev = list(compress(evs, (kinds == K_MEM).tolist()))
+        margs = [_NO_ARGS if e.args is None else e.args for e in mev]
+        mem_row = {"s": _ns_many([e.ts for e in mev]), "thr": thr_all[thr_kind == K_MEM]}
+        for key, (_arg, lo, hi, other) in _MEM_ARGS.items():
+            fld = _MEM_FIELDS[key]
+            mem_row[key] = _ints([getattr(a, fld) for a in margs], lo, hi, lambda i, o=other: o)
     # ---- commit -----------------------------------------------------------------------------------
     _commit_rows(acc, np.unique(xk), gpu_rows, rt_row, host_row, fs_row, fe_row)
+    if mem_row is not None:
+        for k, v in mem_row.items():
+            _add(acc.mem[k], v)
     for i in np.flatnonzero(xk == K_SPAN).tolist():
         if s[i] != BAD and e_[i] != BAD:
             acc.spans.append((int(s[i]), int(e_[i])))
@@ -1207,7 +1242,10 @@ def _arrow():
                           ("bytes", i64), ("grid", pa.list_(i64)), ("block", pa.list_(i64)),
                           ("registers per thread", i64), ("shared memory", i64),
                           ("est. achieved occupancy %", i64), ("Sequence number", i64),
-                          ("Call stack", pa.string()), ("name", pa.string())])
+                          ("Call stack", pa.string()), ("name", pa.string()),
+                          # [memory] events (issue 47)
+                          ("Bytes", i64), ("Total Allocated", i64), ("Total Reserved", i64),
+                          ("Device Type", i64), ("Device Id", i64), ("Addr", i64)])
         # times as decimals of 3 places: exact (no binary float), and a value with more places,
         # or more than 24 digits, fails to parse
         us = pa.decimal128(24, 3)
@@ -1470,6 +1508,10 @@ def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kep
     lut = np.array([(_X_KIND.get(c, _IGNORED) if p == "X" else _META if p == "M" else _KIND.get((p, c), _IGNORED))
                     for p in phv for c in catv], dtype=np.int8)
     kinds = lut[phc * nc + catc]
+    if "i" in phv:  # [memory] instant events, whatever their category
+        is_i = phc == phv.index("i")
+        named_mem = pc.fill_null(pc.equal(col["name"], pa.scalar(MEMORY_EVENT)), False).to_numpy(zero_copy_only=False)
+        kinds[is_i & named_mem] = K_MEM
     # ---- times ----------------------------------------------------------------------------
     s = _dec_ns(col["ts"])
     d = _dec_ns(col["dur"])
@@ -1572,12 +1614,23 @@ def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kep
         idx = pa.array(meta, type=pa.int64())
         meta = [{"name": nm, "pid": p, "tid": q, "args": {"name": label}} for nm, p, q, label in
                 zip(*(c.take(idx).to_pylist() for c in (col["name"], col["pid"], col["tid"], f["name"])))]
+    # ---- memory events ----------------------------------------------------------------------
+    rows = np.flatnonzero(kinds == K_MEM)
+    mem_row = None
+    if len(rows):
+        mem_row = {"s": s[rows], "thr": thr[rows]}
+        for key, (arg, lo, hi, other) in _MEM_ARGS.items():
+            v, ok = _int_col(f[arg])
+            mem_row[key] = np.where(ok & (v >= lo) & (v < hi), v, other)[rows]
     # ---- commit -----------------------------------------------------------------------------
     acc.names.update(new_names)
     acc.threads.update(new_threads)
     acc.launch_codes.update(new_items)
     acc.launch_raw.update(new_raw)
     _commit_rows(acc, np.unique(kinds[is_x]), gpu_rows, rt_row, host_row, fs_row, fe_row)
+    if mem_row is not None:
+        for k, v in mem_row.items():
+            _add(acc.mem[k], v)
     acc.spans.extend(spans)
     for o in over:
         if len(acc.overhead) < 100_000:
@@ -1653,7 +1706,8 @@ def _merge(acc: _Acc, part: _Acc) -> None:
     acc.launch_raw.update(zip(part.launch_raw, launch[list(part.launch_raw.values())].tolist()))
     recode = {"name": names, "thr": threads, "launch": launch}
     for mine, theirs in [(acc.gpu[k], part.gpu[k]) for k in acc.gpu] + [(acc.rt, part.rt), (acc.host, part.host),
-                                                                       (acc.flow_s, part.flow_s), (acc.flow_f, part.flow_f)]:
+                                                                       (acc.flow_s, part.flow_s), (acc.flow_f, part.flow_f),
+                                                                       (acc.mem, part.mem)]:
         for key, col in theirs.items():
             if len(col):
                 if key in recode:
@@ -1833,6 +1887,43 @@ def _metadata_event(ev: dict, acc: _Acc) -> None:
             acc.thread_names[(ev.get("pid"), ev.get("tid"))] = F.cap(label)
     except TypeError:  # unhashable ids
         pass
+
+
+def _mem_int(v, lo: int, hi: int, other: int) -> int:
+    """A memory event's integer arg when it is an int in [lo, hi), else ``other``."""
+    return v if v.__class__ is int and lo <= v < hi else other
+
+
+def _memory_event(ev: dict, acc: _Acc) -> None:
+    """One ``[memory]`` instant event (the slow path's, which defines the row the fast paths
+    make: :func:`_memory_rows`)."""
+    tkey = (ev.get("pid"), ev.get("tid"))
+    threads = acc.threads
+    try:
+        ti = threads.get(tkey)
+    except TypeError:  # an unhashable pid/tid: one thread for all such rows
+        tkey = (repr(tkey[0])[:64], repr(tkey[1])[:64])
+        ti = threads.get(tkey)
+    if ti is None:
+        ti = threads[tkey] = len(threads)
+    a = ev.get("args")
+    if a.__class__ is not dict:
+        a = _EMPTY
+    m = acc.mem
+    m["s"].append(us_to_ns(ev.get("ts")))
+    m["thr"].append(ti)
+    m["dtype"].append(_mem_int(a.get("Device Type"), 0, 256, -1))
+    m["dev"].append(_mem_int(a.get("Device Id"), -1, 65536, -2))
+    m["bytes"].append(_mem_int(a.get("Bytes"), -_LIM + 1, _LIM, BAD))
+    m["alloc"].append(_mem_int(a.get("Total Allocated"), 0, _LIM, -1))
+    m["resv"].append(_mem_int(a.get("Total Reserved"), 0, _LIM, -1))
+    m["addr"].append(_mem_int(a.get("Addr"), 0, _LIM, -1))
+
+
+#: (arg name, lowest, highest + 1, value when not an int in range) of each memory column
+_MEM_ARGS = {"dtype": ("Device Type", 0, 256, -1), "dev": ("Device Id", -1, 65536, -2),
+             "bytes": ("Bytes", -_LIM + 1, _LIM, BAD), "alloc": ("Total Allocated", 0, _LIM, -1),
+             "resv": ("Total Reserved", 0, _LIM, -1), "addr": ("Addr", 0, _LIM, -1)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -2088,6 +2179,7 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     out["gpu_metrics"] = Columns({"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.int64),
                                   "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)})
     out["diagnostics"] = Columns({"timestamp_ns": [], "severity": [], "text": []})
+    out["memory"], out["device_memory"] = _memory_frames(acc, t_gtid, times, props, drops)
     ov = [(s - shift, e - shift, name) for s, e, name in acc.overhead if s <= e]
     out["overhead"] = Columns({"start_ns": np.array([o[0] for o in ov], dtype=np.int64),
                                "end_ns": np.array([o[1] for o in ov], dtype=np.int64),
@@ -2131,6 +2223,35 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
     return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch,
             "nvtx_facts": nvtx_facts}
+
+
+#: why a timed ``[memory]`` event made no row
+MEMORY_DROP_REASON = "Bytes missing, not an integer or beyond 2^62"
+
+
+def _memory_frames(acc: _Acc, t_gtid: np.ndarray, times, props: dict, drops: F.Drops) -> tuple[Columns, Columns]:
+    """The ``memory`` table (``[memory]`` events in time order; rows without a time or a byte
+    count dropped) and ``device_memory`` (``deviceProperties[].totalGlobalMem`` per device id)."""
+    m = acc.mem
+    d = {"timestamp_ns": times(m["s"]), "device_type": _np(m["dtype"], np.int64),
+         "device_id": _np(m["dev"], np.int64), "bytes": _np(m["bytes"], np.int64),
+         "total_allocated_bytes": _np(m["alloc"], np.int64), "total_reserved_bytes": _np(m["resv"], np.int64),
+         "global_tid": t_gtid[_np(m["thr"], np.int64)] if len(m["thr"]) else np.zeros(0, np.int64),
+         "address": _np(m["addr"], np.int64)}
+    timed = d["timestamp_ns"] != BAD
+    ok = timed & (d["bytes"] != BAD)
+    drops.add(MEMORY_EVENT, F.DROP_REASONS[0], int((~timed).sum()))
+    drops.add(MEMORY_EVENT, MEMORY_DROP_REASON, int((timed & ~ok).sum()))
+    if not ok.all():
+        d = {k: v[ok] for k, v in d.items()}
+    order = np.argsort(d["timestamp_ns"], kind="stable")
+    mem = Columns({c: d[c][order] for c in F.FRAME_COLUMNS["memory"]})
+    ids = sorted(i for i, p in props.items() if 0 <= i < 65536)
+    total = [props[i].get("totalGlobalMem") for i in ids]
+    keep = [j for j, v in enumerate(total) if v.__class__ is int and 0 < v < _LIM]
+    dm = Columns({"device_id": np.array([ids[j] for j in keep], dtype=np.int64),
+                  "total_bytes": np.array([total[j] for j in keep], dtype=np.int64)})
+    return mem, dm
 
 
 def _flow_correlations(acc: _Acc, rt: dict, rt_thr: np.ndarray, gpu: dict, times) -> None:

@@ -141,6 +141,13 @@ SOURCE_TOOLS = {"nsys": "Nsight Systems", "pytorch-profiler": "PyTorch Profiler"
 EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx")
 
 
+def empty_memory_frame(name: str) -> Columns:
+    """An empty ``memory`` or ``device_memory`` table (issue 47)."""
+    from .frames import FRAME_COLUMNS
+
+    return Columns({c: np.zeros(0, dtype=np.int64) for c in FRAME_COLUMNS[name]})
+
+
 @dataclass
 class Trace:
     """A loaded capture. Build it with :func:`nsysdoc.trace.load_trace`.
@@ -200,6 +207,10 @@ class Trace:
     #: span); None for nsys, whose GUI shows the export's own times
     viewer_origin_ns: int | None = None
     _frames: dict = field(default_factory=dict, repr=False)
+    #: issue 47: memory events (``FRAME_COLUMNS["memory"]``: Kineto ``[memory]`` events, nsys
+    #: ``CUDA_GPU_MEMORY_USAGE_EVENTS``) and each GPU's memory size (``device_memory``)
+    memory: Columns = field(default_factory=lambda: empty_memory_frame("memory"))
+    device_memory: Columns = field(default_factory=lambda: empty_memory_frame("device_memory"))
 
     @property
     def source_label(self) -> str:

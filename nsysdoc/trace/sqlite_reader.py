@@ -1306,6 +1306,67 @@ def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
     return {k: out[k] for k in ("timestamp_ns", "device_id", "metric", "value")}
 
 
+#: ``CUDA_GPU_MEMORY_USAGE_EVENTS.memKind`` values of host memory (``ENUM_CUDA_MEM_KIND``: 0
+#: pageable, 1 pinned); the others (device, array, managed, static) count as the GPU's
+_HOST_MEM_KINDS = (0, 1)
+MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
+
+
+def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
+    """Issue 47: ``CUDA_GPU_MEMORY_USAGE_EVENTS`` as the ``memory`` table (time order): bytes
+    signed by ``memoryOperationType`` (0 allocation: +, 1 deallocation: -), ``device_type`` 1
+    for GPU memory kinds and 0 for host ones (-1 when the kind is not recorded), the thread of
+    the CUDA call that made it (by ``correlationId`` within the process; 0 when none), no running
+    totals (-1: the driver's view has none). Rows without an integer time, size or operation are
+    left out; an export without the table (or its columns) gives an empty table."""
+    from .model import empty_memory_frame
+
+    if not exp.has(MEMORY_USAGE):
+        return empty_memory_frame("memory")
+    have = set(exp.columns(MEMORY_USAGE))
+    if not {"start", "bytes", "memoryOperationType"} <= have:
+        return empty_memory_frame("memory")
+    col = lambda c: f'm."{c}"' if c in have else "NULL"  # noqa: E731
+    join, tid = "", "NULL"
+    if "correlationId" in have and "globalPid" in have and exp.has("CUPTI_ACTIVITY_KIND_RUNTIME") and \
+            {"correlationId", "globalTid"} <= set(exp.columns("CUPTI_ACTIVITY_KIND_RUNTIME")):
+        join = ('LEFT JOIN "CUPTI_ACTIVITY_KIND_RUNTIME" r ON r.correlationId = m.correlationId '
+                "AND (r.globalTid & -16777216) = m.globalPid")
+        tid = "r.globalTid"
+    rows = _query(exp, f'SELECT m.start, {col("deviceId")}, m.bytes, m.memoryOperationType, {col("memKind")}, '
+                       f'{col("address")}, {tid}, m.rowid FROM "{MEMORY_USAGE}" m {join} ORDER BY m.start, m.rowid')
+    out: dict[str, list] = {c: [] for c in ("timestamp_ns", "device_type", "device_id", "bytes", "total_allocated_bytes",
+                                            "total_reserved_bytes", "global_tid", "address")}
+    last = None
+    for start, dev, nbytes, op, kind, addr, gtid, rowid in rows:
+        if rowid == last:  # two CUDA calls with its correlation id in its process: the row once
+            continue
+        last = rowid
+        if type(start) is not int or type(nbytes) is not int or op not in (0, 1) or abs(start) >= TIME_LIMIT_NS \
+                or not 0 <= nbytes < (1 << 62):
+            continue
+        out["timestamp_ns"].append(start - shift)
+        out["device_type"].append(-1 if type(kind) is not int else (0 if kind in _HOST_MEM_KINDS else 1))
+        out["device_id"].append(dev if type(dev) is int and 0 <= dev < 65536 else -2)
+        out["bytes"].append(nbytes if op == 0 else -nbytes)
+        out["total_allocated_bytes"].append(-1)
+        out["total_reserved_bytes"].append(-1)
+        out["global_tid"].append(_int(gtid, 0))
+        out["address"].append(addr if type(addr) is int and 0 <= addr < (1 << 62) else -1)
+    return Columns({k: np.asarray(v, dtype=np.int64) for k, v in out.items()})
+
+
+def _device_memory(exp: ExportFile) -> Columns:
+    """Issue 47: ``TARGET_INFO_GPU.totalMemory`` per device id (GPUs that give a positive size)."""
+    ids, total = [], []
+    if exp.has("TARGET_INFO_GPU") and {"id", "totalMemory"} <= set(exp.columns("TARGET_INFO_GPU")):
+        for gid, mem in _query(exp, 'SELECT id, totalMemory FROM "TARGET_INFO_GPU" ORDER BY id'):
+            if type(gid) is int and 0 <= gid < 65536 and type(mem) is int and 0 < mem < (1 << 62) and gid not in ids:
+                ids.append(gid)
+                total.append(mem)
+    return Columns({"device_id": np.asarray(ids, dtype=np.int64), "total_bytes": np.asarray(total, dtype=np.int64)})
+
+
 def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict:
     """The small tables; ``shift`` is subtracted from their times (:func:`timestamp_clock`)."""
     res: dict = {}
@@ -1333,6 +1394,8 @@ def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict
     # GPU metrics (only the metrics we summarise), streamed
     gm = _gpu_metrics(exp, shift)
     res["gpu_metrics"] = Columns(gm)
+    # issue 47: memory allocations and releases (--cuda-memory-usage=true), each GPU's memory
+    res["memory"], res["device_memory"] = _memory_usage(exp, shift), _device_memory(exp)
     # capture duration
     res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
@@ -1429,6 +1492,7 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
+        frames.update({k: small[k] for k in ("memory", "device_memory")})  # issue 47
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
                 "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,

@@ -26,6 +26,7 @@ from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, L
                       fmt_dur_ns, fmt_s, fmt_us, is_num, source_name)
 from .glossary import anchor, definition, glossary_html
 from .tldata import timeline_data
+from .memory import memory_view  # issue 47
 from ..assembly.written import MAX_STEP_RECORDS, capped_result  # noqa: F401 - views render the result as written
 
 SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
@@ -957,4 +958,5 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
         result=capped_result(result), viewer=viewer, timeline_data=tl_json,
+        memory=memory_view(result),  # issue 47
     )

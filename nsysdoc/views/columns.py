@@ -57,6 +57,15 @@ COLUMNS: dict[str, tuple[str, str]] = {
     **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
 }
 
+#: issue 47: the memory rules' evidence (nsysdoc.assembly.memory.memory_tables)
+COLUMNS.update({
+    "peak_allocated_mib": ("Peak allocated (MiB)", "pct"), "peak_reserved_mib": ("Peak reserved (MiB)", "pct"),
+    "device_memory_gib": ("Device memory (GiB)", "pct"), "growth_mib_per_step": ("Growth per step (MiB)", "pct"),
+    "rising_steps": ("Steps rising", "count"), "growth_steps": ("Steps", "count"), "op": ("Operator", "text"),
+    "module": ("Module", "text"), "frame": ("Python frame", "text"), "allocated_mib": ("Allocated (MiB)", "pct"),
+    "allocations": ("Allocations", "count"),
+})
+
 
 def header(name: str) -> str:
     """The header shown for a column (unknown names, e.g. a team table's, as they are)."""

@@ -369,6 +369,8 @@ class ReportContext:
                              default_factory=ViewerGuide)
     timeline_data: Markup | None = _f("The interactive timeline's data as embedded JSON (report.tldata.embed).",
                                     default=None)
+    memory: Any = _f("Issue 47: the memory section (views.memory.MemoryView), None on pages without one.",
+                     default=None)
 
 
 # ---------------------------------------------------------------------------------------------
