@@ -108,6 +108,9 @@ class Window:
     lowocc_wall: np.ndarray = None
     #: (name code, launch code, device) key -> [launches, time ns, idle-SM share ns]
     uf_groups: dict = field(default_factory=dict)
+    #: hardware counters per kernel name (issue 47): per name code, sums and counts of the GPU
+    #: metrics samples inside its executions (``metrics.gpu_metrics.kernel_counter_sums``), or None
+    k_counters: np.ndarray = None
 
     def __post_init__(self) -> None:
         n = self.ndev
@@ -149,6 +152,8 @@ class Window:
         self.dep_longest = _top_gaps(self.dep_longest + o.dep_longest)
         self.dtoh_bytes += o.dtoh_bytes
         self.dtoh_count += o.dtoh_count
+        if o.k_counters is not None:
+            self.k_counters = o.k_counters if self.k_counters is None else self.k_counters + o.k_counters
 
 
 def _merge_calls(a: dict, b: dict) -> None:
@@ -236,6 +241,8 @@ class Context:
         #: launch configurations per device: under-filled and low-occupancy kernels
         self.fill = fill_m.FillContext(trace, ndev)
         self._luts: dict = {}
+        #: GPU metrics samples per device index, for the counters per kernel name (issue 47)
+        self.counters = _kernel_counters_context(trace)
         w0, w1 = plan.window
         self.w0, self.w1 = w0, w1
         s0, s1 = plan.span
@@ -284,6 +291,26 @@ class Context:
     def first_carry(self) -> Carry:
         start = self.o0 if self.o0 is not None else 0
         return Carry(last_end=np.full(self.ndev, start, dtype=np.int64))
+
+
+def _kernel_counters_context(trace) -> dict:
+    """Per device index, its GPU metrics samples (:func:`nsysdoc.metrics.gpu_metrics.device_counters`);
+    empty without GPU metrics."""
+    from ..metrics.gpu_metrics import device_counters
+
+    gm = trace.gpu_metrics
+    if gm is None or not len(gm) or not len(trace.devices):
+        return {}
+    return device_counters(gm, trace.devices["device_id"])
+
+
+def _kernel_counter_sums(ctx: "Context", ops, kin: np.ndarray):
+    """Per kernel name code, the sums and counts of the samples inside the executions of the
+    window's kernels ``kin`` of the slice (``metrics.gpu_metrics.kernel_counter_sums``)."""
+    from ..metrics.gpu_metrics import kernel_counter_sums
+
+    return kernel_counter_sums(ctx.counters, ops.device[kin], ops.start_ns[kin], ops.end_ns[kin],
+                               ctx.name_code(ops.name_id[kin]), max(len(ctx.name_ids), 1))
 
 
 def trace_thread_index(keys: np.ndarray, gtid: np.ndarray) -> np.ndarray:
@@ -544,6 +571,8 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         if len(ae):
             win.l_api.append(_compact(ae - ast_))
             win.l_queue.append(_compact(np.maximum(st_ - ae, 0)))
+        if ctx.counters:
+            win.k_counters = _kernel_counter_sums(ctx, ops, kin)
     mi = np.flatnonzero(inw & (ops.kind == KIND_MEMCPY))
     if len(mi):
         win.copies = copy_groups(ops.copy_kind[mi], ops.host_kind[mi], ops.nbytes[mi], ops.end_ns[mi] - ops.start_ns[mi])
