@@ -1,0 +1,177 @@
+"""Hardware counters per kernel (issue 47): GPU metrics samples inside each kernel's executions,
+averaged per kernel name, and the kernel's class (glossary, "Hardware counters per kernel").
+
+Every expected number is computed by hand from the scenario code
+(``nsysdoc/testing/counter_scenarios.py``) and the builder's timing model (header of
+``tests/test_judgement_scenarios.py``). Times are in us after the capture start T0; samples are
+written every P = 100 us at T0 + k * P (10 kHz), each covering ``(t - P, t]``; a sample is inside a
+kernel ``[s, e]`` when ``s <= t - P`` and ``t <= e``, i.e. ``t`` in ``[s + 100, e]``.
+
+``gemm_and_elementwise_counters`` (3 steps; the host launches the three kernels 5 us apart, then
+``item()``: a 1 us copy after the last kernel and the sync returning 2 us after it; the next
+launch 5 us later starts its kernel 5 us after the call):
+
+========  =====================  ===============  ==================  ========
+step      GEMM (1000 us)         elementwise      short (150 us)      samples
+========  =====================  ===============  ==================  ========
+1         [5, 1005]: 200..1000   [1005, 1505]:    [1505, 1655]: none  9, 4, 0
+                                 1200..1500
+2         [1663, 2663]:          [2663, 3163]:    [3163, 3313]: 3300  9, 4, 1
+          1800..2600             2800..3100
+3         [3321, 4321]:          [4321, 4821]:    [4821, 4971]: none  9, 4, 0
+          3500..4300             4500..4800
+========  =====================  ===============  ==================  ========
+
+(step 2 starts when step 1's sync returns: 1655 + 1 + 2 = 1658, GEMM at 1658 + 5 = 1663; step 3:
+3313 + 3 = 3316, GEMM at 3321.) A sample inside one kernel has exactly that kernel's values (its
+period is all that kernel), written as integer percentages.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.conftest import diagnose_path  # noqa: E402
+from tests.test_judgement_scenarios import approx, finding  # noqa: E402
+
+
+def _rows(result: dict) -> dict:
+    return {r["name"]: r for r in result["metrics"]["kernels"]["by_name"]}
+
+
+@pytest.fixture(scope="module")
+def two_kernels(tmp_path_factory):
+    from nsysdoc.testing.counter_scenarios import gemm_and_elementwise_counters
+
+    path = gemm_and_elementwise_counters().write(tmp_path_factory.mktemp("ctr") / "g.sqlite")
+    return diagnose_path(path)
+
+
+def test_gemm_counters_are_the_means_of_the_samples_inside_it(two_kernels):
+    """GEMM: 9 samples a step x 3 = 27, each SM Active 90, SM Issue 70, Tensor Active 80, DRAM
+    read 20 + write 5 = 25. Compute = max(70, 80) = 80 >= 60 and DRAM 25 < 80: compute-bound."""
+    from nsysdoc.testing.scenarios import GEMM
+
+    g = _rows(two_kernels)[GEMM]
+    assert g["counter_samples"] == 27
+    assert (g["sm_active_pct"], g["sm_issue_pct"], g["tensor_active_pct"], g["dram_bandwidth_pct"]) == \
+        (approx(90), approx(70), approx(80), approx(25))
+    assert g["bound"] == "compute-bound"
+
+
+def test_elementwise_kernel_is_memory_bound(two_kernels):
+    """Elementwise: 4 samples a step x 3 = 12; SM Issue 20, Tensor Active 0, DRAM 60 + 25 = 85 >= 60
+    and >= compute max(20, 0): memory-bound."""
+    from nsysdoc.testing.scenarios import ELEMENTWISE
+
+    e = _rows(two_kernels)[ELEMENTWISE]
+    assert e["counter_samples"] == 12
+    assert (e["sm_active_pct"], e["sm_issue_pct"], e["tensor_active_pct"], e["dram_bandwidth_pct"]) == \
+        (approx(95), approx(20), approx(0), approx(85))
+    assert e["bound"] == "memory-bound"
+
+
+def test_short_kernel_has_too_few_samples(two_kernels):
+    """The 150 us kernel holds one sample in all (3300, step 2) < 5: null counters, class unknown."""
+    from nsysdoc.testing.counter_scenarios import SHORT
+
+    s = _rows(two_kernels)[SHORT]
+    assert s["counter_samples"] == 1
+    assert s["sm_active_pct"] is None and s["sm_issue_pct"] is None and s["dram_bandwidth_pct"] is None
+    assert s["bound"] == "unknown"
+
+
+def test_counters_summary(two_kernels):
+    """Period 100 us; kernel time by class: compute-bound 3 x 1 ms = 3.0, memory-bound 3 x 0.5 =
+    1.5, unknown 3 x 0.15 = 0.45 ms; nothing missing."""
+    cs = two_kernels["metrics"]["kernels"]["counters"]
+    assert cs["present"] is True and cs["missing"] is None
+    assert cs["sample_period_us"] == approx(100) and cs["min_samples"] == 5
+    assert cs["kernel_ms_by_class"] == {"memory-bound": approx(1.5), "compute-bound": approx(3.0),
+                                        "latency-bound": 0, "tensor cores idle": 0, "unknown": approx(0.45)}
+
+
+def test_dominant_kernel_says_the_class(two_kernels):
+    """The GEMM is 3.0 of 4.95 ms of kernel time (60.6% >= 50) and one launch 1000 us of a median
+    step of 1658 us (60% >= 20): dominant-kernel fires and names its class and counters."""
+    f = finding(two_kernels, "dominant-kernel")
+    assert f is not None
+    assert "GPU metrics inside its launches (SM Issue 70%, Tensor Active 80%, DRAM bandwidth 25% of peak, " \
+           "27 samples) read it as compute-bound" in f["message"]
+
+
+def test_concurrent_kernels_share_the_samples(tmp_path):
+    """kernel_a [5, 1005] on stream 7, kernel_b [10, 1010] on stream 8: samples 200..1000 lie inside
+    both (9 each). Each sample is the GPU's sum: SM Issue 30 + 30 = 60, DRAM read 20 + 10 = 30, SM
+    Active min(80 + 80, 100) = 100. Both read 60% SM Issue -> compute-bound, though each alone
+    issues at 30% (the definition counts a shared sample for every kernel it lies in)."""
+    from nsysdoc.testing.counter_scenarios import concurrent_kernels_counters
+
+    r = _rows(diagnose_path(concurrent_kernels_counters().write(tmp_path / "c.sqlite")))
+    for name in ("kernel_a", "kernel_b"):
+        k = r[name]
+        assert k["counter_samples"] == 9
+        assert (k["sm_active_pct"], k["sm_issue_pct"], k["dram_bandwidth_pct"]) == (approx(100), approx(60), approx(30))
+        assert k["bound"] == "compute-bound"
+
+
+def test_same_counters_whatever_the_slices(tmp_path, monkeypatch):
+    """The per-name sums are added over slices: 7-row slices give the same table."""
+    from nsysdoc.testing.counter_scenarios import gemm_and_elementwise_counters
+
+    path = gemm_and_elementwise_counters().write(tmp_path / "g.sqlite")
+    one = _rows(diagnose_path(path))
+    monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "7")
+    many = _rows(diagnose_path(path))
+    cols = ("sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct", "counter_samples", "bound")
+    assert {n: [r[c] for c in cols] for n, r in many.items()} == {n: [r[c] for c in cols] for n, r in one.items()}
+
+
+def test_without_gpu_metrics_fields_are_null_and_missing_says_the_switch(tmp_path):
+    """No GPU_METRICS table: every counter null, class unknown, ``missing`` names
+    --gpu-metrics-devices; dominant-kernel's message has no counter sentence."""
+    from nsysdoc.testing.scenarios import dominant_kernel
+
+    res = diagnose_path(dominant_kernel(steps=3).write(tmp_path / "d.sqlite"))
+    cs = res["metrics"]["kernels"]["counters"]
+    assert cs["present"] is False and "--gpu-metrics-devices" in cs["missing"]
+    for r in res["metrics"]["kernels"]["by_name"]:
+        assert r["sm_issue_pct"] is None and r["counter_samples"] == 0 and r["bound"] == "unknown"
+    f = finding(res, "dominant-kernel")
+    assert f is not None and "GPU metrics" not in f["message"]
+
+
+# --- the pure functions ---------------------------------------------------------------------------
+def test_sample_sums_inside_executions():
+    """Samples at 100, 200, ..., 1000 (P = 100) of values 1..10. Execution [150, 520]: t in
+    [250, 520] -> 300, 400, 500 (values 3 + 4 + 5 = 12, 3 samples); [0, 100]: t in [100, 100] -> the
+    sample at 100 (value 1); [130, 220]: t in [230, 220] -> none."""
+    from nsysdoc.metrics.gpu_metrics import DeviceCounters
+
+    dc = DeviceCounters()
+    dc.add("sm_issue_pct", np.arange(1000, 0, -100), np.arange(10, 0, -1, dtype=float))  # unsorted on purpose
+    s, n = dc.sums("sm_issue_pct", np.array([150, 0, 130]), np.array([520, 100, 220]))
+    assert list(s) == [12.0, 1.0, 0.0] and list(n) == [3, 1, 0]
+
+
+@pytest.mark.parametrize("issue,tensor,dram,gemm,expected", [
+    (59.9, 0, 59.9, False, "latency-bound"),      # both just under 60
+    (60, 0, 10, False, "compute-bound"),          # compute at the threshold
+    (10, 60, 10, True, "compute-bound"),          # tensor cores count as compute
+    (61, 0, 60, False, "compute-bound"),          # both >= 60: the larger decides
+    (60, 0, 60, False, "memory-bound"),           # a tie goes to memory
+    (90, 9.9, 20, True, "tensor cores idle"),     # a GEMM under 10% Tensor Active
+    (90, 9.9, 20, False, "compute-bound"),        # not a GEMM: tensor cores do not matter
+    (float("nan"), float("nan"), float("nan"), True, "unknown"),
+])
+def test_kernel_class_thresholds(issue, tensor, dram, gemm, expected):
+    from nsysdoc.metrics.gpu_metrics import kernel_class
+
+    assert kernel_class(issue, tensor, dram, gemm) == expected
