@@ -206,3 +206,23 @@ def test_kineto_blocks_per_sm_is_the_sm_fill_the_under_filled_reading_uses():
     got = collections.Counter(round(float(f), 5) for f in sm_fill(blocks, sm))
     assert sm == 108 and len(events) == 8568
     assert got == want
+
+
+def test_degenerate_gpu_metrics_give_null_counters_not_a_crash(tmp_path):
+    """Every sample of the capture moved to one timestamp (no sampling period can be read) and
+    one DRAM value made huge: no traceback; the period is unknown, so no sample is inside any
+    kernel and every counter is null."""
+    import sqlite3
+
+    from nsysdoc.testing.counter_scenarios import gemm_and_elementwise_counters
+
+    path = gemm_and_elementwise_counters().write(tmp_path / "g.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("UPDATE GPU_METRICS SET timestamp = 1000500000")
+    con.execute("UPDATE GPU_METRICS SET value = 9223372036854775807 WHERE rowid = 4")
+    con.commit()
+    con.close()
+    res = diagnose_path(path)
+    cs = res["metrics"]["kernels"]["counters"]
+    assert cs["present"] is True and cs["sample_period_us"] is None
+    assert all(r["counter_samples"] == 0 and r["bound"] == "unknown" for r in res["metrics"]["kernels"]["by_name"])
