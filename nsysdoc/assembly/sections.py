@@ -99,12 +99,9 @@ def _add_kernel_counters(by_name: Columns, res) -> None:
     for k, v in means.items():
         by_name[k] = v
     names = list(by_name["name"]) if len(by_name) else []
-    bound = np.empty(len(codes), dtype=object)
-    for i in range(len(codes)):  # one per distinct kernel name, never per kernel
-        if means["counter_samples"][i] == 0 or (np.isnan(means["sm_issue_pct"][i])
-                                                 and np.isnan(means["dram_bandwidth_pct"][i])):
-            bound[i] = "unknown"
-            continue
+    bound = np.full(len(codes), "unknown", dtype=object)
+    measured = ~(np.isnan(means["sm_issue_pct"]) & np.isnan(means["dram_bandwidth_pct"]))
+    for i in np.flatnonzero(measured).tolist():  # names with enough samples, never per kernel
         bound[i] = kernel_class(means["sm_issue_pct"][i], means["tensor_active_pct"][i],
                                 means["dram_bandwidth_pct"][i],
                                 gemm_precision(str(names[i])) not in (None, "fp64", "complex"))
