@@ -87,20 +87,38 @@ class DeviceCounters:
         self.metrics: dict[str, tuple[np.ndarray, np.ndarray, int]] = {}
 
     def add(self, metric: str, ts: np.ndarray, val: np.ndarray) -> None:
-        order = np.argsort(ts, kind="stable")
-        ts = np.asarray(ts, dtype=np.int64)[order]
-        cum = np.concatenate(([0.0], np.cumsum(np.asarray(val, dtype=np.float64)[order])))
+        ts = np.asarray(ts, dtype=np.int64)
+        val = np.asarray(val, dtype=np.float64)
+        if len(ts) > 1 and (np.diff(ts) < 0).any():  # nsys writes them in time order: no sort then
+            order = np.argsort(ts, kind="stable")
+            ts, val = ts[order], val[order]
+        # metrics sampled at the same moments (nsys samples every metric together) share one
+        # timestamp array, so that :func:`kernel_counter_sums` searches it once for all of them
+        for other, _, _ in self.metrics.values():
+            if len(other) == len(ts) and np.array_equal(other, ts):
+                ts = other
+                break
+        cum = np.concatenate(([0.0], np.cumsum(val)))
         self.metrics[metric] = (ts, cum, sample_period_ns(ts))
+
+    def bounds(self, metric: str, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Index range ``[a, b)`` of the samples of ``metric`` inside each execution (None when
+        the metric was not sampled or its period is unknown)."""
+        got = self.metrics.get(metric)
+        if got is None or got[2] <= 0:
+            return None
+        ts, _, period = got
+        a = np.searchsorted(ts, np.asarray(start, dtype=np.int64) + period, side="left")
+        b = np.searchsorted(ts, np.asarray(end, dtype=np.int64), side="right")
+        return a, np.maximum(a, b)
 
     def sums(self, metric: str, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(sum of values, number of samples) inside each execution ``[start, end]``."""
-        got = self.metrics.get(metric)
-        if got is None or got[2] <= 0:
+        ab = self.bounds(metric, start, end)
+        if ab is None:
             return np.zeros(len(start)), np.zeros(len(start), dtype=np.int64)
-        ts, cum, period = got
-        a = np.searchsorted(ts, np.asarray(start, dtype=np.int64) + period, side="left")
-        b = np.searchsorted(ts, np.asarray(end, dtype=np.int64), side="right")
-        b = np.maximum(a, b)
+        a, b = ab
+        cum = self.metrics[metric][1]
         return cum[b] - cum[a], (b - a).astype(np.int64)
 
 
@@ -116,15 +134,20 @@ def device_counters(gpu_metrics, raw_ids) -> dict[int, DeviceCounters]:
     g_dev = np.asarray(gpu_metrics["device_id"], dtype=np.int64)
     g_ts = np.asarray(gpu_metrics["timestamp_ns"], dtype=np.int64)
     g_val = np.asarray(gpu_metrics["value"], dtype=np.float64)
+    # one comparison of the (shared-string) metric column per metric, then integer masks
+    code = np.full(len(metric), -1, dtype=np.int8)
+    for j, m in enumerate(KERNEL_METRICS):
+        code[metric == m] = j
     for d in range(len(raw)):
         if int((raw == raw[d]).sum()) != 1:
             continue
-        on = g_dev == raw[d]
-        if not on.any():
+        on = np.flatnonzero(g_dev == raw[d])
+        if not len(on):
             continue
         dc = DeviceCounters()
-        for m in KERNEL_METRICS:
-            rows = np.flatnonzero(on & (metric == m))
+        c_on = code[on]
+        for j, m in enumerate(KERNEL_METRICS):
+            rows = on[c_on == j]
             if len(rows):
                 dc.add(m, g_ts[rows], g_val[rows])
         if dc.metrics:
@@ -147,14 +170,25 @@ def kernel_counter_sums(counters: dict[int, DeviceCounters], device: np.ndarray,
         sel = np.flatnonzero(device == d)
         if not len(sel):
             continue
+        c = code[sel]
+        # per timestamp array (usually one shared by every metric): one search, one count
+        found: dict[int, tuple] = {}
         for j, m in enumerate(KERNEL_METRICS):
             if m not in dc.metrics:
                 continue
-            s, n = dc.sums(m, start[sel], end[sel])
-            if not n.any():
+            ts, cum, _ = dc.metrics[m]
+            if id(ts) not in found:
+                ab = dc.bounds(m, start[sel], end[sel])
+                n = None if ab is None else (ab[1] - ab[0])
+                inside = None if n is None or not n.any() else np.flatnonzero(n)
+                found[id(ts)] = (ab, inside, None if inside is None else
+                                 np.bincount(c[inside], weights=n[inside], minlength=ncodes)[:ncodes])
+            ab, inside, counts = found[id(ts)]
+            if inside is None:
                 continue
-            out[:, j] += np.bincount(code[sel], weights=s, minlength=ncodes)[:ncodes]
-            out[:, nm + j] += np.bincount(code[sel], weights=n, minlength=ncodes)[:ncodes]
+            a, b = ab[0][inside], ab[1][inside]
+            out[:, j] += np.bincount(c[inside], weights=cum[b] - cum[a], minlength=ncodes)[:ncodes]
+            out[:, nm + j] += counts
     return out
 
 
