@@ -226,3 +226,33 @@ def test_degenerate_gpu_metrics_give_null_counters_not_a_crash(tmp_path):
     cs = res["metrics"]["kernels"]["counters"]
     assert cs["present"] is True and cs["sample_period_us"] is None
     assert all(r["counter_samples"] == 0 and r["bound"] == "unknown" for r in res["metrics"]["kernels"]["by_name"])
+
+
+def test_page_table_shows_the_counters_and_escapes_names(tmp_path):
+    """The page's "Hardware counters per kernel" table: one row per kernel name with its means and
+    class (the numbers of the tests above, rounded to whole percent), a kernel name holding markup
+    shown as text; no such table without GPU metrics."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.testing.counter_scenarios import gemm_and_elementwise_counters
+    from nsysdoc.testing.scenarios import GEMM, dominant_kernel
+    from nsysdoc.trace import load_trace
+    from nsysdoc.views import render_html
+    from tests.test_report import parse
+
+    evil = "<img src=x onerror=alert(1)>_kernel"
+    import sqlite3
+
+    path = gemm_and_elementwise_counters().write(tmp_path / "g.sqlite")
+    con = sqlite3.connect(path)  # rename the short kernel (its string) to markup
+    con.execute("UPDATE StringIds SET value = ? WHERE value = 'short_reduce_kernel'", (evil,))
+    con.commit()
+    con.close()
+    html = render_html(analyze(load_trace(path, cache=False)))
+    assert evil not in html
+    table = parse(html).by_id("kernel-counters")
+    rows = {r.find_all("td")[0].norm(): [c.norm() for c in r.find_all("td")[1:]] for r in table.find_all("tr")
+            if r.find_all("td")}
+    assert rows[GEMM[:119] + "…" if len(GEMM) > 120 else GEMM] == ["3.00", "90", "70", "80", "25", "27", "compute-bound"]
+    assert rows[evil] == ["0.45", "—", "—", "—", "—", "1", "unknown"]
+    plain = render_html(analyze(load_trace(dominant_kernel(steps=2).write(tmp_path / "d.sqlite"), cache=False)))
+    assert 'id="kernel-counters"' not in plain
