@@ -256,3 +256,30 @@ def test_page_table_shows_the_counters_and_escapes_names(tmp_path):
     assert rows[evil] == ["0.45", "—", "—", "—", "—", "1", "unknown"]
     plain = render_html(analyze(load_trace(dominant_kernel(steps=2).write(tmp_path / "d.sqlite"), cache=False)))
     assert 'id="kernel-counters"' not in plain
+
+
+# --- per operator ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", [{}, {"NSYSDOC_SLICE_ROWS": "5"}, {"NSYSDOC_SLICE_ROWS": "5", "NSYSDOC_ATTR_SLICED_ROWS": "1"}])
+def test_operator_counters_are_those_of_the_kernels_it_launched(env, tmp_path, monkeypatch):
+    """``operator_counters``: per step ``aten::mm`` (entered 1 us after the step starts) launches the
+    1000 us GEMM, ``aten::add`` the 500 us elementwise kernel, then ``item()``. Step 1: launch at 1 us,
+    GEMM [6, 1006] -> samples 200..1000 (9); ops exit/enter 2 us, launch at 8 us, elementwise
+    [1006, 1506] -> 1200..1500 (4); the sync returns at 1506 + 1 + 2 = 1509. Step 2: GEMM [1515, 2515]
+    -> 1700..2500 (9), elementwise [2515, 3015] -> 2700..3000 (4), sync back at 3018. Step 3: GEMM
+    [3024, 4024] -> 3200..4000 (9), elementwise [4024, 4524] -> 4200..4500 (4). So aten::mm: 27
+    samples, the GEMM's values, compute-bound; aten::add: 12 samples, memory-bound; "(no operator)"
+    (the item's copy) has none. The same with small slices and with the sliced attributor."""
+    from nsysdoc.testing.counter_scenarios import operator_counters
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    res = diagnose_path(operator_counters().write(tmp_path / "o.sqlite"))
+    rows = {r["name"]: r for r in res["metrics"]["operators"]["rows"]}
+    mm, add = rows["aten::mm"], rows["aten::add"]
+    assert mm["counter_samples"] == 27 and mm["bound"] == "compute-bound"
+    assert (mm["sm_active_pct"], mm["sm_issue_pct"], mm["tensor_active_pct"], mm["dram_bandwidth_pct"]) == \
+        (approx(90), approx(70), approx(80), approx(25))
+    assert add["counter_samples"] == 12 and add["bound"] == "memory-bound"
+    assert (add["sm_issue_pct"], add["dram_bandwidth_pct"]) == (approx(20), approx(85))
+    none = rows["(no operator)"]
+    assert none["counter_samples"] == 0 and none["sm_issue_pct"] is None and none["bound"] == "unknown"

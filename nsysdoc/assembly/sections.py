@@ -108,6 +108,36 @@ def _add_kernel_counters(by_name: Columns, res) -> None:
     by_name["bound"] = bound
 
 
+def _add_operator_counters(view: dict, attr, res) -> None:
+    """Hardware counters per operator (issue 47): each row of ``metrics.operators.rows`` gains the
+    means of the GPU metrics samples inside the kernels it launched itself (its innermost range,
+    as ``self_gpu_ms`` counts them), ``counter_samples`` and ``bound`` (the class, a GEMM/conv
+    judged from its top kernel); null and "unknown" without GPU metrics, on "(no operator)" and
+    under 5 samples."""
+    from ..metrics.gpu_metrics import kernel_class, kernel_counter_means
+    from ..metrics.kernels import gemm_precision
+
+    rows = view.get("rows") or []
+    if not rows:
+        return
+    sums = getattr(res.glob, "op_counters", None) if getattr(res.ctx, "counters", None) else None
+    codes = np.full(len(rows), -1, dtype=np.int64)
+    if sums is not None and attr is not None:
+        for i, r in enumerate(rows):
+            try:
+                codes[i] = attr.names.index_of(r["name"])
+            except (KeyError, AttributeError):
+                pass
+    means = kernel_counter_means(sums, codes)
+    for i, r in enumerate(rows):  # the rows shown (at most 500), never per kernel
+        for k, v in means.items():
+            r[k] = _num(v[i]) if k != "counter_samples" else int(v[i])
+        measured = r["sm_issue_pct"] is not None or r["dram_bandwidth_pct"] is not None
+        r["bound"] = kernel_class(r["sm_issue_pct"], r["tensor_active_pct"], r["dram_bandwidth_pct"],
+                                  gemm_precision(str(r.get("top_kernel") or "")) not in (None, "fp64", "complex")) \
+            if measured else "unknown"
+
+
 def _kernel_counters_summary(trace: Trace, res, by_name: Columns) -> dict:
     """``metrics.kernels.counters``: whether GPU metrics were sampled, their period, the sample
     count under which a kernel's counters are null, the kernel time per class, and what to switch
@@ -161,6 +191,7 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     t = a.trace
     ops = att.operator_view(attr, t.strings)
     ops["missing"] = att.missing_data(t, attr)
+    _add_operator_counters(ops, attr, res)
     ndev = len(_active(devices)) or 1
     top = kernels_m.top_compute_kernel(kernel_metrics.get("by_name"))  # the rules' top_kernel
     where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,

@@ -207,6 +207,9 @@ class Global:
     merged_marks: dict = field(default_factory=dict)  # time -> all-device busy time before it
     merged_total: int = 0                              # all-device busy time over the capture
     captures: dict = field(default_factory=dict)
+    #: hardware counters per operator (issue 47): per operator name code, the sums and counts of
+    #: the GPU metrics samples inside the kernels it launched itself (innermost range), or None
+    op_counters: np.ndarray = None
 
     def __post_init__(self) -> None:
         z = lambda: np.zeros(self.nsteps, dtype=np.int64)  # noqa: E731
@@ -311,6 +314,30 @@ def _kernel_counter_sums(ctx: "Context", ops, kin: np.ndarray):
 
     return kernel_counter_sums(ctx.counters, ops.device[kin], ops.start_ns[kin], ops.end_ns[kin],
                                ctx.name_code(ops.name_id[kin]), max(len(ctx.name_ids), 1))
+
+
+def _operator_counter_sums(ctx: "Context", view, ops, rng: np.ndarray, tot) -> None:
+    """Adds to ``tot.op_counters``, per operator name code, the sums and counts of the samples inside
+    the slice's kernels whose innermost operator range is ``rng`` (the self attribution of the
+    operator view's ``self_gpu_ms``)."""
+    from ..metrics.gpu_metrics import kernel_counter_sums
+
+    k = np.flatnonzero(ops.owned & (ops.kind == KIND_KERNEL) & (np.asarray(rng) >= 0))
+    if not len(k):
+        return
+    code = np.asarray(getattr(view, "attr", view).ops.name, dtype=np.int64)[np.asarray(rng)[k]]
+    n = max(len(ctx.plan.attr.names), int(code.max()) + 1)
+    part = kernel_counter_sums(ctx.counters, ops.device[k], ops.start_ns[k], ops.end_ns[k], code, n)
+    if part is None:
+        return
+    have = tot.op_counters
+    if have is None:
+        tot.op_counters = part
+        return
+    if len(have) < len(part):  # operator names met since (the sliced attributor adds them as it goes)
+        have = np.vstack([have, np.zeros((len(part) - len(have), have.shape[1]))])
+    have[:len(part)] += part
+    tot.op_counters = have
 
 
 def trace_thread_index(keys: np.ndarray, gtid: np.ndarray) -> np.ndarray:
@@ -873,6 +900,8 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
         if len(ops):
             sites, rng, index = op_sites(ctx, st)
             view.add_ops(rng, sites, ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
+            if ctx.counters:
+                _operator_counter_sums(ctx, view, ops, rng, tot)
         view.count_ranges()
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)

@@ -47,8 +47,27 @@ def concurrent_kernels_counters(us: float = 1000.0, hz: int = 10_000) -> Capture
     return cap
 
 
+def operator_counters(steps: int = 3, hz: int = 10_000) -> Capture:
+    """Per step an ``aten::mm`` operator launching the GEMM of
+    :func:`gemm_and_elementwise_counters` (1000 us) and an ``aten::add`` launching its elementwise
+    kernel (500 us), as ``nsys --pytorch=autograd-nvtx`` records them, then ``loss.item()``."""
+    cap = Capture(gpu_metrics_hz=hz)
+    t = cap.process(pid=4720).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::mm", seq=2 * i):
+                g = t.launch(GEMM, 1000.0, sm_active=0.9, tensor_active=0.8)
+                g.sm_issue, g.dram_read, g.dram_write = 0.7, 0.2, 0.05
+            with t.op("aten::add", seq=2 * i + 1):
+                e = t.launch(ELEMENTWISE, 500.0, sm_active=0.95)
+                e.sm_issue, e.dram_read, e.dram_write = 0.2, 0.6, 0.25
+            t.item()
+    return cap
+
+
 COUNTER_SCENARIOS: dict[str, Callable[..., Capture]] = {
-    f.__name__: f for f in (gemm_and_elementwise_counters, concurrent_kernels_counters)
+    f.__name__: f for f in (gemm_and_elementwise_counters, concurrent_kernels_counters, operator_counters)
 }
 
-__all__ = ["COUNTER_SCENARIOS", "gemm_and_elementwise_counters", "concurrent_kernels_counters", "SHORT"]
+__all__ = ["COUNTER_SCENARIOS", "gemm_and_elementwise_counters", "concurrent_kernels_counters", "operator_counters",
+           "SHORT"]
