@@ -307,27 +307,42 @@ def _kernel_counters_context(trace) -> dict:
     return device_counters(gm, trace.devices["device_id"])
 
 
-def _kernel_counter_sums(ctx: "Context", ops, kin: np.ndarray):
+def _slice_counters(ctx: "Context", ops, cache: dict):
+    """(device of each operation of the slice, -1 unless an owned kernel; the index ranges of the
+    samples inside them: ``metrics.gpu_metrics.execution_bounds``), found once per slice for the
+    kernel and the operator sums."""
+    got = cache.get("counters", False)
+    if got is False:
+        from ..metrics.gpu_metrics import execution_bounds
+
+        dev = np.where((ops.kind == KIND_KERNEL) & ops.owned, ops.device.astype(np.int64), -1)
+        got = cache["counters"] = (dev, execution_bounds(ctx.counters, dev, ops.start_ns, ops.end_ns))
+    return got
+
+
+def _kernel_counter_sums(ctx: "Context", ops, kin: np.ndarray, cache: dict | None = None):
     """Per kernel name code, the sums and counts of the samples inside the executions of the
-    window's kernels ``kin`` of the slice (``metrics.gpu_metrics.kernel_counter_sums``)."""
-    from ..metrics.gpu_metrics import kernel_counter_sums
+    window's kernels ``kin`` of the slice (``metrics.gpu_metrics.group_sums``)."""
+    from ..metrics.gpu_metrics import group_sums
 
-    return kernel_counter_sums(ctx.counters, ops.device[kin], ops.start_ns[kin], ops.end_ns[kin],
-                               ctx.name_code(ops.name_id[kin]), max(len(ctx.name_ids), 1))
+    rows = np.arange(len(ops))[kin]
+    dev, bounds = _slice_counters(ctx, ops, {} if cache is None else cache)
+    return group_sums(ctx.counters, bounds, dev, rows, ctx.name_code(ops.name_id[rows]), max(len(ctx.name_ids), 1))
 
 
-def _operator_counter_sums(ctx: "Context", view, ops, rng: np.ndarray, tot) -> None:
+def _operator_counter_sums(ctx: "Context", view, ops, rng: np.ndarray, tot, cache: dict) -> None:
     """Adds to ``tot.op_counters``, per operator name code, the sums and counts of the samples inside
     the slice's kernels whose innermost operator range is ``rng`` (the self attribution of the
     operator view's ``self_gpu_ms``)."""
-    from ..metrics.gpu_metrics import kernel_counter_sums
+    from ..metrics.gpu_metrics import group_sums
 
     k = np.flatnonzero(ops.owned & (ops.kind == KIND_KERNEL) & (np.asarray(rng) >= 0))
     if not len(k):
         return
     code = np.asarray(getattr(view, "attr", view).ops.name, dtype=np.int64)[np.asarray(rng)[k]]
     n = max(len(ctx.plan.attr.names), int(code.max()) + 1)
-    part = kernel_counter_sums(ctx.counters, ops.device[k], ops.start_ns[k], ops.end_ns[k], code, n)
+    dev, bounds = _slice_counters(ctx, ops, cache)
+    part = group_sums(ctx.counters, bounds, dev, k, code, n)
     if part is None:
         return
     have = tot.op_counters
@@ -599,7 +614,7 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
             win.l_api.append(_compact(ae - ast_))
             win.l_queue.append(_compact(np.maximum(st_ - ae, 0)))
         if ctx.counters:
-            win.k_counters = _kernel_counter_sums(ctx, ops, kin)
+            win.k_counters = _kernel_counter_sums(ctx, ops, kin, st.attr_cache)
     mi = np.flatnonzero(inw & (ops.kind == KIND_MEMCPY))
     if len(mi):
         win.copies = copy_groups(ops.copy_kind[mi], ops.host_kind[mi], ops.nbytes[mi], ops.end_ns[mi] - ops.start_ns[mi])
@@ -901,7 +916,7 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
             sites, rng, index = op_sites(ctx, st)
             view.add_ops(rng, sites, ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
             if ctx.counters:
-                _operator_counter_sums(ctx, view, ops, rng, tot)
+                _operator_counter_sums(ctx, view, ops, rng, tot, st.attr_cache)
         view.count_ranges()
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)

@@ -155,41 +155,76 @@ def device_counters(gpu_metrics, raw_ids) -> dict[int, DeviceCounters]:
     return out
 
 
+def execution_bounds(counters: dict[int, DeviceCounters], device: np.ndarray, start: np.ndarray,
+                     end: np.ndarray) -> dict:
+    """Per device index: (the executions on it, sorted indices; per timestamp array, usually one
+    shared by every metric: the index range ``[a, b)`` of the samples inside each of them). One
+    pair of binary searches per execution and timestamp array, shared by every metric and by every
+    grouping of the executions (:func:`group_sums`). ``device`` < 0: left out."""
+    out: dict = {}
+    if not counters or not len(start):
+        return out
+    device = np.asarray(device, dtype=np.int64)
+    for d, dc in counters.items():
+        sel = np.flatnonzero(device == d)
+        if not len(sel):
+            continue
+        groups: dict[int, tuple | None] = {}
+        for m in KERNEL_METRICS:
+            if m in dc.metrics and id(dc.metrics[m][0]) not in groups:
+                groups[id(dc.metrics[m][0])] = dc.bounds(m, start[sel], end[sel])
+        out[d] = (sel, groups)
+    return out
+
+
+def group_sums(counters: dict[int, DeviceCounters], bounds: dict, device: np.ndarray, rows: np.ndarray,
+               code: np.ndarray, ncodes: int) -> np.ndarray | None:
+    """The samples inside the executions ``rows`` (indices into those given to
+    :func:`execution_bounds`, of devices ``device``) added per ``code``: an ``(ncodes, 2 *
+    len(KERNEL_METRICS))`` array, for each metric the sum of the samples, then their numbers (None
+    without counters)."""
+    if not bounds or not len(rows):
+        return None
+    nm = len(KERNEL_METRICS)
+    out = np.zeros((ncodes, 2 * nm))
+    rows = np.asarray(rows, dtype=np.int64)
+    code = np.asarray(code, dtype=np.int64)
+    dev = np.asarray(device, dtype=np.int64)[rows]
+    for d, (sel, groups) in bounds.items():
+        on = np.flatnonzero(dev == d)
+        if not len(on):
+            continue
+        idx = np.searchsorted(sel, rows[on])
+        c_on = code[on]
+        dc = counters[d]
+        done: dict[int, tuple] = {}
+        for j, m in enumerate(KERNEL_METRICS):
+            if m not in dc.metrics:
+                continue
+            ts, cum, _ = dc.metrics[m]
+            ab = groups.get(id(ts))
+            if ab is None:
+                continue
+            if id(ts) not in done:
+                a, b = ab[0][idx], ab[1][idx]
+                inside = np.flatnonzero(b > a)
+                a, b, c = a[inside], b[inside], c_on[inside]
+                done[id(ts)] = (a, b, c, np.bincount(c, weights=b - a, minlength=ncodes)[:ncodes])
+            a, b, c, n = done[id(ts)]
+            if not len(a):
+                continue
+            out[:, j] += np.bincount(c, weights=cum[b] - cum[a], minlength=ncodes)[:ncodes]
+            out[:, nm + j] += n
+    return out
+
+
 def kernel_counter_sums(counters: dict[int, DeviceCounters], device: np.ndarray, start: np.ndarray,
                         end: np.ndarray, code: np.ndarray, ncodes: int) -> np.ndarray | None:
     """Per name code: for each of :data:`KERNEL_METRICS` the sum of the samples inside its
     executions, then the number of those samples: an ``(ncodes, 2 * len(KERNEL_METRICS))`` array
     (None without counters). ``device`` are device indexes, ``code`` dense name codes."""
-    if not counters or not len(start):
-        return None
-    nm = len(KERNEL_METRICS)
-    out = np.zeros((ncodes, 2 * nm))
-    device = np.asarray(device, dtype=np.int64)
-    code = np.asarray(code, dtype=np.int64)
-    for d, dc in counters.items():
-        sel = np.flatnonzero(device == d)
-        if not len(sel):
-            continue
-        c = code[sel]
-        # per timestamp array (usually one shared by every metric): one search, one count
-        found: dict[int, tuple] = {}
-        for j, m in enumerate(KERNEL_METRICS):
-            if m not in dc.metrics:
-                continue
-            ts, cum, _ = dc.metrics[m]
-            if id(ts) not in found:
-                ab = dc.bounds(m, start[sel], end[sel])
-                n = None if ab is None else (ab[1] - ab[0])
-                inside = None if n is None or not n.any() else np.flatnonzero(n)
-                found[id(ts)] = (ab, inside, None if inside is None else
-                                 np.bincount(c[inside], weights=n[inside], minlength=ncodes)[:ncodes])
-            ab, inside, counts = found[id(ts)]
-            if inside is None:
-                continue
-            a, b = ab[0][inside], ab[1][inside]
-            out[:, j] += np.bincount(c[inside], weights=cum[b] - cum[a], minlength=ncodes)[:ncodes]
-            out[:, nm + j] += counts
-    return out
+    bounds = execution_bounds(counters, device, start, end)
+    return group_sums(counters, bounds, device, np.arange(len(start)), code, ncodes)
 
 
 def kernel_counter_means(sums: np.ndarray | None, codes: np.ndarray) -> dict[str, np.ndarray]:
