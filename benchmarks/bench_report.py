@@ -177,6 +177,40 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
 SHAPE_VERSION = {"steps": "-v2", "steps-ops": "-v2"}
 
 
+def add_gpu_metrics(src: Path, dst: Path, hz: int, seed: int = 11) -> None:
+    """A copy of ``src`` with nsys GPU metrics (issue 47): on every device of the kernel table, one
+    sample of SM Active, SM Issue, Tensor Active, DRAM Read and DRAM Write every 1/``hz`` s over the
+    kernels' span (random integer percentages), written in chunks as nsys exports them."""
+    rng = np.random.default_rng(seed)
+    tmp = dst.with_suffix(".tmp")
+    shutil.copyfile(src, tmp)
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute(ddl.create_sql("TARGET_INFO_GPU_METRICS", ddl.OTHER_TABLES["TARGET_INFO_GPU_METRICS"]))
+    con.execute(ddl.create_sql("GPU_METRICS", ddl.OTHER_TABLES["GPU_METRICS"]))
+    names = ["SM Active [Throughput %]", "SM Issue [Throughput %]", "Tensor Active [Throughput %]",
+             "DRAM Read Bandwidth [Throughput %]", "DRAM Write Bandwidth [Throughput %]"]
+    period = int(1e9 // hz)
+    spans = con.execute('SELECT deviceId, min(start), max("end") FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY deviceId').fetchall()
+    for dev, lo, hi in spans:
+        con.executemany("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?, ?, ?, ?, ?)",
+                        [(int(dev), 0, "GPU", mid, n) for mid, n in enumerate(names)])
+        ts_all = np.arange(int(lo) + period, int(hi) + period, period, dtype=np.int64)
+        for c in range(0, len(ts_all), 200_000):
+            ts = ts_all[c:c + 200_000]
+            rows = []
+            for mid in range(len(names)):
+                val = rng.integers(0, 101, len(ts))
+                rows.append(np.stack([ts, np.full(len(ts), int(dev)), np.full(len(ts), mid), val], axis=1))
+            both = np.concatenate(rows)
+            both = both[np.argsort(both[:, 0], kind="stable")]
+            con.executemany("INSERT INTO GPU_METRICS VALUES (?, ?, ?, ?)", map(tuple, both.tolist()))
+    con.commit()
+    con.close()
+    tmp.rename(dst)
+
+
 def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     """Time and peak RSS of one child, using a tiny wrapper so maxrss is per child."""
     wrapper = ("import resource,subprocess,sys,time;t=time.perf_counter();"
@@ -209,6 +243,9 @@ def main() -> int:
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout of nsysdoc (e.g. a git worktree of an earlier commit) to time in the "
                          "same batch, for a before/after ratio on a noisy machine")
+    ap.add_argument("--gpu-metrics-hz", type=int, default=None,
+                    help="add nsys GPU metrics (5 metrics per device) sampled at this rate over the kernels' span "
+                         "(issue 47: counters per kernel), to a copy of the shape's file")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # the generator's version is in the name: a file left by an older shape is never reused
@@ -218,6 +255,13 @@ def main() -> int:
         t = time.perf_counter()
         generate(db, args.kernels, shape=args.shape)
         print(f"generated {db} ({db.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
+    if args.gpu_metrics_hz:
+        gm = db.with_name(f"{db.stem}_gm{args.gpu_metrics_hz}.sqlite")
+        if not gm.exists():
+            t = time.perf_counter()
+            add_gpu_metrics(db, gm, args.gpu_metrics_hz)
+            print(f"generated {gm} ({gm.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
+        db = gm
     sqlite = shutil.which("sqlite3")
     # max(), not sum(): the same decoding work (measured equal within noise), and sum() of 50 M
     # timestamps overflows int64, which makes the shell stop early ("integer overflow")

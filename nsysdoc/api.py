@@ -70,6 +70,9 @@ KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "object"), ("count", "int64"), ("total_ms", "float64"), ("mean_us", "float64"),
     ("median_us", "float64"), ("p95_us", "float64"), ("share_of_kernel_time_pct", "float64"),
     ("under_10us_pct", "float64"), ("is_nccl", "bool"),
+    # hardware counters per kernel (issue 47; NaN / 0 / "unknown" without GPU metrics)
+    ("sm_active_pct", "float64"), ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"),
+    ("dram_bandwidth_pct", "float64"), ("counter_samples", "int64"), ("bound", "object"),
 )
 
 OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (

@@ -161,7 +161,10 @@ def test_operators_and_where_keys(build, name):
     assert {"source", "rows", "row_count", "gpu_ms", "attributed_pct", "modules", "frames", "missing"} <= set(ops)
     for r in ops["rows"]:
         assert list(r) == ["name", "calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels", "top_kernel",
-                           "module", "frame"]
+                           "module", "frame",
+                           # issue 47: hardware counters of the kernels it launched itself
+                           "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct",
+                           "counter_samples", "bound"]
     assert [r["self_gpu_ms"] for r in ops["rows"]] == sorted((r["self_gpu_ms"] for r in ops["rows"]), reverse=True)
     for f in d["findings"]:
         assert "where" in f and "where_note" in f

@@ -465,7 +465,7 @@ def test_timeline_gap_tooltip_gives_the_idle_class_split(tmp_path):
 def test_tables(sample):
     doc = parse(render_html(sample))
     ids = [s.attrs["id"] for s in doc.by_id("tables").find_all("section", cls="table-block")]
-    assert ids == ["operators", "operators-modules", "kernels", "copies", "sync-calls", "sync-threads", "launch", "nvtx",
+    assert ids == ["operators", "operators-modules", "kernels", "kernel-counters", "copies", "sync-calls", "sync-threads", "launch", "nvtx",
                    "devices", "idle-gaps"]
     # the sample's only operator-like ranges are its DataLoader ranges; the rest is "(no operator)"
     ops = [[td.norm() for td in tr.find_all("td")] for tr in doc.by_id("operators").find("tbody").find_all("tr")]

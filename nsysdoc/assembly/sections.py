@@ -48,6 +48,7 @@ def _kernel_metrics(trace: Trace, res, tables: dict | None = None) -> dict:
     by_short, by_name_all = kernel_tables(name, short, dur, trace.strings, nccl, name_ids, short_ids,
                                           short_limit=ALL_NAMES_MAX)
     del short
+    _add_kernel_counters(by_name_all, res)
     by_name = by_name_all.head(TOP_N).drop(["code", "total_ns"])
     if tables is not None:
         tables["kernels"] = by_name_all.drop(["code", "total_ns"])
@@ -82,7 +83,81 @@ def _kernel_metrics(trace: Trace, res, tables: dict | None = None) -> dict:
         # every short name (up to ALL_NAMES_MAX), so that two runs can be matched kernel by kernel
         "names": [{"name": r["name"], "count": r["count"], "total_ms": r["total_ms"]} for r in
                   _records(by_short.select(["name", "count", "total_ms"]))],
+        "counters": _kernel_counters_summary(trace, res, by_name_all),
     }
+
+
+def _add_kernel_counters(by_name: Columns, res) -> None:
+    """Hardware counters per kernel name (issue 47; ``nsysdoc.metrics.gpu_metrics``): the by-name
+    table gains ``sm_active_pct``, ``sm_issue_pct``, ``tensor_active_pct``, ``dram_bandwidth_pct``,
+    ``counter_samples`` and ``bound`` (null/NaN and "unknown" without enough samples)."""
+    from ..metrics.gpu_metrics import kernel_class, kernel_counter_means
+    from ..metrics.kernels import gemm_precision
+
+    codes = np.asarray(by_name["code"], dtype=np.int64) if len(by_name) else np.zeros(0, np.int64)
+    means = kernel_counter_means(getattr(res.window, "k_counters", None), codes)
+    for k, v in means.items():
+        by_name[k] = v
+    names = list(by_name["name"]) if len(by_name) else []
+    bound = np.full(len(codes), "unknown", dtype=object)
+    measured = ~(np.isnan(means["sm_issue_pct"]) & np.isnan(means["dram_bandwidth_pct"]))
+    for i in np.flatnonzero(measured).tolist():  # names with enough samples, never per kernel
+        bound[i] = kernel_class(means["sm_issue_pct"][i], means["tensor_active_pct"][i],
+                                means["dram_bandwidth_pct"][i],
+                                gemm_precision(str(names[i])) not in (None, "fp64", "complex"))
+    by_name["bound"] = bound
+
+
+def _add_operator_counters(view: dict, attr, res) -> None:
+    """Hardware counters per operator (issue 47): each row of ``metrics.operators.rows`` gains the
+    means of the GPU metrics samples inside the kernels it launched itself (its innermost range,
+    as ``self_gpu_ms`` counts them), ``counter_samples`` and ``bound`` (the class, a GEMM/conv
+    judged from its top kernel); null and "unknown" without GPU metrics, on "(no operator)" and
+    under 5 samples."""
+    from ..metrics.gpu_metrics import kernel_class, kernel_counter_means
+    from ..metrics.kernels import gemm_precision
+
+    rows = view.get("rows") or []
+    if not rows:
+        return
+    sums = getattr(res.glob, "op_counters", None) if getattr(res.ctx, "counters", None) else None
+    codes = np.full(len(rows), -1, dtype=np.int64)
+    if sums is not None and attr is not None:
+        for i, r in enumerate(rows):
+            try:
+                codes[i] = attr.names.index_of(r["name"])
+            except (KeyError, AttributeError):
+                pass
+    means = kernel_counter_means(sums, codes)
+    for i, r in enumerate(rows):  # the rows shown (at most 500), never per kernel
+        for k, v in means.items():
+            r[k] = _num(v[i]) if k != "counter_samples" else int(v[i])
+        measured = r["sm_issue_pct"] is not None or r["dram_bandwidth_pct"] is not None
+        r["bound"] = kernel_class(r["sm_issue_pct"], r["tensor_active_pct"], r["dram_bandwidth_pct"],
+                                  gemm_precision(str(r.get("top_kernel") or "")) not in (None, "fp64", "complex")) \
+            if measured else "unknown"
+
+
+def _kernel_counters_summary(trace: Trace, res, by_name: Columns) -> dict:
+    """``metrics.kernels.counters``: whether GPU metrics were sampled, their period, the sample
+    count under which a kernel's counters are null, the kernel time per class, and what to switch
+    on when nothing was sampled."""
+    from ..metrics.gpu_metrics import CLASSES, MIN_KERNEL_SAMPLES
+
+    counters = getattr(res.ctx, "counters", None) or {}
+    periods = [p for dc in counters.values() for (_, _, p) in dc.metrics.values() if p > 0]
+    out = {"present": bool(counters), "sample_period_us": _num(float(np.median(periods)) / 1e3) if periods else None,
+           "min_samples": MIN_KERNEL_SAMPLES, "kernel_ms_by_class": None, "missing": None}
+    if counters and len(by_name) and "bound" in by_name:
+        bound = np.asarray(by_name["bound"], dtype=object)
+        ms = np.asarray(by_name["total_ms"], dtype=np.float64)
+        out["kernel_ms_by_class"] = {c: _num(float(ms[bound == c].sum())) for c in CLASSES}
+    if not counters:
+        out["missing"] = ("no GPU metrics: record them with nsys profile --gpu-metrics-devices=all (Nsight Systems "
+                          "only; a PyTorch Profiler trace has none)" if trace.source_tool == "nsys" else
+                          "no GPU metrics: a PyTorch Profiler trace has none; capture the run with nsys profile "
+                          "--gpu-metrics-devices=all")
+    return out
 
 
 def _launch(win) -> dict:
@@ -116,6 +191,7 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     t = a.trace
     ops = att.operator_view(attr, t.strings)
     ops["missing"] = att.missing_data(t, attr)
+    _add_operator_counters(ops, attr, res)
     ndev = len(_active(devices)) or 1
     top = kernels_m.top_compute_kernel(kernel_metrics.get("by_name"))  # the rules' top_kernel
     where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,

@@ -235,6 +235,55 @@ def _values(a: Analysis, r: dict) -> dict:
         v[f"{g[:-4]}_pct_median"] = _num(per_step(g)) if primary else None
     v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
     v.update(memory_values(m.get("memory")))  # issue 47
+    v.update(_kernel_counter_values(m["kernels"]))
+    return v
+
+
+def _kernel_counter_values(km: dict) -> dict:
+    """The hardware-counter values of ``metrics.values`` (issue 47; glossary, "Hardware counters
+    per kernel"): the top compute kernel's class and counters as a sentence, and the kernels whose
+    counters read latency-bound (by kernel time), for the dominant-kernel and pseudo-busy rules."""
+    from ..metrics.gpu_metrics import CLASS_MEANING
+    from ..rules.text import duration
+
+    rows = km.get("by_name") or []
+    cs = km.get("counters") or {}
+    top = kernels_m.top_compute_kernel(rows)
+    v: dict = {"top_kernel_bound": None, "top_kernel_bound_note": None, "latency_bound_kernel_count": 0,
+               "latency_bound_kernel_ms": None, "latency_bound_note": None, "unclassified_kernel_pct": None}
+    if not cs.get("present"):
+        return v
+    total = sum(r["total_ms"] or 0 for r in rows)
+    unknown = sum(r["total_ms"] or 0 for r in rows if r.get("bound") == "unknown")
+    v["unclassified_kernel_pct"] = _num(unknown / total * 100) if total else None
+    if top and top.get("bound") and top["bound"] != "unknown":
+        v["top_kernel_bound"] = top["bound"]
+        parts = [f"SM Issue {top['sm_issue_pct']:.0f}%" if top.get("sm_issue_pct") is not None else None,
+                 f"Tensor Active {top['tensor_active_pct']:.0f}%" if top.get("tensor_active_pct") is not None else None,
+                 f"DRAM bandwidth {top['dram_bandwidth_pct']:.0f}%" if top.get("dram_bandwidth_pct") is not None else None]
+        v["top_kernel_bound_note"] = (f"GPU metrics inside its launches ({', '.join(p for p in parts if p)} of peak, "
+                                      f"{top['counter_samples']:,} samples) read it as {top['bound']}: "
+                                      f"{CLASS_MEANING[top['bound']]}.")
+    elif top:
+        period = cs.get("sample_period_us")
+        v["top_kernel_bound_note"] = (f"GPU metrics cannot classify it: fewer than {cs['min_samples']} samples fall "
+                                      f"whole inside its launches" + (f" (one every {period:g} us)" if period else "")
+                                      + "; a higher nsys --gpu-metrics-frequency would resolve it.")
+    lat = [r for r in rows if r.get("bound") == "latency-bound" and not r.get("is_nccl")]
+    v["latency_bound_kernel_count"] = len(lat)
+    if lat:
+        ms = sum(r["total_ms"] or 0 for r in lat)
+        v["latency_bound_kernel_ms"] = _num(ms)
+        shown = "; ".join(f"{r['name'][:80]} ({duration(r['total_ms'] * 1e6)}, SM Issue {r['sm_issue_pct']:.0f}%)"
+                          for r in lat[:3] if r.get("sm_issue_pct") is not None)
+        v["latency_bound_note"] = (f"Kernels whose GPU metrics read latency-bound (SM Issue and DRAM bandwidth "
+                                   f"under 60% of peak inside their launches): {shown}"
+                                   + (f" and {len(lat) - 3} more" if len(lat) > 3 else "") + ".")
+    elif v["unclassified_kernel_pct"]:
+        period = cs.get("sample_period_us")
+        v["latency_bound_note"] = (f"{v['unclassified_kernel_pct']:.0f}% of kernel time is in kernels too short for "
+                                   f"the GPU metrics samples" + (f" (one every {period:g} us)" if period else "")
+                                   + " to classify them.")
     return v
 
 

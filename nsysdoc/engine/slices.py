@@ -108,6 +108,9 @@ class Window:
     lowocc_wall: np.ndarray = None
     #: (name code, launch code, device) key -> [launches, time ns, idle-SM share ns]
     uf_groups: dict = field(default_factory=dict)
+    #: hardware counters per kernel name (issue 47): per name code, sums and counts of the GPU
+    #: metrics samples inside its executions (``metrics.gpu_metrics.kernel_counter_sums``), or None
+    k_counters: np.ndarray = None
 
     def __post_init__(self) -> None:
         n = self.ndev
@@ -149,6 +152,8 @@ class Window:
         self.dep_longest = _top_gaps(self.dep_longest + o.dep_longest)
         self.dtoh_bytes += o.dtoh_bytes
         self.dtoh_count += o.dtoh_count
+        if o.k_counters is not None:
+            self.k_counters = o.k_counters if self.k_counters is None else self.k_counters + o.k_counters
 
 
 def _merge_calls(a: dict, b: dict) -> None:
@@ -202,6 +207,9 @@ class Global:
     merged_marks: dict = field(default_factory=dict)  # time -> all-device busy time before it
     merged_total: int = 0                              # all-device busy time over the capture
     captures: dict = field(default_factory=dict)
+    #: hardware counters per operator (issue 47): per operator name code, the sums and counts of
+    #: the GPU metrics samples inside the kernels it launched itself (innermost range), or None
+    op_counters: np.ndarray = None
 
     def __post_init__(self) -> None:
         z = lambda: np.zeros(self.nsteps, dtype=np.int64)  # noqa: E731
@@ -236,6 +244,8 @@ class Context:
         #: launch configurations per device: under-filled and low-occupancy kernels
         self.fill = fill_m.FillContext(trace, ndev)
         self._luts: dict = {}
+        #: GPU metrics samples per device index, for the counters per kernel name (issue 47)
+        self.counters = _kernel_counters_context(trace)
         w0, w1 = plan.window
         self.w0, self.w1 = w0, w1
         s0, s1 = plan.span
@@ -284,6 +294,65 @@ class Context:
     def first_carry(self) -> Carry:
         start = self.o0 if self.o0 is not None else 0
         return Carry(last_end=np.full(self.ndev, start, dtype=np.int64))
+
+
+def _kernel_counters_context(trace) -> dict:
+    """Per device index, its GPU metrics samples (:func:`nsysdoc.metrics.gpu_metrics.device_counters`);
+    empty without GPU metrics."""
+    from ..metrics.gpu_metrics import device_counters
+
+    gm = trace.gpu_metrics
+    if gm is None or not len(gm) or not len(trace.devices):
+        return {}
+    return device_counters(gm, trace.devices["device_id"])
+
+
+def _slice_counters(ctx: "Context", ops, cache: dict):
+    """(device of each operation of the slice, -1 unless an owned kernel; the index ranges of the
+    samples inside them: ``metrics.gpu_metrics.execution_bounds``), found once per slice for the
+    kernel and the operator sums."""
+    got = cache.get("counters", False)
+    if got is False:
+        from ..metrics.gpu_metrics import execution_bounds
+
+        dev = np.where((ops.kind == KIND_KERNEL) & ops.owned, ops.device.astype(np.int64), -1)
+        got = cache["counters"] = (dev, execution_bounds(ctx.counters, dev, ops.start_ns, ops.end_ns))
+    return got
+
+
+def _kernel_counter_sums(ctx: "Context", ops, kin: np.ndarray, cache: dict | None = None):
+    """Per kernel name code, the sums and counts of the samples inside the executions of the
+    window's kernels ``kin`` of the slice (``metrics.gpu_metrics.group_sums``)."""
+    from ..metrics.gpu_metrics import group_sums
+
+    rows = np.arange(len(ops))[kin]
+    dev, bounds = _slice_counters(ctx, ops, {} if cache is None else cache)
+    return group_sums(ctx.counters, bounds, dev, rows, ctx.name_code(ops.name_id[rows]), max(len(ctx.name_ids), 1))
+
+
+def _operator_counter_sums(ctx: "Context", view, ops, rng: np.ndarray, tot, cache: dict) -> None:
+    """Adds to ``tot.op_counters``, per operator name code, the sums and counts of the samples inside
+    the slice's kernels whose innermost operator range is ``rng`` (the self attribution of the
+    operator view's ``self_gpu_ms``)."""
+    from ..metrics.gpu_metrics import group_sums
+
+    k = np.flatnonzero(ops.owned & (ops.kind == KIND_KERNEL) & (np.asarray(rng) >= 0))
+    if not len(k):
+        return
+    code = np.asarray(getattr(view, "attr", view).ops.name, dtype=np.int64)[np.asarray(rng)[k]]
+    n = max(len(ctx.plan.attr.names), int(code.max()) + 1)
+    dev, bounds = _slice_counters(ctx, ops, cache)
+    part = group_sums(ctx.counters, bounds, dev, k, code, n)
+    if part is None:
+        return
+    have = tot.op_counters
+    if have is None:
+        tot.op_counters = part
+        return
+    if len(have) < len(part):  # operator names met since (the sliced attributor adds them as it goes)
+        have = np.vstack([have, np.zeros((len(part) - len(have), have.shape[1]))])
+    have[:len(part)] += part
+    tot.op_counters = have
 
 
 def trace_thread_index(keys: np.ndarray, gtid: np.ndarray) -> np.ndarray:
@@ -544,6 +613,8 @@ def window_totals(ctx: Context, st: SliceState, w0, w1) -> Window:
         if len(ae):
             win.l_api.append(_compact(ae - ast_))
             win.l_queue.append(_compact(np.maximum(st_ - ae, 0)))
+        if ctx.counters:
+            win.k_counters = _kernel_counter_sums(ctx, ops, kin, st.attr_cache)
     mi = np.flatnonzero(inw & (ops.kind == KIND_MEMCPY))
     if len(mi):
         win.copies = copy_groups(ops.copy_kind[mi], ops.host_kind[mi], ops.nbytes[mi], ops.end_ns[mi] - ops.start_ns[mi])
@@ -844,6 +915,8 @@ def global_totals(ctx: Context, st: SliceState, tot: Global, carry: Carry, nxt: 
         if len(ops):
             sites, rng, index = op_sites(ctx, st)
             view.add_ops(rng, sites, ops.end_ns - ops.start_ns, gpu_labels(ops.kind, ops.name_id, ops.copy_kind), index)
+            if ctx.counters:
+                _operator_counter_sums(ctx, view, ops, rng, tot, st.attr_cache)
         view.count_ranges()
     if ctx.has_markers and len(ops):
         has = own & (ops.step >= 0)

@@ -48,6 +48,9 @@ VALUE_NAMES: tuple[str, ...] = (
     "low_occupancy_note", "top_underfilled_name", "top_underfilled_blocks", "top_underfilled_threads",
     "top_underfilled_count", "top_underfilled_ms", "top_underfilled_recoverable_ms", "top_underfilled_sm_fill_pct",
     "top_underfilled_occupancy_pct", "top_underfilled_est_occupancy_pct",
+    # hardware counters per kernel (issue 47; nsysdoc.metrics.gpu_metrics)
+    "top_kernel_bound", "top_kernel_bound_note", "latency_bound_kernel_count", "latency_bound_kernel_ms",
+    "latency_bound_note", "unclassified_kernel_pct",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
@@ -62,7 +65,8 @@ STRING_VALUES = frozenset({"dependency_waited_on", "unrecorded_call_name", "top_
                            "warmup_note", "capture_fix", "os_wait_note", "launch_ratio_note",
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
                            "low_occupancy_note", "trace_viewer", "trace_timeline", "capture_check",
-                           "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture"})
+                           "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture",
+                           "top_kernel_bound", "top_kernel_bound_note", "latency_bound_note"})
 
 #: issue 47: the memory view's values and evidence tables (nsysdoc.assembly.memory; kept here as
 #: text so that rule loading does not import numpy)
@@ -87,7 +91,9 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "kernels": ["name", "count", "total_ms", "mean_us", "median_us", "p95_us", "share_of_kernel_time_pct",
                 "under_10us_pct", "is_nccl", "fp32_gemm", "tensor_cores"],
     "kernels_by_name": ["name", "count", "total_ms", "mean_us", "median_us", "p95_us", "share_of_kernel_time_pct",
-                        "under_10us_pct", "is_nccl", "fp32_gemm", "tensor_cores"],
+                        "under_10us_pct", "is_nccl", "fp32_gemm", "tensor_cores",
+                        "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct", "counter_samples",
+                        "bound"],
     "copies": ["kind", "host_memory", "count", "bytes", "time_ms", "gbps"],
     "sync_calls": ["api", "count", "total_ms", "max_ms"],
     "sync_threads": ["pid", "tid", "host_sync_ms", "share_of_window_pct"],

@@ -90,6 +90,12 @@ class GpuOp:
     registers: int = 32
     shared_mem: int = 0
     dynamic_shared_mem: int = 0
+    #: GPU metrics of this kernel (issue 47), as fractions of peak, when a test sets them on the
+    #: launched op: SM Issue, DRAM Read and DRAM Write. None: SM Issue = 0.6 x and DRAM Read =
+    #: 0.3 x ``sm_active``, no DRAM Write (the samples of captures written before these fields)
+    sm_issue: float | None = None
+    dram_read: float | None = None
+    dram_write: float | None = None
 
 
 class Thread:
@@ -679,6 +685,9 @@ class Capture:
                     tc[i] += ov / period * op.tensor_active
             sm = np.minimum(sm, 1.0)
             tc = np.minimum(tc, 1.0)
+            if any(getattr(op, f) is not None for op in ks for f in ("sm_issue", "dram_read", "dram_write")):
+                samples += self._gpu_metrics_per_kernel(ks, ts, period, type_id, sm, tc, info)
+                continue
             for i, t in enumerate(ts):
                 vals = [sm[i] * 100, sm[i] * 60, tc[i] * 100, sm[i] * 30]
                 for mid, val in enumerate(vals):
@@ -706,6 +715,33 @@ class Capture:
                  0 if m["bytes"] >= 0 else 1, None, m["corr"] or None, 7, None, None, None, None, None, None)
                 for m in self.memory_events()]
         w.table("CUDA_GPU_MEMORY_USAGE_EVENTS", ddl.MEMORY_USAGE_COLUMNS, rows)
+
+    def _gpu_metrics_per_kernel(self, ks, ts, period: int, type_id: int, sm, tc, info: list) -> list:
+        """Samples of a device where some kernel sets its own SM Issue / DRAM Read / DRAM Write
+        (issue 47): each sample is the overlap-weighted sum over the kernels of each one's value (SM
+        Issue defaulting to 0.6 x and DRAM Read to 0.3 x its ``sm_active``, DRAM Write to 0), at most
+        100%; a "DRAM Write Bandwidth" metric (id 4) is added when a kernel sets ``dram_write``."""
+        import numpy as np
+
+        write = any(op.dram_write is not None for op in ks)
+        if write:
+            info.append((type_id, 0, "GPU", 4, "DRAM Write Bandwidth [Throughput %]"))
+        issue, rd, wr = np.zeros(len(ts)), np.zeros(len(ts)), np.zeros(len(ts))
+        t0 = self.start_ns
+        for op in ks:
+            i0 = max(0, int((op.start - t0) // period))
+            i1 = min(len(ts) - 1, int((op.end - t0) // period))
+            for i in range(i0, i1 + 1):
+                ov = max(0, min(ts[i], op.end) - max(ts[i] - period, op.start)) / period
+                issue[i] += ov * (op.sm_issue if op.sm_issue is not None else 0.6 * op.sm_active)
+                rd[i] += ov * (op.dram_read if op.dram_read is not None else 0.3 * op.sm_active)
+                wr[i] += ov * (op.dram_write or 0.0)
+        out = []
+        for i, t in enumerate(ts):
+            vals = [sm[i], min(issue[i], 1.0), tc[i], min(rd[i], 1.0)] + ([min(wr[i], 1.0)] if write else [])
+            for mid, val in enumerate(vals):
+                out.append((int(t), type_id, mid, int(round(val * 100))))
+        return out
 
 
 class _Writer:

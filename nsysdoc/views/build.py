@@ -558,6 +558,43 @@ def kernel_table(result: dict) -> Table:
         Column("NCCL")], rows=rows, note=note, empty="No kernels in the analysis window.")
 
 
+def kernel_counter_tables(result: dict) -> list[Table]:
+    """Hardware counters per kernel (issue 47): the by-name rows with their GPU metrics means and
+    class; no table when the capture has no GPU metrics (``metrics.kernels.counters.missing``)."""
+    k = (result.get("metrics") or {}).get("kernels") or {}
+    cs = k.get("counters") or {}
+    if not cs.get("present"):
+        return []
+    rows = []
+    for r in k.get("by_name") or []:
+        name = str(r.get("name") or "")
+        bound = str(r.get("bound") or "unknown")
+        rows.append([Cell(_trunc(name), name, title=name if len(name) > 120 else ""),
+                     Cell(fmt_num(r.get("total_ms"), 2), r.get("total_ms"), True),
+                     Cell(_pct(r.get("sm_active_pct"), 0), r.get("sm_active_pct"), True),
+                     Cell(_pct(r.get("sm_issue_pct"), 0), r.get("sm_issue_pct"), True),
+                     Cell(_pct(r.get("tensor_active_pct"), 0), r.get("tensor_active_pct"), True),
+                     Cell(_pct(r.get("dram_bandwidth_pct"), 0), r.get("dram_bandwidth_pct"), True),
+                     Cell(fmt_num(r.get("counter_samples"), 0), r.get("counter_samples"), True),
+                     Cell(bound, bound, cls="warn" if bound in ("latency-bound", "tensor cores idle") else "")])
+    period = cs.get("sample_period_us")
+    note = ("Means of the GPU metrics samples whose whole period lies inside the kernel's executions"
+            + (f" (one sample every {fmt_num(period, 0)} µs)" if is_num(period) else "")
+            + f"; under {cs.get('min_samples')} samples the counters are blank and the class unknown. "
+              "Memory-bound: DRAM at 60% of peak or more; compute-bound: SM Issue or Tensor Active at 60% or more; "
+              "latency-bound: both under 60%; tensor cores idle: a GEMM/convolution under 10% Tensor Active (glossary).")
+    return [Table(id="kernel-counters", title="Hardware counters per kernel", columns=[
+        Column("Kernel"), Column("Total (ms)", True),
+        Column("SM Active (%)", True, "mean of the samples inside", anchor("Hardware counters per kernel (metrics.kernels.by_name, metrics.kernels.counters)")),
+        Column("SM Issue (%)", True, "mean of the samples inside"),
+        Column("Tensor Active (%)", True, "mean of the samples inside"),
+        Column("DRAM (%)", True, "DRAM read + write bandwidth, % of peak"),
+        Column("Samples", True, "samples inside the kernel's executions"),
+        Column("Class", False, "memory-, compute-, latency-bound, tensor cores idle or unknown",
+               anchor("Hardware counters per kernel (metrics.kernels.by_name, metrics.kernels.counters)"))], rows=rows, note=note,
+        empty="No kernels in the analysis window.")]
+
+
 def copies_table(result: dict) -> Table:
     rows = []
     for r in (result.get("metrics") or {}).get("copies") or []:
@@ -951,7 +988,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
-        tables=[*operator_tables(result), kernel_table(result), copies_table(result), *sync_tables(result), launch_table(result),
+        tables=[*operator_tables(result), kernel_table(result), *kernel_counter_tables(result), copies_table(result), *sync_tables(result), launch_table(result),
                 nvtx_table(result), device_table(result), gaps_table(result, viewer)],
         capture=capture_view(result, viewer),
         glossary_html=glossary_html(),

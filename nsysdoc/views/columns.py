@@ -29,6 +29,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "est_achieved_occupancy_pct": ("Est. achieved occupancy (%)", "pct"), "recoverable_ms": ("Recoverable (ms)", "ms"),
     "registers_per_thread": ("Registers per thread", "count"), "shared_memory_bytes": ("Shared memory (bytes)", "count"),
     "low_occupancy": ("Under 4 warps per SM", "text"),
+    "dram_bandwidth_pct": ("DRAM bandwidth (%)", "pct"), "counter_samples": ("GPU metrics samples", "count"),
+    "bound": ("Class (GPU metrics)", "text"),
     "sm_issue_pct": ("SM Issue (%)", "pct"), "tensor_active_pct": ("Tensor Active (%)", "pct"),
     "dram_read_pct": ("DRAM read (%)", "pct"), "exposed_comm_ms": ("Exposed comm (ms)", "ms"),
     "compute_ms": ("Compute (ms)", "ms"), "copy_ms": ("Copies only (ms)", "ms"),
