@@ -48,6 +48,10 @@ VALUE_NAMES: tuple[str, ...] = (
     "low_occupancy_note", "top_underfilled_name", "top_underfilled_blocks", "top_underfilled_threads",
     "top_underfilled_count", "top_underfilled_ms", "top_underfilled_recoverable_ms", "top_underfilled_sm_fill_pct",
     "top_underfilled_occupancy_pct", "top_underfilled_est_occupancy_pct",
+    # gradient zeroing repeated within one optimizer step (nsysdoc.metrics.optimizer; issue 47)
+    "zero_grad_calls", "optimizer_step_calls", "zero_grad_per_step_max", "zero_grad_extra_calls",
+    "zero_grad_extra_gpu_ops", "zero_grad_extra_gpu_ms", "zero_grad_extra_gpu_pct", "zero_grad_extra_gpu_ms_per_step",
+    "zero_grad_optimizer",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
@@ -63,6 +67,8 @@ STRING_VALUES = frozenset({"dependency_waited_on", "unrecorded_call_name", "top_
                            "pageable_cost_note", "top_underfilled_name", "underfilled_gpu_metrics_note",
                            "low_occupancy_note", "trace_viewer", "trace_timeline", "capture_check",
                            "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture"})
+#: the optimizer's class in its record_function name (issue 47, zero-grad-repeated)
+STRING_VALUES = STRING_VALUES | {"zero_grad_optimizer"}
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
