@@ -270,3 +270,15 @@ def test_per_call_times_divide_by_calls_not_inside_a_call_of_the_same_name(slice
     assert row["calls"] == 8 and row["cpu_ms"] == pytest.approx(0.044) and row["gpu_ms"] == pytest.approx(0.040)
     assert row["cpu_us_per_call"] == pytest.approx(11.0) and row["gpu_us_per_call"] == pytest.approx(10.0)
     assert row["cpu_exceeds_gpu"] is True
+
+
+def test_two_optimizers_each_zeroing_once_per_step_are_not_repeats():
+    from nsysdoc.metrics.optimizer import zero_grad_repeats
+
+    # per iteration: Adagrad.zero_grad (name 0) and FusedAdam.zero_grad (name 1), then both steps
+    # (starts 100, 110 and 300, 310); zero_grads at 10, 20 and 210, 220: one per optimizer per step
+    got = zero_grad_repeats([1, 1, 1, 1], [10, 20, 210, 220], [1, 1, 1, 1], [100, 110, 300, 310], zg_name=[0, 1, 0, 1])
+    assert got.per_step_max == 1 and not got.extra.any()
+    # the same calls as one optimizer: 2 per step, the first of each pair extra
+    same = zero_grad_repeats([1, 1, 1, 1], [10, 20, 210, 220], [1, 1, 1, 1], [100, 110, 300, 310])
+    assert same.per_step_max == 2 and same.extra.tolist() == [True, False, True, False]

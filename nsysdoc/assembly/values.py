@@ -531,7 +531,7 @@ def _zero_grad_values(t: Trace, window: dict, steps: int, ndev: int, window_ms) 
         return out
     zt, zs, ze, zg = (np.concatenate([p[i] for p in parts["z"]]) for i in range(4))
     st, ss = (np.concatenate([p[i] for p in parts["s"]]) for i in range(2))
-    got = opt_m.zero_grad_repeats(zt, zs, st, ss)
+    got = opt_m.zero_grad_repeats(zt, zs, st, ss, zg_name=zg)  # per optimizer (its range's text group)
     name = gtexts[int(zg[0])].strip().partition("#")[2].split(".")[0] or None
     out.update(zero_grad_calls=got.zero_grad_calls, optimizer_step_calls=got.step_calls,
                zero_grad_per_step_max=got.per_step_max, zero_grad_extra_calls=int(got.extra.sum()),

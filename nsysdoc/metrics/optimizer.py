@@ -41,17 +41,20 @@ class ZeroGradRepeats:
     extra: np.ndarray
 
 
-def zero_grad_repeats(zg_thread, zg_start, st_thread, st_start) -> ZeroGradRepeats:
+def zero_grad_repeats(zg_thread, zg_start, st_thread, st_start, zg_name=None) -> ZeroGradRepeats:
     """Count each thread's zero_grad ranges between consecutive optimizer step starts.
 
     A zero_grad belongs to interval k of its thread: the count of that thread's step ranges that
-    start at or before it. In an interval with n calls the last one is needed (it clears the
-    gradients the next step would otherwise add to) and the n − 1 before it are **extra**. Threads
+    start at or before it. In an interval with n calls of one name (``zg_name``: a code per
+    range, e.g. its text; two optimizers each zero their own gradients once per step) the last
+    one is needed (it clears the gradients the next step would otherwise add to) and the n − 1
+    before it are **extra**. Threads
     with no step range count nothing (no step to measure against: inference, or a capture of
     part of a step). Intervals cut by the capture's edges can only hold fewer calls than the
     whole interval, never more."""
     zt = np.asarray(zg_thread, dtype=np.int64)
     zs = np.asarray(zg_start, dtype=np.int64)
+    zn = np.zeros(len(zt), dtype=np.int64) if zg_name is None else np.asarray(zg_name, dtype=np.int64)
     stt = np.asarray(st_thread, dtype=np.int64)
     sts = np.asarray(st_start, dtype=np.int64)
     extra = np.zeros(len(zt), dtype=bool)
@@ -63,13 +66,16 @@ def zero_grad_repeats(zg_thread, zg_start, st_thread, st_start) -> ZeroGradRepea
             continue
         steps = np.sort(sts[stt == th])
         k = np.searchsorted(steps, zs[z], side="right")
-        o = np.lexsort((zs[z], k))  # by interval, then start
+        o = np.lexsort((zs[z], zn[z], k))  # by interval, name, then start
         z, k = z[o], k[o]
+        new = np.ones(len(z), dtype=bool)  # first of its (interval, name) group
+        new[1:] = (k[1:] != k[:-1]) | (zn[z[1:]] != zn[z[:-1]])
         last = np.ones(len(z), dtype=bool)
-        last[:-1] = k[1:] != k[:-1]
+        last[:-1] = new[1:]
         extra[z[~last]] = True
         counted += len(z)
-        best = max(best or 0, int(np.bincount(k).max()))
+        group = np.cumsum(new) - 1
+        best = max(best or 0, int(np.bincount(group).max()))
     return ZeroGradRepeats(zero_grad_calls=counted, step_calls=int(len(stt)), per_step_max=best, extra=extra)
 
 
