@@ -282,3 +282,41 @@ def test_two_optimizers_each_zeroing_once_per_step_are_not_repeats():
     # the same calls as one optimizer: 2 per step, the first of each pair extra
     same = zero_grad_repeats([1, 1, 1, 1], [10, 20, 210, 220], [1, 1, 1, 1], [100, 110, 300, 310])
     assert same.per_step_max == 2 and same.extra.tolist() == [True, False, True, False]
+
+
+# launch_bound_dispatch_heavy_ops(steps=3, calls=20, item_op=True), per step s:
+#   aten::mm: enter s+1000, GEMM launch [s+1000, s+6000), kernel [s+6000, s+3,006,000), exit s+7000
+#   aten::item: enter to s+8000; DtoH copy call [s+8000, s+14,000), its 1 us copy queued after the
+#     GEMM [s+3,006,000, s+3,007,000); cudaStreamSynchronize [s+14,000, s+3,009,000): 2995 us of
+#     waiting; exit to s+3,010,000. CPU per call 1 + 6 + 2995 + 1 = 3003 us; GPU 1 us.
+#   Inclusive CPU less the wait: 8 us > 1 us: still slower than its GPU work, but by
+#   (3003 - 2995 - 1) x 3 = 21 us in all, not (3003 - 1) x 3 = 9006 us.
+#   aten::add_: (47 - 4) x 60 = 2580 us: first.
+@pytest.mark.parametrize("form", ("nsys", "new"))
+def test_time_waiting_in_a_sync_is_not_dispatch(form, tmp_path):
+    from nsysdoc.rules.engine import dispatch_rows
+
+    r = diagnose_path(_write(launch_bound_dispatch_heavy_ops(calls=20, item_op=True), form, tmp_path, "item"))
+    rows = {x["name"]: x for x in r["metrics"]["operators"]["rows"]}
+    item = rows["aten::item"]
+    assert item["calls"] == 3
+    assert item["cpu_us_per_call"] == pytest.approx(3003.0) and item["gpu_us_per_call"] == pytest.approx(1.0)
+    assert item["cpu_wait_ms"] == pytest.approx(3 * 2.995)
+    assert item["cpu_exceeds_gpu"] is True
+    assert rows["aten::add_"]["cpu_wait_ms"] == 0
+    got = dispatch_rows(list(rows.values()))
+    assert [g["op"] for g in got] == ["aten::add_", "aten::item"]
+    assert got[0]["excess_ms"] == pytest.approx(2.58)
+    assert got[1]["excess_ms"] == pytest.approx(0.021)
+    assert got[1]["cpu_wait_us_per_call"] == pytest.approx(2995.0)
+
+
+def test_waits_inside_an_operator_s_ranges_by_hand():
+    from nsysdoc.metrics.dispatch import overlap_ns, union_per_thread
+
+    # thread 1: [0, 10) holding a nested [2, 5), and [20, 30); thread 2: [0, 100)
+    runs = union_per_thread([1, 1, 1, 2], [0, 2, 20, 0], [10, 5, 30, 100])
+    assert [x.tolist() for x in runs] == [[1, 1, 2], [0, 20, 0], [10, 30, 100]]
+    # calls: thread 1 [8, 25): 2 (8-10) + 5 (20-25) = 7; thread 1 [40, 50): 0; thread 2 [50, 60): 10;
+    # thread 3 (no range) [0, 5): 0 -> 17
+    assert overlap_ns(*runs, [1, 1, 2, 3], [8, 40, 50, 0], [25, 50, 60, 5]) == 17

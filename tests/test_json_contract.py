@@ -162,7 +162,7 @@ def test_operators_and_where_keys(build, name):
     for r in ops["rows"]:
         # issue 47 added the per-call times at the end
         assert list(r) == ["name", "calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels", "top_kernel",
-                           "module", "frame", "cpu_us_per_call", "gpu_us_per_call", "cpu_exceeds_gpu"]
+                           "module", "frame", "cpu_us_per_call", "gpu_us_per_call", "cpu_exceeds_gpu", "cpu_wait_ms"]
     # (fewer than 500 rows: every row is among the first by self GPU time; rows by CPU time come after those)
     assert [r["self_gpu_ms"] for r in ops["rows"]] == sorted((r["self_gpu_ms"] for r in ops["rows"]), reverse=True)
     for f in d["findings"]:

@@ -1017,17 +1017,25 @@ DISPATCH_MAX = 3
 
 
 def dispatch_rows(op_rows: list) -> list[dict]:
-    """Where rows for the operators whose inclusive CPU time per call exceeds the GPU time they
-    launched per call (``cpu_exceeds_gpu`` in ``metrics.operators.rows``), the most host time in
-    excess first: ``excess_ms`` = (CPU − GPU per call) × calls = ``cpu_ms − gpu_ms``, whole capture
-    (ties: the name). ``share_pct`` and ``ms`` are None: this is host time, not the selection's."""
+    """Where rows for the operators whose CPU time per call, less its waits in synchronising CUDA
+    calls, exceeds the GPU time they launched per call (``cpu_exceeds_gpu`` in
+    ``metrics.operators.rows``), the most host time in excess first: ``excess_ms`` = (CPU − wait −
+    GPU per call) × calls = ``cpu_ms − cpu_wait_ms − gpu_ms``, whole capture (ties: the name).
+    ``share_pct`` and ``ms`` are None: this is host time, not the selection's."""
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     cand = [r for r in op_rows if isinstance(r, dict) and r.get("cpu_exceeds_gpu") is True
-            and isinstance(r.get("cpu_ms"), (int, float)) and isinstance(r.get("gpu_ms"), (int, float))]
-    cand.sort(key=lambda r: (-(r["cpu_ms"] - r["gpu_ms"]), str(r.get("name"))))
+            and num(r.get("cpu_ms")) and num(r.get("gpu_ms"))]
+    excess = lambda r: r["cpu_ms"] - (r.get("cpu_wait_ms") if num(r.get("cpu_wait_ms")) else 0.0) - r["gpu_ms"]  # noqa: E731
+    cand.sort(key=lambda r: (-excess(r), str(r.get("name"))))
+
+    def wait_per_call(r):
+        w, c, cu = r.get("cpu_wait_ms"), r.get("cpu_ms"), r.get("cpu_us_per_call")
+        return round(w / c * cu, 4) if num(w) and num(c) and c and num(cu) else None
+
     return [{"op": r.get("name"), "module": r.get("module"), "frame": r.get("frame"), "backward_op": None,
              "forward_op": None, "via": VIA_DISPATCH, "share_pct": None, "ms": None, "count": r.get("calls"),
              "cpu_us_per_call": r.get("cpu_us_per_call"), "gpu_us_per_call": r.get("gpu_us_per_call"),
-             "excess_ms": round(r["cpu_ms"] - r["gpu_ms"], 4)} for r in cand[:DISPATCH_MAX]]
+             "cpu_wait_us_per_call": wait_per_call(r), "excess_ms": round(excess(r), 4)} for r in cand[:DISPATCH_MAX]]
 
 
 def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | None, judgeable: bool) -> str:

@@ -806,17 +806,22 @@ FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFuncto
 
 
 def launch_bound_dispatch_heavy_ops(steps: int = 3, calls: int = 200, python_us: float = 40.0,
-                                    kernel_us: float = 4.0, gemm_us: float = 3000.0) -> Capture:
+                                    kernel_us: float = 4.0, gemm_us: float = 3000.0, item_op: bool = False) -> Capture:
     """An eager loop whose ``aten::add_`` costs more CPU per call than its kernel runs: per step
     (``ProfilerStep#i``) one ``aten::mm`` launching a ``gemm_us`` GEMM (CPU 1 + 5 + 1 = 7 µs per
-    call, far below its GPU time), then ``calls`` ``aten::add_``, each ``python_us`` of dispatch
-    then a ``kernel_us`` kernel (CPU 1 + ``python_us`` + 5 + 1 µs per call), then ``item()``."""
+    call, far below its GPU time), with ``item_op`` an ``aten::item`` right after it (a 4-byte
+    copy and a stream sync that waits for the GEMM), then ``calls`` ``aten::add_``, each
+    ``python_us`` of dispatch then a ``kernel_us`` kernel (CPU 1 + ``python_us`` + 5 + 1 µs per
+    call), then ``item()``."""
     cap = Capture()
     t = cap.process(pid=4710).thread()
     for i in range(steps):
         with t.range(f"ProfilerStep#{i}"):
             with t.op("aten::mm"):
                 t.launch(GEMM, gemm_us)
+            if item_op:
+                with t.op("aten::item"):
+                    t.item()
             for _ in range(calls):
                 with t.op("aten::add_"):
                     t.cpu(us=python_us)

@@ -160,7 +160,9 @@ _DISPATCH = "CPU dispatch slower than the GPU"
 
 def _dispatch_md(w: dict) -> str:
     c, g = w.get("cpu_us_per_call"), w.get("gpu_us_per_call")
-    per = f" ({fmt_num(c, 1)} µs of CPU vs {fmt_num(g, 1)} µs of GPU per call)" if is_num(c) and is_num(g) else ""
+    wait = w.get("cpu_wait_us_per_call")
+    waited = f", {fmt_num(wait, 1)} µs of it waiting" if is_num(wait) and wait > 0 else ""
+    per = f" ({fmt_num(c, 1)} µs of CPU{waited} vs {fmt_num(g, 1)} µs of GPU per call)" if is_num(c) and is_num(g) else ""
     return _code(w.get("op") or "(no operator)") + per
 
 
