@@ -320,3 +320,30 @@ def test_waits_inside_an_operator_s_ranges_by_hand():
     # calls: thread 1 [8, 25): 2 (8-10) + 5 (20-25) = 7; thread 1 [40, 50): 0; thread 2 [50, 60): 10;
     # thread 3 (no range) [0, 5): 0 -> 17
     assert overlap_ns(*runs, [1, 1, 2, 3], [8, 40, 50, 0], [25, 50, 60, 5]) == 17
+
+
+@pytest.mark.parametrize("form", ("nsys", "new"))
+def test_time_blocked_in_a_pageable_copy_is_not_dispatch(form, tmp_path):
+    """``.item()`` into pageable memory waits inside ``cudaMemcpyAsync`` itself (the PyTorch
+    Profiler trace of HTA: 4712 us of a 4723 us ``aten::item``). Per step s: ``aten::mm`` launches
+    a 3000 us GEMM (kernel [s+6000, s+3,006,000)); ``aten::item`` enters at s+8000, its 4-byte
+    pageable DtoH copy call starts there, the copy runs after the GEMM [s+3,006,000, s+3,007,000)
+    and the call returns 2 us later, at s+3,009,000: 3001 us, all blocking. CPU per call 1 + 3001 +
+    1 = 3003 us, wait 3001 us, GPU 1 us: 2 us of dispatch vs 1 us, excess (2 - 1) x 3 = 0.003 ms."""
+    from nsysdoc.rules.engine import dispatch_rows
+
+    cap = Capture()
+    t = cap.process(pid=4750).thread()
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::mm"):
+                t.launch("gemm_kernel", 3000)
+            with t.op("aten::item"):
+                t.memcpy("DtoH", 4, asynchronous=True, pageable=True)
+            t.sync_stream()
+    r = diagnose_path(_write(cap, form, tmp_path, "pageable_item"))
+    (item,) = [x for x in r["metrics"]["operators"]["rows"] if x["name"] == "aten::item"]
+    assert item["cpu_us_per_call"] == pytest.approx(3003.0) and item["gpu_us_per_call"] == pytest.approx(1.0)
+    assert item["cpu_wait_ms"] == pytest.approx(3 * 3.001)
+    (got,) = dispatch_rows([item])
+    assert got["excess_ms"] == pytest.approx(0.003) and got["cpu_wait_us_per_call"] == pytest.approx(3001.0)

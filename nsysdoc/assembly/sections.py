@@ -578,11 +578,12 @@ FILL_AGREE_POINTS = 15.0
 # ---------------------------------------------------------------------------------------------
 def _dispatch_waits(t, rows: list[dict]) -> None:
     """For the operator rows whose CPU time per call exceeds their GPU time, the time their ranges
-    spent inside synchronising CUDA calls (``cpu_wait_ms``, whole capture): the host waiting for
+    spent inside CUDA calls that block the host (``cpu_wait_ms``, whole capture; the calls
+    ``nsysdoc.metrics.host`` counts as blocking): the host waiting for
     the GPU (``.item()``, a blocking copy) is no dispatch. ``cpu_exceeds_gpu`` is then whether the
     CPU time less that wait still exceeds the GPU time (the same per call: both divide by the
     same calls; docs/glossary.md, "Operators"). The ranges are read by name (the operator's NVTX / ``cpu_op`` rows, text groups
-    tested once), the calls from the runtime table (synchronising kinds only)."""
+    tested once), the calls from the runtime table."""
     from ..metrics import attribution as A
     from ..metrics import dispatch as dispatch_m
 
@@ -592,9 +593,14 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
     nv, rt = t.store.get("nvtx"), t.store.get("runtime")
     if not cand or nv is None or rt is None or not len(nv) or not len(rt):
         return
+    from ..engine.data import blocking_of
+
+    # the calls that block the host (nsysdoc.metrics.host): sync kinds, and async copies from
+    # pageable memory (a .item() into pageable memory waits inside cudaMemcpyAsync)
+    pageable = np.asarray(t.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
     calls = {"thread": [], "start_ns": [], "end_ns": []}
-    for blk in rt.iter_blocks(["start_ns", "end_ns", "thread", "api_kind"]):
-        m = np.isin(blk["api_kind"], (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET)) & (blk["thread"] >= 0)
+    for blk in rt.iter_blocks(["start_ns", "end_ns", "thread", "api_kind", "pos"]):
+        m = blocking_of(blk, pageable) & (blk["thread"] >= 0)
         if m.any():
             for k in calls:
                 calls[k].append(np.asarray(blk[k][m], dtype=np.int64))

@@ -1017,7 +1017,7 @@ DISPATCH_MAX = 3
 
 
 def dispatch_rows(op_rows: list) -> list[dict]:
-    """Where rows for the operators whose CPU time per call, less its waits in synchronising CUDA
+    """Where rows for the operators whose CPU time per call, less its waits in blocking CUDA
     calls, exceeds the GPU time they launched per call (``cpu_exceeds_gpu`` in
     ``metrics.operators.rows``), the most host time in excess first: ``excess_ms`` = (CPU − wait −
     GPU per call) × calls = ``cpu_ms − cpu_wait_ms − gpu_ms``, whole capture (ties: the name).

@@ -342,7 +342,7 @@ def dispatch_text(w: dict) -> str:
     extra = f", {fmt_ms(w['excess_ms'])} of CPU time beyond its GPU work in the capture" \
         if is_num(w.get("excess_ms")) else ""
     wait = w.get("cpu_wait_us_per_call")
-    waited = f" ({fmt_num(wait, 1)} µs of it waiting in synchronising CUDA calls)" if is_num(wait) and wait > 0 else ""
+    waited = f" ({fmt_num(wait, 1)} µs of it waiting in blocking CUDA calls)" if is_num(wait) and wait > 0 else ""
     return (f"CPU dispatch slower than the GPU: {fmt_num(c, 1)} µs of CPU per call{waited} vs {fmt_num(g, 1)} µs "
             f"of GPU work{extra}")
 
