@@ -609,7 +609,7 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
     ct, cs, ce = (np.concatenate(calls[k]) for k in ("thread", "start_ns", "end_ns"))
     names = list(cand)
     g_of = np.array([names.index(n) if n in cand else -1
-                     for n in (A.op_name(x) for x in t.nvtx_groups)], dtype=np.int64)
+                     for n in (A.op_name(x) if isinstance(x, str) else "" for x in t.nvtx_groups)], dtype=np.int64)
     parts: list = []
     for blk in nv.iter_blocks(["start_ns", "end_ns", "event_type", "thread", "text_group"]):
         grp = blk["text_group"].astype(np.int64)
@@ -623,9 +623,12 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
     if not parts:
         return
     which, th, s, e = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    o = np.argsort(which, kind="stable")  # one sort, then each name's rows are a slice
+    which, th, s, e = which[o], th[o], s[o], e[o]
+    bounds = np.searchsorted(which, np.arange(len(names) + 1))
     for i, n in enumerate(names):
         r = cand[n]
-        m = which == i
+        m = slice(int(bounds[i]), int(bounds[i + 1]))
         wait_ns = dispatch_m.overlap_ns(*dispatch_m.union_per_thread(th[m], s[m], e[m]), ct, cs, ce)
         r["cpu_wait_ms"] = wait_ns / 1e6
         r["cpu_exceeds_gpu"] = bool(r["cpu_ms"] - r["cpu_wait_ms"] > r["gpu_ms"])
