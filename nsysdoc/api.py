@@ -79,6 +79,9 @@ OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "object"), ("calls", "Int64"), ("gpu_ms", "float64"), ("self_gpu_ms", "float64"),
     ("cpu_ms", "float64"), ("self_cpu_ms", "float64"), ("kernels", "Int64"), ("top_kernel", "object"),
     ("module", "object"), ("frame", "object"),
+    # issue 47: the CPU-side view (rows by CPU time too; per call, and CPU dispatch slower than the GPU)
+    ("cpu_us_per_call", "float64"), ("gpu_us_per_call", "float64"), ("cpu_exceeds_gpu", "boolean"),
+    ("cpu_wait_ms", "float64"),
 )
 
 DEVICE_COLUMNS: tuple[tuple[str, str], ...] = (

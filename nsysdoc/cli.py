@@ -557,6 +557,7 @@ def capture(
     cuda_graph_node: bool = typer.Option(False, "--cuda-graph-node", help="Trace CUDA graph nodes individually."),
     python_backtrace: bool = typer.Option(False, "--python-backtrace", help="Python backtraces for CUDA sync calls (enables CPU sampling)."),
     where: bool = typer.Option(False, "--where", help="Record what says where time comes from: operator ranges (--pytorch=autograd-nvtx) and CUDA call backtraces, where this nsys has them. Adds overhead: use it to locate a problem, not for a baseline."),
+    memory: bool = typer.Option(False, "--memory", help="Record GPU memory allocations and frees (--cuda-memory-usage=true, where this nsys has it). Adds overhead: use it to look at memory, not for a baseline."),
     nsys_arg: list[str] = typer.Option([], "--nsys-arg", help="Extra flag for nsys profile, verbatim (repeatable)."),
     nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary (default: $NSYS, then PATH)."),
     step_marker: Optional[str] = typer.Option(None, "--step-marker", help="Step marker regex for the report."),
@@ -573,7 +574,7 @@ def capture(
         cpu_sampling=cpu_sampling, delay_s=delay, duration_s=duration, capture_range=capture_range,
         capture_range_end=capture_range_end, nvtx_capture=nvtx_capture, gpu_metrics_devices=gpu_metrics_devices,
         cuda_graph_node=cuda_graph_node, python_backtrace=python_backtrace, extra_args=list(nsys_arg),
-        where=where, force=force,
+        where=where, force=force, memory=memory,
     )
     try:
         binary = find_nsys(nsys)
@@ -587,6 +588,9 @@ def capture(
     if result.where_missing:
         _echo(f"nsysdoc: this nsys has no {', '.join(result.where_missing)}: the report says less about where "
                    "time comes from (upgrade Nsight Systems, see docs/capture.md)", err=True)
+    if result.memory_missing:
+        _echo("nsysdoc: this nsys has no --cuda-memory-usage: GPU memory usage was not recorded (upgrade Nsight "
+              "Systems, see docs/capture.md)", err=True)
     if result.interrupted:
         _echo("nsysdoc: interrupted: reporting what was captured", err=True)
     if result.program_exit_code not in (0, None) and not result.interrupted:

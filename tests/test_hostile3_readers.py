@@ -256,8 +256,9 @@ def test_deep_nesting_and_distinct_operator_names_are_bounded(base, tmp_path):
     assert run.rc in (0, 1), run.describe()
     assert run.max_rss_mb is not None and run.max_rss_mb < 600, run.describe()
     view = data["metrics"]["operators"]
-    assert view["row_count"] >= 200_000 and len(view["rows"]) == 500
-    assert view["rows"][0]["self_gpu_ms"] >= view["rows"][-1]["self_gpu_ms"]
+    # the first 500 by self GPU time, then (issue 47) the top 500 by CPU time not already in
+    assert view["row_count"] >= 200_000 and 500 <= len(view["rows"]) <= 1000
+    assert view["rows"][0]["self_gpu_ms"] >= view["rows"][499]["self_gpu_ms"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -160,15 +160,20 @@ def test_operators_and_where_keys(build, name):
     ops = d["metrics"]["operators"]
     assert {"source", "rows", "row_count", "gpu_ms", "attributed_pct", "modules", "frames", "missing"} <= set(ops)
     for r in ops["rows"]:
+        # issue 47 added the per-call times at the end
         assert list(r) == ["name", "calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels", "top_kernel",
-                           "module", "frame",
+                           "module", "frame", "cpu_us_per_call", "gpu_us_per_call", "cpu_exceeds_gpu", "cpu_wait_ms",
                            # issue 47: hardware counters of the kernels it launched itself
                            "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct",
                            "counter_samples", "bound"]
+    # (fewer than 500 rows: every row is among the first by self GPU time; rows by CPU time come after those)
     assert [r["self_gpu_ms"] for r in ops["rows"]] == sorted((r["self_gpu_ms"] for r in ops["rows"]), reverse=True)
     for f in d["findings"]:
         assert "where" in f and "where_note" in f
-        assert [w["share_pct"] for w in f["where"]] == sorted((w["share_pct"] for w in f["where"]), reverse=True)
+        # sites first (by share), then the operators whose CPU dispatch is slower than the GPU (issue 47)
+        sites = [w for w in f["where"] if w.get("via") != "CPU dispatch slower than the GPU"]
+        assert f["where"][:len(sites)] == sites
+        assert [w["share_pct"] for w in sites] == sorted((w["share_pct"] for w in sites), reverse=True)
         for w in f["where"]:
             assert {"op", "module", "frame", "share_pct", "ms"} <= set(w)
     _plain(d)

@@ -629,3 +629,30 @@ def test_ensure_sqlite_cached_export_is_reused_only_when_sealed_as_ours(tmp_path
     out.parent.chmod(0o777)
     with pytest.raises(NsysFailedError, match="not a private folder of this user"):
         N.ensure_sqlite(rep, is_writable=lambda folder: False, cache_dir=cdir)
+
+
+# --------------------------------------------------------------------------------------------
+# --memory: GPU memory usage (issue 47), when this nsys has it
+# --------------------------------------------------------------------------------------------
+def test_memory_asks_for_cuda_memory_usage_when_nsys_lists_it(fake, tmp_path, quiet):
+    res = N.run_capture(fake.path, N.CaptureOptions(output_dir=str(tmp_path), output_name="m", memory=True), ["true"],
+                        stderr_sink=quiet)
+    argv = fake.log("profile")[0]["argv"]
+    assert "--cuda-memory-usage=true" in argv and "--cuda-memory-usage=false" not in argv
+    assert argv.index("--cuda-memory-usage=true") < argv.index("true")
+    assert res.memory_missing is False
+
+
+def test_memory_on_an_nsys_without_the_switch_leaves_it_out(fake, tmp_path, monkeypatch, quiet):
+    monkeypatch.setenv("FAKE_NSYS_HELP", "nomem")  # the help text does not list --cuda-memory-usage
+    res = N.run_capture(fake.path, N.CaptureOptions(output_dir=str(tmp_path), output_name="m", memory=True), ["true"],
+                        stderr_sink=quiet)
+    argv = fake.log("profile")[0]["argv"]
+    assert not any(a.startswith("--cuda-memory-usage") for a in argv)
+    assert res.memory_missing is True
+
+
+def test_without_memory_the_capture_keeps_memory_usage_off():
+    assert "--cuda-memory-usage=false" in argv_of(N.CaptureOptions(output_name="r"))
+    listed = N.parse_profile_switches("--trace= --output= --sample= --stats= --cuda-memory-usage=")
+    assert "--cuda-memory-usage=true" in argv_of(N.CaptureOptions(output_name="r", memory=True), switches=listed)

@@ -469,7 +469,7 @@ def test_tables(sample):
                    "devices", "idle-gaps"]
     # the sample's only operator-like ranges are its DataLoader ranges; the rest is "(no operator)"
     ops = [[td.norm() for td in tr.find_all("td")] for tr in doc.by_id("operators").find("tbody").find_all("tr")]
-    assert ops and all(len(r) == 10 for r in ops)
+    assert ops and all(len(r) == 12 for r in ops)  # issue 47: CPU and GPU per call
     krow = doc.by_id("kernels").find("tbody").find_all("tr")[0]
     cells = [td.norm() for td in krow.find_all("td")]
     assert cells[0] == GEMM and cells[1] == "432" and cells[8] == "yes"

@@ -42,7 +42,9 @@ def test_builtin_rule_ids_are_the_public_contract():
         # issue 46: the program's own host time outside the window
         "host-outside-window",
         # issue 47: the memory view (memory, not time: no impact)
-        "memory-growth", "memory-near-capacity"])
+        "memory-growth", "memory-near-capacity",
+        # issue 47: optimizer.zero_grad() on every micro-batch of gradient accumulation
+        "zero-grad-repeated"])
 
 
 PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",

@@ -190,6 +190,7 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     attr = res.plan.attr
     t = a.trace
     ops = att.operator_view(attr, t.strings)
+    _dispatch_waits(t, ops.get("rows") or [])  # issue 47: CPU dispatch vs GPU, waits left out
     ops["missing"] = att.missing_data(t, attr)
     _add_operator_counters(ops, attr, res)
     ndev = len(_active(devices)) or 1
@@ -646,3 +647,64 @@ def _underfilled(a: Analysis, res, devices: list[dict], window_ns) -> dict:
 #: SM Active (GPU metrics) and the SM fill the launch configurations predict agree within this many
 #: percentage points
 FILL_AGREE_POINTS = 15.0
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 47: an operator's CPU dispatch vs its GPU work (nsysdoc.metrics.dispatch)
+# ---------------------------------------------------------------------------------------------
+def _dispatch_waits(t, rows: list[dict]) -> None:
+    """For the operator rows whose CPU time per call exceeds their GPU time, the time their ranges
+    spent inside CUDA calls that block the host (``cpu_wait_ms``, whole capture; the calls
+    ``nsysdoc.metrics.host`` counts as blocking): the host waiting for
+    the GPU (``.item()``, a blocking copy) is no dispatch. ``cpu_exceeds_gpu`` is then whether the
+    CPU time less that wait still exceeds the GPU time (the same per call: both divide by the
+    same calls; docs/glossary.md, "Operators"). The ranges are read by name (the operator's NVTX / ``cpu_op`` rows, text groups
+    tested once), the calls from the runtime table."""
+    from ..metrics import attribution as A
+    from ..metrics import dispatch as dispatch_m
+
+    for r in rows:
+        r["cpu_wait_ms"] = 0.0 if r.get("cpu_us_per_call") is not None else None
+    cand = {r["name"]: r for r in rows if r.get("cpu_exceeds_gpu")}
+    nv, rt = t.store.get("nvtx"), t.store.get("runtime")
+    if not cand or nv is None or rt is None or not len(nv) or not len(rt):
+        return
+    from ..engine.data import blocking_of
+
+    # the calls that block the host (nsysdoc.metrics.host): sync kinds, and async copies from
+    # pageable memory (a .item() into pageable memory waits inside cudaMemcpyAsync)
+    pageable = np.asarray(t.derived.get("pageable_async_api", np.zeros(0, np.int64)), dtype=np.int64)
+    calls = {"thread": [], "start_ns": [], "end_ns": []}
+    for blk in rt.iter_blocks(["start_ns", "end_ns", "thread", "api_kind", "pos"]):
+        m = blocking_of(blk, pageable) & (blk["thread"] >= 0)
+        if m.any():
+            for k in calls:
+                calls[k].append(np.asarray(blk[k][m], dtype=np.int64))
+    if not calls["thread"]:
+        return
+    ct, cs, ce = (np.concatenate(calls[k]) for k in ("thread", "start_ns", "end_ns"))
+    names = list(cand)
+    g_of = np.array([names.index(n) if n in cand else -1
+                     for n in (A.op_name(x) if isinstance(x, str) else "" for x in t.nvtx_groups)], dtype=np.int64)
+    parts: list = []
+    for blk in nv.iter_blocks(["start_ns", "end_ns", "event_type", "thread", "text_group"]):
+        grp = blk["text_group"].astype(np.int64)
+        ok = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (blk["end_ns"] >= blk["start_ns"]) & (grp >= 0)
+        which = np.full(len(grp), -1, dtype=np.int64)
+        which[ok] = g_of[grp[ok]]
+        m = which >= 0
+        if m.any():
+            parts.append((which[m], blk["thread"][m].astype(np.int64), blk["start_ns"][m].astype(np.int64),
+                          blk["end_ns"][m].astype(np.int64)))
+    if not parts:
+        return
+    which, th, s, e = (np.concatenate([p[i] for p in parts]) for i in range(4))
+    o = np.argsort(which, kind="stable")  # one sort, then each name's rows are a slice
+    which, th, s, e = which[o], th[o], s[o], e[o]
+    bounds = np.searchsorted(which, np.arange(len(names) + 1))
+    for i, n in enumerate(names):
+        r = cand[n]
+        m = slice(int(bounds[i]), int(bounds[i + 1]))
+        wait_ns = dispatch_m.overlap_ns(*dispatch_m.union_per_thread(th[m], s[m], e[m]), ct, cs, ce)
+        r["cpu_wait_ms"] = wait_ns / 1e6
+        r["cpu_exceeds_gpu"] = bool(r["cpu_ms"] - r["cpu_wait_ms"] > r["gpu_ms"])

@@ -236,6 +236,7 @@ def _values(a: Analysis, r: dict) -> dict:
     v.update(_underfilled_values(a, m["underfilled"], primary, window_ms))
     v.update(memory_values(m.get("memory")))  # issue 47
     v.update(_kernel_counter_values(m["kernels"]))
+    v.update(_zero_grad_values(t, cap["window"], len(primary), ndev, window_ms))
     return v
 
 
@@ -542,3 +543,69 @@ def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -
     else:
         v["low_occupancy_note"] = None
     return v
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient zeroing repeated within one optimizer step (issue 47; nsysdoc.metrics.optimizer)
+# ---------------------------------------------------------------------------------------------
+def _zero_grad_values(t: Trace, window: dict, steps: int, ndev: int, window_ms) -> dict:
+    """``zero_grad`` calls per optimizer step from the ``Optimizer.zero_grad#…`` and
+    ``Optimizer.step#…`` ranges (Kineto user annotations, NVTX ranges in nsys), and the GPU
+    operations launched inside the extra calls (docs/glossary.md, "Gradient zeroing"). The range
+    texts are tested once per text group; the GPU tables are read only when a call is extra."""
+    from ..metrics import optimizer as opt_m
+
+    out = {"zero_grad_calls": 0, "optimizer_step_calls": 0, "zero_grad_per_step_max": None,
+           "zero_grad_extra_calls": 0, "zero_grad_extra_gpu_ops": 0, "zero_grad_extra_gpu_ms": 0.0,
+           "zero_grad_extra_gpu_pct": 0.0, "zero_grad_extra_gpu_ms_per_step": 0.0 if steps else None,
+           "zero_grad_optimizer": None}
+    nv = t.store.get("nvtx")
+    gtexts = t.nvtx_groups
+    if nv is None or not len(nv) or not len(gtexts):
+        return out
+    g_zero = np.array([opt_m.is_zero_grad(x) for x in gtexts], dtype=bool)
+    g_step = np.array([opt_m.is_optimizer_step(x) for x in gtexts], dtype=bool)
+    if not g_zero.any() or not g_step.any():
+        return out
+    parts: dict = {"z": [], "s": []}
+    for blk in nv.iter_blocks(["start_ns", "end_ns", "event_type", "thread", "text_group"]):
+        grp = blk["text_group"].astype(np.int64)
+        ok = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (blk["end_ns"] >= blk["start_ns"]) & (grp >= 0)
+        gz = np.zeros(len(grp), dtype=bool)
+        gs = np.zeros(len(grp), dtype=bool)
+        gz[ok], gs[ok] = g_zero[grp[ok]], g_step[grp[ok]]
+        for key, m in (("z", gz & ok), ("s", gs & ok)):
+            if m.any():
+                parts[key].append((blk["thread"][m].astype(np.int64), blk["start_ns"][m].astype(np.int64),
+                                   blk["end_ns"][m].astype(np.int64), grp[m]))
+    if not parts["z"] or not parts["s"]:
+        return out
+    zt, zs, ze, zg = (np.concatenate([p[i] for p in parts["z"]]) for i in range(4))
+    st, ss = (np.concatenate([p[i] for p in parts["s"]]) for i in range(2))
+    got = opt_m.zero_grad_repeats(zt, zs, st, ss, zg_name=zg)  # per optimizer (its range's text group)
+    name = gtexts[int(zg[0])].strip().partition("#")[2].split(".")[0] or None
+    out.update(zero_grad_calls=got.zero_grad_calls, optimizer_step_calls=got.step_calls,
+               zero_grad_per_step_max=got.per_step_max, zero_grad_extra_calls=int(got.extra.sum()),
+               zero_grad_optimizer=name)
+    if not got.extra.any():
+        return out
+    w0, w1 = window.get("start_ns"), window.get("end_ns")
+    if w0 is None or w1 is None:
+        return out
+    xt, xs, xe = zt[got.extra], zs[got.extra], ze[got.extra]
+    ops, ns = 0, 0
+    for table in ("kernels", "memset", "memcpy"):
+        tab = t.store.get(table)
+        if tab is None or not len(tab):
+            continue
+        for blk in tab.iter_blocks(["start_ns", "end_ns", "api_thread", "api_start_ns"]):
+            inside = opt_m.launched_inside(xt, xs, xe, blk["api_thread"], blk["api_start_ns"]) & \
+                (blk["api_thread"] >= 0)
+            if inside.any():
+                ops += int(inside.sum())
+                ns += opt_m.clipped_ns(blk["start_ns"][inside], blk["end_ns"][inside], int(w0), int(w1))
+    ms = ns / 1e6 / max(ndev, 1)
+    out.update(zero_grad_extra_gpu_ops=ops, zero_grad_extra_gpu_ms=_num(ms),
+               zero_grad_extra_gpu_pct=_num(ms / window_ms * 100) if window_ms else None,
+               zero_grad_extra_gpu_ms_per_step=_num(ms / steps) if steps else None)
+    return out

@@ -491,7 +491,9 @@ class Attributor:
                 "gpu": np.bincount(name[~nested], weights=sub[~nested], minlength=nn),
                 "cpu": np.bincount(name[~nested], weights=dur[~nested], minlength=nn),
                 "self_cpu": np.bincount(name, weights=ops.self_time(), minlength=nn),
-                "kernels": np.bincount(name, weights=self.self_ops, minlength=nn)}
+                "kernels": np.bincount(name, weights=self.self_ops, minlength=nn),
+                # calls not inside a call of the same name: the divisor of the per-call times (issue 47)
+                "outer_calls": np.bincount(name[~nested], minlength=nn)}
 
     def first_calls(self, th: np.ndarray, s: np.ndarray, e: np.ndarray, share: float) -> tuple:
         """Operator ranges that are a thread's first call of their operator and that the CUDA
@@ -1015,6 +1017,7 @@ def operator_view(attr: Attributor | None, strings) -> dict:
     tot = attr.op_totals()
     calls, self_gpu, gpu, cpu, self_cpu, kernels = (tot[k] for k in ("calls", "self_gpu", "gpu", "cpu", "self_cpu",
                                                                       "kernels"))
+    outer = tot.get("outer_calls")
     op_codes = np.flatnonzero(calls > 0)
     # the rows shown: the first ROWS_MAX by (-self GPU ms, name), "(no operator)" after the
     # operators in input order (the stable sort of every row gave them so)
@@ -1023,6 +1026,7 @@ def operator_view(attr: Attributor | None, strings) -> dict:
     name_of = lambda i: names[int(op_codes[i])] if i < none_row else NO_OPERATOR  # noqa: E731
     value = np.append(sg, attr.none_gpu_ns / 1e6) if attr.none_ops else sg
     chosen = _first_rows(value, name_of, ROWS_MAX)
+    chosen += _cpu_rows(np.asarray(cpu, dtype=np.float64)[op_codes] / 1e6, name_of, chosen)
     ops_shown = [int(op_codes[i]) if i < none_row else NONE for i in chosen]
     mod = _best(attr.sites_all, 0, 1, ops_shown)
     frame = _best(attr.sites_all, 0, 2, ops_shown)
@@ -1035,13 +1039,15 @@ def operator_view(attr: Attributor | None, strings) -> dict:
                          "gpu_ms": attr.none_gpu_ns / 1e6, "self_cpu_ms": None, "cpu_ms": None,
                          "kernels": attr.none_ops, "top_kernel": label_text(t[0], strings) if t else None,
                          "module": names[mod[NONE]] if NONE in mod else None,
-                         "frame": names[frame[NONE]] if NONE in frame else None})
+                         "frame": names[frame[NONE]] if NONE in frame else None,
+                         "cpu_us_per_call": None, "gpu_us_per_call": None, "cpu_exceeds_gpu": False})
             continue
         rows.append({"name": names[c], "calls": int(calls[c]), "self_gpu_ms": self_gpu[c] / 1e6,
                      "gpu_ms": gpu[c] / 1e6, "self_cpu_ms": self_cpu[c] / 1e6, "cpu_ms": cpu[c] / 1e6,
                      "kernels": int(kernels[c]), "top_kernel": label_text(t[0], strings) if t else None,
                      "module": names[mod[c]] if c in mod else None,
-                     "frame": names[frame[c]] if c in frame else None})
+                     "frame": names[frame[c]] if c in frame else None,
+                     **_per_call(cpu[c], gpu[c], outer[c] if outer is not None else calls[c])})
     out.update(source=attr.source, rows=rows, row_count=len(op_codes) + (1 if attr.none_ops else 0),
                gpu_ms=attr.total_gpu_ns / 1e6,
                attributed_pct=(attr.total_gpu_ns - attr.none_gpu_ns) / attr.total_gpu_ns * 100
@@ -1049,6 +1055,28 @@ def operator_view(attr: Attributor | None, strings) -> dict:
     for col, key in ((1, "modules"), (2, "frames")):
         out[key] = _grouped_rows(attr.sites_all, col, names)
     return out
+
+
+def _cpu_rows(cpu_ms: np.ndarray, name_of, chosen: list[int]) -> list[int]:
+    """Rows among the first ROWS_MAX by ``(-CPU ms, name)`` that ``chosen`` (the first by self GPU
+    time) lacks, in that order: with them the JSON holds the true top rows by either time, so a
+    CPU-heavy operator with little GPU time is never cut (issue 47, the CPU-side table)."""
+    if not len(cpu_ms):
+        return []
+    have = set(chosen)
+    return [i for i in _first_rows(cpu_ms, name_of, ROWS_MAX) if i not in have]
+
+
+def _per_call(cpu_ns, gpu_ns, outer_calls) -> dict:
+    """An operator row's per-call times (µs; calls not inside a call of the same name, as its CPU
+    and GPU totals count them) and whether the CPU dispatch is slower than the GPU work: it
+    launched GPU work, and its inclusive CPU time per call exceeds the summed durations of the GPU
+    operations it launched, children included, per call (docs/glossary.md, "Operators")."""
+    n = int(outer_calls)
+    if n <= 0:
+        return {"cpu_us_per_call": None, "gpu_us_per_call": None, "cpu_exceeds_gpu": False}
+    c, g = float(cpu_ns) / 1e3 / n, float(gpu_ns) / 1e3 / n
+    return {"cpu_us_per_call": c, "gpu_us_per_call": g, "cpu_exceeds_gpu": bool(g > 0 and c > g)}
 
 
 def _top_labels(pairs, ops: set, strings) -> dict:

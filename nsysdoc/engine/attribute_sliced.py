@@ -238,6 +238,8 @@ class SlicedAttributor:
         nn = len(names)
         self.totals = {k: np.zeros(nn, dtype=np.float64) for k in ("self_gpu", "gpu", "cpu", "self_cpu", "kernels")}
         self.totals["calls"] = np.zeros(nn, dtype=np.int64)
+        # calls not inside a call of the same name (issue 47: the per-call times' divisor)
+        self.totals["outer_calls"] = np.zeros(nn, dtype=np.int64)
         #: ranges still open at the end of the slice holding their start: NVTX row -> [name, end, children ns, ns]
         self.open: dict[int, list] = {}
         self.none_gpu_ns = self.none_ops = self.total_gpu_ns = 0
@@ -495,6 +497,7 @@ class SliceView:
         top = ~self.nested()[m]
         part["calls"] = _per_name(name, nn)
         part["cpu"] = _per_name(name[top], nn, dur[top])
+        part["outer_calls"] = _per_name(name[top], nn)
         final = np.zeros(len(ops), dtype=bool)
         final[m] = (ops.end[m] < c1) | (c1 >= POS)
         opn = m[~final[m]]  # open past the slice: its children may come later
@@ -523,7 +526,7 @@ class SliceView:
             part = self._ranges_part()
         o = self.owner
         tot = o.totals
-        for k in ("calls", "cpu", "self_cpu"):
+        for k in ("calls", "cpu", "self_cpu", "outer_calls"):
             if k in part:
                 _add_to(tot[k], part[k])
         for p, nm, end, dur in part["opens"]:

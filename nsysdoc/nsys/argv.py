@@ -52,6 +52,9 @@ class CaptureOptions:
     #: replace an existing report of the same name (``<name>.nsys-rep`` and nsysdoc's pages of
     #: it); without it :func:`nsysdoc.nsys.run_capture` refuses before running anything
     force: bool = False
+    #: GPU memory allocations and frees (issue 47): --cuda-memory-usage=true when the installed
+    #: nsys lists it; "may cause significant runtime overhead", so off by default
+    memory: bool = False
 
 
 _PY_LAUNCHERS = re.compile(
@@ -215,7 +218,7 @@ def build_profile_argv(
     sampling = opts.cpu_sampling or opts.python_backtrace or any(a.startswith("--cudabacktrace") for a in where)
     argv.append(f"--trace={','.join(trace)}")
     argv.append(f"--sample={_sample_value(version) if sampling else 'none'}")
-    argv.append("--cuda-memory-usage=false")
+    argv.extend(memory_switches(switches, opts.memory))
     argv.append("--stats=false")
 
     # Output -- same table: --output/-o "Set the report file name" (nsys appends .nsys-rep);
@@ -307,6 +310,26 @@ def where_switches(switches: frozenset[str] | None) -> list[str]:
         if switches is None or not _looks_like_profile_help(switches) or name in switches:
             out.extend(args)
     return out
+
+
+#: GPU memory usage (``nsysdoc capture --memory``; User Guide, "CLI Profile Command Switch
+#: Options": --cuda-memory-usage true|false, "Track the GPU memory usage. Applicable only when
+#: CUDA tracing is enabled. This feature may cause significant runtime overhead." Default false).
+MEMORY_SWITCH = "--cuda-memory-usage"
+
+
+def memory_switches(switches: frozenset[str] | None, memory: bool) -> list[str]:
+    """``--cuda-memory-usage=true`` with ``memory``, else ``=false`` (the default, made explicit),
+    when the installed nsys lists the switch or its switch list is unknown; nothing when it does
+    not list it (an nsys without it records no memory usage either way)."""
+    if switches is not None and _looks_like_profile_help(switches) and MEMORY_SWITCH not in switches:
+        return []
+    return [f"{MEMORY_SWITCH}={'true' if memory else 'false'}"]
+
+
+def memory_switch_missing(switches: frozenset[str] | None) -> bool:
+    """Whether ``--memory`` wanted a switch the installed nsys does not list."""
+    return switches is not None and _looks_like_profile_help(switches) and MEMORY_SWITCH not in switches
 
 
 def where_switches_missing(switches: frozenset[str] | None) -> list[str]:

@@ -15,6 +15,7 @@ from typing import IO
 
 from ..errors import InputError, NsysFailedError, NsysNotFoundError, UsageError
 from .argv import CaptureOptions, build_profile_argv, check_flag_support, output_base, where_switches_missing
+from .argv import memory_switch_missing
 from .export import _tail_lines, ensure_sqlite, explain_capture_failure, sqlite_tables
 from ..inputs import REP_SUFFIX
 from .locate import (INSTALL_HINT, OLD_REP_SUFFIX, _STDERR_KEEP_BYTES, Runner, _default_runner,
@@ -40,6 +41,8 @@ class CaptureResult:
     where_missing: list[str] = field(default_factory=list)
     #: files of the same name that existed before and were replaced (``force``)
     replaced: list[str] = field(default_factory=list)
+    #: ``--memory`` asked for --cuda-memory-usage and this nsys does not list it (so not used)
+    memory_missing: bool = False
 
 
 class _StderrTee:
@@ -219,6 +222,7 @@ def run_capture(
         argv=argv,
         where_missing=where_switches_missing(switches) if opts.where else [],
         replaced=[str(p) for p in existing],
+        memory_missing=memory_switch_missing(switches) if opts.memory else False,
     )
 
 

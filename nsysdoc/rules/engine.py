@@ -1007,7 +1007,42 @@ def _where(rule: Rule, result: dict) -> tuple[list[dict], str | None]:
         note = lead + "; ".join(parts) + "."
     elif not rows:
         note = "No operator, module or frame encloses this time in the capture."
+    if rule.where in DISPATCH_WHERE:
+        extra = dispatch_rows(ops.get("rows") or [])
+        if extra and not rows and not missing:
+            note = None  # the operators listed say where, though no site holds the gaps
+        rows += extra
     return rows, note
+
+
+#: ``where:`` selections whose findings also name the operators whose CPU dispatch is slower than
+#: their GPU work (issue 47, the article's second table, ``sort_by="cpu_time_total"``)
+DISPATCH_WHERE = frozenset({"launch_gaps"})
+#: how those rows say why they are there (``via``), and how many at most
+VIA_DISPATCH = "CPU dispatch slower than the GPU"
+DISPATCH_MAX = 3
+
+
+def dispatch_rows(op_rows: list) -> list[dict]:
+    """Where rows for the operators whose CPU time per call, less its waits in blocking CUDA
+    calls, exceeds the GPU time they launched per call (``cpu_exceeds_gpu`` in
+    ``metrics.operators.rows``), the most host time in excess first: ``excess_ms`` = (CPU − wait −
+    GPU per call) × calls = ``cpu_ms − cpu_wait_ms − gpu_ms``, whole capture (ties: the name).
+    ``share_pct`` and ``ms`` are None: this is host time, not the selection's."""
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    cand = [r for r in op_rows if isinstance(r, dict) and r.get("cpu_exceeds_gpu") is True
+            and num(r.get("cpu_ms")) and num(r.get("gpu_ms"))]
+    excess = lambda r: r["cpu_ms"] - (r.get("cpu_wait_ms") if num(r.get("cpu_wait_ms")) else 0.0) - r["gpu_ms"]  # noqa: E731
+    cand.sort(key=lambda r: (-excess(r), str(r.get("name"))))
+
+    def wait_per_call(r):
+        w, c, cu = r.get("cpu_wait_ms"), r.get("cpu_ms"), r.get("cpu_us_per_call")
+        return round(w / c * cu, 4) if num(w) and num(c) and c and num(cu) else None
+
+    return [{"op": r.get("name"), "module": r.get("module"), "frame": r.get("frame"), "backward_op": None,
+             "forward_op": None, "via": VIA_DISPATCH, "share_pct": None, "ms": None, "count": r.get("calls"),
+             "cpu_us_per_call": r.get("cpu_us_per_call"), "gpu_us_per_call": r.get("gpu_us_per_call"),
+             "cpu_wait_us_per_call": wait_per_call(r), "excess_ms": round(excess(r), 4)} for r in cand[:DISPATCH_MAX]]
 
 
 def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | None, judgeable: bool) -> str:

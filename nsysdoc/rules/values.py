@@ -51,6 +51,10 @@ VALUE_NAMES: tuple[str, ...] = (
     # hardware counters per kernel (issue 47; nsysdoc.metrics.gpu_metrics)
     "top_kernel_bound", "top_kernel_bound_note", "latency_bound_kernel_count", "latency_bound_kernel_ms",
     "latency_bound_note", "unclassified_kernel_pct",
+    # gradient zeroing repeated within one optimizer step (nsysdoc.metrics.optimizer; issue 47)
+    "zero_grad_calls", "optimizer_step_calls", "zero_grad_per_step_max", "zero_grad_extra_calls",
+    "zero_grad_extra_gpu_ops", "zero_grad_extra_gpu_ms", "zero_grad_extra_gpu_pct", "zero_grad_extra_gpu_ms_per_step",
+    "zero_grad_optimizer",
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
@@ -78,6 +82,8 @@ VALUE_NAMES = VALUE_NAMES + (
     "memory_full_device_gib", "memory_full_pct", "memory_top_op", "memory_top_op_gib",
 )
 STRING_VALUES = STRING_VALUES | {"memory_baseline", "memory_full_peak_kind", "memory_top_op"}
+#: the optimizer's class in its record_function name (issue 47, zero-grad-repeated)
+STRING_VALUES = STRING_VALUES | {"zero_grad_optimizer"}
 
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {

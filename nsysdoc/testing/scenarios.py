@@ -802,3 +802,59 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
 from .memory_scenarios import MEMORY_SCENARIOS  # noqa: E402
 
 SCENARIOS.update(MEMORY_SCENARIOS)
+
+# ---------------------------------------------------------------------------------------------
+# issue 47, items 3 and 5: the CPU-side operator view and gradient zeroing per optimizer step
+# ---------------------------------------------------------------------------------------------
+FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char *, 1>>(int, at::native::FillFunctor<float>, at::detail::Array<char *, 1>)"
+
+
+def launch_bound_dispatch_heavy_ops(steps: int = 3, calls: int = 200, python_us: float = 40.0,
+                                    kernel_us: float = 4.0, gemm_us: float = 3000.0, item_op: bool = False) -> Capture:
+    """An eager loop whose ``aten::add_`` costs more CPU per call than its kernel runs: per step
+    (``ProfilerStep#i``) one ``aten::mm`` launching a ``gemm_us`` GEMM (CPU 1 + 5 + 1 = 7 µs per
+    call, far below its GPU time), with ``item_op`` an ``aten::item`` right after it (a 4-byte
+    copy and a stream sync that waits for the GEMM), then ``calls`` ``aten::add_``, each
+    ``python_us`` of dispatch then a ``kernel_us`` kernel (CPU 1 + ``python_us`` + 5 + 1 µs per
+    call), then ``item()``."""
+    cap = Capture()
+    t = cap.process(pid=4710).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::mm"):
+                t.launch(GEMM, gemm_us)
+            if item_op:
+                with t.op("aten::item"):
+                    t.item()
+            for _ in range(calls):
+                with t.op("aten::add_"):
+                    t.cpu(us=python_us)
+                    t.launch(ELEMENTWISE, kernel_us)
+            t.item()
+    return cap
+
+
+def zero_grad_every_micro_batch(steps: int = 3, micro: int = 4, every: bool = True, fill_us: float = 20.0,
+                                set_to_none: bool = False, gemm_us: float = 1000.0) -> Capture:
+    """Gradient accumulation over ``micro`` micro-batches per optimizer step (``ProfilerStep#i``):
+    ``Optimizer.zero_grad#SGD.zero_grad`` before every micro-batch (``every``) or before the first
+    only, each launching one ``fill_us`` fill kernel (none with ``set_to_none``); each micro-batch
+    a ``gemm_us`` GEMM; then ``Optimizer.step#SGD.step`` launching a 100 µs kernel, and ``item()``."""
+    cap = Capture()
+    t = cap.process(pid=4720).thread()
+    for i in range(steps):
+        with t.range(f"ProfilerStep#{i}"):
+            for m in range(micro):
+                if every or m == 0:
+                    with t.range("Optimizer.zero_grad#SGD.zero_grad"):
+                        t.cpu(us=10)
+                        if not set_to_none:
+                            t.launch(FILL, fill_us)
+                t.launch(GEMM, gemm_us)
+            with t.range("Optimizer.step#SGD.step"):
+                t.launch(ELEMENTWISE, 100)
+            t.item()
+    return cap
+
+
+SCENARIOS.update({f.__name__: f for f in (launch_bound_dispatch_heavy_ops, zero_grad_every_micro_batch)})

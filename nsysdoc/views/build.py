@@ -325,11 +325,27 @@ def backward_text(w: dict) -> str:
     for work launched by a thread with no operator range of its own (autograd's), the note that
     the main thread's range open at the launch names it (``via: "enclosing range"``)."""
     b, fw = w.get("backward_op"), w.get("forward_op")
+    if w.get("via") == "CPU dispatch slower than the GPU":
+        return dispatch_text(w)
     if w.get("via") == "enclosing range":
         return "launched by another thread (autograd's) while this range was open on the main thread"
     if not b:
         return ""
     return f"backward of {fw} ({b})" if fw else f"backward ({b})"
+
+
+def dispatch_text(w: dict) -> str:
+    """'CPU dispatch slower than the GPU: 45 µs of CPU per call vs 5 µs of GPU work' for a where row
+    of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.engine.dispatch_rows)."""
+    c, g = w.get("cpu_us_per_call"), w.get("gpu_us_per_call")
+    if not (is_num(c) and is_num(g)):
+        return "CPU dispatch slower than the GPU"
+    extra = f", {fmt_ms(w['excess_ms'])} of CPU time beyond its GPU work in the capture" \
+        if is_num(w.get("excess_ms")) else ""
+    wait = w.get("cpu_wait_us_per_call")
+    waited = f" ({fmt_num(wait, 1)} µs of it waiting in blocking CUDA calls)" if is_num(wait) and wait > 0 else ""
+    return (f"CPU dispatch slower than the GPU: {fmt_num(c, 1)} µs of CPU per call{waited} vs {fmt_num(g, 1)} µs "
+            f"of GPU work{extra}")
 
 
 def where_rows(rows) -> list[WhereRow]:
@@ -347,6 +363,17 @@ def where_rows(rows) -> list[WhereRow]:
 OPERATORS_SHOWN = 25
 
 
+def operator_rows_shown(rows: list) -> list[dict]:
+    """The operator rows the page shows (issue 47, the CPU-side table): the first OPERATORS_SHOWN
+    of the JSON's (by self GPU time) and the OPERATORS_SHOWN of most CPU total time (ties: the
+    name), in the JSON's order, so that sorting the table by either time shows its true top."""
+    rows = [r for r in rows if isinstance(r, dict)]
+    by_cpu = sorted((r for r in rows if is_num(r.get("cpu_ms"))),
+                    key=lambda r: (-r["cpu_ms"], str(r.get("name") or "")))[:OPERATORS_SHOWN]
+    keep = {id(r) for r in rows[:OPERATORS_SHOWN]} | {id(r) for r in by_cpu}
+    return [r for r in rows if id(r) in keep]
+
+
 def operator_tables(result: dict) -> list[Table]:
     """The operator view (like torch.profiler's key_averages() by GPU time) and the same time by
     module and by Python frame."""
@@ -355,7 +382,7 @@ def operator_tables(result: dict) -> list[Table]:
     missing = ops.get("missing") or []
     lack = " ".join(f"Not in this capture: {m.get('what')} ({m.get('switch')})." for m in missing if isinstance(m, dict))
     rows = []
-    for r in (ops.get("rows") or [])[:OPERATORS_SHOWN]:
+    for r in operator_rows_shown(ops.get("rows") or []):
         name = str(r.get("name") or "")
         top = str(r.get("top_kernel") or "")
         rows.append([Cell(_trunc(name, 80), name, title=name if len(name) > 80 else ""),
@@ -367,13 +394,19 @@ def operator_tables(result: dict) -> list[Table]:
                      Cell(fmt_num(r.get("kernels"), 0), r.get("kernels"), True),
                      Cell(_trunc(top, 60), top, title=top if len(top) > 60 else ""),
                      Cell(_trunc(str(r.get("module") or ""), 60), r.get("module") or ""),
-                     Cell(_trunc(str(r.get("frame") or ""), 80), r.get("frame") or "")])
+                     Cell(_trunc(str(r.get("frame") or ""), 80), r.get("frame") or ""),
+                     Cell(fmt_num(r.get("cpu_us_per_call"), 1) if is_num(r.get("cpu_us_per_call")) else "—",
+                          r.get("cpu_us_per_call"), True),
+                     Cell(fmt_num(r.get("gpu_us_per_call"), 1) if is_num(r.get("gpu_us_per_call")) else "—",
+                          r.get("gpu_us_per_call"), True)])
     what = {"kineto": "PyTorch Profiler cpu_op events", "nvtx": "NVTX push/pop ranges on the launching thread"}
     n = ops.get("row_count") or 0
     note = (f"Operators are {what.get(src, src)}; GPU times are summed durations of the GPU operations they launched "
             f"over the whole capture (as key_averages() reports device time), not unions. "
             f"{fmt_pct(ops.get('attributed_pct'))} of {fmt_ms(ops.get('gpu_ms'))} of GPU time has an enclosing operator. "
-            f"Top {len(rows)} of {n} by self GPU time; all (up to 500) in the JSON. {lack}") if src else \
+            f"{len(rows)} of {n}: the top {OPERATORS_SHOWN} by self GPU time and the top {OPERATORS_SHOWN} by CPU total, "
+            f"ordered by self GPU time (click a header to sort by CPU time); the top 500 by each in the JSON. "
+            f"{lack}") if src else \
         (f"No operator ranges in this capture. {lack}" if lack else "No operator ranges in this capture.")
     main = Table(id="operators", title="Operators (by self GPU time)", columns=[
         Column("Operator", False, "", anchor("Operators (metrics.operators)")), Column("Calls", True),
@@ -382,7 +415,9 @@ def operator_tables(result: dict) -> list[Table]:
         Column("Self CPU (ms)", True, "range time less its child operators"), Column("CPU total (ms)", True),
         Column("GPU ops", True, "kernels, copies and memsets it launched directly"), Column("Top kernel"),
         Column("Module", False, "module or record_function region with most of its GPU time"),
-        Column("Frame", False, "user Python line with most of its GPU time")],
+        Column("Frame", False, "user Python line with most of its GPU time"),
+        Column("CPU / call (µs)", True, "CPU total ÷ calls not inside a call of the same name"),
+        Column("GPU / call (µs)", True, "GPU total ÷ the same calls")],
         rows=rows, note=note, empty="No operator ranges in this capture." + (f" {lack}" if lack else ""))
     out = [main]
     for key, title, label in (("modules", "GPU time by module / record_function region", "Module"),

@@ -155,6 +155,17 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
+_DISPATCH = "CPU dispatch slower than the GPU"
+
+
+def _dispatch_md(w: dict) -> str:
+    c, g = w.get("cpu_us_per_call"), w.get("gpu_us_per_call")
+    wait = w.get("cpu_wait_us_per_call")
+    waited = f", {fmt_num(wait, 1)} µs of it waiting" if is_num(wait) and wait > 0 else ""
+    per = f" ({fmt_num(c, 1)} µs of CPU{waited} vs {fmt_num(g, 1)} µs of GPU per call)" if is_num(c) and is_num(g) else ""
+    return _code(w.get("op") or "(no operator)") + per
+
+
 def _where_md(w: dict) -> str:
     parts = [_code(w.get("op") or "(no operator)")]
     if w.get("backward_op") or w.get("via") == "enclosing range":
@@ -228,9 +239,12 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
         for i, f in enumerate(findings[:max_findings], 1):
             lines += [f"**{i}. {_md(f.get('title') or f.get('rule'))}** ({_md(f.get('severity'))}, "
                       f"`{_md(f.get('rule'))}`)", "", _md(f.get("message") or ""), ""]
-            where = [w for w in f.get("where") or [] if isinstance(w, dict)][:3]
+            where = [w for w in f.get("where") or [] if isinstance(w, dict) and w.get("via") != _DISPATCH][:3]
             if where:
                 lines += ["- *Where:* " + "; ".join(_where_md(w) for w in where)]
+            slow = [w for w in f.get("where") or [] if isinstance(w, dict) and w.get("via") == _DISPATCH]
+            if slow:  # issue 47: operators whose CPU time per call exceeds their GPU time
+                lines += [f"- *{_DISPATCH}:* " + "; ".join(_dispatch_md(w) for w in slow)]
             if f.get("where_note"):
                 lines += [f"- *Where (capture):* {_md(f['where_note'])}"]
             if f.get("verify"):
