@@ -57,13 +57,14 @@ from . import frames as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import Groups, text_facts
+from .nvtx_text import SIZES_FIELD as _SIZES_FIELD, SIZES_MAX_CHARS as _SIZES_MAX, sizes_text as _sizes_text
 from .columns import Columns, factorize
 from .model import StringTable, Trace
 
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 5
+KINETO_FORMAT = 6  # 6: record_shapes ("Input Dims") kept in op texts (issue 47)
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -755,6 +756,12 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
                             sq = a.get("Sequence number")
                             if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
                                 name = f"{name}, seq = {sq}"
+                            # record_shapes: the op's input shapes, as emit_nvtx writes them ("sizes = [[2, 3]]")
+                            dims = a.get("Input Dims")
+                            if dims.__class__ is list and name.__class__ is str:
+                                sz = _sizes_text(dims)
+                                if sz is not None:
+                                    name = f"{name}{_SIZES_FIELD}{sz}"
                             # 2021 format: the op's Python stack, innermost first; its innermost
                             # frame of the user's code is kept in the text ("..., stack = f.py(3): g")
                             cs = a.get("Call stack")
@@ -880,6 +887,8 @@ class _Args(msgspec.Struct, gc=False):
     seq: object = msgspec.field(default=None, name="Sequence number")
     stack: object = msgspec.field(default=None, name="Call stack")
     name: object = None  # metadata events: the process or thread name
+    # record_shapes: an op's input shapes, as written (made a text once per distinct value: _dims_texts)
+    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
 
 
 class _Ev(msgspec.Struct, gc=False):
@@ -895,6 +904,28 @@ class _Ev(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = _Args()
+_DIMS_DECODE = json.JSONDecoder(parse_float=str, parse_int=_big_int).decode
+
+
+def _dims_texts(raws: list) -> list:
+    """:func:`~nsysdoc.trace.nvtx_text.sizes_text` of each op's ``Input Dims`` as written (a
+    ``msgspec.Raw``; empty when missing), decoded as the slow path decodes it, once per distinct
+    text (an op's shapes repeat every step)."""
+    memo: dict = {}
+    out = []
+    for r in raws:
+        key = bytes(r)
+        got = memo.get(key, memo)
+        if got is memo:
+            got = None
+            if key:
+                try:
+                    got = _sizes_text(_DIMS_DECODE(key.decode("utf-8")))
+                except (ValueError, RecursionError):
+                    got = None
+            memo[key] = got
+        out.append(got)
+    return out
 #: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
 _decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
 _decode_value = msgspec.json.Decoder(float_hook=str).decode
@@ -1095,6 +1126,12 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
                 name = nm[i]
                 if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
                     nm[i] = f"{name}, seq = {sq}"
+        dims = [a.dims for a in o_args]
+        if any(dims):  # record_shapes: the input shapes, as emit_nvtx writes them
+            for i, sz in zip(o_pos, _dims_texts(dims)):
+                name = nm[i]
+                if sz is not None and name.__class__ is str:
+                    nm[i] = f"{name}{_SIZES_FIELD}{sz}"
         if any(cs.__class__ is str and cs for cs in stacks):  # 2021 format: the innermost user frame
             for i, cs in zip(o_pos, stacks):
                 name = nm[i]
@@ -1207,7 +1244,8 @@ def _arrow():
                           ("bytes", i64), ("grid", pa.list_(i64)), ("block", pa.list_(i64)),
                           ("registers per thread", i64), ("shared memory", i64),
                           ("est. achieved occupancy %", i64), ("Sequence number", i64),
-                          ("Call stack", pa.string()), ("name", pa.string())])
+                          ("Call stack", pa.string()), ("name", pa.string()),
+                          ("Input Dims", pa.list_(pa.list_(i64)))])
         # times as decimals of 3 places: exact (no binary float), and a value with more places,
         # or more than 24 digits, fails to parse
         us = pa.decimal128(24, 3)
@@ -1450,6 +1488,33 @@ def _arrow_launch(pa, pc, acc: _Acc, rows: np.ndarray, f: dict, new_raw: dict, n
     return np.asarray(out, dtype=np.int64)[codes]
 
 
+def _arrow_sizes(pa, pc, dims, rows: np.ndarray, name):
+    """``name`` with ``", sizes = "`` and the canonical text of ``Input Dims`` (:func:`_sizes_text`)
+    appended on the ``rows`` that have one, made from the columns: each shape's integers joined
+    by ``", "`` in brackets, then the shapes likewise. A null inside a value (which the other
+    paths refuse) sends the window to them."""
+    has = rows & _valid(dims)
+    if not has.any():
+        return name
+    at = np.flatnonzero(has)
+    d = dims.take(pa.array(at))
+    inner = d.flatten()  # one list per input
+    if inner.null_count or inner.flatten().null_count:
+        raise _NotForArrow("a null in Input Dims")
+    one = pc.binary_join(pc.cast(inner, pa.list_(pa.string())), ", ")
+    one = pc.binary_join_element_wise("[", one, "]", "")
+    outer = pa.ListArray.from_arrays(pc.subtract(d.offsets, d.offsets[0]), one)
+    text = pc.binary_join_element_wise("[", pc.binary_join(outer, ", "), "]", "")
+    keep = pc.less_equal(pc.utf8_length(text), _SIZES_MAX).to_numpy(zero_copy_only=False)
+    if not keep.any():
+        return name
+    at = at[keep]
+    full = pc.binary_join_element_wise(name.take(pa.array(at)), text.filter(pa.array(keep)), _SIZES_FIELD)
+    mask = np.zeros(len(name), dtype=bool)
+    mask[at] = True
+    return pc.replace_with_mask(name, pa.array(mask), full)
+
+
 def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
     """:func:`_chunk` of a window read by pyarrow (:func:`_arrow_read`): the same rows, names,
     threads and launch codes, in the same order, from the columns (no Python object per event;
@@ -1506,6 +1571,7 @@ def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kep
     if with_seq.any():  # autograd's sequence number, kept in the text as emit_nvtx writes it
         seq_text = pc.if_else(pa.array(with_seq), pc.cast(f["Sequence number"], pa.string()), pa.scalar(None, pa.string()))
         name = pc.coalesce(pc.binary_join_element_wise(name, seq_text, ", seq = "), name)
+    name = _arrow_sizes(pa, pc, f["Input Dims"], op & name_ok, name)
     stack = f["Call stack"]
     if stack.null_count < n:  # 2021 format: the innermost frame of the user's code
         has = op & name_ok & _valid(stack)
