@@ -64,6 +64,15 @@ STRING_VALUES = frozenset({"dependency_waited_on", "unrecorded_call_name", "top_
                            "low_occupancy_note", "trace_viewer", "trace_timeline", "capture_check",
                            "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture"})
 
+# issue 47: operators' input shapes across steps (rule dynamic-shapes) and fixed convolution shapes
+# with the convolution kernels' share (rule cudnn-benchmark); nsysdoc.engine.shapes
+VALUE_NAMES = VALUE_NAMES + (
+    "operator_shapes_recorded", "shape_steps_compared", "shape_changing_op_count", "shape_changing_steps",
+    "shape_change_ms", "shape_change_pct", "shape_modal_step_ms", "shape_changed_step_ms", "shape_change_note",
+    "conv_shapes_fixed", "conv_kernel_share_pct",
+)
+STRING_VALUES = STRING_VALUES | {"shape_change_note"}
+
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": ["step", "index", "name", "pid", "tid", "start_ns", "end_ns", "step_time_ms", "duration_ms", "device",

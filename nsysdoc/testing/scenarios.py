@@ -797,3 +797,8 @@ SCENARIOS: dict[str, Callable[..., Capture]] = {
         sync_outlasts_recorded_work, sliver_of_gpu_work_in_long_program, vector_add_host_init_and_verify,
     )
 }
+
+# issue 47: operators' input shapes across steps (nsysdoc/testing/shape_scenarios.py)
+from .shape_scenarios import SHAPE_SCENARIOS  # noqa: E402
+
+SCENARIOS.update(SHAPE_SCENARIOS)
