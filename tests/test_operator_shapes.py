@@ -255,7 +255,9 @@ def test_cache_entries_of_the_reader_before_shapes_are_rebuilt(tmp_path, monkeyp
     path = conv_shapes_per_step().write_kineto(tmp_path / "c.pt.trace.json")
     cache = tmp_path / "cache"
     with monkeypatch.context() as m:
-        m.setattr(K, "KINETO_FORMAT", K.KINETO_FORMAT - 1)
+        # 5: the reader's version before it kept shapes (and its entry had no ", sizes = " texts)
+        m.setattr(K, "KINETO_FORMAT", 5)
+        m.setattr(K, "_sizes_text", lambda v: None)
         K.load_kineto(path, cache_dir=cache)
         wait_for_cache_writes()
         assert K.load_kineto(path, cache_dir=cache).from_cache  # the old version reads its own entry
