@@ -54,8 +54,15 @@ def _shaped_rows(trace):
     t = trace.store.get("nvtx") if trace.store is not None else None
     if t is None or not len(t):
         return None
+    from ..trace.nvtx_text import FLAG_DECORATED
+
     parts = []
-    for blk in t.iter_blocks(["start_ns", "end_ns", "thread", "text_group", "text", "pos"]):
+    for i in range(len(t.blocks)):
+        # shapes are a per-call field: only blocks with decorated texts are read further (a
+        # capture without PyTorch's ranges reads one int8 column)
+        if not (np.asarray(t.read_block(i, ["call_flags"])["call_flags"]) & FLAG_DECORATED).any():
+            continue
+        blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "text", "pos"])
         text = blk["text"]
         if isinstance(text, np.ndarray):
             text = pa.array([v if isinstance(v, str) else None for v in text.tolist()], type=pa.large_string())
