@@ -325,3 +325,27 @@ def test_real_trace_calls_per_operator_and_shapes(name):
         v = _values(r)
         assert v["shape_changing_op_count"] > 0 and v["shape_change_pct"] < 1
         assert _finding(r, "dynamic-shapes") is None and _finding(r, "cudnn-benchmark") is None
+
+
+@pytest.mark.parametrize("scenario", ["conv", "nested"])
+def test_every_attribution_path_gives_the_same_rows(tmp_path, monkeypatch, scenario):
+    """An nsys export attributed slice by slice (slices of 5 NVTX rows: ranges open across slice
+    ends), or over the whole capture at once, and the same capture as a PyTorch Profiler trace:
+    the same (name, shapes) rows, equal to the operator view's rows per name."""
+    cap = conv_shapes_per_step if scenario == "conv" else _nested_capture
+    got = {}
+    for mode, env in (("sliced", {"NSYSDOC_ATTR_SLICED_ROWS": "1", "NSYSDOC_SLICE_ROWS": "5"}),
+                      ("whole", {"NSYSDOC_ATTR_SLICED_ROWS": str(1 << 60)}), ("kineto", {})):
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            r = diagnose_path(_write(cap(), tmp_path / mode if tmp_path.joinpath(mode).mkdir() is None else tmp_path,
+                                     "kineto" if mode == "kineto" else "nsys"))
+        rows = {k: {c: round(x[c], 4) for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels")}
+                for k, x in _by_shape(r).items()}
+        got[mode] = rows
+        ops = {x["name"]: x for x in r["metrics"]["operators"]["rows"]}
+        for name in {n for n, _ in rows}:
+            for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels"):
+                assert sum(v[c] for (n, _), v in rows.items() if n == name) == approx(ops[name][c], 2e-4), (mode, name, c)
+    assert got["sliced"] == got["whole"] == got["kineto"]
