@@ -910,22 +910,20 @@ _DIMS_DECODE = json.JSONDecoder(parse_float=str, parse_int=_big_int).decode
 def _dims_texts(raws: list) -> list:
     """:func:`~nsysdoc.trace.nvtx_text.sizes_text` of each op's ``Input Dims`` as written (a
     ``msgspec.Raw``; empty when missing), decoded as the slow path decodes it, once per distinct
-    text (an op's shapes repeat every step)."""
-    memo: dict = {}
-    out = []
-    for r in raws:
-        key = bytes(r)
-        got = memo.get(key, memo)
-        if got is memo:
-            got = None
-            if key:
-                try:
-                    got = _sizes_text(_DIMS_DECODE(key.decode("utf-8")))
-                except (ValueError, RecursionError):
-                    got = None
-            memo[key] = got
-        out.append(got)
-    return out
+    text (an op's shapes repeat every step); the loops over the ops are C-level (``map``)."""
+    keys = list(map(bytes, raws))
+    memo = {}
+    for key in set(keys):
+        got = None
+        if key:
+            try:
+                got = _sizes_text(_DIMS_DECODE(key.decode("utf-8")))
+            except (ValueError, RecursionError):
+                got = None
+        memo[key] = got
+    return list(map(memo.__getitem__, keys))
+
+
 #: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
 _decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
 _decode_value = msgspec.json.Decoder(float_hook=str).decode
