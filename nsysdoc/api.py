@@ -75,6 +75,11 @@ KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dram_bandwidth_pct", "float64"), ("counter_samples", "int64"), ("bound", "object"),
 )
 
+#: ``Report.operators_by_shape`` (issue 47)
+OPERATOR_SHAPE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "object"), ("input_dims", "object"), ("calls", "Int64"), ("self_gpu_ms", "float64"),
+    ("gpu_ms", "float64"), ("self_cpu_ms", "float64"), ("cpu_ms", "float64"), ("kernels", "Int64"),
+)
 OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "object"), ("calls", "Int64"), ("gpu_ms", "float64"), ("self_gpu_ms", "float64"),
     ("cpu_ms", "float64"), ("self_cpu_ms", "float64"), ("kernels", "Int64"), ("top_kernel", "object"),
@@ -286,6 +291,20 @@ class Report:
         operator ranges (``metrics.operators.missing`` says which switch adds them)."""
         return self._table("operators", lambda: _frame(
             ((self._result.get("metrics") or {}).get("operators") or {}).get("rows") or [], OPERATOR_COLUMNS))
+
+    @property
+    def operators_by_shape(self) -> "pd.DataFrame":
+        """The operator view per (operator, input shapes), like ``key_averages(group_by_input_shape=True)``;
+        ``input_dims`` as text (``[[2, 1, 128], [], []]``). Empty when no operator range carries
+        input shapes (``metrics.operators_by_shape.missing`` says which switch records them)."""
+        def build():
+            import json
+
+            rows = ((self._result.get("metrics") or {}).get("operators_by_shape") or {}).get("rows") or []
+            rows = [dict(r, input_dims=None if r.get("input_dims") is None else json.dumps(r["input_dims"]))
+                    for r in rows]
+            return _frame(rows, OPERATOR_SHAPE_COLUMNS)
+        return self._table("operators_by_shape", build)
 
     @property
     def devices(self) -> "pd.DataFrame":

@@ -125,7 +125,8 @@ def test_docs_list_every_dataframe_with_the_code_s_columns():
             "Report.operators": api.OPERATOR_COLUMNS, "Report.devices": api.DEVICE_COLUMNS,
             "Report.gaps": api.GAP_COLUMNS, "Diff.kernels": api.DIFF_KERNEL_COLUMNS,
             "Job.ranks": api.RANK_COLUMNS, "Diff.breakdown": None}
-    code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})  # issue 47
+    code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})
+    code["Report.operators_by_shape"] = api.OPERATOR_SHAPE_COLUMNS  # issue 47
     assert set(docs) == set(code)
     for name, cols in code.items():
         if cols is not None:
@@ -156,7 +157,7 @@ def _dtypes(df) -> list[tuple[str, str]]:
 def test_dataframes_have_the_documented_columns_and_dtypes(hand_report, tmp_path):
     docs = _documented_tables()
     r = hand_report
-    for attr in ("steps", "kernels", "operators", "devices", "gaps"):
+    for attr in ("steps", "kernels", "operators", "devices", "gaps", "operators_by_shape"):
         assert _dtypes(getattr(r, attr)) == docs[f"Report.{attr}"], attr
     # an empty table keeps its columns and dtypes
     empty = api._frame([], api.STEP_COLUMNS)

@@ -44,7 +44,10 @@ def test_builtin_rule_ids_are_the_public_contract():
         # issue 47: the memory view (memory, not time: no impact)
         "memory-growth", "memory-near-capacity",
         # issue 47: optimizer.zero_grad() on every micro-batch of gradient accumulation
-        "zero-grad-repeated"])
+        "zero-grad-repeated",
+
+        # issue 47: operators' input shapes that change between steps; cudnn.benchmark with fixed shapes
+        "dynamic-shapes", "cudnn-benchmark"])
 
 
 PUBLIC_DOCS = ("https://docs.nvidia.com/", "https://developer.nvidia.com/", "https://pytorch.org/",

@@ -244,7 +244,7 @@ def test_cli_rules_commands(tmp_path):
     bad = run("rules", "explain", "host-synk")
     assert bad.returncode == 2 and "did you mean 'host-sync'" in bad.stderr
     assert json.loads(run("rules", "schema").stdout)["properties"]["id"]["pattern"]
-    assert run("rules", "check", ROOT / "rules").stdout.strip() == "23 rule(s) OK"  # issue 47: memory-growth, memory-near-capacity, zero-grad-repeated
+    assert run("rules", "check", ROOT / "rules").stdout.strip() == "25 rule(s) OK"  # issue 47: memory-growth, memory-near-capacity, zero-grad-repeated, dynamic-shapes, cudnn-benchmark
 
 
 def test_cli_rules_test_on_a_team_folder(tmp_path):

@@ -18,6 +18,7 @@ from ..metrics.steps import job_step_times, pick_steps
 from ..rules.policy import HOST_JUDGE_MIN_WINDOW_MS
 from .capture import _capture, _judgeable
 from .numbers import _median, _num, _records
+from .sections import _operators_by_shape
 from .sections import (_attribution, _capture_extent, _comm_metrics, _devices, _gap_metrics, _host_wait,
                        _kernel_metrics, _launch, _setup_metrics, _steps, _sync_metrics, _underfilled)
 from .values import _values
@@ -93,6 +94,8 @@ def assemble(a: Analysis, res) -> dict:
         "nvtx": nvtx,
     }
     metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
+    # issue 47: operators by input shape, and the values of rules dynamic-shapes and cudnn-benchmark
+    metrics["operators_by_shape"], shape_values = _operators_by_shape(a, res, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
     metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
     quality = _capture(a, judgeable, why_not, extent)
@@ -109,6 +112,7 @@ def assemble(a: Analysis, res) -> dict:
         "findings": [],
     }
     metrics["values"] = _values(a, result)
+    metrics["values"].update(shape_values)
     return result
 
 

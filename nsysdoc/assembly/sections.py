@@ -708,3 +708,28 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
         wait_ns = dispatch_m.overlap_ns(*dispatch_m.union_per_thread(th[m], s[m], e[m]), ct, cs, ce)
         r["cpu_wait_ms"] = wait_ns / 1e6
         r["cpu_exceeds_gpu"] = bool(r["cpu_ms"] - r["cpu_wait_ms"] > r["gpu_ms"])
+
+
+def _operators_by_shape(a: Analysis, res, kernel_metrics: dict) -> tuple[dict, dict]:
+    """``metrics.operators_by_shape`` (issue 47) and the rule values it gives: input shapes that
+    change between steps (rule dynamic-shapes) and fixed convolution shapes with the convolution
+    kernels' share (rule cudnn-benchmark); ``nsysdoc.engine.shapes``."""
+    from ..engine import shapes as shapes_e
+    from ..metrics.convolution import conv_kernel_share_pct
+
+    attr = res.plan.attr
+    t = a.trace
+    sliced = getattr(attr, "shape_totals", None)  # an nsys export's: read while the plan was built
+    rows = sliced.rows if sliced is not None else shapes_e.shaped_rows(t) if attr is not None else None
+    shapes = shapes_e.range_shapes(t, attr, rows)
+    table = shapes_e.operators_by_shape(t, attr, shapes)
+    gpu_ms: dict = {}
+    for r in table["rows"]:
+        gpu_ms[r["name"]] = gpu_ms.get(r["name"], 0.0) + (r["self_gpu_ms"] or 0.0)
+    values = shapes_e.shape_changes(t, rows, a.steps.table, gpu_ms)
+    window_ms = (a.steps.window_ns or 0) / 1e6
+    if values["shape_change_ms"] is not None and window_ms:
+        values["shape_change_pct"] = values["shape_change_ms"] / window_ms * 100
+    values["conv_kernel_share_pct"] = conv_kernel_share_pct(kernel_metrics.get("by_name"))
+    values["operator_shapes_recorded"] = rows is not None
+    return _rounded(table), {k: (_num(v) if isinstance(v, float) else v) for k, v in values.items()}

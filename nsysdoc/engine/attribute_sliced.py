@@ -198,6 +198,9 @@ class Collector:
         attr = SlicedAttributor(self, names, g_code, fam_op_g, mods, frames, is_bwd)
         attr.main_of, attr.via_code = main_of, via_code
         attr.bounds = np.asarray(bounds if bounds is not None else [], dtype=np.int64)
+        # issue 47: the operator view's sums per (name, input shapes) too, when ranges carry shapes
+        from .shapes import ShapeTotals
+        attr.shape_totals = ShapeTotals.of(self.trace)
         if calls is not None:
             set_call_frames_of(attr, self.trace, calls)
         if self.bkeys:
@@ -461,6 +464,9 @@ class SliceView:
             sub = ops.subtree_sum(np.bincount(r, weights=d, minlength=len(ops)))
             top = np.flatnonzero(~self.nested() & (sub > 0))
             part["gpu"] = _per_name(ops.name[top], nn, sub[top])
+            if getattr(self.owner, "shape_totals", None) is not None:  # issue 47: per (name, shapes)
+                from .shapes import slice_ops_part
+                part["by_shape"] = slice_ops_part(self.owner.shape_totals, ops, self.pos, r, d, sub, top)
         part["sites"] = site_counts(*(index if index is not None else site_index(sites)), dur)
         part["pairs"] = site_counts(*site_index(site_rows(sites[:, 0], label)), dur)
         return part
@@ -474,6 +480,8 @@ class SliceView:
         for k in ("self_gpu", "kernels", "gpu"):
             if k in part:
                 _add_to(o.totals[k], part[k])
+        for k, v in part.get("by_shape", {}).items():  # issue 47
+            o.shape_totals.add(k, v)
         o.total_gpu_ns += part["total"]
         o.none_gpu_ns += part["none_ns"]
         o.none_ops += part["none_ops"]
@@ -516,6 +524,10 @@ class SliceView:
         if len(f):
             self_ns = np.maximum((ops.end - ops.start)[f] - child[f].astype(np.int64), 0)
             part["self_cpu"] = _per_name(ops.name[f], nn, self_ns)
+        if getattr(self.owner, "shape_totals", None) is not None:  # issue 47: per (name, shapes)
+            from .shapes import slice_ranges_part
+            part["by_shape"] = slice_ranges_part(self.owner.shape_totals, ops, self.pos, m, top, dur, f,
+                                                 self_ns if len(f) else None)
         return part
 
     def count_ranges(self) -> None:
@@ -529,6 +541,8 @@ class SliceView:
         for k in ("calls", "cpu", "self_cpu", "outer_calls"):
             if k in part:
                 _add_to(tot[k], part[k])
+        for k, v in part.get("by_shape", {}).items():  # issue 47
+            o.shape_totals.add(k, v)
         for p, nm, end, dur in part["opens"]:
             o.open[p] = [nm, end, 0, dur]
         if part["later"] is not None:
@@ -542,3 +556,5 @@ class SliceView:
         for p in done:
             nm, _end, ch, dur = o.open.pop(p)
             tot["self_cpu"][nm] += max(dur - ch, 0)
+            if getattr(o, "shape_totals", None) is not None:  # issue 47
+                o.shape_totals.add_one("self_cpu", nm, p, max(dur - ch, 0))

@@ -85,6 +85,15 @@ STRING_VALUES = STRING_VALUES | {"memory_baseline", "memory_full_peak_kind", "me
 #: the optimizer's class in its record_function name (issue 47, zero-grad-repeated)
 STRING_VALUES = STRING_VALUES | {"zero_grad_optimizer"}
 
+# issue 47: operators' input shapes across steps (rule dynamic-shapes) and fixed convolution shapes
+# with the convolution kernels' share (rule cudnn-benchmark); nsysdoc.engine.shapes
+VALUE_NAMES = VALUE_NAMES + (
+    "operator_shapes_recorded", "shape_steps_compared", "shape_changing_op_count", "shape_changing_steps",
+    "shape_change_ms", "shape_change_pct", "shape_modal_step_ms", "shape_changed_step_ms", "shape_change_note",
+    "conv_shapes_fixed", "conv_kernel_share_pct",
+)
+STRING_VALUES = STRING_VALUES | {"shape_change_note"}
+
 #: evidence tables: name -> columns
 TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": ["step", "index", "name", "pid", "tid", "start_ns", "end_ns", "step_time_ms", "duration_ms", "device",

@@ -30,6 +30,7 @@ want to test their YAML rules::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -148,6 +149,8 @@ class Thread:
                  domain=item["domain"], registered=item["registered"], kind=item.get("kind", "range"),
                  seq=item.get("seq"), op_id=item.get("op_id"), backward=item.get("backward", False))
         )
+        if item.get("shapes") is not None:
+            self.cap._nvtx[-1]["shapes"] = item["shapes"]
         return item["start"], self.now_ns
 
     @contextlib.contextmanager
@@ -160,14 +163,20 @@ class Thread:
             self.pop()
 
     @contextlib.contextmanager
-    def op(self, name: str, seq: int | None = None, backward: bool = False) -> Iterator["Thread"]:
+    def op(self, name: str, seq: int | None = None, backward: bool = False,
+           shapes: list | None = None) -> Iterator["Thread"]:
         """A PyTorch operator around the block (``aten::mm``, ``MmBackward0``), taking ``ENTER_NS`` on
         entry and on exit: in an nsys export an
         NVTX range as ``--pytorch=autograd-nvtx`` writes it (``aten::mm, seq = 3, op_id = 17``), in a
-        Kineto trace a ``cpu_op`` with ``Sequence number`` and ``Fwd thread id`` (1 on backward ops)."""
+        Kineto trace a ``cpu_op`` with ``Sequence number`` and ``Fwd thread id`` (1 on backward ops).
+        ``shapes`` (``record_shapes=True``: one list of dimensions per input, ``[]`` for a
+        non-tensor): Kineto's ``Input Dims``, and ``sizes = [[2, 3], [3, 4]]`` after the op id in
+        the NVTX text as ``--pytorch=autograd-shapes-nvtx`` writes it."""
         self.cap._op_id += 1
         self._stack.append({"text": name, "domain": None, "start": self.now_ns, "registered": False,
                             "kind": "op", "seq": seq, "op_id": self.cap._op_id, "backward": backward})
+        if shapes is not None:
+            self._stack[-1]["shapes"] = shapes
         self.now_ns += ENTER_NS
         try:
             yield self
@@ -646,6 +655,8 @@ class Capture:
             text, text_id = n["text"], None
             if n.get("kind") == "op":  # as --pytorch=autograd-nvtx writes an operator's range
                 text = text + (f", seq = {n['seq']}" if n.get("seq") is not None else "") + f", op_id = {n['op_id']}"
+                if n.get("shapes") is not None:  # --pytorch=autograd-shapes-nvtx
+                    text += f", sizes = {json.dumps(n['shapes'])}"
             if n.get("registered") and v != "2022":
                 text, text_id = None, w.sid(n["text"])
             row = [n["start"], n["end"], n["type"], None, None, None, text, n["tid"],

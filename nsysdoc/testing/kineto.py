@@ -253,6 +253,8 @@ def write_kineto(cap, path: str | os.PathLike, form: str = "new", distributed: d
                 args = {w.ext_key(): w.ext}
                 if n.get("seq") is not None:
                     args.update({"Sequence number": n["seq"], "Fwd thread id": 1 if n.get("backward") else 0})
+                if n.get("shapes") is not None:  # record_shapes=True
+                    args["Input Dims"] = n["shapes"]
                 if form == "old":  # PyTorch 1.8-1.12: the op's Python stack, innermost first
                     around = sorted((f for f in cap._pyframes if f["tid"] == n["tid"] and f["start"] <= n["start"]
                                      and n["end"] <= f["end"] and not f["text"].startswith("nn.Module: ")),

@@ -858,3 +858,8 @@ def zero_grad_every_micro_batch(steps: int = 3, micro: int = 4, every: bool = Tr
 
 
 SCENARIOS.update({f.__name__: f for f in (launch_bound_dispatch_heavy_ops, zero_grad_every_micro_batch)})
+
+# issue 47: operators' input shapes across steps (nsysdoc/testing/shape_scenarios.py)
+from .shape_scenarios import SHAPE_SCENARIOS  # noqa: E402
+
+SCENARIOS.update(SHAPE_SCENARIOS)

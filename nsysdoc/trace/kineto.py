@@ -57,13 +57,14 @@ from . import frames as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import Groups, text_facts
+from .nvtx_text import SIZES_FIELD as _SIZES_FIELD, SIZES_MAX_CHARS as _SIZES_MAX, sizes_text as _sizes_text
 from .columns import Columns, factorize
 from .model import StringTable, Trace
 
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 6  # 6: [memory] events (issue 47)
+KINETO_FORMAT = 7  # 6: [memory] events; 7: record_shapes ("Input Dims") kept in op texts (issue 47)
 GZIP_MAGIC = b"\x1f\x8b"
 #: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
 CHUNK_CHARS = 1 << 20
@@ -764,6 +765,12 @@ def _events_slow(st: _Stream, acc: _Acc, progress=None, stop: int | None = None,
                             sq = a.get("Sequence number")
                             if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
                                 name = f"{name}, seq = {sq}"
+                            # record_shapes: the op's input shapes, as emit_nvtx writes them ("sizes = [[2, 3]]")
+                            dims = a.get("Input Dims")
+                            if dims.__class__ is list and name.__class__ is str:
+                                sz = _sizes_text(dims)
+                                if sz is not None:
+                                    name = f"{name}{_SIZES_FIELD}{sz}"
                             # 2021 format: the op's Python stack, innermost first; its innermost
                             # frame of the user's code is kept in the text ("..., stack = f.py(3): g")
                             cs = a.get("Call stack")
@@ -898,6 +905,8 @@ class _Args(msgspec.Struct, gc=False):
     m_dtype: object = msgspec.field(default=None, name="Device Type")
     m_dev: object = msgspec.field(default=None, name="Device Id")
     m_addr: object = msgspec.field(default=None, name="Addr")
+    # record_shapes: an op's input shapes, as written (made a text once per distinct value: _dims_texts)
+    dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
 
 
 class _Ev(msgspec.Struct, gc=False):
@@ -913,6 +922,26 @@ class _Ev(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = _Args()
+_DIMS_DECODE = json.JSONDecoder(parse_float=str, parse_int=_big_int).decode
+
+
+def _dims_texts(raws: list) -> list:
+    """:func:`~nsysdoc.trace.nvtx_text.sizes_text` of each op's ``Input Dims`` as written (a
+    ``msgspec.Raw``; empty when missing), decoded as the slow path decodes it, once per distinct
+    text (an op's shapes repeat every step); the loops over the ops are C-level (``map``)."""
+    keys = list(map(bytes, raws))
+    memo = {}
+    for key in set(keys):
+        got = None
+        if key:
+            try:
+                got = _sizes_text(_DIMS_DECODE(key.decode("utf-8")))
+            except (ValueError, RecursionError):
+                got = None
+        memo[key] = got
+    return list(map(memo.__getitem__, keys))
+
+
 #: floats as their text (``float_hook=str``), as the slow path's ``parse_float=str``
 _decode_events = msgspec.json.Decoder(list[_Ev], float_hook=str).decode
 _decode_value = msgspec.json.Decoder(float_hook=str).decode
@@ -1118,6 +1147,12 @@ def _chunk(evs: list, acc: _Acc) -> None:  # noqa: C901 - one pass per column, k
                 name = nm[i]
                 if sq.__class__ is int and 0 <= sq < _LIM and name.__class__ is str:
                     nm[i] = f"{name}, seq = {sq}"
+        dims = [a.dims for a in o_args]
+        if any(dims):  # record_shapes: the input shapes, as emit_nvtx writes them
+            for i, sz in zip(o_pos, _dims_texts(dims)):
+                name = nm[i]
+                if sz is not None and name.__class__ is str:
+                    nm[i] = f"{name}{_SIZES_FIELD}{sz}"
         if any(cs.__class__ is str and cs for cs in stacks):  # 2021 format: the innermost user frame
             for i, cs in zip(o_pos, stacks):
                 name = nm[i]
@@ -1245,7 +1280,8 @@ def _arrow():
                           ("Call stack", pa.string()), ("name", pa.string()),
                           # [memory] events (issue 47)
                           ("Bytes", i64), ("Total Allocated", i64), ("Total Reserved", i64),
-                          ("Device Type", i64), ("Device Id", i64), ("Addr", i64)])
+                          ("Device Type", i64), ("Device Id", i64), ("Addr", i64),
+                          ("Input Dims", pa.list_(pa.list_(i64)))])
         # times as decimals of 3 places: exact (no binary float), and a value with more places,
         # or more than 24 digits, fails to parse
         us = pa.decimal128(24, 3)
@@ -1488,6 +1524,33 @@ def _arrow_launch(pa, pc, acc: _Acc, rows: np.ndarray, f: dict, new_raw: dict, n
     return np.asarray(out, dtype=np.int64)[codes]
 
 
+def _arrow_sizes(pa, pc, dims, rows: np.ndarray, name):
+    """``name`` with ``", sizes = "`` and the canonical text of ``Input Dims`` (:func:`_sizes_text`)
+    appended on the ``rows`` that have one, made from the columns: each shape's integers joined
+    by ``", "`` in brackets, then the shapes likewise. A null inside a value (which the other
+    paths refuse) sends the window to them."""
+    has = rows & _valid(dims)
+    if not has.any():
+        return name
+    at = np.flatnonzero(has)
+    d = dims.take(pa.array(at))
+    inner = d.flatten()  # one list per input
+    if inner.null_count or inner.flatten().null_count:
+        raise _NotForArrow("a null in Input Dims")
+    one = pc.binary_join(pc.cast(inner, pa.list_(pa.string())), ", ")
+    one = pc.binary_join_element_wise("[", one, "]", "")
+    outer = pa.ListArray.from_arrays(pc.subtract(d.offsets, d.offsets[0]), one)
+    text = pc.binary_join_element_wise("[", pc.binary_join(outer, ", "), "]", "")
+    keep = pc.less_equal(pc.utf8_length(text), _SIZES_MAX).to_numpy(zero_copy_only=False)
+    if not keep.any():
+        return name
+    at = at[keep]
+    full = pc.binary_join_element_wise(name.take(pa.array(at)), text.filter(pa.array(keep)), _SIZES_FIELD)
+    mask = np.zeros(len(name), dtype=bool)
+    mask[at] = True
+    return pc.replace_with_mask(name, pa.array(mask), full)
+
+
 def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kept together
     """:func:`_chunk` of a window read by pyarrow (:func:`_arrow_read`): the same rows, names,
     threads and launch codes, in the same order, from the columns (no Python object per event;
@@ -1548,6 +1611,7 @@ def _arrow_chunk(t, acc: _Acc) -> None:  # noqa: C901 - one pass per column, kep
     if with_seq.any():  # autograd's sequence number, kept in the text as emit_nvtx writes it
         seq_text = pc.if_else(pa.array(with_seq), pc.cast(f["Sequence number"], pa.string()), pa.scalar(None, pa.string()))
         name = pc.coalesce(pc.binary_join_element_wise(name, seq_text, ", seq = "), name)
+    name = _arrow_sizes(pa, pc, f["Input Dims"], op & name_ok, name)
     stack = f["Call stack"]
     if stack.null_count < n:  # 2021 format: the innermost frame of the user's code
         has = op & name_ok & _valid(stack)

@@ -21,6 +21,8 @@ spares importing ``pyarrow.compute``.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 #: Distinct texts up to which the facts are read in Python
@@ -255,3 +257,70 @@ def row_facts(texts, groups: Groups) -> dict[str, np.ndarray]:
         idx[i] = j
     g, s, f = text_facts(values, groups)
     return {"text_group": g[idx], "seq": s[idx], "call_flags": f[idx]}
+
+
+# ---------------------------------------------------------------------------------------------
+# input shapes (issue 47): ``sizes = [[..], ..]`` in a range text
+# ---------------------------------------------------------------------------------------------
+#: Where an operator's input shapes start in its range text: ``nsys --pytorch=autograd-shapes-nvtx``
+#: (``emit_nvtx(record_shapes=True)``) writes them so, and the PyTorch Profiler reader writes a
+#: ``cpu_op`` event's ``Input Dims`` argument there too (:func:`sizes_text`)
+SIZES_FIELD = ", sizes = "
+#: Longest shapes text kept (characters): an operator over hundreds of tensors keeps its name
+#: without shapes rather than a text no table can show
+SIZES_MAX_CHARS = 1000
+#: the per-call fields that may follow the shapes in a range text
+_AFTER_SIZES = (", input_op_ids = ", ", stack = ", ", op_id = ", ", seq = ")
+_I64 = 1 << 63
+
+
+def _shape_item(item) -> bool:
+    if item.__class__ is not list:
+        return False
+    for v in item:
+        if v.__class__ is int:
+            if not -_I64 <= v < _I64:
+                return False
+        elif v.__class__ is list:  # a tensor list's shapes (newer PyTorch)
+            for w in v:
+                if w.__class__ is not int or not -_I64 <= w < _I64:
+                    return False
+        else:
+            return False
+    return True
+
+
+def sizes_text(value) -> str | None:
+    """The canonical text of an operator's input shapes as the trace gives them (a Kineto
+    ``Input Dims`` value: a list with one list of integers per input, ``[]`` for a non-tensor
+    input, a list of such lists for a tensor list): the JSON text with ``", "`` between items,
+    ``[[2, 1, 128], [], []]``; None for anything else (a float, a null, a string, a text longer
+    than :data:`SIZES_MAX_CHARS`)."""
+    if value.__class__ is not list or not all(_shape_item(x) for x in value):
+        return None
+    t = json.dumps(value)
+    return t if len(t) <= SIZES_MAX_CHARS else None
+
+
+def canonical_sizes(raw: str) -> str | None:
+    """:func:`sizes_text` of a shapes text as written (``[[10000,768], [4, 512]]``, any blanks),
+    or None when it is not one."""
+    if not raw or len(raw) > 4 * SIZES_MAX_CHARS:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return sizes_text(value)
+
+
+def sizes_of(text: str) -> str | None:
+    """The canonical input shapes (:func:`sizes_text`) in a range text's ``sizes = `` field, or
+    None: ``"aten::mm, seq = 3, sizes = [[2, 3], [3, 4]], input_op_ids = [(1, 0)]"`` ->
+    ``"[[2, 3], [3, 4]]"``."""
+    if not isinstance(text, str) or SIZES_FIELD not in text:
+        return None
+    tail = text.split(SIZES_FIELD, 1)[1]
+    for field in _AFTER_SIZES:
+        tail = tail.split(field, 1)[0]
+    return canonical_sizes(tail.strip())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import shlex
 from importlib.resources import files
@@ -435,6 +436,40 @@ def operator_tables(result: dict) -> list[Table]:
             note="Summed durations of the GPU operations whose innermost enclosing " + label.lower() +
                  " it is, over the whole capture ('(none)': no enclosing one)."))
     return out
+
+
+def operator_shape_tables(result: dict) -> list[Table]:
+    """The operator view per (operator, input shapes), like key_averages(group_by_input_shape=True)
+    (issue 47); no table when no operator range carries shapes."""
+    ops = (result.get("metrics") or {}).get("operators_by_shape") or {}
+    if not ops.get("source") or not ops.get("rows"):
+        return []
+    rows = []
+    for r in (ops.get("rows") or [])[:OPERATORS_SHOWN]:
+        name = str(r.get("name") or "")
+        dims = r.get("input_dims")
+        dims = "(not recorded)" if dims is None else json.dumps(dims)
+        rows.append([Cell(_trunc(name, 80), name, title=name if len(name) > 80 else ""),
+                     Cell(_trunc(dims, 80), dims, title=dims if len(dims) > 80 else ""),
+                     Cell(fmt_num(r.get("calls"), 0), r.get("calls"), True),
+                     Cell(fmt_num(r.get("self_gpu_ms"), 3), r.get("self_gpu_ms"), True),
+                     Cell(fmt_num(r.get("gpu_ms"), 3), r.get("gpu_ms"), True),
+                     Cell(fmt_num(r.get("self_cpu_ms"), 3) if is_num(r.get("self_cpu_ms")) else "—", r.get("self_cpu_ms"), True),
+                     Cell(fmt_num(r.get("cpu_ms"), 3) if is_num(r.get("cpu_ms")) else "—", r.get("cpu_ms"), True),
+                     Cell(fmt_num(r.get("kernels"), 0), r.get("kernels"), True)])
+    n = ops.get("row_count") or 0
+    note = (f"One row per operator and input shapes (record_shapes), as key_averages(group_by_input_shape=True) "
+            f"groups them; times as in the operator view, so an operator's rows add up to its row there. "
+            f"Top {len(rows)} of {n} by self GPU time; all (up to 500) in the JSON.")
+    return [Table(id="operators-by-shape", title="Operators by input shape (by self GPU time)", columns=[
+        Column("Operator", False, "", anchor("Operators by input shape (metrics.operators_by_shape)")),
+        Column("Input shapes", False, "one list of dimensions per input; [] for a non-tensor input"),
+        Column("Calls", True),
+        Column("Self GPU (ms)", True, "GPU operations whose innermost enclosing operator is this call"),
+        Column("GPU total (ms)", True, "GPU operations with this call at any enclosing level"),
+        Column("Self CPU (ms)", True, "range time less its child operators"), Column("CPU total (ms)", True),
+        Column("GPU ops", True, "kernels, copies and memsets it launched directly")],
+        rows=rows, note=note, empty="No operator ranges with input shapes in this capture.")]
 
 
 def rule_statuses(result: dict) -> tuple[bool, dict[str, int], list[RuleStatus]]:
@@ -1023,7 +1058,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
         steps=steps_view(analysis, result, worst_step),
         timeline=tl, timeline_reason=reason,
-        tables=[*operator_tables(result), kernel_table(result), *kernel_counter_tables(result), copies_table(result), *sync_tables(result), launch_table(result),
+        tables=[*operator_tables(result), *operator_shape_tables(result), kernel_table(result), *kernel_counter_tables(result), copies_table(result), *sync_tables(result), launch_table(result),
                 nvtx_table(result), device_table(result), gaps_table(result, viewer)],
         capture=capture_view(result, viewer),
         glossary_html=glossary_html(),

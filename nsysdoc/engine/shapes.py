@@ -1,0 +1,482 @@
+"""Operators by input shape (issue 47): ``metrics.operators_by_shape`` and what the
+``dynamic-shapes`` and ``cudnn-benchmark`` rules read.
+
+An operator range's **input shapes** are the ``sizes = [[..], ..]`` field of its range text
+(:func:`nsysdoc.trace.nvtx_text.sizes_of`): ``nsys --pytorch=autograd-shapes-nvtx`` writes it, and
+the PyTorch Profiler reader writes a ``cpu_op`` event's ``Input Dims`` there (``record_shapes=True``).
+They are read here, once, from the NVTX table's texts of the rows that hold the field, and matched
+to the attributor's operator ranges by (thread, start, end, operator name): the per-range
+accumulators of the operator view (:meth:`nsysdoc.engine.attribute.Attributor.op_totals`) are then
+summed per (name, shapes) instead of per name, so a name's rows add up to its operator-view row.
+Glossary: "Operators by input shape".
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..trace.nvtx_text import SIZES_FIELD, _AFTER_SIZES, canonical_sizes
+from .attribute import NONE, NO_OPERATOR, ROWS_MAX, _first_rows, group_fact
+
+#: what records input shapes, per tool (``missing`` when no operator range has them)
+SHAPES_SWITCH = {
+    "pytorch-profiler": "torch.profiler.profile(record_shapes=True)",
+    "nsys": "nsys profile --pytorch=autograd-shapes-nvtx (or torch.autograd.profiler.emit_nvtx(record_shapes=True))",
+}
+
+
+class RangeShapes:
+    """Per operator range of an attributor (forest order): its shapes code (-1: none recorded),
+    and the canonical shapes texts the codes index."""
+
+    def __init__(self, code: np.ndarray, texts: list[str]) -> None:
+        self.code = code
+        self.texts = texts
+
+    def __bool__(self) -> bool:
+        return bool(len(self.code)) and bool((self.code >= 0).any())
+
+
+def _whole(attr) -> bool:
+    """Whether the attributor keeps per-range accumulators over the whole capture (the sliced
+    one of a large nsys export keeps per-name sums only)."""
+    return attr is not None and attr.source is not None and hasattr(attr, "self_gpu_ns") \
+        and len(getattr(attr, "self_gpu_ns", ())) == len(attr.ops) and len(attr.ops) > 0
+
+
+def _shaped_rows(trace):
+    """The NVTX rows whose text holds ``", sizes = "``: (thread, start, end, text group, shapes
+    text as written, row) arrays; None when there are none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = trace.store.get("nvtx") if trace.store is not None else None
+    if t is None or not len(t):
+        return None
+    from ..trace.nvtx_text import FLAG_DECORATED
+
+    parts = []
+    for i in range(len(t.blocks)):
+        # shapes are a per-call field: only blocks with decorated texts are read further (a
+        # capture without PyTorch's ranges reads one int8 column)
+        if not (np.asarray(t.read_block(i, ["call_flags"])["call_flags"]) & FLAG_DECORATED).any():
+            continue
+        blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "text", "pos"])
+        text = blk["text"]
+        if isinstance(text, np.ndarray):
+            text = pa.array([v if isinstance(v, str) else None for v in text.tolist()], type=pa.large_string())
+        if not len(text):
+            continue
+        at = pc.fill_null(pc.find_substring(text, SIZES_FIELD), -1).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(np.asarray(at, dtype=np.int64) >= 0)
+        if not len(rows):
+            continue
+        sub = text.take(pa.array(rows))
+        tail = pc.list_element(pc.split_pattern(sub, pattern=SIZES_FIELD, max_splits=1), 1)
+        for field in _AFTER_SIZES:
+            tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
+        parts.append((blk["thread"][rows].astype(np.int64), blk["start_ns"][rows].astype(np.int64),
+                      blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int64),
+                      tail.cast(pa.large_string()), blk["pos"][rows].astype(np.int64)))
+    if not parts:
+        return None
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
+            pa.concat_arrays([p[4] for p in parts]), np.concatenate([p[5] for p in parts]))
+
+
+def _occurrence(keys: np.ndarray) -> np.ndarray:
+    """For rows of a 2-D key array: how many earlier rows (in a stable order) have the same key."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.lexsort(keys.T[::-1])
+    k = keys[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (k[1:] != k[:-1]).any(axis=1)
+    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    occ = np.empty(n, dtype=np.int64)
+    occ[order] = np.arange(n) - start
+    return occ
+
+
+def _coded(raw) -> tuple[np.ndarray, list[str]]:
+    """Each shapes text as written (an Arrow string array) as a code into the canonical texts
+    (:func:`~nsysdoc.trace.nvtx_text.canonical_sizes`, once per distinct text; -1: not shapes)."""
+    enc = raw.dictionary_encode()
+    texts_raw = enc.dictionary.to_pylist()
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    canon: dict[str, int] = {}
+    texts: list[str] = []
+    lut = np.full(len(texts_raw) + 1, NONE, dtype=np.int64)
+    for i, r in enumerate(texts_raw):
+        c = canonical_sizes(r.strip()) if isinstance(r, str) else None
+        if c is not None:
+            j = canon.get(c)
+            if j is None:
+                j = canon[c] = len(texts)
+                texts.append(c)
+            lut[i] = j
+    return lut[idx] if len(idx) else np.zeros(0, np.int64), texts
+
+
+class ShapedRows:
+    """The NVTX rows that carry input shapes, read once (:func:`shaped_rows`): thread, start,
+    end, text group, shapes code (into ``texts``, canonical) and table row, aligned arrays."""
+
+    def __init__(self, th, st, en, grp, code, pos, texts: list[str]) -> None:
+        self.th, self.st, self.en, self.grp, self.code, self.pos = th, st, en, grp, code, pos
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.code)
+
+
+def shaped_rows(trace) -> ShapedRows | None:
+    """:class:`ShapedRows` of a trace; None when no range text holds shapes."""
+    got = _shaped_rows(trace)
+    if got is None:
+        return None
+    th, st, en, grp, raw, pos = got
+    code, texts = _coded(raw)
+    ok = code >= 0
+    if not ok.any():
+        return None
+    return ShapedRows(th[ok], st[ok], en[ok], grp[ok], code[ok], pos[ok], texts)
+
+
+def range_shapes(trace, attr, rows: ShapedRows | None) -> RangeShapes | None:
+    """Each operator range's input shapes (module docstring), for the whole-capture attributor
+    (a PyTorch Profiler trace); None when the attributor cannot say per range, or no range text
+    holds shapes."""
+    if not _whole(attr) or rows is None:
+        return None
+    th, st, en, grp, code, texts = rows.th, rows.st, rows.en, rows.grp, rows.code, rows.texts
+    # the operator name of each row, as the attributor coded it (per text group)
+    gtexts = trace.nvtx_groups
+    names = attr.names
+    name_of: dict[int, int] = {}
+    for g in np.unique(grp).tolist():
+        v = group_fact(gtexts[g])[0] if 0 <= g < len(gtexts) else ""
+        name_of[g] = names._index.get(v, NONE) if hasattr(names, "_index") else NONE
+    nm = np.array([name_of[g] for g in grp.tolist()], dtype=np.int64) if len(grp) else np.zeros(0, np.int64)
+    ok = (code >= 0) & (nm >= 0)
+    q = np.stack([th[ok], st[ok], en[ok], nm[ok]], axis=1)
+    qcode = code[ok]
+    ops = attr.ops
+    f = np.stack([np.asarray(ops.thread, np.int64), np.asarray(ops.start, np.int64),
+                  np.asarray(ops.end, np.int64), np.asarray(ops.name, np.int64)], axis=1)
+    # (thread, start, end, name, occurrence) identifies a range on both sides
+    fk = np.concatenate([f, _occurrence(f)[:, None]], axis=1)
+    qk = np.concatenate([q, _occurrence(q)[:, None]], axis=1)
+    out = np.full(len(ops), NONE, dtype=np.int64)
+    if len(qk):
+        order = np.lexsort(fk.T[::-1])
+        fs = fk[order]
+        # binary search of each query row among the sorted range keys (row-wise lexicographic)
+        view = lambda a: np.ascontiguousarray(a).view([("", np.int64)] * a.shape[1]).ravel()  # noqa: E731
+        fv, qv = view(fs), view(qk)
+        pos = np.searchsorted(fv, qv)
+        hit = pos < len(fv)
+        hit[hit] = fv[pos[hit]] == qv[hit]
+        out[order[pos[hit]]] = qcode[hit]
+    rs = RangeShapes(out, texts)
+    return rs if rs else None
+
+
+#: the operator view's sums that are kept per (name, shapes) too
+TOTALS = ("calls", "self_gpu", "gpu", "cpu", "self_cpu", "kernels")
+
+
+class ShapeTotals:
+    """The operator view's sums per (name, shapes) of the sliced attributor (an nsys export: its
+    operator ranges are read slice by slice, :mod:`nsysdoc.engine.attribute_sliced`): the slices
+    add their ranges' parts here beside their per-name sums, keyed by ``name * (shapes + 1) +
+    shapes code + 1`` (code -1: none recorded); a range's shapes come from its NVTX row."""
+
+    def __init__(self, rows: ShapedRows) -> None:
+        self.rows = rows
+        o = np.argsort(rows.pos, kind="stable")
+        self.row_pos, self.row_code = np.asarray(rows.pos, np.int64)[o], np.asarray(rows.code, np.int64)[o]
+        self.texts = rows.texts
+        self.width = len(rows.texts) + 1
+        self.sums: dict[str, dict[int, float]] = {k: {} for k in TOTALS}
+
+    @classmethod
+    def of(cls, trace) -> "ShapeTotals | None":
+        rows = shaped_rows(trace)
+        return cls(rows) if rows is not None else None
+
+    def keys(self, name: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """The (name, shapes) keys of ranges with name codes ``name`` and NVTX rows ``pos``."""
+        pos = np.asarray(pos, np.int64)
+        code = np.full(len(pos), NONE, dtype=np.int64)
+        if len(self.row_pos) and len(pos):
+            at = np.clip(np.searchsorted(self.row_pos, pos), 0, len(self.row_pos) - 1)
+            hit = self.row_pos[at] == pos
+            code[hit] = self.row_code[at[hit]]
+        return np.asarray(name, np.int64) * self.width + code + 1
+
+    @staticmethod
+    def part(keys: np.ndarray, weights=None) -> tuple[np.ndarray, np.ndarray]:
+        u, inv = np.unique(np.asarray(keys, np.int64), return_inverse=True)
+        return u, np.bincount(inv, weights=weights, minlength=len(u))
+
+    def add(self, col: str, part) -> None:
+        acc = self.sums[col]
+        for k, v in zip(part[0].tolist(), part[1].tolist()):
+            acc[k] = acc.get(k, 0) + v
+
+    def add_one(self, col: str, name: int, pos: int, value) -> None:
+        k = int(self.keys(np.array([name]), np.array([pos]))[0])
+        self.sums[col][k] = self.sums[col].get(k, 0) + value
+
+
+def slice_ops_part(st: ShapeTotals, ops, pos: np.ndarray, r: np.ndarray, d: np.ndarray, sub: np.ndarray,
+                   top: np.ndarray) -> dict:
+    """A slice's GPU operations per (name, shapes), as ``SliceView._ops_part`` sums them per name:
+    ``r`` the operations' innermost ranges, ``d`` their durations, ``top`` the ranges with GPU time
+    not inside a range of their name, ``sub`` each range's subtree GPU time."""
+    keys = st.keys(ops.name, pos)
+    return {"self_gpu": st.part(keys[r], d), "kernels": st.part(keys[r]), "gpu": st.part(keys[top], sub[top])}
+
+
+def slice_ranges_part(st: ShapeTotals, ops, pos: np.ndarray, m: np.ndarray, top: np.ndarray, dur: np.ndarray,
+                      f: np.ndarray, self_ns: np.ndarray | None) -> dict:
+    """A slice's ranges per (name, shapes), as ``SliceView._ranges_part`` sums them per name:
+    ``m`` the ranges starting in the slice (``top``: not inside one of their name; ``dur`` their
+    durations), ``f`` those whose children are all in (``self_ns`` their self CPU time)."""
+    keys = st.keys(ops.name, pos)
+    out = {"calls": st.part(keys[m]), "cpu": st.part(keys[m][top], dur[top])}
+    if self_ns is not None and len(f):
+        out["self_cpu"] = st.part(keys[f], self_ns)
+    return out
+
+
+def _whole_totals(attr, shapes: RangeShapes) -> tuple[np.ndarray, dict]:
+    """(keys, sums per key) of the whole-capture attributor's ranges (the definitions of
+    :meth:`nsysdoc.engine.attribute.Attributor.op_totals`, per (name, shapes))."""
+    ops = attr.ops
+    width = len(shapes.texts) + 1
+    key = np.asarray(ops.name, np.int64) * width + (shapes.code + 1)
+    keys, inv = np.unique(key, return_inverse=True)
+    k = len(keys)
+    nested = ops.nested_in_same_name()
+    sub = ops.subtree_sum(attr.self_gpu_ns)
+    dur = ops.end - ops.start
+    return keys, {"calls": np.bincount(inv, minlength=k),
+                  "self_gpu": np.bincount(inv, weights=attr.self_gpu_ns, minlength=k),
+                  "gpu": np.bincount(inv[~nested], weights=sub[~nested], minlength=k),
+                  "cpu": np.bincount(inv[~nested], weights=dur[~nested], minlength=k),
+                  "self_cpu": np.bincount(inv, weights=ops.self_time(), minlength=k),
+                  "kernels": np.bincount(inv, weights=attr.self_ops, minlength=k)}
+
+
+def _sliced_totals(st: ShapeTotals) -> tuple[np.ndarray, dict]:
+    keys = np.array(sorted(set().union(*(d.keys() for d in st.sums.values()))), dtype=np.int64)
+    return keys, {c: np.array([st.sums[c].get(int(k), 0) for k in keys.tolist()], dtype=np.float64) for c in TOTALS}
+
+
+def operators_by_shape(trace, attr, shapes: RangeShapes | None) -> dict:
+    """``metrics.operators_by_shape``: per (operator name, input shapes) the operator view's
+    numbers (glossary "Operators by input shape"); ``missing`` names the switch that records
+    shapes when no operator range has them."""
+    out = {"source": None, "rows": [], "row_count": 0, "missing": None}
+    if attr is None or attr.source is None:
+        return out
+    sliced = getattr(attr, "shape_totals", None)
+    if shapes is not None and _whole(attr):
+        texts = shapes.texts
+        keys, tot = _whole_totals(attr, shapes)
+    elif sliced is not None:
+        texts = sliced.texts
+        keys, tot = _sliced_totals(sliced)
+    else:
+        out["missing"] = (f"no operator range carries its input shapes: record them with "
+                          f"{SHAPES_SWITCH.get(trace.source_tool, SHAPES_SWITCH['nsys'])}")
+        return out
+    width = len(texts) + 1
+    names = attr.names
+    name_c = keys // width
+    shape_c = keys % width - 1
+    label = lambda i: (names[int(name_c[i])], texts[int(shape_c[i])] if shape_c[i] >= 0 else "")  # noqa: E731
+    chosen = _first_rows(np.asarray(tot["self_gpu"], dtype=np.float64) / 1e6, label, ROWS_MAX)
+    rows = []
+    for i in chosen:
+        s = int(shape_c[i])
+        rows.append({"name": names[int(name_c[i])] or NO_OPERATOR,
+                     "input_dims": json.loads(texts[s]) if s >= 0 else None,
+                     "calls": int(tot["calls"][i]), "self_gpu_ms": float(tot["self_gpu"][i]) / 1e6,
+                     "gpu_ms": float(tot["gpu"][i]) / 1e6, "self_cpu_ms": float(tot["self_cpu"][i]) / 1e6,
+                     "cpu_ms": float(tot["cpu"][i]) / 1e6, "kernels": int(tot["kernels"][i])})
+    out.update(source=attr.source, rows=rows, row_count=len(keys))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes that change between steps (rule dynamic-shapes) and fixed convolution shapes (rule
+# cudnn-benchmark); glossary "Input shapes across steps"
+# ---------------------------------------------------------------------------------------------
+#: operator names that are convolutions (aten::conv2d, aten::cudnn_convolution, ConvolutionBackward0 ...)
+def is_conv_op(name: str) -> bool:
+    return "conv" in name.lower()
+
+
+#: characters of one shapes text quoted in a message
+NOTE_SHAPES_CHARS = 60
+#: operators named in ``shape_change_note``
+NOTE_OPS = 3
+
+
+def _short(codes, texts: list[str]) -> str:
+    """A set of shapes codes as text: the shapes sorted, joined by "; ", cut to
+    :data:`NOTE_SHAPES_CHARS` characters with "…"."""
+    text = "; ".join(sorted(texts[c] for c in codes)) or "(no shapes)"
+    return text if len(text) <= NOTE_SHAPES_CHARS else text[:NOTE_SHAPES_CHARS - 1].rstrip(", ;") + "…"
+
+
+def _steps_list(labels: list[str]) -> str:
+    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+
+
+def _op_note(name: str, usual, per: dict, odd: list[int], label, texts: list[str]) -> str:
+    """One operator's part of ``shape_change_note``: the shapes its usual set has and the others
+    lack, the steps with it, and per other set the shapes it has and the usual set lacks, with its
+    steps; without a usual set, the shapes of the first steps beyond those every step has."""
+    if usual is None:
+        common = frozenset.intersection(*per.values())
+        shown = [f"{_short(per[p] - common, texts)} in {label(p)}" for p in sorted(per)[:2]]
+        return f"{name}: other input shapes in each of {len(per)} steps ({', '.join(shown)}, …)"
+    others: dict[frozenset, list] = {}
+    for p in odd:
+        others.setdefault(per[p], []).append(p)
+    first = sorted(others.items(), key=lambda kv: kv[1][0])
+    removed = frozenset().union(*(usual - v for v, _ in first)) if first else frozenset()
+    k = sum(1 for v in per.values() if v == usual)
+    parts = [f"{_short(v - usual, texts)} in {_steps_list([label(p) for p in ps])}" for v, ps in first[:2]]
+    more = f" and {len(first) - 2} other sets" if len(first) > 2 else ""
+    return f"{name}: {_short(removed, texts)} in {k} steps, " + ", ".join(parts) + more
+
+
+def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = None) -> dict:
+    """Which operators' input shapes change between the steps (glossary "Input shapes across
+    steps"): per process, each operator name's set of shapes in each primary step it runs in; its
+    **usual set** is the set most steps have (ties: the one more interior steps have, then the
+    earliest), when at least half of the steps it runs in have it (else it has none: its shapes
+    follow the data); a step **differs** for it when its set is another (every step, without one). An operator **changes** when it
+    differs in an interior step (neither the process's first nor last step: the first holds warm-up
+    work, the last may be cut by the capture). The cost: per interior step that differs for any
+    changing operator, its step time less the median step time of the interior steps that differ
+    for none (of all interior steps when every one differs), floored at 0 (capped at the step by construction); summed over those steps (the
+    process with the largest sum on a multi-process capture). Empty values (None) without shapes or
+    with fewer than 3 steps in every process. ``gpu_ms``: self GPU time per operator name (the
+    operator view's), to name the operators with the most first."""
+    from ..trace import schema as S
+
+    none = {"shape_steps_compared": None, "shape_changing_op_count": None, "shape_changing_steps": None,
+            "shape_change_ms": None, "shape_change_pct": None, "shape_modal_step_ms": None, "shape_changed_step_ms": None,
+            "shape_change_note": None, "conv_shapes_fixed": None}
+    if rows is None or steps is None or not len(steps):
+        return none
+    prim = np.asarray(steps["primary"], dtype=bool)
+    s0 = np.asarray(steps["start_ns"], np.int64)[prim]
+    s1 = np.asarray(steps["end_ns"], np.int64)[prim]
+    stime = np.asarray(steps["step_time_ns"], np.float64)[prim]
+    sproc = np.asarray(steps["global_tid"], np.int64)[prim] & S.PROCESS_MASK
+    sname = [str(x) for x in np.asarray(steps["name"], dtype=object)[prim].tolist()]
+    snum = np.asarray(steps["step"], np.int64)[prim]
+    tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
+    th = np.asarray(rows.th, np.int64)
+    ok_th = (th >= 0) & (th < len(tg))
+    rproc = np.where(ok_th, tg[np.clip(th, 0, max(len(tg) - 1, 0))] if len(tg) else 0, -1) & S.PROCESS_MASK
+    rproc[~ok_th] = -1
+    rstart = np.asarray(rows.st, np.int64)
+    rcode = np.asarray(rows.code, np.int64)
+    # each row's operator name (its text group's, as the operator view names it), coded locally
+    gtexts = trace.nvtx_groups
+    names: list[str] = []
+    index: dict[str, int] = {}
+    g_name: dict[int, int] = {}
+    for g in np.unique(rows.grp).tolist():
+        v = group_fact(gtexts[g])[0] if 0 <= g < len(gtexts) else ""
+        if v not in index:
+            index[v] = len(names)
+            names.append(v)
+        g_name[g] = index[v]
+    rname = np.array([g_name[g] for g in rows.grp.tolist()], dtype=np.int64)
+    shapes = rows
+    gpu_ms = gpu_ms or {}
+    best = None
+    conv_seen, conv_changes = False, False
+    compared = 0
+    for proc in np.unique(sproc).tolist():
+        si = np.flatnonzero(sproc == proc)
+        si = si[np.argsort(s0[si], kind="stable")]
+        n = len(si)
+        if n < 3:
+            continue
+        compared = max(compared, n)
+        m = np.flatnonzero(rproc == proc)
+        pos = np.searchsorted(s0[si], rstart[m], side="right") - 1
+        ok = pos >= 0
+        ok[ok] = rstart[m][ok] < s1[si][pos[ok]]
+        m, pos = m[ok], pos[ok]
+        # per (name, step): the set of shapes codes
+        sets: dict[int, dict[int, frozenset]] = {}
+        pairs = np.unique(np.stack([rname[m], pos, rcode[m]], axis=1), axis=0) if len(m) else np.zeros((0, 3), np.int64)
+        for nm_c, p, c in pairs.tolist():
+            sets.setdefault(nm_c, {}).setdefault(p, set()).add(c)
+        interior = set(range(1, n - 1))
+        differ_steps: set[int] = set()
+        changing = []
+        for nm_c, per in sets.items():
+            per = {p: frozenset(v) for p, v in per.items()}
+            conv = is_conv_op(names[nm_c])
+            conv_seen |= conv
+            if len(per) < 2:
+                continue
+            count: dict[frozenset, list] = {}
+            for p in sorted(per):
+                c = count.setdefault(per[p], [0, 0, p])
+                c[0] += 1
+                c[1] += p in interior
+            usual = max(count, key=lambda k: (count[k][0], count[k][1], -count[k][2]))
+            if 2 * count[usual][0] < len(per):  # no set in half the steps: it varies with the data
+                usual = None
+            odd = sorted(p for p, v in per.items() if v != usual)
+            odd_in = [p for p in odd if p in interior]
+            if not odd_in:
+                continue
+            conv_changes |= conv
+            differ_steps.update(odd_in)
+            changing.append((nm_c, usual, odd, per))  # (usual None: no set in half the steps)
+        if not changing:
+            cand = (0.0, proc, 0, [], None, None)
+        else:
+            # the usual steps: interior steps that differ for no changing operator; when every
+            # interior step differs, the interior steps (the excess is then the steps' scatter)
+            base = [p for p in sorted(interior) if p not in differ_steps] or sorted(interior)
+            med = float(np.median(stime[si][base])) if base else None
+            dsteps = sorted(differ_steps)
+            excess = sum(max(0.0, float(stime[si][p]) - med) for p in dsteps) if med is not None else 0.0
+            # the note: the changing operators with the most self GPU time first
+            gpu = {nm_c: float(gpu_ms.get(names[nm_c]) or 0.0) for nm_c, *_ in changing}
+            changing.sort(key=lambda c: (-gpu[c[0]], names[c[0]]))
+            label = lambda p: sname[si[p]] or f"step {int(snum[si[p]])}"  # noqa: E731
+            parts = [_op_note(names[nm_c], usual, per, odd, label, shapes.texts)
+                     for nm_c, usual, odd, per in changing[:NOTE_OPS]]
+            note = "; ".join(parts) + (f"; and {len(changing) - NOTE_OPS} more operators" if len(changing) > NOTE_OPS else "")
+            cand = (excess, proc, len(changing), dsteps, med,
+                    {"note": note, "changed_ms": float(np.median(stime[si][dsteps])) / 1e6 if dsteps else None})
+        if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand[2] > best[2]):
+            best = cand
+    if best is None:
+        return none
+    excess, _proc, nchg, dsteps, med, extra = best
+    return {"shape_steps_compared": compared, "shape_changing_op_count": nchg,
+            "shape_changing_steps": len(dsteps), "shape_change_ms": excess / 1e6, "shape_change_pct": None,
+            "shape_modal_step_ms": med / 1e6 if med is not None else None,
+            "shape_changed_step_ms": extra["changed_ms"] if extra else None,
+            "shape_change_note": extra["note"] if extra else None,
+            "conv_shapes_fixed": (not conv_changes) if conv_seen else None}

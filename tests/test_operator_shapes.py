@@ -1,0 +1,350 @@
+"""Operators by input shape and input shapes across steps (issue 47, item 2; glossary "Operators
+by input shape", "Input shapes across steps", "Convolution kernel share").
+
+Every expected number is computed by hand from ``nsysdoc/testing/shape_scenarios.py`` and the
+builder's timing model (header of ``tests/test_judgement_scenarios.py``), never from the tool:
+
+``conv_shapes_per_step`` (defaults: 5 steps, batch 17 instead of 32 in step 3, convolution kernel
+20 ms, 35 ms in step 3, ReLU kernel 0.2 ms). A step pushed at ``s``:
+
+* ``aten::conv2d`` range ``[s, s+7000)``: 1 µs in, the launch ``[s+1000, s+6000)``, 1 µs out;
+  its kernel ``[s+6000, s+6000+K)``;
+* ``aten::relu`` range ``[s+7000, s+14000)``; its launch at ``s+8000`` ends at ``s+13000``, its
+  kernel waits for the convolution: ``[s+6000+K, s+6000+K+200000)``;
+* ``item()``: the copy API ``[s+14000, s+20000)``, the 1 µs copy after the ReLU kernel, the
+  ``cudaStreamSynchronize`` until copy end + 2 µs = ``s+K+209000``: the step lasts ``K + 209 µs``:
+  20.209 ms, 35.209 ms in step 3. Window = 4 x 20.209 + 35.209 = 116.045 ms.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from nsysdoc.testing.builder import Capture  # noqa: E402
+from nsysdoc.testing.shape_scenarios import conv_shapes_per_step  # noqa: E402
+from nsysdoc.trace import kineto as K  # noqa: E402
+from nsysdoc.trace.nvtx_text import canonical_sizes, sizes_of, sizes_text  # noqa: E402
+from tests.conftest import SHARED_TRACES, diagnose_path  # noqa: E402
+
+KINETO = SHARED_TRACES / "kineto"
+FORMS = ("nsys", "kineto")
+A = 6e-5
+
+
+def approx(x, tol=A):
+    return pytest.approx(x, abs=tol)
+
+
+def _write(cap: Capture, tmp_path: Path, form: str) -> Path:
+    if form == "nsys":
+        return cap.write(tmp_path / "t.sqlite")
+    return cap.write_kineto(tmp_path / "t.pt.trace.json")
+
+
+def _by_shape(result: dict) -> dict:
+    return {(r["name"], json.dumps(r["input_dims"])): r for r in result["metrics"]["operators_by_shape"]["rows"]}
+
+
+def _values(result: dict) -> dict:
+    return result["metrics"]["values"]
+
+
+def _finding(result: dict, rule: str):
+    got = [f for f in result["findings"] if f["rule"] == rule]
+    return got[0] if got else None
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the shapes text
+# ---------------------------------------------------------------------------------------------
+def test_shapes_text_is_the_json_with_comma_space_and_refuses_what_is_not_shapes():
+    assert sizes_text([[2, 1, 128], [], []]) == "[[2, 1, 128], [], []]"
+    assert sizes_text([[[2, 3], [4]], []]) == "[[[2, 3], [4]], []]"      # a tensor list's shapes
+    assert sizes_text([]) == "[]"
+    for bad in (None, "x", [[1.5]], [[None]], [None], [3], [[True]], [["2"]], [[[[1]]]], [[1 << 63]]):
+        assert sizes_text(bad) is None, bad
+    assert sizes_text([[1] * 400]) is None                                # longer than 1,000 characters
+    assert canonical_sizes("[[10000,768],  [4, 512]]") == "[[10000, 768], [4, 512]]"
+    assert canonical_sizes("[[1, 2]") is None
+    # emit_nvtx's text: the shapes end where the next per-call field starts
+    assert sizes_of("aten::index, seq = 10290, op_id = 71792, sizes = [[10000, 768], [4, 512]], "
+                    "input_op_ids = [(16,0), (2333,0)]") == "[[10000, 768], [4, 512]]"
+    assert sizes_of("aten::mm, sizes = [[2, 3], [3, 4]], stack = f.py(3): g") == "[[2, 3], [3, 4]]"
+    assert sizes_of("aten::mm, seq = 3") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. operators_by_shape: a two-shape operator, both formats
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("form", FORMS)
+def test_a_two_shape_operator_has_one_row_per_shape(tmp_path, form):
+    # aten::conv2d: 4 calls with batch 32 (20 ms kernel each) and 1 with batch 17 (35 ms); each
+    # range 7 µs with no child operator: self CPU = CPU = 7 µs per call. aten::relu: 0.2 ms each.
+    r = diagnose_path(_write(conv_shapes_per_step(), tmp_path, form))
+    ob = r["metrics"]["operators_by_shape"]
+    assert ob["source"] == ("nvtx" if form == "nsys" else "kineto") and ob["missing"] is None
+    assert ob["row_count"] == 4
+    rows = _by_shape(r)
+    conv32 = rows[("aten::conv2d", "[[32, 3, 224, 224], [64, 3, 7, 7]]")]
+    conv17 = rows[("aten::conv2d", "[[17, 3, 224, 224], [64, 3, 7, 7]]")]
+    assert (conv32["calls"], conv32["kernels"]) == (4, 4)
+    assert conv32["self_gpu_ms"] == approx(80.0) and conv32["gpu_ms"] == approx(80.0)
+    assert conv32["self_cpu_ms"] == approx(0.028) and conv32["cpu_ms"] == approx(0.028)
+    assert (conv17["calls"], conv17["kernels"]) == (1, 1)
+    assert conv17["self_gpu_ms"] == approx(35.0) and conv17["cpu_ms"] == approx(0.007)
+    relu32 = rows[("aten::relu", "[[32, 64, 112, 112]]")]
+    relu17 = rows[("aten::relu", "[[17, 64, 112, 112]]")]
+    assert (relu32["calls"], relu32["self_gpu_ms"], relu17["calls"], relu17["self_gpu_ms"]) == \
+        (4, approx(0.8), 1, approx(0.2))
+    # by self GPU time: conv 80, conv 35, relu 0.8, relu 0.2
+    assert [(x["name"], x["calls"]) for x in ob["rows"]] == \
+        [("aten::conv2d", 4), ("aten::conv2d", 1), ("aten::relu", 4), ("aten::relu", 1)]
+
+
+def _nested_capture() -> Capture:
+    """Two steps of ``aten::linear`` ([[8, 4]]) holding ``aten::addmm`` (a 100 µs kernel) and, in
+    step 1, an ``aten::linear`` of another shape ([[2, 4]]) inside it holding a 50 µs kernel."""
+    cap = Capture()
+    t = cap.process(pid=4720).thread()
+    for i in range(2):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::linear", shapes=[[8, 4]]):
+                with t.op("aten::addmm", shapes=[[8], [8, 4], [4, 4]]):
+                    t.launch("gemm_kernel", 100)
+                if i == 1:
+                    with t.op("aten::linear", shapes=[[2, 4]]):
+                        t.launch("small_gemm_kernel", 50)
+            t.item()
+    return cap
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_rows_of_a_name_add_up_to_its_operator_view_row(tmp_path, form):
+    """The operator view's definitions per (name, shapes): a name's rows sum to its row there,
+    a call nested in a call of its name (other shapes) included in calls and self times, left
+    out of the inclusive ones."""
+    r = diagnose_path(_write(_nested_capture(), tmp_path, form))
+    ops = {x["name"]: x for x in r["metrics"]["operators"]["rows"]}
+    rows = r["metrics"]["operators_by_shape"]["rows"]
+    for name in ("aten::linear", "aten::addmm"):
+        mine = [x for x in rows if x["name"] == name]
+        for key in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels"):
+            assert sum(x[key] for x in mine) == approx(ops[name][key], 2e-4), (name, key)
+    by = _by_shape(r)
+    outer, inner = by[("aten::linear", "[[8, 4]]")], by[("aten::linear", "[[2, 4]]")]
+    # outer: 2 calls; self GPU none (addmm's 100 µs is its child's, the 50 µs kernel the inner
+    # linear's own); GPU total: 2 x 100 + 50 = 250 µs. inner: 1 call, self GPU 50 µs, and no
+    # inclusive GPU or CPU time of its own (inside a call of its name)
+    assert (outer["calls"], outer["self_gpu_ms"], outer["gpu_ms"]) == (2, approx(0.0), approx(0.25))
+    assert (inner["calls"], inner["self_gpu_ms"], inner["gpu_ms"], inner["cpu_ms"]) == \
+        (1, approx(0.05), approx(0.0), approx(0.0))
+
+
+def test_missing_says_which_switch_records_shapes(tmp_path):
+    for form, switch in (("nsys", "autograd-shapes-nvtx"), ("kineto", "record_shapes=True")):
+        r = diagnose_path(_write(conv_shapes_per_step(record_shapes=False), tmp_path, form))
+        ob = r["metrics"]["operators_by_shape"]
+        assert ob["rows"] == [] and switch in ob["missing"]
+        assert _values(r)["operator_shapes_recorded"] is False
+        assert _values(r)["shape_changing_op_count"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. input shapes across steps (rule dynamic-shapes) and fixed convolution shapes (cudnn-benchmark)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("form", FORMS)
+def test_shapes_varying_in_step_3_only(tmp_path, form):
+    # conv2d and relu both run batch 17 in step 3 only (interior): usual set in steps 0, 1, 2, 4.
+    # Usual interior steps 1, 2: median 20.209 ms; step 3: 35.209 ms -> 15.0 ms; 15 / 116.045 = 12.926%
+    r = diagnose_path(_write(conv_shapes_per_step(), tmp_path, form))
+    v = _values(r)
+    assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (5, 2, 1)
+    assert v["shape_change_ms"] == approx(15.0)
+    assert v["shape_modal_step_ms"] == approx(20.209) and v["shape_changed_step_ms"] == approx(35.209)
+    assert v["shape_change_pct"] == approx(15.0 / 116.045 * 100, 1e-3)
+    assert v["shape_change_note"] == (
+        "aten::conv2d: [[32, 3, 224, 224], [64, 3, 7, 7]] in 4 steps, [[17, 3, 224, 224], [64, 3, 7, 7]] in "
+        "ProfilerStep#3; aten::relu: [[32, 64, 112, 112]] in 4 steps, [[17, 64, 112, 112]] in ProfilerStep#3")
+    f = _finding(r, "dynamic-shapes")
+    assert f is not None and f["impact_ms"] == approx(15.0) and f["severity"] == "warning"
+    assert "ProfilerStep#3" in f["message"] and "[[17, 3, 224, 224]" in f["message"]
+    # the convolution's shapes change: no cudnn.benchmark hint; 115 of 116 ms are convolution
+    assert v["conv_shapes_fixed"] is False and _finding(r, "cudnn-benchmark") is None
+    assert v["conv_kernel_share_pct"] == approx(115 / 116 * 100, 1e-3)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("args", [{"odd_step": None}, {"odd_step": None, "first_conv_us": 80_000},
+                                  {"odd_step": 0}, {"odd_step": 4}],
+                         ids=["same_shapes", "slow_first_step", "other_shapes_in_first_step",
+                              "other_shapes_in_last_step"])
+def test_quiet_without_a_change_in_an_interior_step(tmp_path, form, args):
+    r = diagnose_path(_write(conv_shapes_per_step(**args), tmp_path, form))
+    v = _values(r)
+    assert v["shape_changing_op_count"] == 0 and v["shape_change_ms"] == approx(0.0)
+    assert _finding(r, "dynamic-shapes") is None
+    # fixed convolution shapes and 100 of 101 ms (or, slow first: 160 of 161 ms) of convolution
+    assert v["conv_shapes_fixed"] is True
+    conv = 80 + 4 * 20 if args.get("first_conv_us") else (5 * 20 if args["odd_step"] is None else 4 * 20 + 35)
+    assert v["conv_kernel_share_pct"] == approx(conv / (conv + 1) * 100, 1e-3)
+    f = _finding(r, "cudnn-benchmark")
+    assert f is not None and f["severity"] == "info" and f["impact_ms"] is None
+    assert "torch.backends.cudnn.benchmark" in f["message"] and "does not say" in f["message"]
+
+
+def test_a_change_that_costs_no_time_is_quiet(tmp_path):
+    # batch 17 in step 3, but the kernel takes the usual 20 ms: no step is slower
+    r = diagnose_path(_write(conv_shapes_per_step(odd_conv_us=20_000), tmp_path, "kineto"))
+    v = _values(r)
+    assert v["shape_changing_op_count"] == 2 and v["shape_change_ms"] == approx(0.0)
+    assert _finding(r, "dynamic-shapes") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. the Kineto reader: every engine reads the shapes alike; old cache entries are rebuilt
+# ---------------------------------------------------------------------------------------------
+ODD_DIMS = ['[[2, 1, 128], [], []]', '[[1.5], []]', '[[null]]', '[null]', '[3, [2]]', '[[[2, 3], [4]], []]',
+            '"[[2]]"', '[[true]]', '[]', '{"a": 1}', '[[' + ", ".join(["7"] * 400) + ']]',
+            '[[9223372036854775808]]', '[[-1, 0]]', 'null']
+
+
+def test_every_engine_reads_the_same_shapes(tmp_path, monkeypatch):
+    """Ops with ordinary and odd ``Input Dims`` (floats, nulls, a scalar, a tensor list, text,
+    booleans, an object, a text over 1,000 characters, an integer past int64) among ordinary events:
+    the slow path's names and rows from the msgspec and pyarrow paths, in small and large windows."""
+    from tests.test_kineto import _read, _with_events
+
+    text = conv_shapes_per_step().write_kineto(tmp_path / "k.json").read_text()
+    evs = [f'{{"ph": "X", "cat": "cpu_op", "name": "aten::odd{i}", "pid": 4710, "tid": 4710, "ts": {10 + i}.000, '
+           f'"dur": 0.500, "args": {{"External id": {900 + i}, "Input Dims": {d}}}}}' for i, d in enumerate(ODD_DIMS)]
+    path = _with_events(tmp_path / "odd.json", text, evs, after=30)
+    slow = _read(path, monkeypatch, mode="slow")[0]
+    assert isinstance(slow, dict)
+    names = [n for n in slow["names"] if n.startswith("aten::odd")]
+    assert "aten::odd0, sizes = [[2, 1, 128], [], []]" in names
+    assert "aten::odd5, sizes = [[[2, 3], [4]], []]" in names and "aten::odd8, sizes = []" in names
+    assert "aten::odd12, sizes = [[-1, 0]]" in names
+    for i in (1, 2, 3, 4, 6, 7, 9, 10, 11, 13):  # not shapes: the bare name
+        assert f"aten::odd{i}" in names, i
+    assert any(", sizes = [[32, 3, 224, 224], [64, 3, 7, 7]]" in n for n in slow["names"])
+    arrow_windows = 0
+    for window in (None, 600, 3000):
+        got, paths = _read(path, monkeypatch, window=window)
+        assert got == slow, window
+        arrow_windows += paths["arrow"]
+        assert _read(path, monkeypatch, window=window, mode="msgspec")[0] == slow
+    assert arrow_windows > 0
+    # an ordinary trace (no odd values) is read by pyarrow with its shapes
+    plain, paths = _read(tmp_path / "k.json", monkeypatch, window=3000)
+    assert paths["arrow"] > 0 and plain == _read(tmp_path / "k.json", monkeypatch, mode="slow")[0]
+
+
+def test_cache_entries_of_the_reader_before_shapes_are_rebuilt(tmp_path, monkeypatch):
+    from nsysdoc.trace.cache_entry import wait_for_cache_writes
+
+    path = conv_shapes_per_step().write_kineto(tmp_path / "c.pt.trace.json")
+    cache = tmp_path / "cache"
+    with monkeypatch.context() as m:
+        # 5: the reader's version before it kept shapes (and its entry had no ", sizes = " texts)
+        m.setattr(K, "KINETO_FORMAT", 5)
+        m.setattr(K, "_sizes_text", lambda v: None)
+        K.load_kineto(path, cache_dir=cache)
+        wait_for_cache_writes()
+        assert K.load_kineto(path, cache_dir=cache).from_cache  # the old version reads its own entry
+    t = K.load_kineto(path, cache_dir=cache)
+    assert not t.from_cache
+    assert any(", sizes = " in str(s) for s in t.strings.values)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. the page: a table, trace text escaped
+# ---------------------------------------------------------------------------------------------
+def test_page_shows_the_table_and_escapes_operator_names(tmp_path):
+    import nsysdoc
+
+    cap = Capture()
+    t = cap.process(pid=4730).thread()
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::<script>alert(1)</script>", shapes=[[4, 4]]):
+                t.launch("gemm_kernel", 100)
+            t.item()
+    rep = nsysdoc.report(str(_write(cap, tmp_path, "kineto")), no_config=True, cache=False)
+    html = rep.to_html()
+    assert rep.operators_by_shape["input_dims"].tolist() == ["[[4, 4]]"]
+    assert 'id="operators-by-shape"' in html and "[[4, 4]]" in html
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. the real PyTorch Profiler traces: call counts against a few lines of independent JSON code
+# ---------------------------------------------------------------------------------------------
+def _independent_counts(path: Path) -> Counter:
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    c: Counter = Counter()
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator"):
+            dims = (e.get("args") or {}).get("Input Dims")
+            c[(e.get("name"), json.dumps(dims) if dims is not None else "null")] += 1
+    return c
+
+
+@pytest.mark.parametrize("name", ["kineto_resnet50_v100_oldformat.pt.trace.json.gz", "hta_a100_rank3of8.pt.trace.json.gz"])
+def test_real_trace_calls_per_operator_and_shapes(name):
+    path = KINETO / name
+    if not path.is_file():
+        pytest.skip("shared traces not present")
+    r = diagnose_path(path)
+    rows = r["metrics"]["operators_by_shape"]["rows"]
+    assert len(rows) == 500  # 580 and 1,718 (operator, shapes) pairs: the first 500 by self GPU time
+    counts = _independent_counts(path)
+    for x in rows[:50]:
+        assert counts[(x["name"], json.dumps(x["input_dims"]))] == x["calls"], x["name"]
+    if name.startswith("kineto_resnet50"):
+        # batch 32 of 224 x 224 images in all 6 steps; cuDNN kernels are most of the kernel time
+        top = rows[0]
+        assert (top["name"], top["input_dims"][0], top["calls"]) == \
+            ("aten::cudnn_batch_norm_backward", [32, 256, 56, 56], 24)
+        v = _values(r)
+        assert v["conv_shapes_fixed"] is True and v["shape_changing_op_count"] == 0
+        assert v["conv_kernel_share_pct"] > 50
+        assert _finding(r, "cudnn-benchmark") is not None and _finding(r, "dynamic-shapes") is None
+    else:
+        # a recommender: sparse-feature sizes change every step, the steps' times barely (< 1% of the window)
+        v = _values(r)
+        assert v["shape_changing_op_count"] > 0 and v["shape_change_pct"] < 1
+        assert _finding(r, "dynamic-shapes") is None and _finding(r, "cudnn-benchmark") is None
+
+
+@pytest.mark.parametrize("scenario", ["conv", "nested"])
+def test_every_attribution_path_gives_the_same_rows(tmp_path, monkeypatch, scenario):
+    """An nsys export attributed slice by slice (slices of 5 NVTX rows: ranges open across slice
+    ends), or over the whole capture at once, and the same capture as a PyTorch Profiler trace:
+    the same (name, shapes) rows, equal to the operator view's rows per name."""
+    cap = conv_shapes_per_step if scenario == "conv" else _nested_capture
+    got = {}
+    for mode, env in (("sliced", {"NSYSDOC_ATTR_SLICED_ROWS": "1", "NSYSDOC_SLICE_ROWS": "5"}),
+                      ("whole", {"NSYSDOC_ATTR_SLICED_ROWS": str(1 << 60)}), ("kineto", {})):
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            r = diagnose_path(_write(cap(), tmp_path / mode if tmp_path.joinpath(mode).mkdir() is None else tmp_path,
+                                     "kineto" if mode == "kineto" else "nsys"))
+        rows = {k: {c: round(x[c], 4) for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels")}
+                for k, x in _by_shape(r).items()}
+        got[mode] = rows
+        ops = {x["name"]: x for x in r["metrics"]["operators"]["rows"]}
+        for name in {n for n, _ in rows}:
+            for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels"):
+                assert sum(v[c] for (n, _), v in rows.items() if n == name) == approx(ops[name][c], 2e-4), (mode, name, c)
+    assert got["sliced"] == got["whole"] == got["kineto"]
