@@ -709,6 +709,119 @@ LABELS["kineto/kineto_resnet50_v100_oldformat"] = Label(
 )
 
 
+
+# --------------------------------------------------------------------------------------------
+# Issue 47: the profiler workflow (memory, input shapes, CPU-side operators, optimizer habits).
+# What an expert reads from the raw JSON / SQL, independently of nsysdoc:
+#   * no shared nsys export has CUDA_GPU_MEMORY_USAGE_EVENTS, GPU_METRICS or `sizes =` in an NVTX
+#     text (sqlite3: `select name from sqlite_master`, `... where text like '%sizes%'` -> none), so
+#     memory, input shapes and counters are missing and each says which nsys switch records it;
+#     none of the five issue-47 rules can fire there.
+#   * hta_a100_rank3of8: no [memory] event (missing names profile_memory=True). 24 operator names
+#     have another set of Input Dims in every ProfilerStep (sparse-feature lengths of a
+#     recommendation model: fbgemm permute/lookup, aten::copy_ of the batch) - inherent to the
+#     data, steps 75.5-81.1 ms: nothing to fix, dynamic-shapes must stay below warning.
+#     Optimizer.zero_grad#Adagrad.zero_grad x6, Optimizer.step#FusedAdam.step x6, one per step:
+#     zero-grad-repeated quiet. aten::linear, 606 outermost calls: 60.62 us CPU per call vs 42.07 us
+#     of GPU work it launched per call (kernels by correlation of the cuda_runtime calls inside it).
+#   * kineto_resnet50_v100_oldformat: 8,220 CUDA [memory] events (old format: Bytes only), running
+#     sum peaks at 2,791,636,480 B (relative to the capture start), 8.2% of the V100's
+#     34,084,028,416 B; the level is back to 0 after every step: no growth, not near capacity.
+#     Convolution kernels (dgrad/wgrad/winograd/implicit_convolve/scudnn, batch-norm left out) are
+#     59.0% of kernel time and every cudnn_convolution call has the same Input Dims in all six
+#     steps: cudnn.benchmark is worth suggesting (info). One zero_grad per SGD step: quiet.
+ISSUE47_RULES = ("memory-growth", "memory-near-capacity", "dynamic-shapes", "cudnn-benchmark", "zero-grad-repeated")
+
+
+def _kineto_events(label_file: str) -> list:
+    with gzip.open(SHARED_TRACES / label_file, "rt") as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def _shape_changing_ops(ev, cat) -> set:
+    """Operator names whose set of Input Dims differs between ProfilerStep ranges (by start time)."""
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if str(e.get("name", "")).startswith("ProfilerStep#"))
+    per: dict = {}
+    for e in ev:
+        if e.get("cat") != cat or e.get("ph") != "X":
+            continue
+        for i, (a, b) in enumerate(steps):
+            if a <= e["ts"] < b:
+                per.setdefault(e["name"], {}).setdefault(i, set()).add(json.dumps(e["args"].get("Input Dims")))
+                break
+    return {n for n, m in per.items() if len({frozenset(v) for v in m.values()}) > 1}
+
+
+def _hta_profiler_extra(result, chk: Checks):
+    ev = _kineto_events("kineto/hta_a100_rank3of8.pt.trace.json.gz")
+    v = result["metrics"]["values"]
+    changing = _shape_changing_ops(ev, "cpu_op")
+    chk.check(len(changing) == 24, f"expert: 24 operators change shapes between steps, rows say {len(changing)}")
+    chk.check(v.get("shape_changing_op_count") == len(changing),
+              f"shape_changing_op_count {v.get('shape_changing_op_count')} != {len(changing)} from the JSON")
+    zg = sum(1 for e in ev if str(e.get("name", "")).startswith("Optimizer.zero_grad#"))
+    chk.check(v.get("zero_grad_calls") == zg == 6 and v.get("zero_grad_extra_calls") == 0,
+              f"zero_grad: {zg} ranges, tool {v.get('zero_grad_calls')} calls, {v.get('zero_grad_extra_calls')} extra")
+    mem = result["metrics"]["memory"]
+    chk.check("profile_memory=True" in (mem.get("missing") or ""), f"memory missing: {mem.get('missing')!r}")
+    lb = [w for f in _findings(result, "launch-bound") for w in f.get("where") or []
+          if w.get("via") == "CPU dispatch slower than the GPU" and w.get("op") == "aten::linear"]
+    if chk.check(lb, "launch-bound's Where should name aten::linear as CPU dispatch slower than the GPU"):
+        chk.check(lb[0]["count"] == 606 and lb[0]["cpu_us_per_call"] in around(60.62, 0.05)
+                  and lb[0]["gpu_us_per_call"] in around(42.07, 0.05), f"aten::linear dispatch row {lb[0]}")
+
+
+def _resnet_profiler_extra(result, chk: Checks):
+    import re as _re
+
+    ev = _kineto_events("kineto/kineto_resnet50_v100_oldformat.pt.trace.json.gz")
+    level, peak = 0, 0
+    for e in sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                    key=lambda e: e["ts"]):
+        level += e["args"]["Bytes"]
+        peak = max(peak, level)
+    devs = result["metrics"]["memory"]["devices"]
+    chk.check(len(devs) == 1 and devs[0]["peak_allocated_bytes"] == peak == 2_791_636_480
+              and devs[0]["baseline"] == "capture_start" and devs[0]["peak_reserved_bytes"] is None,
+              f"memory: expert peak {peak} relative to the capture start, reserved unknown; tool {devs}")
+    chk.check(devs and devs[0]["device_memory_bytes"] == 34_084_028_416, "V100 32 GB device memory")
+    kern = [e for e in ev if e.get("cat") == "Kernel"]
+    conv = _re.compile(r"convolve|dgrad|wgrad|scudnn|conv2d|winograd|fprop")
+    share = sum(e["dur"] for e in kern if conv.search(e["name"]) and "bn_" not in e["name"]) \
+        / sum(e["dur"] for e in kern) * 100
+    chk.check(share in around(59.0, 0.5), f"expert convolution share {share:.1f}%")
+    chk.check(result["metrics"]["values"].get("conv_kernel_share_pct") in around(share, 1.5),
+              f"conv_kernel_share_pct {result['metrics']['values'].get('conv_kernel_share_pct')} vs {share:.1f}")
+    chk.check(not {n for n in _shape_changing_ops(ev, "Operator") if "conv" in n},
+              "expert: convolution input shapes are fixed across the six steps")
+
+
+LABELS["kineto/hta_a100_rank3of8"].must_not_fire.update(
+    {"dynamic-shapes": WARN, "zero-grad-repeated": ANY, "cudnn-benchmark": ANY, "memory-growth": ANY,
+     "memory-near-capacity": ANY})
+LABELS["kineto/hta_a100_rank3of8"].extra = _hta_profiler_extra
+LABELS["kineto/kineto_resnet50_v100_oldformat"].must_fire["cudnn-benchmark"] = {"info"}
+LABELS["kineto/kineto_resnet50_v100_oldformat"].must_not_fire.update(
+    {"dynamic-shapes": ANY, "zero-grad-repeated": ANY, "memory-growth": ANY, "memory-near-capacity": ANY})
+LABELS["kineto/kineto_resnet50_v100_oldformat"].extra = _resnet_profiler_extra
+for _stem, _label in LABELS.items():
+    if not _label.file:  # the nsys exports: nothing of issue 47 was recorded
+        for _rule in ISSUE47_RULES:
+            _label.must_not_fire.setdefault(_rule, ANY)
+
+
+def _check_profiler_missing(result, path, chk: Checks):
+    """Issue 47: what a capture did not record names the switch that records it, per format."""
+    mem = result["metrics"].get("memory") or {}
+    if not mem.get("devices"):
+        want = "--cuda-memory-usage=true" if str(path).endswith(".sqlite") else "profile_memory=True"
+        chk.check(want in (mem.get("missing") or ""), f"memory missing should name {want}: {mem.get('missing')!r}")
+    counters = (result["metrics"].get("kernels") or {}).get("counters") or {}
+    if not counters.get("present"):
+        chk.check("--gpu-metrics-devices" in (counters.get("missing") or ""),
+                  f"counters missing should name --gpu-metrics-devices: {counters.get('missing')!r}")
+
+
 # --------------------------------------------------------------------------------------------
 # The checks
 # --------------------------------------------------------------------------------------------
@@ -814,6 +927,7 @@ def label_failures(stem: str, result: dict | None = None) -> list[str]:
     _check_contract_consistency(result, chk)
     _check_label(result, label, chk)
     check_device_numbers(result, path, chk)
+    _check_profiler_missing(result, path, chk)
     return chk.failures
 
 
