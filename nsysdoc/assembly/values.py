@@ -221,7 +221,9 @@ def _values(a: Analysis, r: dict) -> dict:
     steps_n = summ["step_count"] or 0
     v["top_kernel_calls_per_step"] = _num(top["count"] / steps_n) if top and steps_n else None
     stm = summ["step_time_ms_median"]
-    v["top_kernel_instance_share_pct"] = _num(top["mean_us"] / 10 / stm) if top and stm else None
+    # the median launch (a mean over a few long launches could exceed the median step: "one launch
+    # lasts 114% of a step" would be false where every launch fits in its step)
+    v["top_kernel_instance_share_pct"] = _num(top["median_us"] / 10 / stm) if top and stm else None
     ktotal = m["kernels"]["total_ms"] or 0
     fp32_total = m["kernels"]["fp32_gemm_ms"] or 0
     v["fp32_gemm_ms"] = _num(_wall_ms_per_gpu(a, a.engine.window.fp32_wall, ndev)) if fp32_total else 0.0

@@ -18,14 +18,13 @@ import contextlib
 from typing import Callable
 
 from .builder import Capture
+from .kernel_names import ELEMENTWISE, GEMM
 
 MIB = 1 << 20
 GIB = 1 << 30
 
 
 def _step(t, i: int, churn_mib: float, leak_mib: float, frame: bool) -> None:
-    from .scenarios import ELEMENTWISE, GEMM  # (scenarios.py imports this module)
-
     where = t.frame("train.py", 42, "train_step") if frame else contextlib.nullcontext()
     with t.range(f"ProfilerStep#{i}"), where:
         with t.op("aten::mm"):
@@ -64,7 +63,6 @@ def memory_near_capacity(steps: int = 4, weights_gib: float = 75, churn_mib: flo
     :func:`memory_churn_no_growth` with ``churn_mib`` of activations each."""
     cap = Capture()
     t = cap.process(pid=4720).thread()
-    from .scenarios import ELEMENTWISE
 
     with t.op("aten::empty"):
         t.alloc_event(int(weights_gib * GIB))
