@@ -92,3 +92,15 @@ def test_report_of_several_captures_prints_the_index_path(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     assert (out / "index.html").is_file()
     assert f"nsysdoc: wrote {out / 'index.html'}" in proc.stderr.splitlines()
+
+
+def test_a_hostile_signature_is_escaped_in_the_cell_and_its_title(tmp_path):
+    from tests.test_report_browser import _render_page
+
+    evil = 'void ns::k<"><script>alert(1)</script>>(int)'
+    assert columns.short_cell("name", evil)[1] == evil  # whatever the short name, the title is the signature
+    finding = {"rule": "under-filled-gpu", "severity": "warning", "title": "t", "message": "m", "source": "builtin",
+               "evidence": {"title": "Kernels", "columns": ["name"], "rows": [[evil]]}}
+    html = _render_page(tmp_path, [finding])[0].read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in html
+    assert 'title="void ns::k&lt;&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&gt;(int)">' in html
