@@ -50,7 +50,7 @@ td.file, td.file a { overflow-wrap: break-word; word-break: normal; }
 {%- if r.error %}
 <td class="failed" colspan="2">failed: {{ r.error }}</td><td></td>
 {%- else %}
-<td>{{ r.verdict }}</td>
+<td class="file">{{ r.verdict|wrap_points }}</td>
 <td class="sev-{{ r.severity }}">{{ r.severity }}</td>
 <td class="file"><a href="{{ r.link }}">{{ r.link_text|wrap_points }}</a></td>
 {%- endif %}
