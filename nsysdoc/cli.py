@@ -280,8 +280,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             return EXIT_ERROR
-        if quiet:
-            _echo(f"nsysdoc: wrote {index}", err=True)
+        _echo(f"nsysdoc: wrote {index}", err=True)  # issue 49: the page to open, with or without -q
     return worst
 
 

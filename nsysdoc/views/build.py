@@ -265,9 +265,10 @@ def _evidence(ev) -> Evidence | None:
     width = max([len(names)] + [len(r) for r in rows]) if (names or rows) else 0
     names += [""] * (width - len(names))
     numeric = [bool(rows) and all(is_num(r[i]) for r in rows if i < len(r)) for i in range(width)]
-    text_rows = [[columns.cell(names[i], r[i]) if i < len(r) else "" for i in range(width)] for r in rows]
+    cells = [[columns.short_cell(names[i], r[i]) if i < len(r) else ("", "") for i in range(width)] for r in rows]
     return Evidence(title=str(ev.get("title") or "Evidence"), columns=[columns.header(n) for n in names],
-                    rows=text_rows, numeric=numeric)
+                    rows=[[c[0] for c in row] for row in cells], numeric=numeric,
+                    titles=[[c[1] for c in row] for row in cells])
 
 
 #: where a PyTorch Profiler trace is opened to find a range (the page names them in this order)

@@ -105,3 +105,33 @@ def cell(name: str, value) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e-3 or abs(value) >= 1e6 else f"{round(value, 3):,}"
     return str(value)
+
+
+# --- issue 49: kernel names in evidence tables ----------------------------------------------------
+#: columns whose cells may hold a kernel's full demangled signature
+KERNEL_NAME_COLUMNS = frozenset({"name", "waiting_op", "producer"})
+#: longest short name shown in a cell (the full signature is on hover, ``title=``)
+SHORT_NAME_MAX = 80
+
+
+def _looks_like_signature(s: str) -> bool:
+    """A C++ kernel signature (``void ns::k<...>(...)``), not a step, NVTX or host-phase name."""
+    return s.startswith("void ") or "::" in s or "<" in s
+
+
+def short_cell(name: str, value) -> tuple[str, str]:
+    """(text shown, hover title) of an evidence cell: a kernel-name column's C++ signature is shown
+    by its short name (the kernels table's display name: nsys's shortName, or for generic names like
+    ``Kernel`` the identity from the template arguments) with the full signature as the title; any
+    other cell is :func:`cell` with no title. The JSON keeps the full signature."""
+    text = cell(name, value)
+    if name not in KERNEL_NAME_COLUMNS or not isinstance(value, str) or not _looks_like_signature(value.strip()):
+        return text, ""
+    from ..metrics.kernels import display_name
+    from ..trace.kineto import short_kernel_name
+
+    full = value.strip()
+    short = display_name(short_kernel_name(full), full) or full
+    if len(short) > SHORT_NAME_MAX:
+        short = short[: SHORT_NAME_MAX - 1] + "…"
+    return (short, full) if short != full else (text, "")

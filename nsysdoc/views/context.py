@@ -150,6 +150,8 @@ class Evidence:
     columns: list[str] = _f("Column names.")
     rows: list[list[str]] = _f("Formatted cell values.")
     numeric: list[bool] = _f("Per column: whether every value is a number (right-aligned).")
+    titles: list[list[str]] = _f("Per cell: hover text, the full C++ signature of a kernel shown by its short name "
+                                 "(issue 49), else empty.", default_factory=list)
 
 
 @dataclass

@@ -31,6 +31,7 @@ _TEMPLATE = """<!DOCTYPE html>
 <style>{{ css }}
 td.sev-critical { color: var(--crit); font-weight: 600; } td.sev-warning { color: var(--warn); font-weight: 600; }
 td.failed { color: var(--crit); }
+td.file, td.file a { overflow-wrap: break-word; word-break: normal; }
 </style>
 </head>
 <body>
@@ -45,13 +46,13 @@ td.failed { color: var(--crit); }
 <tbody>
 {%- for r in rows %}
 <tr>
-<td class="src">{{ r.input }}</td>
+<td class="src file">{{ r.input|wrap_points }}</td>
 {%- if r.error %}
 <td class="failed" colspan="2">failed: {{ r.error }}</td><td></td>
 {%- else %}
-<td>{{ r.verdict }}</td>
+<td class="file">{{ r.verdict|wrap_points }}</td>
 <td class="sev-{{ r.severity }}">{{ r.severity }}</td>
-<td><a href="{{ r.link }}">{{ r.link_text }}</a></td>
+<td class="file"><a href="{{ r.link }}">{{ r.link_text|wrap_points }}</a></td>
 {%- endif %}
 </tr>
 {%- endfor %}
@@ -90,9 +91,26 @@ def index_row(path: str, result: dict | None, page: Path | None, folder: Path, e
                     link=path_href(rel), link_text=Path(rel).name)
 
 
+#: issue 49: where a file name may wrap (after these), never inside a name part ("…sqlit e")
+WRAP_AFTER = "/\\_-."
+
+
+def wrap_points(text) -> Markup:
+    """``text`` escaped, with ``<wbr>`` after each path separator, ``_``, ``-`` and ``.``, so that a
+    long file name wraps between its parts (with ``overflow-wrap: break-word`` only a part longer
+    than the column breaks inside)."""
+    out = []
+    for ch in str(text):
+        out.append(str(Markup.escape(ch)))
+        if ch in WRAP_AFTER:
+            out.append("<wbr>")
+    return Markup("".join(out))
+
+
 def render_index_html(rows: list[IndexRow]) -> str:
     from .render import environment
 
-    env = environment()
+    env = environment().overlay()
+    env.filters["wrap_points"] = wrap_points
     return env.from_string(_TEMPLATE).render(rows=rows, failed=sum(1 for r in rows if r.error), csp=CSP,
                                              css=Markup(_static("report.css")), nsysdoc_version=__version__)

@@ -194,7 +194,8 @@ def _map_ranges(data: dict, findings) -> None:
             r.timeline = rid
             r.timeline_note = "" if inside else f"the part in the {w['title'].split(':')[0].lower()}"
             ranges.append({"id": rid, "w": w["id"], "s": lo - w["t0"], "e": hi - w["t0"],
-                           "label": f"{f.rank}. {f.title}" + (f" — {r.label}" if r.label else "")})
+                           "label": f"{f.rank}. {f.title}" + (f" — {r.label}" if r.label else ""),
+                           "f": f.anchor})  # issue 49: a link highlights every range of its finding
     data["ranges"] = ranges
 
 

@@ -192,7 +192,31 @@
         (mark ? " · highlighted: " + mark.label : "");
     }
 
+    // issue 49: the finding's other ranges in the shown window, highlighted with the followed one
+    var extra = [];
+    function placeOne(el, r) {
+      var k = (W - LW) / (v1 - v0), a = LW + (r.s - v0) * k, b = LW + (r.e - v0) * k;
+      a = Math.max(a, LW); b = Math.min(b, W);
+      if (b <= a) { el.hidden = true; return; }
+      el.hidden = false;
+      el.style.left = a + "px"; el.style.width = Math.max(b - a, 2) + "px";
+      el.style.top = AXIS_H + "px"; el.style.height = (H - AXIS_H) + "px";
+      el.setAttribute("data-range", r.id); el.title = r.label;
+    }
+    function placeExtra() {
+      var others = mark && mark.w === win.id ? data.ranges.filter(function (x) {
+        return x.f && x.f === mark.f && x.w === mark.w && x.id !== mark.id; }) : [];
+      while (extra.length < others.length) {
+        var el = hl.cloneNode(false); el.classList.add("tl-also"); hl.parentNode.insertBefore(el, hl.nextSibling);
+        extra.push(el);
+      }
+      extra.forEach(function (el, i) {
+        if (i < others.length) { placeOne(el, others[i]); } else { el.hidden = true; el.removeAttribute("data-range"); }
+      });
+    }
+
     function placeMark() {
+      placeExtra();
       if (!mark || mark.w !== win.id) { hl.hidden = true; return; }
       var k = (W - LW) / (v1 - v0), a = LW + (mark.s - v0) * k, b = LW + (mark.e - v0) * k;
       a = Math.max(a, LW); b = Math.min(b, W);
@@ -304,7 +328,9 @@
       mark = r;
       var pad = Math.max((r.e - r.s) * 0.15, 2000);
       setView(r.s - pad, r.e + pad);
-      live.scrollIntoView({ block: "start" });
+      // issue 49: the legend above the timeline stays in view, below the sticky header (--head-h)
+      var legend = live.previousElementSibling;
+      (legend && legend.classList.contains("legend") ? legend : live).scrollIntoView({ block: "start" });
       return true;
     }
     document.addEventListener("click", function (e) {
@@ -343,7 +369,9 @@
     Array.prototype.forEach.call(ths, function (th, col) {
       th.addEventListener("click", function (e) {
         if (e.target && e.target.tagName === "A") { return; }
-        var asc = th.getAttribute("aria-sort") !== "ascending";
+        // issue 49: a number column sorts largest first on the first click, a text column A→Z
+        var was = th.getAttribute("aria-sort");
+        var asc = was ? was !== "ascending" : !th.classList.contains("num");
         Array.prototype.forEach.call(ths, function (o) { o.removeAttribute("aria-sort"); });
         th.setAttribute("aria-sort", asc ? "ascending" : "descending");
         var body = table.tBodies[0];
@@ -375,6 +403,15 @@
   });
   window.addEventListener("hashchange", function () { openTarget(location.hash); });
   openTarget(location.hash);
+
+  // issue 49: the sticky header's height, for scroll-margin-top (report.css), kept on resize
+  function headHeight() {
+    var head = document.querySelector(".page-head");
+    var sticky = head && getComputedStyle(head).position === "sticky";
+    document.documentElement.style.setProperty("--head-h", (sticky ? Math.ceil(head.getBoundingClientRect().height) : 0) + "px");
+  }
+  headHeight();
+  window.addEventListener("resize", headHeight);
 
   initTimeline();
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), initSort);
