@@ -266,6 +266,10 @@ def critical_path(g: Graph, t0: int, t1: int) -> Path:
                 cover(t0, WAIT)
                 break
             a, nxt, label = max(preds, key=lambda x: x[0])
+            if label == LAUNCH:
+                # an operation that ran long after its launch call returned waited on something
+                # the capture did not record: that part is wait
+                cover(int(g.c_end[nxt[1]]) + LAUNCH_LATENCY_NS, WAIT)
             cover(a, label)
             node = nxt
         else:
