@@ -208,3 +208,18 @@ def test_empty_and_degenerate_windows():
     g = graph([], [])
     assert cp.critical_path(g, 0, 1000).segments_ns.tolist() == [1000, 0, 0, 0, 0, 0]
     assert cp.critical_path(g, 5, 5).length_ns == 0
+
+
+def test_report_critical_path_frame(tmp_path):
+    """``Report.critical_path``: one row per step of the copy-stream scenario, the columns of
+    docs/api.md, the numbers of the JSON (1.3076 ms: launch 0.0056, kernel 0.3, copy 1.0, wait 0.002)."""
+    import nsysdoc
+
+    path = CP_SCENARIOS["copy_stream_feeds_compute"]().write(tmp_path / "copy.sqlite")
+    df = nsysdoc.report(path, no_config=True, cache=False).critical_path
+    assert list(df.columns) == ["step", "start_ns", "length_ms", "cpu_ms", "launch_ms", "kernel_ms", "copy_ms",
+                                "comm_ms", "wait_ms"]
+    assert df["step"].tolist() == [0, 1, 2]
+    row = df.iloc[1]
+    assert (row["length_ms"], row["copy_ms"], row["kernel_ms"], row["launch_ms"], row["wait_ms"], row["cpu_ms"]) == \
+        pytest.approx((1.3076, 1.0, 0.3, 0.0056, 0.002, 0.0), abs=A)
