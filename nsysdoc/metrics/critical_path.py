@@ -21,9 +21,9 @@ Definitions (also in ``docs/glossary.md``, "Critical path"):
   - *cross-stream wait*: when an operation started more than ``LAUNCH_LATENCY_NS`` after both its
     launch and its stream predecessor arrived, it waited on other work: the operation on another
     stream that ended last before it started (at most ``LAUNCH_LATENCY_NS`` after) is its producer
-    (``cudaStreamWaitEvent`` after ``cudaEventRecord``, a collective, a copy stream). Neither format
-    records the event a stream waited on (nsys's CUDA_EVENT rows carry no stream pairing the
-    reader keeps; Kineto has no event ids), so the edge is found by timing (``missing`` says so);
+    (``cudaStreamWaitEvent`` after ``cudaEventRecord``, a collective, a copy stream). The reader
+    keeps neither nsys's ``eventId`` (SYNCHRONIZATION, CUDA_EVENT) nor Kineto's
+    ``wait_on_cuda_event_record_corr_id``, so the edge is found by timing (``missing`` says so);
   - *host-blocking sync*: a blocking call (stream/device/event synchronize, synchronous copy or
     memset) waits for the GPU operation of its process that ended last inside the call (arrives at
     that operation's end): the host resumed when the awaited GPU work ended.
