@@ -19,7 +19,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: steps whose path is computed at most: beyond it the median and worst steps and steps evenly
 #: spread over the rest (``sampled``)
 MAX_STEPS = 64
-#: the window without steps is walked only when it holds at most this many calls and operations
+#: the window without steps is walked only when it holds at most this many calls and operations;
+#: with steps, fewer steps are computed (never fewer than the median and worst) when the computed
+#: steps would hold more than this many in all (by the capture's mean per step)
 MAX_WINDOW_EVENTS = 2_000_000
 #: calls and operations read before a step's start (their arrivals are cut at the start, but they
 #: are the predecessors of the step's first nodes): the step's own length, at most this
@@ -31,7 +33,7 @@ _SYNC_KINDS = (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET)
 _LAUNCH_KINDS = (S.API_LAUNCH, S.API_ASYNC_COPY)
 
 
-def _read(t, t0: int, t1: int, proc: int | None) -> dict | None:
+def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
     """The calls and operations of process ``proc`` (None: all) overlapping ``[t0, t1)``."""
     rt = t.store.get("runtime")
     c = {"start_ns": [], "end_ns": [], "thread": [], "kind": [], "key": [], "proc": []}
@@ -65,9 +67,10 @@ def _read(t, t0: int, t1: int, proc: int | None) -> dict | None:
             ids = np.asarray(d["name_id"], np.int64)[m]
             o["name"].append(ids)
             uniq = np.unique(ids)
-            names = t.strings.lookup(uniq)
-            comm = np.array([is_communication_kernel(str(x), S.NCCL_KERNEL.search(str(x)) is not None)
-                             for x in names], dtype=bool)
+            new = [u for u in uniq.tolist() if u not in comm_ids]
+            for u, x in zip(new, t.strings.lookup(np.asarray(new, np.int64)) if new else []):
+                comm_ids[u] = is_communication_kernel(str(x), S.NCCL_KERNEL.search(str(x)) is not None)
+            comm = np.array([comm_ids[u] for u in uniq.tolist()], dtype=bool)
             o["seg"].append(np.where(comm[np.searchsorted(uniq, ids)], cp_m.COMM, cp_m.KERNEL))
         else:
             # copies and memsets are named by their table: codes -1 (memcpy) and -2 (memset)
@@ -77,22 +80,23 @@ def _read(t, t0: int, t1: int, proc: int | None) -> dict | None:
     return {"calls": c, "ops": o}
 
 
-def step_path(t, t0: int, t1: int, proc: int | None):
-    """The critical path of ``[t0, t1)`` for process ``proc`` (None: all): ``(graph, path)``."""
+def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = None):
+    """The critical path of ``[t0, t1)`` for process ``proc`` (None: all): ``(graph, path)``.
+    ``comm_ids`` caches which kernel name ids are communication kernels."""
     look = min(max(t1 - t0, 0), MAX_LOOKBACK_NS)
-    d = _read(t, t0 - look, t1, proc)
+    d = _read(t, t0 - look, t1, proc, {} if comm_ids is None else comm_ids)
     c, o = d["calls"], d["ops"]
     g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
                          o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"])
     return g, cp_m.critical_path(g, t0, t1)
 
 
-def _selected(rows: list[dict], median: int | None, worst: int | None) -> tuple[list[dict], bool]:
-    """The step rows whose path is computed: all of them up to ``MAX_STEPS``, else the median and
+def _selected(rows: list[dict], median: int | None, worst: int | None, most: int = MAX_STEPS) -> tuple[list[dict], bool]:
+    """The step rows whose path is computed: all of them up to ``most``, else the median and
     worst steps and steps evenly spread over the rest."""
-    if len(rows) <= MAX_STEPS:
+    if len(rows) <= most:
         return rows, False
-    keep = {int(i) for i in np.linspace(0, len(rows) - 1, MAX_STEPS - 2).round().astype(int)}
+    keep = {int(i) for i in np.linspace(0, len(rows) - 1, max(most - 2, 0)).round().astype(int)} if most > 2 else set()
     keep |= {i for i, r in enumerate(rows) if r["step"] in (median, worst)}
     return [rows[i] for i in sorted(keep)], True
 
@@ -117,7 +121,9 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> d
     spans = []
     if rows:
         out["steps_total"] = len(rows)
-        chosen, out["sampled"] = _selected(rows, *picks)
+        n = t.count("runtime") + t.count("kernels") + t.count("memcpy") + t.count("memset")
+        most = int(min(MAX_STEPS, max(2, MAX_WINDOW_EVENTS // max(n // len(rows), 1))))
+        chosen, out["sampled"] = _selected(rows, *picks, most=most)
         spans = [(r["step"], int(r["start_ns"]), int(r["end_ns"]), by_step.get(int(r["step"]), -1)) for r in chosen]
     elif a.steps.window_start_ns is not None and a.steps.window_end_ns is not None:
         w0, w1 = int(a.steps.window_start_ns), int(a.steps.window_end_ns)
@@ -130,8 +136,9 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> d
         spans = [(None, w0, w1, None)]
     name_ns: dict[int, int] = {}
     name_seg: dict[int, int] = {}
+    comm_ids: dict[int, bool] = {}
     for step, t0, t1, proc in spans:
-        g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None)
+        g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None, comm_ids)
         row = {"step": step, "start_ns": t0, "length_ms": _num(p.length_ns / 1e6),
                "segments_ms": {k: _num(v / 1e6) for k, v in zip(cp_m.SEGMENTS, p.segments_ns.tolist())}}
         if p.truncated:

@@ -199,103 +199,110 @@ class Path:
 
 
 def critical_path(g: Graph, t0: int, t1: int) -> Path:
-    """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring)."""
+    """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring).
+    The walk runs on Python lists (one step per node on the path: numpy scalar access would
+    dominate)."""
     t0, t1 = int(t0), int(t1)
-    seg = np.zeros(len(SEGMENTS), dtype=np.int64)
-    op_ns = np.zeros(len(g.o_start), dtype=np.int64)
-    call_ns = np.zeros(len(g.c_start), dtype=np.int64)
+    seg = [0] * len(SEGMENTS)
+    op_ns = [0] * len(g.o_start)
+    call_ns = [0] * len(g.c_start)
     pieces: list = []
+
+    def done(truncated: bool = False) -> Path:
+        segs = np.asarray(seg, dtype=np.int64)
+        length = int(segs.sum())
+        assert length == max(t1 - t0, 0), (length, t1 - t0)
+        return Path(length, segs, np.asarray(op_ns, dtype=np.int64), np.asarray(call_ns, dtype=np.int64), pieces,
+                    truncated)
+
     if t1 <= t0:
-        return Path(max(t1 - t0, 0), seg, op_ns, call_ns, pieces)
+        return done()
     cur = t1
 
-    def cover(lo: int, label: int, node=None) -> None:
-        """Cover ``[max(lo, t0), cur)`` with ``label`` and move the cursor there."""
+    def cover(lo: int, label: int, typ: int = -1, idx: int = -1) -> None:
+        """Cover ``[max(lo, t0), cur)`` with ``label`` (the own time of node ``typ, idx`` when
+        given) and move the cursor there."""
         nonlocal cur
-        lo = max(min(int(lo), cur), t0)
+        lo = max(min(lo, cur), t0)
         d = cur - lo
         if d > 0:
             seg[label] += d
-            if node is not None:
-                (op_ns if node[0] == NODE_OP else call_ns)[node[1]] += d
-            pieces.append((node[0] if node else -1, node[1] if node else -1, lo, cur, label))
+            if typ == NODE_OP:
+                op_ns[idx] += d
+            elif typ == NODE_CALL:
+                call_ns[idx] += d
+            pieces.append((typ, idx, lo, cur, label))
         cur = lo
 
     # the node that ended last (clipped to the step end); ties: a GPU operation
-    node = None
+    typ, i = -1, -1
     best = t0 - 1
     live_o = np.flatnonzero((g.o_start < t1) & (g.o_end > t0))
     if len(live_o):
         e = np.minimum(g.o_end[live_o], t1)
         k = int(np.argmax(e))
-        best, node = int(e[k]), (NODE_OP, int(live_o[k]))
+        best, typ, i = int(e[k]), NODE_OP, int(live_o[k])
     live_c = np.flatnonzero((g.c_start < t1) & (g.c_end > t0))
     if len(live_c):
         e = np.minimum(g.c_end[live_c], t1)
         k = int(np.argmax(e))
         if int(e[k]) > best:
-            best, node = int(e[k]), (NODE_CALL, int(live_c[k]))
-    if node is None:
+            best, typ, i = int(e[k]), NODE_CALL, int(live_c[k])
+    if typ < 0:
         cover(t0, CPU)
-        return Path(t1 - t0, seg, op_ns, call_ns, pieces)
+        return done()
     cover(best, CPU)
-    limit = 4 * (len(g.o_start) + len(g.c_start)) + 16
-    truncated = False
-    while cur > t0 and node is not None:
+    o_start, o_end, o_seg = g.o_start.tolist(), g.o_end.tolist(), g.o_seg.tolist()
+    op_prev, op_call = g.op_prev.tolist(), g.op_call.tolist()
+    c_start, c_end, c_kind = g.c_start.tolist(), g.c_end.tolist(), g.c_kind.tolist()
+    call_prev, call_other, call_await = g.call_prev.tolist(), g.call_other.tolist(), g.call_await.tolist()
+    own_of_call = {CALL_LAUNCH: LAUNCH, CALL_SYNC: WAIT}
+    limit = 4 * (len(o_start) + len(c_start)) + 16
+    while cur > t0:
         limit -= 1
         if limit < 0:
-            truncated = True
-            break
-        typ, i = node
+            cover(t0, WAIT)
+            return done(True)
+        # predecessors as (arrival, node type, index, edge segment); the last arrival wins (the
+        # first listed among equal arrivals)
         if typ == NODE_OP:
-            s = int(g.o_start[i])
-            preds = []
-            p = int(g.op_prev[i])
+            s = o_start[i]
+            a, nt, ni, label = None, -1, -1, WAIT
+            p = op_prev[i]
             if p >= 0:
-                preds.append((int(g.o_end[p]), (NODE_OP, p), WAIT))
-            c = int(g.op_call[i])
-            if c >= 0:
-                preds.append((int(g.c_start[c]), (NODE_CALL, c), LAUNCH))
-            a = max((x[0] for x in preds), default=None)
+                a, nt, ni, label = o_end[p], NODE_OP, p, WAIT
+            c = op_call[i]
+            if c >= 0 and (a is None or c_start[c] > a):
+                a, nt, ni, label = c_start[c], NODE_CALL, c, LAUNCH
             if a is None or s - a > LAUNCH_LATENCY_NS:
                 k = g.producer(i, a if a is not None else t0 - 1)
-                if k >= 0:
-                    preds.append((int(g.o_end[k]), (NODE_OP, k), WAIT))
-            cover(s, int(g.o_seg[i]), node)
-            if not preds:
+                if k >= 0 and (a is None or o_end[k] > a):
+                    a, nt, ni, label = o_end[k], NODE_OP, k, WAIT
+            cover(s, o_seg[i], NODE_OP, i)
+            if a is None:
                 cover(t0, WAIT)
                 break
-            a, nxt, label = max(preds, key=lambda x: x[0])
             if label == LAUNCH:
                 # an operation that ran long after its launch call returned waited on something
                 # the capture did not record: that part is wait
-                cover(int(g.c_end[nxt[1]]) + LAUNCH_LATENCY_NS, WAIT)
+                cover(c_end[ni] + LAUNCH_LATENCY_NS, WAIT)
             cover(a, label)
-            node = nxt
         else:
-            s = int(g.c_start[i])
-            preds = []
-            p = int(g.call_prev[i])
+            s = c_start[i]
+            a, nt, ni, label = None, -1, -1, CPU
+            p = call_prev[i]
             if p >= 0:
-                preds.append((int(g.c_end[p]), (NODE_CALL, p), CPU))
-            h = int(g.call_other[i])
-            if h >= 0:
-                preds.append((int(g.c_end[h]), (NODE_CALL, h), CPU))
-            w = int(g.call_await[i])
-            if w >= 0:
-                preds.append((int(g.o_end[w]), (NODE_OP, w), WAIT))
-            kind = int(g.c_kind[i])
-            own = LAUNCH if kind == CALL_LAUNCH else WAIT if kind == CALL_SYNC else CPU
-            a = max((x[0] for x in preds), default=s)
-            cover(max(s, min(a, cur)), own, node)
-            if not preds:
+                a, nt, ni, label = c_end[p], NODE_CALL, p, CPU
+            h = call_other[i]
+            if h >= 0 and (a is None or c_end[h] > a):
+                a, nt, ni, label = c_end[h], NODE_CALL, h, CPU
+            w = call_await[i]
+            if w >= 0 and (a is None or o_end[w] > a):
+                a, nt, ni, label = o_end[w], NODE_OP, w, WAIT
+            cover(max(s, min(s if a is None else a, cur)), own_of_call.get(c_kind[i], CPU), NODE_CALL, i)
+            if a is None:
                 cover(t0, CPU)
                 break
-            a, nxt, label = max(preds, key=lambda x: x[0])
             cover(a, label)
-            node = nxt
-    if cur > t0:
-        cover(t0, WAIT)
-    length = int(seg.sum())
-    assert length == t1 - t0, (length, t1 - t0)
-    return Path(length, seg, op_ns, call_ns, pieces, truncated)
+        typ, i = nt, ni
+    return done()
