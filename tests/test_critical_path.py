@@ -223,3 +223,25 @@ def test_report_critical_path_frame(tmp_path):
     row = df.iloc[1]
     assert (row["length_ms"], row["copy_ms"], row["kernel_ms"], row["launch_ms"], row["wait_ms"], row["cpu_ms"]) == \
         pytest.approx((1.3076, 1.0, 0.3, 0.0056, 0.002, 0.0), abs=A)
+
+
+#: the middle step's path of each scenario, as computed by hand in the tests above
+BY_HAND = {
+    "copy_stream_feeds_compute": (1.3076, {"launch": 0.0056, "kernel": 0.3, "copy": 1.0, "wait": 0.002}),
+    "launch_bound_loop": (2.256, {"cpu": 2.0, "launch": 0.25, "kernel": 0.004, "wait": 0.002}),
+    "input_wait_at_step_start": (6.507, {"cpu": 5.0, "launch": 0.005, "kernel": 1.5, "wait": 0.002}),
+    "nccl_exposed": (1.507, {"launch": 0.005, "kernel": 0.7, "comm": 0.8, "wait": 0.002}),
+    "nccl_overlapped": (1.707, {"launch": 0.005, "kernel": 1.7, "wait": 0.002}),
+    "long_kernel_off_path": (4.012, {"launch": 0.01, "kernel": 4.0, "wait": 0.002}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BY_HAND))
+def test_pytorch_profiler_form_gives_the_same_path(tmp_path, name):
+    """The same captures written as PyTorch Profiler traces (launch by correlation id / flow,
+    ``cuda_runtime`` calls, sync calls by name): the same paths as computed by hand."""
+    path = CP_SCENARIOS[name]().write_kineto(tmp_path / f"{name}.pt.trace.json.gz")
+    row = path_of(diagnose_path(path))
+    length, segs = BY_HAND[name]
+    assert row["length_ms"] == pytest.approx(length, abs=A)
+    assert seg(row) == pytest.approx(segs, abs=A)
