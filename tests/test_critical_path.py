@@ -154,11 +154,12 @@ def test_every_step_path_is_the_step_time(reports, name):
 
 # the graph on arrays -----------------------------------------------------------------------------
 def graph(calls, ops, procs=None):
-    """``calls``: (start, end, thread, kind, key); ``ops``: (start, end, stream, seg, key)."""
+    """``calls``: (start, end, thread, kind, key); ``ops``: (start, end, stream, seg, key); with
+    ``procs`` (each call's process), an operation's process is its stream number."""
     c = np.array(calls, dtype=np.int64).reshape(-1, 5)
     o = np.array(ops, dtype=np.int64).reshape(-1, 5)
     return cp.build_graph(c[:, 0], c[:, 1], c[:, 2], c[:, 3], c[:, 4], o[:, 0], o[:, 1], o[:, 2], o[:, 3],
-                          np.arange(len(o)), o[:, 4], c_proc=procs)
+                          np.arange(len(o)), o[:, 4], c_proc=procs, o_proc=None if procs is None else o[:, 2])
 
 
 def test_thread_hand_off_follows_the_thread_that_woke_the_idle_one():
@@ -245,3 +246,12 @@ def test_pytorch_profiler_form_gives_the_same_path(tmp_path, name):
     length, segs = BY_HAND[name]
     assert row["length_ms"] == pytest.approx(length, abs=A)
     assert seg(row) == pytest.approx(segs, abs=A)
+
+
+def test_host_blocking_sync_waits_on_its_own_process():
+    """A stream synchronize [0, 10_000) of process 0 while a kernel of process 1 ran [2_000, 9_000)
+    and process 0's own kernel ran [1_000, 5_000): the sync waits for its process's kernel (ended
+    5000), not the other process's (ended later, 9000)."""
+    g = graph([(0, 10_000, 0, cp.CALL_SYNC, 0)],
+              [(1_000, 5_000, 0, cp.KERNEL, 0), (2_000, 9_000, 1, cp.KERNEL, 0)], procs=[0])
+    assert g.call_await.tolist() == [0]

@@ -47,7 +47,7 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
              "thread": np.asarray(d["thread"], np.int64)[m], "kind": kind, "proc": np.asarray(d["proc"], np.int64)[m],
              "key": np.where(np.asarray(d["correlation_id"], np.int64)[m] > 0,
                              correlation_key(np.asarray(d["proc"])[m], np.asarray(d["correlation_id"])[m]), 0)}
-    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": []}
+    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": []}
     for tab_name, seg in (("kernels", cp_m.KERNEL), ("memcpy", cp_m.COPY), ("memset", cp_m.COPY)):
         tab = t.store.get(tab_name)
         if tab is None or not len(tab):
@@ -61,6 +61,7 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
         o["start_ns"].append(np.asarray(d["start_ns"], np.int64)[m])
         o["end_ns"].append(np.asarray(d["end_ns"], np.int64)[m])
         o["stream"].append(np.asarray(d["stream"], np.int64)[m])
+        o["proc"].append(np.asarray(d["proc"], np.int64)[m])
         corr = np.asarray(d["correlation_id"], np.int64)[m]
         o["key"].append(np.where(corr > 0, correlation_key(np.asarray(d["proc"])[m], corr), 0))
         if seg == cp_m.KERNEL:
@@ -87,7 +88,8 @@ def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = Non
     d = _read(t, t0 - look, t1, proc, {} if comm_ids is None else comm_ids)
     c, o = d["calls"], d["ops"]
     g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
-                         o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"])
+                         o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"],
+                         o_proc=o["proc"])
     return g, cp_m.critical_path(g, t0, t1)
 
 

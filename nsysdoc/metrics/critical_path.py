@@ -150,9 +150,10 @@ def _hand_offs(g: Graph, c_proc: np.ndarray) -> np.ndarray:
 
 
 def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_stream, o_seg, o_name, o_key,
-                c_proc=None) -> Graph:
+                c_proc=None, o_proc=None) -> Graph:
     """The graph of calls and operations. ``c_key``/``o_key`` join an operation to its launching
-    call (correlation key, <= 0 for none); ``c_proc`` (default: one process) bounds thread hand-offs."""
+    call (correlation key, <= 0 for none); ``c_proc``/``o_proc`` (default: one process) keep thread
+    hand-offs and host-blocking syncs inside a process."""
     i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     g = Graph(i64(c_start), i64(c_end), i64(c_thread), i64(c_kind), i64(o_start), i64(o_end), i64(o_stream),
               i64(o_seg), i64(o_name))
@@ -169,15 +170,21 @@ def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_strea
         pos = np.searchsorted(sk, o_key, side="right") - 1
         hit = (o_key > 0) & (pos >= 0) & (sk[np.maximum(pos, 0)] == o_key)
         g.op_call[hit] = order[pos[hit]]
-    # host-blocking sync: the operation that ended last inside the call (and started before its end)
+    # host-blocking sync: the operation of the call's process that ended last inside the call (and
+    # started before its end)
     g._by_end = np.argsort(g.o_end, kind="stable")
     g.call_await = np.full(len(g.c_start), -1, dtype=np.int64)
-    sync = np.flatnonzero(g.c_kind == CALL_SYNC)
-    if len(sync) and len(g.o_end):
-        ends = g.o_end[g._by_end]
+    c_proc = np.zeros(len(g.c_start), np.int64) if c_proc is None else i64(c_proc)
+    o_proc = np.zeros(len(g.o_start), np.int64) if o_proc is None else i64(o_proc)
+    for proc in np.unique(c_proc[g.c_kind == CALL_SYNC]).tolist():
+        sync = np.flatnonzero((g.c_kind == CALL_SYNC) & (c_proc == proc))
+        mine = g._by_end[o_proc[g._by_end] == proc]
+        if not len(mine):
+            continue
+        ends = g.o_end[mine]
         pos = np.searchsorted(ends, g.c_end[sync], side="right") - 1
         okp = pos >= 0
-        cand = np.where(okp, g._by_end[np.maximum(pos, 0)], -1)
+        cand = np.where(okp, mine[np.maximum(pos, 0)], -1)
         good = okp & (g.o_end[np.maximum(cand, 0)] > g.c_start[sync]) & (g.o_start[np.maximum(cand, 0)] < g.c_end[sync])
         g.call_await[sync[good]] = cand[good]
     return g
