@@ -255,3 +255,33 @@ def test_host_blocking_sync_waits_on_its_own_process():
     g = graph([(0, 10_000, 0, cp.CALL_SYNC, 0)],
               [(1_000, 5_000, 0, cp.KERNEL, 0), (2_000, 9_000, 1, cp.KERNEL, 0)], procs=[0])
     assert g.call_await.tolist() == [0]
+
+
+def _ops_launch_the_path() -> "object":
+    """Two steps: ``aten::mm`` launches a 500 us GEMM, then (after its range closed) ``aten::add``
+    a 20 us elementwise kernel, then a stream synchronize."""
+    from nsysdoc.testing.builder import Capture
+    from nsysdoc.testing.scenarios import ELEMENTWISE, GEMM
+
+    cap = Capture()
+    t = cap.process(pid=6700).thread()
+    for i in range(2):
+        with t.range(f"step {i}"):
+            with t.op("aten::mm"):
+                t.launch(GEMM, 500)
+            with t.op("aten::add"):
+                t.launch(ELEMENTWISE, 20)
+            t.sync_stream(7)
+    return cap
+
+
+@pytest.mark.parametrize("form", ["sqlite", "kineto"])
+def test_top_names_the_operator_that_launched_each_kernel(tmp_path, form):
+    """Each kernel runs back to back after its launch (the GEMM from its launch edge, the
+    elementwise kernel after the GEMM by stream order): both are on the path with their whole
+    time, 0.5 and 0.02 ms per step, and each is named with the operator open at its launch call."""
+    cap = _ops_launch_the_path()
+    path = cap.write(tmp_path / "ops.sqlite") if form == "sqlite" else cap.write_kineto(tmp_path / "ops.pt.trace.json.gz")
+    top = diagnose_path(path)["metrics"]["critical_path"]["top"]
+    got = {(x["kind"], x["op"]): x["ms_per_step"] for x in top}
+    assert got == pytest.approx({("kernel", "aten::mm"): 0.5, ("kernel", "aten::add"): 0.02}, abs=A)

@@ -103,7 +103,29 @@ def _selected(rows: list[dict], median: int | None, worst: int | None, most: int
     return [rows[i] for i in sorted(keep)], True
 
 
-def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> dict:
+def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
+    """The operator (code into ``res.plan.attr.names``, -1 for none) open on the launching thread
+    when each operation ``on`` was launched: the innermost operator range at the launch call's start
+    (``metrics.where``'s attribution); None without operator ranges."""
+    from .memory import memory_sites
+
+    attr = getattr(getattr(res, "plan", None), "attr", None) if res is not None else None
+    keys = np.asarray(getattr(getattr(res, "ctx", None), "thread_keys", np.zeros(0, np.int64)), dtype=np.int64)
+    if attr is None or not len(keys) or not len(on):
+        return None
+    call = g.op_call[on]
+    ok = call >= 0
+    gtids = np.asarray(a.trace.threads["global_tid"], dtype=np.int64)
+    th = g.c_thread[np.maximum(call, 0)]
+    gtid = np.where(ok & (th >= 0) & (th < len(gtids)), gtids[np.clip(th, 0, max(len(gtids) - 1, 0))], -1) \
+        if len(gtids) else np.full(len(on), -1, np.int64)
+    pos = np.clip(np.searchsorted(keys, gtid), 0, len(keys) - 1)
+    thread = np.where((gtid >= 0) & (keys[pos] == gtid), pos, -1)
+    sites = memory_sites(attr, res.plan.bounds, thread, g.c_start[np.maximum(call, 0)])
+    return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
+
+
+def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None) -> dict:
     """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
     (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
     row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""
@@ -138,6 +160,9 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> d
         spans = [(None, w0, w1, None)]
     name_ns: dict[int, int] = {}
     name_seg: dict[int, int] = {}
+    #: (name code, operator code) -> ns on the path: each kernel's operator is the one that
+    #: launched most of its path time
+    name_op_ns: dict[tuple[int, int], int] = {}
     comm_ids: dict[int, bool] = {}
     for step, t0, t1, proc in spans:
         g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None, comm_ids)
@@ -154,6 +179,11 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> d
             for u, s_ns, j in zip(uniq.tolist(), sums.tolist(), [on[np.argmax(inv == k)] for k in range(len(uniq))]):
                 name_ns[u] = name_ns.get(u, 0) + int(s_ns)
                 name_seg[u] = int(g.o_seg[j])
+            ops = _launch_ops(a, res, g, on)
+            if ops is not None:
+                for (u, o), v in zip(zip(codes.tolist(), ops.tolist()), p.op_ns[on].tolist()):
+                    if o >= 0:
+                        name_op_ns[(u, o)] = name_op_ns.get((u, o), 0) + int(v)
         if step is not None and step == picks[0]:
             out["median_step"] = row
     if not spans:
@@ -161,10 +191,16 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple) -> d
     ns = len(spans)
     top = sorted(name_ns.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
     names = t.strings.lookup(np.asarray([max(k, 0) for k, _ in top], np.int64)) if top else []
+    op_of: dict[int, tuple[int, int]] = {}
+    for (u, o), v in name_op_ns.items():
+        if u not in op_of or (v, -o) > (op_of[u][1], -op_of[u][0]):
+            op_of[u] = (o, v)
+    op_names = getattr(getattr(getattr(res, "plan", None), "attr", None), "names", None)
     for (code, tot), nm in zip(top, names):
         kind = cp_m.SEGMENTS[name_seg[code]]
         label = str(nm) if code >= 0 else ("memcpy" if code == -1 else "memset")
-        out["top"].append({"name": label, "kind": kind, "op": None, "ms_per_step": _num(tot / ns / 1e6)})
+        op = str(op_names[op_of[code][0]]) if code in op_of and op_names is not None else None
+        out["top"].append({"name": label, "kind": kind, "op": op, "ms_per_step": _num(tot / ns / 1e6)})
     if out["median_step"] is None and len(out["steps"]) == 1:
         out["median_step"] = out["steps"][0]
     return out
