@@ -206,6 +206,12 @@ MEMORY_OP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("op", "object"), ("module", "object"), ("frame", "object"), ("allocated_bytes", "int64"),
     ("allocations", "int64"),
 )
+#: issue 48: ``Report.critical_path``
+CRITICAL_PATH_SEGMENTS = ("cpu", "launch", "kernel", "copy", "comm", "wait")
+CRITICAL_PATH_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("step", "Int64"), ("start_ns", "int64"), ("length_ms", "float64"),
+    *((f"{k}_ms", "float64") for k in CRITICAL_PATH_SEGMENTS),
+)
 
 
 class Report:
@@ -377,6 +383,19 @@ class Report:
         bytes first; empty without memory events or operator ranges."""
         return self._table("memory_ops", lambda: _frame(
             ((self._result.get("metrics") or {}).get("memory") or {}).get("top_ops") or [], MEMORY_OP_COLUMNS))
+
+    # issue 48: the critical path
+    @property
+    def critical_path(self) -> "pd.DataFrame":
+        """Each computed step's critical path (``metrics.critical_path.steps``; ``docs/glossary.md``,
+        "Critical path"): its length (= the step time) and its segments in ms. Without steps, one
+        row for the window (``step`` null); empty without GPU work."""
+        def build():
+            rows = ((self._result.get("metrics") or {}).get("critical_path") or {}).get("steps") or []
+            return _frame([{"step": r.get("step"), "start_ns": r.get("start_ns"), "length_ms": r.get("length_ms"),
+                            **{f"{k}_ms": (r.get("segments_ms") or {}).get(k) for k in CRITICAL_PATH_SEGMENTS}}
+                           for r in rows], CRITICAL_PATH_COLUMNS)
+        return self._table("critical_path", build)
 
     # renderings
     def to_dict(self) -> dict:

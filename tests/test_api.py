@@ -127,6 +127,7 @@ def test_docs_list_every_dataframe_with_the_code_s_columns():
             "Job.ranks": api.RANK_COLUMNS, "Diff.breakdown": None}
     code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})
     code["Report.operators_by_shape"] = api.OPERATOR_SHAPE_COLUMNS  # issue 47
+    code["Report.critical_path"] = api.CRITICAL_PATH_COLUMNS  # issue 48
     assert set(docs) == set(code)
     for name, cols in code.items():
         if cols is not None:
@@ -383,3 +384,11 @@ def test_json_text_of_a_lone_surrogate_is_the_standard_library_s():
 def test_json_text_still_refuses_nan():
     with pytest.raises(ValueError):
         api._json_text({"a": [1.0, float("nan")]})
+
+
+def test_critical_path_frame_has_the_documented_dtypes(hand_report):
+    """Issue 48: ``Report.critical_path`` of the two-step capture: one row per step with the
+    documented columns and dtypes."""
+    df = hand_report.critical_path
+    assert _dtypes(df) == _documented_tables()["Report.critical_path"]
+    assert df["step"].tolist() == [0, 1]

@@ -289,3 +289,27 @@ def test_a_main_bottleneck_costs_at_least_5_percent(report):
     assert isinstance(v["impact_pct"], (int, float)) and v["impact_pct"] >= 5.0, v
     main = [f for f in report["findings"] if f["rule"] == v["rule"]]
     assert main and main[0]["severity"] in ("warning", "critical")
+
+
+# (i) issue 48 ------------------------------------------------------------------------------------
+@cases
+def test_critical_path_is_the_step_time(report):
+    """The critical path of each computed step (``metrics.critical_path``, glossary "Critical path"):
+    its length is the step's duration (step time) within 1 us, its segments sum to the length and
+    none is negative, and no top item has more time per step than the longest path; without
+    steps, one path over the analysis window."""
+    cpm = report["metrics"]["critical_path"]
+    rows = cpm["steps"]
+    durs = {s["step"]: s["duration_ms"] for s in primary(report)}
+    for s in rows:
+        segs = s["segments_ms"]
+        assert min(segs.values()) >= 0, s
+        assert sum(segs.values()) == pytest.approx(s["length_ms"], abs=HALF * 7 + EPS)
+        if s["step"] is None:
+            w = report["capture"]["window"]
+            assert s["length_ms"] == pytest.approx((w["end_ns"] - w["start_ns"]) / 1e6, abs=1e-3)
+        elif s["step"] in durs:
+            assert s["length_ms"] == pytest.approx(durs[s["step"]], abs=1e-3)
+    if rows:
+        longest = max(s["length_ms"] for s in rows)
+        assert all(x["ms_per_step"] <= longest + HALF for x in cpm["top"])

@@ -23,6 +23,7 @@ from .sections import (_attribution, _capture_extent, _comm_metrics, _devices, _
                        _kernel_metrics, _launch, _setup_metrics, _steps, _sync_metrics, _underfilled)
 from .values import _values
 from .memory import memory_metrics
+from .critical_path import critical_path_metrics
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -98,6 +99,7 @@ def assemble(a: Analysis, res) -> dict:
     metrics["operators_by_shape"], shape_values = _operators_by_shape(a, res, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
     metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
+    metrics["critical_path"] = critical_path_metrics(a, step_rows, picks, res)  # issue 48
     quality = _capture(a, judgeable, why_not, extent)
     result = {
         "nsysdoc_version": __version__,

@@ -1,0 +1,206 @@
+"""``metrics.critical_path`` (issue 48, milestone 1): each step's critical path from the trace's
+host calls and GPU operations (:mod:`nsysdoc.metrics.critical_path` defines the graph and the path;
+``docs/json.md`` the fields)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..metrics import critical_path as cp_m
+from ..metrics.kernels import is_communication_kernel
+from ..metrics.ops import correlation_key
+from ..trace import schema as S
+from .numbers import _num
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..analysis import Analysis
+
+#: steps whose path is computed at most: beyond it the median and worst steps and steps evenly
+#: spread over the rest (``sampled``)
+MAX_STEPS = 64
+#: the window without steps is walked only when it holds at most this many calls and operations;
+#: with steps, fewer steps are computed (never fewer than the median and worst) when the computed
+#: steps would hold more than this many in all (by the capture's mean per step)
+MAX_WINDOW_EVENTS = 2_000_000
+#: calls and operations read before a step's start (their arrivals are cut at the start, but they
+#: are the predecessors of the step's first nodes): the step's own length, at most this
+MAX_LOOKBACK_NS = 200_000_000
+#: items in ``top``
+TOP = 15
+#: blocking calls, by the loader's API kind
+_SYNC_KINDS = (S.API_SYNC, S.API_SYNC_COPY, S.API_SYNC_MEMSET)
+_LAUNCH_KINDS = (S.API_LAUNCH, S.API_ASYNC_COPY)
+
+
+def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
+    """The calls and operations of process ``proc`` (None: all) overlapping ``[t0, t1)``."""
+    rt = t.store.get("runtime")
+    c = {"start_ns": [], "end_ns": [], "thread": [], "kind": [], "key": [], "proc": []}
+    if rt is not None and len(rt):
+        d = rt.rows_overlapping(t0, t1, ["start_ns", "end_ns", "correlation_id", "api_kind", "proc", "thread"])
+        m = np.ones(len(d["start_ns"]), dtype=bool) if proc is None else np.asarray(d["proc"]) == proc
+        ak = np.asarray(d["api_kind"], np.int64)[m]
+        kind = np.where(np.isin(ak, _SYNC_KINDS), cp_m.CALL_SYNC,
+                        np.where(np.isin(ak, _LAUNCH_KINDS), cp_m.CALL_LAUNCH, cp_m.CALL_OTHER))
+        c = {"start_ns": np.asarray(d["start_ns"], np.int64)[m], "end_ns": np.asarray(d["end_ns"], np.int64)[m],
+             "thread": np.asarray(d["thread"], np.int64)[m], "kind": kind, "proc": np.asarray(d["proc"], np.int64)[m],
+             "key": np.where(np.asarray(d["correlation_id"], np.int64)[m] > 0,
+                             correlation_key(np.asarray(d["proc"])[m], np.asarray(d["correlation_id"])[m]), 0)}
+    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": []}
+    for tab_name, seg in (("kernels", cp_m.KERNEL), ("memcpy", cp_m.COPY), ("memset", cp_m.COPY)):
+        tab = t.store.get(tab_name)
+        if tab is None or not len(tab):
+            continue
+        cols = ["start_ns", "end_ns", "stream", "correlation_id", "proc"] + (["name_id"] if seg == cp_m.KERNEL else [])
+        d = tab.rows_overlapping(t0, t1, cols)
+        m = np.ones(len(d["start_ns"]), dtype=bool) if proc is None else np.asarray(d["proc"]) == proc
+        if not m.any():
+            continue
+        n = int(m.sum())
+        o["start_ns"].append(np.asarray(d["start_ns"], np.int64)[m])
+        o["end_ns"].append(np.asarray(d["end_ns"], np.int64)[m])
+        o["stream"].append(np.asarray(d["stream"], np.int64)[m])
+        o["proc"].append(np.asarray(d["proc"], np.int64)[m])
+        corr = np.asarray(d["correlation_id"], np.int64)[m]
+        o["key"].append(np.where(corr > 0, correlation_key(np.asarray(d["proc"])[m], corr), 0))
+        if seg == cp_m.KERNEL:
+            ids = np.asarray(d["name_id"], np.int64)[m]
+            o["name"].append(ids)
+            uniq = np.unique(ids)
+            new = [u for u in uniq.tolist() if u not in comm_ids]
+            for u, x in zip(new, t.strings.lookup(np.asarray(new, np.int64)) if new else []):
+                comm_ids[u] = is_communication_kernel(str(x), S.NCCL_KERNEL.search(str(x)) is not None)
+            comm = np.array([comm_ids[u] for u in uniq.tolist()], dtype=bool)
+            o["seg"].append(np.where(comm[np.searchsorted(uniq, ids)], cp_m.COMM, cp_m.KERNEL))
+        else:
+            # copies and memsets are named by their table: codes -1 (memcpy) and -2 (memset)
+            o["name"].append(np.full(n, -1 if tab_name == "memcpy" else -2, np.int64))
+            o["seg"].append(np.full(n, seg, np.int64))
+    o = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in o.items()}
+    return {"calls": c, "ops": o}
+
+
+def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = None):
+    """The critical path of ``[t0, t1)`` for process ``proc`` (None: all): ``(graph, path)``.
+    ``comm_ids`` caches which kernel name ids are communication kernels."""
+    look = min(max(t1 - t0, 0), MAX_LOOKBACK_NS)
+    d = _read(t, t0 - look, t1, proc, {} if comm_ids is None else comm_ids)
+    c, o = d["calls"], d["ops"]
+    g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
+                         o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"],
+                         o_proc=o["proc"])
+    return g, cp_m.critical_path(g, t0, t1)
+
+
+def _selected(rows: list[dict], median: int | None, worst: int | None, most: int = MAX_STEPS) -> tuple[list[dict], bool]:
+    """The step rows whose path is computed: all of them up to ``most``, else the median and
+    worst steps and steps evenly spread over the rest."""
+    if len(rows) <= most:
+        return rows, False
+    keep = {int(i) for i in np.linspace(0, len(rows) - 1, max(most - 2, 0)).round().astype(int)} if most > 2 else set()
+    keep |= {i for i, r in enumerate(rows) if r["step"] in (median, worst)}
+    return [rows[i] for i in sorted(keep)], True
+
+
+def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
+    """The operator (code into ``res.plan.attr.names``, -1 for none) open on the launching thread
+    when each operation ``on`` was launched: the innermost operator range at the launch call's start
+    (``metrics.where``'s attribution); None without operator ranges."""
+    from .memory import memory_sites
+
+    attr = getattr(getattr(res, "plan", None), "attr", None) if res is not None else None
+    keys = np.asarray(getattr(getattr(res, "ctx", None), "thread_keys", np.zeros(0, np.int64)), dtype=np.int64)
+    if attr is None or not len(keys) or not len(on):
+        return None
+    call = g.op_call[on]
+    ok = call >= 0
+    gtids = np.asarray(a.trace.threads["global_tid"], dtype=np.int64)
+    th = g.c_thread[np.maximum(call, 0)]
+    gtid = np.where(ok & (th >= 0) & (th < len(gtids)), gtids[np.clip(th, 0, max(len(gtids) - 1, 0))], -1) \
+        if len(gtids) else np.full(len(on), -1, np.int64)
+    pos = np.clip(np.searchsorted(keys, gtid), 0, len(keys) - 1)
+    thread = np.where((gtid >= 0) & (keys[pos] == gtid), pos, -1)
+    sites = memory_sites(attr, res.plan.bounds, thread, g.c_start[np.maximum(call, 0)])
+    return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
+
+
+def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None) -> dict:
+    """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
+    (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
+    row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""
+    t = a.trace
+    out = {"steps": [], "top": [], "median_step": None, "sampled": False, "steps_total": 0, "missing": []}
+    if not t.has_gpu_activity:
+        out["missing"].append("no GPU operations in the capture")
+        return out
+    out["missing"].append("cross-stream waits found by timing: the capture does not pair cudaStreamWaitEvent "
+                          "with the cudaEventRecord it waits on")
+    if t.count("runtime") == 0:
+        out["missing"].append("no CUDA API calls recorded: no launch, host-order or sync edges")
+    procs = np.asarray(a.steps.table["proc"], np.int64) if len(a.steps.table) else np.zeros(0, np.int64)
+    by_step = {int(s): int(p) for s, p in zip(np.asarray(a.steps.table["step"]).tolist(), procs.tolist())} \
+        if len(procs) else {}
+    rows = [r for r in step_rows if r.get("primary") and r.get("end_ns") is not None and r["end_ns"] > r["start_ns"]]
+    spans = []
+    if rows:
+        out["steps_total"] = len(rows)
+        n = t.count("runtime") + t.count("kernels") + t.count("memcpy") + t.count("memset")
+        most = int(min(MAX_STEPS, max(2, MAX_WINDOW_EVENTS // max(n // len(rows), 1))))
+        chosen, out["sampled"] = _selected(rows, *picks, most=most)
+        spans = [(r["step"], int(r["start_ns"]), int(r["end_ns"]), by_step.get(int(r["step"]), -1)) for r in chosen]
+    elif a.steps.window_start_ns is not None and a.steps.window_end_ns is not None:
+        w0, w1 = int(a.steps.window_start_ns), int(a.steps.window_end_ns)
+        n = t.count("runtime") + t.count("kernels") + t.count("memcpy") + t.count("memset")
+        if n > MAX_WINDOW_EVENTS:
+            out["missing"].append(f"the window without steps holds {n} calls and operations (more than "
+                                  f"{MAX_WINDOW_EVENTS}): no path computed")
+            return out
+        out["steps_total"] = 1
+        spans = [(None, w0, w1, None)]
+    name_ns: dict[int, int] = {}
+    name_seg: dict[int, int] = {}
+    #: (name code, operator code) -> ns on the path: each kernel's operator is the one that
+    #: launched most of its path time
+    name_op_ns: dict[tuple[int, int], int] = {}
+    comm_ids: dict[int, bool] = {}
+    for step, t0, t1, proc in spans:
+        g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None, comm_ids)
+        row = {"step": step, "start_ns": t0, "length_ms": _num(p.length_ns / 1e6),
+               "segments_ms": {k: _num(v / 1e6) for k, v in zip(cp_m.SEGMENTS, p.segments_ns.tolist())}}
+        if p.truncated:
+            row["truncated"] = True
+        out["steps"].append(row)
+        on = np.flatnonzero(p.op_ns)
+        if len(on):
+            codes = g.o_name[on]
+            uniq, inv = np.unique(codes, return_inverse=True)
+            sums = np.bincount(inv, weights=p.op_ns[on])
+            for u, s_ns, j in zip(uniq.tolist(), sums.tolist(), [on[np.argmax(inv == k)] for k in range(len(uniq))]):
+                name_ns[u] = name_ns.get(u, 0) + int(s_ns)
+                name_seg[u] = int(g.o_seg[j])
+            ops = _launch_ops(a, res, g, on)
+            if ops is not None:
+                for (u, o), v in zip(zip(codes.tolist(), ops.tolist()), p.op_ns[on].tolist()):
+                    if o >= 0:
+                        name_op_ns[(u, o)] = name_op_ns.get((u, o), 0) + int(v)
+        if step is not None and step == picks[0]:
+            out["median_step"] = row
+    if not spans:
+        return out
+    ns = len(spans)
+    top = sorted(name_ns.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
+    names = t.strings.lookup(np.asarray([max(k, 0) for k, _ in top], np.int64)) if top else []
+    op_of: dict[int, tuple[int, int]] = {}
+    for (u, o), v in name_op_ns.items():
+        if u not in op_of or (v, -o) > (op_of[u][1], -op_of[u][0]):
+            op_of[u] = (o, v)
+    op_names = getattr(getattr(getattr(res, "plan", None), "attr", None), "names", None)
+    for (code, tot), nm in zip(top, names):
+        kind = cp_m.SEGMENTS[name_seg[code]]
+        label = str(nm) if code >= 0 else ("memcpy" if code == -1 else "memset")
+        op = str(op_names[op_of[code][0]]) if code in op_of and op_names is not None else None
+        out["top"].append({"name": label, "kind": kind, "op": op, "ms_per_step": _num(tot / ns / 1e6)})
+    if out["median_step"] is None and len(out["steps"]) == 1:
+        out["median_step"] = out["steps"][0]
+    return out
