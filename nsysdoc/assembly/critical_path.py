@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: steps whose path is computed at most: beyond it the median and worst steps and steps evenly
 #: spread over the rest (``sampled``)
-MAX_STEPS = 64
+MAX_STEPS = 16  # (64 cost 0.5-0.9 s on 2 M-kernel captures: the walk is per node on the path)
 #: the window without steps is walked only when it holds at most this many calls and operations;
 #: with steps, fewer steps are computed (never fewer than the median and worst) when the computed
 #: steps would hold more than this many in all (by the capture's mean per step)
