@@ -17,6 +17,8 @@ MAX_FINDINGS = 8
 MAX_SITES = 2
 #: characters of a name (a C++ kernel signature, an operator, a frame) before it is cut
 MAX_NAME = 90
+#: characters of the hover text (the full name, up to this; the JSON has it whole)
+MAX_TITLE = 400
 
 _STYLE = ("font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;line-height:1.4;"
           "max-width:980px")
@@ -47,7 +49,7 @@ def _site(s: dict) -> str:
     share = s.get("share_pct")
     tail = f" ({share:.0f}%)" if isinstance(share, (int, float)) and not isinstance(share, bool) else ""
     full = " · ".join(str(p) for p in parts)
-    return f'<span title="{_e(full)}">{_e(_cut(full))}</span>{_e(tail)}'
+    return f'<span title="{_e(_cut(full, MAX_TITLE))}">{_e(_cut(full))}</span>{_e(tail)}'
 
 
 def _where(f: dict) -> str:
@@ -150,7 +152,7 @@ def diff_summary_html(result: dict) -> str:
     """A diff's compact display: headline, sentence, the kernels that moved most."""
     kernels = [k for k in result.get("kernels") or [] if isinstance(k, dict)]
     rows = "".join(
-        f'<tr><td style="{_CELL}"><span title="{_e(k.get("name"))}">{_e(_cut(k.get("name"), 70))}</span></td>'
+        f'<tr><td style="{_CELL}"><span title="{_e(_cut(k.get("name"), MAX_TITLE))}">{_e(_cut(k.get("name"), 70))}</span></td>'
         f'<td style="{_CELL}">{_e(k.get("status"))}</td>'
         f'<td style="{_NUM}">{_num(k.get("base_ms_per_step"), ",.3f")}</td>'
         f'<td style="{_NUM}">{_num(k.get("candidate_ms_per_step"), ",.3f")}</td>'
