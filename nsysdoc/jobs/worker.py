@@ -53,9 +53,13 @@ def _resolve(target: str):
 
 
 def main() -> int:
-    from .run import _ignore_sigint
+    import signal
 
-    _ignore_sigint()  # the parent stops its workers; a Ctrl-C must not print a traceback from each
+    # the parent stops its workers; a Ctrl-C must not print a traceback from each. It started this
+    # process with SIGINT blocked (nsysdoc.jobs.run._sigint_ignored): ignore it, then unblock it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     out = os.fdopen(os.dup(1), "wb")  # the frames' channel
     os.dup2(2, 1)  # print() and C libraries writing to stdout now write to stderr
     inp = sys.stdin.buffer
