@@ -99,8 +99,6 @@ class _Worker:
         import sys
         import tempfile
 
-        from .worker import read_frame
-
         exe = sys.executable
         if not exe or getattr(sys, "frozen", False):
             raise WorkerStartError("this Python has no interpreter to start (sys.executable is "
@@ -116,6 +114,16 @@ class _Worker:
         except (OSError, ValueError) as exc:
             self.err.close()
             raise WorkerStartError(f"{type(exc).__name__}: {exc}") from None
+        self.is_ready = False
+
+    def ready(self) -> "_Worker":
+        """Wait for the worker's greeting (it imported nsysdoc); WorkerStartError when it does not
+        come (then the process is gone)."""
+        from .worker import read_frame
+
+        if self.is_ready:
+            return self
+        exe = self.proc.args[0]
         try:
             hello = read_frame(self.proc.stdout)
         except Exception:
@@ -124,6 +132,8 @@ class _Worker:
             why = self.ended()
             self.kill()
             raise WorkerStartError(f"{exe} did not start a worker: {why}")
+        self.is_ready = True
+        return self
 
     def run(self, target: str, args: tuple):
         """("ok", result) or ("error", text); EOFError when the process died."""
@@ -207,11 +217,20 @@ class WorkerPool:
 
         self.n = max(1, n)
         self._lock = threading.Lock()
-        self._workers: list[_Worker] = [_Worker()]
         self._closed = False
+        # all started at once (each pays its own interpreter start-up and imports, in parallel);
+        # the first one's greeting decides whether worker processes work here at all
+        self._workers: list[_Worker] = [_Worker()]
+        try:
+            for _ in range(self.n - 1):
+                self._workers.append(_Worker())
+            self._workers[0].ready()
+        except WorkerStartError:
+            self.close()
+            raise
 
     def _new_worker(self) -> _Worker:
-        w = _Worker()
+        w = _Worker().ready()
         with self._lock:
             if self._closed:
                 w.kill()
@@ -246,9 +265,11 @@ class WorkerPool:
                 except queue.Empty:
                     break
                 try:
-                    if worker is None:
-                        worker = self._new_worker()
+                    worker = self._new_worker() if worker is None else worker.ready()
                 except WorkerStartError as exc:
+                    if worker is not None:
+                        self._forget(worker)
+                        worker = None
                     done.put((i, failed(i, f"cannot start a worker process: {exc}")))
                     continue
                 try:
@@ -268,9 +289,12 @@ class WorkerPool:
                 worker.stop()
                 self._forget(worker)
 
-        first = self._workers[0]
-        threads = [threading.Thread(target=feed, args=(first if k == 0 else None,), daemon=True,
+        started = list(self._workers)
+        threads = [threading.Thread(target=feed, args=(started[k] if k < len(started) else None,), daemon=True,
                                     name=f"nsysdoc-worker-{k}") for k in range(min(self.n, len(tasks)))]
+        for w in started[len(threads):]:  # more workers than tasks
+            w.stop()
+            self._forget(w)
         for t in threads:
             t.start()
         for _ in range(len(tasks)):
