@@ -261,3 +261,19 @@ def test_api_errors_name_parameters_and_the_command_names_flags(tmp_path):
 ])
 def test_api_wording(cli, api):
     assert api_wording(cli) == api
+
+
+def test_no_worker_process_falls_back_to_this_process_with_one_line(tmp_path, monkeypatch):
+    """An interpreter that cannot start workers (here ``sys.executable`` is ``false``, as in an
+    application embedding Python): the job runs in this process, same result, after one notice."""
+    from nsysdoc.jobs.run import run_local
+
+    paths = [str(p) for p in _two_ranks(tmp_path)]
+    expected = run_local(paths, {"no_cache": True}, jobs=1)
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    heard: list[str] = []
+    got = run_local(paths, {"no_cache": True}, jobs=2, notice=heard.append)
+    assert got == expected
+    assert len(heard) == 1 and "\n" not in heard[0]
+    assert heard[0].startswith("warning: cannot start worker processes (/bin/false did not start a worker: exit "
+                               "status 1)") and heard[0].endswith("running the 2 captures one at a time in this process")
