@@ -170,7 +170,23 @@ class _Worker:
             self.proc.wait(timeout=10)
         except Exception:
             self.kill()
+        self._pass_on_stderr()
         self._close()
+
+    def _pass_on_stderr(self) -> None:
+        """What a healthy worker wrote to stderr (warnings), on this process's stderr, as a
+        worker of a ``multiprocessing`` pool would have shown it (at most the last 4 KB)."""
+        import sys
+
+        try:
+            self.err.seek(0, 2)
+            size = self.err.tell()
+            if not size:
+                return
+            self.err.seek(max(0, size - 4096))
+            sys.stderr.write(self.err.read().decode("utf-8", "replace"))
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def kill(self) -> None:
         try:
