@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Union
@@ -155,6 +156,39 @@ def _json_text(result: dict) -> str:
         return msgspec.json.format(compact, indent=2) + "\n"
     except msgspec.DecodeError:  # a lone surrogate (a file name that is not UTF-8): msgspec refuses it
         return json.dumps(result, indent=2, allow_nan=False) + "\n"
+
+
+# --- errors that name API parameters (issue 49) -------------------------------------------------
+#: the command line's flags that messages from the shared layers name, and the API parameter each
+#: is: an error the API raises names ``step_marker=``, never ``--step-marker`` (cli.py keeps the flags)
+API_PARAMETERS = {"--step-marker": "step_marker", "--rank-pattern": "rank_pattern", "--dask": "dask",
+                  "--range": "time_range", "--steps": "steps", "--rank-reports": "rank_reports"}
+_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in API_PARAMETERS) + r")(?![\w-])( (?=['\"A-Z0-9]|tcp://))?")
+
+
+def api_wording(text: str | None) -> str | None:
+    """``text`` with each command-line flag of :data:`API_PARAMETERS` named as the API parameter:
+    ``--step-marker '(': ...`` becomes ``step_marker='(': ...``, ``pass --dask tcp://HOST:8786``
+    becomes ``pass dask=tcp://HOST:8786``."""
+    if not text:
+        return text
+    return _FLAG.sub(lambda m: API_PARAMETERS[m.group(1)] + "=", text)
+
+
+def _api_errors(func):
+    """Raise the NsysdocError ``func`` raises with its message and hint in the API's words."""
+    import functools
+
+    @functools.wraps(func)
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NsysdocError as exc:
+            message, hint = api_wording(exc.message), api_wording(exc.hint)
+            if message != exc.message or hint != exc.hint:
+                exc.message, exc.hint, exc.args = message, hint, (message,)
+            raise
+    return run
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -428,6 +462,7 @@ class Report:
 
         return render_markdown(self._analysis)
 
+    @_api_errors
     def perfetto_chunks(self, time_range: str | None = None, steps: str | None = None) -> Iterator[str]:
         """The Chrome trace JSON ``nsysdoc report -f perfetto`` writes (docs/perfetto.md), as text
         chunks: write them in order to a file that ui.perfetto.dev or chrome://tracing opens.
@@ -437,6 +472,7 @@ class Report:
 
         return chrome_trace(self._analysis, selection_for(self._analysis, time_range, steps))
 
+    @_api_errors
     def to_perfetto(self, path: PathLike, *, time_range: str | None = None, steps: str | None = None) -> Path:
         """Write the Chrome trace JSON of :meth:`perfetto_chunks` to ``path`` (temp file, then rename).
         The command line's output guard applies first (:func:`nsysdoc.outputs.check_outputs`): a
@@ -460,7 +496,10 @@ class Report:
         return terminal_summary(self._analysis, page_path)
 
     def _repr_html_(self) -> str:
-        return _iframe(self.to_html(), f"nsysdoc report: {Path(self.path).name}")
+        """A compact summary (issue 49): verdict, key numbers, findings with Where; a few KB, not the page."""
+        from .views.notebook import report_summary_html
+
+        return report_summary_html(self._result)
 
     def __repr__(self) -> str:
         n = len(self._result.get("findings") or [])
@@ -536,6 +575,7 @@ def _reads_for(inputs, ruleset: pipeline.Ruleset | None, rule_dirs=()) -> list:
     return run_reads(inputs, rule_dirs=dirs, config=ruleset.config_path if ruleset is not None else None)
 
 
+@_api_errors
 def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] | PathLike = (),
             config: PathLike | None = None, no_config: bool = False, step_marker: str | None = None,
             cache: bool = True, cache_dir: PathLike | None = None, nsys: str | None = None,
@@ -572,6 +612,7 @@ def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cach
                   reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
 
 
+@_api_errors
 def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None,
            no_config: bool = False, step_marker: str | None = None, cache: bool = True,
            cache_dir: PathLike | None = None, nsys: str | None = None,
@@ -674,7 +715,10 @@ class Diff:
         return diff_terminal_summary(self._result, page_path)
 
     def _repr_html_(self) -> str:
-        return _iframe(self.to_html(), "nsysdoc diff")
+        """A compact summary (issue 49): headline, sentence, the kernels that moved most."""
+        from .views.notebook import diff_summary_html
+
+        return diff_summary_html(self._result)
 
     def __repr__(self) -> str:
         return f"<nsysdoc.Diff {self.headline!r}>"
@@ -691,6 +735,7 @@ def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -
     return _report(pipeline.one_capture(x, what), ruleset_of(), **options)._result, str(x)
 
 
+@_api_errors
 def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequence[PathLike] | PathLike = (),
          config: PathLike | None = None, no_config: bool = False, step_marker: str | None = None,
          cache: bool = True, cache_dir: PathLike | None = None, nsys: str | None = None,
@@ -784,12 +829,16 @@ class Job:
         return job_terminal_summary(self._result, page_path)
 
     def _repr_html_(self) -> str:
-        return _iframe(self.to_html(), "nsysdoc job")
+        """A compact summary (issue 49): verdict, ranks, straggler, rolled-up findings."""
+        from .views.notebook import job_summary_html
+
+        return job_summary_html(self._result, self._page_path)
 
     def __repr__(self) -> str:
         return f"<nsysdoc.Job {self._result.get('rank_count')} ranks: {self.verdict!r}>"
 
 
+@_api_errors
 def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask: str | None = None,
         rank_pattern: str | None = None, rank_reports: PathLike | None = None,
         rules: Sequence[PathLike] | PathLike = (), config: PathLike | None = None, no_config: bool = False,

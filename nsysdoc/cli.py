@@ -396,6 +396,7 @@ def diff(
 ) -> None:
     """Compare two runs: is the candidate faster than the base, by how much, and why."""
     from .api import diff as diff_runs
+    diff_runs = diff_runs.__wrapped__  # the API's errors name parameters; the command's name its flags
 
     try:
         out_path, to_stdout, as_dir = _output_arg(output)
@@ -474,6 +475,7 @@ def job(
 ) -> None:
     """Analyse a multi-rank job: per-rank summaries, clock offsets, straggler, rolled-up findings."""
     from .api import job as run_job
+    run_job = run_job.__wrapped__  # the API's errors name parameters; the command's name its flags
 
     try:
         out_path, to_stdout, as_dir = _output_arg(output)

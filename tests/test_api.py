@@ -4,7 +4,7 @@
 * DataFrame columns and dtypes are exactly the documented ones (parsed from docs/api.md), and a
   hand-computed capture gives hand-computed values;
 * bad input raises ``NsysdocError`` whose message is the command's error line;
-* ``_repr_html_`` is the page ``to_html()`` returns, in a frame;
+* ``_repr_html_`` is a compact summary (issue 49), not the page ``to_html()`` returns;
 * ``import nsysdoc`` loads no pandas or numpy, and a report loads pandas only for a DataFrame;
 * docs/examples/explore.py runs.
 """
@@ -219,12 +219,13 @@ def test_kernels_frame_holds_every_name_beyond_the_json_top(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # renderings, findings, repr
 # ---------------------------------------------------------------------------------------------
-def test_repr_html_is_the_page_in_a_frame(hand_report):
+def test_repr_html_is_a_compact_summary_not_the_page(hand_report):
+    """Issue 49: a notebook display is the verdict, key numbers and findings (a few KB), not the
+    whole page per display (tests/test_api_scripts.py checks escaping and caps)."""
     page = hand_report.to_html()
-    frame = hand_report._repr_html_()
-    m = re.fullmatch(r'<iframe [^>]*srcdoc="([^"]*)"></iframe>', frame)
-    assert m and html.unescape(m.group(1)) == page
-    assert 'sandbox="allow-scripts"' in frame  # no same-origin: the page cannot touch the notebook
+    shown = hand_report._repr_html_()
+    assert html.escape(hand_report.verdict) in shown and "report.to_html()" in shown
+    assert len(shown) < 20_000 < len(page) and "<iframe" not in shown and "<script" not in shown
     assert page.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in page
 
 

@@ -61,7 +61,7 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
                   for i, f in enumerate(files) if i not in bad]
         done = run_dask(todo, options, dask, inner, labels=labels, notice=notice, timeout=dask_timeout)
     else:
-        done = run_local(todo, options, jobs, inner)
+        done = run_local(todo, options, jobs, inner, notice=notice)
     it = iter(done)
     results = [failed[i] if i in bad else next(it) for i in range(len(files))]
     summaries = []
@@ -71,6 +71,7 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
         if all(isinstance(r, int) for r in recorded) and len(set(recorded)) == len(recorded):
             ranks, source, name_error = recorded, "distributedInfo", None
     if name_error is not None:
+        _raise_failures(results, name_error)
         raise name_error
     if not one and all(len(recs) == 1 for recs in results):
         for i, recs in enumerate(results):  # one rank per file: ids from the file names
@@ -94,3 +95,16 @@ def run_job(inputs: list[str], options: dict | None = None, *, jobs: int | None 
                 f"rank ids {shown} were taken from file names and look like process ids; pass --rank-pattern "
                 f"REGEX to read the rank from another part of the name (its first group is the rank)")
     return result
+
+
+def _raise_failures(results: list[list[dict]], name_error: InputError) -> None:
+    """File names claim one rank twice, and the traces' recorded ranks cannot settle it because
+    some inputs could not be read: the unread inputs are the error (issue 49), named with theirs,
+    not the names' collision, which reading them might have settled."""
+    bad = [rec for recs in results for rec in recs if not rec.get("ok")]
+    if not bad:
+        return
+    shown = "; ".join(f"{Path(str(r.get('file'))).name}: {r.get('error')}" for r in bad[:3])
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    raise InputError(f"{len(bad)} of {len(results)} inputs could not be read ({shown}{more})",
+                     hint=f"their ranks are unknown, and the file names alone do not settle them ({name_error.message})")

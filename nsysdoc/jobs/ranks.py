@@ -83,7 +83,7 @@ def assign_ranks(files: list[str], pattern: str | None = None) -> tuple[list[int
         try:
             safe_regex.compile(pattern)
         except safe_regex.PatternError as exc:
-            raise InputError(f"--rank-pattern: not a valid regular expression ({exc})")
+            raise InputError(f"--rank-pattern {pattern[:60]!r}: not a valid regular expression ({exc})")
     found = [rank_from_name(f, pattern) for f in files]
     if pattern and any(r is None for r in found):
         bad = next(f for f, r in zip(files, found) if r is None)

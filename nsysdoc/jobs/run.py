@@ -36,40 +36,301 @@ def _default_jobs(n: int) -> int:
 
 
 def run_local(files: list[str], options: dict, jobs: int | None = None,
-              progress: Progress | None = None) -> list[list[dict]]:
-    """Summaries per file, in the order of ``files``. ``jobs`` = 1 runs in this process."""
+              progress: Progress | None = None, notice: Notice | None = None) -> list[list[dict]]:
+    """Summaries per file, in the order of ``files``. ``jobs`` = 1 runs in this process.
+
+    More jobs run on :class:`WorkerPool` (``python -m nsysdoc.jobs.worker`` processes), which never
+    re-imports the caller's ``__main__``: a plain script or a notebook needs no main guard. When no
+    worker process can be started (a frozen application, an interpreter embedded in another
+    program), the captures run one at a time in this process and ``notice`` hears why (one line;
+    without ``notice``, one line on stderr)."""
     jobs = _default_jobs(len(files)) if jobs is None else max(1, jobs)
     out: list[list[dict] | None] = [None] * len(files)
-    if jobs == 1 or len(files) == 1:
+    pool = None
+    if jobs > 1 and len(files) > 1:
+        try:
+            pool = WorkerPool(min(jobs, len(files)))
+        except WorkerStartError as exc:
+            _say(notice, f"warning: cannot start worker processes ({exc}); running the {len(files)} captures "
+                         "one at a time in this process")
+    if pool is None:
         for i, f in enumerate(files):
             out[i] = summarize_file(f, options)
             if progress:
                 progress(i + 1, len(files), out[i])
         return out  # type: ignore[return-value]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # spawn: workers start clean (no inherited threads or open SQLite handles), on every platform.
-    # Workers ignore Ctrl-C (the terminal sends it to the whole process group): the parent stops
-    # them, so an interrupted job ends at once, without a traceback from each worker.
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_ignore_sigint)
     try:
-        with _sigint_ignored():  # workers started now begin life ignoring it (before their initializer runs)
-            futs = {pool.submit(summarize_file, f, options): i for i, f in enumerate(files)}
-        for done, fut in enumerate(as_completed(futs), 1):
-            i = futs[fut]
-            try:
-                out[i] = fut.result()
-            except Exception as exc:  # the worker process died (killed, out of memory)
-                out[i] = [{"file": files[i], "ok": False, "error": f"worker failed: {type(exc).__name__}: {exc}"}]
+        for done, (i, recs) in enumerate(pool.map(SUMMARIZE, [(f, options) for f in files], label=files), 1):
+            out[i] = recs
             if progress:
                 progress(done, len(files), out[i])
-    except BaseException:  # Ctrl-C, or the caller's progress callback failed: stop, do not wait
-        terminate_pool(pool)
-        raise
-    pool.shutdown(wait=True)
+    finally:  # Ctrl-C, or the caller's progress callback failed: stop the workers, do not wait
+        pool.close()
     return out  # type: ignore[return-value]
+
+
+#: what a local worker runs for each capture
+SUMMARIZE = "nsysdoc.jobs.summary:summarize_file"
+#: characters of a dead worker's last stderr line quoted in its rank's error
+_STDERR_TAIL = 200
+
+
+def _say(notice: Notice | None, text: str) -> None:
+    if notice is not None:
+        notice(text)
+        return
+    import sys
+
+    try:
+        sys.stderr.write(f"nsysdoc: {text}\n")
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class WorkerStartError(Exception):
+    """No worker process could be started (the message says why)."""
+
+
+class _Worker:
+    """One ``python -m nsysdoc.jobs.worker`` process, its pipes and its stderr (a temporary file)."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+        import tempfile
+
+        exe = sys.executable
+        if not exe or getattr(sys, "frozen", False):
+            raise WorkerStartError("this Python has no interpreter to start (sys.executable is "
+                                   f"{exe!r}{', a frozen application' if getattr(sys, 'frozen', False) else ''})")
+        self.err = tempfile.TemporaryFile()
+        kwargs: dict = {}
+        if os.name == "nt":  # a Ctrl-C in the console reaches the parent only; it stops the workers
+            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        try:
+            with _sigint_ignored():  # the worker begins life with SIGINT blocked, until it ignores it
+                self.proc = subprocess.Popen([exe, "-c", _bootstrap()], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=self.err, **kwargs)
+        except (OSError, ValueError) as exc:
+            self.err.close()
+            raise WorkerStartError(f"{type(exc).__name__}: {exc}") from None
+        self.is_ready = False
+
+    def ready(self) -> "_Worker":
+        """Wait for the worker's greeting (it imported nsysdoc); WorkerStartError when it does not
+        come (then the process is gone)."""
+        from .worker import read_frame
+
+        if self.is_ready:
+            return self
+        exe = self.proc.args[0]
+        try:
+            hello = read_frame(self.proc.stdout)
+        except Exception:
+            hello = None
+        if not (isinstance(hello, tuple) and hello[:1] == ("ready",)):
+            why = self.ended()
+            self.kill()
+            raise WorkerStartError(f"{exe} did not start a worker: {why}")
+        self.is_ready = True
+        return self
+
+    def run(self, target: str, args: tuple):
+        """("ok", result) or ("error", text); EOFError when the process died."""
+        from .worker import read_frame, write_frame
+
+        try:
+            write_frame(self.proc.stdin, (target, args))
+        except (OSError, ValueError):
+            raise EOFError from None
+        return read_frame(self.proc.stdout)
+
+    def ended(self) -> str:
+        """Why the process ended: its exit status and its stderr's last line."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except Exception:
+            code = None
+        what = ("still running" if code is None else f"killed by signal {-code}" if code < 0
+                else f"exit status {code}")
+        try:
+            self.err.seek(0)
+            lines = [ln.strip() for ln in self.err.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+        except (OSError, ValueError):
+            lines = []
+        return what + (f", {lines[-1][:_STDERR_TAIL]}" if lines else "")
+
+    def stop(self) -> None:
+        """End the worker when it has finished (an empty frame, then close its pipes)."""
+        from .worker import write_frame
+
+        try:
+            write_frame(self.proc.stdin, None)
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.kill()
+        self._pass_on_stderr()
+        self._close()
+
+    def _pass_on_stderr(self) -> None:
+        """What a healthy worker wrote to stderr (warnings), on this process's stderr, as a
+        worker of a ``multiprocessing`` pool would have shown it (at most the last 4 KB)."""
+        import sys
+
+        try:
+            self.err.seek(0, 2)
+            size = self.err.tell()
+            if not size:
+                return
+            self.err.seek(max(0, size - 4096))
+            sys.stderr.write(self.err.read().decode("utf-8", "replace"))
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except Exception:
+            pass
+        self._close()
+
+    def _close(self) -> None:
+        for f in (getattr(self.proc, "stdin", None), getattr(self.proc, "stdout", None), self.err):
+            try:
+                if f is not None:
+                    f.close()
+            except Exception:
+                pass
+
+
+def _bootstrap() -> str:
+    """The worker's ``-c`` program: import nsysdoc from where this process imported it (an
+    editable install, a source tree on PYTHONPATH, a wheel), never from the current folder."""
+    import nsysdoc
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(nsysdoc.__file__)))
+    return ("import os, sys\n"
+            f"home = {home!r}\n"
+            "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
+            "if os.path.normcase(os.path.abspath(home)) not in "
+            "[os.path.normcase(os.path.abspath(p)) for p in sys.path]:\n"
+            "    sys.path.insert(0, home)\n"
+            "from nsysdoc.jobs.worker import main\n"
+            "sys.exit(main())\n")
+
+
+class WorkerPool:
+    """``n`` worker processes (:mod:`nsysdoc.jobs.worker`), each fed by a thread of this process.
+
+    The first worker is started at once: :class:`WorkerStartError` when it cannot be (then the
+    caller runs in-process). A worker that dies (killed, out of memory) fails only the task it was
+    running, as ``worker failed: <why>`` naming that input; a fresh worker takes the next task."""
+
+    def __init__(self, n: int) -> None:
+        import threading
+
+        self.n = max(1, n)
+        self._lock = threading.Lock()
+        self._closed = False
+        # all started at once (each pays its own interpreter start-up and imports, in parallel);
+        # the first one's greeting decides whether worker processes work here at all
+        self._workers: list[_Worker] = [_Worker()]
+        try:
+            for _ in range(self.n - 1):
+                self._workers.append(_Worker())
+            self._workers[0].ready()
+        except WorkerStartError:
+            self.close()
+            raise
+
+    def _new_worker(self) -> _Worker:
+        w = _Worker().ready()
+        with self._lock:
+            if self._closed:
+                w.kill()
+                raise WorkerStartError("the pool was closed")
+            self._workers.append(w)
+        return w
+
+    def _forget(self, w: _Worker) -> None:
+        with self._lock:
+            if w in self._workers:
+                self._workers.remove(w)
+
+    def map(self, target: str, tasks: list[tuple], label: list[str] | None = None):
+        """Yield ``(index, result)`` as tasks finish; a failed task's result is a failed record
+        ``[{"file": label[i], "ok": False, "error": ...}]``."""
+        import queue
+        import threading
+
+        todo: "queue.SimpleQueue[int]" = queue.SimpleQueue()
+        for i in range(len(tasks)):
+            todo.put(i)
+        done: "queue.SimpleQueue[tuple[int, object]]" = queue.SimpleQueue()
+        labels = label or [str(i) for i in range(len(tasks))]
+
+        def failed(i: int, why: str) -> list[dict]:
+            return [{"file": labels[i], "ok": False, "error": f"worker failed: {why}"}]
+
+        def feed(worker: _Worker | None) -> None:
+            while not self._closed:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    worker = self._new_worker() if worker is None else worker.ready()
+                except WorkerStartError as exc:
+                    if worker is not None:
+                        self._forget(worker)
+                        worker = None
+                    done.put((i, failed(i, f"cannot start a worker process: {exc}")))
+                    continue
+                try:
+                    kind, value = worker.run(target, tasks[i])
+                except EOFError:  # the process died with this task
+                    why = worker.ended()
+                    worker.kill()
+                    self._forget(worker)
+                    worker = None
+                    done.put((i, failed(i, f"the worker process ended ({why}) while reading {labels[i]}")))
+                    continue
+                except Exception as exc:  # an answer that cannot be read
+                    done.put((i, failed(i, f"{type(exc).__name__}: {exc}")))
+                    continue
+                done.put((i, value if kind == "ok" else failed(i, str(value))))
+            if worker is not None:
+                worker.stop()
+                self._forget(worker)
+
+        started = list(self._workers)
+        threads = [threading.Thread(target=feed, args=(started[k] if k < len(started) else None,), daemon=True,
+                                    name=f"nsysdoc-worker-{k}") for k in range(min(self.n, len(tasks)))]
+        for w in started[len(threads):]:  # more workers than tasks
+            w.stop()
+            self._forget(w)
+        for t in threads:
+            t.start()
+        for _ in range(len(tasks)):
+            while True:  # a timeout keeps Ctrl-C deliverable on every platform
+                try:
+                    yield done.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+        for t in threads:
+            t.join()
+
+    def close(self) -> None:
+        """Kill the workers still running (their tasks' results are not wanted)."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers)
+        for w in workers:
+            if w.proc.poll() is None:
+                w.kill()
 
 
 class _sigint_ignored:
@@ -144,9 +405,9 @@ def probe_scheduler(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     try:
         port = int(port_s) if sep else 8786
     except ValueError:
-        raise InputError(f"--dask {address}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
+        raise InputError(f"--dask {address!r}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
     if not (0 < port < 65536) or not (host or not sep):
-        raise InputError(f"--dask {address}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
+        raise InputError(f"--dask {address!r}: not an address (expected tcp://HOST:PORT)", hint=DASK_ADDRESS_HINT)
     where = f"the Dask scheduler at {address}"
     deadline = time.monotonic() + timeout
 

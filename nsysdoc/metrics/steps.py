@@ -40,7 +40,7 @@ def compile_step_pattern(pattern: str | None):
     try:
         return safe_regex.compile(text, ignore_case=True)
     except safe_regex.PatternError as exc:
-        raise UsageError(f"invalid --step-marker regular expression {text[:60]!r}: {exc}") from None
+        raise UsageError(f"--step-marker {text[:60]!r}: not a valid regular expression ({exc})") from None
 
 
 def outermost_ranges(df: Columns) -> Columns:
