@@ -127,6 +127,7 @@ def test_docs_list_every_dataframe_with_the_code_s_columns():
             "Job.ranks": api.RANK_COLUMNS, "Diff.breakdown": None}
     code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})
     code["Report.operators_by_shape"] = api.OPERATOR_SHAPE_COLUMNS  # issue 47
+    code["Report.gpu_ops"] = api.GPU_OP_COLUMNS  # issue 49
     assert set(docs) == set(code)
     for name, cols in code.items():
         if cols is not None:
