@@ -25,6 +25,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import SCENARIOS, ddp_job
 
 from .conftest import ROOT, SHARED_TRACES, run_cli
+from .conftest import needs_shared  # issue 49
 
 T0 = 1_000_000_000
 
@@ -54,7 +55,7 @@ def _shared_inputs() -> list[Path]:
     return sorted(SHARED_TRACES.glob("*.sqlite")) + sorted((SHARED_TRACES / "kineto").glob("*.json*"))
 
 
-@pytest.mark.skipif(not _shared_inputs(), reason="../shared/traces not present")
+@needs_shared()
 def test_to_dict_equals_the_cli_json_for_every_shared_trace(tmp_path):
     checked = refused = 0
     for path in _shared_inputs():
