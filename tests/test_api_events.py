@@ -190,6 +190,7 @@ def test_many_slices_give_the_one_slice_rows(name, tmp_path, monkeypatch):
     monkeypatch.setenv("NSYSDOC_SLICE_ROWS", "50")
     many = nsysdoc.report(str(path), no_config=True, cache=False)
     assert many._analysis.engine.slices > 3
+    page, text = many.to_html(), many.to_json()
     g1, gm = one.gpu_ops, many.gpu_ops
     assert gm.equals(g1)
     assert gm["start_ns"].is_monotonic_increasing
@@ -200,6 +201,8 @@ def test_many_slices_give_the_one_slice_rows(name, tmp_path, monkeypatch):
     top = am.sort_values(["duration_ms", "device", "start_ns"], ascending=[False, True, True], kind="stable").head(20)
     assert top[["start_ns", "end_ns", "cause"]].values.tolist() == \
         many.gaps[["start_ns", "end_ns", "cause"]].values.tolist()
+    # running the slices again changes nothing the report shows
+    assert many.to_json() == text and many.to_html() == page
 
 
 def test_a_capture_with_no_gpu_work_gives_empty_tables_with_the_columns(tmp_path):
