@@ -431,6 +431,43 @@ class Report:
                            for r in rows], CRITICAL_PATH_COLUMNS)
         return self._table("critical_path", build)
 
+    # issue 49: per-event tables, streamed from the block store (nsysdoc.engine.events)
+    def iter_gpu_ops(self, chunk_rows: int = 1_000_000) -> Iterator["pd.DataFrame"]:
+        """Every GPU operation (kernel, copy, memset) of the analysis window, in DataFrames of at
+        most ``chunk_rows`` rows (:data:`GPU_OP_COLUMNS`), by start time. The capture's slices
+        run again one at a time, so memory holds one slice and one chunk, however long the
+        capture; each call runs them again. Raises NsysdocError for a bad ``chunk_rows``."""
+        from .engine.events import gpu_op_chunks
+
+        n = _chunk_rows(chunk_rows)
+        for chunk in gpu_op_chunks(self._analysis, n):
+            yield _gpu_op_frame(chunk)
+
+    @property
+    def gpu_ops(self) -> "pd.DataFrame":
+        """:meth:`iter_gpu_ops` as one DataFrame: one row per GPU operation of the window (a
+        20 M-kernel capture gives 20 M rows: iterate :meth:`iter_gpu_ops` to keep memory flat).
+        Built on each access, not kept."""
+        return _concat_frames(list(self.iter_gpu_ops()), GPU_OP_COLUMNS)
+
+    def iter_gaps(self, chunk_rows: int = 1_000_000) -> Iterator["pd.DataFrame"]:
+        """Every idle gap of the analysis window (the ``metrics.idle_gaps.count`` of them), in
+        DataFrames of at most ``chunk_rows`` rows with :attr:`gaps`' columns (:data:`GAP_COLUMNS`),
+        by end time (then device); streamed as :meth:`iter_gpu_ops` is."""
+        from .engine.events import gap_chunks
+
+        n = _chunk_rows(chunk_rows)
+        labels = None
+        for chunk in gap_chunks(self._analysis, n):
+            if labels is None:
+                labels = list(self._analysis.trace.devices["label"])
+            yield _gap_frame(chunk, labels)
+
+    def all_gaps(self) -> "pd.DataFrame":
+        """:meth:`iter_gaps` as one DataFrame: every gap, where :attr:`gaps` holds the 20
+        longest (the same rows and columns for those; milliseconds here are not rounded, the JSON's are to 4 decimals)."""
+        return _concat_frames(list(self.iter_gaps()), GAP_COLUMNS)
+
     # renderings
     def to_dict(self) -> dict:
         """Exactly the JSON ``nsysdoc report -f json`` writes (docs/json.md), as Python objects."""
@@ -504,6 +541,75 @@ class Report:
     def __repr__(self) -> str:
         n = len(self._result.get("findings") or [])
         return f"<nsysdoc.Report {Path(self.path).name}: {self.verdict!r} ({n} finding{'s' * (n != 1)})>"
+
+
+# --- issue 49: per-event tables -----------------------------------------------------------------
+#: ``Report.gpu_ops`` / ``Report.iter_gpu_ops``
+GPU_OP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("start_ns", "int64"), ("end_ns", "int64"), ("device", "object"), ("stream", "Int64"), ("name", "object"),
+    ("kind", "object"), ("correlation", "Int64"), ("operator", "object"), ("module", "object"), ("step", "Int64"),
+    ("frame", "object"), ("device_id", "Int64"), ("pid", "Int64"),
+)
+
+
+def _chunk_rows(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"chunk_rows must be a positive integer, got {value!r}",
+                         hint="e.g. chunk_rows=1_000_000 (rows per DataFrame)")
+    return value
+
+
+def _nullable_int(pd, values, missing):
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.int64)
+    return pd.arrays.IntegerArray(v, v == missing) if len(v) else pd.array([], dtype="Int64")
+
+
+def _gpu_op_frame(chunk: dict) -> "pd.DataFrame":
+    from .lazy_pandas import pandas
+
+    pd = pandas()
+    data = {}
+    for name, dtype in GPU_OP_COLUMNS:
+        v = chunk[name]
+        if dtype == "Int64":
+            # unknown: stream/device -1, step -1 (outside every step), correlation 0 (none recorded)
+            data[name] = _nullable_int(pd, v, 0 if name == "correlation" else -1)
+        else:
+            data[name] = pd.Series(v, dtype=dtype)
+    return pd.DataFrame(data, columns=[c for c, _ in GPU_OP_COLUMNS])
+
+
+def _gap_frame(chunk: dict, labels: list) -> "pd.DataFrame":
+    import numpy as np
+
+    from .lazy_pandas import pandas
+    from .trace import schema as S
+
+    pd = pandas()
+    dev = chunk["device"]
+    th = chunk["thread"]
+    split = chunk["split_ns"]
+    data = {"device": pd.Series([labels[d] if 0 <= d < len(labels) else None for d in dev.tolist()], dtype="object"),
+            "start_ns": pd.Series(chunk["start_ns"], dtype="int64"), "end_ns": pd.Series(chunk["end_ns"], dtype="int64"),
+            "duration_ms": pd.Series((chunk["end_ns"] - chunk["start_ns"]) / 1e6, dtype="float64"),
+            "cause": pd.Series([IDLE_CAUSES[c] for c in chunk["cause"].tolist()], dtype="object"),
+            "pid": pd.arrays.IntegerArray(np.asarray(S.decode_pid(th), dtype=np.int64), th == 0),
+            "tid": pd.arrays.IntegerArray(np.asarray(S.decode_tid(th), dtype=np.int64), th == 0)}
+    for j, c in enumerate(IDLE_CAUSES):
+        data[f"{c}_ms"] = pd.Series(split[:, j] / 1e6, dtype="float64")
+    return pd.DataFrame(data, columns=[c for c, _ in GAP_COLUMNS])
+
+
+def _concat_frames(frames: list, columns) -> "pd.DataFrame":
+    if not frames:
+        return _frame([], columns)
+    if len(frames) == 1:
+        return frames[0]
+    from .lazy_pandas import pandas
+
+    return pandas().concat(frames, ignore_index=True)
 
 
 def _options(rules, config, no_config) -> pipeline.Ruleset:

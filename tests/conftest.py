@@ -13,6 +13,53 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_TRACES = Path(os.environ.get("NSYSDOC_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
 
 
+# --- issue 49: tests that need ../shared -------------------------------------------------------
+#: The one skip message of every test that needs the folder beside the checkout.
+SHARED_SKIP = "needs ../shared/traces (real captures beside the checkout): not in this checkout"
+
+
+def shared_missing(*paths) -> bool:
+    """True when ``SHARED_TRACES`` is absent, or one of ``paths`` (relative to it, or absolute) is."""
+    if not SHARED_TRACES.is_dir():
+        return True
+    return any(not (SHARED_TRACES / p).exists() for p in paths)
+
+
+class _NeedsShared:
+    """The ``real`` marker and a skip with :data:`SHARED_SKIP` when the files are absent: a
+    decorator (``@needs_shared()``, ``@needs_shared("kineto/x.pt.trace.json.gz")``), or its
+    ``marks`` for ``pytestmark = needs_shared().marks`` / ``pytest.param(..., marks=needs_shared().marks)``."""
+
+    def __init__(self, paths) -> None:
+        self.marks = [pytest.mark.real, pytest.mark.skipif(shared_missing(*paths), reason=SHARED_SKIP)]
+
+    def __call__(self, fn):
+        for m in self.marks:
+            fn = m(fn)
+        return fn
+
+
+def needs_shared(*paths) -> _NeedsShared:
+    """How a test that reads ../shared says so (see :class:`_NeedsShared`): ``pytest -m real`` runs
+    exactly these tests, ``pytest -m "not real"`` the others; without the folder they skip with
+    :data:`SHARED_SKIP` (a test marked only ``@pytest.mark.real`` does too: :func:`pytest_runtest_setup`)."""
+    return _NeedsShared(paths)
+
+
+def skip_without_shared(*paths) -> None:
+    """Inside a test or fixture: skip with :data:`SHARED_SKIP` when a file it reads is absent."""
+    if shared_missing(*paths):
+        pytest.skip(SHARED_SKIP)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Every ``real`` test skips with the one message when ../shared/traces is absent, before any
+    other skip (an empty parameter list from a glob of the folder included)."""
+    if item.get_closest_marker("real") is not None and not SHARED_TRACES.is_dir():
+        pytest.skip(SHARED_SKIP)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     """Never touch the user's ~/.cache during tests."""

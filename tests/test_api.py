@@ -25,6 +25,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import SCENARIOS, ddp_job
 
 from .conftest import ROOT, SHARED_TRACES, run_cli
+from .conftest import needs_shared  # issue 49
 
 T0 = 1_000_000_000
 
@@ -54,7 +55,7 @@ def _shared_inputs() -> list[Path]:
     return sorted(SHARED_TRACES.glob("*.sqlite")) + sorted((SHARED_TRACES / "kineto").glob("*.json*"))
 
 
-@pytest.mark.skipif(not _shared_inputs(), reason="../shared/traces not present")
+@needs_shared()
 def test_to_dict_equals_the_cli_json_for_every_shared_trace(tmp_path):
     checked = refused = 0
     for path in _shared_inputs():
@@ -128,6 +129,7 @@ def test_docs_list_every_dataframe_with_the_code_s_columns():
     code.update({"Report.memory": api.MEMORY_COLUMNS, "Report.memory_ops": api.MEMORY_OP_COLUMNS})
     code["Report.operators_by_shape"] = api.OPERATOR_SHAPE_COLUMNS  # issue 47
     code["Report.critical_path"] = api.CRITICAL_PATH_COLUMNS  # issue 48
+    code["Report.gpu_ops"] = api.GPU_OP_COLUMNS  # issue 49
     assert set(docs) == set(code)
     for name, cols in code.items():
         if cols is not None:

@@ -7,7 +7,6 @@ per slice puts ranges across many slice edges), and on the real exports when pre
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,9 @@ import pytest
 from nsysdoc.testing import scenarios as SC
 from nsysdoc.testing.builder import Capture
 
-from .conftest import diagnose_path
+from .conftest import SHARED_TRACES, diagnose_path, needs_shared, skip_without_shared
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = SHARED_TRACES
 GEMM = "ampere_sgemm_128x64_nn"
 
 
@@ -149,11 +148,11 @@ REAL = ["mmagic_vsr_a100_forward.sqlite", "fastvideo_h100x2_sp2_slice.sqlite", "
         "nvfuser_pytest_h200.sqlite"]
 
 
+@needs_shared()
 @pytest.mark.parametrize("name", REAL)
 def test_real_traces_same_json_sliced_or_not(name, monkeypatch):
     path = TRACES / name
-    if not path.exists():
-        pytest.skip("shared/traces is absent")
+    skip_without_shared(name)
     _same_both_ways(path, monkeypatch, [None, 3000])
 
 

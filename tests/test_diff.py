@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from .conftest import ROOT, SHARED_TRACES, diagnose_path, run_cli
+from .conftest import needs_shared  # issue 49
 from nsysdoc.compare import (NEGLIGIBLE_PCT, bootstrap_median_change, check_report, compare, regression)
 from nsysdoc.errors import InputError
 from nsysdoc.testing.scenarios import GEMM, SOFTMAX, dataloader_starvation, steady_training
@@ -529,7 +530,7 @@ def test_cli_refuses_missing_and_ambiguous_inputs(runs, tmp_path):
 FASTVIDEO = ("fastvideo_torchrun_h100x2_before.sqlite", "fastvideo_torchrun_h100x2_after.sqlite")
 
 
-@pytest.mark.skipif(not all((SHARED_TRACES / f).is_file() for f in FASTVIDEO), reason="shared traces absent")
+@needs_shared(*FASTVIDEO)
 def test_real_fastvideo_before_after():
     """Expert reading (SQL in docs/diff.md): no step markers, but each process launches the same
     157 GPU operations over and over (one DiT block: no optimizer, no backward), one H2D copy
@@ -610,9 +611,7 @@ def test_unrelated_models_on_different_gpus_are_not_comparable():
 KINETO = SHARED_TRACES / "kineto"
 
 
-@pytest.mark.skipif(not (KINETO / "hta_a100_rank3of8.pt.trace.json.gz").is_file()
-                    or not (KINETO / "kineto_resnet50_v100_oldformat.pt.trace.json.gz").is_file(),
-                    reason="shared Kineto traces absent")
+@needs_shared("kineto/hta_a100_rank3of8.pt.trace.json.gz", "kineto/kineto_resnet50_v100_oldformat.pt.trace.json.gz")
 def test_real_resnet_v100_against_another_model_on_a100_is_not_comparable():
     """Expert reading: a ResNet-50 on a V100 and a recommender model (embedding and NCCL kernels) on
     an A100; only generic elementwise kernels share a name (about 15% of either's kernel time). The

@@ -14,7 +14,9 @@ import pytest
 
 from tests import golden
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+from tests.conftest import SHARED_TRACES, needs_shared  # noqa: E402
+
+TRACES = SHARED_TRACES
 
 
 @pytest.fixture
@@ -76,7 +78,7 @@ def _json(path, monkeypatch, rows=None, budget=None):
 REAL = sorted(TRACES.glob("*.sqlite")) + sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.is_dir() else []
 
 
-@pytest.mark.skipif(not REAL, reason="../shared/traces not present")
+@needs_shared()
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 def test_real_traces_same_json_whatever_the_slices(path, monkeypatch):
     from nsysdoc.errors import InputError

@@ -13,7 +13,7 @@ import pytest
 
 from nsysdoc.metrics.kernels import gemm_precision, is_fp32_gemm, uses_tensor_cores
 
-from .conftest import SHARED_TRACES
+from .conftest import SHARED_TRACES, needs_shared, skip_without_shared
 
 FP32, TF32, BF16, FP16, FP8, INT8, FP64, CPLX = "fp32-simt", "tf32", "bf16", "fp16", "fp8", "int8", "fp64", "complex"
 
@@ -242,6 +242,7 @@ def _traces():
     return sorted(SHARED_TRACES.glob("*.sqlite")) if SHARED_TRACES.is_dir() else []
 
 
+@needs_shared()
 @pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
 def test_real_trace_names_are_consistent(path):
     """Every kernel name of the real exports: is_fp32_gemm agrees with gemm_precision, an FP32 GEMM never
@@ -255,6 +256,7 @@ def test_real_trace_names_are_consistent(path):
             assert p is None and not uses_tensor_cores(name), name
 
 
+@needs_shared()
 @pytest.mark.parametrize("file, expected", [
     # the FFMA cuBLAS kernels and nothing else (the same set test_real_traces checks by time)
     ("fastvideo_h100x2_sp2_slice.sqlite", lambda n: "gemm" in n and "ffma" in n),
@@ -266,8 +268,7 @@ def test_real_trace_names_are_consistent(path):
 ])
 def test_fp32_gemms_of_real_traces(file, expected):
     path = SHARED_TRACES / file
-    if not path.exists():
-        pytest.skip("file absent")
+    skip_without_shared(file)
     names = _trace_kernel_names(path)
     assert names
     assert {n for n in names if is_fp32_gemm(n)} == {n for n in names if expected(n)}

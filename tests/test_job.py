@@ -22,6 +22,7 @@ from nsysdoc.jobs.align import clock_offsets, match_collectives
 from nsysdoc.testing.scenarios import ddp_job, three_node_job_two_allreduces, unrelated_captures
 
 from .conftest import SHARED_TRACES, run_cli
+from .conftest import needs_shared  # issue 49
 
 
 def _write(caps, folder, name="rank{r}.sqlite"):
@@ -248,7 +249,7 @@ def test_independent_processes_on_one_gpu_model_only_warn(tmp_path):
     assert any("no collective kernel that every rank runs" in w for w in d["warnings"])
 
 
-@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="shared traces absent")
+@needs_shared()
 def test_the_shared_traces_folder_is_not_one_job():
     """11 unrelated captures from different machines and nsys versions (years apart)."""
     p = run_cli("job", SHARED_TRACES, "-f", "json", "-q", "--no-config", timeout=900)
@@ -375,7 +376,7 @@ def test_cli_page_with_rank_reports_and_fail_on(slow_job, tmp_path):
 REAL = SHARED_TRACES / "fastvideo_torchrun_h100x2_before.sqlite"
 
 
-@pytest.mark.skipif(not REAL.is_file(), reason="shared traces absent")
+@needs_shared(REAL.name)
 def test_real_two_rank_capture():
     """SQL (docs/job.md): of 33 ncclDevKernel_SendRecv pairs, pid 145 (rank 1) starts later in 22;
     pid 144 waits 10.9 ms in total in the 300 ms window = 36.3 ms/s (3.6%): a mild straggler,
@@ -392,7 +393,7 @@ def test_real_two_rank_capture():
 AFTER = SHARED_TRACES / "fastvideo_torchrun_h100x2_after.sqlite"
 
 
-@pytest.mark.skipif(not AFTER.is_file(), reason="shared traces absent")
+@needs_shared(AFTER.name)
 def test_real_two_rank_capture_after_the_fix_has_no_straggler():
     """SQL: rank 1 is last in 16 of 31 SendRecv pairs but rank 0 waits only 4.3 ms in 0.3 s: no
     straggler; both ranks share the launch-bound finding. The capture has no step markers; its

@@ -56,6 +56,7 @@ from nsysdoc.rules.engine import RuleSet, _extras, builtin_rules_dir, evaluate  
 from nsysdoc.testing import Capture  # noqa: E402
 from nsysdoc.trace import schema as S  # noqa: E402
 from tests.conftest import SHARED_TRACES, diagnose_path  # noqa: E402
+from tests.conftest import needs_shared, skip_without_shared  # noqa: E402  (issue 49)
 
 RULES = load_rules()
 HALF = 0.5e-4  # the JSON rounds to 4 decimals: half a unit in the last place
@@ -136,7 +137,12 @@ def report(reports, request) -> dict:
 
 
 def each_report(fn):
-    return pytest.mark.parametrize("report", REPORT_IDS, ids=REPORT_IDS, indirect=True)(fn)
+    return pytest.mark.parametrize("report", [_real_marked(i) for i in REPORT_IDS], ids=REPORT_IDS, indirect=True)(fn)
+
+
+def _real_marked(rid: str):
+    """issue 49: a real trace's case carries the ``real`` marker."""
+    return pytest.param(rid, marks=pytest.mark.real) if rid.startswith("real.") else rid
 
 
 def active_devices(r: dict) -> int:
@@ -187,6 +193,7 @@ def test_eight_sites_shares_are_of_all_eight_not_of_the_five_shown(reports):
     assert f["impact_ms"] == pytest.approx(5.4, abs=HALF)
 
 
+@needs_shared("fastvideo_torchrun_h100x2_before.sqlite")
 def test_fastvideo_kernel_shares_are_of_all_kernels_from_sql(reports):
     """The trace of the audit. Its window is the GPU span, so every kernel is in it; from SQL:
     ``SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL`` = 535,200,650 ns on 2 GPUs
@@ -196,8 +203,7 @@ def test_fastvideo_kernel_shares_are_of_all_kernels_from_sql(reports):
     import sqlite3
 
     path = SHARED_TRACES / "fastvideo_torchrun_h100x2_before.sqlite"
-    if not path.is_file():
-        pytest.skip("shared trace absent")
+    skip_without_shared(path.name)
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         total_ns, ndev = db.execute("SELECT sum(end - start), count(DISTINCT deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
@@ -307,7 +313,7 @@ WHERE_IMPACT_XFAIL: dict = {}  # fixed: transfer-bound weighs copy_ops (copies a
 
 
 @pytest.mark.parametrize("report", [pytest.param(i, marks=pytest.mark.xfail(strict=True, reason=WHERE_IMPACT_XFAIL[i]))
-                                    if i in WHERE_IMPACT_XFAIL else i for i in REPORT_IDS],
+                                    if i in WHERE_IMPACT_XFAIL else _real_marked(i) for i in REPORT_IDS],
                          ids=REPORT_IDS, indirect=True)
 def test_a_findings_where_adds_up_to_its_impact(report):
     """A finding's Where is the list of ``metrics.where`` of its selector; for the idle classes

@@ -178,6 +178,7 @@ def test_kernel_class_thresholds(issue, tensor, dram, gemm, expected):
 
 
 # --- Kineto's own occupancy fields ------------------------------------------------------------------
+@pytest.mark.real  # issue 49: reads ../shared/traces
 def test_kineto_blocks_per_sm_is_the_sm_fill_the_under_filled_reading_uses():
     """PyTorch Profiler kernel events carry ``blocks per SM`` (grid blocks / the device's SMs) and
     ``warps per SM``; nsysdoc computes SM fill = min(1, blocks / SMs) from the grid and the trace's
@@ -193,9 +194,10 @@ def test_kineto_blocks_per_sm_is_the_sm_fill_the_under_filled_reading_uses():
     from nsysdoc.trace import load_trace
     from nsysdoc.trace import schema as S
 
-    path = Path("/work/shared/traces/kineto/hta_a100_rank3of8.pt.trace.json.gz")
-    if not path.exists():
-        pytest.skip("shared trace not present")
+    from tests.conftest import SHARED_TRACES, skip_without_shared
+
+    path = SHARED_TRACES / "kineto" / "hta_a100_rank3of8.pt.trace.json.gz"
+    skip_without_shared("kineto/hta_a100_rank3of8.pt.trace.json.gz")
     with gzip.open(path) as fh:
         events = [e for e in json.load(fh)["traceEvents"] if e.get("cat") == "kernel"]
     want = collections.Counter(round(min(1.0, e["args"]["blocks per SM"]), 5) for e in events)

@@ -27,6 +27,7 @@ from nsysdoc.trace import kineto as K
 from nsysdoc.trace.cache_entry import wait_for_cache_writes
 
 from .conftest import SHARED_TRACES, diagnose_path, run_cli
+from .conftest import needs_shared, skip_without_shared  # issue 49
 
 KINETO_DIR = SHARED_TRACES / "kineto"
 NOT_RECORDED = "not recorded by the PyTorch Profiler"
@@ -246,11 +247,11 @@ def _independent(path) -> dict:
             "listed_gpus": len(doc["deviceProperties"]), "window_ms": (w1 - w0) / 1e6}
 
 
+@needs_shared()
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_real_kineto_trace_against_an_independent_computation(name):
     path = KINETO_DIR / name
-    if not path.is_file():
-        pytest.skip(f"{path} is not here (the shared traces are not part of a checkout)")
+    skip_without_shared("kineto/" + name)
     truth = _independent(path)
     assert truth["kernels"] == REAL[name]["kernels"] and truth["steps"] == REAL[name]["steps"]
     trace = load_trace(path, cache=False)

@@ -17,6 +17,7 @@ import pytest
 from nsysdoc.testing.scenarios import SCENARIOS, dataloader_starvation, launch_bound_small_kernels, no_step_markers
 
 from .conftest import SHARED_TRACES, run_cli
+from .conftest import needs_shared  # issue 49
 
 FORBIDDEN = ("Open in the Nsight Systems GUI", "nsys shortName", "Capture: nsys unknown", "Nsight Systems GUI",
              "--trace=", "--python-backtrace", "nsys stats", "NVTX ranges (top by total time)", "NVTX range totals")
@@ -145,7 +146,7 @@ def test_every_scenario_as_kineto_names_no_nsys_switch_in_rule_texts(tmp_path):
                 assert phrase not in text, f"{name}/{f['rule']}: {phrase!r}"
 
 
-@pytest.mark.skipif(not REAL, reason="shared Kineto traces not present (../shared/traces/kineto)")
+@needs_shared("kineto")
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name.split(".")[0])
 def test_real_kineto_traces_speak_pytorch(tmp_path, path):
     k = _outputs(tmp_path, path)

@@ -27,7 +27,9 @@ from tests.conftest import diagnose_path  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30
-RESNET = Path("/work/shared/traces/kineto/kineto_resnet50_v100_oldformat.pt.trace.json.gz")
+from tests.conftest import SHARED_TRACES, needs_shared  # noqa: E402  (issue 49)
+
+RESNET = SHARED_TRACES / "kineto" / "kineto_resnet50_v100_oldformat.pt.trace.json.gz"
 FORMS = ("nsys", "kineto-new", "kineto-old")
 
 
@@ -252,7 +254,7 @@ def _independent(path: Path) -> tuple[dict, list]:
     return peak, [(name, b, count[name]) for name, b in nbytes.most_common(5)]
 
 
-@pytest.mark.skipif(not RESNET.is_file(), reason="the shared ResNet-50 trace is not on this machine")
+@needs_shared("kineto/" + RESNET.name)
 def test_resnet50_peak_and_top5_allocating_operators_match_independent_code():
     peak, top5 = _independent(RESNET)
     res = diagnose_path(RESNET)

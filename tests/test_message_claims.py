@@ -450,6 +450,8 @@ def _trace_subjects() -> dict[str, tuple]:
 
 SUBJECTS = {**_scenario_subjects(), **_case_subjects(), **_trace_subjects()}
 IDS = sorted(SUBJECTS)
+#: issue 49: the real traces' subjects carry the ``real`` marker
+PARAMS = [pytest.param(s, marks=pytest.mark.real) if s.startswith("trace:") else s for s in IDS]
 _RESULTS: dict[str, dict | None] = {}
 
 
@@ -501,7 +503,7 @@ def result_of(sid: str) -> dict | None:
 def _get(sid: str) -> dict:
     kind, what = SUBJECTS[sid][:2]
     if kind == "trace" and not Path(what).exists():
-        pytest.skip(f"{what} absent")
+        pytest.skip(_conftest.SHARED_SKIP)
     r = result_of(sid)
     if r is None:
         pytest.skip("not diagnosable (empty capture)")
@@ -522,7 +524,7 @@ class Failures(list):
 # the tests
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sid", IDS, ids=IDS)
+@pytest.mark.parametrize("sid", PARAMS, ids=IDS)
 def test_every_message_agrees_with_its_numbers(sid):
     r = _get(sid)
     out = Failures(sid)
@@ -561,7 +563,7 @@ def _main(findings: list, judgeable: bool):
     return None
 
 
-@pytest.mark.parametrize("sid", IDS, ids=IDS)
+@pytest.mark.parametrize("sid", PARAMS, ids=IDS)
 def test_verdict_agrees_with_the_findings(sid):
     """The verdict and the findings list rank the same way, and the verdict's second line never
     names a bound other than its headline ('Main bottleneck: nccl-exposed' then 'Compute-bound')."""
@@ -610,7 +612,7 @@ def _summaries(r: dict) -> tuple[str, str]:
     return render_markdown(r), terminal_summary(r)
 
 
-@pytest.mark.parametrize("sid", IDS, ids=IDS)
+@pytest.mark.parametrize("sid", PARAMS, ids=IDS)
 def test_summaries_never_print_na(sid):
     """'n/a' disappears from the cards and the terminal summary (issue 28, item 8)."""
     md, term = _summaries(_get(sid))
@@ -622,7 +624,7 @@ def test_summaries_never_print_na(sid):
     out.fail_if_any()
 
 
-@pytest.mark.parametrize("sid", IDS, ids=IDS)
+@pytest.mark.parametrize("sid", PARAMS, ids=IDS)
 def test_no_cost_findings_are_not_listed_as_costs(sid):
     """A finding with no measurable cost says so plainly or is folded away: no summary line lists it
     with a cost of zero ('Host-device copies from pageable memory - 0.000 ms')."""
@@ -638,7 +640,7 @@ def test_no_cost_findings_are_not_listed_as_costs(sid):
     out.fail_if_any()
 
 
-@pytest.mark.parametrize("sid", IDS, ids=IDS)
+@pytest.mark.parametrize("sid", PARAMS, ids=IDS)
 def test_page_does_not_repeat_a_paragraph_three_times(sid):
     """'A no-GPU page does not repeat one paragraph three times': no sentence of 60 characters or
     more appears three times in the markdown page."""

@@ -10,6 +10,7 @@ import pytest
 from nsysdoc.testing.scenarios import SCENARIOS
 
 from .conftest import diagnose_path, real_traces
+from .conftest import SHARED_SKIP, needs_shared  # issue 49
 
 #: a list of input shapes as torch.profiler's Input Dims prints it (integers, commas, brackets, '…')
 INPUT_SHAPES = re.compile(r"\[\[[\d, \[\]…]*\]")
@@ -47,10 +48,11 @@ def test_scenario_messages_read_cleanly(name, build):
     check(diagnose_path(build(name)))
 
 
+@needs_shared()
 @pytest.mark.parametrize("path", real_traces() or [None], ids=lambda p: p.name if p else "none")
 def test_real_trace_messages_read_cleanly(path):
     if path is None:
-        pytest.skip("no real traces")
+        pytest.skip(SHARED_SKIP)
     from nsysdoc.errors import EmptyCaptureError
 
     try:

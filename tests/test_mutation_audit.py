@@ -24,6 +24,7 @@ from nsysdoc.metrics.framing import framing
 from nsysdoc.testing import Capture
 
 from .conftest import SHARED_TRACES, diagnose_path
+from .conftest import needs_shared, skip_without_shared  # issue 49
 
 approx = pytest.approx
 
@@ -184,12 +185,11 @@ def _raw_expectations(path: Path) -> dict:
                      (max(e["ts"] + e["dur"] for e in gpu) - anchor_us) * 1000)}
 
 
-@pytest.fixture(scope="module", params=REAL_KINETO)
+@pytest.fixture(scope="module", params=[pytest.param(n, id=n, marks=needs_shared().marks) for n in REAL_KINETO])
 def real_kineto(request):
     """(raw expectations, report) of one real trace; each trace is reported once per module."""
     path = KINETO_DIR / f"{request.param}.pt.trace.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
+    skip_without_shared(f"kineto/{request.param}.pt.trace.json.gz")
     return request.param, _raw_expectations(path), diagnose_path(path)
 
 

@@ -9,7 +9,6 @@ import gzip
 import json
 import math
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,9 @@ from nsysdoc.testing import Capture
 from nsysdoc.trace import load_trace
 from nsysdoc.trace import schema as S
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+from tests.conftest import SHARED_TRACES, needs_shared  # noqa: E402  (issue 49)
+
+TRACES = SHARED_TRACES
 A100 = O.device_limits(108, 8.0)
 H100 = O.device_limits(132, 9.0)
 
@@ -312,7 +313,7 @@ def test_kineto_damaged_launch_args(tmp_path):
     assert tr.derived["launch_est_occupancy"].tolist() == [-1, -1]
 
 
-@pytest.mark.skipif(not (TRACES / "kineto").is_dir(), reason="../shared/traces is not in this checkout")
+@needs_shared("kineto/hta_a100_rank3of8.pt.trace.json.gz")
 def test_real_kineto_trace_launch_fields():
     """Every kernel event's args, packed by hand, against the codes the loader kept per kernel."""
     path = TRACES / "kineto" / "hta_a100_rank3of8.pt.trace.json.gz"

@@ -34,6 +34,7 @@ from nsysdoc.testing.shape_scenarios import conv_shapes_per_step  # noqa: E402
 from nsysdoc.trace import kineto as K  # noqa: E402
 from nsysdoc.trace.nvtx_text import canonical_sizes, sizes_of, sizes_text  # noqa: E402
 from tests.conftest import SHARED_TRACES, diagnose_path  # noqa: E402
+from tests.conftest import needs_shared, skip_without_shared  # noqa: E402  (issue 49)
 
 KINETO = SHARED_TRACES / "kineto"
 FORMS = ("nsys", "kineto")
@@ -299,11 +300,11 @@ def _independent_counts(path: Path) -> Counter:
     return c
 
 
+@needs_shared()
 @pytest.mark.parametrize("name", ["kineto_resnet50_v100_oldformat.pt.trace.json.gz", "hta_a100_rank3of8.pt.trace.json.gz"])
 def test_real_trace_calls_per_operator_and_shapes(name):
     path = KINETO / name
-    if not path.is_file():
-        pytest.skip("shared traces not present")
+    skip_without_shared("kineto/" + name)
     r = diagnose_path(path)
     rows = r["metrics"]["operators_by_shape"]["rows"]
     assert len(rows) == 500  # 580 and 1,718 (operator, shapes) pairs: the first 500 by self GPU time

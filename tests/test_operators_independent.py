@@ -48,7 +48,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests.conftest import SHARED_TRACES, needs_shared, skip_without_shared  # noqa: E402  (issue 49)
+
+TRACES = SHARED_TRACES
 
 KINETO = {
     "hta_a100": "kineto/hta_a100_rank3of8.pt.trace.json.gz",
@@ -77,11 +81,8 @@ _CALL_FIELDS = re.compile(r", (?:seq|op_id) = \d+")
 
 
 def trace_path(key: str) -> Path:
-    if not TRACES.is_dir():
-        pytest.skip(f"no shared traces folder at {TRACES}")
+    skip_without_shared(ALL[key])
     path = TRACES / ALL[key]
-    if not path.is_file():
-        pytest.skip(f"trace {path} is absent")
     return path
 
 
@@ -442,7 +443,7 @@ def top_kernel_ok(exp, name, got):
 # ----------------------------------------------------------------------------------------------
 # tests
 
-KEYS = list(ALL)
+KEYS = [pytest.param(k, id=k, marks=needs_shared().marks) for k in ALL]
 
 
 def test_operator_name_folding():

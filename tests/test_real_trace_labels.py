@@ -66,7 +66,7 @@ def _diagnose_fallback(path) -> dict:
 
 diagnose_path: Callable[..., dict] = getattr(_conftest, "diagnose_path", None) or _diagnose_fallback
 
-pytestmark = pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason=f"no real traces at {SHARED_TRACES}")
+pytestmark = _conftest.needs_shared().marks  # issue 49: the real marker and the one skip message
 
 SEVERITIES = ("info", "warning", "critical")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
@@ -938,7 +938,7 @@ STEMS = sorted(LABELS)
 def test_real_trace_matches_expert_label(stem):
     path = label_path(stem)
     if not path.exists():
-        pytest.skip(f"{path} absent")
+        pytest.skip(_conftest.SHARED_SKIP)
     label = LABELS[stem]
     if label.raises:
         import nsysdoc.errors
@@ -957,7 +957,7 @@ def test_real_trace_device_numbers_match_rows(stem):
     """busy %, communication and exposed communication per device, recomputed from the rows."""
     path = label_path(stem)
     if not path.exists():
-        pytest.skip(f"{path} absent")
+        pytest.skip(_conftest.SHARED_SKIP)
     if LABELS[stem].raises:
         pytest.skip("not diagnosable")
     chk = Checks(stem)
@@ -1063,7 +1063,7 @@ def _overlapped_comm_as_exposed(act, own_ops, extra, w0, w1):
 def _mutation_catches(monkeypatch, mutate, stems):
     present = [s for s in stems if label_path(s).exists()]
     if not present:
-        pytest.skip("none of the relevant captures is present")
+        pytest.skip(_conftest.SHARED_SKIP)
     baseline = {s: set(label_failures(s)) for s in present}
     calls = _patch_extend_activity(monkeypatch, mutate)
     caught = {}

@@ -13,9 +13,9 @@ from nsysdoc.errors import EmptyCaptureError
 from nsysdoc.trace import load_trace
 from nsysdoc.trace.open import readonly_uri
 
-from .conftest import SHARED_TRACES, analyze_path, real_traces
+from .conftest import SHARED_SKIP, SHARED_TRACES, analyze_path, needs_shared, real_traces
 
-pytestmark = pytest.mark.skipif(not real_traces(), reason=f"no real traces at {SHARED_TRACES}")
+pytestmark = needs_shared().marks  # issue 49: the real marker and the one skip message
 TRACES = real_traces() or [None]
 
 
@@ -87,7 +87,7 @@ def test_busy_matches_independent_union(path):
 def test_failed_capture_explains_injection_error():
     path = SHARED_TRACES / "failed_capture_injection_error.sqlite"
     if not path.exists():
-        pytest.skip("file absent")
+        pytest.skip(SHARED_SKIP)
     with pytest.raises(EmptyCaptureError) as err:
         load_trace(path, cache=False)
     assert "libToolsInjection" in (err.value.hint or "")
@@ -96,7 +96,7 @@ def test_failed_capture_explains_injection_error():
 def test_nvtx_only_capture_reports_no_gpu_activity():
     path = SHARED_TRACES / "tensorrt_nvtx_only_titanrtx.sqlite"
     if not path.exists():
-        pytest.skip("file absent")
+        pytest.skip(SHARED_SKIP)
     d = analyze_path(path)
     assert d["capture"]["gpu_activity"] is False
     assert d["capture"]["traced"]["nvtx"] and not d["capture"]["traced"]["cuda_kernels"]
@@ -106,7 +106,7 @@ def test_nvtx_only_capture_reports_no_gpu_activity():
 def test_multi_gpu_capture_has_two_devices_and_nccl():
     path = SHARED_TRACES / "fastvideo_torchrun_h100x2_before.sqlite"
     if not path.exists():
-        pytest.skip("file absent")
+        pytest.skip(SHARED_SKIP)
     d = analyze_path(path)
     assert [x["label"] for x in d["devices"]] == ["0", "1"]
     nccl = q(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
@@ -119,7 +119,7 @@ def test_correlation_join_matches_sql():
     """Launch API time from the join equals the SQL join on (process, correlationId)."""
     path = SHARED_TRACES / "mmagic_vsr_a100_forward.sqlite"
     if not path.exists():
-        pytest.skip("file absent")
+        pytest.skip(SHARED_SKIP)
     rows = q(path, 'SELECT r."end" - r.start, k.start - r."end" FROM CUPTI_ACTIVITY_KIND_KERNEL k '
                    'JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId '
                    'AND (r.globalTid & ~16777215) = k.globalPid WHERE r.eventClass != 67')
@@ -136,7 +136,7 @@ def test_fp32_ffma_gemms_on_h100_are_found():
     rule must fire, with the share of kernel time the rows say."""
     path = SHARED_TRACES / "fastvideo_h100x2_sp2_slice.sqlite"
     if not path.exists():
-        pytest.skip("file absent")
+        pytest.skip(SHARED_SKIP)
     from nsysdoc.rules import apply_rules, load_rules
 
     (fp32, total), = q(path, 'SELECT sum(CASE WHEN s.value LIKE \'%gemm%ffma%\' THEN k."end" - k.start ELSE 0 END), '

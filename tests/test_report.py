@@ -30,7 +30,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import GEMM, SGEMM, ADAM, sample_training
 from nsysdoc.trace import load_trace
 
-from .conftest import real_traces
+from .conftest import needs_shared, real_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = "<script>alert(1)</script>"
@@ -535,6 +535,7 @@ def test_ddp_two_devices(build):
     assert "k-nccl" in classes
 
 
+@needs_shared()
 @pytest.mark.parametrize("path", real_traces(), ids=lambda p: p.name)
 def test_real_exports_render(path):
     from nsysdoc.errors import NsysdocError

@@ -383,7 +383,7 @@ def _report_page(tmp_path, capture_path, name: str) -> Path:
     return page
 
 
-@pytest.mark.parametrize("which", ["sample", "fastvideo_h100x2_sp2_slice", "ddp_2_ranks"])
+@pytest.mark.parametrize("which", ["sample", pytest.param("fastvideo_h100x2_sp2_slice", marks=pytest.mark.real), "ddp_2_ranks"])
 def test_pages_at_1400px(tmp_path, browser_binary, which):
     """The pages a new user sees first, at 1400 px: full-page screenshots saved as artefacts
     (report-1400-<which>.png); no horizontal scrolling, the glossary collapsed until a link into it
@@ -391,7 +391,7 @@ def test_pages_at_1400px(tmp_path, browser_binary, which):
     from nsysdoc.cli import sample_path
     from nsysdoc.testing.scenarios import ddp_nccl
 
-    from .conftest import SHARED_TRACES
+    from .conftest import SHARED_SKIP, SHARED_TRACES
 
     if which == "sample":
         src = sample_path()
@@ -400,7 +400,7 @@ def test_pages_at_1400px(tmp_path, browser_binary, which):
     else:
         src = SHARED_TRACES / f"{which}.sqlite"
         if not src.exists():
-            pytest.skip(f"no real traces at {SHARED_TRACES}")
+            pytest.skip(SHARED_SKIP)
     page = _report_page(tmp_path, src, which)
     url = page.resolve().as_uri()
     b = Browser(browser_binary)

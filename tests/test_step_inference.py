@@ -26,7 +26,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import ADAM, GEMM, forward_layers_slice, layered_training, steady_training
 from nsysdoc.trace import load_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+from tests.conftest import SHARED_TRACES as TRACES, needs_shared, skip_without_shared  # noqa: E402  (issue 49)
 
 
 def _result(cap, tmp_path: Path, name: str) -> dict:
@@ -210,11 +210,11 @@ def _h2d_cadence_ms(path: Path) -> list[float]:
     return [float(np.mean(np.diff(v))) / 1e6 for v in by.values() if len(v) > 3]
 
 
+@needs_shared()
 @pytest.mark.parametrize("name", ["fastvideo_torchrun_h100x2_before", "fastvideo_torchrun_h100x2_after"])
 def test_fastvideo_slices_repeat_every_157_operations(name):
     path = TRACES / f"{name}.sqlite"
-    if not path.is_file():
-        pytest.skip("shared traces absent")
+    skip_without_shared(f"{name}.sqlite")
     r = analyze(load_trace(str(path), cache=False)).to_dict()
     inf = r["capture"]["steps_inferred"]
     assert inf is not None
