@@ -48,6 +48,11 @@ CHROME_TRACE_SCHEMA = {
                                                          "properties": {"sort_index": {"type": "integer"}}}}}},
                        {"if": {"properties": {"name": {"enum": ["thread_name", "thread_sort_index"]}}},
                         "then": {"required": ["tid"]}}]},
+            {"type": "object", "required": ["name", "cat", "ph", "id", "ts", "pid", "tid"], "additionalProperties": False,
+             "properties": {"ph": {"enum": ["s", "f"]}, "name": {"type": "string"}, "cat": {"type": "string"},
+                            "id": {"type": "integer", "minimum": 1}, "ts": _NUM, "pid": {"type": "integer"},
+                            "tid": {"type": "integer"}, "bp": {"const": "e"}},
+             "if": {"properties": {"ph": {"const": "f"}}}, "then": {"required": ["bp"]}},
         ]}},
         "displayTimeUnit": {"enum": ["ms", "ns"]},
         "otherData": {"type": "object"},
@@ -73,7 +78,53 @@ def _export(a, time_range=None, steps=None) -> dict:
     for e in data["traceEvents"]:
         if e["ph"] == "X":
             assert (e["pid"], None) in names and (e["pid"], e["tid"]) in names, e
+    _check_flows(data)
     return data
+
+
+def _binds(data) -> dict:
+    """The X events of each track (pid, tid), for :func:`_enclosing`."""
+    out: dict = {}
+    for e in data["traceEvents"]:
+        if e["ph"] == "X":
+            out.setdefault((e["pid"], e["tid"]), []).append(e)
+    return out
+
+
+def _enclosing(tracks: dict, ev) -> list[dict]:
+    """The X events of ``ev``'s track that hold its time (a flow event binds to the innermost:
+    the last to start), innermost last."""
+    got = [x for x in tracks.get((ev["pid"], ev["tid"]), [])
+           if x["ts"] <= ev["ts"] < x["ts"] + x["dur"] or x["ts"] == ev["ts"]]
+    return sorted(got, key=lambda x: (x["ts"], -x["dur"]))
+
+
+def _check_flows(data) -> None:
+    """Every flow has one start and one end with its id and category; both bind to an event of
+    the export (none dangles): a launch flow from a CUDA call to a GPU operation, an operator
+    flow from a host range to a CUDA call. The counts in otherData match."""
+    flows: dict = {}
+    for e in data["traceEvents"]:
+        if e["ph"] in ("s", "f"):
+            flows.setdefault((e["cat"], e["id"]), []).append(e)
+    tracks = _binds(data)
+    ids = set()
+    for (cat, fid), evs in flows.items():
+        assert sorted(x["ph"] for x in evs) == ["f", "s"], evs
+        assert fid not in ids  # ids are unique across both kinds of flow
+        ids.add(fid)
+        s_ev = next(x for x in evs if x["ph"] == "s")
+        f_ev = next(x for x in evs if x["ph"] == "f")
+        src, dst = _enclosing(tracks, s_ev), _enclosing(tracks, f_ev)
+        assert src and dst, evs
+        if cat == "launch":
+            assert src[-1]["cat"].startswith("cuda_api") and dst[-1]["cat"] in GPU_CATS, (src[-1], dst[-1])
+        else:
+            assert cat == "operator"
+            assert src[-1]["cat"] in ("nvtx", "cpu_op") and dst[-1]["cat"].startswith("cuda_api"), (src[-1], dst[-1])
+    n = data["otherData"]["events"]
+    assert n["launch_flow"] == sum(c == "launch" for c, _ in flows)
+    assert n["operator_flow"] == sum(c == "operator" for c, _ in flows)
 
 
 def _gpu(data) -> list[dict]:
@@ -130,7 +181,7 @@ def test_hand_computed_example(tmp_path):
     assert meta[("process_name", 4242, None)] == {"name": "python train.py (pid 4242)"}
     assert meta[("thread_name", 4242, 4242)] == {"name": "main"}
     assert meta[("thread_name", 4242, (1 << 24) + 4242)] == {"name": "main CUDA API"}
-    assert meta[("process_name", FINDINGS_PID, None)] == {"name": "findings"}
+    assert meta[("process_name", FINDINGS_PID, None)] == {"name": "nsysdoc findings"}
     # the thread starts at 1 s; a launch call takes 5 us and its kernel starts 0.6 * 5 us + 2 us
     # (the builder's queue delay) after the call's start; the sync returns 2 us after the kernel's
     # end; then 3 ms of host work: each step is 5 + 1002 + 3000 = 4007 us long
