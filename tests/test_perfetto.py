@@ -514,7 +514,7 @@ def test_copy_and_memset_args_and_no_flow_for_a_call_outside_the_range(tmp_path)
     # a range from step 1's memset start (ns on the capture's timeline) to the end
     lo = round(sets[1]["ts"] * 1000)
     calls, _ = _launch_refs(path, "nsys")
-    c0, c1 = calls[sets[1]["args"]["correlation"]]
+    _c0, c1 = calls[sets[1]["args"]["correlation"]]
     assert c1 + 0.4 == pytest.approx(sets[1]["ts"])  # the call is over when the memset starts
     d = _export(a, time_range=f"{lo / 1e9!r}:")
     kept = sorted(_gpu(d), key=lambda e: e["ts"])

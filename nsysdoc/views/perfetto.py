@@ -14,9 +14,15 @@ distinct name); the command line writes them. What it holds
   alloc, setup, launch, api, host, dependency, tail, unattributed), with the class split in args;
 * per host thread, its NVTX ranges (a PyTorch Profiler trace: ``cpu_op``, annotations and Python
   functions) on the thread's track and its CUDA API calls on a ``<thread> CUDA API`` track;
-* a ``findings`` process with one track per finding: an event per time range the finding names
-  (or the whole selection when it names none), its name ``<rule id>: <title>``, its message,
-  severity and impact in args.
+* a ``nsysdoc findings`` process with one track per finding: an event per time range the finding
+  names (or the whole selection when it names none), its name ``<rule id>: <title>``, its message,
+  severity and impact in args;
+* on each GPU operation, args: correlation id, device, stream, launch configuration (kernels),
+  bytes and copy kind (copies, memsets), the Where attribution of its launch (operator, module,
+  Python frame, backward node);
+* flows (``s``/``f`` pairs): from each operation's launching CUDA call to the operation
+  (``launch``), and from the operator range the Where attribution gives the launch to the call
+  (``operator``), written only when both ends are in the export (:class:`_Flows`).
 
 Which operations: those that *start* in the selection (the analysis window by default, as the
 analysis counts them; or ``--range`` / ``--steps``); host rows and gaps that *overlap* it.
@@ -469,7 +475,6 @@ _OP_ROW = "%s" + _TIMES + '%s,"args":{"correlation":%d%s%s%s}}'
 #: id, ts, track (``,"pid":..,"tid":..`` without its "}")
 _FLOW_S = ',\n{"ph":"s","cat":"%s","name":"%s","id":%d,"ts":%d%s%s}'
 _FLOW_F = ',\n{"ph":"f","bp":"e","cat":"%s","name":"%s","id":%d,"ts":%d%s%s}'
-
 
 
 def _head(cat: str, name_json: str) -> str:
