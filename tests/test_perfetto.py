@@ -48,6 +48,11 @@ CHROME_TRACE_SCHEMA = {
                                                          "properties": {"sort_index": {"type": "integer"}}}}}},
                        {"if": {"properties": {"name": {"enum": ["thread_name", "thread_sort_index"]}}},
                         "then": {"required": ["tid"]}}]},
+            {"type": "object", "required": ["name", "cat", "ph", "id", "ts", "pid", "tid"], "additionalProperties": False,
+             "properties": {"ph": {"enum": ["s", "f"]}, "name": {"type": "string"}, "cat": {"type": "string"},
+                            "id": {"type": "integer", "minimum": 1}, "ts": _NUM, "pid": {"type": "integer"},
+                            "tid": {"type": "integer"}, "bp": {"const": "e"}},
+             "if": {"properties": {"ph": {"const": "f"}}}, "then": {"required": ["bp"]}},
         ]}},
         "displayTimeUnit": {"enum": ["ms", "ns"]},
         "otherData": {"type": "object"},
@@ -73,7 +78,53 @@ def _export(a, time_range=None, steps=None) -> dict:
     for e in data["traceEvents"]:
         if e["ph"] == "X":
             assert (e["pid"], None) in names and (e["pid"], e["tid"]) in names, e
+    _check_flows(data)
     return data
+
+
+def _binds(data) -> dict:
+    """The X events of each track (pid, tid), for :func:`_enclosing`."""
+    out: dict = {}
+    for e in data["traceEvents"]:
+        if e["ph"] == "X":
+            out.setdefault((e["pid"], e["tid"]), []).append(e)
+    return out
+
+
+def _enclosing(tracks: dict, ev) -> list[dict]:
+    """The X events of ``ev``'s track that hold its time (a flow event binds to the innermost:
+    the last to start), innermost last."""
+    got = [x for x in tracks.get((ev["pid"], ev["tid"]), [])
+           if x["ts"] <= ev["ts"] < x["ts"] + x["dur"] or x["ts"] == ev["ts"]]
+    return sorted(got, key=lambda x: (x["ts"], -x["dur"]))
+
+
+def _check_flows(data) -> None:
+    """Every flow has one start and one end with its id and category; both bind to an event of
+    the export (none dangles): a launch flow from a CUDA call to a GPU operation, an operator
+    flow from a host range to a CUDA call. The counts in otherData match."""
+    flows: dict = {}
+    for e in data["traceEvents"]:
+        if e["ph"] in ("s", "f"):
+            flows.setdefault((e["cat"], e["id"]), []).append(e)
+    tracks = _binds(data)
+    ids = set()
+    for (cat, fid), evs in flows.items():
+        assert sorted(x["ph"] for x in evs) == ["f", "s"], evs
+        assert fid not in ids  # ids are unique across both kinds of flow
+        ids.add(fid)
+        s_ev = next(x for x in evs if x["ph"] == "s")
+        f_ev = next(x for x in evs if x["ph"] == "f")
+        src, dst = _enclosing(tracks, s_ev), _enclosing(tracks, f_ev)
+        assert src and dst, evs
+        if cat == "launch":
+            assert src[-1]["cat"].startswith("cuda_api") and dst[-1]["cat"] in GPU_CATS, (src[-1], dst[-1])
+        else:
+            assert cat == "operator"
+            assert src[-1]["cat"] in ("nvtx", "cpu_op") and dst[-1]["cat"].startswith("cuda_api"), (src[-1], dst[-1])
+    n = data["otherData"]["events"]
+    assert n["launch_flow"] == sum(c == "launch" for c, _ in flows)
+    assert n["operator_flow"] == sum(c == "operator" for c, _ in flows)
 
 
 def _gpu(data) -> list[dict]:
@@ -130,7 +181,7 @@ def test_hand_computed_example(tmp_path):
     assert meta[("process_name", 4242, None)] == {"name": "python train.py (pid 4242)"}
     assert meta[("thread_name", 4242, 4242)] == {"name": "main"}
     assert meta[("thread_name", 4242, (1 << 24) + 4242)] == {"name": "main CUDA API"}
-    assert meta[("process_name", FINDINGS_PID, None)] == {"name": "findings"}
+    assert meta[("process_name", FINDINGS_PID, None)] == {"name": "nsysdoc findings"}
     # the thread starts at 1 s; a launch call takes 5 us and its kernel starts 0.6 * 5 us + 2 us
     # (the builder's queue delay) after the call's start; the sync returns 2 us after the kernel's
     # end; then 3 ms of host work: each step is 5 + 1002 + 3000 = 4007 us long
@@ -339,3 +390,156 @@ def test_single_report_writes_no_index(tmp_path):
     proc = run_cli("report", "--sample", "--no-cache", "-q", "-o", tmp_path / "one.html")
     assert proc.returncode == 0
     assert not (tmp_path / "index.html").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 49: flows and args
+# ---------------------------------------------------------------------------------------------
+def _launch_refs(path: Path, form: str) -> tuple[dict, dict]:
+    """From the file itself (SQL, or the Kineto JSON): correlation id -> (launching call's start,
+    end) and -> (GPU operation's start), in the file's own µs."""
+    calls, gpu = {}, {}
+    if form == "nsys":
+        con = sqlite3.connect(path)
+        for c, a, b in con.execute("SELECT correlationId, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME"):
+            calls[c] = (a / 1000, b / 1000)
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
+            if con.execute("SELECT count(*) FROM sqlite_master WHERE name = ?", (t,)).fetchone()[0]:
+                for c, a in con.execute(f"SELECT correlationId, start FROM {t}"):
+                    gpu[c] = a / 1000
+        con.close()
+    else:
+        raw = json.loads(Path(path).read_text())
+        for e in raw["traceEvents"]:
+            c = (e.get("args") or {}).get("correlation")
+            if e.get("ph") != "X" or c is None:
+                continue
+            if e.get("cat") == "cuda_runtime":
+                calls[c] = (e["ts"], e["ts"] + e["dur"])
+            elif e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                gpu[c] = e["ts"]
+    return calls, gpu
+
+
+@pytest.mark.parametrize("form", ["nsys", "kineto"])
+def test_every_launched_gpu_op_has_one_flow_from_its_call(form, tmp_path):
+    """operators_forward_backward (2 steps): per step gemm_kernel (aten::addmm), relu_kernel
+    (aten::relu), orphan_kernel (under the step marker only: no operator) on the main thread and
+    gemm_bwd_kernel (aten::mm in AddmmBackward0) on the autograd thread: 8 kernels, each launched
+    by its own cudaLaunchKernel, so 8 launch flows; 3 launches a step are inside an operator, so 6
+    operator flows. Each launch flow starts inside the call with the kernel's correlation id (read
+    from the file, not from the tool) and ends on the kernel; launch configuration: the builder's
+    default grid (1024, 1, 1) = 1024 blocks of (256, 1, 1) = 256 threads, 32 registers, 0 bytes of
+    shared memory."""
+    from nsysdoc.testing.scenarios import operators_forward_backward
+
+    cap = operators_forward_backward(steps=2)
+    path = cap.write(tmp_path / "fb.sqlite") if form == "nsys" else cap.write_kineto(tmp_path / "fb.pt.trace.json")
+    data = _export(_analysis(path))
+    calls, gpu_ref = _launch_refs(path, form)
+    kernels = _gpu(data)
+    assert len(kernels) == 8
+    # the export's times are the file's shifted by one offset (0 for nsys; the viewer origin for Kineto)
+    off = {round(e["ts"] - gpu_ref[e["args"]["correlation"]], 3) for e in kernels}
+    assert len(off) == 1 and (form == "kineto" or off == {0})
+    off = off.pop()
+    flows = [e for e in data["traceEvents"] if e["ph"] in ("s", "f")]
+    tracks = _binds(data)
+    launch_s = {e["id"]: e for e in flows if e["cat"] == "launch" and e["ph"] == "s"}
+    for k in kernels:
+        ends = [e for e in flows if e["ph"] == "f" and e["cat"] == "launch" and k in _enclosing(tracks, e)]
+        assert len(ends) == 1, k  # exactly one flow ends on each kernel
+        f = ends[0]
+        assert (f["pid"], f["tid"]) == (k["pid"], k["tid"]) and k["ts"] <= f["ts"] < k["ts"] + k["dur"]
+        s = launch_s[f["id"]]  # ids match
+        c0, c1 = calls[k["args"]["correlation"]]
+        assert c0 + off <= s["ts"] < c1 + off, (s, c0, c1)  # the flow starts inside the launching call
+        assert s["pid"] == 4242 and s["tid"] - (1 << 24) in (4242, 4243)  # the thread's CUDA API track
+        call = _enclosing(tracks, s)[-1]
+        assert call["name"] == "cudaLaunchKernel" and call["ts"] == pytest.approx(c0 + off)
+        a = k["args"]
+        assert (a["device"], a["stream"], a["grid"], a["block"], a["registers per thread"], a["shared memory"]) == \
+            ("0", 7, 1024, 256, 32, 0)
+    assert len(launch_s) == 8 and data["otherData"]["events"]["launch_flow"] == 8
+    by_name = {}
+    for k in kernels:
+        by_name.setdefault(k["name"], []).append(k["args"])
+    module = "forward" if form == "nsys" else "nn.Module: Linear_0"
+    for a in by_name["gemm_kernel"]:
+        assert a["operator"] == "aten::addmm" and a["module"] == module
+        assert a.get("python frame") == (None if form == "nsys" else "model.py:12 in forward")
+    assert all(a["operator"] == "aten::relu" for a in by_name["relu_kernel"])
+    assert all("operator" not in a for a in by_name["orphan_kernel"])
+    for a in by_name["gemm_bwd_kernel"]:
+        assert (a["operator"], a["backward node"]) == ("aten::mm", "AddmmBackward0")
+    # operator flows: from the innermost operator range (on the launching thread's track) to the call
+    op_s = [e for e in flows if e["cat"] == "operator" and e["ph"] == "s"]
+    op_f = {e["id"]: e for e in flows if e["cat"] == "operator" and e["ph"] == "f"}
+    # (an nsys export's range texts carry PyTorch's per-call fields: "aten::addmm, seq = 7, op_id = 2")
+    assert sorted(_enclosing(tracks, e)[-1]["name"].split(",")[0] for e in op_s) == \
+        sorted(["aten::addmm", "aten::relu", "aten::mm"] * 2)
+    starts = {(e["pid"], e["tid"], e["ts"]) for e in launch_s.values()}
+    assert all((op_f[e["id"]]["pid"], op_f[e["id"]]["tid"], op_f[e["id"]]["ts"]) in starts for e in op_s)
+
+
+def test_copy_and_memset_args_and_no_flow_for_a_call_outside_the_range(tmp_path):
+    """A pageable 24 MiB HtoD copy under ``aten::copy_`` and a 1 MiB memset under ``aten::zero_``,
+    each step. Their args carry the bytes (24 MiB = 25,165,824; 1 MiB = 1,048,576), the copy kind
+    and host memory. With ``--range`` starting where step 1's memset starts on the GPU, its call
+    (``[a, a + 4 us)``; the memset starts at ``a + 0.6 * 4 us + 2 us = a + 4.4 us``: the builder's
+    queue delay) is not in the export, so that memset has no flow and no flow dangles; the 4 later
+    operations (step 1's kernel, step 2's copy, memset and kernel) keep theirs."""
+    cap = Capture()
+    t = cap.process(pid=4242, name="python").thread(name="main")
+    for i in range(3):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::copy_"):
+                t.memcpy("HtoD", nbytes=24 << 20, pageable=True)
+            with t.op("aten::zero_"):
+                t.memset(1 << 20)
+            t.launch("k", us=200)
+            t.sync_device()
+    path = cap.write(tmp_path / "cp.sqlite")
+    a = _analysis(path)
+    data = _export(a, time_range=":")
+    ops = _gpu(data)
+    copies = [e for e in ops if e["cat"] == "memcpy"]
+    sets = [e for e in ops if e["cat"] == "memset"]
+    assert len(copies) == 3 and len(sets) == 3
+    for e in copies:
+        assert e["args"]["bytes"] == 25_165_824 and e["args"]["copy kind"] == "HtoD"
+        assert e["args"]["host memory"] == "pageable" and e["args"]["operator"] == "aten::copy_"
+    for e in sets:
+        assert e["args"]["bytes"] == 1_048_576 and e["args"]["operator"] == "aten::zero_"
+        assert "copy kind" not in e["args"]
+    assert data["otherData"]["events"]["launch_flow"] == 9
+    # a range from step 1's memset start (ns on the capture's timeline) to the end
+    lo = round(sets[1]["ts"] * 1000)
+    calls, _ = _launch_refs(path, "nsys")
+    _c0, c1 = calls[sets[1]["args"]["correlation"]]
+    assert c1 + 0.4 == pytest.approx(sets[1]["ts"])  # the call is over when the memset starts
+    d = _export(a, time_range=f"{lo / 1e9!r}:")
+    kept = sorted(_gpu(d), key=lambda e: e["ts"])
+    assert kept[0]["ts"] == sets[1]["ts"] and len(kept) == 5
+    tracks = _binds(d)
+    ends = [e for e in d["traceEvents"] if e["ph"] == "f" and e["cat"] == "launch"]
+    flowed = {id(x) for e in ends for x in _enclosing(tracks, e)}
+    assert id(kept[0]) not in flowed and all(id(x) in flowed for x in kept[1:])
+    assert d["otherData"]["events"]["launch_flow"] == 4
+
+
+def test_findings_track_names_rule_severity_and_impact(tmp_path):
+    """The findings are a process of their own, "nsysdoc findings", a track per finding named by
+    its rule id, each event's args with the rule, severity and impact (the finding's cost)."""
+    a = _analysis(_tiny(tmp_path / "tiny.sqlite"))
+    data = _export(a)
+    ev = data["traceEvents"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"].endswith("_name")}
+    assert names[(FINDINGS_PID, None)] == "nsysdoc findings"
+    res = {f["rule"]: f for f in a.to_dict()["findings"]}
+    fe = [e for e in ev if e.get("cat") == "finding"]
+    assert fe
+    for e in fe:
+        f = res[e["args"]["rule"]]
+        assert names[(FINDINGS_PID, e["tid"])] == f["rule"]
+        assert (e["args"]["severity"], e["args"]["impact_ms"]) == (f["severity"], f["impact_ms"])

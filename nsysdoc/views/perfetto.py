@@ -14,9 +14,15 @@ distinct name); the command line writes them. What it holds
   alloc, setup, launch, api, host, dependency, tail, unattributed), with the class split in args;
 * per host thread, its NVTX ranges (a PyTorch Profiler trace: ``cpu_op``, annotations and Python
   functions) on the thread's track and its CUDA API calls on a ``<thread> CUDA API`` track;
-* a ``findings`` process with one track per finding: an event per time range the finding names
-  (or the whole selection when it names none), its name ``<rule id>: <title>``, its message,
-  severity and impact in args.
+* a ``nsysdoc findings`` process with one track per finding: an event per time range the finding
+  names (or the whole selection when it names none), its name ``<rule id>: <title>``, its message,
+  severity and impact in args;
+* on each GPU operation, args: correlation id, device, stream, launch configuration (kernels),
+  bytes and copy kind (copies, memsets), the Where attribution of its launch (operator, module,
+  Python frame, backward node);
+* flows (``s``/``f`` pairs): from each operation's launching CUDA call to the operation
+  (``launch``), and from the operator range the Where attribution gives the launch to the call
+  (``operator``), written only when both ends are in the export (:class:`_Flows`).
 
 Which operations: those that *start* in the selection (the analysis window by default, as the
 analysis counts them; or ``--range`` / ``--steps``); host rows and gaps that *overlap* it.
@@ -318,7 +324,7 @@ class _Tracks:
 
     # findings
     def finding_tid(self, i: int, rule: str) -> int:
-        self._process(FINDINGS_PID, "findings", 0)
+        self._process(FINDINGS_PID, "nsysdoc findings", 0)
         self._thread(FINDINGS_PID, i + 1, rule, i)
         return i + 1
 
@@ -460,6 +466,15 @@ _ROW = "%s" + _TIMES + "%s"               # head, times, tail
 _NVTX_ROW = '%s%s","ts":' + _TIMES + "%s%s}"  # head, name, times, track, args
 _GAP_ROW = "%s" + _TIMES + '%s,"gap_ms":%.6g,"split_ms":{'  # head, times, tail (to "class")
 _GAP_FIXED = 7  # values of _GAP_ROW
+#: a GPU operation: head, times, track (tail without its "}"), then its args: the correlation id,
+#: the track's part (device, stream), the kind's part (launch configuration; bytes, copy kind) and
+#: the Where part (operator, module, Python frame), each text made once per distinct value
+_OP_ROW = "%s" + _TIMES + '%s,"args":{"correlation":%d%s%s%s}}'
+#: flow events (Chrome trace format, v1): a start ("s") bound to the slice enclosing it on its
+#: track, an end ("f", ``bp: "e"``) bound to the slice enclosing it on its track; category, name,
+#: id, ts, track (``,"pid":..,"tid":..`` without its "}")
+_FLOW_S = ',\n{"ph":"s","cat":"%s","name":"%s","id":%d,"ts":%d%s%s}'
+_FLOW_F = ',\n{"ph":"f","bp":"e","cat":"%s","name":"%s","id":%d,"ts":%d%s%s}'
 
 
 def _head(cat: str, name_json: str) -> str:
@@ -487,8 +502,14 @@ class _Exporter:
         self.stack_ops: dict = {}
         self.stack_api: dict = {}
         self.stack_nvtx: dict = {}
-        self.counts = {"kernel": 0, "memcpy": 0, "memset": 0, "gap": 0, "cuda_api": 0, "nvtx": 0, "finding": 0}
+        self.counts = {"kernel": 0, "memcpy": 0, "memset": 0, "gap": 0, "cuda_api": 0, "nvtx": 0, "finding": 0,
+                       "launch_flow": 0, "operator_flow": 0}
         self.first = True
+        self.launch_keys = np.asarray(self.tr.derived.get("launch_keys", np.zeros(0, np.int64)), dtype=np.int64)
+        self.launch_args: dict = {}
+        #: launching calls whose operator flow the previous slice wrote (a call launching
+        #: operations in two slices gets one): sorted runtime rows
+        self.prev_calls = np.zeros(0, dtype=np.int64)
 
     def ts(self, ns) -> list[str]:
         return _us(np.asarray(ns, dtype=np.int64) - self.origin)
@@ -498,8 +519,11 @@ class _Exporter:
         return [*_us_cols(s - self.origin), *_us_cols(e - s)]
 
     # -- GPU operations ----------------------------------------------------------------------
-    def op_chunks(self, ops) -> Iterator[str]:
-        """The operations of a slice that the selection holds, a batch of rows at a time."""
+    def op_chunks(self, ops, state=None) -> Iterator[str]:
+        """The operations of a slice that the selection holds, a batch of rows at a time, each
+        with its args (:meth:`_op_args`), then the batch's flows from the launching calls, then
+        the slice's flows from the operators to the calls (:class:`_Flows`). ``state``: the
+        engine slice (:class:`~nsysdoc.engine.slices.SliceState`) the operations are from."""
         if ops is None or not len(ops):
             return
         idx = np.flatnonzero(self.sel.ops_mask(ops.start_ns, ops.end_ns))
@@ -517,11 +541,147 @@ class _Exporter:
         self.counts["memcpy"] += nc
         self.counts["memset"] += len(idx) - nk - nc
         del is_k, is_c, kind
+        extra = self._op_args(ops, idx, state)
+        flows = _Flows(self, ops, idx, s, e, state)
         for a, b in _batches(len(idx)):
             keys, inv = _groups(dev[a:b], stream[a:b], over[a:b].astype(np.int64))
-            tails = np.empty(len(keys), dtype=object)
-            tails[:] = [_tail(GPU_PID_BASE + d, self.tracks.stream_tid(d, st, bool(ov))) for d, st, ov in keys]
-            yield _rows(_ROW, b - a, [self._op_heads(ops, idx[a:b]), *self.times(s[a:b], e[a:b]), tails[inv]])
+            tracks = np.empty(len(keys), dtype=object)
+            tracks[:] = [_tail(GPU_PID_BASE + d, self.tracks.stream_tid(d, st, bool(ov)))[:-1] for d, st, ov in keys]
+            yield _rows(_OP_ROW, b - a, [self._op_heads(ops, idx[a:b]), *self.times(s[a:b], e[a:b]), tracks[inv],
+                                         *(c[a:b] for c in extra)])
+            yield from flows.launch_chunks(a, b, tracks[inv])
+        yield from flows.operator_chunks()
+
+    def _op_args(self, ops, idx, state) -> list:
+        """The args columns of operations ``idx`` (for :data:`_OP_ROW`): correlation ids (0 when
+        the capture has none), then texts made once per distinct value: the track's part
+        (``device``, ``stream``), the kind's part (a kernel's ``grid``, ``block``, ``registers
+        per thread``, ``shared memory``, each when known; a copy's ``bytes``, ``copy kind`` and
+        ``host memory``; a memset's ``bytes``) and the Where part (``operator``, ``module``,
+        ``python frame``, ``backward node``, ``forward operator``: the attribution of the
+        operation's launch, as the report's Where tables count it)."""
+        n = len(idx)
+        corr = self._correlations(ops, idx, state)
+        dev = ops.device[idx].astype(np.int64)
+        stream = ops.stream[idx].astype(np.int64)
+        keys, inv = _groups(dev, stream)
+        track = np.empty(len(keys), dtype=object)
+        track[:] = [self._track_args(d, st) for d, st in keys]
+        kind_part = np.empty(n, dtype=object)
+        kind_part[:] = ""
+        kind = ops.kind[idx]
+        k = np.flatnonzero(kind == KIND_KERNEL)
+        if len(k):
+            lk, linv = _groups(ops.launch[idx[k]])
+            texts = np.empty(len(lk), dtype=object)
+            texts[:] = [self._launch_args(c) for (c,) in lk]
+            kind_part[k] = texts[linv]
+        c = np.flatnonzero(kind != KIND_KERNEL)
+        if len(c):
+            i = idx[c]
+            ck, cinv = _groups(kind[c], ops.copy_kind[i], ops.nbytes[i], ops.host_kind[i])
+            texts = np.empty(len(ck), dtype=object)
+            texts[:] = [self._copy_args(*x) for x in ck]
+            kind_part[c] = texts[cinv]
+        where = np.empty(n, dtype=object)
+        where[:] = ""
+        sites = self._sites(state)
+        if sites is not None and len(sites) == len(ops):
+            rows = sites[idx]
+            wk, winv = _groups(*(rows[:, j] for j in range(rows.shape[1])))
+            texts = np.empty(len(wk), dtype=object)
+            texts[:] = [self._where_args(x) for x in wk]
+            where = texts[winv]
+        return [corr, track[inv], kind_part, where]
+
+    def _correlations(self, ops, idx, state) -> np.ndarray:
+        """The correlation id of operations ``idx`` (0: unknown), read from their tables for the
+        slice's span (the rows the slice owns) and matched by position."""
+        from ..engine.data import GPU_KINDS, NEG, POS
+
+        out = np.zeros(len(idx), dtype=np.int64)
+        if state is None:
+            return out
+        kind = ops.kind[idx]
+        for kd, name in GPU_KINDS:
+            m = np.flatnonzero(kind == kd)
+            t = self.tr.store.get(name) if len(m) else None
+            if t is None or not len(t):
+                continue
+            d = t.rows_starting_in(None if state.c0 <= NEG else state.c0, None if state.c1 >= POS else state.c1,
+                                   ["pos", "correlation_id"])
+            pos = np.asarray(d["pos"], dtype=np.int64)
+            if not len(pos):
+                continue
+            o = np.argsort(pos, kind="stable")
+            pos, cor = pos[o], np.asarray(d["correlation_id"], dtype=np.int64)[o]
+            r = ops.row[idx[m]].astype(np.int64)
+            j = np.minimum(np.searchsorted(pos, r), len(pos) - 1)
+            ok = pos[j] == r
+            out[m[ok]] = cor[j[ok]]
+        return out
+
+    def _track_args(self, d: int, s: int) -> str:
+        label = self.tracks.dev_label[d] if 0 <= d < len(self.tracks.dev_label) else str(d)
+        sid = int(self.tracks.stream_id[s]) if 0 <= s < len(self.tracks.stream_id) else None
+        return f',"device":{jstr(label)},"stream":{"null" if sid is None else sid}'
+
+    def _launch_args(self, code: int) -> str:
+        got = self.launch_args.get(code)
+        if got is None:
+            keys = self.launch_keys
+            got = ""
+            if 0 <= code < len(keys):
+                f = S.unpack_launch(keys[code:code + 1])
+                got = "".join(f',"{label}":{int(f[key][0])}' for key, label in
+                              (("blocks", "grid"), ("threads", "block"), ("regs", "registers per thread"),
+                               ("smem", "shared memory")) if int(f[key][0]) >= 0)
+            self.launch_args[code] = got
+        return got
+
+    @staticmethod
+    def _copy_args(kind: int, copy_kind: int, nbytes: int, host_kind: int) -> str:
+        out = f',"bytes":{int(nbytes)}'
+        if kind == KIND_MEMCPY:
+            out += f',"copy kind":{jstr(S.COPY_KIND_LABELS.get(copy_kind, "other"))}'
+            if host_kind >= 0:
+                out += f',"host memory":{jstr(S.MEM_KIND_LABELS.get(host_kind, "unknown"))}'
+        return out
+
+    def _sites(self, state):
+        """The slice's site rows (operator, module, frame, backward node, forward operator codes;
+        -1: none) of its operations, as the engine attributed them; None without ranges."""
+        got = self._site_cache(state)
+        return None if got is None else got[0]
+
+    def _site_cache(self, state):
+        res = getattr(self.a, "engine", None)
+        ctx = getattr(res, "ctx", None)
+        if state is None or ctx is None or getattr(ctx.plan, "attr", None) is None or not len(state.ops):
+            return None
+        from ..engine.slices import op_sites
+
+        return op_sites(ctx, state)
+
+    def _name(self, code: int) -> str | None:
+        names = self.a.engine.ctx.plan.attr.names
+        return str(names[code]) if 0 <= code < len(names) else None
+
+    def _where_args(self, row) -> str:
+        from ..metrics.attribution import VIA_ENCLOSING
+
+        op, mod, frame, bwd, fwd = (int(x) for x in row[:5])
+        parts = []
+        for label, code in (("operator", op), ("module", mod), ("python frame", frame), ("backward node", bwd),
+                            ("forward operator", fwd)):
+            name = self._name(code)
+            if name is None:
+                continue
+            if name == VIA_ENCLOSING:
+                parts.append(f',"launched":{jstr("on another thread, inside the main thread" + chr(39) + "s ranges")}')
+                continue
+            parts.append(f',"{label}":{jstr(name)}')
+        return "".join(parts)
 
     def _op_heads(self, ops, idx) -> np.ndarray:
         """Each operation's row head (:func:`_head`: its category and name, made once per
@@ -730,6 +890,117 @@ class _Exporter:
         return text
 
 
+def _inside(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Where a flow event binds to the slice ``[start, end)``: 1 ns after its start (so a viewer
+    that binds to the innermost slice open at the flow's time finds it, whatever order it reads
+    events with equal times in), or the start itself for a slice shorter than 2 ns."""
+    return start + ((end - start) >= 2)
+
+
+class _Flows:
+    """The flows of a slice's exported operations (Chrome trace format, flow events v1):
+
+    * ``launch``: from the launching CUDA call (a start event 1 ns into the call, on the thread's
+      ``CUDA API`` track) to the GPU operation (an end event bound to it, ``bp: "e"``, 1 ns into
+      it); id ``4 * row + kind + 1`` (the operation's row in its table, kind 0-2: unique);
+    * ``operator``: from the operator range the Where attribution gives the launch (a start 1 ns
+      into the range, on the thread's track) to the launching call; one per call (the first
+      operation of a call launching several, also across two slices), id ``4 * call row + 4``.
+
+    A flow is written only when both ends are in the export (the call and the range overlap the
+    selection as host rows do; the operation starts in it): none dangles. Columns are computed once
+    per slice; the events a batch at a time."""
+
+    def __init__(self, ex, ops, idx, s, e, state) -> None:
+        self.ex, self.ops, self.idx, self.state = ex, ops, idx, state
+        self.s, self.e = s, e
+        api = ops.api[idx].astype(np.int64)
+        th = ops.api_thread[idx].astype(np.int64)
+        cs = ops.api_start_ns[idx].astype(np.int64)
+        ce = np.maximum(ops.api_end[idx].astype(np.int64), cs)
+        self.ok = (api >= 0) & (th >= 0) & self.exported(cs, ce)
+        self.api, self.cs, self.ce = api, cs, ce
+        self.gt = ops.api_tid(idx).astype(np.int64)
+
+    def exported(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Host rows the export writes: starting in an interval, or running at its start."""
+        m = np.zeros(len(s), dtype=bool)
+        for lo, hi in self.ex.sel.intervals:
+            m |= ((s >= lo) & (s < hi)) | ((s < lo) & (e > lo))
+        return m
+
+    def _api_tracks(self, gt: np.ndarray) -> np.ndarray:
+        keys, inv = _groups(gt)
+        tracks = np.empty(len(keys), dtype=object)
+        tracks[:] = [_tail(*self.ex.tracks.host_tid(g, api=True))[:-1] for (g,) in keys]
+        return tracks[inv]
+
+    def launch_chunks(self, a: int, b: int, op_tracks: np.ndarray) -> Iterator[str]:
+        j = np.flatnonzero(self.ok[a:b])
+        if not len(j):
+            return
+        i = a + j
+        fid = self.ops.row[self.idx[i]].astype(np.int64) * 4 + self.ops.kind[self.idx[i]].astype(np.int64) + 1
+        self.ex.counts["launch_flow"] += len(i)
+        yield _rows(_FLOW_S, len(i), ["launch", "launch", fid,
+                                            *_us_cols(_inside(self.cs[i], self.ce[i]) - self.ex.origin),
+                                            self._api_tracks(self.gt[i])])
+        yield _rows(_FLOW_F, len(i), ["launch", "launch", fid,
+                                            *_us_cols(_inside(self.s[i], self.e[i]) - self.ex.origin),
+                                            op_tracks[j]])
+
+    def operator_chunks(self) -> Iterator[str]:
+        got = self.ex._site_cache(self.state)
+        ok = self.ok
+        calls = np.unique(self.api[ok])
+        prev, self.ex.prev_calls = self.ex.prev_calls, calls
+        if got is None or not ok.any():
+            return
+        ranges = np.asarray(got[1], dtype=np.int64)
+        if len(ranges) != len(self.ops):
+            return
+        r = ranges[self.idx]
+        cand = np.flatnonzero(ok & (r >= 0))
+        if not len(cand):
+            return
+        # one per call: its first operation here, and none for a call the previous slice had
+        _, first = np.unique(self.api[cand], return_index=True)
+        cand = cand[np.sort(first)]
+        cand = cand[~np.isin(self.api[cand], prev)]
+        from ..engine.slices import _view
+
+        view = _view(self.a_ctx(), self.state)
+        forest = getattr(view, "attr", view).ops
+        rr = r[cand]
+        if not len(rr) or int(rr.max()) >= len(forest.start):
+            return
+        os_ = np.asarray(forest.start, dtype=np.int64)[rr]
+        oe = np.maximum(np.asarray(forest.end, dtype=np.int64)[rr], os_)
+        keep = self.exported(os_, oe)
+        cand, rr, os_, oe = cand[keep], rr[keep], os_[keep], oe[keep]
+        if not len(cand):
+            return
+        th = np.asarray(forest.thread, dtype=np.int64)[rr]
+        gtid = self.ex.tracks.thread_gtid
+        ot = np.where((th >= 0) & (th < len(gtid)), gtid[np.clip(th, 0, max(len(gtid) - 1, 0))], 0) \
+            if len(gtid) else np.zeros(len(th), np.int64)
+        fid = self.api[cand] * 4 + 4
+        for a, b in _batches(len(cand)):
+            keys, inv = _groups(ot[a:b])
+            tracks = np.empty(len(keys), dtype=object)
+            tracks[:] = [_tail(*self.ex.tracks.host_tid(g))[:-1] for (g,) in keys]
+            self.ex.counts["operator_flow"] += b - a
+            yield _rows(_FLOW_S, b - a, ["operator", "operator", fid[a:b],
+                                               *_us_cols(_inside(os_[a:b], oe[a:b]) - self.ex.origin), tracks[inv]])
+            c = cand[a:b]
+            yield _rows(_FLOW_F, b - a, ["operator", "operator", fid[a:b],
+                                               *_us_cols(_inside(self.cs[c], self.ce[c]) - self.ex.origin),
+                                               self._api_tracks(self.gt[c])])
+
+    def a_ctx(self):
+        return self.ex.a.engine.ctx
+
+
 def _json_args(d: dict) -> str:
     def clean(v):
         if isinstance(v, str):
@@ -787,7 +1058,7 @@ def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
         for lo, hi in sel.intervals:  # host rows begun before the selection and running into it
             yield from chunks(ex.host_chunks(lo, hi, before=True))
         for st in _slices_state(analysis, sel):
-            yield from chunks(ex.op_chunks(st.ops))
+            yield from chunks(ex.op_chunks(st.ops, st))
             yield from chunks(ex.gap_chunks(st.gaps))
             for lo, hi in sel.intervals:
                 a, b = max(lo, st.c0), min(hi, st.c1)
