@@ -177,6 +177,7 @@ def test_shapes_varying_in_step_3_only(tmp_path, form):
     f = _finding(r, "dynamic-shapes")
     assert f is not None and f["impact_ms"] == approx(15.0) and f["severity"] == "warning"
     assert "ProfilerStep#3" in f["message"] and "[[17, 3, 224, 224]" in f["message"]
+    assert "In 1 of the 5 steps, 2 operator(s) ran" in f["message"]
     # the convolution's shapes change: no cudnn.benchmark hint; 115 of 116 ms are convolution
     assert v["conv_shapes_fixed"] is False and _finding(r, "cudnn-benchmark") is None
     assert v["conv_kernel_share_pct"] == approx(115 / 116 * 100, 1e-3)
@@ -192,13 +193,38 @@ def test_quiet_without_a_change_in_an_interior_step(tmp_path, form, args):
     v = _values(r)
     assert v["shape_changing_op_count"] == 0 and v["shape_change_ms"] == approx(0.0)
     assert _finding(r, "dynamic-shapes") is None
-    # fixed convolution shapes and 100 of 101 ms (or, slow first: 160 of 161 ms) of convolution
-    assert v["conv_shapes_fixed"] is True
     conv = 80 + 4 * 20 if args.get("first_conv_us") else (5 * 20 if args["odd_step"] is None else 4 * 20 + 35)
     assert v["conv_kernel_share_pct"] == approx(conv / (conv + 1) * 100, 1e-3)
+    if args["odd_step"] is not None:
+        # other convolution shapes in the first or last step: the shapes are not the same in every
+        # step, so no "same input shapes in each of the 5 steps" hint
+        assert v["conv_shapes_fixed"] is False and _finding(r, "cudnn-benchmark") is None
+        return
+    # fixed convolution shapes and 100 of 101 ms (or, slow first: 160 of 161 ms) of convolution
+    assert v["conv_shapes_fixed"] is True
     f = _finding(r, "cudnn-benchmark")
     assert f is not None and f["severity"] == "info" and f["impact_ms"] is None
     assert "torch.backends.cudnn.benchmark" in f["message"] and "does not say" in f["message"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_new_shapes_in_every_step_have_no_usual_step_to_compare_with(tmp_path, form):
+    # a variable-length loop: aten::mm gets [32, L, 768] with L = 100..107, a new length in each of
+    # 8 steps; the GEMM takes 20/20/30/20/30/20/30/20 ms. Every interior step (1..6) differs, so
+    # there is no usual step: the cost is not judged (0 ms, no median of usual steps) and the rule
+    # stays quiet instead of comparing the median of the changed steps (25 ms) with itself.
+    cap = Capture()
+    t = cap.process(pid=4710).thread()
+    for i, us in enumerate([20_000, 20_000, 30_000, 20_000, 30_000, 20_000, 30_000, 20_000]):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::mm", shapes=[[32, 100 + i, 768], [768, 768]]):
+                t.launch("ampere_sgemm_128x64_tn", us)
+            t.item()
+    r = diagnose_path(_write(cap, tmp_path, form))
+    v = _values(r)
+    assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (8, 1, 6)
+    assert v["shape_change_ms"] == approx(0.0) and v["shape_modal_step_ms"] is None
+    assert _finding(r, "dynamic-shapes") is None
 
 
 def test_a_change_that_costs_no_time_is_quiet(tmp_path):
