@@ -1220,14 +1220,19 @@ def _int(v, default: int) -> int:
 METRICS_CHUNK_ROWS = 1 << 17
 
 
-def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
+#: why a GPU_METRICS sample is dropped (``Drops``): its value is not a finite number
+GPU_METRICS_DROP_REASON = "value not a finite number (Inf or NaN)"
+
+
+def _gpu_metrics(exp: ExportFile, shift: int = 0, nonfinite_out: list | None = None) -> dict[str, np.ndarray]:
     """``GPU_METRICS`` samples of the metrics nsysdoc summarises (matched by name in
     ``TARGET_INFO_GPU_METRICS``), in rowid order: timestamp (``shift`` subtracted), device (the low
     byte of ``typeId``, uint8), metric name and value. Streamed in rowid chunks into arrays (25
     bytes a sample: the metric is one of four shared strings; a fetch of every row held ~200 bytes a
     row in Python tuples: 2.4 GB for the 12 M rows of four minutes of one GPU at nsys's default
     rate); a sample whose timestamp is not an integer or whose value is not a number is left out,
-    and a table without the columns is refused."""
+    and a table without the columns is refused. Values of +-Inf or NaN are left out too; their
+    number is appended to ``nonfinite_out`` (the loader counts them as dropped rows)."""
     empty = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.uint8),
              "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
     if not (exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO)):
@@ -1281,16 +1286,23 @@ def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
         code = np.full(len(ts), -1, dtype=np.int8)
         for t, m, c in pairs:
             code[ok & (tid == t) & (mid == m)] = c
-        keep = np.flatnonzero(code >= 0)
+        # a value of +-Inf or NaN (SQLite stores 9e999 as Inf) would poison every running sum it
+        # enters: such samples are left out and counted as dropped rows
+        finite = np.isfinite(val)
+        nonfinite[0] += int(((code >= 0) & ~finite).sum())
+        keep = np.flatnonzero((code >= 0) & finite)
         return ts[keep], (tid[keep] & 0xFF).astype(np.uint8), code[keep], val[keep]
 
     parts: dict[str, list] = {"ts": [], "dev": [], "code": [], "val": []}
     lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    nonfinite = [0]
     for ts, dev, code, val in _pipelined(exp, _table_ranges(exp, S.GPU_METRICS, METRICS_CHUNK_ROWS), read):
         if shift and len(ts) and ((ts < lo64 + shift).any() if shift > 0 else (ts > hi64 + shift).any()):
             raise OverflowError("a GPU metrics timestamp less the session start is beyond 64 bits")
         for k, v in zip(parts, (ts - shift if shift else ts, dev, code, val)):
             parts[k].append(v)
+    if nonfinite_out is not None:
+        nonfinite_out.append(nonfinite[0])
     if not parts["ts"]:
         return empty
     # one column at a time (a column's chunks and the column are held at once, never all four),
@@ -1392,8 +1404,10 @@ def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict
                                "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
                                "name": np.asarray(ov["name"], dtype=object)})
     # GPU metrics (only the metrics we summarise), streamed
-    gm = _gpu_metrics(exp, shift)
+    nonfinite: list[int] = []
+    gm = _gpu_metrics(exp, shift, nonfinite)
     res["gpu_metrics"] = Columns(gm)
+    res["gpu_metrics_nonfinite"] = sum(nonfinite)
     # issue 47: memory allocations and releases (--cuda-memory-usage=true), each GPU's memory
     res["memory"], res["device_memory"] = _memory_usage(exp, shift), _device_memory(exp)
     # capture duration
@@ -1493,6 +1507,7 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
             raise
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         frames.update({k: small[k] for k in ("memory", "device_memory")})  # issue 47
+        drops.add(S.GPU_METRICS, GPU_METRICS_DROP_REASON, small.get("gpu_metrics_nonfinite", 0))
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
                 "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,
