@@ -240,7 +240,32 @@ def test_a_change_that_costs_no_time_is_quiet(tmp_path):
 # ---------------------------------------------------------------------------------------------
 ODD_DIMS = ['[[2, 1, 128], [], []]', '[[1.5], []]', '[[null]]', '[null]', '[3, [2]]', '[[[2, 3], [4]], []]',
             '"[[2]]"', '[[true]]', '[]', '{"a": 1}', '[[' + ", ".join(["7"] * 400) + ']]',
-            '[[9223372036854775808]]', '[[-1, 0]]', 'null']
+            '[[9223372036854775808]]', '[[-1, 0]]', 'null',
+            # issue 47 review: a tensor list of 3,000 tensors (27 KB: refused before decoding); 3,000
+            # blanks inside a short value (kept: the blanks are not the value); 331 times -0 (997
+            # characters written as 0: kept), then 334 (1,004: refused)
+            json.dumps([[1, 2, 3]] * 3000), '[[2,' + ' ' * 3000 + '3]]',
+            '[[' + ','.join(['-0'] * 166) + '], [' + ','.join(['-0'] * 165) + ']]',
+            '[[' + ','.join(['-0'] * 334) + ']]']
+
+
+def test_a_huge_input_dims_is_refused_without_being_decoded_or_walked(monkeypatch):
+    """A tensor list of 300,000 shapes (2.7 MB written): its text would pass the 1,000-character cap
+    by far, so the msgspec path never decodes it and sizes_text never walks it - the answer (no
+    shapes) is known from its length. A short value is still decoded."""
+    from nsysdoc.trace import nvtx_text
+
+    huge = [[1, 2, 3]] * 300_000
+    calls = []
+    monkeypatch.setattr(K, "_DIMS_DECODE", lambda text: calls.append(len(text)) or json.loads(text))
+    assert K._dims_texts([json.dumps(huge).encode(), b"[[2, 3]]"]) == [None, "[[2, 3]]"]
+    assert calls == [8]
+    walked = []
+    real = nvtx_text._shape_item
+    monkeypatch.setattr(nvtx_text, "_shape_item", lambda x: walked.append(1) or real(x))
+    assert nvtx_text.sizes_text(huge) is None and nvtx_text.sizes_text([[1] * 400]) is None and not walked
+    # the bound is tight: [[1, ..., 1]] with 332 ones is 4 + 332 + 2 x 331 = 998 characters (kept)
+    assert nvtx_text.sizes_text([[1] * 332]) == json.dumps([[1] * 332]) and len(json.dumps([[1] * 332])) == 998
 
 
 def test_every_engine_reads_the_same_shapes(tmp_path, monkeypatch):
