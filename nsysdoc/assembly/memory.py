@@ -91,6 +91,10 @@ def _top_ops(a: Analysis, res) -> tuple[list[dict], int, int]:
     return rows, inside, total
 
 
+#: the dropped-rows tables of memory events (Kineto ``[memory]``; nsys CUDA_GPU_MEMORY_USAGE_EVENTS)
+MEMORY_TABLES = ("[memory]", "CUDA_GPU_MEMORY_USAGE_EVENTS")
+
+
 def memory_metrics(a: Analysis, res, step_rows: list[dict]) -> dict:
     """``metrics.memory`` (``docs/json.md``)."""
     t = a.trace
@@ -100,7 +104,11 @@ def memory_metrics(a: Analysis, res, step_rows: list[dict]) -> dict:
                  "allocated_bytes": None, "missing": None}
     if not series:
         switch = MEMORY_SWITCH.get(tool, MEMORY_SWITCH["nsys"])
-        out["missing"] = f"GPU memory was not recorded: capture with {switch}"
+        dropped = [d for d in (getattr(t, "dropped_rows", None) or []) if d.get("table") in MEMORY_TABLES]
+        unread = sum(int(d.get("rows") or 0) for d in dropped)
+        why = "; ".join(sorted({str(d.get("reason")) for d in dropped}))
+        out["missing"] = (f"GPU memory events were recorded but none could be read: {unread:,} dropped ({why})"
+                          if unread else f"GPU memory was not recorded: capture with {switch}")
         return out
     out["source"] = SOURCES.get(tool, tool)
     out["baseline"] = "absolute" if all(s.baseline == "absolute" for s in series) else "capture_start"

@@ -33,6 +33,8 @@ REQUIREMENT_REASONS = {
     "memcpy": ("_memcpy_traced", "needs CUDA memcpy rows; the capture has none"),
     "sm_count": ("sm_count", "needs the GPU's SM count (smCount in TARGET_INFO_GPU, numSms in a PyTorch Profiler "
                              "trace's deviceProperties); the capture does not record it"),
+    "memory": ("memory_recorded", "needs GPU memory events (torch.profiler profile_memory=True, nsys "
+                                  "--cuda-memory-usage=true); the capture has none that could be read"),
 }
 
 

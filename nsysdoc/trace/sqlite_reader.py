@@ -1324,13 +1324,18 @@ _HOST_MEM_KINDS = (0, 1)
 MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 
 
-def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
+#: why a ``CUDA_GPU_MEMORY_USAGE_EVENTS`` row is dropped (``Drops``)
+MEMORY_DROP_REASON = "start, bytes or memoryOperationType missing, not an integer or out of range"
+
+
+def _memory_usage(exp: ExportFile, shift: int = 0, dropped: list | None = None) -> Columns:
     """Issue 47: ``CUDA_GPU_MEMORY_USAGE_EVENTS`` as the ``memory`` table (time order): bytes
     signed by ``memoryOperationType`` (0 allocation: +, 1 deallocation: -), ``device_type`` 1
     for GPU memory kinds and 0 for host ones (-1 when the kind is not recorded), the thread of
     the CUDA call that made it (by ``correlationId`` within the process; 0 when none), no running
     totals (-1: the driver's view has none). Rows without an integer time, size or operation are
-    left out; an export without the table (or its columns) gives an empty table."""
+    left out (their number appended to ``dropped``); an export without the table (or its columns)
+    gives an empty table."""
     from .model import empty_memory_frame
 
     if not exp.has(MEMORY_USAGE):
@@ -1350,12 +1355,14 @@ def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
     out: dict[str, list] = {c: [] for c in ("timestamp_ns", "device_type", "device_id", "bytes", "total_allocated_bytes",
                                             "total_reserved_bytes", "global_tid", "address")}
     last = None
+    bad = 0
     for start, dev, nbytes, op, kind, addr, gtid, rowid in rows:
         if rowid == last:  # two CUDA calls with its correlation id in its process: the row once
             continue
         last = rowid
         if type(start) is not int or type(nbytes) is not int or op not in (0, 1) or abs(start) >= TIME_LIMIT_NS \
                 or not 0 <= nbytes < (1 << 62):
+            bad += 1
             continue
         out["timestamp_ns"].append(start - shift)
         out["device_type"].append(-1 if type(kind) is not int else (0 if kind in _HOST_MEM_KINDS else 1))
@@ -1365,6 +1372,8 @@ def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
         out["total_reserved_bytes"].append(-1)
         out["global_tid"].append(_int(gtid, 0))
         out["address"].append(addr if type(addr) is int and 0 <= addr < (1 << 62) else -1)
+    if dropped is not None:
+        dropped.append(bad)
     return Columns({k: np.asarray(v, dtype=np.int64) for k, v in out.items()})
 
 
@@ -1409,7 +1418,9 @@ def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict
     res["gpu_metrics"] = Columns(gm)
     res["gpu_metrics_nonfinite"] = sum(nonfinite)
     # issue 47: memory allocations and releases (--cuda-memory-usage=true), each GPU's memory
-    res["memory"], res["device_memory"] = _memory_usage(exp, shift), _device_memory(exp)
+    mem_dropped: list[int] = []
+    res["memory"], res["device_memory"] = _memory_usage(exp, shift, mem_dropped), _device_memory(exp)
+    res["memory_dropped"] = sum(mem_dropped)
     # capture duration
     res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
@@ -1508,6 +1519,7 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         frames.update({k: small[k] for k in ("memory", "device_memory")})  # issue 47
         drops.add(S.GPU_METRICS, GPU_METRICS_DROP_REASON, small.get("gpu_metrics_nonfinite", 0))
+        drops.add(MEMORY_USAGE, MEMORY_DROP_REASON, small.get("memory_dropped", 0))
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
                 "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,
