@@ -526,3 +526,21 @@ def test_without_memory_both_memory_rules_are_skipped_not_one_passed(tmp_path, f
     st = {s["rule"]: s for s in res["rules"]}
     assert st["memory-growth"]["status"] == st["memory-near-capacity"]["status"] == "skipped"
     assert st["memory-growth"]["reason"] == st["memory-near-capacity"]["reason"]
+
+
+@pytest.mark.parametrize("form", ("nsys", "kineto-new"))
+def test_page_memory_note_mentions_the_dashed_line_only_when_reserved_is_drawn(tmp_path, form):
+    """An nsys export has no running totals (capture-start levels, no reserved level): the note says
+    reserved memory is not recorded and never that a dashed line is reserved memory; a Kineto trace
+    with Total Reserved draws the dashed line and says what it is."""
+    import nsysdoc
+
+    html = nsysdoc.report(str(_write(memory_leak_per_step(steps=3), tmp_path, form)), cache=False,
+                          no_config=True).to_html()
+    sec = html[html.index('<section id="memory"'):]
+    sec = sec[:sec.index("</section>")]
+    if form == "nsys":
+        assert "reserved memory is not recorded" in sec and "dashed line" not in sec
+        assert '<polyline class="reserved"' not in sec
+    else:
+        assert "the dashed line is reserved memory" in sec
