@@ -365,3 +365,24 @@ def test_time_blocked_in_a_pageable_copy_is_not_dispatch(form, tmp_path):
     assert item["cpu_wait_ms"] == pytest.approx(3 * 3.001)
     (got,) = dispatch_rows([item])
     assert got["excess_ms"] == pytest.approx(0.003) and got["cpu_wait_us_per_call"] == pytest.approx(3001.0)
+
+
+def test_zero_grad_extra_operations_are_counted_in_the_window_only(tmp_path):
+    """zero_grad_every_micro_batch(): 9 extra zero_grad calls, each launching one 20 us fill kernel.
+    With a window that holds none of them (it starts after the capture's last GPU operation) the
+    extra calls still count (12 calls for 3 steps: a habit of the whole capture) but their GPU
+    operations in the window are 0, as their time is 0 ms - so the rule cannot fire on operations
+    all outside the window. With the window over the whole capture: 9 operations, 9 x 20 us."""
+    from nsysdoc.assembly.values import _zero_grad_values
+    from nsysdoc.testing.scenarios import zero_grad_every_micro_batch
+    from nsysdoc.trace import load_trace
+
+    t = load_trace(zero_grad_every_micro_batch().write(tmp_path / "zg.sqlite"), cache=False)
+    k = t.store.get("kernels")
+    end = int(max(int(b["end_ns"].max()) for b in k.iter_blocks(["end_ns"])))
+    start = int(min(int(b["start_ns"].min()) for b in k.iter_blocks(["start_ns"])))
+    after = _zero_grad_values(t, {"start_ns": end + 1000, "end_ns": end + 2000}, 3, 1, 1.0)
+    assert after["zero_grad_extra_calls"] == 9
+    assert after["zero_grad_extra_gpu_ops"] == 0 and after["zero_grad_extra_gpu_ms"] == 0
+    whole = _zero_grad_values(t, {"start_ns": start, "end_ns": end}, 3, 1, 100.0)
+    assert whole["zero_grad_extra_gpu_ops"] == 9 and whole["zero_grad_extra_gpu_ms"] == pytest.approx(0.18)
