@@ -206,19 +206,9 @@ def _r(x: float) -> float:
     return round(float(x), 4)
 
 
-def memory_tables(mm: dict) -> dict:
-    """Evidence tables of the memory rules: ``memory_devices`` and ``memory_top_ops`` (MiB)."""
-    devs = [{"device": d["device"], "peak_allocated_mib": _r(d["peak_allocated_bytes"] / MIB),
-             "peak_reserved_mib": _r(d["peak_reserved_bytes"] / MIB) if d.get("peak_reserved_bytes") is not None
-             else None,
-             "device_memory_gib": _r(d["device_memory_bytes"] / GIB) if d.get("device_memory_bytes") else None,
-             "growth_mib_per_step": _r(d["growth_bytes_per_step"] / MIB) if d.get("growth_bytes_per_step") is not None
-             else None,
-             "rising_steps": d.get("rising_steps"), "growth_steps": d.get("growth_steps")}
-            for d in (mm or {}).get("devices") or []]
-    ops = [{"op": r["op"], "module": r["module"], "frame": r["frame"], "allocated_mib": _r(r["allocated_bytes"] / MIB),
-            "allocations": r["allocations"]} for r in (mm or {}).get("top_ops") or []]
-    return {"memory_devices": devs, "memory_top_ops": ops}
+# the memory rules' evidence tables are built from the JSON by the rules engine: a pure function in
+# nsysdoc.metrics.memory (rules must not import assembly), re-exported here
+from ..metrics.memory import memory_tables  # noqa: E402
 
 
 __all__ = ["MEMORY_STRING_VALUES", "MEMORY_VALUE_NAMES", "memory_metrics", "memory_sites", "memory_tables",

@@ -481,7 +481,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
 
 
 def _memory_tables(m: dict) -> dict:
-    from ..assembly.memory import memory_tables
+    from ..metrics.memory import memory_tables  # (pure; rules never import assembly)
 
     return memory_tables(m.get("memory"))
 
