@@ -399,3 +399,21 @@ def test_every_attribution_path_gives_the_same_rows(tmp_path, monkeypatch, scena
             for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels"):
                 assert sum(v[c] for (n, _), v in rows.items() if n == name) == approx(ops[name][c], 2e-4), (mode, name, c)
     assert got["sliced"] == got["whole"] == got["kineto"]
+
+
+def test_convolution_share_counts_every_kernel_name_not_only_the_top_50(tmp_path):
+    """One 100 ms convolution kernel, then 60 other kernel names of 10 ms each (a model with many
+    small elementwise kernels). The JSON's by_name keeps the top 50 names (the convolution and 49
+    others): over them the share would be 100 / (100 + 490) = 16.95%; over every name it is
+    100 / (100 + 600) = 14.2857%."""
+    from nsysdoc.testing.shape_scenarios import CONV_KERNEL
+
+    cap = Capture()
+    t = cap.process(pid=4710).thread()
+    t.launch(CONV_KERNEL, 100_000)
+    for i in range(60):
+        t.launch(f"elementwise_kernel_{i:02d}", 10_000)
+    t.item()
+    r = diagnose_path(_write(cap, tmp_path, "nsys"))
+    assert len(r["metrics"]["kernels"]["by_name"]) == 50
+    assert _values(r)["conv_kernel_share_pct"] == approx(100 / 700 * 100, 1e-3)

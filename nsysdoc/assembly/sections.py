@@ -730,6 +730,14 @@ def _operators_by_shape(a: Analysis, res, kernel_metrics: dict) -> tuple[dict, d
     window_ms = (a.steps.window_ns or 0) / 1e6
     if values["shape_change_ms"] is not None and window_ms:
         values["shape_change_pct"] = values["shape_change_ms"] / window_ms * 100
-    values["conv_kernel_share_pct"] = conv_kernel_share_pct(kernel_metrics.get("by_name"))
+    # over every kernel name (the whole per-name table the analysis keeps), not the JSON's top 50
+    whole = (getattr(a, "tables", None) or {}).get("kernels")
+    if whole is not None and "name" in whole.columns and "total_ms" in whole.columns:
+        from ..metrics.convolution import conv_kernel_share_pct_of
+
+        values["conv_kernel_share_pct"] = conv_kernel_share_pct_of(
+            whole["name"], whole["total_ms"], whole["is_nccl"] if "is_nccl" in whole.columns else None)
+    else:
+        values["conv_kernel_share_pct"] = conv_kernel_share_pct(kernel_metrics.get("by_name"))
     values["operator_shapes_recorded"] = rows is not None
     return _rounded(table), {k: (_num(v) if isinstance(v, float) else v) for k, v in values.items()}
