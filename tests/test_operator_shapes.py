@@ -417,3 +417,22 @@ def test_convolution_share_counts_every_kernel_name_not_only_the_top_50(tmp_path
     r = diagnose_path(_write(cap, tmp_path, "nsys"))
     assert len(r["metrics"]["kernels"]["by_name"]) == 50
     assert _values(r)["conv_kernel_share_pct"] == approx(100 / 700 * 100, 1e-3)
+
+
+def test_steps_compared_are_those_of_the_process_the_values_come_from(tmp_path):
+    """Process 4710 runs 6 steps with fixed shapes; process 4720 runs 4 steps, its step 2 with
+    batch 17 and a 35 ms convolution instead of 20 ms. The values come from 4720 (the only cost):
+    shape_steps_compared is its 4 steps, not the 6 of the other process."""
+    from nsysdoc.testing.shape_scenarios import CONV_KERNEL
+
+    cap = Capture()
+    for pid, steps, odd in ((4710, 6, None), (4720, 4, 2)):
+        t = cap.process(pid=pid).thread()
+        for i in range(steps):
+            b = 17 if i == odd else 32
+            with t.range(f"ProfilerStep#{i}"):
+                with t.op("aten::conv2d", shapes=[[b, 3, 224, 224], [64, 3, 7, 7]]):
+                    t.launch(CONV_KERNEL, 35_000 if i == odd else 20_000)
+                t.item()
+    v = _values(diagnose_path(_write(cap, tmp_path, "nsys")))  # (a Kineto trace holds one process)
+    assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (4, 1, 1)
