@@ -193,6 +193,9 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     _dispatch_waits(t, ops.get("rows") or [])  # issue 47: CPU dispatch vs GPU, waits left out
     ops["missing"] = att.missing_data(t, attr)
     _add_operator_counters(ops, attr, res)
+    for r in ops.get("rows") or []:  # issue 47 review: the newest field last (JSON key order)
+        if "outer_calls" in r:
+            r["outer_calls"] = r.pop("outer_calls")
     ndev = len(_active(devices)) or 1
     top = kernels_m.top_compute_kernel(kernel_metrics.get("by_name"))  # the rules' top_kernel
     where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,
