@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import memory as mem_m
+from ..metrics.memory import memory_tables  # re-exported: pure, so that rules need not import assembly
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -206,9 +207,6 @@ def _r(x: float) -> float:
     return round(float(x), 4)
 
 
-# the memory rules' evidence tables are built from the JSON by the rules engine: a pure function in
-# nsysdoc.metrics.memory (rules must not import assembly), re-exported here
-from ..metrics.memory import memory_tables  # noqa: E402
 
 
 __all__ = ["MEMORY_STRING_VALUES", "MEMORY_VALUE_NAMES", "memory_metrics", "memory_sites", "memory_tables",
