@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import memory as mem_m
-from ..metrics.memory import memory_tables  # re-exported: pure, so that rules need not import assembly
+from ..metrics.memory import memory_tables  # re-exported (pure: the rules use it)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
