@@ -87,7 +87,7 @@ OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("module", "object"), ("frame", "object"),
     # issue 47: the CPU-side view (rows by CPU time too; per call, and CPU dispatch slower than the GPU)
     ("cpu_us_per_call", "float64"), ("gpu_us_per_call", "float64"), ("cpu_exceeds_gpu", "boolean"),
-    ("cpu_wait_ms", "float64"),
+    ("cpu_wait_ms", "float64"), ("outer_calls", "Int64"),
 )
 
 DEVICE_COLUMNS: tuple[tuple[str, str], ...] = (

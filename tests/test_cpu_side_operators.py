@@ -270,6 +270,24 @@ def test_per_call_times_divide_by_calls_not_inside_a_call_of_the_same_name(slice
     assert row["calls"] == 8 and row["cpu_ms"] == pytest.approx(0.044) and row["gpu_ms"] == pytest.approx(0.040)
     assert row["cpu_us_per_call"] == pytest.approx(11.0) and row["gpu_us_per_call"] == pytest.approx(10.0)
     assert row["cpu_exceeds_gpu"] is True
+    # the 4 outer calls are what the per-call times divide by: 0.044 ms / 4 = 11 us
+    assert row["outer_calls"] == 4
+
+
+def test_dispatch_where_counts_the_outer_calls_of_an_operator_nested_in_itself():
+    """``aten::to`` inside ``aten::to``: 8 calls, 4 outer ones; per outer call 11 us of CPU (2 of them
+    waiting) and 4 us of GPU. excess_ms = (11 - 2 - 4) us x 4 outer calls = 20 us = 0.02 ms, which is
+    cpu_ms - cpu_wait_ms - gpu_ms = 0.044 - 0.008 - 0.016; the Where row's count is 4 (the calls the
+    per-call values are per), not 8 - with 8, count x (CPU - wait - GPU per call) would be 0.04."""
+    from nsysdoc.rules.engine import dispatch_rows
+
+    row = {"name": "aten::to", "calls": 8, "outer_calls": 4, "cpu_ms": 0.044, "cpu_wait_ms": 0.008,
+           "gpu_ms": 0.016, "cpu_us_per_call": 11.0, "gpu_us_per_call": 4.0, "cpu_exceeds_gpu": True}
+    (got,) = dispatch_rows([row])
+    assert got["count"] == 4 and got["excess_ms"] == pytest.approx(0.02)
+    assert got["cpu_wait_us_per_call"] == pytest.approx(2.0)
+    per_call = got["cpu_us_per_call"] - got["cpu_wait_us_per_call"] - got["gpu_us_per_call"]
+    assert per_call * got["count"] / 1000 == pytest.approx(got["excess_ms"])
 
 
 def test_two_optimizers_each_zeroing_once_per_step_are_not_repeats():
@@ -347,3 +365,24 @@ def test_time_blocked_in_a_pageable_copy_is_not_dispatch(form, tmp_path):
     assert item["cpu_wait_ms"] == pytest.approx(3 * 3.001)
     (got,) = dispatch_rows([item])
     assert got["excess_ms"] == pytest.approx(0.003) and got["cpu_wait_us_per_call"] == pytest.approx(3001.0)
+
+
+def test_zero_grad_extra_operations_are_counted_in_the_window_only(tmp_path):
+    """zero_grad_every_micro_batch(): 9 extra zero_grad calls, each launching one 20 us fill kernel.
+    With a window that holds none of them (it starts after the capture's last GPU operation) the
+    extra calls still count (12 calls for 3 steps: a habit of the whole capture) but their GPU
+    operations in the window are 0, as their time is 0 ms - so the rule cannot fire on operations
+    all outside the window. With the window over the whole capture: 9 operations, 9 x 20 us."""
+    from nsysdoc.assembly.values import _zero_grad_values
+    from nsysdoc.testing.scenarios import zero_grad_every_micro_batch
+    from nsysdoc.trace import load_trace
+
+    t = load_trace(zero_grad_every_micro_batch().write(tmp_path / "zg.sqlite"), cache=False)
+    k = t.store.get("kernels")
+    end = int(max(int(b["end_ns"].max()) for b in k.iter_blocks(["end_ns"])))
+    start = int(min(int(b["start_ns"].min()) for b in k.iter_blocks(["start_ns"])))
+    after = _zero_grad_values(t, {"start_ns": end + 1000, "end_ns": end + 2000}, 3, 1, 1.0)
+    assert after["zero_grad_extra_calls"] == 9
+    assert after["zero_grad_extra_gpu_ops"] == 0 and after["zero_grad_extra_gpu_ms"] == 0
+    whole = _zero_grad_values(t, {"start_ns": start, "end_ns": end}, 3, 1, 100.0)
+    assert whole["zero_grad_extra_gpu_ops"] == 9 and whole["zero_grad_extra_gpu_ms"] == pytest.approx(0.18)

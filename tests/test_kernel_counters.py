@@ -285,3 +285,68 @@ def test_operator_counters_are_those_of_the_kernels_it_launched(env, tmp_path, m
     assert (add["sm_issue_pct"], add["dram_bandwidth_pct"]) == (approx(20), approx(85))
     none = rows["(no operator)"]
     assert none["counter_samples"] == 0 and none["sm_issue_pct"] is None and none["bound"] == "unknown"
+
+
+def test_an_infinite_sample_is_dropped_and_does_not_null_every_kernel(tmp_path):
+    """The first sample of every metric (at T0, inside no kernel) holds +Inf (SQLite's 9e999). It
+    is left out at read and counted as a dropped GPU_METRICS row (one per metric: the builder
+    writes 5 metrics, SM Active, SM Issue, Tensor Active, DRAM read and write), so the GEMM keeps
+    its 27 samples of 90/70/80/25 and the elementwise kernel its 12 of 95/20/0/85, as in the clean
+    capture; no RuntimeWarning from a sum of Inf - Inf."""
+    import sqlite3
+    import warnings
+
+    from nsysdoc.testing.counter_scenarios import gemm_and_elementwise_counters
+    from nsysdoc.testing.scenarios import ELEMENTWISE, GEMM
+
+    path = gemm_and_elementwise_counters().write(tmp_path / "g.sqlite")
+    con = sqlite3.connect(path)
+    con.execute("UPDATE GPU_METRICS SET value = 9e999 WHERE rowid IN (SELECT min(rowid) FROM GPU_METRICS "
+                "GROUP BY metricId)")
+    con.commit()
+    con.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = diagnose_path(path)
+    rows = _rows(res)
+    g, e = rows[GEMM], rows[ELEMENTWISE]
+    assert g["counter_samples"] == 27 and g["bound"] == "compute-bound"
+    assert (g["sm_active_pct"], g["sm_issue_pct"], g["tensor_active_pct"], g["dram_bandwidth_pct"]) == \
+        (approx(90), approx(70), approx(80), approx(25))
+    assert e["counter_samples"] == 12 and e["bound"] == "memory-bound" and e["dram_bandwidth_pct"] == approx(85)
+    drops = [d for d in res["capture"]["dropped_rows"] if d["table"] == "GPU_METRICS"]
+    assert drops == [{"table": "GPU_METRICS", "reason": "value not a finite number (Inf or NaN)", "rows": 5}]
+
+
+def test_window_means_leave_out_infinite_samples():
+    """Samples of SM Active at 100, 200, 300 us: 40, +Inf, 60. The window [0, 400) holds the two
+    finite ones: (40 + 60) / 2 = 50; the window [150, 250) holds only the Inf one: NaN (no sample)."""
+    from nsysdoc.metrics.gpu_metrics import window_means
+
+    gm = {"metric": np.array(["sm_active_pct"] * 3, dtype=object), "device_id": np.zeros(3, np.int64),
+          "timestamp_ns": np.array([100_000, 200_000, 300_000]), "value": np.array([40.0, np.inf, 60.0])}
+
+    class Cols(dict):
+        def __len__(self):
+            return 3
+
+    got = window_means(Cols(gm), np.array([0, 0]), np.array([0, 150_000]), np.array([400_000, 250_000]))
+    assert got["sm_active_pct"][0] == approx(50) and np.isnan(got["sm_active_pct"][1])
+
+
+def test_below_min_samples_every_counter_is_null_whatever_the_other_metrics_hold():
+    """One kernel name: 3 SM Active samples (the count the gate reads) but 6 SM Issue samples summing
+    to 60 (mean 10) - a duplicated-rows export. 3 < 5: every counter is null and the class unknown,
+    not SM Issue 10% alone making it latency-bound."""
+    from nsysdoc.metrics.gpu_metrics import KERNEL_METRICS, kernel_counter_means
+
+    nm = len(KERNEL_METRICS)
+    sums = np.zeros((1, 2 * nm))
+    j = {m: i for i, m in enumerate(KERNEL_METRICS)}
+    sums[0, j["sm_active_pct"]], sums[0, nm + j["sm_active_pct"]] = 150.0, 3
+    sums[0, j["sm_issue_pct"]], sums[0, nm + j["sm_issue_pct"]] = 60.0, 6
+    sums[0, j["dram_read_pct"]], sums[0, nm + j["dram_read_pct"]] = 60.0, 6
+    got = kernel_counter_means(sums, np.array([0]))
+    assert int(got["counter_samples"][0]) == 3
+    for m in ("sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct"):
+        assert np.isnan(got[m][0]), m

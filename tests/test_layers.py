@@ -139,3 +139,13 @@ def test_no_import_cycle_anywhere_in_the_package():
     engine.slices (``in_window``) were circles."""
     graph = {m: {d for d in deps if d != "nsysdoc"} for m, deps in import_graph().items() if m != "nsysdoc"}
     assert cycles(graph, "nsysdoc") == []
+
+
+def test_rules_import_no_assembly():
+    """Rules read the result's values and tables; building them is assembly's job, never the other
+    way round (issue 47 review: the memory rules' evidence tables came from nsysdoc.assembly)."""
+    g = import_graph()
+    for mod, deps in g.items():
+        if mod == "nsysdoc.rules" or mod.startswith("nsysdoc.rules."):
+            wrong = {d for d in deps if d == "nsysdoc.assembly" or d.startswith("nsysdoc.assembly.")}
+            assert not wrong, f"{mod} imports {sorted(wrong)}"

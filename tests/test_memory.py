@@ -487,3 +487,62 @@ def test_nsys_memory_rows_read_once_and_odd_rows_left_out(tmp_path):
     assert tr.memory["bytes"].tolist() == [5 * MIB]
     mm = _memory(diagnose_path(path))
     assert [(r["op"], r["allocated_bytes"]) for r in mm["top_ops"]] == [("aten::empty", 5 * MIB)]
+    # issue 47 review: the 3 odd rows are counted as dropped rows of the table
+    assert {(d["table"], d["rows"]) for d in tr.dropped_rows if d["table"] == "CUDA_GPU_MEMORY_USAGE_EVENTS"} == \
+        {("CUDA_GPU_MEMORY_USAGE_EVENTS", 3)}
+
+
+@pytest.mark.parametrize("form", ("nsys", "kineto-new"))
+def test_memory_events_recorded_but_all_unreadable_are_not_called_unrecorded(tmp_path, form):
+    """memory_leak_per_step(steps=3) writes 3 events a step (64 MiB in, 8 MiB kept, 64 MiB out): 9 in
+    all. With every size made unreadable (Kineto: Bytes "NaN", a text; nsys: bytes a text) no event
+    is left, and `missing` says they were recorded but unreadable, with the 9 dropped - not that
+    memory was not recorded (which would send the user to a switch already on)."""
+    import re
+    import sqlite3
+
+    path = _write(memory_leak_per_step(steps=3), tmp_path, form)
+    if form == "nsys":
+        con = sqlite3.connect(path)
+        con.execute("UPDATE CUDA_GPU_MEMORY_USAGE_EVENTS SET bytes = 'x'")
+        con.commit()
+        con.close()
+    else:
+        text = re.sub(r'"Bytes": -?[0-9]+', '"Bytes": "NaN"', path.read_text())
+        path.write_text(text)
+    res = diagnose_path(path)
+    mm = _memory(res)
+    assert mm["devices"] == []
+    assert mm["missing"].startswith("GPU memory events were recorded but none could be read: 9 dropped (")
+    # and both memory rules say skipped, for the same reason (item 13)
+    st = {s["rule"]: s for s in res["rules"]}
+    for rule in ("memory-growth", "memory-near-capacity"):
+        assert st[rule]["status"] == "skipped" and "GPU memory events" in st[rule]["reason"], st[rule]
+
+
+@pytest.mark.parametrize("form", ("nsys", "kineto-new"))
+def test_without_memory_both_memory_rules_are_skipped_not_one_passed(tmp_path, form):
+    from nsysdoc.testing.scenarios import healthy_training
+
+    res = diagnose_path(_write(healthy_training(steps=3), tmp_path, form))
+    st = {s["rule"]: s for s in res["rules"]}
+    assert st["memory-growth"]["status"] == st["memory-near-capacity"]["status"] == "skipped"
+    assert st["memory-growth"]["reason"] == st["memory-near-capacity"]["reason"]
+
+
+@pytest.mark.parametrize("form", ("nsys", "kineto-new"))
+def test_page_memory_note_mentions_the_dashed_line_only_when_reserved_is_drawn(tmp_path, form):
+    """An nsys export has no running totals (capture-start levels, no reserved level): the note says
+    reserved memory is not recorded and never that a dashed line is reserved memory; a Kineto trace
+    with Total Reserved draws the dashed line and says what it is."""
+    import nsysdoc
+
+    html = nsysdoc.report(str(_write(memory_leak_per_step(steps=3), tmp_path, form)), cache=False,
+                          no_config=True).to_html()
+    sec = html[html.index('<section id="memory"'):]
+    sec = sec[:sec.index("</section>")]
+    if form == "nsys":
+        assert "reserved memory is not recorded" in sec and "dashed line" not in sec
+        assert '<polyline class="reserved"' not in sec
+    else:
+        assert "the dashed line is reserved memory" in sec

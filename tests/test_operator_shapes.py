@@ -178,6 +178,7 @@ def test_shapes_varying_in_step_3_only(tmp_path, form):
     f = _finding(r, "dynamic-shapes")
     assert f is not None and f["impact_ms"] == approx(15.0) and f["severity"] == "warning"
     assert "ProfilerStep#3" in f["message"] and "[[17, 3, 224, 224]" in f["message"]
+    assert "In 1 of the 5 steps, 2 operator(s) ran" in f["message"]
     # the convolution's shapes change: no cudnn.benchmark hint; 115 of 116 ms are convolution
     assert v["conv_shapes_fixed"] is False and _finding(r, "cudnn-benchmark") is None
     assert v["conv_kernel_share_pct"] == approx(115 / 116 * 100, 1e-3)
@@ -193,13 +194,38 @@ def test_quiet_without_a_change_in_an_interior_step(tmp_path, form, args):
     v = _values(r)
     assert v["shape_changing_op_count"] == 0 and v["shape_change_ms"] == approx(0.0)
     assert _finding(r, "dynamic-shapes") is None
-    # fixed convolution shapes and 100 of 101 ms (or, slow first: 160 of 161 ms) of convolution
-    assert v["conv_shapes_fixed"] is True
     conv = 80 + 4 * 20 if args.get("first_conv_us") else (5 * 20 if args["odd_step"] is None else 4 * 20 + 35)
     assert v["conv_kernel_share_pct"] == approx(conv / (conv + 1) * 100, 1e-3)
+    if args["odd_step"] is not None:
+        # other convolution shapes in the first or last step: the shapes are not the same in every
+        # step, so no "same input shapes in each of the 5 steps" hint
+        assert v["conv_shapes_fixed"] is False and _finding(r, "cudnn-benchmark") is None
+        return
+    # fixed convolution shapes and 100 of 101 ms (or, slow first: 160 of 161 ms) of convolution
+    assert v["conv_shapes_fixed"] is True
     f = _finding(r, "cudnn-benchmark")
     assert f is not None and f["severity"] == "info" and f["impact_ms"] is None
     assert "torch.backends.cudnn.benchmark" in f["message"] and "does not say" in f["message"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_new_shapes_in_every_step_have_no_usual_step_to_compare_with(tmp_path, form):
+    # a variable-length loop: aten::mm gets [32, L, 768] with L = 100..107, a new length in each of
+    # 8 steps; the GEMM takes 20/20/30/20/30/20/30/20 ms. Every interior step (1..6) differs, so
+    # there is no usual step: the cost is not judged (0 ms, no median of usual steps) and the rule
+    # stays quiet instead of comparing the median of the changed steps (25 ms) with itself.
+    cap = Capture()
+    t = cap.process(pid=4710).thread()
+    for i, us in enumerate([20_000, 20_000, 30_000, 20_000, 30_000, 20_000, 30_000, 20_000]):
+        with t.range(f"ProfilerStep#{i}"):
+            with t.op("aten::mm", shapes=[[32, 100 + i, 768], [768, 768]]):
+                t.launch("ampere_sgemm_128x64_tn", us)
+            t.item()
+    r = diagnose_path(_write(cap, tmp_path, form))
+    v = _values(r)
+    assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (8, 1, 6)
+    assert v["shape_change_ms"] == approx(0.0) and v["shape_modal_step_ms"] is None
+    assert _finding(r, "dynamic-shapes") is None
 
 
 def test_a_change_that_costs_no_time_is_quiet(tmp_path):
@@ -215,7 +241,32 @@ def test_a_change_that_costs_no_time_is_quiet(tmp_path):
 # ---------------------------------------------------------------------------------------------
 ODD_DIMS = ['[[2, 1, 128], [], []]', '[[1.5], []]', '[[null]]', '[null]', '[3, [2]]', '[[[2, 3], [4]], []]',
             '"[[2]]"', '[[true]]', '[]', '{"a": 1}', '[[' + ", ".join(["7"] * 400) + ']]',
-            '[[9223372036854775808]]', '[[-1, 0]]', 'null']
+            '[[9223372036854775808]]', '[[-1, 0]]', 'null',
+            # issue 47 review: a tensor list of 3,000 tensors (27 KB: refused before decoding); 3,000
+            # blanks inside a short value (kept: the blanks are not the value); 331 times -0 (997
+            # characters written as 0: kept), then 334 (1,004: refused)
+            json.dumps([[1, 2, 3]] * 3000), '[[2,' + ' ' * 3000 + '3]]',
+            '[[' + ','.join(['-0'] * 166) + '], [' + ','.join(['-0'] * 165) + ']]',
+            '[[' + ','.join(['-0'] * 334) + ']]']
+
+
+def test_a_huge_input_dims_is_refused_without_being_decoded_or_walked(monkeypatch):
+    """A tensor list of 300,000 shapes (2.7 MB written): its text would pass the 1,000-character cap
+    by far, so the msgspec path never decodes it and sizes_text never walks it - the answer (no
+    shapes) is known from its length. A short value is still decoded."""
+    from nsysdoc.trace import nvtx_text
+
+    huge = [[1, 2, 3]] * 300_000
+    calls = []
+    monkeypatch.setattr(K, "_DIMS_DECODE", lambda text: calls.append(len(text)) or json.loads(text))
+    assert K._dims_texts([json.dumps(huge).encode(), b"[[2, 3]]"]) == [None, "[[2, 3]]"]
+    assert calls == [8]
+    walked = []
+    real = nvtx_text._shape_item
+    monkeypatch.setattr(nvtx_text, "_shape_item", lambda x: walked.append(1) or real(x))
+    assert nvtx_text.sizes_text(huge) is None and nvtx_text.sizes_text([[1] * 400]) is None and not walked
+    # the bound is tight: [[1, ..., 1]] with 332 ones is 4 + 332 + 2 x 331 = 998 characters (kept)
+    assert nvtx_text.sizes_text([[1] * 332]) == json.dumps([[1] * 332]) and len(json.dumps([[1] * 332])) == 998
 
 
 def test_every_engine_reads_the_same_shapes(tmp_path, monkeypatch):
@@ -349,3 +400,40 @@ def test_every_attribution_path_gives_the_same_rows(tmp_path, monkeypatch, scena
             for c in ("calls", "self_gpu_ms", "gpu_ms", "self_cpu_ms", "cpu_ms", "kernels"):
                 assert sum(v[c] for (n, _), v in rows.items() if n == name) == approx(ops[name][c], 2e-4), (mode, name, c)
     assert got["sliced"] == got["whole"] == got["kineto"]
+
+
+def test_convolution_share_counts_every_kernel_name_not_only_the_top_50(tmp_path):
+    """One 100 ms convolution kernel, then 60 other kernel names of 10 ms each (a model with many
+    small elementwise kernels). The JSON's by_name keeps the top 50 names (the convolution and 49
+    others): over them the share would be 100 / (100 + 490) = 16.95%; over every name it is
+    100 / (100 + 600) = 14.2857%."""
+    from nsysdoc.testing.shape_scenarios import CONV_KERNEL
+
+    cap = Capture()
+    t = cap.process(pid=4710).thread()
+    t.launch(CONV_KERNEL, 100_000)
+    for i in range(60):
+        t.launch(f"elementwise_kernel_{i:02d}", 10_000)
+    t.item()
+    r = diagnose_path(_write(cap, tmp_path, "nsys"))
+    assert len(r["metrics"]["kernels"]["by_name"]) == 50
+    assert _values(r)["conv_kernel_share_pct"] == approx(100 / 700 * 100, 1e-3)
+
+
+def test_steps_compared_are_those_of_the_process_the_values_come_from(tmp_path):
+    """Process 4710 runs 6 steps with fixed shapes; process 4720 runs 4 steps, its step 2 with
+    batch 17 and a 35 ms convolution instead of 20 ms. The values come from 4720 (the only cost):
+    shape_steps_compared is its 4 steps, not the 6 of the other process."""
+    from nsysdoc.testing.shape_scenarios import CONV_KERNEL
+
+    cap = Capture()
+    for pid, steps, odd in ((4710, 6, None), (4720, 4, 2)):
+        t = cap.process(pid=pid).thread()
+        for i in range(steps):
+            b = 17 if i == odd else 32
+            with t.range(f"ProfilerStep#{i}"):
+                with t.op("aten::conv2d", shapes=[[b, 3, 224, 224], [64, 3, 7, 7]]):
+                    t.launch(CONV_KERNEL, 35_000 if i == odd else 20_000)
+                t.item()
+    v = _values(diagnose_path(_write(cap, tmp_path, "nsys")))  # (a Kineto trace holds one process)
+    assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (4, 1, 1)

@@ -769,6 +769,27 @@ def _hta_profiler_extra(result, chk: Checks):
     if chk.check(lb, "launch-bound's Where should name aten::linear as CPU dispatch slower than the GPU"):
         chk.check(lb[0]["count"] == 606 and lb[0]["cpu_us_per_call"] in around(60.62, 0.05)
                   and lb[0]["gpu_us_per_call"] in around(42.07, 0.05), f"aten::linear dispatch row {lb[0]}")
+    # issue 47 review: aten::sum runs inside aten::sum; 1332 calls of which 702 not inside another
+    # one on their thread (from the JSON below). The Where row counts the 702 its per-call values are
+    # per, and (CPU - wait - GPU per call) x count is its excess_ms (9.423 ms)
+    sums = sorted((e["pid"], e["tid"], e["ts"], -e["dur"]) for e in ev
+                  if e.get("cat") == "cpu_op" and e.get("ph") == "X" and e.get("name") == "aten::sum")
+    outer, open_end = 0, {}
+    for pid, tid, ts, mdur in sums:
+        if ts >= open_end.get((pid, tid), float("-inf")):
+            outer += 1
+            open_end[(pid, tid)] = ts - mdur
+    chk.check((len(sums), outer) == (1332, 702), f"aten::sum calls/outer from the JSON: {len(sums)}, {outer}")
+    rows = [r for r in result["metrics"]["operators"]["rows"] if r.get("name") == "aten::sum"]
+    chk.check(rows and rows[0].get("calls") == 1332 and rows[0].get("outer_calls") == outer,
+              f"aten::sum row {rows[:1]}")
+    sw = [w for f in _findings(result, "launch-bound") for w in f.get("where") or []
+          if w.get("via") == "CPU dispatch slower than the GPU" and w.get("op") == "aten::sum"]
+    if chk.check(sw, "launch-bound's Where should name aten::sum"):
+        w = sw[0]
+        per = w["cpu_us_per_call"] - (w.get("cpu_wait_us_per_call") or 0) - w["gpu_us_per_call"]
+        chk.check(w["count"] == outer and w["excess_ms"] in around(9.423, 0.002)
+                  and per * w["count"] / 1000 in around(w["excess_ms"], 0.002), f"aten::sum dispatch row {w}")
 
 
 def _resnet_profiler_extra(result, chk: Checks):

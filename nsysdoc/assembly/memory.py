@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..metrics import memory as mem_m
+from ..metrics.memory import memory_tables  # re-exported (pure: the rules use it)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -91,6 +92,10 @@ def _top_ops(a: Analysis, res) -> tuple[list[dict], int, int]:
     return rows, inside, total
 
 
+#: the dropped-rows tables of memory events (Kineto ``[memory]``; nsys CUDA_GPU_MEMORY_USAGE_EVENTS)
+MEMORY_TABLES = ("[memory]", "CUDA_GPU_MEMORY_USAGE_EVENTS")
+
+
 def memory_metrics(a: Analysis, res, step_rows: list[dict]) -> dict:
     """``metrics.memory`` (``docs/json.md``)."""
     t = a.trace
@@ -100,7 +105,11 @@ def memory_metrics(a: Analysis, res, step_rows: list[dict]) -> dict:
                  "allocated_bytes": None, "missing": None}
     if not series:
         switch = MEMORY_SWITCH.get(tool, MEMORY_SWITCH["nsys"])
-        out["missing"] = f"GPU memory was not recorded: capture with {switch}"
+        dropped = [d for d in (getattr(t, "dropped_rows", None) or []) if d.get("table") in MEMORY_TABLES]
+        unread = sum(int(d.get("rows") or 0) for d in dropped)
+        why = "; ".join(sorted({str(d.get("reason")) for d in dropped}))
+        out["missing"] = (f"GPU memory events were recorded but none could be read: {unread:,} dropped ({why})"
+                          if unread else f"GPU memory was not recorded: capture with {switch}")
         return out
     out["source"] = SOURCES.get(tool, tool)
     out["baseline"] = "absolute" if all(s.baseline == "absolute" for s in series) else "capture_start"
@@ -198,19 +207,6 @@ def _r(x: float) -> float:
     return round(float(x), 4)
 
 
-def memory_tables(mm: dict) -> dict:
-    """Evidence tables of the memory rules: ``memory_devices`` and ``memory_top_ops`` (MiB)."""
-    devs = [{"device": d["device"], "peak_allocated_mib": _r(d["peak_allocated_bytes"] / MIB),
-             "peak_reserved_mib": _r(d["peak_reserved_bytes"] / MIB) if d.get("peak_reserved_bytes") is not None
-             else None,
-             "device_memory_gib": _r(d["device_memory_bytes"] / GIB) if d.get("device_memory_bytes") else None,
-             "growth_mib_per_step": _r(d["growth_bytes_per_step"] / MIB) if d.get("growth_bytes_per_step") is not None
-             else None,
-             "rising_steps": d.get("rising_steps"), "growth_steps": d.get("growth_steps")}
-            for d in (mm or {}).get("devices") or []]
-    ops = [{"op": r["op"], "module": r["module"], "frame": r["frame"], "allocated_mib": _r(r["allocated_bytes"] / MIB),
-            "allocations": r["allocations"]} for r in (mm or {}).get("top_ops") or []]
-    return {"memory_devices": devs, "memory_top_ops": ops}
 
 
 __all__ = ["MEMORY_STRING_VALUES", "MEMORY_VALUE_NAMES", "memory_metrics", "memory_sites", "memory_tables",

@@ -193,6 +193,9 @@ def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) ->
     _dispatch_waits(t, ops.get("rows") or [])  # issue 47: CPU dispatch vs GPU, waits left out
     ops["missing"] = att.missing_data(t, attr)
     _add_operator_counters(ops, attr, res)
+    for r in ops.get("rows") or []:  # issue 47 review: the newest field last (JSON key order)
+        if "outer_calls" in r:
+            r["outer_calls"] = r.pop("outer_calls")
     ndev = len(_active(devices)) or 1
     top = kernels_m.top_compute_kernel(kernel_metrics.get("by_name"))  # the rules' top_kernel
     where = {sel: att.where_table(attr, res.window.where, sel, ndev, t.strings,
@@ -730,6 +733,14 @@ def _operators_by_shape(a: Analysis, res, kernel_metrics: dict) -> tuple[dict, d
     window_ms = (a.steps.window_ns or 0) / 1e6
     if values["shape_change_ms"] is not None and window_ms:
         values["shape_change_pct"] = values["shape_change_ms"] / window_ms * 100
-    values["conv_kernel_share_pct"] = conv_kernel_share_pct(kernel_metrics.get("by_name"))
+    # over every kernel name (the whole per-name table the analysis keeps), not the JSON's top 50
+    whole = (getattr(a, "tables", None) or {}).get("kernels")
+    if whole is not None and "name" in whole.columns and "total_ms" in whole.columns:
+        from ..metrics.convolution import conv_kernel_share_pct_of
+
+        values["conv_kernel_share_pct"] = conv_kernel_share_pct_of(
+            whole["name"], whole["total_ms"], whole["is_nccl"] if "is_nccl" in whole.columns else None)
+    else:
+        values["conv_kernel_share_pct"] = conv_kernel_share_pct(kernel_metrics.get("by_name"))
     values["operator_shapes_recorded"] = rows is not None
     return _rounded(table), {k: (_num(v) if isinstance(v, float) else v) for k, v in values.items()}

@@ -603,6 +603,9 @@ def _zero_grad_values(t: Trace, window: dict, steps: int, ndev: int, window_ms) 
         for blk in tab.iter_blocks(["start_ns", "end_ns", "api_thread", "api_start_ns"]):
             inside = opt_m.launched_inside(xt, xs, xe, blk["api_thread"], blk["api_start_ns"]) & \
                 (blk["api_thread"] >= 0)
+            # the window's operations only, as the time is the window's (an instant one inside it)
+            s_, e_ = blk["start_ns"], blk["end_ns"]
+            inside &= (s_ < int(w1)) & ((e_ > int(w0)) | ((e_ <= s_) & (s_ >= int(w0))))
             if inside.any():
                 ops += int(inside.sum())
                 ns += opt_m.clipped_ns(blk["start_ns"][inside], blk["end_ns"][inside], int(w0), int(w1))

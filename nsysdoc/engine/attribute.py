@@ -1040,14 +1040,17 @@ def operator_view(attr: Attributor | None, strings) -> dict:
                          "kernels": attr.none_ops, "top_kernel": label_text(t[0], strings) if t else None,
                          "module": names[mod[NONE]] if NONE in mod else None,
                          "frame": names[frame[NONE]] if NONE in frame else None,
-                         "cpu_us_per_call": None, "gpu_us_per_call": None, "cpu_exceeds_gpu": False})
+                         "cpu_us_per_call": None, "gpu_us_per_call": None, "cpu_exceeds_gpu": False,
+                         "outer_calls": None})
             continue
         rows.append({"name": names[c], "calls": int(calls[c]), "self_gpu_ms": self_gpu[c] / 1e6,
                      "gpu_ms": gpu[c] / 1e6, "self_cpu_ms": self_cpu[c] / 1e6, "cpu_ms": cpu[c] / 1e6,
                      "kernels": int(kernels[c]), "top_kernel": label_text(t[0], strings) if t else None,
                      "module": names[mod[c]] if c in mod else None,
                      "frame": names[frame[c]] if c in frame else None,
-                     **_per_call(cpu[c], gpu[c], outer[c] if outer is not None else calls[c])})
+                     **_per_call(cpu[c], gpu[c], outer[c] if outer is not None else calls[c]),
+                     # the calls not inside a call of the same name: what the per-call times divide by
+                     "outer_calls": int(outer[c] if outer is not None else calls[c])})
     out.update(source=attr.source, rows=rows, row_count=len(op_codes) + (1 if attr.none_ops else 0),
                gpu_ms=attr.total_gpu_ns / 1e6,
                attributed_pct=(attr.total_gpu_ns - attr.none_gpu_ns) / attr.total_gpu_ns * 100

@@ -409,14 +409,12 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
     gpu_ms = gpu_ms or {}
     best = None
     conv_seen, conv_changes = False, False
-    compared = 0
     for proc in np.unique(sproc).tolist():
         si = np.flatnonzero(sproc == proc)
         si = si[np.argsort(s0[si], kind="stable")]
         n = len(si)
         if n < 3:
             continue
-        compared = max(compared, n)
         m = np.flatnonzero(rproc == proc)
         pos = np.searchsorted(s0[si], rstart[m], side="right") - 1
         ok = pos >= 0
@@ -446,17 +444,19 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
                 usual = None
             odd = sorted(p for p, v in per.items() if v != usual)
             odd_in = [p for p in odd if p in interior]
+            # cudnn.benchmark's fixed shapes: the same set in every step compared, first and last too
+            conv_changes |= conv and bool(odd)
             if not odd_in:
                 continue
-            conv_changes |= conv
             differ_steps.update(odd_in)
             changing.append((nm_c, usual, odd, per))  # (usual None: no set in half the steps)
         if not changing:
-            cand = (0.0, proc, 0, [], None, None)
+            cand = (0.0, proc, 0, [], None, None, n)
         else:
             # the usual steps: interior steps that differ for no changing operator; when every
-            # interior step differs, the interior steps (the excess is then the steps' scatter)
-            base = [p for p in sorted(interior) if p not in differ_steps] or sorted(interior)
+            # interior step differs there is no usual step and the cost is not judged (no median
+            # to compare with: the steps' scatter is not the shapes' cost)
+            base = [p for p in sorted(interior) if p not in differ_steps]
             med = float(np.median(stime[si][base])) if base else None
             dsteps = sorted(differ_steps)
             excess = sum(max(0.0, float(stime[si][p]) - med) for p in dsteps) if med is not None else 0.0
@@ -468,13 +468,14 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
                      for nm_c, usual, odd, per in changing[:NOTE_OPS]]
             note = "; ".join(parts) + (f"; and {len(changing) - NOTE_OPS} more operators" if len(changing) > NOTE_OPS else "")
             cand = (excess, proc, len(changing), dsteps, med,
-                    {"note": note, "changed_ms": float(np.median(stime[si][dsteps])) / 1e6 if dsteps else None})
+                    {"note": note, "changed_ms": float(np.median(stime[si][dsteps])) / 1e6 if dsteps else None}, n)
         if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand[2] > best[2]):
             best = cand
     if best is None:
         return none
-    excess, _proc, nchg, dsteps, med, extra = best
-    return {"shape_steps_compared": compared, "shape_changing_op_count": nchg,
+    excess, _proc, nchg, dsteps, med, extra, n_chosen = best
+    # the steps compared in the process the values come from (not the most over processes)
+    return {"shape_steps_compared": n_chosen, "shape_changing_op_count": nchg,
             "shape_changing_steps": len(dsteps), "shape_change_ms": excess / 1e6, "shape_change_pct": None,
             "shape_modal_step_ms": med / 1e6 if med is not None else None,
             "shape_changed_step_ms": extra["changed_ms"] if extra else None,

@@ -23,8 +23,9 @@ def window_means(gpu_metrics, device_id: np.ndarray, lo: np.ndarray, hi: np.ndar
     g_dev = np.asarray(gpu_metrics["device_id"], dtype=np.int64)
     g_ts = np.asarray(gpu_metrics["timestamp_ns"], dtype=np.int64)
     g_val = np.asarray(gpu_metrics["value"], dtype=np.float64)
+    finite = np.isfinite(g_val)  # an Inf or NaN sample would poison every window its sum spans
     for m in METRICS:
-        is_m = metric == m
+        is_m = (metric == m) & finite
         if not is_m.any():
             continue
         for dev in np.unique(device_id):
@@ -89,6 +90,9 @@ class DeviceCounters:
     def add(self, metric: str, ts: np.ndarray, val: np.ndarray) -> None:
         ts = np.asarray(ts, dtype=np.int64)
         val = np.asarray(val, dtype=np.float64)
+        finite = np.isfinite(val)  # (the reader drops them; one here would poison every later sum)
+        if not finite.all():
+            ts, val = ts[finite], val[finite]
         if len(ts) > 1 and (np.diff(ts) < 0).any():  # nsys writes them in time order: no sort then
             order = np.argsort(ts, kind="stable")
             ts, val = ts[order], val[order]
@@ -253,6 +257,11 @@ def kernel_counter_means(sums: np.ndarray | None, codes: np.ndarray) -> dict[str
     out["dram_bandwidth_pct"] = np.minimum(100.0, np.where(np.isnan(wr), rd, rd + wr))
     sm_n = cnt[:, idx["sm_active_pct"]]
     out["counter_samples"] = np.where(sm_n > 0, sm_n, cnt.max(axis=1)).astype(np.int64)
+    # the gate is the name's, not each metric's: below MIN_KERNEL_SAMPLES samples every counter is
+    # null (a metric with more samples than SM Active must not alone decide the class)
+    few = out["counter_samples"] < MIN_KERNEL_SAMPLES
+    for m in ("sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_bandwidth_pct"):
+        out[m] = np.where(few, np.nan, out[m])
     return out
 
 

@@ -159,5 +159,23 @@ def top_allocators(op: np.ndarray, module: np.ndarray, frame: np.ndarray, nbytes
     return out
 
 
-__all__ = ["DEVICE_CUDA", "DeviceMemory", "device_series", "peak", "step_growth", "timeline", "top_allocators",
-           "window_peak"]
+def memory_tables(mm: dict) -> dict:
+    """Evidence tables of the memory rules from ``metrics.memory`` (the JSON): ``memory_devices`` and
+    ``memory_top_ops`` (MiB, GiB; 4 decimals). Pure: the rules engine builds them from the result."""
+    mib, gib = float(1 << 20), float(1 << 30)
+    r4 = lambda x: round(float(x), 4)  # noqa: E731
+    devs = [{"device": d["device"], "peak_allocated_mib": r4(d["peak_allocated_bytes"] / mib),
+             "peak_reserved_mib": r4(d["peak_reserved_bytes"] / mib) if d.get("peak_reserved_bytes") is not None
+             else None,
+             "device_memory_gib": r4(d["device_memory_bytes"] / gib) if d.get("device_memory_bytes") else None,
+             "growth_mib_per_step": r4(d["growth_bytes_per_step"] / mib) if d.get("growth_bytes_per_step") is not None
+             else None,
+             "rising_steps": d.get("rising_steps"), "growth_steps": d.get("growth_steps")}
+            for d in (mm or {}).get("devices") or []]
+    ops = [{"op": r["op"], "module": r["module"], "frame": r["frame"], "allocated_mib": r4(r["allocated_bytes"] / mib),
+            "allocations": r["allocations"]} for r in (mm or {}).get("top_ops") or []]
+    return {"memory_devices": devs, "memory_top_ops": ops}
+
+
+__all__ = ["DEVICE_CUDA", "DeviceMemory", "device_series", "memory_tables", "peak", "step_growth", "timeline",
+           "top_allocators", "window_peak"]

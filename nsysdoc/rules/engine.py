@@ -33,6 +33,8 @@ REQUIREMENT_REASONS = {
     "memcpy": ("_memcpy_traced", "needs CUDA memcpy rows; the capture has none"),
     "sm_count": ("sm_count", "needs the GPU's SM count (smCount in TARGET_INFO_GPU, numSms in a PyTorch Profiler "
                              "trace's deviceProperties); the capture does not record it"),
+    "memory": ("memory_recorded", "needs GPU memory events (torch.profiler profile_memory=True, nsys "
+                                  "--cuda-memory-usage=true); the capture has none that could be read"),
 }
 
 
@@ -479,7 +481,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
 
 
 def _memory_tables(m: dict) -> dict:
-    from ..assembly.memory import memory_tables
+    from ..metrics.memory import memory_tables  # (pure; rules never import assembly)
 
     return memory_tables(m.get("memory"))
 
@@ -1027,8 +1029,10 @@ def dispatch_rows(op_rows: list) -> list[dict]:
     """Where rows for the operators whose CPU time per call, less its waits in blocking CUDA
     calls, exceeds the GPU time they launched per call (``cpu_exceeds_gpu`` in
     ``metrics.operators.rows``), the most host time in excess first: ``excess_ms`` = (CPU − wait −
-    GPU per call) × calls = ``cpu_ms − cpu_wait_ms − gpu_ms``, whole capture (ties: the name).
-    ``share_pct`` and ``ms`` are None: this is host time, not the selection's."""
+    GPU per call) × outer calls = ``cpu_ms − cpu_wait_ms − gpu_ms``, whole capture (ties: the
+    name); ``count`` is the outer calls (not inside a call of the same name: what the per-call
+    times divide by; ``calls`` when a row lacks them). ``share_pct`` and ``ms`` are None: this is
+    host time, not the selection's."""
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
     cand = [r for r in op_rows if isinstance(r, dict) and r.get("cpu_exceeds_gpu") is True
             and num(r.get("cpu_ms")) and num(r.get("gpu_ms"))]
@@ -1040,7 +1044,8 @@ def dispatch_rows(op_rows: list) -> list[dict]:
         return round(w / c * cu, 4) if num(w) and num(c) and c and num(cu) else None
 
     return [{"op": r.get("name"), "module": r.get("module"), "frame": r.get("frame"), "backward_op": None,
-             "forward_op": None, "via": VIA_DISPATCH, "share_pct": None, "ms": None, "count": r.get("calls"),
+             "forward_op": None, "via": VIA_DISPATCH, "share_pct": None, "ms": None,
+             "count": r.get("outer_calls") if num(r.get("outer_calls")) else r.get("calls"),
              "cpu_us_per_call": r.get("cpu_us_per_call"), "gpu_us_per_call": r.get("gpu_us_per_call"),
              "cpu_wait_us_per_call": wait_per_call(r), "excess_ms": round(excess(r), 4)} for r in cand[:DISPATCH_MAX]]
 

@@ -25,7 +25,8 @@ from .values import IDLE_CLASSES, STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS
 SEVERITIES = ("info", "warning", "critical")
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
               "communication", "kernel-efficiency", "capture")
-REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy", "sm_count")
+REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy", "sm_count",
+                "memory")
 ID_RE = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 
 RULE_SCHEMA: dict[str, Any] = {

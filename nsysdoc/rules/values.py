@@ -124,7 +124,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
                             "sm_count", "sm_fill_pct", "theoretical_occupancy_pct", "est_achieved_occupancy_pct",
                             "low_occupancy", "count", "time_ms", "recoverable_ms", "share_of_window_pct"],
 }
-#: issue 47: the memory rules' evidence (nsysdoc.assembly.memory.memory_tables)
+#: issue 47: the memory rules' evidence (nsysdoc.metrics.memory.memory_tables)
 TABLE_COLUMNS["memory_devices"] = ["device", "peak_allocated_mib", "peak_reserved_mib", "device_memory_gib",
                                    "growth_mib_per_step", "rising_steps", "growth_steps"]
 TABLE_COLUMNS["memory_top_ops"] = ["op", "module", "frame", "allocated_mib", "allocations"]

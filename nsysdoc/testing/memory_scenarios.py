@@ -41,15 +41,23 @@ def _step(t, i: int, churn_mib: float, leak_mib: float, frame: bool) -> None:
         t.item()
 
 
-def memory_leak_per_step(steps: int = 4, churn_mib: float = 64, leak_mib: float = 8, frame: bool = True) -> Capture:
+def memory_leak_per_step(steps: int = 4, churn_mib: float = 64, leak_mib: float = 8, frame: bool = True,
+                         leak_from: int = 0, base_mib: float = 0) -> Capture:
     """Steps ``ProfilerStep#i``: ``aten::mm`` allocates ``churn_mib`` and launches a 1 ms GEMM,
-    ``aten::relu`` a 100 us kernel, ``aten::cat`` keeps ``leak_mib`` (a 50 us kernel), then the
-    ``churn_mib`` are freed (in an ``aten::mm`` range); ``item()`` ends the step. With ``frame``,
-    each step's work is inside the Python frame ``train.py(42): train_step``."""
+    ``aten::relu`` a 100 us kernel, ``aten::cat`` keeps ``leak_mib`` (a 50 us kernel; only in steps
+    ``leak_from`` on), then the ``churn_mib`` are freed (in an ``aten::mm`` range); ``item()`` ends
+    the step. With ``frame``, each step's work is inside the Python frame ``train.py(42):
+    train_step``. ``base_mib``: allocated once in ``aten::empty`` before the steps (the weights)."""
     cap = Capture()
     t = cap.process(pid=4710).thread()
+    if base_mib:
+        from .scenarios import ELEMENTWISE
+
+        with t.op("aten::empty"):
+            t.alloc_event(int(base_mib * MIB))
+            t.launch(ELEMENTWISE, 100)
     for i in range(steps):
-        _step(t, i, churn_mib, leak_mib, frame)
+        _step(t, i, churn_mib, leak_mib if i >= leak_from else 0, frame)
     return cap
 
 

@@ -58,6 +58,7 @@ from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import Groups, text_facts
 from .nvtx_text import SIZES_FIELD as _SIZES_FIELD, SIZES_MAX_CHARS as _SIZES_MAX, sizes_text as _sizes_text
+from .nvtx_text import raw_too_long_shapes as _raw_too_long_shapes
 from .columns import Columns, factorize
 from .model import StringTable, Trace
 
@@ -933,7 +934,7 @@ def _dims_texts(raws: list) -> list:
     memo = {}
     for key in set(keys):
         got = None
-        if key:
+        if key and not _raw_too_long_shapes(key):  # (a huge value is None without decoding it)
             try:
                 got = _sizes_text(_DIMS_DECODE(key.decode("utf-8")))
             except (ValueError, RecursionError):
@@ -1537,6 +1538,21 @@ def _arrow_sizes(pa, pc, dims, rows: np.ndarray, name):
     inner = d.flatten()  # one list per input
     if inner.null_count or inner.flatten().null_count:
         raise _NotForArrow("a null in Input Dims")
+    # rows whose text would surely pass the cap (nvtx_text.too_long_shapes' lower bound: 2 + 2(n - 1)
+    # for n inputs, max(2, 3k) per input of k integers) are dropped before any text is made
+    k = np.asarray(pc.list_value_length(inner).to_numpy(zero_copy_only=False), dtype=np.int64)
+    cs = np.concatenate(([0], np.cumsum(np.maximum(2, 3 * k))))
+    offs = np.asarray(d.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offs = offs - offs[0]
+    n_in = np.diff(offs)
+    low = 2 * n_in + (cs[offs[1:]] - cs[offs[:-1]])
+    fits = low <= _SIZES_MAX
+    if not fits.all():
+        if not fits.any():
+            return name
+        at = at[fits]
+        d = d.filter(pa.array(fits))
+        inner = d.flatten()
     one = pc.binary_join(pc.cast(inner, pa.list_(pa.string())), ", ")
     one = pc.binary_join_element_wise("[", one, "]", "")
     outer = pa.ListArray.from_arrays(pc.subtract(d.offsets, d.offsets[0]), one)

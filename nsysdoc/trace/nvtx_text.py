@@ -290,13 +290,41 @@ def _shape_item(item) -> bool:
     return True
 
 
+def too_long_shapes(value: list) -> bool:
+    """Whether the canonical text of the list ``value`` is surely longer than
+    :data:`SIZES_MAX_CHARS`, from a lower bound on it (no text made): ``n`` inputs take ``2 + 2(n - 1)``
+    characters of brackets and separators, an input of ``k`` items at least ``max(2, 3k)`` (each
+    item a character and a separator or bracket). So an operator over a huge tensor list is
+    refused at once, with the answer :func:`sizes_text` would give (None)."""
+    n = len(value)
+    if 4 * n > SIZES_MAX_CHARS:
+        return True
+    return 2 * n + sum(max(2, 3 * len(x)) if x.__class__ is list else 2 for x in value) > SIZES_MAX_CHARS
+
+
+def raw_too_long_shapes(raw: bytes) -> bool:
+    """Whether the ``Input Dims`` value written as ``raw`` (JSON bytes) surely has no shapes text
+    (:func:`sizes_text` None): its characters other than JSON blanks exceed twice
+    :data:`SIZES_MAX_CHARS`. A value it accepts writes its integers as the canonical text does
+    (``-0`` aside: one character more), and each integer takes at least two characters of that text,
+    so the raw characters are at most 1.5 times the canonical text's. Lets a reader skip decoding a
+    huge value (a tensor list of 300,000 tensors) whose answer is None anyway."""
+    limit = 2 * SIZES_MAX_CHARS
+    if len(raw) <= limit:
+        return False
+    for part in (raw[:4 * limit], raw):  # a prefix first: its non-blanks are at most the whole's
+        if len(part) - part.count(b" ") - part.count(b"\n") - part.count(b"\t") - part.count(b"\r") > limit:
+            return True
+    return False
+
+
 def sizes_text(value) -> str | None:
     """The canonical text of an operator's input shapes as the trace gives them (a Kineto
     ``Input Dims`` value: a list with one list of integers per input, ``[]`` for a non-tensor
     input, a list of such lists for a tensor list): the JSON text with ``", "`` between items,
     ``[[2, 1, 128], [], []]``; None for anything else (a float, a null, a string, a text longer
     than :data:`SIZES_MAX_CHARS`)."""
-    if value.__class__ is not list or not all(_shape_item(x) for x in value):
+    if value.__class__ is not list or too_long_shapes(value) or not all(_shape_item(x) for x in value):
         return None
     t = json.dumps(value)
     return t if len(t) <= SIZES_MAX_CHARS else None

@@ -1220,14 +1220,19 @@ def _int(v, default: int) -> int:
 METRICS_CHUNK_ROWS = 1 << 17
 
 
-def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
+#: why a GPU_METRICS sample is dropped (``Drops``): its value is not a finite number
+GPU_METRICS_DROP_REASON = "value not a finite number (Inf or NaN)"
+
+
+def _gpu_metrics(exp: ExportFile, shift: int = 0, nonfinite_out: list | None = None) -> dict[str, np.ndarray]:
     """``GPU_METRICS`` samples of the metrics nsysdoc summarises (matched by name in
     ``TARGET_INFO_GPU_METRICS``), in rowid order: timestamp (``shift`` subtracted), device (the low
     byte of ``typeId``, uint8), metric name and value. Streamed in rowid chunks into arrays (25
     bytes a sample: the metric is one of four shared strings; a fetch of every row held ~200 bytes a
     row in Python tuples: 2.4 GB for the 12 M rows of four minutes of one GPU at nsys's default
     rate); a sample whose timestamp is not an integer or whose value is not a number is left out,
-    and a table without the columns is refused."""
+    and a table without the columns is refused. Values of +-Inf or NaN are left out too; their
+    number is appended to ``nonfinite_out`` (the loader counts them as dropped rows)."""
     empty = {"timestamp_ns": np.zeros(0, np.int64), "device_id": np.zeros(0, np.uint8),
              "metric": np.zeros(0, object), "value": np.zeros(0, np.float64)}
     if not (exp.has(S.GPU_METRICS) and exp.has(S.GPU_METRICS_INFO)):
@@ -1281,16 +1286,23 @@ def _gpu_metrics(exp: ExportFile, shift: int = 0) -> dict[str, np.ndarray]:
         code = np.full(len(ts), -1, dtype=np.int8)
         for t, m, c in pairs:
             code[ok & (tid == t) & (mid == m)] = c
-        keep = np.flatnonzero(code >= 0)
+        # a value of +-Inf or NaN (SQLite stores 9e999 as Inf) would poison every running sum it
+        # enters: such samples are left out and counted as dropped rows
+        finite = np.isfinite(val)
+        nonfinite[0] += int(((code >= 0) & ~finite).sum())
+        keep = np.flatnonzero((code >= 0) & finite)
         return ts[keep], (tid[keep] & 0xFF).astype(np.uint8), code[keep], val[keep]
 
     parts: dict[str, list] = {"ts": [], "dev": [], "code": [], "val": []}
     lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    nonfinite = [0]
     for ts, dev, code, val in _pipelined(exp, _table_ranges(exp, S.GPU_METRICS, METRICS_CHUNK_ROWS), read):
         if shift and len(ts) and ((ts < lo64 + shift).any() if shift > 0 else (ts > hi64 + shift).any()):
             raise OverflowError("a GPU metrics timestamp less the session start is beyond 64 bits")
         for k, v in zip(parts, (ts - shift if shift else ts, dev, code, val)):
             parts[k].append(v)
+    if nonfinite_out is not None:
+        nonfinite_out.append(nonfinite[0])
     if not parts["ts"]:
         return empty
     # one column at a time (a column's chunks and the column are held at once, never all four),
@@ -1312,13 +1324,18 @@ _HOST_MEM_KINDS = (0, 1)
 MEMORY_USAGE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 
 
-def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
+#: why a ``CUDA_GPU_MEMORY_USAGE_EVENTS`` row is dropped (``Drops``)
+MEMORY_DROP_REASON = "start, bytes or memoryOperationType missing, not an integer or out of range"
+
+
+def _memory_usage(exp: ExportFile, shift: int = 0, dropped: list | None = None) -> Columns:
     """Issue 47: ``CUDA_GPU_MEMORY_USAGE_EVENTS`` as the ``memory`` table (time order): bytes
     signed by ``memoryOperationType`` (0 allocation: +, 1 deallocation: -), ``device_type`` 1
     for GPU memory kinds and 0 for host ones (-1 when the kind is not recorded), the thread of
     the CUDA call that made it (by ``correlationId`` within the process; 0 when none), no running
     totals (-1: the driver's view has none). Rows without an integer time, size or operation are
-    left out; an export without the table (or its columns) gives an empty table."""
+    left out (their number appended to ``dropped``); an export without the table (or its columns)
+    gives an empty table."""
     from .model import empty_memory_frame
 
     if not exp.has(MEMORY_USAGE):
@@ -1338,12 +1355,14 @@ def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
     out: dict[str, list] = {c: [] for c in ("timestamp_ns", "device_type", "device_id", "bytes", "total_allocated_bytes",
                                             "total_reserved_bytes", "global_tid", "address")}
     last = None
+    bad = 0
     for start, dev, nbytes, op, kind, addr, gtid, rowid in rows:
         if rowid == last:  # two CUDA calls with its correlation id in its process: the row once
             continue
         last = rowid
         if type(start) is not int or type(nbytes) is not int or op not in (0, 1) or abs(start) >= TIME_LIMIT_NS \
                 or not 0 <= nbytes < (1 << 62):
+            bad += 1
             continue
         out["timestamp_ns"].append(start - shift)
         out["device_type"].append(-1 if type(kind) is not int else (0 if kind in _HOST_MEM_KINDS else 1))
@@ -1353,6 +1372,8 @@ def _memory_usage(exp: ExportFile, shift: int = 0) -> Columns:
         out["total_reserved_bytes"].append(-1)
         out["global_tid"].append(_int(gtid, 0))
         out["address"].append(addr if type(addr) is int and 0 <= addr < (1 << 62) else -1)
+    if dropped is not None:
+        dropped.append(bad)
     return Columns({k: np.asarray(v, dtype=np.int64) for k, v in out.items()})
 
 
@@ -1392,10 +1413,14 @@ def _small_tables(exp: ExportFile, strings: StringTable, shift: int = 0) -> dict
                                "global_tid": np.asarray(ov["global_tid"], dtype=np.int64),
                                "name": np.asarray(ov["name"], dtype=object)})
     # GPU metrics (only the metrics we summarise), streamed
-    gm = _gpu_metrics(exp, shift)
+    nonfinite: list[int] = []
+    gm = _gpu_metrics(exp, shift, nonfinite)
     res["gpu_metrics"] = Columns(gm)
+    res["gpu_metrics_nonfinite"] = sum(nonfinite)
     # issue 47: memory allocations and releases (--cuda-memory-usage=true), each GPU's memory
-    res["memory"], res["device_memory"] = _memory_usage(exp, shift), _device_memory(exp)
+    mem_dropped: list[int] = []
+    res["memory"], res["device_memory"] = _memory_usage(exp, shift, mem_dropped), _device_memory(exp)
+    res["memory_dropped"] = sum(mem_dropped)
     # capture duration
     res["duration_ns"] = _session_duration(exp)
     # wall-clock start of the session (UTC epoch ns): aligns per-rank captures (nsysdoc job)
@@ -1493,6 +1518,8 @@ def load_export(path: str | os.PathLike, *, cache: bool, cache_dir: str | os.Pat
             raise
         frames.update({k: small[k] for k in ("diagnostics", "overhead", "gpu_metrics")})
         frames.update({k: small[k] for k in ("memory", "device_memory")})  # issue 47
+        drops.add(S.GPU_METRICS, GPU_METRICS_DROP_REASON, small.get("gpu_metrics_nonfinite", 0))
+        drops.add(MEMORY_USAGE, MEMORY_DROP_REASON, small.get("memory_dropped", 0))
         meta = {"nsys_version": exp.nsys_version, "schema_version": exp.schema_version,
                 "duration_ns": small["duration_ns"], "process_messages": small["process_messages"],
                 "session_start_utc_ns": small["session_start_utc_ns"], "clock": clock,

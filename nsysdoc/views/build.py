@@ -336,6 +336,15 @@ def backward_text(w: dict) -> str:
     return f"backward of {fw} ({b})" if fw else f"backward ({b})"
 
 
+def _per_outer_call(r: dict) -> str:
+    """The per-call cells' tooltip when the operator is nested in itself: the per-call times are per
+    outer call (issue 47 review; glossary "Operators", ``outer_calls``)."""
+    o, c = r.get("outer_calls"), r.get("calls")
+    if is_num(o) and is_num(c) and o != c:
+        return f"per call not inside a call of the same name: {fmt_num(o, 0)} of the {fmt_num(c, 0)} calls"
+    return ""
+
+
 def dispatch_text(w: dict) -> str:
     """'CPU dispatch slower than the GPU: 45 µs of CPU per call vs 5 µs of GPU work' for a where row
     of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.engine.dispatch_rows)."""
@@ -398,9 +407,9 @@ def operator_tables(result: dict) -> list[Table]:
                      Cell(_trunc(str(r.get("module") or ""), 60), r.get("module") or ""),
                      Cell(_trunc(str(r.get("frame") or ""), 80), r.get("frame") or ""),
                      Cell(fmt_num(r.get("cpu_us_per_call"), 1) if is_num(r.get("cpu_us_per_call")) else "—",
-                          r.get("cpu_us_per_call"), True),
+                          r.get("cpu_us_per_call"), True, title=_per_outer_call(r)),
                      Cell(fmt_num(r.get("gpu_us_per_call"), 1) if is_num(r.get("gpu_us_per_call")) else "—",
-                          r.get("gpu_us_per_call"), True)])
+                          r.get("gpu_us_per_call"), True, title=_per_outer_call(r))])
     what = {"kineto": "PyTorch Profiler cpu_op events", "nvtx": "NVTX push/pop ranges on the launching thread"}
     n = ops.get("row_count") or 0
     note = (f"Operators are {what.get(src, src)}; GPU times are summed durations of the GPU operations they launched "

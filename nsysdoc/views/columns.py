@@ -59,7 +59,7 @@ COLUMNS: dict[str, tuple[str, str]] = {
     **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
 }
 
-#: issue 47: the memory rules' evidence (nsysdoc.assembly.memory.memory_tables)
+#: issue 47: the memory rules' evidence (nsysdoc.metrics.memory.memory_tables)
 COLUMNS.update({
     "peak_allocated_mib": ("Peak allocated (MiB)", "pct"), "peak_reserved_mib": ("Peak reserved (MiB)", "pct"),
     "device_memory_gib": ("Device memory (GiB)", "pct"), "growth_mib_per_step": ("Growth per step (MiB)", "pct"),

@@ -128,8 +128,10 @@ def memory_view(result: dict) -> MemoryView:
     note = ("Allocated memory is the trace's own running total." if mm.get("baseline") == "absolute" else
             "Allocated memory is the sum of the allocations and frees since the capture began: memory allocated "
             "before it is not seen (the levels are a lower bound), and reserved memory is not recorded.")
-    return MemoryView(present=True, reason="", note=note + " The band spans each moment's lowest and highest level; "
-                      "the dashed line is reserved memory.", charts=charts, table=table)
+    # the dashed line only where a chart draws one (a capture-start baseline records no reserved level)
+    dashed = " the dashed line is reserved memory." if any(c.reserved for c in charts) else ""
+    return MemoryView(present=True, reason="", note=note + " The band spans each moment's lowest and highest level"
+                      + (";" + dashed if dashed else "."), charts=charts, table=table)
 
 
 __all__ = ["MemoryChart", "MemoryView", "memory_table", "memory_view"]
