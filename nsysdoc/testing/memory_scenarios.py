@@ -51,8 +51,6 @@ def memory_leak_per_step(steps: int = 4, churn_mib: float = 64, leak_mib: float 
     cap = Capture()
     t = cap.process(pid=4710).thread()
     if base_mib:
-        from .scenarios import ELEMENTWISE
-
         with t.op("aten::empty"):
             t.alloc_event(int(base_mib * MIB))
             t.launch(ELEMENTWISE, 100)
