@@ -115,6 +115,8 @@ def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
         return None
     call = g.op_call[on]
     ok = call >= 0
+    if not ok.any() or not len(g.c_thread):  # no operation's launching call was recorded
+        return np.full(len(on), -1, np.int64)
     gtids = np.asarray(a.trace.threads["global_tid"], dtype=np.int64)
     th = g.c_thread[np.maximum(call, 0)]
     gtid = np.where(ok & (th >= 0) & (th < len(gtids)), gtids[np.clip(th, 0, max(len(gtids) - 1, 0))], -1) \
