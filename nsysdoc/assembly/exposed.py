@@ -20,7 +20,7 @@ EXPOSED_MERGE_NS = 1_000
 WINDOW_KERNELS_MAX = 5_000_000
 
 
-def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None) -> dict:
+def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None, name=None) -> dict:
     tab = t.store.get("kernels")
     d = tab.rows_overlapping(t0, t1, ["start_ns", "end_ns", "device", "name_id", "short_id"])
     k, s, e = (np.asarray(d[c], np.int64) for c in ("device", "start_ns", "end_ns"))
@@ -31,7 +31,7 @@ def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None) 
     ek, es, ee = exposed_comm_intervals_ns(k, s, e, comm, t0, t1)
     mk, ms, me = exposed_comm_intervals_ns(k, s, e, comm, t0, t1, merge_gap_ns=EXPOSED_MERGE_NS)
     keep = np.sort(longest_first(ms, me, EXPOSED_STRETCHES_MAX))  # the longest, in (device, start) order
-    return {"range": kind, "step": step, "start_ns": int(t0), "end_ns": int(t1),
+    return {"range": kind, "step": step, "name": name, "start_ns": int(t0), "end_ns": int(t1),
             "device": None if dev is None else str(labels[dev]),
             "exposed_ms": _num(float((ee - es).sum()) / 1e6), "stretch_count": int(len(ms)),
             "stretches": [{"device": str(labels[int(a)]) if 0 <= int(a) < len(labels) else None,
@@ -57,7 +57,8 @@ def exposed_comm_metrics(a: Analysis, res, step_rows: list[dict], picks: tuple) 
                 continue
             dev = labels.index(str(r["device"])) if r.get("device") is not None and str(r["device"]) in labels \
                 else None
-            out[kind] = _range(t, ctx.nccl, labels, kind, r["step"], int(r["start_ns"]), int(r["end_ns"]), dev)
+            out[kind] = _range(t, ctx.nccl, labels, kind, r["step"], int(r["start_ns"]), int(r["end_ns"]), dev,
+                               r.get("name"))
     elif a.steps.window_start_ns is not None and a.steps.window_end_ns is not None \
             and t.count("kernels") <= WINDOW_KERNELS_MAX:
         out["window"] = _range(t, ctx.nccl, labels, "window", None, int(a.steps.window_start_ns),

@@ -1096,7 +1096,7 @@ def _exposed_comm_ranges(result: dict) -> list[dict]:
     r = ex.get("worst_step") or ex.get("window") or {}
     st = [x for x in r.get("stretches") or [] if x.get("end_ns") is not None and x["end_ns"] > x["start_ns"]]
     st = sorted(st, key=lambda x: (-(x["end_ns"] - x["start_ns"]), x["start_ns"]))[:EXPOSED_RANGES_MAX]
-    where = f"slowest step {r['step']}" if r.get("step") is not None else "window"
+    where = f"slowest step {r.get('name') or r['step']}" if r.get("step") is not None else "window"
     return [{"label": f"communication alone on the GPU ({where})", "start_ns": x["start_ns"], "end_ns": x["end_ns"],
              "device": x.get("device")} for x in sorted(st, key=lambda x: (x["start_ns"], str(x.get("device"))))]
 
