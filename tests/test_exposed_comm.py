@@ -79,6 +79,34 @@ def test_partly_overlapped_allreduce_stretches_by_hand(partly):
         (a + 305_000, a + 418_000, "0"), (a + 468_000, a + 911_800, "0")]
 
 
+def test_allreduce_without_step_markers_uses_the_window(tmp_path):
+    """No NVTX steps: one thread at host time T0 launches a 300 us GEMM (API [T0, T0+5000), GPU
+    [T0+5000, T0+305000)), a 900 us all-reduce on stream 13 (API [T0+5000, T0+13000), GPU from
+    T0+5000+4800+2000 = T0+11800 to T0+911800), 400 us of CPU work, then a 50 us fill (API
+    [T0+413000, T0+418000), GPU [T0+418000, T0+468000)). The window is the GPU span
+    [T0+5000, T0+911800); the all-reduce is alone during [T0+305000, T0+418000) and
+    [T0+468000, T0+911800), on every device of the window (device null)."""
+    from nsysdoc.testing.builder import Capture
+    from nsysdoc.testing.scenarios import FILL, GEMM
+
+    cap = Capture(gpu_names={0: "NVIDIA A100-SXM4-80GB"})
+    t = cap.process(pid=5100, device=0).thread()
+    t.launch(GEMM, 300)
+    t.nccl("AllReduce", 900, stream=13)
+    t.cpu(400)
+    t.launch(FILL, 50)
+    t.sync_stream(13)
+    r = diagnose_path(cap.write(tmp_path / "allreduce_no_steps.sqlite"))
+    ex = r["metrics"]["exposed_comm"]
+    assert set(ex) == {"window"} and ex["window"]["step"] is None and ex["window"]["device"] is None
+    assert (ex["window"]["start_ns"], ex["window"]["end_ns"]) == (T0 + 5_000, T0 + 911_800)
+    assert ex["window"]["exposed_ms"] == pytest.approx(0.5568, abs=1e-4)
+    want = [(T0 + 305_000, T0 + 418_000), (T0 + 468_000, T0 + 911_800)]
+    assert [(x["start_ns"], x["end_ns"]) for x in ex["window"]["stretches"]] == want
+    f = next(f for f in r["findings"] if f["rule"] == "nccl-exposed")
+    assert [(x["start_ns"], x["end_ns"]) for x in f["time_ranges"]] == want
+
+
 def test_exposed_comm_time_ranges_fall_back_to_the_slowest_step():
     """A result without ``metrics.exposed_comm`` (an older JSON): the slowest step, as before."""
     from nsysdoc.rules.engine import _time_ranges
