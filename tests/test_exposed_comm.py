@@ -134,7 +134,8 @@ def test_hta_rank3_worst_step_exposed_time_matches_the_trace():
     Times in the trace are µs; the tool's are ns from the first event's ``ts``."""
     r = diagnose_path(SHARED_TRACES / HTA)
     ex = r["metrics"]["exposed_comm"]["worst_step"]
-    ev = json.load(gzip.open(SHARED_TRACES / HTA))["traceEvents"]
+    with gzip.open(SHARED_TRACES / HTA) as fh:
+        ev = json.load(fh)["traceEvents"]
     origin_us = min(e["ts"] for e in ev if "ts" in e)
     step = max((e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["dur"])
     lo, hi = step["ts"], step["ts"] + step["dur"]

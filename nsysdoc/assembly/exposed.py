@@ -28,14 +28,14 @@ def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None, 
     if dev is not None:
         m = k == dev
         k, s, e, comm = k[m], s[m], e[m], comm[m]
-    ek, es, ee = exposed_comm_intervals_ns(k, s, e, comm, t0, t1)
+    _, es, ee = exposed_comm_intervals_ns(k, s, e, comm, t0, t1)
     mk, ms, me = exposed_comm_intervals_ns(k, s, e, comm, t0, t1, merge_gap_ns=EXPOSED_MERGE_NS)
     keep = np.sort(longest_first(ms, me, EXPOSED_STRETCHES_MAX))  # the longest, in (device, start) order
     return {"range": kind, "step": step, "name": name, "start_ns": int(t0), "end_ns": int(t1),
             "device": None if dev is None else str(labels[dev]),
-            "exposed_ms": _num(float((ee - es).sum()) / 1e6), "stretch_count": int(len(ms)),
-            "stretches": [{"device": str(labels[int(a)]) if 0 <= int(a) < len(labels) else None,
-                           "start_ns": int(b), "end_ns": int(c), "duration_ms": _num((int(c) - int(b)) / 1e6)}
+            "exposed_ms": _num(float((ee - es).sum()) / 1e6), "stretch_count": len(ms),
+            "stretches": [{"device": str(labels[a]) if 0 <= a < len(labels) else None,
+                           "start_ns": b, "end_ns": c, "duration_ms": _num((c - b) / 1e6)}
                           for a, b, c in zip(mk[keep].tolist(), ms[keep].tolist(), me[keep].tolist())]}
 
 
