@@ -24,6 +24,7 @@ from .sections import (_attribution, _capture_extent, _comm_metrics, _devices, _
 from .values import _values
 from .memory import memory_metrics
 from .critical_path import critical_path_metrics
+from .exposed import exposed_comm_metrics
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -100,6 +101,7 @@ def assemble(a: Analysis, res) -> dict:
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
     metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
     metrics["critical_path"] = critical_path_metrics(a, step_rows, picks, res)  # issue 48
+    metrics["exposed_comm"] = exposed_comm_metrics(a, res, step_rows, picks)  # issue 49
     quality = _capture(a, judgeable, why_not, extent)
     result = {
         "nsysdoc_version": __version__,

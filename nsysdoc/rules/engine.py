@@ -1090,9 +1090,30 @@ def _evidence(rule: Rule, tabs: dict, env: dict) -> dict | None:
     return {"title": ev.get("title", rule.title), "columns": cols, "rows": [[r.get(c) for c in cols] for r in rows]}
 
 
+#: issue 49: the exposed-communication stretches a finding points at (the longest, in time order)
+EXPOSED_RANGES_MAX = 8
+
+
+def _exposed_comm_ranges(result: dict) -> list[dict]:
+    """The longest stretches of ``metrics.exposed_comm`` of the slowest step (or the window), in
+    time order; ``[]`` when none is known."""
+    ex = (result.get("metrics") or {}).get("exposed_comm") or {}
+    r = ex.get("worst_step") or ex.get("window") or {}
+    st = [x for x in r.get("stretches") or [] if x.get("end_ns") is not None and x["end_ns"] > x["start_ns"]]
+    st = sorted(st, key=lambda x: (-(x["end_ns"] - x["start_ns"]), x["start_ns"]))[:EXPOSED_RANGES_MAX]
+    where = f"slowest step {r.get('name') or r['step']}" if r.get("step") is not None else "window"
+    return [{"label": f"communication alone on the GPU ({where})", "start_ns": x["start_ns"], "end_ns": x["end_ns"],
+             "device": x.get("device")} for x in sorted(st, key=lambda x: (x["start_ns"], str(x.get("device"))))]
+
+
 def _time_ranges(rule: Rule, result: dict, tabs: dict) -> list[dict]:
     kind, _, arg = rule.time_ranges.partition(":")
     w = result["capture"]["window"]
+    if kind == "exposed_comm":
+        out = _exposed_comm_ranges(result)
+        if out:
+            return out
+        kind = "worst_step"  # no stretch known (an older JSON): the slowest step, as before
     if kind == "window" or (kind in ("worst_step", "median_step") and not tabs["steps"]):
         if w.get("start_ns") is None:
             return []

@@ -131,5 +131,7 @@ TABLE_COLUMNS["memory_top_ops"] = ["op", "module", "frame", "allocated_mib", "al
 
 #: ``time_ranges`` kinds: ``gaps:<cause>`` (longest gaps of that cause), ``worst_step``,
 #: ``median_step``, ``window``, ``evidence`` (rows of the evidence table that have start/end),
-#: ``setup`` (the warm-up left out of the window, then the gaps with the most set-up time).
-TIME_RANGE_KINDS = ("gaps", "worst_step", "median_step", "window", "evidence", "setup")
+#: ``setup`` (the warm-up left out of the window, then the gaps with the most set-up time),
+#: ``exposed_comm`` (issue 49: the longest stretches of ``metrics.exposed_comm`` of the slowest step
+#: or the window; the slowest step when none is known).
+TIME_RANGE_KINDS = ("gaps", "worst_step", "median_step", "window", "evidence", "setup", "exposed_comm")

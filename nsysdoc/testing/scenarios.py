@@ -862,3 +862,29 @@ SCENARIOS.update({f.__name__: f for f in (launch_bound_dispatch_heavy_ops, zero_
 from .shape_scenarios import SHAPE_SCENARIOS  # noqa: E402
 
 SCENARIOS.update(SHAPE_SCENARIOS)
+
+
+def nccl_partly_overlapped(starts_ms=(1, 3, 5, 8, 10)) -> Capture:
+    """Issue 49: one GPU whose all-reduce is partly hidden behind compute. Step ``i`` (an NVTX
+    ``ProfilerStep#i``) starts at ``T0 + starts_ms[i]`` ms, so step 2 (5 -> 8 ms) is the slowest.
+    In every step, at host time ``a``: a 300 us GEMM on stream 7 (``[a+5, a+305)`` us), a 900 us
+    all-reduce on stream 13 (``[a+11.8, a+911.8)``), 400 us of CPU work, a 50 us fill kernel on
+    stream 7 (``[a+418, a+468)``), stream 7 waits for stream 13, a 100 us Adam kernel
+    (``[a+911.8, a+1011.8)``), a stream sync. The all-reduce runs alone on the GPU during
+    ``[a+305, a+418)`` and ``[a+468, a+911.8)`` us: two exposed stretches per step."""
+    cap = Capture(gpu_names={0: "NVIDIA A100-SXM4-80GB"})
+    t = cap.process(pid=5100, device=0).thread()
+    for i, ms in enumerate(starts_ms):
+        t.at(cap.start_ns + int(ms * 1_000_000))
+        with t.range(f"ProfilerStep#{i}"):
+            t.launch(GEMM, 300)
+            t.nccl("AllReduce", 900, stream=13)
+            t.cpu(400)
+            t.launch(FILL, 50)
+            t.wait_event(7, 13)
+            t.launch(ADAM, 100)
+            t.sync_stream(7)
+    return cap
+
+
+SCENARIOS["nccl_partly_overlapped"] = nccl_partly_overlapped
