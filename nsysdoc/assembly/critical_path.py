@@ -23,6 +23,10 @@ MAX_STEPS = 16  # (64 cost 0.5-0.9 s on 2 M-kernel captures: the walk is per nod
 #: with steps, fewer steps are computed (never fewer than the median and worst) when the computed
 #: steps would hold more than this many in all (by the capture's mean per step)
 MAX_WINDOW_EVENTS = 2_000_000
+#: with steps, the computed steps hold about this many calls and operations in all (by the capture's
+#: mean per step; never fewer than the median and worst steps): the walk is per node on the path,
+#: ~2 us a node, and 8 steps of 100 k events cost 1.6 s on a 400 k-launch Kineto trace
+STEP_EVENTS_BUDGET = 250_000
 #: calls and operations read before a step's start (their arrivals are cut at the start, but they
 #: are the predecessors of the step's first nodes): the step's own length, at most this
 MAX_LOOKBACK_NS = 200_000_000
@@ -148,7 +152,7 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
     if rows:
         out["steps_total"] = len(rows)
         n = t.count("runtime") + t.count("kernels") + t.count("memcpy") + t.count("memset")
-        most = int(min(MAX_STEPS, max(2, MAX_WINDOW_EVENTS // max(n // len(rows), 1))))
+        most = int(min(MAX_STEPS, max(2, STEP_EVENTS_BUDGET // max(n // len(rows), 1))))
         chosen, out["sampled"] = _selected(rows, *picks, most=most)
         spans = [(r["step"], int(r["start_ns"]), int(r["end_ns"]), by_step.get(int(r["step"]), -1)) for r in chosen]
     elif a.steps.window_start_ns is not None and a.steps.window_end_ns is not None:
