@@ -72,11 +72,16 @@ def _join(buf: list[dict]) -> dict:
     return {k: np.concatenate([b[k] for b in buf]) for k in buf[0]}
 
 
-def _window(res) -> tuple[int, int] | None:
+def _engine_window(analysis) -> tuple[object, int, int] | None:
+    """The report run's engine result and its analysis window ``(res, w0, w1)``; None when the run
+    kept no slices or has no active window (then there is no row to give)."""
+    res = getattr(analysis, "engine", None)
+    if res is None or not getattr(res, "spans", None):
+        return None
     w0, w1 = res.window_range
     if w0 is None or w1 is None or not res.ctx.active:
         return None
-    return int(w0), int(w1)
+    return res, int(w0), int(w1)
 
 
 def _lut(values, missing=None) -> np.ndarray:
@@ -107,13 +112,10 @@ def _extra_columns(trace, c0: int, c1: int) -> dict[str, np.ndarray]:
 
 def gpu_op_parts(analysis) -> Iterator[dict]:
     """Each slice's GPU operations of the analysis window, as a dict of :data:`GPU_OP_FIELDS`."""
-    res = getattr(analysis, "engine", None)
-    if res is None or not getattr(res, "spans", None):
+    got = _engine_window(analysis)
+    if got is None:
         return
-    win = _window(res)
-    if win is None:
-        return
-    w0, w1 = win
+    res, w0, w1 = got
     trace = res.ctx.trace
     plan = res.ctx.plan
     attr = plan.attr
@@ -179,13 +181,10 @@ def gpu_op_parts(analysis) -> Iterator[dict]:
 def gap_parts(analysis) -> Iterator[dict]:
     """Each slice's idle gaps overlapping the analysis window, as a dict of :data:`GAP_FIELDS`
     (``split_ns``: an ``(n, len(CAUSES))`` array, ns per idle class inside the window)."""
-    res = getattr(analysis, "engine", None)
-    if res is None or not getattr(res, "spans", None):
+    got = _engine_window(analysis)
+    if got is None:
         return
-    win = _window(res)
-    if win is None:
-        return
-    w0, w1 = win
+    res, w0, w1 = got
     for st in _slices(res):
         g = st.gaps
         if g is None or not len(g):
