@@ -218,13 +218,7 @@
     function placeMark() {
       placeExtra();
       if (!mark || mark.w !== win.id) { hl.hidden = true; return; }
-      var k = (W - LW) / (v1 - v0), a = LW + (mark.s - v0) * k, b = LW + (mark.e - v0) * k;
-      a = Math.max(a, LW); b = Math.min(b, W);
-      if (b <= a) { hl.hidden = true; return; }
-      hl.hidden = false;
-      hl.style.left = a + "px"; hl.style.width = Math.max(b - a, 2) + "px";
-      hl.style.top = AXIS_H + "px"; hl.style.height = (H - AXIS_H) + "px";
-      hl.setAttribute("data-range", mark.id); hl.title = mark.label;
+      placeOne(hl, mark);
     }
 
     function setView(a, b) {
