@@ -125,3 +125,26 @@ def test_sentence_page_and_markdown_say_the_what_if(ddp_pair):
     assert said in render_job_markdown(slow)
     page = render_job_html(slow)
     assert 'id="straggler-what-if"' in page and "27.98 → 17.98 ms" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# the real two-rank captures
+# ---------------------------------------------------------------------------------------------
+from .conftest import SHARED_TRACES, needs_shared  # noqa: E402
+
+
+@needs_shared("fastvideo_torchrun_h100x2_before.sqlite", "fastvideo_torchrun_h100x2_after.sqlite")
+@pytest.mark.parametrize("name", ["fastvideo_torchrun_h100x2_before.sqlite", "fastvideo_torchrun_h100x2_after.sqlite"])
+def test_real_two_rank_captures_recover_the_wait_they_cause(name):
+    """Two ranks, 14 inferred steps each, two or three SendRecv per step (tests/test_job.py). With two
+    ranks, lowering rank 1's work before a collective to rank 0's makes both join together: where
+    rank 1 was last, exactly rank 0's wait there is recovered, and nothing where rank 0 was last
+    (the tails after the last SendRecv are 0.17 ms on both ranks). So the mean saved per step is the
+    wait rank 1 causes per step (``wait_ms_per_step``: 0.70 ms before, 0.30 ms after), up to the
+    steps that not both ranks hold."""
+    d = run_job([str(SHARED_TRACES / name)], {"no_cache": True})
+    c = d["straggler_candidate"]
+    w = c["what_if"]
+    assert c["rank"] == 1 and w["basis"] == "step" and w["steps"] == 14
+    assert w["saved_ms_per_step_mean"] == pytest.approx(c["wait_ms_per_step"], abs=0.02)
+    assert w["step_ms_after"] < w["step_ms_before"]
