@@ -231,7 +231,7 @@ def job_verdict(straggler: dict | None, findings: list[dict], job_step_ms: float
                    f"more than the median of the other ranks.")
         lead = "Limited by a straggler" if s["severity"] == "critical" else "A straggler"
         parts.append(f"{lead}: rank {s['rank']} joins last in {s['late_pct']:.0f}% of {s['matched_collectives']} "
-                     f"matched collectives, and the other ranks wait {per} for it.{why}")
+                     f"matched collectives, and the other ranks wait {per} for it.{why}{what_if_sentence(s)}")
         out.update(status="straggler", headline="straggler", severity=s["severity"], rank=s["rank"])
         wait = s["wait_ms_per_step"]
         comm = next((f for f in findings if f["rule"] in COMM_RULES), None)
@@ -274,6 +274,18 @@ def job_verdict(straggler: dict | None, findings: list[dict], job_step_ms: float
     whole = steps_n is not None and float(steps_n).is_integer()
     out.update(sentence=" ".join(parts), detail=detail, steps_per_rank=int(steps_n) if whole else _num(steps_n, 1))
     return out
+
+
+def what_if_sentence(s: dict) -> str:
+    """" At the other ranks' median speed …" (issue 48): what the straggler's what-if buys, or ""."""
+    w = s.get("what_if") or {}
+    if w.get("basis") == "step" and w.get("step_ms_before") is not None:
+        return (f" At the other ranks' median speed before each collective, rank {s['rank']} would take the "
+                f"median job step from {w['step_ms_before']:.2f} to {w['step_ms_after']:.2f} ms.")
+    if w.get("basis") == "window" and w.get("saved_ms_per_s") is not None:
+        return (f" At the other ranks' median speed before each collective, rank {s['rank']} would save "
+                f"{w['saved_ms_per_s']:.1f} ms per second between the first and last matched collectives.")
+    return ""
 
 
 def comparability(ok: list[dict], clock: dict, one_clock: bool) -> list[str]:
@@ -346,6 +358,7 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
     window_ms = _median([s.get("window_ms") for s in ok])
     steps_n = steps_per_rank(ok)
     straggler, stats = _straggler(ok, matched, job_step_ms, window_ms, steps_n)
+    _add_what_if(ok, matched, clock, straggler, stats.get("straggler_candidate"))
     if len(ok) > 1 and stats["matched_collectives"] == 0 and clock["method"] != "session start":
         warnings.append("no collective matched on every rank: no straggler can be named")
     findings = _rollup(ok)
@@ -390,6 +403,16 @@ def analyze_job(summaries: list[dict], rank_source: str, one_clock: bool) -> dic
         "heatmap": heat,
         "warnings": warnings,
     }
+
+
+def _add_what_if(ok: list[dict], matched: dict, clock: dict, straggler: dict | None, candidate: dict | None) -> None:
+    """``what_if`` (issue 48, :mod:`nsysdoc.jobs.what_if`) on the straggler and on the candidate."""
+    from .what_if import straggler_what_if
+
+    for s in (straggler, candidate):
+        if s is not None:
+            who = next((i for i, x in enumerate(ok) if x["rank"] == s["rank"]), None)
+            s["what_if"] = straggler_what_if(ok, matched, clock, who) if who is not None else None
 
 
 def _timestamps(ok: list[dict]) -> str | None:

@@ -150,10 +150,13 @@ def _hand_offs(g: Graph, c_proc: np.ndarray) -> np.ndarray:
 
 
 def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_stream, o_seg, o_name, o_key,
-                c_proc=None, o_proc=None) -> Graph:
+                c_proc=None, o_proc=None, event_producer=None) -> Graph:
     """The graph of calls and operations. ``c_key``/``o_key`` join an operation to its launching
     call (correlation key, <= 0 for none); ``c_proc``/``o_proc`` (default: one process) keep thread
-    hand-offs and host-blocking syncs inside a process."""
+    hand-offs and host-blocking syncs inside a process. ``event_producer`` (issue 48, from
+    :func:`nsysdoc.metrics.event_waits.event_producers`; default None: the timing rule alone): per
+    operation, the operation it waited on through a CUDA event (-1 none); an operation with one
+    takes it as its cross-stream producer, the others keep the timing rule."""
     i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     g = Graph(i64(c_start), i64(c_end), i64(c_thread), i64(c_kind), i64(o_start), i64(o_end), i64(o_stream),
               i64(o_seg), i64(o_name))
@@ -187,6 +190,15 @@ def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_strea
         cand = np.where(okp, mine[np.maximum(pos, 0)], -1)
         good = okp & (g.o_end[np.maximum(cand, 0)] > g.c_start[sync]) & (g.o_start[np.maximum(cand, 0)] < g.c_end[sync])
         g.call_await[sync[good]] = cand[good]
+    if event_producer is not None:  # issue 48: exact cross-stream edges from CUDA events
+        exact, timing, o_end_l = i64(event_producer).tolist(), g.producer, g.o_end.tolist()
+
+        def producer(j: int, after: int) -> int:
+            k = exact[j] if 0 <= j < len(exact) else -1
+            if k >= 0:
+                return k if o_end_l[k] > after else -1
+            return timing(j, after)
+        g.producer = producer
     return g
 
 
