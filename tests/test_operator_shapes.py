@@ -437,3 +437,69 @@ def test_steps_compared_are_those_of_the_process_the_values_come_from(tmp_path):
                 t.item()
     v = _values(diagnose_path(_write(cap, tmp_path, "nsys")))  # (a Kineto trace holds one process)
     assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (4, 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 50: operators by shape without per-row Python (nsysdoc.engine.shapes._match_rows,
+# _distinct_triples); the same answers as the per-row definitions they replace
+# ---------------------------------------------------------------------------------------------
+#: (thread, start, end, name) of the attributor's ranges (forest order) and of the NVTX rows that
+#: hold shapes (row order): two ranges share a key; one NVTX row has a key no range has.
+RANGES = [(0, 10, 20, 1), (0, 10, 20, 1), (1, 5, 9, 2), (0, 10, 20, 2)]
+SHAPED = [(0, 10, 20, 1), (1, 5, 9, 2), (0, 10, 20, 1), (0, 10, 20, 1), (0, 10, 21, 1), (0, 10, 20, 2)]
+#: by hand: the k-th row of a key matches the k-th range of it; (0, 10, 20, 1) has 2 ranges, so
+#: its 3rd row matches none; (0, 10, 21, 1) is no range's key
+MATCHED = [0, 2, 1, -1, -1, 3]
+
+
+def _cols(rows, start_shift=0):
+    import numpy as np
+
+    a = np.array(rows, dtype=np.int64)
+    a[:, 1] += np.where(a[:, 1] == 5, start_shift, 0)  # the thread-1 range's start
+    return [a[:, i].copy() for i in range(4)]
+
+
+@pytest.mark.parametrize("shift", [0, -(1 << 62)], ids=["packed-keys", "keys-too-wide-to-pack"])
+def test_shaped_rows_match_ranges_by_key_and_occurrence(shift):
+    """Two NVTX rows with the key of two ranges take them in order; a third takes none. With a
+    start 2^62 ns before the others the key columns cannot be packed into one int64 (the sort
+    then uses every column): the same answer."""
+    from nsysdoc.engine.shapes import _match_rows
+
+    got = _match_rows(_cols(RANGES, shift), _cols(SHAPED, shift))
+    assert got.tolist() == MATCHED
+
+
+def test_shaped_rows_match_as_the_per_row_definition_on_random_keys():
+    """Random keys with many repeats, both sides shuffled: each NVTX row takes the range of its
+    key that the per-row definition (a queue of each key's ranges, in forest order) gives it."""
+    import numpy as np
+
+    from nsysdoc.engine.shapes import _match_rows
+
+    rng = np.random.default_rng(50)
+    for _ in range(20):
+        nf, nq = int(rng.integers(0, 60)), int(rng.integers(0, 60))
+        f = [rng.integers(-2, 3, nf) for _ in range(4)]
+        q = [rng.integers(-2, 3, nq) for _ in range(4)]
+        queue: dict = {}
+        for i, k in enumerate(zip(*(c.tolist() for c in f))):
+            queue.setdefault(k, []).append(i)
+        want = [queue[k].pop(0) if queue.get(k) else -1 for k in zip(*(c.tolist() for c in q))]
+        assert _match_rows(f, q).tolist() == want
+
+
+@pytest.mark.parametrize("big", [0, 1 << 40], ids=["packed", "too-wide-to-pack"])
+def test_distinct_name_step_shapes_triples_are_sorted(big):
+    """(name, step, shapes) rows (2, 1, 0) twice, (0, 3, 0), (0, 0, 5): three distinct rows, sorted
+    as np.unique(axis=0) sorts them; with names near 2^40 and steps near 2^30 they cannot share
+    one int64 key: the same rows."""
+    import numpy as np
+
+    from nsysdoc.engine.shapes import _distinct_triples
+
+    a = np.array([2, 0, 2, 0]) + big
+    b = np.array([1, 3, 1, 0]) + (big >> 10)
+    got = _distinct_triples(a, b, np.array([0, 0, 0, 5]))
+    assert got.tolist() == [[big, big >> 10, 5], [big, 3 + (big >> 10), 0], [2 + big, 1 + (big >> 10), 0]]
