@@ -47,7 +47,9 @@ def _whole(attr) -> bool:
 
 def _shaped_rows(trace):
     """The NVTX rows whose text holds ``", sizes = "``: (thread, start, end, text group, shapes
-    text as written, row) arrays; None when there are none."""
+    code, row) arrays and the canonical shapes texts the codes index (:class:`_Coder`; -1: not
+    shapes); None when there are none. Block by block: a block's shapes texts are coded and let
+    go before the next block is read."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -57,13 +59,14 @@ def _shaped_rows(trace):
     from ..trace.nvtx_text import FLAG_DECORATED
 
     parts = []
+    coder = _Coder()
     for i in range(len(t.blocks)):
         # shapes are a per-call field: only blocks with decorated texts are read further (a
         # capture without PyTorch's ranges reads one int8 column)
         if not (np.asarray(t.read_block(i, ["call_flags"])["call_flags"]) & FLAG_DECORATED).any():
             continue
         blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "text", "pos"])
-        text = blk["text"]
+        text = blk.pop("text")
         if isinstance(text, np.ndarray):
             text = pa.array([v if isinstance(v, str) else None for v in text.tolist()], type=pa.large_string())
         if not len(text):
@@ -73,37 +76,54 @@ def _shaped_rows(trace):
         if not len(rows):
             continue
         sub = text.take(pa.array(rows))
+        del text
         tail = pc.list_element(pc.split_pattern(sub, pattern=SIZES_FIELD, max_splits=1), 1)
+        del sub
         for field in _AFTER_SIZES:
             tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
         parts.append((blk["thread"][rows].astype(np.int64), blk["start_ns"][rows].astype(np.int64),
                       blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int64),
-                      tail.cast(pa.large_string()), blk["pos"][rows].astype(np.int64)))
+                      coder.codes(tail.cast(pa.large_string())), blk["pos"][rows].astype(np.int64)))
+    # the blocks' texts and their splits were Arrow's: its pool keeps freed memory, which the
+    # numpy arrays of the rest of the report cannot reuse (~40 MB on 600 k shaped rows)
+    pa.default_memory_pool().release_unused()
     if not parts:
         return None
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
-            pa.concat_arrays([p[4] for p in parts]), np.concatenate([p[5] for p in parts]))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(6)) + (coder.texts,)
 
 
-def _coded(raw) -> tuple[np.ndarray, list[str]]:
-    """Each shapes text as written (an Arrow string array) as a code into the canonical texts
-    (:func:`~nsysdoc.trace.nvtx_text.canonical_sizes`, once per distinct text; -1: not shapes)."""
-    enc = raw.dictionary_encode()
-    texts_raw = enc.dictionary.to_pylist()
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    canon: dict[str, int] = {}
-    texts: list[str] = []
-    lut = np.full(len(texts_raw) + 1, NONE, dtype=np.int64)
-    for i, r in enumerate(texts_raw):
-        c = canonical_sizes(r.strip()) if isinstance(r, str) else None
-        if c is not None:
-            j = canon.get(c)
-            if j is None:
-                j = canon[c] = len(texts)
-                texts.append(c)
-            lut[i] = j
-    return lut[idx] if len(idx) else np.zeros(0, np.int64), texts
+class _Coder:
+    """Shapes texts as written (Arrow string arrays, one after another) as codes into the
+    canonical texts (:func:`~nsysdoc.trace.nvtx_text.canonical_sizes`, computed once per
+    distinct text as written; -1: not shapes), numbered in the order the texts as written first
+    appear (as one dictionary encoding of all of them would number them)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._canon: dict[str, int] = {}
+        self._raw: dict = {}
+
+    def code(self, r) -> int:
+        got = self._raw.get(r)
+        if got is None:
+            c = canonical_sizes(r.strip()) if isinstance(r, str) else None
+            got = NONE
+            if c is not None:
+                got = self._canon.get(c, NONE)
+                if got == NONE:
+                    got = self._canon[c] = len(self.texts)
+                    self.texts.append(c)
+            self._raw[r] = got
+        return got
+
+    def codes(self, raw) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        enc = raw.dictionary_encode()
+        words = enc.dictionary.to_pylist()
+        lut = np.array([self.code(r) for r in words] + [NONE], dtype=np.int64)  # a null: the last
+        idx = pc.fill_null(enc.indices, len(words)).to_numpy(zero_copy_only=False).astype(np.int64)
+        return lut[idx] if len(idx) else np.zeros(0, np.int64)
 
 
 class ShapedRows:
@@ -123,8 +143,7 @@ def shaped_rows(trace) -> ShapedRows | None:
     got = _shaped_rows(trace)
     if got is None:
         return None
-    th, st, en, grp, raw, pos = got
-    code, texts = _coded(raw)
+    th, st, en, grp, code, pos, texts = got
     ok = code >= 0
     if not ok.any():
         return None
@@ -179,6 +198,7 @@ def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
         if pk is None:
             break
         keys = [pk] + keys[2:]
+    del cols  # (the packed keys replace the columns they hold)
     order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
     n = nf + nq
     new = np.zeros(n, dtype=bool)  # a row whose key is not the previous row's
