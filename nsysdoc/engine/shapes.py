@@ -190,9 +190,9 @@ def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
     if not nf or not nq:
         return out
     cols = [np.concatenate([a, b]).astype(np.int64, copy=False) for a, b in zip(f, q)]
-    # fewer sort passes: neighbouring columns packed into one key where they fit (the order of
-    # the key's columns is free: only equality matters)
-    keys = cols
+    # fewer sort passes: columns packed into one key while they fit, the narrowest first (the
+    # order of the key's columns is free: only equality matters)
+    keys = sorted(cols, key=lambda c: int(c.max()) - int(c.min()))
     while len(keys) > 1:
         pk = _pack(keys[0], keys[1])
         if pk is None:
