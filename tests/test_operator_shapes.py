@@ -503,3 +503,51 @@ def test_distinct_name_step_shapes_triples_are_sorted(big):
     b = np.array([1, 3, 1, 0]) + (big >> 10)
     got = _distinct_triples(a, b, np.array([0, 0, 0, 5]))
     assert got.tolist() == [[big, big >> 10, 5], [big, 3 + (big >> 10), 0], [2 + big, 1 + (big >> 10), 0]]
+
+
+class _NvtxBlocks:
+    """An NVTX table of the block store (``read_block``) holding given texts, one block each."""
+
+    def __init__(self, blocks: list[list[str]]) -> None:
+        import pyarrow as pa
+
+        from nsysdoc.trace.nvtx_text import FLAG_DECORATED
+
+        self.blocks, pos = [], 0
+        for texts in blocks:
+            n = len(texts)
+            r = list(range(pos, pos + n))
+            self.blocks.append({"call_flags": [FLAG_DECORATED] * n, "start_ns": [10 * i for i in r],
+                                "end_ns": [10 * i + 5 for i in r], "thread": [0] * n, "text_group": [0] * n,
+                                "pos": r, "text": pa.array(texts, type=pa.large_string())})
+            pos += n
+
+    def __len__(self) -> int:
+        return sum(len(b["pos"]) for b in self.blocks)
+
+    def read_block(self, i: int, cols: list) -> dict:
+        import numpy as np
+
+        b = self.blocks[i]
+        return {c: b[c] if c == "text" else np.asarray(b[c], dtype=np.int64) for c in cols}
+
+
+def test_shapes_are_cut_before_the_fields_nsys_writes_after_them_block_by_block():
+    """nsys --pytorch=autograd-shapes-nvtx writes ``input_op_ids`` (and a stack) after the shapes;
+    a Kineto op's text ends with them. Block 1: rows 0-2 have shapes (row 0 cut before
+    input_op_ids, row 1 before its stack; rows 1 and 2 the same shapes), row 3 none; block 2 (no
+    field after its shapes): row 4 new shapes, row 5 those of rows 1-2. By hand: rows 0, 1, 2, 4,
+    5 with codes 0, 1, 1, 2, 1 in the order the shapes first appear."""
+    from types import SimpleNamespace
+
+    from nsysdoc.engine.shapes import shaped_rows
+
+    table = _NvtxBlocks([
+        ["aten::index, seq = 1, op_id = 2, sizes = [[10000, 768], [4, 512]], input_op_ids = [(16,0), (2333,0)]",
+         "aten::mm, sizes = [[2, 3], [3, 4]], stack = f.py(3): g", "aten::mm, seq = 4, sizes = [[2,3],[3,4]]",
+         "ProfilerStep#1"],
+        ["aten::relu, seq = 5, sizes = [[8]]", "aten::mm, seq = 6, sizes = [[2, 3], [3, 4]]"]])
+    got = shaped_rows(SimpleNamespace(store=SimpleNamespace(get=lambda name: table)))
+    assert got.pos.tolist() == [0, 1, 2, 4, 5] and got.st.tolist() == [0, 10, 20, 40, 50]
+    assert got.code.tolist() == [0, 1, 1, 2, 1]
+    assert got.texts == ["[[10000, 768], [4, 512]]", "[[2, 3], [3, 4]]", "[[8]]"]

@@ -79,8 +79,11 @@ def _shaped_rows(trace):
         del text
         tail = pc.list_element(pc.split_pattern(sub, pattern=SIZES_FIELD, max_splits=1), 1)
         del sub
-        for field in _AFTER_SIZES:
-            tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
+        # every field that may follow the shapes has " = ": without one in any text (the usual
+        # case: a Kineto op's text ends with its shapes) there is nothing to cut
+        if not all(" = " in f for f in _AFTER_SIZES) or pc.any(pc.match_substring(tail, " = ")).as_py():
+            for field in _AFTER_SIZES:
+                tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
         parts.append((blk["thread"][rows].astype(np.int64), blk["start_ns"][rows].astype(np.int64),
                       blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int64),
                       coder.codes(tail.cast(pa.large_string())), blk["pos"][rows].astype(np.int64)))
