@@ -437,3 +437,117 @@ def test_steps_compared_are_those_of_the_process_the_values_come_from(tmp_path):
                 t.item()
     v = _values(diagnose_path(_write(cap, tmp_path, "nsys")))  # (a Kineto trace holds one process)
     assert (v["shape_steps_compared"], v["shape_changing_op_count"], v["shape_changing_steps"]) == (4, 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 50: operators by shape without per-row Python (nsysdoc.engine.shapes._match_rows,
+# _distinct_triples); the same answers as the per-row definitions they replace
+# ---------------------------------------------------------------------------------------------
+#: (thread, start, end, name) of the attributor's ranges (forest order) and of the NVTX rows that
+#: hold shapes (row order): two ranges share a key; one NVTX row has a key no range has.
+RANGES = [(0, 10, 20, 1), (0, 10, 20, 1), (1, 5, 9, 2), (0, 10, 20, 2)]
+SHAPED = [(0, 10, 20, 1), (1, 5, 9, 2), (0, 10, 20, 1), (0, 10, 20, 1), (0, 10, 21, 1), (0, 10, 20, 2)]
+#: by hand: the k-th row of a key matches the k-th range of it; (0, 10, 20, 1) has 2 ranges, so
+#: its 3rd row matches none; (0, 10, 21, 1) is no range's key
+MATCHED = [0, 2, 1, -1, -1, 3]
+
+
+def _cols(rows, start_shift=0):
+    import numpy as np
+
+    a = np.array(rows, dtype=np.int64)
+    a[:, 1] += np.where(a[:, 1] == 5, start_shift, 0)  # the thread-1 range's start
+    return [a[:, i].copy() for i in range(4)]
+
+
+@pytest.mark.parametrize("shift", [0, -(1 << 62)], ids=["packed-keys", "keys-too-wide-to-pack"])
+def test_shaped_rows_match_ranges_by_key_and_occurrence(shift):
+    """Two NVTX rows with the key of two ranges take them in order; a third takes none. With a
+    start 2^62 ns before the others the key columns cannot be packed into one int64 (the sort
+    then uses every column): the same answer."""
+    from nsysdoc.engine.shapes import _match_rows
+
+    got = _match_rows(_cols(RANGES, shift), _cols(SHAPED, shift))
+    assert got.tolist() == MATCHED
+
+
+def test_shaped_rows_match_as_the_per_row_definition_on_random_keys():
+    """Random keys with many repeats, both sides shuffled: each NVTX row takes the range of its
+    key that the per-row definition (a queue of each key's ranges, in forest order) gives it."""
+    import numpy as np
+
+    from nsysdoc.engine.shapes import _match_rows
+
+    rng = np.random.default_rng(50)
+    for _ in range(20):
+        nf, nq = int(rng.integers(0, 60)), int(rng.integers(0, 60))
+        f = [rng.integers(-2, 3, nf) for _ in range(4)]
+        q = [rng.integers(-2, 3, nq) for _ in range(4)]
+        queue: dict = {}
+        for i, k in enumerate(zip(*(c.tolist() for c in f))):
+            queue.setdefault(k, []).append(i)
+        want = [queue[k].pop(0) if queue.get(k) else -1 for k in zip(*(c.tolist() for c in q))]
+        assert _match_rows(f, q).tolist() == want
+
+
+@pytest.mark.parametrize("big", [0, 1 << 40], ids=["packed", "too-wide-to-pack"])
+def test_distinct_name_step_shapes_triples_are_sorted(big):
+    """(name, step, shapes) rows (2, 1, 0) twice, (0, 3, 0), (0, 0, 5): three distinct rows, sorted
+    as np.unique(axis=0) sorts them; with names near 2^40 and steps near 2^30 they cannot share
+    one int64 key: the same rows."""
+    import numpy as np
+
+    from nsysdoc.engine.shapes import _distinct_triples
+
+    a = np.array([2, 0, 2, 0]) + big
+    b = np.array([1, 3, 1, 0]) + (big >> 10)
+    got = _distinct_triples(a, b, np.array([0, 0, 0, 5]))
+    assert got.tolist() == [[big, big >> 10, 5], [big, 3 + (big >> 10), 0], [2 + big, 1 + (big >> 10), 0]]
+
+
+class _NvtxBlocks:
+    """An NVTX table of the block store (``read_block``) holding given texts, one block each."""
+
+    def __init__(self, blocks: list[list[str]]) -> None:
+        import pyarrow as pa
+
+        from nsysdoc.trace.nvtx_text import FLAG_DECORATED
+
+        self.blocks, pos = [], 0
+        for texts in blocks:
+            n = len(texts)
+            r = list(range(pos, pos + n))
+            self.blocks.append({"call_flags": [FLAG_DECORATED] * n, "start_ns": [10 * i for i in r],
+                                "end_ns": [10 * i + 5 for i in r], "thread": [0] * n, "text_group": [0] * n,
+                                "pos": r, "text": pa.array(texts, type=pa.large_string())})
+            pos += n
+
+    def __len__(self) -> int:
+        return sum(len(b["pos"]) for b in self.blocks)
+
+    def read_block(self, i: int, cols: list) -> dict:
+        import numpy as np
+
+        b = self.blocks[i]
+        return {c: b[c] if c == "text" else np.asarray(b[c], dtype=np.int64) for c in cols}
+
+
+def test_shapes_are_cut_before_the_fields_nsys_writes_after_them_block_by_block():
+    """nsys --pytorch=autograd-shapes-nvtx writes ``input_op_ids`` (and a stack) after the shapes;
+    a Kineto op's text ends with them. Block 1: rows 0-2 have shapes (row 0 cut before
+    input_op_ids, row 1 before its stack; rows 1 and 2 the same shapes), row 3 none; block 2 (no
+    field after its shapes): row 4 new shapes, row 5 those of rows 1-2. By hand: rows 0, 1, 2, 4,
+    5 with codes 0, 1, 1, 2, 1 in the order the shapes first appear."""
+    from types import SimpleNamespace
+
+    from nsysdoc.engine.shapes import shaped_rows
+
+    table = _NvtxBlocks([
+        ["aten::index, seq = 1, op_id = 2, sizes = [[10000, 768], [4, 512]], input_op_ids = [(16,0), (2333,0)]",
+         "aten::mm, sizes = [[2, 3], [3, 4]], stack = f.py(3): g", "aten::mm, seq = 4, sizes = [[2,3],[3,4]]",
+         "ProfilerStep#1"],
+        ["aten::relu, seq = 5, sizes = [[8]]", "aten::mm, seq = 6, sizes = [[2, 3], [3, 4]]"]])
+    got = shaped_rows(SimpleNamespace(store=SimpleNamespace(get=lambda name: table)))
+    assert got.pos.tolist() == [0, 1, 2, 4, 5] and got.st.tolist() == [0, 10, 20, 40, 50]
+    assert got.code.tolist() == [0, 1, 1, 2, 1]
+    assert got.texts == ["[[10000, 768], [4, 512]]", "[[2, 3], [3, 4]]", "[[8]]"]

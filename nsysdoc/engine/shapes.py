@@ -47,7 +47,9 @@ def _whole(attr) -> bool:
 
 def _shaped_rows(trace):
     """The NVTX rows whose text holds ``", sizes = "``: (thread, start, end, text group, shapes
-    text as written, row) arrays; None when there are none."""
+    code, row) arrays and the canonical shapes texts the codes index (:class:`_Coder`; -1: not
+    shapes); None when there are none. Block by block: a block's shapes texts are coded and let
+    go before the next block is read."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -57,13 +59,14 @@ def _shaped_rows(trace):
     from ..trace.nvtx_text import FLAG_DECORATED
 
     parts = []
+    coder = _Coder()
     for i in range(len(t.blocks)):
         # shapes are a per-call field: only blocks with decorated texts are read further (a
         # capture without PyTorch's ranges reads one int8 column)
         if not (np.asarray(t.read_block(i, ["call_flags"])["call_flags"]) & FLAG_DECORATED).any():
             continue
         blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "text", "pos"])
-        text = blk["text"]
+        text = blk.pop("text")
         if isinstance(text, np.ndarray):
             text = pa.array([v if isinstance(v, str) else None for v in text.tolist()], type=pa.large_string())
         if not len(text):
@@ -73,52 +76,57 @@ def _shaped_rows(trace):
         if not len(rows):
             continue
         sub = text.take(pa.array(rows))
+        del text
         tail = pc.list_element(pc.split_pattern(sub, pattern=SIZES_FIELD, max_splits=1), 1)
-        for field in _AFTER_SIZES:
-            tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
+        del sub
+        # every field that may follow the shapes has " = ": without one in any text (the usual
+        # case: a Kineto op's text ends with its shapes) there is nothing to cut
+        if not all(" = " in f for f in _AFTER_SIZES) or pc.any(pc.match_substring(tail, " = ")).as_py():
+            for field in _AFTER_SIZES:
+                tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
         parts.append((blk["thread"][rows].astype(np.int64), blk["start_ns"][rows].astype(np.int64),
                       blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int64),
-                      tail.cast(pa.large_string()), blk["pos"][rows].astype(np.int64)))
+                      coder.codes(tail.cast(pa.large_string())), blk["pos"][rows].astype(np.int64)))
+    # the blocks' texts and their splits were Arrow's: its pool keeps freed memory, which the
+    # numpy arrays of the rest of the report cannot reuse (~40 MB on 600 k shaped rows)
+    pa.default_memory_pool().release_unused()
     if not parts:
         return None
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]),
-            pa.concat_arrays([p[4] for p in parts]), np.concatenate([p[5] for p in parts]))
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(6)) + (coder.texts,)
 
 
-def _occurrence(keys: np.ndarray) -> np.ndarray:
-    """For rows of a 2-D key array: how many earlier rows (in a stable order) have the same key."""
-    n = len(keys)
-    if not n:
-        return np.zeros(0, np.int64)
-    order = np.lexsort(keys.T[::-1])
-    k = keys[order]
-    new = np.ones(n, dtype=bool)
-    new[1:] = (k[1:] != k[:-1]).any(axis=1)
-    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    occ = np.empty(n, dtype=np.int64)
-    occ[order] = np.arange(n) - start
-    return occ
+class _Coder:
+    """Shapes texts as written (Arrow string arrays, one after another) as codes into the
+    canonical texts (:func:`~nsysdoc.trace.nvtx_text.canonical_sizes`, computed once per
+    distinct text as written; -1: not shapes), numbered in the order the texts as written first
+    appear (as one dictionary encoding of all of them would number them)."""
 
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self._canon: dict[str, int] = {}
+        self._raw: dict = {}
 
-def _coded(raw) -> tuple[np.ndarray, list[str]]:
-    """Each shapes text as written (an Arrow string array) as a code into the canonical texts
-    (:func:`~nsysdoc.trace.nvtx_text.canonical_sizes`, once per distinct text; -1: not shapes)."""
-    enc = raw.dictionary_encode()
-    texts_raw = enc.dictionary.to_pylist()
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    canon: dict[str, int] = {}
-    texts: list[str] = []
-    lut = np.full(len(texts_raw) + 1, NONE, dtype=np.int64)
-    for i, r in enumerate(texts_raw):
-        c = canonical_sizes(r.strip()) if isinstance(r, str) else None
-        if c is not None:
-            j = canon.get(c)
-            if j is None:
-                j = canon[c] = len(texts)
-                texts.append(c)
-            lut[i] = j
-    return lut[idx] if len(idx) else np.zeros(0, np.int64), texts
+    def code(self, r) -> int:
+        got = self._raw.get(r)
+        if got is None:
+            c = canonical_sizes(r.strip()) if isinstance(r, str) else None
+            got = NONE
+            if c is not None:
+                got = self._canon.get(c, NONE)
+                if got == NONE:
+                    got = self._canon[c] = len(self.texts)
+                    self.texts.append(c)
+            self._raw[r] = got
+        return got
+
+    def codes(self, raw) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        enc = raw.dictionary_encode()
+        words = enc.dictionary.to_pylist()
+        lut = np.array([self.code(r) for r in words] + [NONE], dtype=np.int64)  # a null: the last
+        idx = pc.fill_null(enc.indices, len(words)).to_numpy(zero_copy_only=False).astype(np.int64)
+        return lut[idx] if len(idx) else np.zeros(0, np.int64)
 
 
 class ShapedRows:
@@ -138,12 +146,78 @@ def shaped_rows(trace) -> ShapedRows | None:
     got = _shaped_rows(trace)
     if got is None:
         return None
-    th, st, en, grp, raw, pos = got
-    code, texts = _coded(raw)
+    th, st, en, grp, code, pos, texts = got
     ok = code >= 0
     if not ok.any():
         return None
     return ShapedRows(th[ok], st[ok], en[ok], grp[ok], code[ok], pos[ok], texts)
+
+
+def _group_names(trace, grp: np.ndarray, code_of) -> np.ndarray:
+    """Each row's operator name (its text group's, :func:`group_fact`) as ``code_of(name)``, read
+    once per distinct group (a text group out of range names ""): one look-up per row, in numpy."""
+    grp = np.asarray(grp, np.int64)
+    if not len(grp):
+        return np.zeros(0, np.int64)
+    gtexts = trace.nvtx_groups
+    ng = len(gtexts)
+    slot = np.where((grp >= 0) & (grp < ng), grp, ng)  # slot ng: a group out of range
+    used = np.flatnonzero(np.bincount(slot, minlength=ng + 1))
+    lut = np.full(ng + 1, NONE, dtype=np.int64)
+    for g in used.tolist():
+        lut[g] = code_of(group_fact(gtexts[g])[0] if g < ng else "")
+    return lut[slot]
+
+
+def _pack(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``(a - min a) * (span of b) + (b - min b)``: one int64 key that orders and compares as the
+    pair (a, b) does; None when it could overflow."""
+    if not len(a):
+        return np.zeros(0, np.int64)
+    bmin, bmax = int(b.min()), int(b.max())
+    amin, amax = int(a.min()), int(a.max())
+    span = bmax - bmin + 1
+    if (amax - amin + 1) * span >= 1 << 62:
+        return None
+    return (a - amin) * span + (b - bmin)
+
+
+def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
+    """For each row of ``q`` (aligned key columns), the row of ``f`` (same columns) with the same
+    key and the same occurrence of it (the k-th row of a key in ``q``'s order matches the k-th of
+    that key in ``f``'s order); -1 for none. One stable sort of both sides together: within a key,
+    ``f``'s rows come first (they come first in the concatenation), then ``q``'s, each in its own
+    order."""
+    nf, nq = len(f[0]), len(q[0])
+    out = np.full(nq, NONE, dtype=np.int64)
+    if not nf or not nq:
+        return out
+    cols = [np.concatenate([a, b]).astype(np.int64, copy=False) for a, b in zip(f, q)]
+    # fewer sort passes: columns packed into one key while they fit, the narrowest first (the
+    # order of the key's columns is free: only equality matters)
+    keys = sorted(cols, key=lambda c: int(c.max()) - int(c.min()))
+    while len(keys) > 1:
+        pk = _pack(keys[0], keys[1])
+        if pk is None:
+            break
+        keys = [pk] + keys[2:]
+    del cols  # (the packed keys replace the columns they hold)
+    order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
+    n = nf + nq
+    new = np.zeros(n, dtype=bool)  # a row whose key is not the previous row's
+    new[0] = True
+    for k in keys:
+        k = k[order]
+        new[1:] |= k[1:] != k[:-1]
+    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    gid = np.cumsum(new) - 1
+    is_q = order >= nf
+    nf_in = np.bincount(gid[~is_q], minlength=int(gid[-1]) + 1)  # per key: its rows of f (first)
+    qpos = np.flatnonzero(is_q)
+    rank = qpos - start[qpos] - nf_in[gid[qpos]]  # occurrence of the q row among its key's q rows
+    hit = rank < nf_in[gid[qpos]]
+    out[order[qpos[hit]] - nf] = order[start[qpos[hit]] + rank[hit]]
+    return out
 
 
 def range_shapes(trace, attr, rows: ShapedRows | None) -> RangeShapes | None:
@@ -154,33 +228,20 @@ def range_shapes(trace, attr, rows: ShapedRows | None) -> RangeShapes | None:
         return None
     th, st, en, grp, code, texts = rows.th, rows.st, rows.en, rows.grp, rows.code, rows.texts
     # the operator name of each row, as the attributor coded it (per text group)
-    gtexts = trace.nvtx_groups
     names = attr.names
-    name_of: dict[int, int] = {}
-    for g in np.unique(grp).tolist():
-        v = group_fact(gtexts[g])[0] if 0 <= g < len(gtexts) else ""
-        name_of[g] = names._index.get(v, NONE) if hasattr(names, "_index") else NONE
-    nm = np.array([name_of[g] for g in grp.tolist()], dtype=np.int64) if len(grp) else np.zeros(0, np.int64)
+    index = names._index if hasattr(names, "_index") else {}
+    nm = _group_names(trace, grp, lambda v: index.get(v, NONE))
     ok = (code >= 0) & (nm >= 0)
-    q = np.stack([th[ok], st[ok], en[ok], nm[ok]], axis=1)
-    qcode = code[ok]
     ops = attr.ops
-    f = np.stack([np.asarray(ops.thread, np.int64), np.asarray(ops.start, np.int64),
-                  np.asarray(ops.end, np.int64), np.asarray(ops.name, np.int64)], axis=1)
+    f = [np.asarray(ops.thread, np.int64), np.asarray(ops.start, np.int64), np.asarray(ops.end, np.int64),
+         np.asarray(ops.name, np.int64)]
     # (thread, start, end, name, occurrence) identifies a range on both sides
-    fk = np.concatenate([f, _occurrence(f)[:, None]], axis=1)
-    qk = np.concatenate([q, _occurrence(q)[:, None]], axis=1)
+    q = [np.asarray(th, np.int64)[ok], np.asarray(st, np.int64)[ok], np.asarray(en, np.int64)[ok], nm[ok]]
+    qcode = np.asarray(code, np.int64)[ok]
     out = np.full(len(ops), NONE, dtype=np.int64)
-    if len(qk):
-        order = np.lexsort(fk.T[::-1])
-        fs = fk[order]
-        # binary search of each query row among the sorted range keys (row-wise lexicographic)
-        view = lambda a: np.ascontiguousarray(a).view([("", np.int64)] * a.shape[1]).ravel()  # noqa: E731
-        fv, qv = view(fs), view(qk)
-        pos = np.searchsorted(fv, qv)
-        hit = pos < len(fv)
-        hit[hit] = fv[pos[hit]] == qv[hit]
-        out[order[pos[hit]]] = qcode[hit]
+    at = _match_rows(f, q)
+    hit = at >= 0
+    out[at[hit]] = qcode[hit]
     rs = RangeShapes(out, texts)
     return rs if rs else None
 
@@ -359,6 +420,19 @@ def _op_note(name: str, usual, per: dict, odd: list[int], label, texts: list[str
     return f"{name}: {_short(removed, texts)} in {k} steps, " + ", ".join(parts) + more
 
 
+def _distinct_triples(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The distinct rows (a, b, c) of three aligned non-negative int arrays, sorted (as
+    ``np.unique(..., axis=0)``), found as one int64 key per row when the three fit in one."""
+    if not len(a):
+        return np.zeros((0, 3), np.int64)
+    a, b, c = (np.asarray(x, np.int64) for x in (a, b, c))
+    wb, wc = int(b.max()) + 1, int(c.max()) + 1
+    if min(int(a.min()), int(b.min()), int(c.min())) < 0 or (int(a.max()) + 1) * wb * wc >= 1 << 62:
+        return np.unique(np.stack([a, b, c], axis=1), axis=0)
+    u = np.unique((a * wb + b) * wc + c)
+    return np.stack([u // (wb * wc), u // wc % wb, u % wc], axis=1)
+
+
 def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = None) -> dict:
     """Which operators' input shapes change between the steps (glossary "Input shapes across
     steps"): per process, each operator name's set of shapes in each primary step it runs in; its
@@ -394,17 +468,16 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
     rstart = np.asarray(rows.st, np.int64)
     rcode = np.asarray(rows.code, np.int64)
     # each row's operator name (its text group's, as the operator view names it), coded locally
-    gtexts = trace.nvtx_groups
     names: list[str] = []
     index: dict[str, int] = {}
-    g_name: dict[int, int] = {}
-    for g in np.unique(rows.grp).tolist():
-        v = group_fact(gtexts[g])[0] if 0 <= g < len(gtexts) else ""
+
+    def code_of(v: str) -> int:
         if v not in index:
             index[v] = len(names)
             names.append(v)
-        g_name[g] = index[v]
-    rname = np.array([g_name[g] for g in rows.grp.tolist()], dtype=np.int64)
+        return index[v]
+
+    rname = _group_names(trace, rows.grp, code_of)
     shapes = rows
     gpu_ms = gpu_ms or {}
     best = None
@@ -422,7 +495,7 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
         m, pos = m[ok], pos[ok]
         # per (name, step): the set of shapes codes
         sets: dict[int, dict[int, frozenset]] = {}
-        pairs = np.unique(np.stack([rname[m], pos, rcode[m]], axis=1), axis=0) if len(m) else np.zeros((0, 3), np.int64)
+        pairs = _distinct_triples(rname[m], pos, rcode[m])
         for nm_c, p, c in pairs.tolist():
             sets.setdefault(nm_c, {}).setdefault(p, set()).add(c)
         interior = set(range(1, n - 1))
