@@ -17,7 +17,7 @@ from typing import Optional
 
 import typer
 
-from . import __version__
+from .version import __version__
 from .errors import NsysdocError
 from .cli_params import install as _light_params
 from .outputs import StdoutClosed

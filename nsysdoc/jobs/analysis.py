@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..rules.policy import WARNING_PCT, by_impact
 from .align import aligned, clock_offsets, match_collectives, nearest

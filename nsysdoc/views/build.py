@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from ..rules.verdict import rank_findings as _rank

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from .build import _static, path_href
 
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}

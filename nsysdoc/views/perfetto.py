@@ -42,7 +42,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..errors import UsageError
 from ..metrics.gpu import CAUSES
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
