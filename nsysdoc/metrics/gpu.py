@@ -20,6 +20,8 @@ import numpy as np
 
 from . import intervals as iv
 from .ops import KIND_KERNEL, GpuOps
+# set-up launch calls are found while loading: the threshold lives with the launch APIs in trace/
+from ..trace.schema import SETUP_LAUNCH_MIN_NS  # noqa: F401 - re-exported
 
 # idle classes (order = reporting order)
 CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
@@ -53,12 +55,6 @@ DISPATCH_MAX_NS = 1_000_000
 #: longer stretch is a host phase (MPI, CPU code, logging) that would keep the GPU idle even
 #: without the sync: host work.
 SYNC_REFILL_MAX_NS = DISPATCH_MAX_NS
-#: A kernel or graph launch call at least this long that is the first launch of one of its kernels
-#: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
-#: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
-#: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
-#: (found while loading: ``nsysdoc.trace.frames.FirstLaunches``).
-SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.
 # LV_DRIVER: a launch call of SETUP_LAUNCH_MIN_NS or more that is not a first launch: the driver

@@ -228,7 +228,7 @@ TABLE_CODED = {"kernels": ("api_thread=thread",), "memcpy": ("api_thread=thread"
 
 
 class FirstLaunches:
-    """Which long kernel-launch calls are set-up work (``nsysdoc.metrics.gpu.SETUP_LAUNCH_MIN_NS``:
+    """Which long kernel-launch calls are set-up work (``nsysdoc.trace.schema.SETUP_LAUNCH_MIN_NS``:
     at least that long and the *first* launch of one of its kernels in its process; a long launch
     whose kernels are unknown counts as set-up), found while the kernel rows stream by: the first launch of each kernel (name) in each process
     (earliest call start; ties: the kernel row first in the table), and which candidate calls (kernel
@@ -448,8 +448,8 @@ def store_from_frames(frames: dict[str, Columns], strings: StringTable, spill_di
     tables are :class:`Columns` (DataFrames work too); no pandas is needed. ``nvtx_facts``: the
     nvtx rows' ``text_group``, ``seq`` and ``call_flags`` columns and the group texts, when the
     reader found them (:mod:`nsysdoc.trace.nvtx_text`); else they are found here."""
-    from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
-    from ..metrics.ops import match_api
+    from .schema import SETUP_LAUNCH_MIN_NS
+    from .correlation import match_api
 
     store = Store(spill_dir, write_all=write_all)
     store.luts.update(stream_luts(frames["streams"], frames["devices"]))

@@ -454,7 +454,7 @@ _MAX_STACK = 64
 
 def _user_frame(stack: str) -> str | None:
     """The innermost frame of the user's code in a ``Call stack`` argument (innermost first)."""
-    from ..metrics.attribution import is_user_frame
+    from .python_frames import is_user_frame
 
     for fr in stack.split(";", _MAX_STACK)[:_MAX_STACK]:
         fr = fr.strip()

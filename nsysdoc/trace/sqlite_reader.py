@@ -775,7 +775,7 @@ class _Ingest:
             valid = (d["event_class"] != 67) & (corr > 0)
             self.corr.add(proc[valid], corr[valid], pos[valid])
             dur = d["end_ns"] - d["start_ns"]
-            from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
+            from .schema import SETUP_LAUNCH_MIN_NS
 
             cand = (kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
             if cand.any():
@@ -880,7 +880,7 @@ class _Ingest:
             lo, hi = int(first_starts.min()), int(first_starts.max())
         hi = max(hi, lo + (self.duration_ns or 0), int(first_starts.max()) + 1)
         # blocks need only be narrower than a slice: about four buckets per slice of the capture
-        from ..engine.plan import slice_rows
+        from .rows import slice_rows
 
         rows = sum(self.expected.values()) or 1
         buckets = int(np.clip(4 * rows // slice_rows(), 16, 4096))
