@@ -26,12 +26,12 @@ import numpy as np
 from . import schema as S
 from .columns import Columns, factorize, factorize_objects
 from .nvtx_text import Groups, row_facts
-from .store import STR, Store, take, to_text
+from .store import STR, Store, take
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .model import StringTable, Trace
+    from .strings import StringTable
 
 
 #: What a reader tells its progress to (one line of text at a time).
@@ -398,37 +398,6 @@ FRAME_COLUMNS = {
 SMALL_FRAMES = ("devices", "processes", "streams", "threads", "gpu_metrics", "diagnostics", "overhead")
 #: issue 47: the memory tables, small tables too (cached as Parquet, rebuilt when an entry lacks them)
 SMALL_FRAMES = SMALL_FRAMES + ("memory", "device_memory")
-
-
-def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
-    """Event table ``name`` of ``trace`` as one DataFrame (:data:`FRAME_COLUMNS`)."""
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
-    t = trace.store.get(name)
-    cols = FRAME_COLUMNS[name]
-    if name == "nvtx":
-        want = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"]
-        d = t.read_all(want) if t is not None else t
-        doms = trace.nvtx_domains
-        n = len(d["start_ns"]) if d is not None else 0
-        if n == 0:
-            return pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
-                                 "event_type": np.zeros(0, np.int64), "global_tid": np.zeros(0, np.int64),
-                                 "text": np.zeros(0, dtype=object), "domain": np.zeros(0, dtype=object),
-                                 "thread": np.zeros(0, np.int32)})
-        return pd.DataFrame({
-            "start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
-            "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"].astype(np.int64),
-            "text": to_text(d["text"]), "domain": doms[d["domain"]], "thread": d["thread"].astype(np.int32)})
-    if t is None:
-        dt = TABLE_DTYPES[name]
-        return pd.DataFrame({c: np.zeros(0, dtype=dt.get(c, "int64")) for c in cols})
-    d = t.read_all(list(cols) + (["pos"] if t.bucketed else []))
-    if t.bucketed:  # blocks hold start-time buckets: back to table order
-        order = np.argsort(d["pos"], kind="stable")
-        d = {c: d[c][order] for c in cols}
-    return pd.DataFrame({c: d[c] for c in cols}, copy=False)
 
 
 def _domain_texts(col) -> np.ndarray:
