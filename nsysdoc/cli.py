@@ -821,7 +821,7 @@ def rules_explain(rule_id: str = typer.Argument(..., help="Rule id, e.g. host-sy
 @rules_app.command("check")
 def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to validate.")) -> None:
     """Validate rule files (schema, expressions, names, cases files) without running them."""
-    from .rules.cases import check_folder
+    from .testing.rule_cases import check_folder
 
     count = 0
     builtin = {r.id for r in _rules_or_exit([]).rules}
@@ -841,7 +841,7 @@ def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to 
 def rules_test(folder: Path = typer.Argument(..., help="A rules folder with *.cases.yaml files."),
                config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
     """Run the test cases of a rules folder (the same harness the built-in rules use)."""
-    from .rules.cases import run_folder
+    from .testing.rule_cases import run_folder
     from .rules.engine import builtin_rules_dir
 
     extra = [] if folder.resolve() == builtin_rules_dir().resolve() else [folder]

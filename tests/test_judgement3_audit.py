@@ -51,7 +51,7 @@ from nsysdoc.metrics import occupancy as O  # noqa: E402
 from nsysdoc.rules import load_rules  # noqa: E402
 from nsysdoc.rules import expr as E  # noqa: E402
 from nsysdoc.rules import policy  # noqa: E402
-from nsysdoc.rules.cases import build_capture, find_case_files, load_cases, play_scenario  # noqa: E402
+from nsysdoc.testing.rule_cases import build_capture, find_case_files, load_cases, play_scenario  # noqa: E402
 from nsysdoc.rules.engine import RuleSet, _extras, builtin_rules_dir, evaluate  # noqa: E402
 from nsysdoc.testing import Capture  # noqa: E402
 from nsysdoc.trace import schema as S  # noqa: E402
@@ -407,7 +407,7 @@ _CASE_RESULTS: dict = {}
 
 
 def case_result(case) -> dict:
-    """The analysis of a case's capture (as ``nsysdoc.rules.cases.run_case`` makes it), once."""
+    """The analysis of a case's capture (as ``nsysdoc.testing.rule_cases.run_case`` makes it), once."""
     from nsysdoc.analysis import analyze
     from nsysdoc.trace import load_trace
 

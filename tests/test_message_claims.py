@@ -424,7 +424,7 @@ def _scenario_subjects() -> dict[str, tuple]:
 
 
 def _case_subjects() -> dict[str, tuple]:
-    from nsysdoc.rules.cases import find_case_files, load_cases
+    from nsysdoc.testing.rule_cases import find_case_files, load_cases
     from nsysdoc.rules.engine import builtin_rules_dir
 
     out, seen = {}, set()
@@ -482,7 +482,7 @@ def result_of(sid: str) -> dict | None:
         except EmptyCaptureError:
             res = None
     else:
-        from nsysdoc.rules.cases import build_capture
+        from nsysdoc.testing.rule_cases import build_capture
         from nsysdoc.testing.scenarios import SCENARIOS
 
         step_marker, rule, params = None, None, None

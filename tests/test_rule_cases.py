@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from nsysdoc.rules import load_rules
-from nsysdoc.rules.cases import find_case_files, load_cases, run_case
+from nsysdoc.testing.rule_cases import find_case_files, load_cases, run_case
 from nsysdoc.rules.engine import builtin_rules_dir
 
 RULES = load_rules()
