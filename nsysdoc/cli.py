@@ -842,7 +842,7 @@ def rules_test(folder: Path = typer.Argument(..., help="A rules folder with *.ca
                config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
     """Run the test cases of a rules folder (the same harness the built-in rules use)."""
     from .testing.rule_cases import run_folder
-    from .rules.engine import builtin_rules_dir
+    from .rules.evaluate import builtin_rules_dir
 
     extra = [] if folder.resolve() == builtin_rules_dir().resolve() else [folder]
     rs = _rules_or_exit(extra, config, config is None)

@@ -57,12 +57,12 @@ class Ruleset:
 def config_path(config: str | os.PathLike | None, no_config: bool) -> Path | None:
     """The configuration file to use: ``config`` if given, none with ``no_config``, else the
     nearest nsysdoc.yaml or pyproject.toml with a [tool.nsysdoc] table, upwards from here, that
-    can be trusted (:func:`nsysdoc.rules.engine.discover_config`)."""
+    can be trusted (:func:`nsysdoc.rules.evaluate.discover_config`)."""
     if config is not None:
         return Path(config)
     if no_config:
         return None
-    from .rules.engine import find_config
+    from .rules.evaluate import find_config
 
     found = find_config()
     return Path(found) if found else None
@@ -76,7 +76,7 @@ def load_ruleset(rule_dirs=(), config: str | os.PathLike | None = None, no_confi
     the current folder; files passed over as untrusted are in ``Ruleset.warnings`` (one line
     each, for the caller to print) and in every report's ``config.ignored``."""
     from .rules import load_config, load_rules
-    from .rules.engine import discover_config
+    from .rules.evaluate import discover_config
 
     ignored: list[dict] = []
     if config is not None:

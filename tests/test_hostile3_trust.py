@@ -77,7 +77,7 @@ def test_planted_parent_config_is_ignored_named_and_a_fifo_never_blocks(tmp_path
     cfg = result["config"]  # every report says which config and rule folders it used
     assert cfg["path"] is None and cfg["rule_dirs"] == []
     assert cfg["ignored"] == [{"path": str(planted), "reason": f"it is owned by another user (uid {OTHER_UID})"}]
-    from nsysdoc.rules.engine import discover_config, ignored_warning
+    from nsysdoc.rules.evaluate import discover_config, ignored_warning
 
     found = discover_config(proj)
     assert found.path is None

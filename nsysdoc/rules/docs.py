@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .engine import RuleSet
+from .evaluate import RuleSet
 from .spec import Rule
 
 

@@ -58,7 +58,7 @@ VALUE_NAMES: tuple[str, ...] = (
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
-    # wording by the tool that made the capture (nsysdoc.rules.engine.TOOL_WORDING)
+    # wording by the tool that made the capture (nsysdoc.rules.evaluate.TOOL_WORDING)
     "trace_viewer", "trace_timeline", "capture_check",
     "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture",
 )

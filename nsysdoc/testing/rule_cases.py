@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RuleError
-from ..rules.engine import RuleSet, evaluate
+from ..rules.evaluate import RuleSet, evaluate
 from ..rules.spec import load_yaml, validate
 
 #: the most actions an inline capture plays (repeats multiplied out)
@@ -147,7 +147,7 @@ def check_folder(folder: Path, known_ids=()) -> FolderCheck:
     that each case names a rule of the folder or of ``known_ids`` (the built-in ids). Each file
     is read once, so the time is linear in the number of rules and cases. Raises RuleError (one
     line) on the first problem."""
-    from ..rules.engine import load_dir
+    from ..rules.evaluate import load_dir
 
     folder = Path(folder)
     rules = load_dir(folder, str(folder))
@@ -164,7 +164,7 @@ def check_folder(folder: Path, known_ids=()) -> FolderCheck:
 
 
 def find_case_files(folder: Path) -> list[Path]:
-    from ..rules.engine import check_inside
+    from ..rules.evaluate import check_inside
 
     files = sorted(list(Path(folder).glob("*.cases.yaml")) + list(Path(folder).glob("*.cases.yml")))
     for f in files:

@@ -347,7 +347,7 @@ def _per_outer_call(r: dict) -> str:
 
 def dispatch_text(w: dict) -> str:
     """'CPU dispatch slower than the GPU: 45 µs of CPU per call vs 5 µs of GPU work' for a where row
-    of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.engine.dispatch_rows)."""
+    of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.evaluate.dispatch_rows)."""
     c, g = w.get("cpu_us_per_call"), w.get("gpu_us_per_call")
     if not (is_num(c) and is_num(g)):
         return "CPU dispatch slower than the GPU"
