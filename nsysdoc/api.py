@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 PathLike = Union[str, os.PathLike]
-SEVERITIES = ("info", "warning", "critical")
+from .severity import SEVERITIES  # noqa: E402
 #: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
 IDLE_CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
 #: parts of a step's exclusive split (columns of ``Report.steps``, in ms)

@@ -17,6 +17,7 @@ from typing import Optional
 
 import typer
 
+from .severity import SEVERITY_RANK, WORST_FIRST
 from .version import __version__
 from .errors import NsysdocError
 from .cli_params import install as _light_params
@@ -634,7 +635,6 @@ def _unique_names(files: list[str]) -> dict[str, str]:
     return out
 
 
-_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 def _fails(result: dict, fail_on: "Severity | None") -> bool:
@@ -643,7 +643,7 @@ def _fails(result: dict, fail_on: "Severity | None") -> bool:
         return False
     straggler = result.get("straggler") if isinstance(result.get("straggler"), dict) else None
     found = list(result.get("findings", [])) + ([straggler] if straggler else [])
-    return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in found)
+    return any(SEVERITY_RANK.get(f.get("severity"), -1) >= SEVERITY_RANK[fail_on.value] for f in found)
 
 
 def _target(path: Path, output: Path | None, several: bool, fmt: Format, as_dir: bool = False) -> Path | None:
@@ -797,7 +797,7 @@ def rules_list(rules: list[Path] = typer.Option([], "--rules", help="Also load t
     """List the rules: id, severity, category, title, and where each comes from."""
     rs = _rules_or_exit(rules, config, config is None)
     for r in rs.rules:
-        sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in ("critical", "warning", "info") if k in r.severity)
+        sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in WORST_FIRST if k in r.severity)
         state = " (disabled)" if r.id in rs.disabled else ""
         src = "" if r.source == "builtin" else \
             f"  [{_one_line(r.source)}{', replaces built-in' if r.replaces_builtin else ''}]"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..severity import WORST_FIRST
 from .evaluate import RuleSet
 from .spec import Rule
 
@@ -10,7 +11,7 @@ from .spec import Rule
 def _severity_text(rule: Rule) -> str:
     if isinstance(rule.severity, str):
         return f"`{rule.severity}`"
-    return ", ".join(f"`{lvl}` when `{rule.severity[lvl].source}`" for lvl in ("critical", "warning", "info")
+    return ", ".join(f"`{lvl}` when `{rule.severity[lvl].source}`" for lvl in WORST_FIRST
                      if lvl in rule.severity)
 
 

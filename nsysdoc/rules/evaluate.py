@@ -19,7 +19,7 @@ from .expr import ExprError
 from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
 from .values import IDLE_CLASSES
 
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from ..severity import SEVERITY_RANK, WORST_FIRST  # noqa: E402
 
 REQUIREMENT_REASONS = {
     "kernels": ("kernel_count", "needs CUDA kernel rows; the capture has none"),
@@ -1064,7 +1064,7 @@ def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | Non
         sev = rule.severity
     else:
         sev = "info"
-        for level in reversed(SEVERITIES):  # critical, warning, info
+        for level in WORST_FIRST:
             e = rule.severity.get(level)
             if e is not None and e.evaluate(env):
                 sev = level

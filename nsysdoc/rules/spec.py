@@ -22,7 +22,7 @@ from .text import check_spec
 from .text import fields as text_fields
 from .values import IDLE_CLASSES, STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 
-SEVERITIES = ("info", "warning", "critical")
+from ..severity import SEVERITIES  # noqa: E402
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
               "communication", "kernel-efficiency", "capture")
 REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy", "sm_count",

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RuleError
+from ..severity import SEVERITIES
 from ..rules.evaluate import RuleSet, evaluate
 from ..rules.spec import load_yaml, validate
 
@@ -57,7 +58,7 @@ MAX_NESTING = 64
 ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
            "sync_event", "wait_event", "at", "mark", "api", "malloc", "free")
 EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled", "broken"]},
-               "severity": {"enum": ["info", "warning", "critical"]}, "message_contains": {"type": "string"},
+               "severity": {"enum": list(SEVERITIES)}, "message_contains": {"type": "string"},
                "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"},
                "impact_ms_per_step_min": {"type": "number"}, "impact_ms_per_step_max": {"type": "number"}}
 CASES_SCHEMA = {

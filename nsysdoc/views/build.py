@@ -30,7 +30,7 @@ from .tldata import timeline_data
 from .memory import memory_view  # issue 47
 from ..assembly.written import MAX_STEP_RECORDS, capped_result  # noqa: F401 - views render the result as written
 
-SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+from ..severity import SEVERITY_RANK  # noqa: E402
 
 #: Breakdown categories (``steps[].breakdown_ms`` keys) in stacking order, with labels.
 BREAKDOWN = [("compute", "compute"), ("exposed_comm", "exposed communication"), ("copy", "copies only")] + \
