@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 PathLike = Union[str, os.PathLike]
 from .severity import SEVERITIES  # noqa: E402
 #: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
-IDLE_CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+from .idle_causes import IDLE_CAUSES  # noqa: E402
 #: parts of a step's exclusive split (columns of ``Report.steps``, in ms)
 STEP_PARTS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_alloc", "idle_setup",
               "idle_launch", "idle_api", "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")

@@ -23,22 +23,12 @@ from .ops import KIND_KERNEL, GpuOps
 # set-up launch calls are found while loading: the threshold lives with the launch APIs in trace/
 from ..trace.schema import SETUP_LAUNCH_MIN_NS  # noqa: F401 - re-exported
 
-# idle classes (order = reporting order)
-CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+# idle causes (order = reporting order): the vocabulary lives in nsysdoc/idle_causes.py
+from ..idle_causes import IDLE_CAUSE_LABELS as CAUSE_LABELS  # noqa: E402,F401 - re-exported
+from ..idle_causes import IDLE_CAUSES as CAUSES  # noqa: E402
+
 (CAUSE_SYNC, CAUSE_INPUT, CAUSE_ALLOC, CAUSE_SETUP, CAUSE_LAUNCH, CAUSE_API, CAUSE_HOST, CAUSE_DEP, CAUSE_TAIL,
  CAUSE_UNATTR) = range(len(CAUSES))
-CAUSE_LABELS = {
-    "sync": "host blocked in a sync",
-    "input": "host waiting for input",
-    "alloc": "memory allocation/free",
-    "setup": "one-time setup (module load, JIT, compile)",
-    "launch": "launch and dispatch overhead",
-    "api": "other CUDA API calls (and launch calls of 1 ms or more)",
-    "host": "host CPU work (no CUDA call)",
-    "dependency": "GPU-side dependency",
-    "tail": "after the last GPU operation",
-    "unattributed": "no launching call or launching thread known",
-}
 
 #: A blocking sync call counts for a gap when it covers the instant the GPU ran dry, ± this much.
 SYNC_TOLERANCE_NS = 10_000

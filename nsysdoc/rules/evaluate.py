@@ -17,7 +17,7 @@ from . import policy, text
 from . import text as text_m
 from .expr import ExprError
 from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
-from .values import IDLE_CLASSES
+from .values import IDLE_CAUSES
 
 from ..severity import SEVERITY_RANK, WORST_FIRST  # noqa: E402
 
@@ -448,7 +448,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
             continue
         row = dict(s)
         bd = s.get("breakdown_ms") or {}
-        for k in [f"idle_{c}" for c in IDLE_CLASSES] + ["exposed_comm", "compute", "copy"]:
+        for k in [f"idle_{c}" for c in IDLE_CAUSES] + ["exposed_comm", "compute", "copy"]:
             row[f"{k}_ms"] = bd.get(k)
         steps.append(row)
 
