@@ -271,6 +271,12 @@ class Report:
         return self._analysis.to_dict()
 
     @property
+    def result(self) -> dict:
+        """The result itself (what ``to_dict()`` copies, before the JSON's caps): read it, do not
+        change it. The command line reads the rules' states and ``--fail-on`` from it."""
+        return self._result
+
+    @property
     def verdict(self) -> str:
         """The verdict sentence (the page's first line)."""
         return str((self._result.get("verdict") or {}).get("sentence") or "")
@@ -870,6 +876,11 @@ class Job:
 
     def __init__(self, result: dict, page_path: str | None = None) -> None:
         self._result = result
+
+    @property
+    def result(self) -> dict:
+        """The job's result itself (``to_dict()``'s source): read it, do not change it."""
+        return self._result
         self._page_path = page_path
 
     @property
