@@ -1,7 +1,7 @@
 """Read a PyTorch Profiler (Kineto) Chrome-trace JSON into a :class:`~nsysdoc.trace.model.Trace`.
 
 The only module that knows the Kineto trace format (``docs/kineto.md``). It produces exactly the
-frames and columns the SQLite reader produces (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`), so every
+frames and columns the SQLite reader produces (:data:`nsysdoc.trace.tables.FRAME_COLUMNS`), so every
 metric, rule and report above it is the same for both inputs.
 
 How:
@@ -21,7 +21,7 @@ How:
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
   and ordering is kept; other decimal forms are rounded half-even to the nanosecond.
-* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.frames.validate`): rows no
+* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.tables.validate`): rows no
   capture can hold are dropped and counted in ``dropped_rows``.
 * **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
   trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
@@ -54,7 +54,7 @@ from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError, InputError
 from ..formats import GZIP_MAGIC, SNIFF_CHARS  # noqa: F401 - SNIFF_CHARS re-exported
 from ..inputs import regular_file
-from . import frames as F
+from . import tables as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import Groups, text_facts
@@ -1964,7 +1964,7 @@ def _sorted_by_start(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
-    """Every frame of :data:`nsysdoc.trace.frames.FRAME_COLUMNS`, plus the trace's metadata."""
+    """Every frame of :data:`nsysdoc.trace.tables.FRAME_COLUMNS`, plus the trace's metadata."""
     names = list(acc.names)
     n_names = len(names)
     # ---- time base -------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 * :mod:`nsysdoc.trace.sqlite_reader`: an Nsight Systems SQLite export (``nsys export --type sqlite``);
 * :mod:`nsysdoc.trace.kineto`: a PyTorch Profiler (Kineto) Chrome-trace JSON, plain or gzipped.
 
-Both build the same tables (:mod:`nsysdoc.trace.frames`) and cache them the same way
+Both build the same tables (:mod:`nsysdoc.trace.tables`) and cache them the same way
 (:mod:`nsysdoc.trace.cache_entry`); neither imports the other. This module only picks one and
 carries on without the cache when writing it fails.
 """
@@ -17,7 +17,7 @@ from .. import cache as cache_m
 from ..errors import OutputError
 from ..formats import is_sqlite, routes_here
 from . import sqlite_reader
-from .frames import ProgressFn
+from .tables import ProgressFn
 from .model import Trace
 from .store import SpillError
 

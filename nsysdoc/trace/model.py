@@ -40,7 +40,7 @@ EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx"
 
 def empty_memory_frame(name: str) -> Columns:
     """An empty ``memory`` or ``device_memory`` table (issue 47)."""
-    from .frames import FRAME_COLUMNS
+    from .tables import FRAME_COLUMNS
 
     return Columns({c: np.zeros(0, dtype=np.int64) for c in FRAME_COLUMNS[name]})
 
@@ -139,8 +139,8 @@ class Trace:
 
 
 def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
-    """Event table ``name`` of ``trace`` as one DataFrame (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`)."""
-    from .frames import FRAME_COLUMNS, TABLE_DTYPES
+    """Event table ``name`` of ``trace`` as one DataFrame (:data:`nsysdoc.trace.tables.FRAME_COLUMNS`)."""
+    from .tables import FRAME_COLUMNS, TABLE_DTYPES
     from .store import to_text
     from ..lazy_pandas import pandas as _pandas
     pd = _pandas()

@@ -310,7 +310,7 @@ LIB_INIT_APIS = re.compile(r"^(cuInit|cuGetProcAddress\w*|cudaGetDriverEntryPoin
 #: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
 #: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
 #: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
-#: (found while loading: ``nsysdoc.trace.frames.FirstLaunches``).
+#: (found while loading: ``nsysdoc.trace.tables.FirstLaunches``).
 SETUP_LAUNCH_MIN_NS = 1_000_000
 #: Kernel and graph launches (a launch call this long while the GPU is idle is set-up work: see
 #: ``SETUP_LAUNCH_MIN_NS`` above).

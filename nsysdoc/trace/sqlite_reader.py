@@ -35,7 +35,7 @@ from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import PYTHON_GROUPING_MAX, Groups, coded_facts, local_facts, text_facts
 from .columns import Columns, factorize
-from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
+from .tables import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
                      row_checks, stream_luts, threads_table, unique_ints, validate)
 from .model import StringTable, Trace
@@ -1185,7 +1185,7 @@ def _mostly_distinct(col, sample: int = 4096) -> bool:
 
 def _utf8_as_is(dictionary):
     """Distinct text cells (Arrow binary) as an Arrow string array when every one is valid UTF-8
-    and within :data:`~nsysdoc.trace.frames.MAX_STRING_CHARS` bytes (what :func:`_text` would
+    and within :data:`~nsysdoc.trace.tables.MAX_STRING_CHARS` bytes (what :func:`_text` would
     leave unchanged), else None (then each is decoded in Python, with replacement characters)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -1202,7 +1202,7 @@ def _utf8_as_is(dictionary):
 
 def _text(v) -> str:
     """A string cell as text: bytes are decoded with replacement characters, NULL is "", and the
-    length is capped (:data:`~nsysdoc.trace.frames.MAX_STRING_CHARS`)."""
+    length is capped (:data:`~nsysdoc.trace.tables.MAX_STRING_CHARS`)."""
     if isinstance(v, str):
         return cap(v)
     if isinstance(v, bytes):

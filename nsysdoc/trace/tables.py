@@ -1,4 +1,5 @@
-"""What both trace readers share: the canonical frames and the checks every row passes.
+"""What both trace readers share: the canonical tables and the checks every row passes. (Named
+``tables``, not ``frames``: in nsysdoc a frame is a stack frame, :mod:`nsysdoc.trace.python_frames`.)
 
 The SQLite reader (:mod:`nsysdoc.trace.sqlite_reader`) and the PyTorch Profiler reader
 (:mod:`nsysdoc.trace.kineto`) each map their format onto the same tables; this module holds what
@@ -11,8 +12,8 @@ that mapping must produce and the helpers both use to produce it:
 * the shared table builders: threads, streams, CUDA API kinds, launch configurations, the set-up
   launches (:class:`FirstLaunches`);
 * :func:`column_table` and :func:`store_from_frames` (a store from whole event tables held as
-  numpy :class:`~nsysdoc.trace.columns.Columns`, the PyTorch Profiler path, without pandas) and
-  :func:`whole_frame` (a stored event table back as one DataFrame).
+  numpy :class:`~nsysdoc.trace.columns.Columns`, the PyTorch Profiler path, without pandas);
+  :func:`nsysdoc.trace.model.whole_frame` turns a stored event table back into one DataFrame.
 
 It knows neither input format: nothing here reads a file.
 """
