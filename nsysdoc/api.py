@@ -876,12 +876,12 @@ class Job:
 
     def __init__(self, result: dict, page_path: str | None = None) -> None:
         self._result = result
+        self._page_path = page_path
 
     @property
     def result(self) -> dict:
         """The job's result itself (``to_dict()``'s source): read it, do not change it."""
         return self._result
-        self._page_path = page_path
 
     @property
     def verdict(self) -> str:

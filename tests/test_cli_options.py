@@ -47,3 +47,14 @@ def _wrapper_line() -> int:
 
 def test_the_cli_reads_the_public_result():
     assert "._result" not in SOURCE
+
+
+def test_report_result_is_the_result_the_json_is_written_from(tmp_path):
+    """``Report.result`` (what the CLI reads) holds the same verdict and findings as ``to_dict()``."""
+    import nsysdoc
+    from nsysdoc.testing.scenarios import SCENARIOS
+
+    path = SCENARIOS["sync_storm"]().write(tmp_path / "run.sqlite")
+    rep = nsysdoc.report(str(path), no_config=True, cache=False)
+    assert rep.result["verdict"]["sentence"] == rep.verdict == rep.to_dict()["verdict"]["sentence"]
+    assert [f["rule"] for f in rep.result["findings"]] == [f.rule for f in rep.findings]
