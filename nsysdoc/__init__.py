@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import NsysdocError
-
-__version__ = "0.1.0"
+from .version import __version__
 #: version of the Python API's surface (docs/api.md: what may change, and how it is announced)
 API_VERSION = 1
 

@@ -29,9 +29,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 PathLike = Union[str, os.PathLike]
-SEVERITIES = ("info", "warning", "critical")
+from .severity import SEVERITIES  # noqa: E402
 #: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
-IDLE_CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+from .idle_causes import IDLE_CAUSES  # noqa: E402
 #: parts of a step's exclusive split (columns of ``Report.steps``, in ms)
 STEP_PARTS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_alloc", "idle_setup",
               "idle_launch", "idle_api", "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")
@@ -269,6 +269,12 @@ class Report:
     @property
     def _result(self) -> dict:
         return self._analysis.to_dict()
+
+    @property
+    def result(self) -> dict:
+        """The result itself (what ``to_dict()`` copies, before the JSON's caps): read it, do not
+        change it. The command line reads the rules' states and ``--fail-on`` from it."""
+        return self._result
 
     @property
     def verdict(self) -> str:
@@ -871,6 +877,11 @@ class Job:
     def __init__(self, result: dict, page_path: str | None = None) -> None:
         self._result = result
         self._page_path = page_path
+
+    @property
+    def result(self) -> dict:
+        """The job's result itself (``to_dict()``'s source): read it, do not change it."""
+        return self._result
 
     @property
     def verdict(self) -> str:

@@ -179,7 +179,7 @@ def templates_dir(cache_dir: str | os.PathLike | None = None) -> Path | None:
     """The folder for the report's compiled templates, created private to the user; None when it
     cannot be made, or is not a real folder owned by this user and writable by nobody else (Jinja
     reads these files back as code)."""
-    from . import __version__
+    from .version import __version__
 
     key = entry_key({}, "templates", __version__)  # per user and version, not per input file
     folder = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"templates-{key}"

@@ -7,17 +7,19 @@ option, nsys missing ...).
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import sys
 import traceback
 from enum import Enum
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from . import __version__
+from .severity import SEVERITY_RANK, WORST_FIRST
+from .version import __version__
 from .errors import NsysdocError
 from .cli_params import install as _light_params
 from .outputs import StdoutClosed
@@ -46,6 +48,25 @@ class Severity(str, Enum):
     warning = "warning"
     critical = "critical"
     never = "never"
+
+
+# The options report, diff and job share, declared once (issue 51: they were written out three
+# times). Where a command words one differently (--rules in job, --config in report), its own
+# declaration stays in its signature.
+StepMarkerOption = Annotated[Optional[str], typer.Option(
+    "--step-marker", help="Regex an NVTX range's whole text must match to mark a training step.")]
+NoCacheOption = Annotated[bool, typer.Option(
+    "--no-cache", help="Do not read or write the cache (the export's tables as Arrow files).")]
+CacheDirOption = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc).")]
+NoConfigOption = Annotated[bool, typer.Option("--no-config", help="Ignore project config files.")]
+NsysOption = Annotated[Optional[str], typer.Option(
+    "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH).")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")]
+ConfigOption = Annotated[Optional[Path], typer.Option(
+    "--config", help="Project config (default: nsysdoc.yaml or pyproject.toml, found upwards).")]
+RulesOption = Annotated[list[Path], typer.Option(
+    "--rules", help="A folder of team rules (repeatable); same id replaces a built-in.")]
 
 
 def _echo(text="", err: bool = False, nl: bool = True) -> None:
@@ -95,6 +116,20 @@ def _err(message: str, hint: str | None = None) -> None:
     _echo(f"nsysdoc: error: {_one_line(message)}", err=True)
     if hint:
         _echo(f"nsysdoc: hint: {hint}", err=True)  # may quote nsys's own last lines
+
+
+def _one_line_errors(command):
+    """Bad input (:class:`NsysdocError`) ends a command with its one-line error and exit code 2:
+    one wrapper around every command instead of a try/except ladder around each step (issue 51)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except NsysdocError as exc:
+            _err(exc.message, exc.hint)
+            raise typer.Exit(EXIT_ERROR) from None
+
+    return run
 
 
 def _cache_warnings(print_them: bool = True) -> None:
@@ -220,7 +255,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         try:
             rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
                           nsys=nsys, progress=_say)
-            result = rep._result
+            result = rep.result
             text = _render(rep, fmt, worst_step, export)
             _cache_warnings()
         except NsysdocError as exc:
@@ -295,6 +330,7 @@ def _index_path(targets: dict, output: Optional[Path], several: bool, fmt: "Form
 
 
 @app.command()
+@_one_line_errors
 def report(
     inputs: list[str] = typer.Argument(None, show_default=False,
                                        help="nsys exports (.sqlite) or reports (.nsys-rep), PyTorch Profiler traces (.pt.trace.json[.gz], e.g. from torch.profiler.tensorboard_trace_handler or prof.export_chrome_trace), or folders of them."),
@@ -306,21 +342,20 @@ def report(
                                          help="Output file (one input) or directory (several, or a name ending "
                                               "in /, created). '-' is standard output. Default: "
                                               "<name>.nsysdoc.html here; json and md go to stdout."),
-    step_marker: Optional[str] = typer.Option(None, "--step-marker",
-                                              help="Regex an NVTX range's whole text must match to mark a training step."),
+    step_marker: StepMarkerOption = None,
     sample: bool = typer.Option(False, "--sample", help="Report on the bundled sample capture."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache (the export's tables as Arrow files)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on",
                                                help="Exit 1 when a finding has at least this severity (default: never)."),
-    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable); same id replaces a built-in."),
+    rules: RulesOption = [],
     config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml, or pyproject.toml with a \\[tool.nsysdoc] table, found upwards)."),
-    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
-    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    no_config: NoConfigOption = False,
+    nsys: NsysOption = None,
     open_report: bool = typer.Option(False, "--open", help="Open the HTML report in a browser."),
     worst_step: bool = typer.Option(False, "--worst-step", help="Show the slowest step in the timeline (default: median)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the terminal summary."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+    debug: DebugOption = False,
     time_range: Optional[str] = typer.Option(None, "--range", metavar="START_S:END_S",
                                              help="-f perfetto: export [START_S, END_S) instead of the analysis "
                                                   "window (seconds on the capture's timeline, as the page prints "
@@ -337,21 +372,13 @@ def report(
     on_trace_ready=tensorboard_trace_handler("log/run")) with prof.step() every iteration, then
     nsysdoc report log/run/ (or prof.export_chrome_trace("trace.pt.trace.json")).
     """
-    try:
-        out_path, to_stdout, as_dir = _output_arg(output)
-        paths: list[Path] = _input_args(inputs)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    out_path, to_stdout, as_dir = _output_arg(output)
+    paths: list[Path] = _input_args(inputs)
     fmt = _fmt_for(fmt, out_path, as_dir)
     if time_range is not None or steps is not None:
         from .views.perfetto import check_export_options
 
-        try:  # before any work: a typo must not cost an analysis
-            check_export_options(fmt.value, time_range, steps)
-        except NsysdocError as exc:
-            _err(exc.message, exc.hint)
-            raise typer.Exit(EXIT_ERROR)
+        check_export_options(fmt.value, time_range, steps)  # before any work: a typo must not cost an analysis
     if sample:
         paths.insert(0, sample_path())
     if not paths:
@@ -367,6 +394,7 @@ def report(
 
 
 @app.command()
+@_one_line_errors
 def diff(
     base: str = typer.Argument(..., help="The run before the change: a capture (.sqlite, .nsys-rep) or a saved "
                                          "report JSON (nsysdoc report --format json)."),
@@ -383,27 +411,22 @@ def diff(
         help="Exit 1 when the candidate is significantly slower by more than PCT percent (the step time the "
              "verdict compares: the median step, or the mean step with inferred steps; or the time for the same "
              "work without timed steps)."),
-    step_marker: Optional[str] = typer.Option(None, "--step-marker",
-                                              help="Regex an NVTX range's whole text must match to mark a training step."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache (the export's tables as Arrow files)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
-    rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable); same id replaces a built-in."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or pyproject.toml, found upwards)."),
-    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
-    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    step_marker: StepMarkerOption = None,
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
+    rules: RulesOption = [],
+    config: ConfigOption = None,
+    no_config: NoConfigOption = False,
+    nsys: NsysOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+    debug: DebugOption = False,
 ) -> None:
     """Compare two runs: is the candidate faster than the base, by how much, and why."""
     from .api import diff as diff_runs
     diff_runs = diff_runs.__wrapped__  # the API's errors name parameters; the command's name its flags
 
-    try:
-        out_path, to_stdout, as_dir = _output_arg(output)
-        base, candidate = _input_args([base, candidate])
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    out_path, to_stdout, as_dir = _output_arg(output)
+    base, candidate = _input_args([base, candidate])
     fmt = _fmt_for(fmt, out_path, as_dir)
     default_name = f"{base.stem}-vs-{candidate.stem}.nsysdoc-diff.{fmt.value}"
     target = None if to_stdout else (out_path / default_name if as_dir or (out_path is not None and _is_dir(out_path))
@@ -417,9 +440,8 @@ def diff(
                       step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=_say)
         _cache_warnings()
         text = d.to_json() if fmt == Format.json else d.to_markdown() if fmt == Format.md else d.to_html()
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    except NsysdocError:
+        raise  # to _one_line_errors, not to the internal-error clause below
     except Exception as exc:  # never a traceback for the user unless asked
         if debug:
             traceback.print_exc()
@@ -429,9 +451,6 @@ def diff(
         _write_out(text, target, "the diff")
     except StdoutClosed:
         raise typer.Exit(EXIT_PIPE)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
     if not quiet:
         _echo(d.summary_text(str(target) if target is not None else None).rstrip("\n"), err=target is None)
     elif target is not None:
@@ -442,6 +461,7 @@ def diff(
 
 
 @app.command()
+@_one_line_errors
 def job(
     inputs: list[str] = typer.Argument(..., show_default=False,
                                        help="Per-rank captures (files or folders), or one capture holding several "
@@ -460,29 +480,24 @@ def job(
                                                help="Regex finding the rank number in a file name (first group)."),
     rank_reports: Optional[Path] = typer.Option(None, "--rank-reports",
                                                 help="Also write each rank's HTML report into this folder (linked from the page)."),
-    step_marker: Optional[str] = typer.Option(None, "--step-marker",
-                                              help="Regex an NVTX range's whole text must match to mark a training step."),
+    step_marker: StepMarkerOption = None,
     fail_on: Optional[Severity] = typer.Option(None, "--fail-on",
                                                help="Exit 1 when a rolled-up finding has at least this severity."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write the cache (the export's tables as Arrow files)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+    no_cache: NoCacheOption = False,
+    cache_dir: CacheDirOption = None,
     rules: list[Path] = typer.Option([], "--rules", help="A folder of team rules (repeatable)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Project config (default: nsysdoc.yaml or pyproject.toml, found upwards)."),
-    no_config: bool = typer.Option(False, "--no-config", help="Ignore project config files."),
-    nsys: Optional[str] = typer.Option(None, "--nsys", help="nsys binary for exporting .nsys-rep (default: $NSYS, then PATH)."),
+    config: ConfigOption = None,
+    no_config: NoConfigOption = False,
+    nsys: NsysOption = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary or progress."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks of internal errors."),
+    debug: DebugOption = False,
 ) -> None:
     """Analyse a multi-rank job: per-rank summaries, clock offsets, straggler, rolled-up findings."""
     from .api import job as run_job
     run_job = run_job.__wrapped__  # the API's errors name parameters; the command's name its flags
 
-    try:
-        out_path, to_stdout, as_dir = _output_arg(output)
-        inputs = _input_args(inputs)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    out_path, to_stdout, as_dir = _output_arg(output)
+    inputs = _input_args(inputs)
     fmt = _fmt_for(fmt, out_path, as_dir)
     if to_stdout:
         target = None
@@ -519,9 +534,8 @@ def job(
         _cache_warnings(not quiet)  # ranks read in this process (-j 1); workers' own go unreported
         text = (j.to_json() if fmt == Format.json else j.to_markdown() if fmt == Format.md
                 else j.to_html(str(target) if target else None))
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    except NsysdocError:
+        raise  # to _one_line_errors, not to the internal-error clause below
     except Exception as exc:  # never a traceback for the user unless asked
         if debug:
             traceback.print_exc()
@@ -531,17 +545,15 @@ def job(
         _write_out(text, target, "the job page")
     except StdoutClosed:
         raise typer.Exit(EXIT_PIPE)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
     if not quiet:
         _echo(j.summary_text(str(target) if target else None).rstrip("\n"), err=target is None)
     if fail_on is None:
         fail_on = Severity(ruleset.fail_on or "never")
-    raise typer.Exit(EXIT_FINDINGS if _fails(j._result, fail_on) else EXIT_OK)
+    raise typer.Exit(EXIT_FINDINGS if _fails(j.result, fail_on) else EXIT_OK)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_one_line_errors
 def capture(
     command: list[str] = typer.Argument(..., help="The program to profile, after --: nsysdoc capture -- python train.py"),
     output_dir: Path = typer.Option(Path("."), "--output-dir", help="Folder for the .nsys-rep, .sqlite and report."),
@@ -577,12 +589,8 @@ def capture(
         cuda_graph_node=cuda_graph_node, python_backtrace=python_backtrace, extra_args=list(nsys_arg),
         where=where, force=force, memory=memory,
     )
-    try:
-        binary = find_nsys(nsys)
-        result = run_capture(binary, opts, list(command))
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    binary = find_nsys(nsys)
+    result = run_capture(binary, opts, list(command))
     for old in result.replaced:
         _echo(f"nsysdoc: replaced {old} (--force)", err=True)
     _echo(f"nsysdoc: capture written to {result.rep_path}", err=True)
@@ -634,7 +642,6 @@ def _unique_names(files: list[str]) -> dict[str, str]:
     return out
 
 
-_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 def _fails(result: dict, fail_on: "Severity | None") -> bool:
@@ -643,7 +650,7 @@ def _fails(result: dict, fail_on: "Severity | None") -> bool:
         return False
     straggler = result.get("straggler") if isinstance(result.get("straggler"), dict) else None
     found = list(result.get("findings", [])) + ([straggler] if straggler else [])
-    return any(_RANK.get(f.get("severity"), -1) >= _RANK[fail_on.value] for f in found)
+    return any(SEVERITY_RANK.get(f.get("severity"), -1) >= SEVERITY_RANK[fail_on.value] for f in found)
 
 
 def _target(path: Path, output: Path | None, several: bool, fmt: Format, as_dir: bool = False) -> Path | None:
@@ -752,7 +759,7 @@ def _mb(n: int) -> str:
 
 
 @cache_app.command("info")
-def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc)."),
+def cache_info(cache_dir: CacheDirOption = None,
                as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Where the cache is, how many entries and how much disk it holds, and its size cap."""
     from . import cache
@@ -771,7 +778,7 @@ def cache_info(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", hel
 
 
 @cache_app.command("clear")
-def cache_clear(cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache folder (default: $NSYSDOC_CACHE_DIR or ~/.cache/nsysdoc).")) -> None:
+def cache_clear(cache_dir: CacheDirOption = None) -> None:
     """Remove every cache entry (only folders nsysdoc itself created)."""
     from . import cache
 
@@ -784,20 +791,17 @@ app.add_typer(rules_app, name="rules")
 
 
 def _rules_or_exit(dirs: list[Path], config: Optional[Path] = None, no_config: bool = True):
-    try:
-        return _ruleset(dirs, config, no_config).rules
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    return _ruleset(dirs, config, no_config).rules
 
 
 @rules_app.command("list")
+@_one_line_errors
 def rules_list(rules: list[Path] = typer.Option([], "--rules", help="Also load this team rules folder (repeatable)."),
                config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
     """List the rules: id, severity, category, title, and where each comes from."""
     rs = _rules_or_exit(rules, config, config is None)
     for r in rs.rules:
-        sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in ("critical", "warning", "info") if k in r.severity)
+        sev = r.severity if isinstance(r.severity, str) else "/".join(k for k in WORST_FIRST if k in r.severity)
         state = " (disabled)" if r.id in rs.disabled else ""
         src = "" if r.source == "builtin" else \
             f"  [{_one_line(r.source)}{', replaces built-in' if r.replaces_builtin else ''}]"
@@ -805,32 +809,26 @@ def rules_list(rules: list[Path] = typer.Option([], "--rules", help="Also load t
 
 
 @rules_app.command("explain")
+@_one_line_errors
 def rules_explain(rule_id: str = typer.Argument(..., help="Rule id, e.g. host-sync."),
                   rules: list[Path] = typer.Option([], "--rules", help="Also load this team rules folder.")) -> None:
     """What a rule detects, why it costs time, how to verify and fix it, its parameters."""
     from .rules.docs import explain
 
     rs = _rules_or_exit(rules)
-    try:
-        _echo(explain(rs.by_id(rule_id)), nl=False)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    _echo(explain(rs.by_id(rule_id)), nl=False)
 
 
 @rules_app.command("check")
+@_one_line_errors
 def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to validate.")) -> None:
     """Validate rule files (schema, expressions, names, cases files) without running them."""
-    from .rules.cases import check_folder
+    from .testing.rule_cases import check_folder
 
     count = 0
     builtin = {r.id for r in _rules_or_exit([]).rules}
     for d in folders:
-        try:
-            chk = check_folder(d, builtin)  # each file read once: linear in rules and cases
-        except NsysdocError as exc:
-            _err(exc.message, exc.hint)
-            raise typer.Exit(EXIT_ERROR)
+        chk = check_folder(d, builtin)  # each file read once: linear in rules and cases
         count += len(chk.rules)
         for w in chk.warnings:
             _echo(f"nsysdoc: warning: {w}", err=True)
@@ -838,19 +836,16 @@ def rules_check(folders: list[Path] = typer.Argument(..., help="Rule folders to 
 
 
 @rules_app.command("test")
+@_one_line_errors
 def rules_test(folder: Path = typer.Argument(..., help="A rules folder with *.cases.yaml files."),
                config: Optional[Path] = typer.Option(None, "--config", help="Apply this project config.")) -> None:
     """Run the test cases of a rules folder (the same harness the built-in rules use)."""
-    from .rules.cases import run_folder
-    from .rules.engine import builtin_rules_dir
+    from .testing.rule_cases import run_folder
+    from .rules.evaluate import builtin_rules_dir
 
     extra = [] if folder.resolve() == builtin_rules_dir().resolve() else [folder]
     rs = _rules_or_exit(extra, config, config is None)
-    try:
-        results = run_folder(folder, rs)
-    except NsysdocError as exc:
-        _err(exc.message, exc.hint)
-        raise typer.Exit(EXIT_ERROR)
+    results = run_folder(folder, rs)
     failed = [r for r in results if not r.ok]
     for r in results:
         mark = "PASS" if r.ok else "FAIL"

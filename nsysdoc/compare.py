@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .errors import InputError
 
 #: version of the diff JSON (``docs/diff.md``)

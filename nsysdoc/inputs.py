@@ -20,18 +20,11 @@ from pathlib import Path
 
 from .errors import InputError
 
-REP_SUFFIX = ".nsys-rep"
-CAPTURE_SUFFIXES = (REP_SUFFIX, ".sqlite")
-#: PyTorch Profiler (Kineto) traces a folder stands for (``torch.profiler.tensorboard_trace_handler``
-#: names); never nsysdoc's own ``*.nsysdoc.json`` reports or other JSON
-KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+# what a path holds (suffixes, which names a folder stands for): nsysdoc.formats
+from .formats import CAPTURE_SUFFIXES, KINETO_SUFFIXES, REP_SUFFIX, SQLITE_SUFFIX, is_kineto_name  # noqa: F401
 #: TensorBoard's layout: ``<logdir>/plugins/profile/<run>/<worker>.pt.trace.json[.gz]``
 TENSORBOARD_RUNS = ("plugins", "profile")
 
-
-def is_kineto_name(name: str) -> bool:
-    low = name.lower()
-    return low.endswith(KINETO_SUFFIXES) and not low.endswith(".nsysdoc.json")
 #: the largest rule or config file read (rule files are a few kB; a cap keeps hostile ones cheap)
 MAX_TEXT_BYTES = 1 << 20
 
@@ -187,7 +180,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None, *
                              "*.pt.trace.json[.gz])")
         for stem in sorted(by_stem):
             pair = by_stem[stem]
-            rep, db = pair.get(REP_SUFFIX), pair.get(".sqlite")
+            rep, db = pair.get(REP_SUFFIX), pair.get(SQLITE_SUFFIX)
             if "odd" in pair:
                 out.append(str(pair["odd"]))
             elif ".pt.trace" in pair:

@@ -47,7 +47,7 @@ PATH_MAX = 4096
 #: files SQLite keeps beside a database: a ``-wal`` holds committed rows the database file lacks
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 #: Nsight Systems reports (exported to ``<stem>.sqlite`` beside them, :mod:`nsysdoc.nsys.export`)
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+from .formats import REPORT_SUFFIXES, is_report_name  # noqa: E402,F401
 #: the export's ownership marker: ``run.sqlite.nsysdoc``
 EXPORT_MARKER_SUFFIX = ".nsysdoc"
 #: symbolic links followed in one path before giving up (the kernel's limit)
@@ -108,7 +108,7 @@ def run_reads(inputs: Iterable = (), *, rule_dirs: Iterable = (), config=None) -
         p = Path(raw)
         out.append(Read(p, f"the input {p}"))
         out += _side_files(p, f"the input {p}")
-        if p.suffix.lower() in REPORT_SUFFIXES:
+        if is_report_name(p):
             export = p.with_suffix(".sqlite")
             of = f"the SQLite export of the input {p}"
             out.append(Read(export, f"{export}, {of}"))

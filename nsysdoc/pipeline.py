@@ -15,7 +15,7 @@ from typing import Any, Callable
 from .errors import InputError, NsysdocError
 
 #: suffixes of Nsight Systems reports that must be exported to SQLite first
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+from .formats import REPORT_SUFFIXES, is_report_name, is_saved_report_head  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ class Ruleset:
 def config_path(config: str | os.PathLike | None, no_config: bool) -> Path | None:
     """The configuration file to use: ``config`` if given, none with ``no_config``, else the
     nearest nsysdoc.yaml or pyproject.toml with a [tool.nsysdoc] table, upwards from here, that
-    can be trusted (:func:`nsysdoc.rules.engine.discover_config`)."""
+    can be trusted (:func:`nsysdoc.rules.evaluate.discover_config`)."""
     if config is not None:
         return Path(config)
     if no_config:
         return None
-    from .rules.engine import find_config
+    from .rules.evaluate import find_config
 
     found = find_config()
     return Path(found) if found else None
@@ -76,7 +76,7 @@ def load_ruleset(rule_dirs=(), config: str | os.PathLike | None = None, no_confi
     the current folder; files passed over as untrusted are in ``Ruleset.warnings`` (one line
     each, for the caller to print) and in every report's ``config.ignored``."""
     from .rules import load_config, load_rules
-    from .rules.engine import discover_config
+    from .rules.evaluate import discover_config
 
     ignored: list[dict] = []
     if config is not None:
@@ -116,7 +116,7 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, *, step_marker: str | No
 
     keep_freed_memory()  # let the allocator reuse freed pages (see there)
     src = str(path)
-    if Path(src).suffix in REPORT_SUFFIXES:
+    if is_report_name(src):
         if progress is not None:
             progress(f"exporting {src} to SQLite (nsys export)")
         src = ensure_sqlite(src, nsys=nsys)
@@ -138,9 +138,7 @@ def is_saved_report(path: str | os.PathLike) -> bool:
             head = fh.read(64).lstrip()
     except OSError as exc:
         raise InputError(f"{p}: cannot read: {exc.strerror or exc}")
-    from .trace.kineto import is_kineto_trace
-
-    return (p.suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(p)
+    return is_saved_report_head(p, head)
 
 
 def read_report(path: str | os.PathLike) -> dict:

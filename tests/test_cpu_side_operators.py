@@ -88,7 +88,7 @@ def test_launch_bound_where_names_the_operator_whose_dispatch_is_slower_than_its
 
 
 def test_dispatch_rows_rank_by_excess_time_and_skip_operators_without_gpu_work():
-    from nsysdoc.rules.engine import DISPATCH_MAX, dispatch_rows
+    from nsysdoc.rules.evaluate import DISPATCH_MAX, dispatch_rows
 
     rows = [
         # (cpu - gpu) totals: 5 - 1 = 4 ms, 10 - 2 = 8 ms, 3 - 0.5 = 2.5 ms, 9 - 1 = 8 ms (name breaks the tie)
@@ -279,7 +279,7 @@ def test_dispatch_where_counts_the_outer_calls_of_an_operator_nested_in_itself()
     waiting) and 4 us of GPU. excess_ms = (11 - 2 - 4) us x 4 outer calls = 20 us = 0.02 ms, which is
     cpu_ms - cpu_wait_ms - gpu_ms = 0.044 - 0.008 - 0.016; the Where row's count is 4 (the calls the
     per-call values are per), not 8 - with 8, count x (CPU - wait - GPU per call) would be 0.04."""
-    from nsysdoc.rules.engine import dispatch_rows
+    from nsysdoc.rules.evaluate import dispatch_rows
 
     row = {"name": "aten::to", "calls": 8, "outer_calls": 4, "cpu_ms": 0.044, "cpu_wait_ms": 0.008,
            "gpu_ms": 0.016, "cpu_us_per_call": 11.0, "gpu_us_per_call": 4.0, "cpu_exceeds_gpu": True}
@@ -312,7 +312,7 @@ def test_two_optimizers_each_zeroing_once_per_step_are_not_repeats():
 #   aten::add_: (47 - 4) x 60 = 2580 us: first.
 @pytest.mark.parametrize("form", ("nsys", "new"))
 def test_time_waiting_in_a_sync_is_not_dispatch(form, tmp_path):
-    from nsysdoc.rules.engine import dispatch_rows
+    from nsysdoc.rules.evaluate import dispatch_rows
 
     r = diagnose_path(_write(launch_bound_dispatch_heavy_ops(calls=20, item_op=True), form, tmp_path, "item"))
     rows = {x["name"]: x for x in r["metrics"]["operators"]["rows"]}
@@ -348,7 +348,7 @@ def test_time_blocked_in_a_pageable_copy_is_not_dispatch(form, tmp_path):
     pageable DtoH copy call starts there, the copy runs after the GEMM [s+3,006,000, s+3,007,000)
     and the call returns 2 us later, at s+3,009,000: 3001 us, all blocking. CPU per call 1 + 3001 +
     1 = 3003 us, wait 3001 us, GPU 1 us: 2 us of dispatch vs 1 us, excess (2 - 1) x 3 = 0.003 ms."""
-    from nsysdoc.rules.engine import dispatch_rows
+    from nsysdoc.rules.evaluate import dispatch_rows
 
     cap = Capture()
     t = cap.process(pid=4750).thread()

@@ -109,7 +109,7 @@ def test_allreduce_without_step_markers_uses_the_window(tmp_path):
 
 def test_exposed_comm_time_ranges_fall_back_to_the_slowest_step():
     """A result without ``metrics.exposed_comm`` (an older JSON): the slowest step, as before."""
-    from nsysdoc.rules.engine import _time_ranges
+    from nsysdoc.rules.evaluate import _time_ranges
 
     rule = type("R", (), {"time_ranges": "exposed_comm", "evidence": None})()
     result = {"capture": {"window": {"start_ns": 0, "end_ns": 10}}, "metrics": {"step_picks": {"worst_step": 1}}}

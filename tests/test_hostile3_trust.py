@@ -77,7 +77,7 @@ def test_planted_parent_config_is_ignored_named_and_a_fifo_never_blocks(tmp_path
     cfg = result["config"]  # every report says which config and rule folders it used
     assert cfg["path"] is None and cfg["rule_dirs"] == []
     assert cfg["ignored"] == [{"path": str(planted), "reason": f"it is owned by another user (uid {OTHER_UID})"}]
-    from nsysdoc.rules.engine import discover_config, ignored_warning
+    from nsysdoc.rules.evaluate import discover_config, ignored_warning
 
     found = discover_config(proj)
     assert found.path is None
@@ -222,8 +222,8 @@ def test_config_rule_dirs_outside_the_project_refused_without_quoting_it(tmp_pat
 
 # --- 4: rules check linear, rules test capped and one line ----------------------------------------
 def test_rules_check_reads_each_file_once(tmp_path, monkeypatch):
-    import nsysdoc.rules.cases as cases
-    from nsysdoc.rules.cases import check_folder
+    import nsysdoc.testing.rule_cases as cases
+    from nsysdoc.testing.rule_cases import check_folder
 
     src = (BUILTIN_RULES / "host-sync.yaml").read_text()
     folder = tmp_path / "team"
@@ -264,7 +264,7 @@ def test_rules_test_scenario_arguments_under_the_action_cap(tmp_path):
     before = _sha([cases_file])
     # the cap lowered to 20,000 so that reaching it takes well under a second (1,000,000: ~20 s);
     # without the cap this plays 100 M steps: the memory cap or the timeout stops it
-    code = ("import sys, nsysdoc.rules.cases as c; c.MAX_ACTIONS = 20_000; from nsysdoc.cli import main; "
+    code = ("import sys, nsysdoc.testing.rule_cases as c; c.MAX_ACTIONS = 20_000; from nsysdoc.cli import main; "
             f"sys.argv = ['nsysdoc', 'rules', 'test', {str(folder)!r}]; main()")
     import resource
 
@@ -366,7 +366,7 @@ def test_time_ranges_unknown_gap_cause_refused_at_load(tmp_path):
 def test_rules_check_command_reads_each_cases_file_once(tmp_path, monkeypatch):
     """The command, not only check_folder: 40 team rules, half with a cases file; it used to
     re-read every cases file for every rule (40 x 20 = 800 reads instead of 20)."""
-    import nsysdoc.rules.cases as cases
+    import nsysdoc.testing.rule_cases as cases
     from typer.testing import CliRunner
 
     from nsysdoc.cli import app

@@ -51,8 +51,8 @@ from nsysdoc.metrics import occupancy as O  # noqa: E402
 from nsysdoc.rules import load_rules  # noqa: E402
 from nsysdoc.rules import expr as E  # noqa: E402
 from nsysdoc.rules import policy  # noqa: E402
-from nsysdoc.rules.cases import build_capture, find_case_files, load_cases, play_scenario  # noqa: E402
-from nsysdoc.rules.engine import RuleSet, _extras, builtin_rules_dir, evaluate  # noqa: E402
+from nsysdoc.testing.rule_cases import build_capture, find_case_files, load_cases, play_scenario  # noqa: E402
+from nsysdoc.rules.evaluate import RuleSet, _extras, builtin_rules_dir, evaluate  # noqa: E402
 from nsysdoc.testing import Capture  # noqa: E402
 from nsysdoc.trace import schema as S  # noqa: E402
 from tests.conftest import SHARED_TRACES, diagnose_path  # noqa: E402
@@ -407,7 +407,7 @@ _CASE_RESULTS: dict = {}
 
 
 def case_result(case) -> dict:
-    """The analysis of a case's capture (as ``nsysdoc.rules.cases.run_case`` makes it), once."""
+    """The analysis of a case's capture (as ``nsysdoc.testing.rule_cases.run_case`` makes it), once."""
     from nsysdoc.analysis import analyze
     from nsysdoc.trace import load_trace
 
@@ -493,7 +493,7 @@ def test_each_threshold_at_the_value_and_a_hair_past_it(boundary):
     """On a case where the comparison holds, the parameter set exactly to the metric's value:
     ``metric >= p`` still holds ("from p"), and past the value by one part in a million it does
     not; for a rule whose ``when`` is a conjunction, the rule itself fires and then stays quiet
-    (the rule, not only the expression, is run: ``nsysdoc.rules.engine.evaluate``)."""
+    (the rule, not only the expression, is run: ``nsysdoc.rules.evaluate.evaluate``)."""
     rule, where, src, node, ps = boundary
     simple = _simple_side(node, rule.params)
     if simple is None:

@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from nsysdoc.metrics import capture_checks as cc  # noqa: E402
-from nsysdoc.rules.engine import _support_problems  # noqa: E402
+from nsysdoc.rules.evaluate import _support_problems  # noqa: E402
 from nsysdoc.rules.policy import by_impact  # noqa: E402
 from tests.conftest import diagnose_path  # noqa: E402
 

@@ -22,7 +22,7 @@ from nsysdoc.inputs import expand_inputs
 from nsysdoc.rules import apply_rules, load_rules
 from nsysdoc.testing.scenarios import SCENARIOS, ddp_job, healthy_training, steady_training
 from nsysdoc.trace import load_trace
-from nsysdoc.trace import frames as F
+from nsysdoc.trace import tables as F
 from nsysdoc.trace import kineto as K
 from nsysdoc.trace.cache_entry import wait_for_cache_writes
 

@@ -419,7 +419,7 @@ def test_many_distinct_nvtx_texts_decode_as_few_do(tmp_path, monkeypatch):
     they are valid UTF-8 and short, else decodes each in Python: both ways give the texts a small
     capture gets (replacement characters for invalid bytes, the cap for long texts)."""
     from nsysdoc.trace import sqlite_reader as R
-    from nsysdoc.trace.frames import MAX_STRING_CHARS, cap
+    from nsysdoc.trace.tables import MAX_STRING_CHARS, cap
 
     if R._adbc_module() is None:
         pytest.skip("the ADBC driver (Arrow columns) is not installed")

@@ -424,8 +424,8 @@ def _scenario_subjects() -> dict[str, tuple]:
 
 
 def _case_subjects() -> dict[str, tuple]:
-    from nsysdoc.rules.cases import find_case_files, load_cases
-    from nsysdoc.rules.engine import builtin_rules_dir
+    from nsysdoc.testing.rule_cases import find_case_files, load_cases
+    from nsysdoc.rules.evaluate import builtin_rules_dir
 
     out, seen = {}, set()
     for f in find_case_files(builtin_rules_dir()):
@@ -457,7 +457,7 @@ _RESULTS: dict[str, dict | None] = {}
 
 def _rules_with(rule: str | None = None, params: dict | None = None):
     from nsysdoc.rules import load_rules
-    from nsysdoc.rules.engine import RuleSet
+    from nsysdoc.rules.evaluate import RuleSet
 
     rs = load_rules()
     if rule and params:
@@ -482,7 +482,7 @@ def result_of(sid: str) -> dict | None:
         except EmptyCaptureError:
             res = None
     else:
-        from nsysdoc.rules.cases import build_capture
+        from nsysdoc.testing.rule_cases import build_capture
         from nsysdoc.testing.scenarios import SCENARIOS
 
         step_marker, rule, params = None, None, None

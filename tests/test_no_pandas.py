@@ -216,7 +216,7 @@ def test_flow_correlations_match_a_pandas_merge_of_the_last_flow_of_each_pair():
 
 @pytest.mark.parametrize("low", [0, -3, -(1 << 40)])
 def test_streams_are_numbered_in_order_of_first_appearance_as_pandas_numbers_them(low):
-    from nsysdoc.trace.frames import assign_streams
+    from nsysdoc.trace.tables import assign_streams
 
     rng = np.random.default_rng(-low % 97)
     cols = ("proc", "device", "context_id", "stream_id")

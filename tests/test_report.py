@@ -774,7 +774,7 @@ def test_large_step_stays_small(build):
 def test_with_the_rules_engine(tmp_path):
     """End to end with the built-in rules: whatever fires is ranked, shown, and named by the verdict."""
     rules = pytest.importorskip("nsysdoc.rules")
-    from nsysdoc.rules.engine import default_ruleset
+    from nsysdoc.rules.evaluate import default_ruleset
 
     a = _analysis(sample_training().write(tmp_path / "s.sqlite"))
     rules.apply_rules(a.to_dict(), default_ruleset(use_config=False))

@@ -10,7 +10,7 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.kineto import hip_name
 from nsysdoc.testing.scenarios import SCENARIOS, launch_bound_small_kernels
 from nsysdoc.trace import schema as S
-from nsysdoc.trace.frames import api_kind_codes
+from nsysdoc.trace.tables import api_kind_codes
 from nsysdoc.trace.model import StringTable
 
 from .conftest import diagnose_path

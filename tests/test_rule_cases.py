@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from nsysdoc.rules import load_rules
-from nsysdoc.rules.cases import find_case_files, load_cases, run_case
-from nsysdoc.rules.engine import builtin_rules_dir
+from nsysdoc.testing.rule_cases import find_case_files, load_cases, run_case
+from nsysdoc.rules.evaluate import builtin_rules_dir
 
 RULES = load_rules()
 CASES = [c for f in find_case_files(builtin_rules_dir()) for c in load_cases(f)]

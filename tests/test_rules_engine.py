@@ -10,7 +10,7 @@ import pytest
 from nsysdoc.errors import RuleError
 from nsysdoc.rules import apply_rules, load_config, load_rules
 from nsysdoc.rules.docs import explain
-from nsysdoc.rules.engine import builtin_rules_dir
+from nsysdoc.rules.evaluate import builtin_rules_dir
 from nsysdoc.rules.expr import ExprError, compile_expr
 
 from .conftest import analyze_path, run_cli

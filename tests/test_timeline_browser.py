@@ -59,7 +59,7 @@ def _page(tmp_path) -> Path:
     from nsysdoc.analysis import analyze
     from nsysdoc.views import render_html
     from nsysdoc.rules import apply_rules
-    from nsysdoc.rules.engine import default_ruleset
+    from nsysdoc.rules.evaluate import default_ruleset
     from nsysdoc.testing.scenarios import sample_training
     from nsysdoc.trace import load_trace
 

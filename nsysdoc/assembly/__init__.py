@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..metrics import host as host_m
 from ..metrics.copies import copy_table_from
 from ..engine.run import nvtx_summary

@@ -2,23 +2,14 @@
 host rows. The only module of the engine that knows the store's table and column names."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from ..trace import schema as S
+from ..trace.rows import env_rows  # noqa: F401 - re-exported (the readers size blocks with it too)
 
-
-def env_rows(name: str, default: int) -> int:
-    """A row count from environment variable ``name`` (at least 1), else ``default`` (unset or
-    not an integer)."""
-    raw = os.environ.get(name, "")
-    try:
-        return max(1, int(raw)) if raw.strip() else default
-    except ValueError:
-        return default
 
 #: The GPU tables, in the order their rows make up the operation list (kernels, copies, memsets).
 GPU_KINDS = ((KIND_KERNEL, "kernels"), (KIND_MEMCPY, "memcpy"), (KIND_MEMSET, "memset"))

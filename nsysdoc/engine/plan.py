@@ -22,15 +22,12 @@ from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
+from ..trace.rows import SLICE_ROWS, env_rows, slice_rows  # the readers size their blocks by a slice
 from .attribute import build as build_attributor
 from .attribute_sliced import Collector, use_sliced
-from .data import GPU_KINDS, NEG, POS, env_rows
+from .data import GPU_KINDS, NEG, POS
 from .infer import infer_steps
 
-#: Rows (GPU operations, CUDA API calls and OS runtime calls) per slice: bounds a slice's memory
-#: (about 0.2-0.3 KB per row while it runs). ``NSYSDOC_SLICE_ROWS`` overrides it (tests use a
-#: few rows to check that slicing never changes a number).
-SLICE_ROWS = 1_000_000
 #: Slices a capture is cut into at least, and their smallest size (rows), unless
 #: ``NSYSDOC_SLICE_ROWS`` is set: with 4 slices of 1 M rows (a 2 M-kernel capture) the first
 #: slice's reading is not overlapped and the second core waits on the last; 8 of 0.5 M measured
@@ -39,10 +36,6 @@ SLICES_MIN = 8
 MIN_SLICE_ROWS = 250_000
 #: Bins of the start-time histogram the slice boundaries are cut from.
 HIST_BINS = 1 << 15
-
-
-def slice_rows() -> int:
-    return env_rows("NSYSDOC_SLICE_ROWS", SLICE_ROWS)
 
 
 @dataclass

@@ -365,8 +365,12 @@ def trace_thread_index(keys: np.ndarray, gtid: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # phase A: the slice's operations, unions, gaps and host activity
 # ---------------------------------------------------------------------------------------------
-@dataclass
+@dataclass(kw_only=True)
 class SliceState:
+    """What phase A (:func:`phase_a`) found in one slice; phase B (:func:`next_carry`,
+    :func:`global_totals`, :func:`window_totals`) reads it. Built by keyword only: twelve fields
+    of which eight may be None were too easy to pass in the wrong order."""
+
     c0: int
     c1: int
     last: bool
@@ -529,6 +533,17 @@ def prepare(ctx: Context, c0: int, c1: int) -> Prepared:
 
 
 def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prepared | None = None) -> SliceState:
+    """Phase A of the slice ``[c0, c1)`` (``last``: the capture's last slice): what it holds.
+
+    The GPU operations that start in it (``prep``, read ahead by :func:`prepare`, or read now)
+    and those still running from earlier slices (``carry.ops``); the devices' busy unions; the
+    idle gaps that end in it (a gap still open at ``c1`` is the next slice's, unless this is the
+    last one), classified with the host rows (CUDA API and OS calls) around their whole extent.
+    Nothing is added to a total here: phase B does that (:func:`next_carry`, what the next slice
+    needs; :func:`global_totals` and :func:`window_totals`, the slice's share of every total).
+    A context without GPU activity (``ctx.active`` false) gives the operations only. A slice can
+    be run again from its saved carry (timeline windows, the event tables, Perfetto): the same
+    state each time."""
     if prep is None or (prep.c0, prep.c1) != (c0, c1):
         prep = prepare(ctx, c0, c1)
     ops = prep.ops
@@ -539,7 +554,8 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     if prep.where_ops is not None:
         cache["where_ops"] = prep.where_ops
     if not ctx.active:
-        return SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None, attr_cache=cache)
+        return SliceState(c0=c0, c1=c1, last=last, ops=ops, carried=carried, act=None, gaps=None, host=None, rt=None,
+                          blocking=None, osrt=None, lo_dev=None, attr_cache=cache)
     ndev = ctx.ndev
     # a device's gaps start where it last went idle, or at the slice start when it is busy there;
     # never before the span's start (``last_end`` starts there)
@@ -554,10 +570,16 @@ def phase_a(ctx: Context, c0: int, c1: int, carry: Carry, last: bool, prep: Prep
     h_lo, h_hi = host_range(c0, c1, int(gs.min()) if len(gs) else lo_min)
     rt, blocking, os_, host, r_lo = _host(ctx, h_lo, h_hi)
     gaps = gpu_m.classify_found_gaps(ops, host, gk, gs, ge, lo_min, prev_launcher=carry.launcher)
-    return SliceState(c0, c1, last, ops, carried, act, gaps, host, rt, blocking, os_, lo_dev, r_lo, attr_cache=cache)
+    return SliceState(c0=c0, c1=c1, last=last, ops=ops, carried=carried, act=act, gaps=gaps, host=host, rt=rt,
+                      blocking=blocking, osrt=os_, lo_dev=lo_dev, rt_lo=r_lo, attr_cache=cache)
 
 
+# ---------------------------------------------------------------------------------------------
+# phase B: what the slice hands on, and its share of every total
+# ---------------------------------------------------------------------------------------------
 def next_carry(ctx: Context, st: SliceState, carry: Carry) -> Carry:
+    """What the next slice needs from this one (phase B): per device the time its GPU last went
+    idle, the last launching thread, and the operations still running at ``c1``."""
     ops = st.ops
     out = Carry(last_end=carry.last_end.copy(), pending=list(carry.pending), merged_end=carry.merged_end,
                 merged_busy=carry.merged_busy)

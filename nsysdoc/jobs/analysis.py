@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..rules.policy import WARNING_PCT, by_impact
 from .align import aligned, clock_offsets, match_collectives, nearest
@@ -40,7 +40,7 @@ STRAGGLER_WAIT_PCT = WARNING_PCT
 MIN_COLLECTIVES = 3
 #: session starts (on the aligned wall clock) farther apart than this are not one job's captures
 MAX_SESSION_SPREAD_S = 3600.0
-SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+from ..severity import SEVERITY_RANK  # noqa: E402
 COMM_RULES = ("nccl-exposed",)
 #: how a straggler's cause reads in a sentence ("it is late because of ...")
 CAUSE_PHRASES = {

@@ -24,7 +24,7 @@ MAX_INT = (1 << 63) - 1
 MAX_RECORDS = 100_000
 #: the longest text field kept (an error line, a finding's title, a verdict sentence)
 MAX_TEXT = 20_000
-SEVERITIES = ("info", "warning", "critical")
+from ..severity import SEVERITIES  # noqa: E402
 HINT = ("--dask trusts the cluster and checks what it sends back (docs/job.md): install this nsysdoc "
         "version on every worker, and use only a cluster you trust")
 

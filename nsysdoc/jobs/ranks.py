@@ -28,12 +28,7 @@ PATTERNS = (
 )
 
 
-def _stem(path: str) -> str:
-    name = Path(path).name
-    for suffix in (".nsys-rep", ".qdrep", ".sqlite", ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json"):
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return Path(name).stem
+from ..formats import capture_stem as _stem  # noqa: E402
 
 
 def rank_report_path(folder, path: str) -> Path:

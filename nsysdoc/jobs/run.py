@@ -208,9 +208,9 @@ class _Worker:
 def _bootstrap() -> str:
     """The worker's ``-c`` program: import nsysdoc from where this process imported it (an
     editable install, a source tree on PYTHONPATH, a wheel), never from the current folder."""
-    import nsysdoc
-
-    home = os.path.dirname(os.path.dirname(os.path.abspath(nsysdoc.__file__)))
+    # nsysdoc/jobs/run.py -> the folder holding nsysdoc/ (not ``import nsysdoc``: the package face
+    # imports the API, which imports this module)
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return ("import os, sys\n"
             f"home = {home!r}\n"
             "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"

@@ -88,15 +88,8 @@ def is_op_like(text: str) -> bool:
     return bool(_OP_LIKE.search(text))
 
 
-# Python frames, as Kineto names them: "torch/nn/modules/module.py(1743): _call_impl",
-# "train.py(184): <module>", "<built-in method conv2d of type object at 0x...>", "nn.Module: Linear_0"
-_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\):\s*(?P<func>.*)$")
-_LIBRARY_PARTS = ("site-packages/", "dist-packages/", "/lib/python", "/usr/lib/", "<frozen", "<string>",
-                  "importlib/", "/python3.", "\\lib\\", "threading.py", "runpy.py", "contextlib.py", "functools.py")
-_LIBRARY_PREFIXES = ("torch/", "torch\\", "<built-in", "<method", "<frozen", "nn.Module:", "numpy/", "apex/",
-                     "triton/", "transformers/", "accelerate/", "deepspeed/", "torchvision/", "lightning/",
-                     "pytorch_lightning/", "fairscale/", "megatron/core/", "typing.py", "abc.py", "enum.py",
-                     "logging/", "asyncio/", "concurrent/", "multiprocessing/", "selectors.py", "queue.py")
+# the user's-frame rule is the Kineto reader's too: it lives in trace/
+from ..trace.python_frames import _FRAME, is_user_frame  # noqa: E402,F401 - re-exported
 
 
 def frame_label(name: str) -> str | None:
@@ -106,18 +99,6 @@ def frame_label(name: str) -> str | None:
     if not m:
         return None
     return f"{m.group('file')}:{m.group('line')} in {m.group('func').strip()}"
-
-
-def is_user_frame(name: str) -> bool:
-    """A Python frame of the user's code: a file-and-line frame outside torch, other libraries the
-    profiler reports relative to site-packages, and the standard library."""
-    n = name.strip()
-    if not _FRAME.match(n):
-        return False
-    f = n.replace("\\", "/")
-    if f.startswith(_LIBRARY_PREFIXES):
-        return False
-    return not any(p in f for p in _LIBRARY_PARTS)
 
 
 _PYPROF_OP = re.compile(r"^\{'mod': '([^']*)', 'op': '([^']*)'")

@@ -20,23 +20,15 @@ import numpy as np
 
 from . import intervals as iv
 from .ops import KIND_KERNEL, GpuOps
+# set-up launch calls are found while loading: the threshold lives with the launch APIs in trace/
+from ..trace.schema import SETUP_LAUNCH_MIN_NS  # noqa: F401 - re-exported
 
-# idle classes (order = reporting order)
-CAUSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+# idle causes (order = reporting order): the vocabulary lives in nsysdoc/idle_causes.py
+from ..idle_causes import IDLE_CAUSE_LABELS as CAUSE_LABELS  # noqa: E402,F401 - re-exported
+from ..idle_causes import IDLE_CAUSES as CAUSES  # noqa: E402
+
 (CAUSE_SYNC, CAUSE_INPUT, CAUSE_ALLOC, CAUSE_SETUP, CAUSE_LAUNCH, CAUSE_API, CAUSE_HOST, CAUSE_DEP, CAUSE_TAIL,
  CAUSE_UNATTR) = range(len(CAUSES))
-CAUSE_LABELS = {
-    "sync": "host blocked in a sync",
-    "input": "host waiting for input",
-    "alloc": "memory allocation/free",
-    "setup": "one-time setup (module load, JIT, compile)",
-    "launch": "launch and dispatch overhead",
-    "api": "other CUDA API calls (and launch calls of 1 ms or more)",
-    "host": "host CPU work (no CUDA call)",
-    "dependency": "GPU-side dependency",
-    "tail": "after the last GPU operation",
-    "unattributed": "no launching call or launching thread known",
-}
 
 #: A blocking sync call counts for a gap when it covers the instant the GPU ran dry, ± this much.
 SYNC_TOLERANCE_NS = 10_000
@@ -53,12 +45,6 @@ DISPATCH_MAX_NS = 1_000_000
 #: longer stretch is a host phase (MPI, CPU code, logging) that would keep the GPU idle even
 #: without the sync: host work.
 SYNC_REFILL_MAX_NS = DISPATCH_MAX_NS
-#: A kernel or graph launch call at least this long that is the first launch of one of its kernels
-#: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
-#: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
-#: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
-#: (found while loading: ``nsysdoc.trace.frames.FirstLaunches``).
-SETUP_LAUNCH_MIN_NS = 1_000_000
 
 # Painting levels of the host timeline: where several activities overlap, the smallest level wins.
 # LV_DRIVER: a launch call of SETUP_LAUNCH_MIN_NS or more that is not a first launch: the driver

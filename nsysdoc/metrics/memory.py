@@ -2,7 +2,7 @@
 
 Definitions (``docs/glossary.md``, "Memory"):
 
-* The **events** are the trace's memory table (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`
+* The **events** are the trace's memory table (:data:`nsysdoc.trace.tables.FRAME_COLUMNS`
   ``memory``) rows on a GPU (``device_type`` 1): PyTorch's ``[memory]`` events
   (``profile_memory=True``: each block the caching allocator hands out or takes back, with the
   device's running ``Total Allocated``/``Total Reserved`` since PyTorch 1.10) or nsys's

@@ -11,7 +11,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from ..errors import NsysFailedError, UsageError
-from ..inputs import REP_SUFFIX
+from ..formats import REP_SUFFIX
 from .locate import OLD_REP_SUFFIX, _looks_like_profile_help, version_str
 
 

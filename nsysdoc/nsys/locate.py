@@ -32,9 +32,7 @@ INSTALL_HINT = (
 STDERR_TAIL_LINES = 15
 _STDERR_KEEP_BYTES = 256 * 1024  # what run_capture keeps of nsys stderr for diagnosis
 
-#: nsys before 2021.4 wrote ``.qdrep`` (the 2020.x guides say ".qdrep", the 2021.4 guide says
-#: ".nsys-rep": https://docs.nvidia.com/nsight-systems/2021.4/UserGuide). Accepted as input.
-OLD_REP_SUFFIX = ".qdrep"
+from ..formats import OLD_REP_SUFFIX  # noqa: E402,F401 - nsys before 2021.4 wrote .qdrep
 MARKER_SUFFIX = EXPORT_MARKER_SUFFIX  # ownership sidecar: run.sqlite.nsysdoc
 
 #: A function that runs a short, non-interactive command (``nsys --version``, ``nsys export``)

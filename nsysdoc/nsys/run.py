@@ -17,7 +17,7 @@ from ..errors import InputError, NsysFailedError, NsysNotFoundError, UsageError
 from .argv import CaptureOptions, build_profile_argv, check_flag_support, output_base, where_switches_missing
 from .argv import memory_switch_missing
 from .export import _tail_lines, ensure_sqlite, explain_capture_failure, sqlite_tables
-from ..inputs import REP_SUFFIX
+from ..formats import REP_SUFFIX
 from .locate import (INSTALL_HINT, OLD_REP_SUFFIX, _STDERR_KEEP_BYTES, Runner, _default_runner,
                      nsys_profile_switches, nsys_version)
 

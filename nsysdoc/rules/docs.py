@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .engine import RuleSet
+from ..severity import WORST_FIRST
+from .evaluate import RuleSet
 from .spec import Rule
 
 
 def _severity_text(rule: Rule) -> str:
     if isinstance(rule.severity, str):
         return f"`{rule.severity}`"
-    return ", ".join(f"`{lvl}` when `{rule.severity[lvl].source}`" for lvl in ("critical", "warning", "info")
+    return ", ".join(f"`{lvl}` when `{rule.severity[lvl].source}`" for lvl in WORST_FIRST
                      if lvl in rule.severity)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 CRITICAL_PCT = 15.0
 WARNING_PCT = 3.0
-SEVERITIES = ("info", "warning", "critical")
+from ..severity import SEVERITIES  # noqa: E402
 #: Window length from which host-side rules keep their severity on a capture with little GPU work.
 HOST_JUDGE_MIN_WINDOW_MS = 500.0
 

@@ -20,9 +20,9 @@ from ..metrics.attribution import SELECTORS as WHERE_SELECTORS
 from .expr import Expr, ExprError, compile_expr
 from .text import check_spec
 from .text import fields as text_fields
-from .values import IDLE_CLASSES, STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
+from .values import IDLE_CAUSES, STRING_VALUES, TABLE_COLUMNS, TIME_RANGE_KINDS, VALUE_NAMES
 
-SEVERITIES = ("info", "warning", "critical")
+from ..severity import SEVERITIES  # noqa: E402
 CATEGORIES = ("gpu-utilization", "launch-overhead", "synchronization", "memory-transfer", "input-pipeline",
               "communication", "kernel-efficiency", "capture")
 REQUIREMENTS = ("kernels", "gpu_activity", "cuda_api", "nvtx", "osrt", "steps", "gpu_metrics", "memcpy", "sm_count",
@@ -373,11 +373,11 @@ def _time_ranges_problem(value: str, evidence) -> str | None:
     cannot work, or None: only ``gaps`` takes an argument, an idle class (``gaps:sync``), and
     ``evidence`` needs an evidence table."""
     kind, sep, arg = value.partition(":")
-    if kind == "gaps" and sep and arg not in IDLE_CLASSES:
+    if kind == "gaps" and sep and arg not in IDLE_CAUSES:
         import difflib
 
-        close = difflib.get_close_matches(arg, IDLE_CLASSES, n=1)
-        return (f"unknown idle class {_short(arg)} in {_short(value)}; gaps takes one of {', '.join(IDLE_CLASSES)}"
+        close = difflib.get_close_matches(arg, IDLE_CAUSES, n=1)
+        return (f"unknown idle class {_short(arg)} in {_short(value)}; gaps takes one of {', '.join(IDLE_CAUSES)}"
                 + (f"; did you mean 'gaps:{close[0]}'?" if close else ""))
     if kind != "gaps" and sep:
         return f"{kind} takes no ':{_short(arg)[1:-1]}' (only gaps does: gaps:sync, gaps:input ...)"

@@ -5,8 +5,7 @@ in ``docs/glossary.md`` under "Rule values"). Tables are rows of the JSON result
 """
 from __future__ import annotations
 
-#: idle classes of ``nsysdoc.metrics.gpu.CAUSES`` (repeated here so that rule loading does not import numpy)
-IDLE_CLASSES = ("sync", "input", "alloc", "setup", "launch", "api", "host", "dependency", "tail", "unattributed")
+from ..idle_causes import IDLE_CAUSES
 
 #: every name in ``metrics.values``
 VALUE_NAMES: tuple[str, ...] = (
@@ -17,7 +16,7 @@ VALUE_NAMES: tuple[str, ...] = (
     "diagnostic_warning_count", "diagnostic_error_count", "lost_event_notes", "cuda_trace_notes",
     "launch_call_count", "module_load_count", "busy_ms", "compute_ms", "compute_pct", "copy_only_ms", "copy_only_pct",
     "copy_only_ms_per_step",
-    *(f"idle_{c}_{u}" for c in IDLE_CLASSES for u in ("ms", "pct", "ms_per_step")),
+    *(f"idle_{c}_{u}" for c in IDLE_CAUSES for u in ("ms", "pct", "ms_per_step")),
     "idle_pct", "dependency_waited_on", "dependency_launched_ms_before", "alloc_steps_pct", "launch_gap_count", "launch_gap_us_mean", "launch_gap_us_median", "launch_gap_to_kernel_ratio",
     "host_gap_count", "host_gap_ms_max", "host_gap_ms_median", "idle_before_first_op_ms_median",
     "step_start_idle_pct_median", "host_sync_ms_per_step_median", "scalar_reads_per_step_median",
@@ -58,7 +57,7 @@ VALUE_NAMES: tuple[str, ...] = (
     # added by the engine
     "ncu_command", "capture_problems", "capture_problem_count", "fp32_advice", "fp32_fix",
     "warmup_note", "capture_fix", "launch_ratio_note", "pageable_cost_note",
-    # wording by the tool that made the capture (nsysdoc.rules.engine.TOOL_WORDING)
+    # wording by the tool that made the capture (nsysdoc.rules.evaluate.TOOL_WORDING)
     "trace_viewer", "trace_timeline", "capture_check",
     "stack_switch", "copy_rows", "kernel_summary_cmd", "pageable_check", "cpu_sampling_capture", "host_ranges", "steady_capture",
 )
@@ -99,7 +98,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "steps": ["step", "index", "name", "pid", "tid", "start_ns", "end_ns", "step_time_ms", "duration_ms", "device",
               "kernel_count", "time_busy_pct", "idle_before_first_op_ms", "host_sync_ms", "scalar_reads",
               "sm_active_pct", "sm_issue_pct", "tensor_active_pct", "dram_read_pct",
-              *(f"idle_{c}_ms" for c in IDLE_CLASSES), "exposed_comm_ms", "compute_ms", "copy_ms"],
+              *(f"idle_{c}_ms" for c in IDLE_CAUSES), "exposed_comm_ms", "compute_ms", "copy_ms"],
     "devices": ["label", "name", "compute_capability", "busy_pct", "compute_pct", "comm_pct", "exposed_comm_pct",
                 "copy_only_pct", "idle_pct", "busy_ms", "compute_ms", "copy_only_ms", "comm_ms", "exposed_comm_ms",
                 "kernel_count", "copy_count", "gap_count"],
@@ -115,7 +114,7 @@ TABLE_COLUMNS: dict[str, list[str]] = {
     "alloc_calls": ["api", "count", "total_ms", "max_ms"],
     "setup_events": ["name", "kind", "count", "total_ms", "max_ms"],
     "gaps": ["device", "start_ns", "end_ns", "duration_ms", "cause", "pid", "tid",
-             *(f"{c}_ms" for c in IDLE_CLASSES)],
+             *(f"{c}_ms" for c in IDLE_CAUSES)],
     "dependency_waits": ["device", "start_ns", "end_ns", "duration_ms", "dependency_ms", "stream", "waiting_op",
                          "op_start_ns", "launch_api", "launched_ms_before", "pid", "tid", "producer",
                          "producer_device", "producer_stream", "producer_end_ns", "host_call", "host_call_us_before"],

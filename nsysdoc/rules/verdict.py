@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..fmt import fmt_ms, fmt_pct, is_num
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+from ..severity import SEVERITY_RANK  # noqa: E402
 
 IDLE_LABELS = {
     "sync": "the host blocked in syncs",

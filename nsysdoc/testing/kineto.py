@@ -42,7 +42,7 @@ from typing import IO
 import numpy as np
 
 from ..trace import schema as S
-from ..trace.frames import api_kind_codes
+from ..trace.tables import api_kind_codes
 from ..trace.model import StringTable
 
 FORMS = ("new", "old")

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import cache as cache_m
 from .columns import Columns
-from .frames import FRAME_COLUMNS, SMALL_FRAMES, TABLE_DTYPES, stream_luts
+from .tables import FRAME_COLUMNS, SMALL_FRAMES, TABLE_DTYPES, stream_luts
 from .model import EVENT_FRAMES, StringTable
 from .store import STR, Store
 

@@ -1,7 +1,7 @@
 """Read a PyTorch Profiler (Kineto) Chrome-trace JSON into a :class:`~nsysdoc.trace.model.Trace`.
 
 The only module that knows the Kineto trace format (``docs/kineto.md``). It produces exactly the
-frames and columns the SQLite reader produces (:data:`nsysdoc.trace.frames.FRAME_COLUMNS`), so every
+frames and columns the SQLite reader produces (:data:`nsysdoc.trace.tables.FRAME_COLUMNS`), so every
 metric, rule and report above it is the same for both inputs.
 
 How:
@@ -21,7 +21,7 @@ How:
   (``"5203460419.456"``) since PyTorch 2.0 and as integers before. Floats are read as their text
   and converted to integer nanoseconds exactly (no binary float in between), so nothing drifts
   and ordering is kept; other decimal forms are rounded half-even to the nanosecond.
-* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.frames.validate`): rows no
+* **Validation.** The SQLite reader's row checks (:func:`nsysdoc.trace.tables.validate`): rows no
   capture can hold are dropped and counted in ``dropped_rows``.
 * **What Kineto never records** (OS runtime calls, GPU metrics; synchronization records unless the
   trace has ``cuda_sync`` events) is ``traced[...] = False`` and listed in ``Trace.not_recorded``,
@@ -52,8 +52,9 @@ import numpy as np
 
 from .. import cache as cache_m
 from ..errors import CorruptFileError, EmptyCaptureError, InputError
+from ..formats import GZIP_MAGIC, SNIFF_CHARS  # noqa: F401 - SNIFF_CHARS re-exported
 from ..inputs import regular_file
-from . import frames as F
+from . import tables as F
 from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import Groups, text_facts
@@ -66,10 +67,8 @@ from .model import StringTable, Trace
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
 KINETO_FORMAT = 7  # 6: [memory] events; 7: record_shapes ("Input Dims") kept in op texts (issue 47)
-GZIP_MAGIC = b"\x1f\x8b"
-#: Characters read per refill of the stream, and the most :func:`is_kineto_trace` looks at.
+#: Characters read per refill of the stream.
 CHUNK_CHARS = 1 << 20
-SNIFF_CHARS = 4 << 20
 #: The largest single JSON value (one event, or one metadata value) accepted.
 MAX_VALUE_CHARS = 256 << 20
 
@@ -151,87 +150,8 @@ class EmptyTraceError(EmptyCaptureError):
 # --------------------------------------------------------------------------------------------
 # detection
 # --------------------------------------------------------------------------------------------
-def _is_regular(path) -> bool:
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def _head(path, n: int = 4096) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(n)
-    except OSError:
-        return b""
-
-
-def _json_start(head: bytes) -> bool:
-    text = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
-    return text[:1] in (b"{", b"[")
-
-
-def routes_here(path) -> bool:
-    """Whether :func:`nsysdoc.trace.load_trace` should hand ``path`` to this loader: a regular file
-    that is gzip-compressed, starts with a JSON object or array, or is named ``*.json``/``*.json.gz``
-    (so that a damaged one gets this loader's refusal, not "not SQLite"). Never true for SQLite,
-    for missing or non-regular paths (the nsys path's checks refuse those), and never opens a FIFO."""
-    if not _is_regular(path):
-        return False
-    head = _head(path)
-    if head.startswith(b"SQLite format 3\x00"):
-        return False
-    if head.startswith(GZIP_MAGIC) or _json_start(head):
-        return True
-    name = Path(path).name.lower()
-    return name.endswith((".json", ".json.gz"))
-
-
-def is_kineto_trace(path) -> bool:
-    """True when ``path`` is (gzip-compressed) JSON whose top-level object has ``traceEvents``.
-    Looks at the first :data:`SNIFF_CHARS` characters only (Kineto writes its few metadata keys
-    first); never loads the file, never raises."""
-    if not _is_regular(path):
-        return False
-    head = _head(path, 4)
-    try:
-        if head.startswith(GZIP_MAGIC):
-            with gzip.open(path, "rb") as gz:
-                raw = gz.read(SNIFF_CHARS)
-        else:
-            with open(path, "rb") as fh:
-                raw = fh.read(SNIFF_CHARS)
-    except (OSError, EOFError, zlib.error):
-        return False
-    text = raw.decode("utf-8", "ignore").removeprefix("\ufeff")
-    try:
-        return _top_keys_have_events(text)
-    except (JSONDecodeError, ValueError, IndexError, RecursionError):
-        return False
-
-
-def _top_keys_have_events(text: str) -> bool:
-    dec = json.JSONDecoder(parse_float=str)
-    pos = _WS.match(text, 0).end()
-    if text[pos:pos + 1] != "{":
-        return False
-    pos += 1
-    while True:
-        pos = _WS.match(text, pos).end()
-        if text[pos:pos + 1] != '"':
-            return False
-        key, pos = json.decoder.scanstring(text, pos + 1)
-        m = _COLON.match(text, pos)
-        if m is None:
-            return False
-        pos = m.end()
-        if key == "traceEvents":
-            return text[pos:pos + 1] == "["
-        _, pos = dec.raw_decode(text, pos)
-        m = _AFTER_KEY.match(text, pos)
-        if m is None or m.group(1) == "}":
-            return False
-        pos = m.end()
+# what a file holds is decided in nsysdoc/formats.py (the one resolver); re-exported here
+from ..formats import _head, _is_regular, is_kineto_trace, routes_here  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,7 +374,7 @@ _MAX_STACK = 64
 
 def _user_frame(stack: str) -> str | None:
     """The innermost frame of the user's code in a ``Call stack`` argument (innermost first)."""
-    from ..metrics.attribution import is_user_frame
+    from .python_frames import is_user_frame
 
     for fr in stack.split(";", _MAX_STACK)[:_MAX_STACK]:
         fr = fr.strip()
@@ -2044,7 +1964,7 @@ def _sorted_by_start(d: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
-    """Every frame of :data:`nsysdoc.trace.frames.FRAME_COLUMNS`, plus the trace's metadata."""
+    """Every frame of :data:`nsysdoc.trace.tables.FRAME_COLUMNS`, plus the trace's metadata."""
     names = list(acc.names)
     n_names = len(names)
     # ---- time base -------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 * :mod:`nsysdoc.trace.sqlite_reader`: an Nsight Systems SQLite export (``nsys export --type sqlite``);
 * :mod:`nsysdoc.trace.kineto`: a PyTorch Profiler (Kineto) Chrome-trace JSON, plain or gzipped.
 
-Both build the same tables (:mod:`nsysdoc.trace.frames`) and cache them the same way
+Both build the same tables (:mod:`nsysdoc.trace.tables`) and cache them the same way
 (:mod:`nsysdoc.trace.cache_entry`); neither imports the other. This module only picks one and
 carries on without the cache when writing it fails.
 """
@@ -15,23 +15,13 @@ from pathlib import Path
 
 from .. import cache as cache_m
 from ..errors import OutputError
+from ..formats import is_sqlite, routes_here
 from . import sqlite_reader
-from .frames import ProgressFn
+from .tables import ProgressFn
 from .model import Trace
 from .store import SpillError
 
 
-def _is_sqlite(path) -> bool:
-    """A regular file that starts with SQLite's header (never opens a FIFO or a device)."""
-    import stat
-
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except (OSError, ValueError):
-        return False
 
 
 def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -45,12 +35,11 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     problem is recorded (:func:`nsysdoc.cache.note_problem`). Only when even the temporary files
     of a cache-less load cannot be written is it an error (OutputError, one line)."""
     def once(use_cache: bool) -> Trace:
-        # an SQLite file never goes to the Kineto reader: no need to import it (msgspec and all)
-        if not _is_sqlite(path):
+        # what the file holds: nsysdoc.formats (an SQLite file never imports the Kineto reader)
+        if not is_sqlite(path) and routes_here(path):
             from . import kineto
 
-            if kineto.routes_here(path):
-                return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
+            return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
         return sqlite_reader.load_export(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
 
     try:

@@ -23,113 +23,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .columns import Columns
+from .strings import IdMap, StringTable  # noqa: F401 - re-exported: the readers import them from here
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-class StringTable:
-    """``StringIds`` as arrays; lookups are vectorised."""
-
-    def __init__(self, ids: np.ndarray, values: np.ndarray) -> None:
-        order = np.argsort(ids, kind="stable")
-        self.ids = np.asarray(ids, dtype=np.int64)[order]
-        self.values = np.asarray(values, dtype=object)[order]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def lookup(self, ids) -> np.ndarray:
-        """Strings for ``ids`` (``""`` for unknown ids)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if len(self.ids) == 0:
-            return np.full(ids.shape, "", dtype=object)
-        pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
-        found = self.ids[pos] == ids
-        out = self.values[pos].copy()
-        out[~found] = ""
-        return out
-
-    def get(self, i: int) -> str:
-        """The string of one id (``""`` for an unknown id): a direct index when the ids are
-        0..n-1, else one binary search (a report asks it once per row it shows; ``lookup`` on a
-        one-element array cost 25 us a call)."""
-        n = len(self.ids)
-        if not n:
-            return ""
-        i = int(i)
-        dense = self.__dict__.get("_dense")
-        if dense is None:
-            dense = self._dense = bool(self.ids[0] == 0 and (np.diff(self.ids) == 1).all())
-        if dense:
-            return str(self.values[i]) if 0 <= i < n else ""
-        p = int(np.searchsorted(self.ids, i)) if -(1 << 63) <= i < (1 << 63) else n
-        return str(self.values[p]) if p < n and int(self.ids[p]) == i else ""
-
-    def flags(self, predicate) -> "IdMap":
-        """A vectorised boolean test over string ids, computed once per distinct string, and only
-        for the strings asked about (a PyTorch trace's table holds a string per operator call,
-        ``aten::mm, seq = 12``, that no kernel-name test is ever asked about)."""
-        return IdMap(self.ids, np.zeros(len(self.ids), dtype=bool), False,
-                     fn=lambda v: bool(predicate(v)), strings=self.values)
-
-    def codes(self, fn) -> "IdMap":
-        """A vectorised small-integer code per string id (``fn(value) -> int``), 0 for unknown ids;
-        computed once per distinct string asked about."""
-        return IdMap(self.ids, np.zeros(len(self.ids), dtype=np.int16), 0, fn=lambda v: int(fn(v)), strings=self.values)
-
-
-class IdMap:
-    """Maps string ids to precomputed values; direct indexing when ids are dense (the usual case)."""
-
-    def __init__(self, ids: np.ndarray, values: np.ndarray, missing, fn=None, strings=None) -> None:
-        self.ids = ids
-        self.values = values
-        self.missing = missing
-        self.dense = len(ids) > 0 and ids[0] == 0 and ids[-1] == len(ids) - 1
-        # lazy: ``values[i] = fn(strings[i])``, filled on first lookup of each id
-        self._fn, self._strings = fn, strings
-        self._known = np.zeros(len(ids), dtype=bool) if fn is not None else None
-        self._all_known = fn is None
-
-    def _fill(self, ids: np.ndarray) -> None:
-        if self._all_known:
-            return
-        if self.dense:
-            pos = ids[(ids >= 0) & (ids < len(self.ids))]
-        else:
-            pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
-            pos = pos[self.ids[pos] == ids]
-        # the positions not known yet, without sorting every id asked (a slice asks millions)
-        todo = np.zeros(len(self.ids), dtype=bool)
-        todo[pos] = True
-        todo &= ~self._known
-        pos = np.flatnonzero(todo)
-        if len(pos):
-            fn, strings, values = self._fn, self._strings, self.values
-            for p in pos.tolist():
-                values[p] = fn(strings[p])
-            self._known[pos] = True
-            self._all_known = bool(self._known.all())
-
-    def __call__(self, ids) -> np.ndarray:
-        ids = np.asarray(ids)
-        if len(self.ids) == 0:
-            return np.full(ids.shape, self.missing, dtype=self.values.dtype)
-        if self._known is not None:
-            self._fill(ids.ravel().astype(np.int64, copy=False))
-        if self.dense:
-            ok = (ids >= 0) & (ids < len(self.ids))
-            out = self.values[np.where(ok, ids, 0)]
-            if not ok.all():
-                out[~ok] = self.missing
-            return out
-        pos = np.clip(np.searchsorted(self.ids, ids), 0, len(self.ids) - 1)
-        out = self.values[pos]
-        bad = self.ids[pos] != ids
-        if bad.any():
-            out[bad] = self.missing
-        return out
 
 
 #: ``Trace.source_tool`` values and their names for people.
@@ -143,7 +40,7 @@ EVENT_FRAMES = ("kernels", "memcpy", "memset", "runtime", "sync", "osrt", "nvtx"
 
 def empty_memory_frame(name: str) -> Columns:
     """An empty ``memory`` or ``device_memory`` table (issue 47)."""
-    from .frames import FRAME_COLUMNS
+    from .tables import FRAME_COLUMNS
 
     return Columns({c: np.zeros(0, dtype=np.int64) for c in FRAME_COLUMNS[name]})
 
@@ -229,8 +126,6 @@ class Trace:
     def frame(self, name: str) -> pd.DataFrame:
         """The whole event table ``name`` as a DataFrame with the documented columns."""
         if name not in self._frames:
-            from .frames import whole_frame
-
             self._frames[name] = whole_frame(self, name)
         return self._frames[name]
 
@@ -241,3 +136,36 @@ class Trace:
     sync = property(lambda self: self.frame("sync"))
     osrt = property(lambda self: self.frame("osrt"))
     nvtx = property(lambda self: self.frame("nvtx"))
+
+
+def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
+    """Event table ``name`` of ``trace`` as one DataFrame (:data:`nsysdoc.trace.tables.FRAME_COLUMNS`)."""
+    from .tables import FRAME_COLUMNS, TABLE_DTYPES
+    from .store import to_text
+    from ..lazy_pandas import pandas as _pandas
+    pd = _pandas()
+
+    t = trace.store.get(name)
+    cols = FRAME_COLUMNS[name]
+    if name == "nvtx":
+        want = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"]
+        d = t.read_all(want) if t is not None else t
+        doms = trace.nvtx_domains
+        n = len(d["start_ns"]) if d is not None else 0
+        if n == 0:
+            return pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+                                 "event_type": np.zeros(0, np.int64), "global_tid": np.zeros(0, np.int64),
+                                 "text": np.zeros(0, dtype=object), "domain": np.zeros(0, dtype=object),
+                                 "thread": np.zeros(0, np.int32)})
+        return pd.DataFrame({
+            "start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
+            "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"].astype(np.int64),
+            "text": to_text(d["text"]), "domain": doms[d["domain"]], "thread": d["thread"].astype(np.int32)})
+    if t is None:
+        dt = TABLE_DTYPES[name]
+        return pd.DataFrame({c: np.zeros(0, dtype=dt.get(c, "int64")) for c in cols})
+    d = t.read_all(list(cols) + (["pos"] if t.bucketed else []))
+    if t.bucketed:  # blocks hold start-time buckets: back to table order
+        order = np.argsort(d["pos"], kind="stable")
+        d = {c: d[c][order] for c in cols}
+    return pd.DataFrame({c: d[c] for c in cols}, copy=False)

@@ -28,7 +28,7 @@ from ..errors import CorruptFileError, InputError, NotNsysExportError, NotSqlite
 from ..inputs import regular_file
 from . import schema as S
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+from ..formats import SQLITE_MAGIC  # noqa: E402
 
 #: Seconds a probe of the export's layout may take (``sqlite_master``, column lists, rowid
 #: bounds, a table's first rows): an nsys export answers each at once, so a file that takes longer

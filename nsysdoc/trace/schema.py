@@ -306,8 +306,14 @@ SETUP_APIS = re.compile(
 #: never part of a training loop's steady state, so a run of them is one library's set-up.
 LIB_INIT_APIS = re.compile(r"^(cuInit|cuGetProcAddress\w*|cudaGetDriverEntryPoint\w*|cuModuleGetLoadingMode|"
                            r"cuDriverGetVersion|hipInit|hipGetProcAddress)$")
+#: A kernel or graph launch call at least this long that is the first launch of one of its kernels
+#: in its process is set-up work (lazy module loading, JIT); ordinary launch calls take
+#: microseconds, and a later launch this long waits on a full launch queue (perhaps of another GPU
+#: the same thread feeds): launch time. A long launch whose kernels are unknown counts as set-up
+#: (found while loading: ``nsysdoc.trace.tables.FirstLaunches``).
+SETUP_LAUNCH_MIN_NS = 1_000_000
 #: Kernel and graph launches (a launch call this long while the GPU is idle is set-up work: see
-#: ``SETUP_LAUNCH_MIN_NS`` in nsysdoc.metrics.gpu).
+#: ``SETUP_LAUNCH_MIN_NS`` above).
 KERNEL_LAUNCH_APIS = re.compile(r"^(cudaLaunch\w*|cuLaunch\w*|cudaGraphLaunch\w*|cuGraphLaunch\w*|hipLaunch\w*|"
                                 r"hipExtLaunch\w*|hipModuleLaunch\w*|hipExtModuleLaunch\w*|hipHccModuleLaunch\w*|"
                                 r"hipGraphLaunch\w*)$")

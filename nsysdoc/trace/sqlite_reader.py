@@ -35,7 +35,7 @@ from . import schema as S
 from .cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from .nvtx_text import PYTHON_GROUPING_MAX, Groups, coded_facts, local_facts, text_facts
 from .columns import Columns, factorize
-from .frames import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
+from .tables import (BAD, DROP_REASONS, MAX_STRING_CHARS, SMALL_FRAMES, TABLE_CODED, TABLE_DTYPES, TIME_LIMIT_NS, UNKNOWN_NAME, Drops,
                      FirstLaunches, ProgressFn, api_kind_codes, cap, gpu_table, launch_arrays, median_anchor,
                      row_checks, stream_luts, threads_table, unique_ints, validate)
 from .model import StringTable, Trace
@@ -775,7 +775,7 @@ class _Ingest:
             valid = (d["event_class"] != 67) & (corr > 0)
             self.corr.add(proc[valid], corr[valid], pos[valid])
             dur = d["end_ns"] - d["start_ns"]
-            from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
+            from .schema import SETUP_LAUNCH_MIN_NS
 
             cand = (kind == S.API_LAUNCH) & (dur >= SETUP_LAUNCH_MIN_NS)
             if cand.any():
@@ -880,7 +880,7 @@ class _Ingest:
             lo, hi = int(first_starts.min()), int(first_starts.max())
         hi = max(hi, lo + (self.duration_ns or 0), int(first_starts.max()) + 1)
         # blocks need only be narrower than a slice: about four buckets per slice of the capture
-        from ..engine.plan import slice_rows
+        from .rows import slice_rows
 
         rows = sum(self.expected.values()) or 1
         buckets = int(np.clip(4 * rows // slice_rows(), 16, 4096))
@@ -1185,7 +1185,7 @@ def _mostly_distinct(col, sample: int = 4096) -> bool:
 
 def _utf8_as_is(dictionary):
     """Distinct text cells (Arrow binary) as an Arrow string array when every one is valid UTF-8
-    and within :data:`~nsysdoc.trace.frames.MAX_STRING_CHARS` bytes (what :func:`_text` would
+    and within :data:`~nsysdoc.trace.tables.MAX_STRING_CHARS` bytes (what :func:`_text` would
     leave unchanged), else None (then each is decoded in Python, with replacement characters)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -1202,7 +1202,7 @@ def _utf8_as_is(dictionary):
 
 def _text(v) -> str:
     """A string cell as text: bytes are decoded with replacement characters, NULL is "", and the
-    length is capped (:data:`~nsysdoc.trace.frames.MAX_STRING_CHARS`)."""
+    length is capped (:data:`~nsysdoc.trace.tables.MAX_STRING_CHARS`)."""
     if isinstance(v, str):
         return cap(v)
     if isinstance(v, bytes):

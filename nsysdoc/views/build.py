@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from ..rules.verdict import rank_findings as _rank
@@ -30,7 +30,7 @@ from .tldata import timeline_data
 from .memory import memory_view  # issue 47
 from ..assembly.written import MAX_STEP_RECORDS, capped_result  # noqa: F401 - views render the result as written
 
-SEVERITY_RANK = {"critical": 2, "warning": 1, "info": 0}
+from ..severity import SEVERITY_RANK  # noqa: E402
 
 #: Breakdown categories (``steps[].breakdown_ms`` keys) in stacking order, with labels.
 BREAKDOWN = [("compute", "compute"), ("exposed_comm", "exposed communication"), ("copy", "copies only")] + \
@@ -347,7 +347,7 @@ def _per_outer_call(r: dict) -> str:
 
 def dispatch_text(w: dict) -> str:
     """'CPU dispatch slower than the GPU: 45 µs of CPU per call vs 5 µs of GPU work' for a where row
-    of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.engine.dispatch_rows)."""
+    of an operator whose CPU time per call exceeds its GPU time (issue 47; rules.evaluate.dispatch_rows)."""
     c, g = w.get("cpu_us_per_call"), w.get("gpu_us_per_call")
     if not (is_num(c) and is_num(g)):
         return "CPU dispatch slower than the GPU"

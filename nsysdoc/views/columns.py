@@ -10,10 +10,7 @@ from __future__ import annotations
 import math
 
 from ..fmt import fmt_bytes, fmt_s, is_num
-
-IDLE_CLASS_NAMES = {"sync": "sync", "input": "input wait", "alloc": "allocation", "setup": "set-up",
-                    "launch": "launch/dispatch", "api": "other CUDA API", "host": "host CPU work",
-                    "dependency": "GPU dependency", "tail": "tail", "unattributed": "unattributed"}
+from ..idle_causes import IDLE_CAUSE_SHORT_NAMES
 
 #: machine name -> (header, kind); kind decides the cell format
 COLUMNS: dict[str, tuple[str, str]] = {
@@ -55,8 +52,8 @@ COLUMNS: dict[str, tuple[str, str]] = {
     "host_call": ("Wait/record/graph call before the launch", "text"),
     "host_call_us_before": ("That call before the launch (µs)", "us"),
     "where": ("Where", "text"),
-    **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
-    **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CLASS_NAMES.items()},
+    **{f"idle_{c}_ms": (f"Idle: {n} (ms)", "ms") for c, n in IDLE_CAUSE_SHORT_NAMES.items()},
+    **{f"{c}_ms": (f"{n[:1].upper() + n[1:]} (ms)", "ms") for c, n in IDLE_CAUSE_SHORT_NAMES.items()},
 }
 
 #: issue 47: the memory rules' evidence (nsysdoc.metrics.memory.memory_tables)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from ..compare import BREAKDOWN_LABELS, MS_UNIT
 from ..fmt import fmt_bytes, fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from .build import _static, csp_for

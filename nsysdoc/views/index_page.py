@@ -11,10 +11,10 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from .build import _static, path_href
 
-_SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+from ..severity import SEVERITY_RANK as _SEVERITY_RANK  # noqa: E402
 
 #: no script at all: nothing to allow but the inlined style
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from .. import __version__
+from ..version import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..fmt import fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from ..jobs.analysis import STRAGGLER_WAIT_PCT

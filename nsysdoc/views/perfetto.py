@@ -42,7 +42,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..errors import UsageError
 from ..metrics.gpu import CAUSES
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
@@ -1034,7 +1034,8 @@ def _slices_state(analysis, sel: Selection):
         if c1 <= lo and not last:
             ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
             carried = carry.ops if carry.ops is not None and len(carry.ops) else None
-            st = SliceState(c0, c1, last, ops, carried, None, None, None, None, None, None, None)
+            st = SliceState(c0=c0, c1=c1, last=last, ops=ops, carried=carried, act=None, gaps=None, host=None, rt=None,
+                            blocking=None, osrt=None, lo_dev=None)
             carry = next_carry(ctx, st, carry)
             continue
         st = phase_a(ctx, c0, c1, carry.copy(), last)

@@ -1,4 +1,5 @@
-"""What both trace readers share: the canonical frames and the checks every row passes.
+"""What both trace readers share: the canonical tables and the checks every row passes. (Named
+``tables``, not ``frames``: in nsysdoc a frame is a stack frame, :mod:`nsysdoc.trace.python_frames`.)
 
 The SQLite reader (:mod:`nsysdoc.trace.sqlite_reader`) and the PyTorch Profiler reader
 (:mod:`nsysdoc.trace.kineto`) each map their format onto the same tables; this module holds what
@@ -11,8 +12,8 @@ that mapping must produce and the helpers both use to produce it:
 * the shared table builders: threads, streams, CUDA API kinds, launch configurations, the set-up
   launches (:class:`FirstLaunches`);
 * :func:`column_table` and :func:`store_from_frames` (a store from whole event tables held as
-  numpy :class:`~nsysdoc.trace.columns.Columns`, the PyTorch Profiler path, without pandas) and
-  :func:`whole_frame` (a stored event table back as one DataFrame).
+  numpy :class:`~nsysdoc.trace.columns.Columns`, the PyTorch Profiler path, without pandas);
+  :func:`nsysdoc.trace.model.whole_frame` turns a stored event table back into one DataFrame.
 
 It knows neither input format: nothing here reads a file.
 """
@@ -26,12 +27,12 @@ import numpy as np
 from . import schema as S
 from .columns import Columns, factorize, factorize_objects
 from .nvtx_text import Groups, row_facts
-from .store import STR, Store, take, to_text
+from .store import STR, Store, take
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .model import StringTable, Trace
+    from .strings import StringTable
 
 
 #: What a reader tells its progress to (one line of text at a time).
@@ -228,7 +229,7 @@ TABLE_CODED = {"kernels": ("api_thread=thread",), "memcpy": ("api_thread=thread"
 
 
 class FirstLaunches:
-    """Which long kernel-launch calls are set-up work (``nsysdoc.metrics.gpu.SETUP_LAUNCH_MIN_NS``:
+    """Which long kernel-launch calls are set-up work (``nsysdoc.trace.schema.SETUP_LAUNCH_MIN_NS``:
     at least that long and the *first* launch of one of its kernels in its process; a long launch
     whose kernels are unknown counts as set-up), found while the kernel rows stream by: the first launch of each kernel (name) in each process
     (earliest call start; ties: the kernel row first in the table), and which candidate calls (kernel
@@ -400,37 +401,6 @@ SMALL_FRAMES = ("devices", "processes", "streams", "threads", "gpu_metrics", "di
 SMALL_FRAMES = SMALL_FRAMES + ("memory", "device_memory")
 
 
-def whole_frame(trace: Trace, name: str) -> pd.DataFrame:
-    """Event table ``name`` of ``trace`` as one DataFrame (:data:`FRAME_COLUMNS`)."""
-    from ..lazy_pandas import pandas as _pandas
-    pd = _pandas()
-
-    t = trace.store.get(name)
-    cols = FRAME_COLUMNS[name]
-    if name == "nvtx":
-        want = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"]
-        d = t.read_all(want) if t is not None else t
-        doms = trace.nvtx_domains
-        n = len(d["start_ns"]) if d is not None else 0
-        if n == 0:
-            return pd.DataFrame({"start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
-                                 "event_type": np.zeros(0, np.int64), "global_tid": np.zeros(0, np.int64),
-                                 "text": np.zeros(0, dtype=object), "domain": np.zeros(0, dtype=object),
-                                 "thread": np.zeros(0, np.int32)})
-        return pd.DataFrame({
-            "start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
-            "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"].astype(np.int64),
-            "text": to_text(d["text"]), "domain": doms[d["domain"]], "thread": d["thread"].astype(np.int32)})
-    if t is None:
-        dt = TABLE_DTYPES[name]
-        return pd.DataFrame({c: np.zeros(0, dtype=dt.get(c, "int64")) for c in cols})
-    d = t.read_all(list(cols) + (["pos"] if t.bucketed else []))
-    if t.bucketed:  # blocks hold start-time buckets: back to table order
-        order = np.argsort(d["pos"], kind="stable")
-        d = {c: d[c][order] for c in cols}
-    return pd.DataFrame({c: d[c] for c in cols}, copy=False)
-
-
 def _domain_texts(col) -> np.ndarray:
     """The NVTX domain column as str objects ("" for a value that is not a str); without a
     Python call per row when every value is a str already (a PyTorch trace's 350,000 host ranges)."""
@@ -448,8 +418,8 @@ def store_from_frames(frames: dict[str, Columns], strings: StringTable, spill_di
     tables are :class:`Columns` (DataFrames work too); no pandas is needed. ``nvtx_facts``: the
     nvtx rows' ``text_group``, ``seq`` and ``call_flags`` columns and the group texts, when the
     reader found them (:mod:`nsysdoc.trace.nvtx_text`); else they are found here."""
-    from ..metrics.gpu import SETUP_LAUNCH_MIN_NS
-    from ..metrics.ops import match_api
+    from .schema import SETUP_LAUNCH_MIN_NS
+    from .correlation import match_api
 
     store = Store(spill_dir, write_all=write_all)
     store.luts.update(stream_luts(frames["streams"], frames["devices"]))

@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RuleError
-from .engine import RuleSet, evaluate
-from .spec import load_yaml, validate
+from ..severity import SEVERITIES
+from ..rules.evaluate import RuleSet, evaluate
+from ..rules.spec import load_yaml, validate
 
 #: the most actions an inline capture plays (repeats multiplied out)
 MAX_ACTIONS = 1_000_000
@@ -57,7 +58,7 @@ MAX_NESTING = 64
 ACTIONS = ("launch", "nccl", "memcpy", "memset", "cpu", "os_call", "item", "sync_stream", "sync_device",
            "sync_event", "wait_event", "at", "mark", "api", "malloc", "free")
 EXPECT_KEYS = {"fires": {"type": "boolean"}, "status": {"enum": ["fired", "passed", "skipped", "disabled", "broken"]},
-               "severity": {"enum": ["info", "warning", "critical"]}, "message_contains": {"type": "string"},
+               "severity": {"enum": list(SEVERITIES)}, "message_contains": {"type": "string"},
                "impact_ms_min": {"type": "number"}, "impact_ms_max": {"type": "number"},
                "impact_ms_per_step_min": {"type": "number"}, "impact_ms_per_step_max": {"type": "number"}}
 CASES_SCHEMA = {
@@ -147,7 +148,7 @@ def check_folder(folder: Path, known_ids=()) -> FolderCheck:
     that each case names a rule of the folder or of ``known_ids`` (the built-in ids). Each file
     is read once, so the time is linear in the number of rules and cases. Raises RuleError (one
     line) on the first problem."""
-    from .engine import load_dir
+    from ..rules.evaluate import load_dir
 
     folder = Path(folder)
     rules = load_dir(folder, str(folder))
@@ -164,7 +165,7 @@ def check_folder(folder: Path, known_ids=()) -> FolderCheck:
 
 
 def find_case_files(folder: Path) -> list[Path]:
-    from .engine import check_inside
+    from ..rules.evaluate import check_inside
 
     files = sorted(list(Path(folder).glob("*.cases.yaml")) + list(Path(folder).glob("*.cases.yml")))
     for f in files:
@@ -175,7 +176,7 @@ def find_case_files(folder: Path) -> list[Path]:
 # --- inline captures -----------------------------------------------------------------------------
 def build_capture(spec: dict, where: str):
     """Play an inline capture description through the fixture builder."""
-    from ..testing import Capture
+    from . import Capture
 
     opts = {k: spec[k] for k in ("variant", "gpu_metrics_hz") if k in spec}
     if "trace" in spec:
@@ -297,7 +298,7 @@ class _TooManyActions(BaseException):  # not caught by a scenario's own ``except
 def _counting_capture_class():
     """A :class:`nsysdoc.testing.Capture` whose threads count their actions and stop the play at
     more than :data:`MAX_ACTIONS` (read when the capture is made), before memory runs out."""
-    from ..testing.builder import Capture
+    from .builder import Capture
 
     class CountingCapture(Capture):
         def __post_init__(self) -> None:
@@ -343,7 +344,7 @@ def play_scenario(name: str, args: dict, where: str):
     more than :data:`MAX_ACTIONS` actions are refused in one line naming ``where``."""
     import types
 
-    from ..testing.scenarios import SCENARIOS
+    from .scenarios import SCENARIOS
 
     if name not in SCENARIOS:
         import difflib

@@ -17,9 +17,9 @@ from . import policy, text
 from . import text as text_m
 from .expr import ExprError
 from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
-from .values import IDLE_CLASSES
+from .values import IDLE_CAUSES
 
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+from ..severity import SEVERITY_RANK, WORST_FIRST  # noqa: E402
 
 REQUIREMENT_REASONS = {
     "kernels": ("kernel_count", "needs CUDA kernel rows; the capture has none"),
@@ -448,7 +448,7 @@ def tables(result: dict) -> dict[str, list[dict]]:
             continue
         row = dict(s)
         bd = s.get("breakdown_ms") or {}
-        for k in [f"idle_{c}" for c in IDLE_CLASSES] + ["exposed_comm", "compute", "copy"]:
+        for k in [f"idle_{c}" for c in IDLE_CAUSES] + ["exposed_comm", "compute", "copy"]:
             row[f"{k}_ms"] = bd.get(k)
         steps.append(row)
 
@@ -1064,7 +1064,7 @@ def _severity(rule: Rule, env: dict, forced: str | None, impact_pct: float | Non
         sev = rule.severity
     else:
         sev = "info"
-        for level in reversed(SEVERITIES):  # critical, warning, info
+        for level in WORST_FIRST:
             e = rule.severity.get(level)
             if e is not None and e.evaluate(env):
                 sev = level
