@@ -40,7 +40,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("assembly", ("nsysdoc.assembly",)),    # the values and tables the rules read
     ("analysis", ("nsysdoc.analysis",)),    # one trace -> one result
     # results of several captures: the pipeline, the diff, a job's analysis of its ranks
-    ("results", ("nsysdoc.pipeline", "nsysdoc.compare", "nsysdoc.jobs.analysis", "nsysdoc.jobs.align")),
+    ("results", ("nsysdoc.pipeline", "nsysdoc.compare", "nsysdoc.jobs.analysis", "nsysdoc.jobs.align",
+                 "nsysdoc.jobs.what_if")),
     ("testing", ("nsysdoc.testing",)),      # scenario builders and the rule-case runner
     ("views", ("nsysdoc.views",)),          # the page, Markdown, Perfetto: render a result
     ("jobs", ("nsysdoc.jobs",)),            # running a job: ranks in workers, their pages

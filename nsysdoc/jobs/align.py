@@ -166,3 +166,14 @@ def match_collectives(summaries: list[dict], clock: dict) -> dict:
     order = np.argsort(J.min(axis=1), kind="stable")
     return {"join_ns": J[order], "end_ns": E[order], "local_start_ns": L[order],
             "name_of": [name_of[i] for i in order]}
+
+
+def _step_of(steps: list[dict], t_local: np.ndarray) -> np.ndarray:
+    """Index into ``steps`` of the step containing each local time, -1 outside every step."""
+    if not steps:
+        return np.full(len(t_local), -1)
+    starts = np.array([s["start_ns"] for s in steps], dtype=np.int64)
+    ends = np.array([s["end_ns"] for s in steps], dtype=np.int64)
+    pos = np.searchsorted(starts, t_local, side="right") - 1
+    inside = (pos >= 0) & (t_local < ends[np.clip(pos, 0, len(ends) - 1)])
+    return np.where(inside, pos, -1)

@@ -30,7 +30,7 @@ import numpy as np
 from ..version import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..rules.policy import WARNING_PCT, by_impact
-from .align import aligned, clock_offsets, match_collectives, nearest
+from .align import _step_of, aligned, clock_offsets, match_collectives, nearest
 
 JOB_CONTRACT = 1
 STRAGGLER_LATE_PCT = 50.0
@@ -62,17 +62,6 @@ def _num(x, digits: int = 4):
 def _median(xs):
     xs = [x for x in xs if x is not None]
     return float(np.median(xs)) if xs else None
-
-
-def _step_of(steps: list[dict], t_local: np.ndarray) -> np.ndarray:
-    """Index into ``steps`` of the step containing each local time, -1 outside every step."""
-    if not steps:
-        return np.full(len(t_local), -1)
-    starts = np.array([s["start_ns"] for s in steps], dtype=np.int64)
-    ends = np.array([s["end_ns"] for s in steps], dtype=np.int64)
-    pos = np.searchsorted(starts, t_local, side="right") - 1
-    inside = (pos >= 0) & (t_local < ends[np.clip(pos, 0, len(ends) - 1)])
-    return np.where(inside, pos, -1)
 
 
 def steps_per_rank(ok: list[dict]) -> float | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .align import _wall, aligned
+from .align import _step_of, _wall, aligned
 
 
 def _num(x, digits: int = 4):
@@ -131,8 +131,6 @@ def straggler_what_if(ok: list[dict], matched: dict, clock: dict, who: int) -> d
 def _step_rows(ok: list[dict], J: np.ndarray, L: np.ndarray, clock: dict) -> list[tuple]:
     """Per step index every rank holds: (start (R,), end (R,) on the reference clock, the rows of
     the collectives that every rank ran inside that step). Empty when a rank has no steps."""
-    from .analysis import _step_of
-
     R = len(ok)
     if any(not s.get("steps") for s in ok):
         return []
