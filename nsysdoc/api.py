@@ -732,7 +732,9 @@ def _path_list(paths) -> list[Path]:
 
 
 def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
-            nsys=None, progress=None) -> Report:
+            nsys=None, progress=None, keep_rows: bool = False) -> Report:
+    """The Report of ``path``; ``keep_rows``: keep the trace and the engine state (a caller about
+    to stream every event, ``-f perfetto``, saves reading the capture again)."""
     from .lazy_pandas import deferring
 
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
@@ -740,7 +742,8 @@ def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cach
                                      nsys=nsys, progress=progress)
         analysis.page_data()  # what the page needs, captured once the rules ran (issue 51)
     src = (analysis.to_dict().get("source") or {}).get("path")
-    reopen = _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache, cache_dir=cache_dir)
+    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache,
+                                            cache_dir=cache_dir)
     return Report(analysis, cache=cache, cache_dir=cache_dir, reopen=reopen,
                   reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
 

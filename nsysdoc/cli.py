@@ -219,8 +219,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     for path in files:
         try:
             rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
-                          nsys=nsys, progress=_say)
-            result = rep._result
+                          nsys=nsys, progress=_say, keep_rows=fmt == Format.perfetto)
+            result = rep.result
             text = _render(rep, fmt, worst_step, export)
             _cache_warnings()
         except NsysdocError as exc:
