@@ -2,20 +2,27 @@
 
 ``analyze(trace)`` plans the work (``nsysdoc.engine.plan``: steps, windows, attribution), runs the
 engine (``nsysdoc.engine.run``: the capture read in time slices, so memory does not grow with the
-capture's length) and assembles the result (``nsysdoc.assembly``: the JSON contract,
+capture's length) and assembles the result (``nsysdoc.assembly.assemble``: the JSON contract,
 ``docs/json.md``). It returns an :class:`Analysis` whose ``to_dict()`` is that result; the rules
-fill its findings (``nsysdoc.rules.apply_rules``). The timeline windows (median and worst step, or
-the middle of the capture) are kept for renderers.
+fill its findings (``nsysdoc.rules.apply_rules``). Once they have, :meth:`Analysis.page_data`
+captures what the page needs beyond the result (:func:`page_data`: the timeline windows of the
+median and worst steps, or the middle of the capture, of the findings' ranges and of the whole
+window), once; the page (``nsysdoc.views``) reads only the result and that
+(:class:`nsysdoc.pagedata.PageData`), so the trace and the engine state can be let go
+(:meth:`Analysis.release`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .assembly import CONTRACT, assemble
 from .metrics.steps import Steps, compile_step_pattern
+from .pagedata import PageData, TimelineWindow
 from .trace import Trace
 
-__all__ = ["Analysis", "analyze", "CONTRACT"]
+__all__ = ["Analysis", "analyze", "page_data", "finding_ranges", "CONTRACT"]
 
 
 @dataclass
@@ -27,11 +34,13 @@ class Analysis:
     span: tuple[int | None, int | None] = (None, None)
     excluded: list[dict] = field(default_factory=list)
     result: dict = field(default_factory=dict)
-    #: the engine's run (totals and timeline captures), for renderers
+    #: the engine's run (totals and timeline captures), for the page's captures and the event streams
     engine: object = None
     #: whole tables the result shows only the top of (``kernels``: every kernel name in the
     #: window, as ``nsysdoc.metrics.kernels.kernel_tables`` builds it), for the Python API
     tables: dict = field(default_factory=dict)
+    #: what the page needs beyond the result (:meth:`page_data`), once captured
+    page: PageData | None = None
 
     def to_dict(self) -> dict:
         return self.result
@@ -53,6 +62,21 @@ class Analysis:
 
         return window_view(self, name)
 
+    def page_data(self) -> PageData:
+        """What the page needs beyond the result (:func:`page_data` of the ranked findings' ranges),
+        captured on the first call (after the rules ran: the findings' ranges get windows) and kept."""
+        if self.page is None:
+            self.page = page_data(self)
+        return self.page
+
+    def release(self) -> None:
+        """Let go of the trace (its tables and block store) and the engine state; the result,
+        ``tables`` and the page data (captured now if not yet) stay. Nothing that needs rows works
+        on this object afterwards (``nsysdoc.api.Report`` reads the capture again for those)."""
+        self.page_data()
+        self.trace = None
+        self.engine = None
+
 
 def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     from .engine.plan import make_plan
@@ -61,6 +85,95 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     pattern = compile_step_pattern(step_pattern)
     plan = make_plan(trace, pattern)
     res = run(trace, plan)
-    a = Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res)
-    a.result = assemble(a, res)
-    return a
+    result, tables = assemble(trace, plan, res, pattern.pattern)
+    return Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res,
+                    result=result, tables=tables)
+
+
+# ---------------------------------------------------------------------------------------------
+# the page's captures (issue 51: before, the page replayed engine slices while it was built)
+# ---------------------------------------------------------------------------------------------
+#: the engine's own windows, in the order the page lists them
+NAMED_WINDOWS = ("median", "worst", "middle")
+
+
+def finding_ranges(result: dict) -> list[tuple[int, int]]:
+    """``(start_ns, end_ns)`` of every finding range, in the page's order: findings ranked as
+    the page shows them (:func:`nsysdoc.rules.verdict.rank_findings`), each one's
+    ``time_ranges`` that have numeric ends (those the page lists: ``views.build._time_ranges``)."""
+    from .fmt import is_num
+    from .rules.verdict import rank_findings, steady_state_judgeable
+
+    out = []
+    for f in rank_findings(result.get("findings") or [], steady_state_judgeable(result or {})):
+        for r in f.get("time_ranges") or []:
+            if isinstance(r, dict) and is_num(r.get("start_ns")) and is_num(r.get("end_ns")):
+                out.append((int(r["start_ns"]), int(r["end_ns"])))
+    return out
+
+
+def _own_strings(view) -> None:
+    """The window's trace-like namespace keeps only the strings its rows name (kernel names, CUDA
+    API and OS call names: what :mod:`nsysdoc.metrics.timeline` looks up), not the trace's whole
+    table (a PyTorch trace's holds a string per operator call)."""
+    from .trace.model import StringTable
+
+    mini = view.trace
+    parts = [np.asarray(mini.kernels[c], dtype=np.int64) for c in ("short_id", "name_id")]
+    parts += [np.asarray(mini.runtime["name_id"], dtype=np.int64), np.asarray(mini.osrt["name_id"], dtype=np.int64)]
+    ids = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    mini.strings = StringTable(ids, mini.strings.lookup(ids))
+
+
+def _window(a: Analysis, name: str, cap, *, ranges: list[int] | None = None) -> TimelineWindow:
+    timelines = getattr(a.engine.plan, "timelines", {}) or {}
+    view = a.window_view(name) if cap is not None and not cap.overflow else None
+    if view is not None:
+        _own_strings(view)
+    gtid, step = (timelines[name][2], timelines[name][3]) if name in timelines else (None, None)
+    return TimelineWindow(int(cap.start), int(cap.end), data=view, n_ops=int(getattr(cap, "n_ops", 0) or 0),
+                          host_tid=gtid, step=step, ranges=ranges)
+
+
+def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None) -> PageData:
+    """Capture what the page needs (:class:`~nsysdoc.pagedata.PageData`): the engine's step (or
+    middle) windows; a window of its own around the finding ``ranges`` (default: the result's,
+    :func:`finding_ranges`) no step window holds whole (:func:`nsysdoc.metrics.timeline.range_windows`,
+    at most ``RANGE_MAX_OPS`` operations each, else kept without rows: the page then says so); the
+    whole analysis window when it holds at most ``WHOLE_WINDOW_MAX_OPS`` GPU operations and no other
+    window holds it. The slices that hold the new windows run again once, here."""
+    from .metrics import timeline as tlm
+
+    trace = a.trace
+    page = PageData(source_tool=str(getattr(trace, "source_tool", "nsys") or "nsys"),
+                    viewer_origin_ns=getattr(trace, "viewer_origin_ns", None), steps=a.steps)
+    res = a.engine
+    if res is None:
+        return page
+    for name in NAMED_WINDOWS:
+        if name in res.captures:
+            page.windows[name] = _window(a, name, res.captures[name])
+    covered = [(w.start_ns, w.end_ns) for w in page.windows.values() if w.data is not None]
+    plan = tlm.range_windows(finding_ranges(a.to_dict()) if ranges is None else list(ranges), covered)
+    if plan:
+        caps = a.capture_windows({f"range{k}": (lo, hi) for k, (lo, hi, _) in enumerate(plan)},
+                                 max_ops=tlm.RANGE_MAX_OPS)
+        for k, (lo, hi, idx) in enumerate(plan):
+            cap = caps.get(f"range{k}")
+            if cap is not None and not cap.overflow and not cap.n_ops and not cap.gaps:
+                continue  # nothing ran or waited there (a range outside the GPU's work): no window
+            if cap is None:
+                page.windows[f"range{k}"] = TimelineWindow(int(lo), int(hi), ranges=list(idx))
+                continue
+            page.windows[f"range{k}"] = w = _window(a, f"range{k}", cap, ranges=list(idx))
+            if w.data is not None:
+                covered.append((w.start_ns, w.end_ns))
+    devices = a.to_dict().get("devices") or []
+    n = sum((d.get("kernel_count") or 0) + (d.get("copy_count") or 0) for d in devices)
+    lo, hi = res.window_range
+    if n and n <= tlm.WHOLE_WINDOW_MAX_OPS and lo is not None and hi is not None and hi > lo \
+            and not any(x <= lo and hi <= y for x, y in covered):
+        cap = a.capture_windows({"window": (int(lo), int(hi))}, max_ops=4 * tlm.WHOLE_WINDOW_MAX_OPS).get("window")
+        if cap is not None and not cap.overflow:
+            page.windows["window"] = _window(a, "window", cap)
+    return page

@@ -252,13 +252,29 @@ class Report:
     """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
 
     def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True,
-                 reads: Sequence[Any] = ()) -> None:
+                 reads: Sequence[Any] = (), reopen: Callable[[], Any] | None = None) -> None:
+        # issue 51: the result, the whole tables and the page data are kept; given ``reopen`` (a
+        # function giving the analysis again, the capture read anew: :func:`_reopen`), the trace,
+        # its block store and the engine state are let go now, and the accessors that need rows
+        # (memory, gpu_ops, gaps, perfetto) read the capture again on each call (docs/api.md)
+        self._result_dict = analysis.to_dict()
+        self._page = analysis.page_data()
+        self._whole_tables = dict(getattr(analysis, "tables", None) or {})
+        self._reopen = reopen
+        if reopen is not None:
+            analysis.release()
+            analysis = None
         self._analysis = analysis
         self._cache = cache
         self._cache_dir = cache_dir
         self._tables: dict[str, Any] = {}
         #: what the run read (nsysdoc.outputs.Read): no writer of this report may replace it
         self._reads = tuple(reads)
+
+    def _rows(self):
+        """An analysis whose trace and engine state are at hand: the one kept, or the capture read
+        and analysed again (:func:`_reopen`; its result is this report's)."""
+        return self._analysis if self._analysis is not None else self._reopen()
 
     # plain values
     @property
@@ -268,7 +284,7 @@ class Report:
 
     @property
     def _result(self) -> dict:
-        return self._analysis.to_dict()
+        return self._result_dict
 
     @property
     def result(self) -> dict:
@@ -325,7 +341,7 @@ class Report:
         def build():
             from .assembly.numbers import _records
 
-            full = getattr(self._analysis, "tables", {}).get("kernels")
+            full = self._whole_tables.get("kernels")
             rows = _records(full) if full is not None else \
                 ((self._result.get("metrics") or {}).get("kernels") or {}).get("by_name") or []
             return _frame(rows, KERNEL_COLUMNS)
@@ -391,7 +407,7 @@ class Report:
             from .metrics import memory as mem_m
             from .trace import schema as S
 
-            trace = getattr(self._analysis, "trace", None)
+            trace = self._rows().trace
             m = getattr(trace, "memory", None)
             if m is None or not len(m):
                 return _frame([], MEMORY_COLUMNS)
@@ -446,7 +462,7 @@ class Report:
         from .engine.events import gpu_op_chunks
 
         n = _chunk_rows(chunk_rows)
-        for chunk in gpu_op_chunks(self._analysis, n):
+        for chunk in gpu_op_chunks(self._rows(), n):
             yield _gpu_op_frame(chunk)
 
     @property
@@ -464,9 +480,10 @@ class Report:
 
         n = _chunk_rows(chunk_rows)
         labels = None
-        for chunk in gap_chunks(self._analysis, n):
+        a = self._rows()
+        for chunk in gap_chunks(a, n):
             if labels is None:
-                labels = list(self._analysis.trace.devices["label"])
+                labels = list(a.trace.devices["label"])
             yield _gap_frame(chunk, labels)
 
     def all_gaps(self) -> "pd.DataFrame":
@@ -496,14 +513,14 @@ class Report:
             from .cache import templates_dir
 
             bytecode = templates_dir(self._cache_dir)
-        return render_html(self._analysis, worst_step=worst_step, bytecode_dir=bytecode)
+        return render_html(self._result, page=self._page, worst_step=worst_step, bytecode_dir=bytecode)
 
     @_without_pandas
     def to_markdown(self) -> str:
         """The Markdown ``nsysdoc report -f md`` writes."""
         from .views import render_markdown
 
-        return render_markdown(self._analysis)
+        return render_markdown(self._result, page=self._page)
 
     @_api_errors
     def perfetto_chunks(self, time_range: str | None = None, steps: str | None = None) -> Iterator[str]:
@@ -513,7 +530,8 @@ class Report:
         "3", "2-5") limit it, as ``--range`` / ``--steps`` do. Raises NsysdocError for a bad value."""
         from .views.perfetto import chrome_trace, selection_for
 
-        return chrome_trace(self._analysis, selection_for(self._analysis, time_range, steps))
+        a = self._rows()
+        return chrome_trace(a, selection_for(a, time_range, steps))
 
     @_api_errors
     def to_perfetto(self, path: PathLike, *, time_range: str | None = None, steps: str | None = None) -> Path:
@@ -536,7 +554,7 @@ class Report:
         """The short summary the command prints on the terminal."""
         from .views import terminal_summary
 
-        return terminal_summary(self._analysis, page_path)
+        return terminal_summary(self._result, page_path, page=self._page)
 
     def _repr_html_(self) -> str:
         """A compact summary (issue 49): verdict, key numbers, findings with Where; a few KB, not the page."""
@@ -713,15 +731,36 @@ def _path_list(paths) -> list[Path]:
 
 
 def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
-            nsys=None, progress=None) -> Report:
+            nsys=None, progress=None, keep_rows: bool = False) -> Report:
+    """The Report of ``path``; ``keep_rows``: keep the trace and the engine state (a caller about
+    to stream every event, ``-f perfetto``, saves reading the capture again)."""
     from .lazy_pandas import deferring
 
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
         analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
                                      nsys=nsys, progress=progress)
+        analysis.page_data()  # what the page needs, captured once the rules ran (issue 51)
     src = (analysis.to_dict().get("source") or {}).get("path")
-    return Report(analysis, cache=cache, cache_dir=cache_dir,
+    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache,
+                                            cache_dir=cache_dir)
+    return Report(analysis, cache=cache, cache_dir=cache_dir, reopen=reopen,
                   reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
+
+
+def _reopen(src: str, step_pattern: str, result: dict, *, cache: bool, cache_dir) -> Callable[[], Any]:
+    """The analysis of ``src`` (the capture a report read: the SQLite export of a ``.nsys-rep``)
+    made again, as :func:`nsysdoc.pipeline.diagnose` made it (from the cache when on), with the
+    report's ``result`` (its findings): what a released :class:`Report` reads rows from."""
+    def reopen():
+        from .analysis import analyze
+        from .lazy_pandas import deferring
+        from .trace import load_trace
+
+        with deferring():
+            a = analyze(load_trace(src, cache=cache, cache_dir=cache_dir), step_pattern=step_pattern)
+        a.result = result
+        return a
+    return reopen
 
 
 @_api_errors

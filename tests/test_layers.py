@@ -149,3 +149,63 @@ def test_rules_import_no_assembly():
         if mod == "nsysdoc.rules" or mod.startswith("nsysdoc.rules."):
             wrong = {d for d in deps if d == "nsysdoc.assembly" or d.startswith("nsysdoc.assembly.")}
             assert not wrong, f"{mod} imports {sorted(wrong)}"
+
+
+# issue 51: the page is a function of the result (and of the page data captured beside it)
+#: the page's modules; ``views.perfetto`` is the Perfetto export, not the page: it streams every
+#: operation of the trace (and runs the engine's slices again for the gaps' classes) by design
+PAGE_MODULES_EXCEPT = {"nsysdoc.views.perfetto"}
+PAGE_MUST_NOT_IMPORT = ("nsysdoc.engine", "nsysdoc.analysis", "nsysdoc.trace")
+#: one pure string function the page reads from a reader: nsys's ``shortName`` of a kernel name
+#: (``trace.kineto.short_kernel_name``, for the evidence tables' kernel cells); no rows, no state.
+#: Its home is beside ``metrics.kernels.display_name`` once the Kineto reader is split (issue 51)
+PAGE_MAY_IMPORT = {("nsysdoc.views.columns", "nsysdoc.trace.kineto")}
+
+
+def _all_imports(path: Path, name: str, files: set[str]) -> set[str]:
+    """Every module of the package ``path`` imports, ``TYPE_CHECKING`` ones included."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+            base = ".".join(x for x in (base, node.module or "") if x)
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+    return out
+
+
+def _imports_of(prefix: str) -> dict[str, set[str]]:
+    files = {_module_name(p, NSYSDOC): p for p in sorted(NSYSDOC.rglob("*.py"))}
+    return {m: _all_imports(p, m, set(files)) for m, p in files.items() if m == prefix or m.startswith(prefix + ".")}
+
+
+def _under(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_the_page_imports_no_engine_analysis_or_trace():
+    """The views read the result and the page data (``nsysdoc.pagedata``) only: before, the
+    timeline's data replayed engine slices while the page was built (``analysis.capture_windows``
+    from ``views/tldata.py``), and the page read ``analysis.trace``."""
+    found = _imports_of("nsysdoc.views")
+    assert "nsysdoc.views.tldata" in found and "nsysdoc.views.perfetto" in found
+    assert _under("nsysdoc.trace.schema", PAGE_MUST_NOT_IMPORT)  # the check can see one
+    assert any(_under(d, PAGE_MUST_NOT_IMPORT) for d in found["nsysdoc.views.perfetto"])
+    for mod, deps in found.items():
+        if mod in PAGE_MODULES_EXCEPT:
+            continue
+        wrong = sorted(d for d in deps if _under(d, PAGE_MUST_NOT_IMPORT) and (mod, d) not in PAGE_MAY_IMPORT)
+        assert not wrong, f"{mod} imports {wrong}"
+
+
+def test_the_assembly_imports_no_analysis():
+    """``assemble(trace, plan, run, step_pattern) -> (result, tables)``: the assembly takes what it
+    needs as arguments (before, it read a half-built ``Analysis``, even if only for its type)."""
+    found = _imports_of("nsysdoc.assembly")
+    assert "nsysdoc.assembly.inputs" in found["nsysdoc.assembly"]
+    for mod, deps in found.items():
+        wrong = sorted(d for d in deps if _under(d, ("nsysdoc.analysis", "nsysdoc.pipeline", "nsysdoc.api",
+                                                        "nsysdoc.views", "nsysdoc.cli")))
+        assert not wrong, f"{mod} imports {wrong}"

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from nsysdoc.analysis import analyze
+from nsysdoc.analysis import analyze, page_data
 from nsysdoc.metrics import timeline as tlm
 from nsysdoc.views.context import FindingView, TimeRange
 from nsysdoc.views.tldata import timeline_data
@@ -17,6 +17,13 @@ from nsysdoc.trace import load_trace
 
 def _analysis(path):
     return analyze(load_trace(path, cache=False))
+
+
+def _data(a, findings=()):
+    """timeline_data of the page data captured for these findings' ranges (the pipeline captures
+    the result's: nsysdoc.analysis.page_data)."""
+    page = page_data(a, ranges=[(r.start_ns, r.end_ns) for f in findings for r in f.time_ranges])
+    return timeline_data(page, findings)
 
 
 def _lane(data, window, label):
@@ -33,7 +40,7 @@ def test_fill_cap_gives_small_lanes_all_their_spans():
 
 def test_every_operation_of_the_step_is_in_the_data(build):
     a = _analysis(build("sample_training"))
-    data, _ = timeline_data(a, [])
+    data, _ = _data(a)
     # the median and worst steps, and the whole window as an overview (3,516 kernels: under 50,000)
     assert [w["id"] for w in data["windows"]] == ["median", "worst", "window"]
     whole = a.window_view("window")
@@ -49,19 +56,19 @@ def test_every_operation_of_the_step_is_in_the_data(build):
     starts = np.cumsum(ln["s"])
     assert starts[0] >= 0 and np.all(np.diff(starts) >= 0) and starts[-1] + ln["d"][-1] <= data["windows"][0]["dur"]
     assert 0 < data["bytes"] <= tlm.DETAIL_MAX_BYTES
-    _, text = timeline_data(a, [])
+    _, text = _data(a)
     assert json.loads(text) == {k: v for k, v in data.items() if k != "bytes"}, "what the page embeds"
 
 
 def test_byte_cap_is_enforced_and_merged_spans_keep_their_counts(build, monkeypatch):
     a = _analysis(build("launch_bound_small_kernels", steps=3, kernels=5000))
-    full, _ = timeline_data(a, [])
+    full, _ = _data(a)
     n_ops = len(_lane(full, "median", "stream 7")[0]["s"])
     assert n_ops >= 5000
     per_span = full["bytes"] / full["spans"]
     assert per_span < 20, f"{per_span:.1f} bytes per span"
     monkeypatch.setattr(tlm, "DETAIL_MAX_BYTES", 120_000)
-    small, _ = timeline_data(a, [])
+    small, _ = _data(a)
     assert small["bytes"] <= 120_000 < full["bytes"]
     lane = _lane(small, "median", "stream 7")[0]
     assert "c" in lane and len(lane["s"]) < n_ops
@@ -87,7 +94,7 @@ def test_finding_ranges_map_onto_windows(build):
     inside, partly = tr(w0 + 1000, w0 + 5000), tr(w0 - 10_000_000_000, w1)
     outside = tr(w1 + 10**12, w1 + 10**12 + 10)  # 1,000 s after the capture: nothing there
     f = _finding([inside, partly, outside])
-    data, _ = timeline_data(a, [f])
+    data, _ = _data(a, [f])
     by_id = {r["id"]: r for r in data["ranges"]}
     assert inside.timeline == "finding-1-r0" and inside.timeline_note == ""
     assert by_id["finding-1-r0"]["w"] == "worst"
@@ -107,7 +114,7 @@ def test_a_step_window_is_preferred_to_the_overview(build):
     a = _analysis(build("sample_training"))
     w0, w1 = a.window_view("worst").window
     r = TimeRange(label="x", start_ns=w0 + 1000, end_ns=w0 + 5000, start_s="", end_s="", duration="", device="")
-    data, _ = timeline_data(a, [_finding([r])])
+    data, _ = _data(a, [_finding([r])])
     # the overview holds the range too, but the step window (never merged) is preferred
     assert "window" in {w["id"] for w in data["windows"]}
     assert [x["w"] for x in data["ranges"]] == ["worst"]
@@ -133,7 +140,7 @@ def test_a_range_with_too_many_operations_gets_a_note_not_a_link(build, monkeypa
     r = TimeRange(label="x", start_ns=s0, end_ns=s1, start_s="0.5", end_s="1.2", duration="", device="")
     monkeypatch.setattr(tlm, "RANGE_MAX_OPS", 100)
     monkeypatch.setattr(tlm, "WHOLE_WINDOW_MAX_OPS", 0)  # no overview window to fall back on
-    timeline_data(a, [_finding([r])])
+    _data(a, [_finding([r])])
     assert r.timeline == ""
     assert r.timeline_note == ("more than 100 operations around it: too many for this page; export it with "
                                "-f perfetto --range 0.5:1.2")
@@ -145,7 +152,7 @@ def test_other_scenarios_have_data(build, scenario):
 
     if scenario not in SCENARIOS:
         pytest.skip(f"no scenario {scenario}")
-    res = timeline_data(_analysis(build(scenario)), [])
+    res = _data(_analysis(build(scenario)))
     assert res is not None
     data, text = res
     assert len(text.encode()) == data["bytes"] and data["spans"] > 0

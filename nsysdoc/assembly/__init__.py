@@ -1,12 +1,13 @@
 """The report result (the JSON contract, docs/json.md) assembled from the engine's run.
 
-:func:`assemble` lays out the sections; the numbers are computed in :mod:`.sections`,
+:func:`assemble` takes the trace, the plan, the run and the step pattern and returns the result
+and the whole tables it shows only the top of (it imports nothing above it: ``nsysdoc.analysis``
+calls it); it lays out the sections; the numbers are computed in :mod:`.sections`,
 :mod:`.capture` and :mod:`.values`, the JSON number rules in :mod:`.numbers`. The layout of the
 result changes only with :data:`CONTRACT`."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,9 +26,7 @@ from .values import _values
 from .memory import memory_metrics
 from .critical_path import critical_path_metrics
 from .exposed import exposed_comm_metrics
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+from .inputs import Inputs
 
 
 #: Version of the JSON contract (docs/json.md): ``nsysdoc diff`` refuses reports of another one.
@@ -37,8 +36,13 @@ if TYPE_CHECKING:  # pragma: no cover
 CONTRACT = 4
 
 
-def assemble(a: Analysis, res) -> dict:
-    """The report result of analysis ``a`` (findings empty: the rules fill them)."""
+def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
+    """The report result of the engine's ``run`` of ``plan`` over ``trace`` (findings empty: the
+    rules fill them), and the whole tables it shows only the top of (``kernels``: every kernel
+    name of the window, ``nsysdoc.metrics.kernels.kernel_tables``)."""
+    a = Inputs(trace=trace, steps=plan.steps, step_pattern=step_pattern, engine=run, span=plan.span,
+               excluded=run.excluded)
+    res = run
     t = a.trace
     steps = a.steps
     w0, w1 = steps.window_start_ns, steps.window_end_ns
@@ -117,7 +121,7 @@ def assemble(a: Analysis, res) -> dict:
     }
     metrics["values"] = _values(a, result)
     metrics["values"].update(shape_values)
-    return result
+    return result, a.tables
 
 
-__all__ = ["CONTRACT", "assemble"]
+__all__ = ["CONTRACT", "Inputs", "assemble"]

@@ -14,7 +14,7 @@ from .numbers import _mean, _num
 from .sections import _active, _framing, _setup_ms
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 
 def _judgeable(devices: list[dict], window_ms: float | None) -> tuple[bool, str | None]:
@@ -51,7 +51,7 @@ def _span_dict(lo, hi) -> dict:
     return {"start_ns": lo, "end_ns": hi, "duration_ms": _num((hi - lo) / 1e6) if lo is not None and hi is not None else None}
 
 
-def _capture(a: Analysis, judgeable: bool, why_not: str | None, extent: tuple[int, int] | None) -> dict:
+def _capture(a: Inputs, judgeable: bool, why_not: str | None, extent: tuple[int, int] | None) -> dict:
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     notes = []
@@ -187,7 +187,7 @@ def _steps_inferred(steps) -> dict | None:
             ". Mark steps with NVTX ranges (ProfilerStep#N) to time them exactly."}
 
 
-def _capture_checks(a: Analysis, extent: tuple[int, int] | None) -> dict:
+def _capture_checks(a: Inputs, extent: tuple[int, int] | None) -> dict:
     """``capture.unrecorded_gpu_work`` and ``capture.host_outside_window``: what the capture can
     support (:mod:`nsysdoc.metrics.capture_checks`; glossary "What the capture can support")."""
     from ..engine.data import GPU_KINDS, blocking_of

@@ -14,7 +14,7 @@ from ..trace import schema as S
 from .numbers import _num
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 #: steps whose path is computed at most: beyond it the median and worst steps and steps evenly
 #: spread over the rest (``sampled``)
@@ -107,7 +107,7 @@ def _selected(rows: list[dict], median: int | None, worst: int | None, most: int
     return [rows[i] for i in sorted(keep)], True
 
 
-def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
+def _launch_ops(a: Inputs, res, g, on: np.ndarray) -> np.ndarray | None:
     """The operator (code into ``res.plan.attr.names``, -1 for none) open on the launching thread
     when each operation ``on`` was launched: the innermost operator range at the launch call's start
     (``metrics.where``'s attribution); None without operator ranges."""
@@ -131,7 +131,7 @@ def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
     return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
 
 
-def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None) -> dict:
+def critical_path_metrics(a: Inputs, step_rows: list[dict], picks: tuple, res=None) -> dict:
     """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
     (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
     row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""

@@ -11,7 +11,7 @@ from ..metrics.exposed import exposed_comm_intervals_ns, longest_first
 from .numbers import _num
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 #: stretches kept per range (the longest), and the gap under which two stretches are one
 EXPOSED_STRETCHES_MAX = 50
@@ -39,7 +39,7 @@ def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None, 
                           for a, b, c in zip(mk[keep].tolist(), ms[keep].tolist(), me[keep].tolist())]}
 
 
-def exposed_comm_metrics(a: Analysis, res, step_rows: list[dict], picks: tuple) -> dict:
+def exposed_comm_metrics(a: Inputs, res, step_rows: list[dict], picks: tuple) -> dict:
     """``{"worst_step": {...}, "median_step": {...}}`` with steps, ``{"window": {...}}`` without,
     ``{}`` when the capture has no communication kernel (docs/json.md)."""
     t = a.trace

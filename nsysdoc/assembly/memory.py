@@ -10,7 +10,7 @@ from ..metrics import memory as mem_m
 from ..metrics.memory import memory_tables  # re-exported (pure: the rules use it)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 #: operators listed in ``metrics.memory.top_ops``
 TOP_OPS = 10
@@ -62,7 +62,7 @@ def _series(trace) -> list[mem_m.DeviceMemory]:
                                m["total_allocated_bytes"], m["total_reserved_bytes"])
 
 
-def _top_ops(a: Analysis, res) -> tuple[list[dict], int, int]:
+def _top_ops(a: Inputs, res) -> tuple[list[dict], int, int]:
     """(top allocating operators, bytes allocated inside an operator, bytes allocated in all) of
     the GPU allocations over the capture."""
     t = a.trace
@@ -96,7 +96,7 @@ def _top_ops(a: Analysis, res) -> tuple[list[dict], int, int]:
 MEMORY_TABLES = ("[memory]", "CUDA_GPU_MEMORY_USAGE_EVENTS")
 
 
-def memory_metrics(a: Analysis, res, step_rows: list[dict]) -> dict:
+def memory_metrics(a: Inputs, res, step_rows: list[dict]) -> dict:
     """``metrics.memory`` (``docs/json.md``)."""
     t = a.trace
     series = _series(t)

@@ -21,7 +21,7 @@ from ..trace.columns import Columns
 from .numbers import _consume, _isnan, _mean, _median, _num, _num_list, _records, _rounded
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 
 TOP_N = 50
@@ -182,7 +182,7 @@ def _launch(win) -> dict:
     return {k: _num(v) for k, v in out.items()}
 
 
-def _attribution(a: Analysis, res, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
+def _attribution(a: Inputs, res, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
     """The operator view (whole capture) and, per ``where:`` selector, the sites of its time in the
     window (``nsysdoc.engine.attribute``), with what the capture lacks to say more."""
     from ..engine import attribute as att
@@ -218,7 +218,7 @@ def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]
     return out
 
 
-def _devices(a: Analysis, res, window_ns: int) -> list[dict]:
+def _devices(a: Inputs, res, window_ns: int) -> list[dict]:
     t = a.trace
     win = res.window
     out = []
@@ -258,7 +258,7 @@ def _devices(a: Analysis, res, window_ns: int) -> list[dict]:
     return out
 
 
-def _steps(a: Analysis, res) -> list[dict]:
+def _steps(a: Inputs, res) -> list[dict]:
     st = a.steps.table
     if len(st) == 0:
         return []
@@ -324,7 +324,7 @@ def _steps(a: Analysis, res) -> list[dict]:
     return rows
 
 
-def _sync_metrics(a: Analysis, res, primary: list[dict]) -> dict:
+def _sync_metrics(a: Inputs, res, primary: list[dict]) -> dict:
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     out = {"host_sync_ms_by_thread": [], "sync_calls": [], "scalar_read_count": int(res.glob.scalar_reads),
@@ -348,7 +348,7 @@ def _active(devices: list[dict]) -> list[dict]:
     return [d for d in devices if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
 
 
-def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
+def _gap_metrics(a: Inputs, res, devices: list[dict]) -> dict:
     if not res.ctx.active:
         return {"count": 0, "idle_ms_by_cause": {}, "longest": [], "count_by_cause": {}}
     win = res.window
@@ -372,7 +372,7 @@ def _gap_metrics(a: Analysis, res, devices: list[dict]) -> dict:
 DEPENDENCY_ROWS = 10
 
 
-def _dependency_waits(a: Analysis, cands: list) -> list[dict]:
+def _dependency_waits(a: Inputs, cands: list) -> list[dict]:
     """The gaps with the most GPU-side dependency time, and what the GPU waited on in each
     (:mod:`nsysdoc.metrics.dependency`): the stream and operation that waited, its launching call
     and how long before it ran, the operation on another GPU that ended when the wait did, and the
@@ -438,7 +438,7 @@ def _dependency_waits(a: Analysis, cands: list) -> list[dict]:
     return rows
 
 
-def _setup_metrics(a: Analysis, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:
+def _setup_metrics(a: Inputs, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:
     """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
     work) and the set-up work behind it."""
     s0, s1 = a.span
@@ -451,7 +451,7 @@ def _setup_metrics(a: Analysis, res, devices: list[dict], extent: tuple[int, int
             "events": _records(_setup_events(a, res, lo, s1, gpu_start=s0))}
 
 
-def _setup_events(a: Analysis, res, lo: int, hi: int, gpu_start: int | None = None) -> Columns:
+def _setup_events(a: Inputs, res, lo: int, hi: int, gpu_start: int | None = None) -> Columns:
     """``host.setup_events`` from the set-up calls the slices kept and the plan's set-up ranges; a
     long launch call counts when its operation ended a GPU-idle gap, or when it came before the
     first GPU operation (``gpu_start``: the GPU was idle then)."""
@@ -525,7 +525,7 @@ def _capture_extent(t: Trace, first_gpu: int | None) -> tuple[int, int] | None:
     return int(start), int(hi)
 
 
-def _framing(a: Analysis, extent: tuple[int, int] | None) -> dict | None:
+def _framing(a: Inputs, extent: tuple[int, int] | None) -> dict | None:
     """Where the window sits in the capture (:mod:`nsysdoc.metrics.framing`)."""
     t, res = a.trace, a.engine
     if extent is None:
@@ -569,7 +569,7 @@ def _framing(a: Analysis, extent: tuple[int, int] | None) -> dict | None:
     return {k: _num(v) for k, v in out.items()}
 
 
-def _setup_ms(a: Analysis, res, lo: int, hi: int, span: bool = False) -> float:
+def _setup_ms(a: Inputs, res, lo: int, hi: int, span: bool = False) -> float:
     """Idle time of class ``setup`` in ``[lo, hi)``, mean over the devices with GPU work there."""
     plan = res.plan
     devs = np.flatnonzero((plan.dev_ops > 0) & (plan.dev_min_start < hi)) if len(plan.dev_ops) else []
@@ -588,7 +588,7 @@ def _setup_ms(a: Analysis, res, lo: int, hi: int, span: bool = False) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-def _underfilled(a: Analysis, res, devices: list[dict], window_ns) -> dict:
+def _underfilled(a: Inputs, res, devices: list[dict], window_ns) -> dict:
     """Kernels that cannot fill the GPU, in the window (definitions: ``nsysdoc.metrics.occupancy``):
     times per GPU, the mean over the devices with GPU work whose SM count is known; per kernel
     name and launch configuration, the rows of the evidence table (most idle-SM time first)."""
@@ -713,7 +713,7 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
         r["cpu_exceeds_gpu"] = bool(r["cpu_ms"] - r["cpu_wait_ms"] > r["gpu_ms"])
 
 
-def _operators_by_shape(a: Analysis, res, kernel_metrics: dict) -> tuple[dict, dict]:
+def _operators_by_shape(a: Inputs, res, kernel_metrics: dict) -> tuple[dict, dict]:
     """``metrics.operators_by_shape`` (issue 47) and the rule values it gives: input shapes that
     change between steps (rule dynamic-shapes) and fixed convolution shapes with the convolution
     kernels' share (rule cudnn-benchmark); ``nsysdoc.engine.shapes``."""

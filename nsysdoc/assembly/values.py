@@ -18,11 +18,11 @@ from .sections import FILL_AGREE_POINTS, _active
 from .memory import memory_values
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..analysis import Analysis
+    from .inputs import Inputs
 
 
 # ---------------------------------------------------------------------------------------------
-def _values(a: Analysis, r: dict) -> dict:
+def _values(a: Inputs, r: dict) -> dict:
     """The flat metric namespace that rule conditions and messages use (``docs/glossary.md``,
     "Rule values"). Every value is a number, bool, string or null. Times of the window are
     wall-clock per device: the mean over the devices with GPU work, never a sum over GPUs."""
@@ -316,7 +316,7 @@ def _alloc_growth_ms(idle_alloc_ms, repeat_count: int, primary: list[dict], repe
     return _num(growth) if growth > 1e-9 else None
 
 
-def _alloc_values(a: Analysis) -> dict:
+def _alloc_values(a: Inputs) -> dict:
     """Allocation repeats (``nsysdoc.metrics.alloc``, ``docs/glossary.md``): the allocation calls
     of the threads that launch GPU work, the first calls of an operator around them, the primary
     steps; counts in the analysis window."""
@@ -413,7 +413,7 @@ def _pinned_typical_gbps(cc: float | None) -> float:
     return 50.0 if cc >= 9.0 else 24.0 if cc >= 8.0 else 12.0
 
 
-def _wall_ms_per_gpu(a: Analysis, total_ns, ndev: int) -> float:
+def _wall_ms_per_gpu(a: Inputs, total_ns, ndev: int) -> float:
     """Wall-clock time per GPU of a selection of GPU operations that start in the window: the union
     of their intervals clipped to the window on each device (concurrent or overlapping operations
     count once; the slices add up its parts), as the mean over the ``ndev`` devices with GPU work."""
@@ -444,7 +444,7 @@ def _step_mean(primary: list[dict], part: str) -> float | None:
     return float(np.mean(vals)) if vals else None
 
 
-def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
+def _gap_shape_values(a: Inputs, kernel_median_us) -> dict:
     """How the idle time of the larger classes is spread: many short gaps (per-launch overhead)
     or a few long ones (host phases). Gaps inside the window, each counted for its largest class."""
     out = {"launch_gap_count": 0, "launch_gap_us_mean": None, "launch_gap_us_median": None,
@@ -468,7 +468,7 @@ def _gap_shape_values(a: Analysis, kernel_median_us) -> dict:
     return out
 
 
-def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
+def _dtoh_values(a: Inputs, primary: list[dict], ndev: int) -> dict:
     """Device-to-host copies that are not scalar reads (> 16 bytes): bytes, and the copy time with
     no kernel running (a copy hidden under compute costs nothing), in the window (per GPU: the mean
     over the ``ndev`` devices with GPU work) and per step."""
@@ -493,7 +493,7 @@ def _dtoh_values(a: Analysis, primary: list[dict], ndev: int) -> dict:
     return out
 
 
-def _underfilled_values(a: Analysis, uf: dict, primary: list[dict], window_ms) -> dict:
+def _underfilled_values(a: Inputs, uf: dict, primary: list[dict], window_ms) -> dict:
     """The under-filled kernel values of ``metrics.values`` (``docs/glossary.md``)."""
     pct = lambda ms: _num(ms / window_ms * 100) if ms is not None and window_ms else None  # noqa: E731
     kernel_ms, rec_ms = uf["kernel_ms"], uf["recoverable_ms"]

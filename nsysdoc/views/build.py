@@ -504,7 +504,7 @@ def rule_statuses(result: dict) -> tuple[bool, dict[str, int], list[RuleStatus]]
 STEP_TABLE_MAX = 200
 
 
-def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
+def steps_view(result: dict, worst_step: bool) -> StepsView:
     legend = [LegendItem(cls=f"c-{k}", label=lab, anchor=BREAKDOWN_ANCHORS.get(k, "")) for k, lab in BREAKDOWN]
     primary = [s for s in result.get("steps") or [] if s.get("primary")]
     with_bd = [s for s in primary if s.get("breakdown_ms")]
@@ -558,7 +558,7 @@ def steps_view(analysis, result: dict, worst_step: bool) -> StepsView:
         rows.append(row)
     table = Table(id="steps-table", title="Steps", columns=cols, rows=rows, note=note,
                   empty=reason or "No steps.")
-    chart_list = charts.step_charts(analysis, primary, BREAKDOWN, median_id, worst_id) if with_bd else []
+    chart_list = charts.step_charts(primary, BREAKDOWN, median_id, worst_id) if with_bd else []
     return StepsView(present=bool(with_bd), reason=reason, legend=[it for it in legend if it.cls[2:] in dict(cats)],
                      charts=chart_list, table=table, zero_categories=zero)
 
@@ -1046,19 +1046,20 @@ def csp_for(js: str) -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
-    result = analysis.to_dict()
+def build_context(result: dict, page, *, worst_step: bool = False) -> ReportContext:
+    """The page's context from the result and its page data (:class:`nsysdoc.pagedata.PageData`,
+    or None: no timeline); nothing else is read."""
     src = result.get("source") or {}
     ran, counts, skipped = rule_statuses(result)
-    tl = charts.timeline_view(analysis, worst=worst_step)
+    tl = charts.timeline_view(page, worst=worst_step) if page is not None else None
     if tl is None:
         reason = "No analysis window (no GPU activity and no step markers): nothing to draw."
     else:
         reason = ""
     js = _static("report.js")
-    viewer = viewer_guide(result, getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None))
+    viewer = viewer_guide(result, getattr(page, "viewer_origin_ns", None))
     findings = finding_views(result, viewer.origin_ns)
-    tl_data = timeline_data(analysis, findings, worst=worst_step) if tl is not None else None
+    tl_data = timeline_data(page, findings, worst=worst_step) if tl is not None else None
     tl_json = Markup(tl_data[1]) if tl_data is not None else None  # already escaped for a <script>
     return ReportContext(
         title=f"nsysdoc — {source_name(src.get('path'))}",
@@ -1066,7 +1067,7 @@ def build_context(analysis, *, worst_step: bool = False) -> ReportContext:
         nsysdoc_version=str(result.get("nsysdoc_version") or __version__),
         verdict=verdict(result), headline=headline(result), findings=findings,
         rules_ran=ran, rule_counts=counts, skipped_rules=skipped,
-        steps=steps_view(analysis, result, worst_step),
+        steps=steps_view(result, worst_step),
         timeline=tl, timeline_reason=reason,
         tables=[*operator_tables(result), *operator_shape_tables(result), kernel_table(result), *kernel_counter_tables(result), copies_table(result), *sync_tables(result), launch_table(result),
                 nvtx_table(result), device_table(result), gaps_table(result, viewer)],

@@ -38,7 +38,7 @@ def _fmt_tick(v: float) -> str:
     return f"{v:g}" if abs(v) >= 0.01 or v == 0 else f"{v:.2g}"
 
 
-def step_charts(analysis, primary: list[dict], categories: list[tuple[str, str]], median_id, worst_id) -> list[StepChart]:
+def step_charts(primary: list[dict], categories: list[tuple[str, str]], median_id, worst_id) -> list[StepChart]:
     groups: dict[tuple, list[dict]] = {}
     for s in primary:
         if s.get("breakdown_ms"):
@@ -135,14 +135,16 @@ def time_ticks(duration_ms: float) -> list[Tick]:
     return out
 
 
-def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
-    tl = step_timeline(analysis, worst=worst)
+def timeline_view(page, *, worst: bool = False) -> TimelineView | None:
+    """The static timeline of the median (or worst) step, or the middle of the capture, from the
+    page data (:class:`nsysdoc.pagedata.PageData`: its steps and captured windows)."""
+    tl = step_timeline(page, worst=worst)
     if tl is None:
         return None
     w0, w1 = tl["start_ns"], tl["end_ns"]
     span = max(w1 - w0, 1)
     # a PyTorch Profiler trace's host ranges are CPU operators and annotations, not NVTX (docs/kineto.md)
-    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
+    kineto = page.source_tool == "pytorch-profiler"
     kind_labels = {**KIND_LABELS, "nvtx": "CPU op / annotation range"} if kineto else KIND_LABELS
     rows: list[TimelineRow] = []
     rects: list[TimelineRect] = []
@@ -247,7 +249,7 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
         kind = "Worst" if worst else "Median"
         heading = (f"{kind} step: {step['name']} — step time {fmt_ms(step['step_time_ns'] / 1e6)} "
                    f"(pid {step['pid']}, thread {step['tid']})")
-        other = pick_step(analysis.steps.table, worst=not worst)
+        other = pick_step(page.steps.table, worst=not worst)
         if other is not None and other["step"] != step["step"]:
             notes.append(f"The {'median' if worst else 'worst'} step is {other['name']} "
                          f"({fmt_ms(other['step_time_ns'] / 1e6)}); "
@@ -264,7 +266,7 @@ def timeline_view(analysis, *, worst: bool = False) -> TimelineView | None:
         legend.append(LegendItem(cls="c-idle_mixed", label="idle — merged gaps of several causes",
                                  anchor=anchor("Idle gap")))
     # seconds as the capture's viewer shows them: a PyTorch Profiler trace's from its start (report.build.viewer_guide)
-    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+    origin = page.viewer_origin_ns or 0
     return TimelineView(heading=heading, choice=tl["choice"], start_ns=w0, end_ns=w1, start_s=fmt_s(w0 - origin),
                         end_s=fmt_s(w1 - origin), duration=fmt_ms(dur_ms), width_units=UNITS, height=height,
                         label_width=LABEL_W, rows=rows, rects=rects, labels=labels, ticks=time_ticks(dur_ms),

@@ -89,17 +89,25 @@ def environment(bytecode_dir: str | None = None) -> "jinja2.Environment":
     return env
 
 
-def _result(analysis_or_result) -> dict:
-    if isinstance(analysis_or_result, dict):
-        return analysis_or_result
-    return analysis_or_result.to_dict()
+def page_inputs(subject, page=None) -> tuple[dict, object]:
+    """The result and the page data (:class:`nsysdoc.pagedata.PageData`) a page is made of:
+    ``subject`` is a result dict (its page data ``page``, or None: no timeline) or an object with
+    ``to_dict()`` and ``page_data()`` (an ``nsysdoc.analysis.Analysis``: its page data, captured
+    on the first call). The views read nothing else."""
+    if isinstance(subject, dict):
+        return subject, page
+    if page is None and hasattr(subject, "page_data"):
+        page = subject.page_data()
+    return subject.to_dict(), page
 
 
-def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None) -> str:
-    """The HTML report of an :class:`~nsysdoc.analysis.Analysis` (findings from
-    ``analysis.to_dict()["findings"]``). ``worst_step`` shows the slowest step's timeline
-    instead of the median one; ``bytecode_dir``: see :func:`environment`."""
-    ctx = build_context(analysis, worst_step=worst_step)
+def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=None) -> str:
+    """The HTML report of a result and its page data (:func:`page_inputs`: an
+    :class:`~nsysdoc.analysis.Analysis`, or the result dict and ``page``; findings from
+    ``result["findings"]``). ``worst_step`` shows the slowest step's timeline instead of the
+    median one; ``bytecode_dir``: see :func:`environment`."""
+    result, page = page_inputs(analysis, page)
+    ctx = build_context(result, page, worst_step=worst_step)
     env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
     page = env.get_template("report.html.j2").render(**ctx.__dict__)
     size = len(page.encode())
@@ -108,7 +116,7 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None) -> str
         from .tldata import timeline_data
 
         data_bytes = len(str(ctx.timeline_data).encode())
-        again = timeline_data(analysis, ctx.findings, worst=worst_step,
+        again = timeline_data(page, ctx.findings, worst=worst_step,
                               max_bytes=data_bytes - (size - tlm.PAGE_MAX_BYTES))
         ctx.timeline_data = markupsafe.Markup(again[1]) if again is not None else None
         page = env.get_template("report.html.j2").render(**ctx.__dict__)
@@ -179,12 +187,12 @@ def _where_md(w: dict) -> str:
     return " ".join(parts) + f" ({share}, {ms}/GPU)"
 
 
-def _viewer_origin(analysis, r: dict) -> int | None:
+def _viewer_origin(page, r: dict) -> int | None:
     """Where trace viewers put 0 (``Trace.viewer_origin_ns``) for a PyTorch Profiler trace whose
-    Analysis is at hand; None for nsys, or when only a result dict was given (its origin is unknown)."""
+    page data is at hand; None for nsys, or when only a result dict was given (its origin is unknown)."""
     if (r.get("source") or {}).get("tool") != "pytorch-profiler":
         return None
-    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None)
+    origin = getattr(page, "viewer_origin_ns", None)
     return int(origin) if is_num(origin) else None
 
 
@@ -201,15 +209,15 @@ def _viewer_range(f: dict, origin: int) -> str | None:
 _VIEWERS_MD = "ui.perfetto.dev or chrome://tracing (or TensorBoard's trace view)"
 
 
-def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10) -> str:
+def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10, page=None) -> str:
     """Markdown summary: verdict, headline numbers, top findings, skipped rules. Link-free.
 
-    Accepts an ``Analysis`` or its result dict."""
-    r = _result(analysis)
+    Accepts an ``Analysis`` or its result dict (and its page data ``page``: :func:`page_inputs`)."""
+    r, page = page_inputs(analysis, page)
     v = verdict(r)
     src = r.get("source") or {}
     cap = r.get("capture") or {}
-    origin = _viewer_origin(analysis, r)
+    origin = _viewer_origin(page, r)
     lines = [f"### nsysdoc: {_md(source_name(src.get('path')))}", "",
              f"**Verdict:** {_md(v.sentence)}", "", _md(v.detail), ""]
     if v.framing:
@@ -299,15 +307,15 @@ def _no_cost(f: dict) -> bool:
     return is_num(f.get("impact_ms")) and f["impact_ms"] < 0.0005
 
 
-def terminal_summary(analysis, html_path=None, *, max_findings: int = 5) -> str:
+def terminal_summary(analysis, html_path=None, *, max_findings: int = 5, page=None) -> str:
     """A few plain-text lines for the terminal: verdict, headline numbers, top findings (severity,
     title, impact), the report path. No colour codes; untrusted text has control characters removed.
 
-    Accepts an ``Analysis`` or its result dict."""
-    r = _result(analysis)
+    Accepts an ``Analysis`` or its result dict (and its page data ``page``: :func:`page_inputs`)."""
+    r, page = page_inputs(analysis, page)
     v = verdict(r)
     src = r.get("source") or {}
-    origin = _viewer_origin(analysis, r)
+    origin = _viewer_origin(page, r)
     out = [f"nsysdoc: {_clean(source_name(src.get('path')))}", f"Verdict: {_clean(v.sentence)}"]
     if v.detail:
         out.append(f"  {_clean(v.detail)}")

@@ -1,7 +1,8 @@
 """The interactive timeline's data: every operation of the median and worst step (or, without
 step markers, of the middle of the capture), and of a window around each finding range they do
-not hold (captured on request: :func:`_range_windows`), embedded once in the page as compact JSON that
-``static/report.js`` draws on a canvas with zoom, pan and level-of-detail merging.
+not hold (:func:`_range_windows`), all captured with the page data (:class:`nsysdoc.pagedata.PageData`,
+:func:`nsysdoc.analysis.page_data`: nothing runs here), embedded once in the page as compact JSON
+that ``static/report.js`` draws on a canvas with zoom, pan and level-of-detail merging.
 
 Size (docs/report.md, "Timeline"): the windows share a budget of
 :data:`~nsysdoc.metrics.timeline.DETAIL_MAX_SPANS` spans; a window holding more is merged at its
@@ -27,80 +28,58 @@ from .text import _json_strings
 
 KINDS = ("kernel", "nccl", "memcpy", "memset", "nvtx", "api", "sync", "os_wait", "mixed")
 GAP_CAUSES = tuple(CAUSES) + ("mixed",)
-#: (engine capture name, heading prefix) in the order the window buttons are shown
+#: (window name, heading prefix) in the order the window buttons are shown
 WINDOWS = (("median", "Median step"), ("worst", "Worst step"), ("middle", "Middle of the capture"))
 
 
-def _windows(analysis) -> list[tuple[str, str, object, int, int, int | None, dict | None]]:
-    """(id, prefix, view, start, end, host thread, step) of each captured window."""
-    eng = getattr(analysis, "engine", None)
-    if eng is None:
-        return []
-    timelines = getattr(eng.plan, "timelines", {}) or {}
+def _windows(page) -> list[tuple[str, str, object, int, int, int | None, dict | None]]:
+    """(id, prefix, rows, start, end, host thread, step) of each of the engine's step (or middle)
+    windows the page data holds (:class:`nsysdoc.pagedata.PageData`)."""
     out = []
     seen_steps = set()
     for name, prefix in WINDOWS:
-        if name not in eng.captures:
+        w = page.windows.get(name)
+        if w is None or w.data is None:
             continue
-        view = analysis.window_view(name)
-        if view is None:
-            continue
-        a, b = view.window
-        gtid, step = None, None
-        if name in timelines:
-            gtid, step = timelines[name][2], timelines[name][3]
-        if step is not None:
-            if step["step"] in seen_steps:  # the median step is also the worst
+        if w.step is not None:
+            if w.step["step"] in seen_steps:  # the median step is also the worst
                 continue
-            seen_steps.add(step["step"])
-        out.append((name, prefix, view, int(a), int(b), gtid, step))
+            seen_steps.add(w.step["step"])
+        out.append((name, prefix, w.data, w.start_ns, w.end_ns, w.host_tid, w.step))
     return out
 
 
-def _range_windows(analysis, findings, wins: list) -> list:
+def _range_windows(page, findings, origin: int) -> list:
     """Windows of their own for the finding ranges no step window holds whole
-    (:func:`nsysdoc.metrics.timeline.range_windows`), captured by the engine on request; a range
-    whose window holds too many operations gets a note instead of a link."""
+    (:func:`nsysdoc.metrics.timeline.range_windows`), captured with the page data
+    (:func:`nsysdoc.analysis.page_data`, from the same ranges in the same order); a range whose
+    window holds too many operations gets a note instead of a link."""
     flat = [r for f in findings for r in f.time_ranges]
     rank_of = [f.rank for f in findings for _ in f.time_ranges]
-    plan = tlm.range_windows([(int(r.start_ns), int(r.end_ns)) for r in flat], [(w[3], w[4]) for w in wins])
-    if not plan or not hasattr(analysis, "capture_windows"):
-        return []
-    caps = analysis.capture_windows({f"range{k}": (a, b) for k, (a, b, _) in enumerate(plan)},
-                                    max_ops=tlm.RANGE_MAX_OPS)
     out = []
-    for k, (a, b, idx) in enumerate(plan):
-        cap = caps.get(f"range{k}")
-        if cap is not None and not cap.overflow and not cap.n_ops and not cap.gaps:
-            continue  # nothing ran or waited there (a range outside the GPU's work): no window
-        view = analysis.window_view(f"range{k}") if cap is not None and not cap.overflow else None
-        if view is None:
+    for name, w in page.windows.items():
+        idx = [i for i in (w.ranges or ()) if i < len(flat)]
+        if w.ranges is None or not idx:
+            continue
+        if w.data is None:
             for i in idx:
                 flat[i].timeline_note = (f"more than {tlm.RANGE_MAX_OPS:,} operations around it: too many for this "
                                          f"page; export it with -f perfetto --range {flat[i].start_s}:{flat[i].end_s}")
             continue
         ranks = sorted({rank_of[i] for i in idx})
-        origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
         prefix = (f"Around finding{'s' if len(ranks) > 1 else ''} {', '.join(str(x) for x in ranks)} "
                   f"at {fmt_s(int(min(flat[i].start_ns for i in idx)) - origin)}")
-        out.append((f"range{k}", prefix, view, int(a), int(b), None, None))
+        out.append((name, prefix, w.data, w.start_ns, w.end_ns, None, None))
     return out
 
 
-def _whole_window(analysis, wins: list) -> list:
-    """The whole analysis window as one more window (an overview to zoom into), when it holds at
-    most ``WHOLE_WINDOW_MAX_OPS`` GPU operations and is not already one of ``wins``."""
-    res = getattr(analysis, "engine", None)
-    devices = (analysis.to_dict() or {}).get("devices") or []
-    n = sum((d.get("kernel_count") or 0) + (d.get("copy_count") or 0) for d in devices)
-    if res is None or not n or n > tlm.WHOLE_WINDOW_MAX_OPS or not hasattr(analysis, "capture_windows"):
+def _whole_window(page) -> list:
+    """The whole analysis window as one more window (an overview to zoom into), when the page
+    data holds it (at most ``WHOLE_WINDOW_MAX_OPS`` GPU operations, and no other window holds it)."""
+    w = page.windows.get("window")
+    if w is None or w.data is None:
         return []
-    a, b = res.window_range
-    if a is None or b is None or b <= a or any(w[3] <= a and b <= w[4] for w in wins):
-        return []
-    cap = analysis.capture_windows({"window": (int(a), int(b))}, max_ops=4 * tlm.WHOLE_WINDOW_MAX_OPS).get("window")
-    view = analysis.window_view("window") if cap is not None and not cap.overflow else None
-    return [("window", "Whole analysis window", view, int(a), int(b), None, None)] if view is not None else []
+    return [("window", "Whole analysis window", w.data, w.start_ns, w.end_ns, None, None)]
 
 
 def _lanes(tl: dict, names: tlm.NameTable, kineto: bool) -> list[dict]:
@@ -199,23 +178,25 @@ def _map_ranges(data: dict, findings) -> None:
     data["ranges"] = ranges
 
 
-def timeline_data(analysis, findings, *, worst: bool = False, max_bytes: int | None = None) -> tuple[dict, str] | None:
+def timeline_data(page, findings, *, worst: bool = False, max_bytes: int | None = None) -> tuple[dict, str] | None:
     """The data (module doc) and its embedded JSON text (:func:`embed`, at most
-    ``DETAIL_MAX_BYTES`` bytes); on each ``findings[i].time_ranges[j]``, ``timeline`` is set to
+    ``DETAIL_MAX_BYTES`` bytes) of the windows ``page`` holds (:class:`nsysdoc.pagedata.PageData`:
+    nothing is captured here); on each ``findings[i].time_ranges[j]``, ``timeline`` is set to
     the id of its range on the timeline (``""`` when no window of the timeline overlaps it).
     ``None`` when nothing was captured."""
-    wins = _windows(analysis)
-    wins += _range_windows(analysis, findings, wins)
-    wins += _whole_window(analysis, wins)
+    if page is None:
+        return None
+    origin = page.viewer_origin_ns or 0
+    wins = _windows(page)
+    wins += _range_windows(page, findings, origin)
+    wins += _whole_window(page)
     if not wins:
         return None
-    caps = getattr(getattr(analysis, "engine", None), "captures", {}) or {}
     # spans a window needs, roughly: its operations, as many gaps, host rows
-    sizes = [3 * getattr(caps.get(w[0]), "n_ops", 0) + tlm.MIN_SPANS_PER_LANE for w in wins]
+    sizes = [3 * page.windows[w[0]].n_ops + tlm.MIN_SPANS_PER_LANE for w in wins]
     if worst:  # the window shown first
         wins.sort(key=lambda w: w[0] != "worst")
-    kineto = getattr(getattr(analysis, "trace", None), "source_tool", "nsys") == "pytorch-profiler"
-    origin = getattr(getattr(analysis, "trace", None), "viewer_origin_ns", None) or 0
+    kineto = page.source_tool == "pytorch-profiler"
     budget = tlm.DETAIL_MAX_SPANS
     cap = tlm.DETAIL_MAX_BYTES if max_bytes is None else max(min(max_bytes, tlm.DETAIL_MAX_BYTES), tlm.DETAIL_MIN_BYTES)
     while True:
