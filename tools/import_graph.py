@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "nsysdoc"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # words and numbers every floor shares: no nsysdoc import but each other
     ("ground", ("nsysdoc.version", "nsysdoc.errors", "nsysdoc.severity", "nsysdoc.idle_causes",
-                "nsysdoc.fmt", "nsysdoc.safe_regex", "nsysdoc.lazy_pandas")),
+                "nsysdoc.fmt", "nsysdoc.safe_regex", "nsysdoc.lazy_pandas", "nsysdoc.pagedata")),
     # what a path holds and where files go: input formats, the user's paths, outputs, the cache
     ("files", ("nsysdoc.formats", "nsysdoc.inputs", "nsysdoc.outputs", "nsysdoc.cache")),
     ("trace", ("nsysdoc.trace",)),          # readers: a capture -> tables
