@@ -62,18 +62,21 @@ class Analysis:
 
         return window_view(self, name)
 
-    def page_data(self) -> PageData:
+    def page_data(self, replay: bool = True) -> PageData:
         """What the page needs beyond the result (:func:`page_data` of the ranked findings' ranges),
-        captured on the first call (after the rules ran: the findings' ranges get windows) and kept."""
-        if self.page is None:
-            self.page = page_data(self)
+        captured on the first call (after the rules ran: the findings' ranges get windows) and kept;
+        ``replay=False`` keeps the cheap part only (issue 50: a JSON-only run needs no window), and a
+        later call with ``replay=True`` completes it while the engine state is at hand."""
+        if self.page is None or (replay and not self.page.complete and self.engine is not None):
+            self.page = page_data(self, replay=replay)
         return self.page
 
     def release(self) -> None:
         """Let go of the trace (its tables and block store) and the engine state; the result,
         ``tables`` and the page data (captured now if not yet) stay. Nothing that needs rows works
         on this object afterwards (``nsysdoc.api.Report`` reads the capture again for those)."""
-        self.page_data()
+        if self.page is None:
+            self.page_data()
         self.trace = None
         self.engine = None
 
@@ -135,13 +138,14 @@ def _window(a: Analysis, name: str, cap, *, ranges: list[int] | None = None) -> 
                           host_tid=gtid, step=step, ranges=ranges)
 
 
-def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None) -> PageData:
+def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None, *, replay: bool = True) -> PageData:
     """Capture what the page needs (:class:`~nsysdoc.pagedata.PageData`): the engine's step (or
     middle) windows; a window of its own around the finding ``ranges`` (default: the result's,
     :func:`finding_ranges`) no step window holds whole (:func:`nsysdoc.metrics.timeline.range_windows`,
     at most ``RANGE_MAX_OPS`` operations each, else kept without rows: the page then says so); the
     whole analysis window when it holds at most ``WHOLE_WINDOW_MAX_OPS`` GPU operations and no other
-    window holds it. The slices that hold the new windows run again once, here."""
+    window holds it. The slices that hold the new windows run again once, here; with ``replay=False``
+    they don't, and the page data says it is not ``complete``."""
     from .metrics import timeline as tlm
 
     trace = a.trace
@@ -153,6 +157,9 @@ def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None) -> PageD
     for name in NAMED_WINDOWS:
         if name in res.captures:
             page.windows[name] = _window(a, name, res.captures[name])
+    if not replay:
+        page.complete = False
+        return page
     covered = [(w.start_ns, w.end_ns) for w in page.windows.values() if w.data is not None]
     plan = tlm.range_windows(finding_ranges(a.to_dict()) if ranges is None else list(ranges), covered)
     if plan:

@@ -258,7 +258,9 @@ class Report:
         # its block store and the engine state are let go now, and the accessors that need rows
         # (memory, gpu_ops, gaps, perfetto) read the capture again on each call (docs/api.md)
         self._result_dict = analysis.to_dict()
-        self._page = analysis.page_data()
+        # the page data the caller captured (``_report``: without the replayed windows for a JSON-only
+        # run, issue 50), else all of it now, while the engine state is at hand
+        self._page = getattr(analysis, "page", None) or analysis.page_data()
         self._whole_tables = dict(getattr(analysis, "tables", None) or {})
         self._reopen = reopen
         if reopen is not None:
@@ -270,6 +272,13 @@ class Report:
         self._tables: dict[str, Any] = {}
         #: what the run read (nsysdoc.outputs.Read): no writer of this report may replace it
         self._reads = tuple(reads)
+
+    def _whole_page(self):
+        """The page data with every window: the one kept, or (a report made for JSON only, issue 50)
+        captured now from the analysis kept or the capture read again."""
+        if not getattr(self._page, "complete", True):
+            self._page = self._rows().page_data()
+        return self._page
 
     def _rows(self):
         """An analysis whose trace and engine state are at hand: the one kept, or the capture read
@@ -513,14 +522,14 @@ class Report:
             from .cache import templates_dir
 
             bytecode = templates_dir(self._cache_dir)
-        return render_html(self._result, page=self._page, worst_step=worst_step, bytecode_dir=bytecode)
+        return render_html(self._result, page=self._whole_page(), worst_step=worst_step, bytecode_dir=bytecode)
 
     @_without_pandas
     def to_markdown(self) -> str:
         """The Markdown ``nsysdoc report -f md`` writes."""
         from .views import render_markdown
 
-        return render_markdown(self._result, page=self._page)
+        return render_markdown(self._result, page=self._whole_page())
 
     @_api_errors
     def perfetto_chunks(self, time_range: str | None = None, steps: str | None = None) -> Iterator[str]:
@@ -731,15 +740,17 @@ def _path_list(paths) -> list[Path]:
 
 
 def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
-            nsys=None, progress=None, keep_rows: bool = False) -> Report:
+            nsys=None, progress=None, keep_rows: bool = False, page_windows: bool = True) -> Report:
     """The Report of ``path``; ``keep_rows``: keep the trace and the engine state (a caller about
-    to stream every event, ``-f perfetto``, saves reading the capture again)."""
+    to stream every event, ``-f perfetto``, saves reading the capture again); ``page_windows=False``:
+    don't replay slices for the page's finding-range and whole-window timelines (a JSON-only run,
+    issue 50: the page, if asked for later, captures them then)."""
     from .lazy_pandas import deferring
 
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
         analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
                                      nsys=nsys, progress=progress)
-        analysis.page_data()  # what the page needs, captured once the rules ran (issue 51)
+        analysis.page_data(replay=page_windows)  # what the page needs, once the rules ran (issue 51)
     src = (analysis.to_dict().get("source") or {}).get("path")
     reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache,
                                             cache_dir=cache_dir)

@@ -254,7 +254,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     for path in files:
         try:
             rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
-                          nsys=nsys, progress=_say, keep_rows=fmt == Format.perfetto)
+                          nsys=nsys, progress=_say, keep_rows=fmt == Format.perfetto,
+                          page_windows=fmt in (Format.html, Format.md))
             result = rep.result
             text = _render(rep, fmt, worst_step, export)
             _cache_warnings()

@@ -48,6 +48,9 @@ class PageData:
     #: (the engine's), "range0"... (finding ranges no step window holds whole), "window" (the
     #: whole analysis window, when small enough)
     windows: dict[str, TimelineWindow] = field(default_factory=dict)
+    #: False when captured without replaying slices (``replay=False``: a JSON-only run): only the
+    #: windows the engine kept are here, not the finding ranges' or the whole window's
+    complete: bool = True
 
     def window_view(self, name: str):
         """The rows of window ``name`` (what ``Analysis.window_view`` gave), or None."""

@@ -95,3 +95,28 @@ def test_rows_after_release_are_read_again_and_equal_those_of_a_kept_report(buil
     assert released.to_json() == kept.to_json()
     assert "".join(released.perfetto_chunks()) == "".join(kept.perfetto_chunks())
     assert released.result is released._result and released.result["findings"]
+
+
+def test_a_json_only_report_replays_no_slice_and_its_page_is_the_same_later(build, monkeypatch):
+    """sync_storm: its findings' ranges lie outside the step windows, so the full page data replays
+    slices for windows of their own. A report made for JSON only (``page_windows=False``, what
+    ``report -f json`` asks, issue 50) replays none — the JSON is the same — and if its page is asked
+    for afterwards, the page data is completed then (the capture read again) and the page is byte
+    for byte the one made with the windows captured up front."""
+    from nsysdoc.api import _report
+    import nsysdoc.engine.run as run
+
+    path = build("sync_storm")
+    ruleset = pipeline.load_ruleset(no_config=True)
+    full = _report(path, ruleset, cache=False)
+    assert full._page.complete and any(k.startswith("range") for k in full._page.windows)
+    calls = []
+    real = run.capture_windows
+    monkeypatch.setattr(run, "capture_windows", lambda *a, **k: calls.append(1) or real(*a, **k))
+    lean = _report(path, ruleset, cache=False, page_windows=False)
+    assert calls == [] and not lean._page.complete
+    assert not any(k.startswith("range") for k in lean._page.windows)
+    assert lean.to_json() == full.to_json()
+    assert lean.summary_text() == full.summary_text()
+    assert lean.to_html() == full.to_html()
+    assert lean._page.complete and calls, "the page completed its data when asked for"
