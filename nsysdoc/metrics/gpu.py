@@ -102,7 +102,8 @@ def device_activity(ops: GpuOps, ndev: int, w0: int, w1: int) -> Activity:
                 sel = np.flatnonzero(mask & nonempty)
                 if len(sel) == 0:
                     return iv.union([], [], [])
-                s, e = ops.start_ns[sel].astype(np.int64), ops.end_ns[sel].astype(np.int64)
+                # the gathers are copies already: no second copy when the times are int64
+                s, e = ops.start_ns[sel].astype(np.int64, copy=False), ops.end_ns[sel].astype(np.int64, copy=False)
                 tmin = int(s.min())
                 return iv.Union(ops.device[sel].astype(np.int64), s, e, tmin, int(e.max()) - tmin + 1)
     kernels = busy if bool(k.all()) else u(k)
