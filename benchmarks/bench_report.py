@@ -3,7 +3,8 @@
     python benchmarks/bench_report.py --kernels 5000000 [--out benchmarks/out] [--repeat 3]
 
 Generates (once, cached by size in ``--out``) an nsys-shaped export with N kernels and N runtime
-rows on 2 devices (2 processes, 3 streams each, CUDA-graph-free, sorted as nsys flushes them), then
+rows on 2 devices (2 processes, 3 streams each, CUDA-graph-free, sorted as nsys flushes them; 1
+stream each for ``gpu-bound-gaps``, see :func:`generate_gpu_bound_gaps`), then
 times, each in a fresh process:
 
 * floor: the ``sqlite3`` shell taking ``max()`` of every column nsysdoc reads from the kernel and
@@ -173,6 +174,181 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
     os.replace(tmp, path)
 
 
+# measured (2026-12-06, sqlite3 on the shared real exports; see generate_gpu_bound_gaps)
+GAP_NAMES = (
+    [f"void at::native::vectorized_elementwise_kernel<(int){v}, at::native::{f}<c10::BFloat16>, "
+     f"at::detail::Array<char *, (int){a}>>(int, T2, T3)"
+     for v in (4, 8) for f in ("FillFunctor", "CUDAFunctor_add", "MulFunctor", "GeluCUDAKernelImpl", "bfloat16_copy_kernel_cuda")
+     for a in (2, 3)]
+    + [f"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize{t}_stage{s}_warpsize2x2x1_tensor16x8x16_execute_kernel_trt"
+       for t in ("128x128x64", "128x256x64", "64x128x64", "256x128x64") for s in (3, 4, 5)]
+    + [f"void at::native::(anonymous namespace)::{k}<c10::BFloat16, float, (int){b}>(T1 *, const T1 *, long, long)"
+       for k in ("cunn_SoftMaxForward", "cunn_SoftMaxBackward", "RowwiseMomentsCUDAKernel", "LayerNormForwardCUDAKernel",
+                 "layer_norm_grad_input_kernel") for b in (4, 8)]
+    + [f"void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_{w}x{h}_{k}x{s}_nn_align8>(T1::Params)"
+       for w, h in ((16, 16), (32, 32), (64, 64)) for k in (32, 64) for s in (1, 2)]
+    + [f"void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::{o}<float>, "
+       f"unsigned int, float, (int)4>>(T3)" for o in ("func_wrapper", "MeanOps", "NormTwoOps", "MaxOps")]
+    + ["ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)",
+       "flash_fwd_kernel<Flash_fwd_kernel_traits<(int)128, (int)128, (int)64, (int)4, false, false, cutlass::bfloat16_t>>",
+       "flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<(int)128, (int)64, (int)128, (int)8>>"]
+)
+
+
+def generate_gpu_bound_gaps(path: Path, n: int, seed: int = 7) -> None:
+    """``gpu-bound-gaps``: N kernels + N cudaLaunchKernel rows, 2 processes x 1 device x 1 stream,
+    the GPU-bound shape of real training exports: the host runs ahead (each launch ends well
+    before its kernel starts) and every kernel boundary inside a step is a 1-3 µs gap the GPU
+    itself makes, the next kernel already queued.
+
+    Measured on the shared real exports (sqlite3, read-only, kernels joined to their launch by
+    correlationId within the process; 2026-12-06):
+
+    ================================  ======  =====  =======  ===============  ==========  ==========
+    export                            kernels names  streams  gap p5/p50/p95   0-5 µs gaps queued (1)
+    ================================  ======  =====  =======  ===============  ==========  ==========
+    fastvideo_torchrun_h100x2_before   4,010     11  2 (1/GPU) 1.1/1.8/68 µs     80.0%       99.0%
+    fastvideo_torchrun_h100x2_after    3,587     11  2 (1/GPU) 1.2/1.9/91 µs     64.7%       99.2%
+    fastvideo_h100x2_sp2_slice         3,442     15  2 (1/GPU) 1.0/1.2/2.7 µs    96.5%       47.3%
+    mmagic_vsr_a100_forward              328     17  2        1.0/19.5/1659 µs   25.5%       75.9%
+    ================================  ======  =====  =======  ===============  ==========  ==========
+
+    (1) of the 0-5 µs gaps, the share whose next kernel's launch ended before the previous kernel
+    ended (the GPU-side gap this shape reproduces). No gap is zero in any of them. On the GPU-bound
+    ``_before`` capture: kernel durations p5/p25/p50/p75/p95 = 1.4/2.2/48/96/189 µs (a short
+    elementwise mode and a GEMM mode); launch end to kernel start p5/p50/p95 = 0.8/254/2,489 µs;
+    grid x median 2,304 (max 187,200), block x median 128, 32 registers (median), dynamic shared
+    memory 0 (median) to 221,500 bytes.
+
+    Reproduced here: steps of 1,000 kernels per device (an NVTX ``ProfilerStep#k`` range each,
+    back to back); 35% short elementwise kernels (1.2-4 µs) and 65% log-normal (median 50 µs,
+    5 µs-2 ms); a 1-3 µs gap before each kernel of a step (log-normal, median 1.6 µs, clipped);
+    launches 4-6 µs long, ~5 µs of host time apart, each ending at least a log-normal lag (median
+    250 µs) before its kernel starts (so the host is ahead and the next kernel is queued, the GPU
+    sets the pace); at each step's end a ``cudaStreamSynchronize`` from the last launch to the
+    step's last kernel end, then 1 ms of host work before the next step's first launch (so the
+    first kernel of a step ends an idle gap the host caused). 61 kernel names with their own fixed
+    launch configuration (grid, block, registers, static and dynamic shared memory). The generated
+    file (200 k kernels, same query): gaps p5/p50/p95 = 1.0/1.6/2.6 µs, 99.8% of boundaries 1-3 µs
+    and queued; durations p5/p50/p95 = 1.5/22/150 µs; launch end to start p5/p50/p95 =
+    0.5/1.7/4.1 ms (the host is further ahead than on the 4 k-kernel capture, whose steps are
+    shorter).
+
+    First batch (2026-12-06, 2 cores shared with six other engineers: load 7-9, so +-25% and
+    more; best of 2, ratios to the floor of the same run, which reads every kernel column the
+    report reads, launch configuration included, and the step ranges): 2 M kernels, floor 3.85 s;
+    cold 2.93x (main 3.86x), warm 1.15x (main 1.50x), warm HTML 1.87x; peak 658 MB cold, 518 MB
+    warm (main 519). 5 M (one run): cold 3.59x (main 3.04x), warm 1.01x (main 1.20x), peak
+    1,100 MB cold, 780 MB warm (main 819). CPU time of ``analyze`` at 2 M, warm cache, in process:
+    1.65 s (main 1.78-1.98 s); ``sqlite3`` decoding is the cold run's largest part, and the
+    page's assembly (critical path 0.33 s, step records 0.17 s of 2.3 s under cProfile) the
+    warm one's largest part outside the engine."""
+    rng = np.random.default_rng(seed)
+    tmp = path.with_suffix(".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    w = lambda name, cols: con.execute(ddl.create_sql(name, cols))  # noqa: E731
+    w("StringIds", ddl.OTHER_TABLES["StringIds"])
+    names = GAP_NAMES
+    nn = len(names)
+    # nsys's shortName: the function's own name, without scope, template arguments or parameters
+    shorts = [s.replace("(anonymous namespace)::", "").replace("void ", "").split("(")[0].split("<")[0].split("::")[-1]
+              for s in names]
+    strings = ["cudaLaunchKernel_v7000", "cudaStreamSynchronize_v3020"] + names + shorts
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(strings)))
+    w("META_DATA_EXPORT", [("name", "TEXT"), ("value", "TEXT")])
+    con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)",
+                    [("EXPORT_PRODUCT_VERSION", "2026.2.1.210"), ("EXPORT_SCHEMA_VERSION", "3.25.0")])
+    w("CUPTI_ACTIVITY_KIND_KERNEL", ddl.kernel_columns("2026"))
+    w("CUPTI_ACTIVITY_KIND_RUNTIME", ddl.RUNTIME_COLUMNS)
+    w("NVTX_EVENTS", ddl.nvtx_columns("2026"))
+    nnv = len(ddl.nvtx_columns("2026"))
+    nk = len(ddl.kernel_columns("2026"))
+    # each name's launch configuration, fixed (a kernel name is one template instantiation)
+    grid_x = rng.choice([4, 108, 132, 264, 1024, 2304, 9604, 187200], nn)
+    grid_y = rng.choice([1, 1, 1, 2, 8], nn)
+    block_x = rng.choice([64, 128, 128, 256, 512], nn)
+    regs = rng.choice([16, 32, 32, 64, 128, 168, 255], nn)
+    smem_s = rng.choice([0, 0, 0, 4096, 16384], nn)
+    smem_d = rng.choice([0, 0, 0, 33792, 98304, 221500], nn)
+    short_kernel = rng.random(nn) < 0.35  # elementwise-like names are short, the others GEMM-like
+    per_step = 1000
+    chunk = 500_000  # a multiple of per_step: no step is split
+    per_dev = n // 2
+    for dev in range(2):
+        pid = 1000 + dev
+        gpid = global_tid(pid, 0)
+        gtid = global_tid(pid, pid)
+        host_t = 1_000_000_000  # when the host starts its next step
+        corr = 0
+        done = 0
+        step = 0
+        while done < per_dev:
+            m = min(chunk, per_dev - done)
+            name = rng.integers(0, nn, m)
+            dur = np.where(short_kernel[name], rng.integers(1_200, 4_000, m),
+                           np.clip(np.exp(rng.normal(np.log(50_000), 0.8, m)), 5_000, 2_000_000)).astype(np.int64)
+            gap = np.clip(np.exp(rng.normal(np.log(1_600), 0.3, m)), 1_000, 3_000).astype(np.int64)
+            api_dur = rng.integers(4_000, 6_000, m)
+            host_gap = rng.integers(3_000, 7_000, m)
+            lag = np.clip(np.exp(rng.normal(np.log(250_000), 1.0, m)), 5_000, 5_000_000).astype(np.int64)
+            api_start = np.empty(m, dtype=np.int64)
+            start = np.empty(m, dtype=np.int64)
+            corr_ids = np.empty(m, dtype=np.int64)
+            sync_rows = []
+            nv_rows = []
+            for s0 in range(0, m, per_step):
+                sl = slice(s0, min(m, s0 + per_step))
+                d, g, ad, hg, lg = dur[sl], gap[sl], api_dur[sl], host_gap[sl], lag[sl]
+                # the GPU's own pace: each kernel a 1-3 µs gap after the previous one
+                step_begin = host_t
+                t0 = host_t + 1_000_000  # 1 ms of host work (data, optimizer) before the first launch
+                h = np.cumsum(hg + ad) - hg  # launch end offsets at the host's fastest pace
+                h = h - h[0] + ad[0]
+                gpu0 = t0 + ad[0] + 10_000
+                g_off = np.concatenate(([0], np.cumsum(d[:-1] + g[1:])))
+                want_end = gpu0 + g_off - lg  # each launch ends at least its lag before its kernel
+                # the host as late as these allow but never faster than its pace, never before t0
+                rev = np.minimum.accumulate((want_end - h)[::-1])[::-1]
+                a_end = h + np.maximum(t0, rev)
+                a_st = a_end - ad
+                # the GPU: start_i = max(launch end + 1 µs, previous end + gap_i)
+                ready = a_end + 1_000
+                st = g_off + np.maximum.accumulate(ready - g_off)
+                start[sl] = st
+                api_start[sl] = a_st
+                last_end = int(st[-1] + d[-1])
+                corr_ids[sl] = np.arange(corr + 1, corr + 1 + len(d))
+                corr_sync = corr + len(d) + 1  # each step's launches, then its synchronize
+                sync_rows.append((int(a_end[-1]) + 2_000, last_end + 5_000, corr_sync))
+                host_t = last_end + 5_000 + 1_000
+                nv_rows.append((step_begin, host_t, step))
+                corr = corr_sync
+                step += 1
+            api_end = api_start + api_dur
+            c = repeat
+            corr_l = corr_ids.tolist()
+            krows = zip(start.tolist(), (start + dur).tolist(), c(dev), c(1), c(None), c(7), corr_l, c(gpid),
+                        (2 + name).tolist(), (2 + nn + name).tolist(), c(None), c(1), c(0), regs[name].tolist(),
+                        grid_x[name].tolist(), grid_y[name].tolist(), c(1), block_x[name].tolist(), c(1), c(1),
+                        smem_s[name].tolist(), smem_d[name].tolist(), c(0), c(0), corr_l, c(0), c(None), c(0))
+            con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({','.join('?' * nk)})", krows)
+            rrows = zip(api_start.tolist(), api_end.tolist(), c(0), c(gtid), corr_l, c(0), c(0), c(None))
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)", rrows)
+            con.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,?,?,?,?,?,?)",
+                            [(a, b, 0, gtid, k, 1, 0, None) for a, b, k in sync_rows])
+            con.executemany(f"INSERT INTO NVTX_EVENTS VALUES ({','.join('?' * nnv)})",
+                            [(a, b, 59, None, None, None, f"ProfilerStep#{k}", gtid, gtid) + (None,) * (nnv - 9)
+                             for a, b, k in nv_rows])
+            done += m
+    con.commit()
+    con.close()
+    os.replace(tmp, path)
+
+
 # bump when a shape's generator changes (the steps shapes became issue 33's on 2026-12-04)
 SHAPE_VERSION = {"steps": "-v2", "steps-ops": "-v2"}
 
@@ -235,11 +411,13 @@ def main() -> int:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--shape", choices=("busy", "launch-bound", "steps", "steps-ops"), default="busy",
+    ap.add_argument("--shape", choices=("busy", "launch-bound", "steps", "steps-ops", "gpu-bound-gaps"), default="busy",
                     help="busy: the GPU is almost never idle; launch-bound: nearly every kernel ends an idle gap; "
                          "steps: a training loop of NVTX ProfilerStep ranges, 1,000 kernels per step per device, about half "
                          "of them ending an idle gap; "
-                         "steps-ops: the same with an NVTX operator range around every launch")
+                         "steps-ops: the same with an NVTX operator range around every launch; "
+                         "gpu-bound-gaps: real GPU-bound training (issue 50): the host ahead, a 1-3 µs gap at every "
+                         "kernel boundary of a step, 1 stream per device, NVTX steps, realistic names and launch configuration")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout of nsysdoc (e.g. a git worktree of an earlier commit) to time in the "
                          "same batch, for a before/after ratio on a noisy machine")
@@ -253,7 +431,10 @@ def main() -> int:
                      f"bench_{args.shape}{SHAPE_VERSION.get(args.shape, '')}_{args.kernels}.sqlite")
     if not db.exists():
         t = time.perf_counter()
-        generate(db, args.kernels, shape=args.shape)
+        if args.shape == "gpu-bound-gaps":
+            generate_gpu_bound_gaps(db, args.kernels)
+        else:
+            generate(db, args.kernels, shape=args.shape)
         print(f"generated {db} ({db.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
     if args.gpu_metrics_hz:
         gm = db.with_name(f"{db.stem}_gm{args.gpu_metrics_hz}.sqlite")
@@ -286,6 +467,9 @@ def main() -> int:
         narrow_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
         floor_sql += ('SELECT max(start), max("end"), max(eventType), max(globalTid), max(text), max(textId), '
                       'max(domainId) FROM NVTX_EVENTS;')
+    if args.shape == "gpu-bound-gaps":  # its ProfilerStep ranges (1 per 1,000 kernels: cheap, but read)
+        narrow_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
+        floor_sql += 'SELECT max(start), max("end"), max(eventType), max(globalTid), max(text) FROM NVTX_EVENTS;'
     # a real file, never os.devnull: a checkout older than the outputs fix (--baseline) renames its
     # temporary file over the output name, and as root that turned /dev/null into a plain file
     report = [sys.executable, "-m", "nsysdoc.cli", "report", str(db), "--format", "json", "-o",

@@ -21,6 +21,7 @@ from ..metrics.steps import Steps, StepBuilder, job_indices, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
+from ..trace.frames import unique_ints
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from ..trace.rows import SLICE_ROWS, env_rows, slice_rows  # the readers size their blocks by a slice
 from .attribute import build as build_attributor
@@ -262,7 +263,9 @@ def _step_devices(builder: StepBuilder, tables: list, ndev: int, nsteps: int, np
         for b in t.iter_blocks(cols + (["api_thread"] if launchers is not None else []), ahead=True):
             s, e = b["start_ns"], b["end_ns"]
             if launchers is not None and len(s):
-                launchers.append(np.unique(np.asarray(b["api_thread"], dtype=np.int64)))
+                # thread indices (-1: unknown): shifted to ids >= 0, marked, not sorted
+                launchers.append(unique_ints(np.asarray(b["api_thread"], dtype=np.int64) + 1) - 1
+                                 if int(b["api_thread"].min()) >= -1 else np.unique(np.asarray(b["api_thread"], dtype=np.int64)))
             dev, proc = b["device"].astype(np.int64), b["proc"].astype(np.int64)
             when = np.where(b["api"] >= 0, b["api_start_ns"], s)
             k = builder.add_ops(proc, when, e, s)

@@ -1,0 +1,148 @@
+"""Issue 50: the GPU-bound shape of real training captures, a 1-3 µs gap at every kernel boundary
+with the next kernel already queued, takes the short paths (``nsysdoc/metrics/gpu.py``) and they
+give what the general ones give.
+
+* a gap whose next operation was launched before the GPU went idle has no host part: its whole
+  length is queue time (``launch``, or ``dependency``), and :meth:`Gaps.split` reads the host's
+  activity only for the gaps that have a host part;
+* on one stream per device no two operations overlap or touch, so each operation is its own piece
+  of every device union (:func:`device_activity`), in (device, start) order only;
+* a slice's union needs no rebuilding when nothing is carried and nothing is clipped, and the few
+  operations carried from the previous slice are put in order among the pieces
+  (:func:`extend_activity`).
+
+Expected values are computed by hand in each docstring (times in ns, arbitrary origin).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from nsysdoc.metrics import gpu as gpu_m  # noqa: E402
+from nsysdoc.metrics import intervals as iv  # noqa: E402
+from nsysdoc.metrics.ops import KIND_KERNEL  # noqa: E402
+
+
+class _Ops:
+    """The columns of GpuOps that the device unions read."""
+
+    def __init__(self, device, start_ns, end_ns, is_nccl=None):
+        self.device = np.asarray(device, dtype=np.int32)
+        self.start_ns = np.asarray(start_ns, dtype=np.int64)
+        self.end_ns = np.asarray(end_ns, dtype=np.int64)
+        self.kind = np.full(len(self.start_ns), KIND_KERNEL, dtype=np.int8)
+        self.is_nccl = np.zeros(len(self.start_ns), bool) if is_nccl is None else np.asarray(is_nccl, bool)
+
+    def __len__(self):
+        return len(self.start_ns)
+
+
+def _pieces(u: iv.Union) -> list[tuple[int, int, int]]:
+    return list(zip(u.keys.tolist(), u.starts.tolist(), u.ends.tolist()))
+
+
+def _same_union(a: iv.Union, b: iv.Union) -> None:
+    assert _pieces(a) == _pieces(b)
+    if len(a):
+        assert (a.tmin, a.span) == (b.tmin, b.span)
+        # the same answers to the queries the engine asks
+        assert a.covered(np.array([0, 1]), np.array([0, 0]), np.array([10**4, 10**4])).tolist() == \
+            b.covered(np.array([0, 1]), np.array([0, 0]), np.array([10**4, 10**4])).tolist()
+
+
+def test_one_stream_per_device_kernels_with_a_gap_at_every_boundary_are_their_own_union_pieces():
+    """Device 0: kernels [100, 110), [112, 120), an NCCL kernel [122, 130); device 1: [105, 115),
+    [117, 125): sorted by (device, start), 2 ns gaps, nothing overlaps or touches. Busy = the five
+    kernels; compute (non-NCCL) = [100, 110), [112, 120) on 0 and both of device 1; comm = [122, 130)
+    on 0. Compute time: device 0 10 + 8 = 18, device 1 10 + 8 = 18; comm 8 on device 0."""
+    ops = _Ops([0, 0, 0, 1, 1], [100, 112, 122, 105, 117], [110, 120, 130, 115, 125],
+               is_nccl=[False, False, True, False, False])
+    a = gpu_m.device_activity(ops, 2, None, None)
+    assert _pieces(a.busy) == [(0, 100, 110), (0, 112, 120), (0, 122, 130), (1, 105, 115), (1, 117, 125)]
+    assert _pieces(a.compute) == [(0, 100, 110), (0, 112, 120), (1, 105, 115), (1, 117, 125)]
+    assert _pieces(a.comm) == [(0, 122, 130)]
+    assert a.compute.total_by_key(2).tolist() == [18, 18]
+    assert a.comm.total_by_key(2).tolist() == [8, 0]
+    for name, mask in (("compute", ~ops.is_nccl), ("comm", ops.is_nccl)):
+        _same_union(getattr(a, name), iv.union(ops.device[mask], ops.start_ns[mask], ops.end_ns[mask]))
+
+
+def test_disjoint_kernels_listed_in_time_order_across_devices_are_still_sorted_by_device():
+    """The same kernels listed by start time (devices interleaved: 0, 1, 0, 1, 0), as a slice's
+    operations can come. Each is still its own piece, but the union must come out sorted by
+    device: compute = device 0 [100, 110), [112, 120), then device 1 [105, 115), [117, 125); a
+    query of [0, 10,000) on device 1 covers 10 + 8 = 18 ns."""
+    ops = _Ops([0, 1, 0, 1, 0], [100, 105, 112, 117, 122], [110, 115, 120, 125, 130],
+               is_nccl=[False, False, False, False, True])
+    a = gpu_m.device_activity(ops, 2, None, None)
+    assert _pieces(a.compute) == [(0, 100, 110), (0, 112, 120), (1, 105, 115), (1, 117, 125)]
+    assert a.compute.covered(np.array([1]), np.array([0]), np.array([10_000])).tolist() == [18]
+    assert _pieces(a.comm) == [(0, 122, 130)]
+
+
+def test_a_carried_kernel_is_inserted_in_order_and_merged():
+    """Own kernels: device 0 [100, 110), [112, 120); device 1 [105, 115), [130, 140). Carried from the
+    previous slice, still running: device 1 [90, 106) (overlaps [105, 115)) and device 0 [50, 60).
+    Window [0, 1,000) clips nothing. Busy: device 0 [50, 60), [100, 110), [112, 120); device 1
+    [90, 115) (merged), [130, 140). Without a carried kernel the union is kept as it is."""
+    own = _Ops([0, 0, 1, 1], [100, 112, 105, 130], [110, 120, 115, 140])
+    extra = _Ops([1, 0], [90, 50], [106, 60])
+    ahead = gpu_m.device_activity(own, 2, None, None)
+    a = gpu_m.extend_activity(ahead, own, extra, 0, 1_000)
+    assert _pieces(a.busy) == [(0, 50, 60), (0, 100, 110), (0, 112, 120), (1, 90, 115), (1, 130, 140)]
+    # in (device, start) order before the union (its running-maximum path, no sort)
+    k, st, en = gpu_m._insert_ordered(ahead.busy, extra.device, extra.start_ns, extra.end_ns)
+    assert list(zip(k.tolist(), st.tolist(), en.tolist())) == [
+        (0, 50, 60), (0, 100, 110), (0, 112, 120), (1, 90, 106), (1, 105, 115), (1, 130, 140)]
+    both = _Ops([0, 0, 1, 1, 1, 0], [100, 112, 105, 130, 90, 50], [110, 120, 115, 140, 106, 60])
+    _same_union(a.busy, gpu_m.device_activity(both, 2, 0, 1_000).busy)
+    kept = gpu_m.extend_activity(ahead, own, None, 0, 1_000)
+    assert kept.busy is ahead.busy
+    # a window that cuts: [105, 135) -> device 0 [105, 110), [112, 120); device 1 [105, 115), [130, 135)
+    cut = gpu_m.extend_activity(ahead, own, None, 105, 135)
+    assert _pieces(cut.busy) == [(0, 105, 110), (0, 112, 120), (1, 105, 115), (1, 130, 135)]
+
+
+def _gaps() -> gpu_m.Gaps:
+    """Three gaps on device 0, launching thread index 0:
+
+    * A [100, 102): the next kernel was queued (its launch returned before 100): no host part
+      (painted end = 100), queue 2 ns, not a dependency -> launch 2;
+    * B [200, 230): queued too, the queue part a dependency (another stream) -> dependency 30;
+    * C [300, 400): the launching call [340, 350) (host window 340 - 300 = 40 ns < DISPATCH_MAX_NS:
+      a short window) returned at 350, so the painted host part is [300, 350) and the queue part
+      [350, 400) = 50 ns, not a dependency -> launch 50; the thread sat in a blocking sync
+      [290, 320) -> sync 20 (300-320); the uncovered [320, 350) in a short window is dispatch ->
+      launch 30. Total C: sync 20, launch 50 + 30 = 80."""
+    part = iv.paint([0], [290], [320], [gpu_m.LV_SYNC], gpu_m.NLEVELS)
+    n = 3
+    return gpu_m.Gaps(device=np.zeros(n, np.int32), start_ns=np.array([100, 200, 300]), end_ns=np.array([102, 230, 400]),
+                      thread=np.full(n, 7), next_api_start_ns=np.array([50, 150, 340]), kind=np.zeros(n, np.int8),
+                      thread_index=np.zeros(n, np.int64), painted_end_ns=np.array([100, 200, 350]),
+                      host_window_ns=np.array([0, 0, 40]), queue_is_dependency=np.array([False, True, False]),
+                      partition=part)
+
+
+def test_queued_gaps_are_all_queue_time_and_only_host_parts_are_painted():
+    g = _gaps()
+    c = {name: i for i, name in enumerate(gpu_m.CAUSES)}
+    out = g.split(np.arange(3), g.start_ns, g.end_ns)
+    expect = np.zeros((3, len(gpu_m.CAUSES)), np.int64)
+    expect[0, c["launch"]] = 2
+    expect[1, c["dependency"]] = 30
+    expect[2, c["sync"]], expect[2, c["launch"]] = 20, 50 + 30  # queue 350-400, dispatch 320-350
+    assert out.tolist() == expect.tolist()
+    # cut at 310: A and B whole; C's host part is [300, 310): sync 10, nothing else
+    cut = g.split(np.arange(3), np.zeros(3, np.int64), np.full(3, 310))
+    expect[2] = 0
+    expect[2, c["sync"]] = 10
+    assert cut.tolist() == expect.tolist()
+    # only the queued gaps: no host part at all, whatever the partition holds
+    only = g.split(np.array([0, 1]), 0, 10**6)
+    assert only.tolist() == expect[:2].tolist()
