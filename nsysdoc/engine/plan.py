@@ -21,7 +21,7 @@ from ..metrics.steps import Steps, StepBuilder, job_indices, outermost_ranges
 from ..metrics.timeline import NO_STEP_OPS, pick_step
 from ..trace import schema as S
 from ..trace.columns import Columns
-from ..trace.frames import unique_ints
+from ..trace.tables import unique_ints
 from ..trace.nvtx_text import FLAG_DECORATED, FLAG_STACK
 from ..trace.rows import SLICE_ROWS, env_rows, slice_rows  # the readers size their blocks by a slice
 from .attribute import build as build_attributor
