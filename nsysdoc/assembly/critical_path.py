@@ -3,6 +3,7 @@ host calls and GPU operations (:mod:`nsysdoc.metrics.critical_path` defines the 
 ``docs/json.md`` the fields)."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,6 +13,9 @@ from ..metrics.kernels import is_communication_kernel
 from ..metrics.ops import correlation_key
 from ..trace import schema as S
 from .numbers import _num
+
+from ..metrics import what_if as wi_m
+from ..metrics.kernels import is_fp32_gemm, top_compute_kernel
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..analysis import Analysis
@@ -131,7 +135,7 @@ def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
     return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
 
 
-def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None) -> dict:
+def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None, kernels: dict | None = None) -> dict:
     """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
     (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
     row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""
@@ -170,8 +174,11 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
     #: launched most of its path time
     name_op_ns: dict[tuple[int, int], int] = {}
     comm_ids: dict[int, bool] = {}
+    median_graph = None
     for step, t0, t1, proc in spans:
         g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None, comm_ids)
+        if (step is not None and step == picks[0]) or len(spans) == 1:
+            median_graph = (g, t0, t1)
         row = {"step": step, "start_ns": t0, "length_ms": _num(p.length_ns / 1e6),
                "segments_ms": {k: _num(v / 1e6) for k, v in zip(cp_m.SEGMENTS, p.segments_ns.tolist())}}
         if p.truncated:
@@ -209,4 +216,80 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
         out["top"].append({"name": label, "kind": kind, "op": op, "ms_per_step": _num(tot / ns / 1e6)})
     if out["median_step"] is None and len(out["steps"]) == 1:
         out["median_step"] = out["steps"][0]
+    if median_graph is not None and out["median_step"] is not None:
+        out["what_if"] = what_if_metrics(t, out, *median_graph, kernels)  # issue 48, milestone 2
     return out
+
+
+# --- what-if per finding (issue 48, milestone 2) -------------------------------------------------
+
+#: the graphs of the last reports' median steps, for the combined what-if of the findings that fired
+#: (``what_if_all``: computed after the rules, on the same graph); keyed by the identity of the
+#: report's ``metrics.critical_path``
+_KEEP = 4
+_replays: "OrderedDict[int, tuple[dict, wi_m.Replay, dict]]" = OrderedDict()
+
+
+def _what_if_row(before_ns: int, after_ns: int, change: wi_m.Change) -> dict:
+    return {"step_ms_before": _num(before_ns / 1e6), "step_ms_after": _num(after_ns / 1e6),
+            "saved_ms_per_step": _num((before_ns - after_ns) / 1e6), "change": change.text}
+
+
+def rule_changes(t, g, t0: int, kernels: dict | None, r: "wi_m.Replay | None" = None) -> dict:
+    """The graph change each rule's fix makes (``docs/glossary.md``, "What-if"), by rule id; rules
+    whose fix touches nothing in this step are left out."""
+    out = {"launch-bound": wi_m.launch_floor(g, t0), "host-sync": wi_m.syncs_removed(g, t0),
+           "data-starvation": wi_m.input_wait_removed(g, t0)}
+    if (g.o_seg == cp_m.COMM).any():
+        out["nccl-exposed"] = wi_m.comm_hidden(g)
+    names = {}
+    codes = np.unique(g.o_name[g.o_name >= 0])
+    if len(codes):
+        names = dict(zip(codes.tolist(), (str(x) for x in t.strings.lookup(codes.astype(np.int64)))))
+    top = top_compute_kernel((kernels or {}).get("by_name"))
+    if top is not None and names:
+        mask = np.isin(g.o_name, [c for c, n in names.items() if n == top.get("name")])
+        if mask.any():
+            out["dominant-kernel"] = wi_m.ops_faster(
+                g, mask, wi_m.DOMINANT_SPEEDUP, f"the top kernel {wi_m.DOMINANT_SPEEDUP:g}x faster, as a tuned, fused "
+                f"or tensor-core version might be")
+    fp32 = [c for c, n in names.items() if is_fp32_gemm(n)]
+    if fp32:
+        out["fp32-gemm"] = wi_m.ops_faster(
+            g, np.isin(g.o_name, fp32), wi_m.TF32_SPEEDUP,
+            f"the FP32 GEMM/conv kernels {wi_m.TF32_SPEEDUP:g}x faster with TF32 tensor cores")
+    if r is not None and (r.producer >= 0).any():
+        out["gpu-dependency"] = wi_m.waits_removed(g)
+    for rid, ch in out.items():
+        ch.rules = [rid]
+    return {k: v for k, v in out.items() if not v.empty()}
+
+
+def what_if_metrics(t, cp: dict, g, t0: int, t1: int, kernels: dict | None = None) -> dict:
+    """``metrics.critical_path.what_if``: per rule id, the median step's time before and after the
+    rule's fix (``what_if {step_ms_before, step_ms_after, saved_ms_per_step, change}``)."""
+    r = wi_m.prepare(g, t0, t1)
+    changes = rule_changes(t, g, t0, kernels, r)
+    before = t1 - t0
+    out = {rid: _what_if_row(before, wi_m.step_ns_after(r, ch), ch) for rid, ch in changes.items()}
+    _replays[id(cp)] = (cp, r, changes)
+    while len(_replays) > _KEEP:
+        _replays.popitem(last=False)
+    return out
+
+
+def what_if_all(result: dict, rule_ids: list[str]) -> dict | None:
+    """The fixes of the findings ``rule_ids`` together, replayed as one change on the median step's
+    graph (never a sum of their savings): ``{rules, step_ms_before, step_ms_after, saved_ms_per_step,
+    change}``; None when fewer than two of them have a what-if or the graph is gone (a saved report)."""
+    cp = (result.get("metrics") or {}).get("critical_path")
+    kept = _replays.get(id(cp)) if isinstance(cp, dict) else None
+    if kept is None or kept[0] is not cp:
+        return None
+    _, r, changes = kept
+    chosen = [changes[rid] for rid in dict.fromkeys(rule_ids) if rid in changes]
+    if len(chosen) < 2:
+        return None
+    ch = wi_m.combine(chosen, "; ".join(c.text for c in chosen))
+    row = _what_if_row(r.t1 - r.t0, wi_m.step_ns_after(r, ch), ch)
+    return {"rules": [c.rules[0] for c in chosen], **row}
