@@ -226,7 +226,7 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
 #: the graphs of the last reports' median steps, for the combined what-if of the findings that fired
 #: (``what_if_all``: computed after the rules, on the same graph); keyed by the identity of the
 #: report's ``metrics.critical_path``
-_KEEP = 4
+_KEEP = 8
 _replays: "OrderedDict[int, tuple[dict, wi_m.Replay, dict]]" = OrderedDict()
 
 
