@@ -216,7 +216,8 @@ def replay(r: Replay, ch: Change | None = None) -> tuple[np.ndarray, np.ndarray,
                     s = s0 - c
             cs[i] = s
             if cawait[i] < 0:
-                ce[i] = s + dur_c[i]
+                # a call that started before the step keeps its recorded length (it is given)
+                ce[i] = s + (dur_c[i] if s0 >= t0 else ce0[i] - s0)
         elif e < nc + no:
             j = e - nc
             s0 = os0[j]
@@ -244,7 +245,9 @@ def replay(r: Replay, ch: Change | None = None) -> tuple[np.ndarray, np.ndarray,
             oe[j] = s + d
         else:
             i = e - nc - no
-            if soff is not None and soff[i]:
+            if cs0[i] < t0:
+                ce[i] = max(cs[i] + own_sync[i], oe[cawait[i]] + lag_await[i])
+            elif soff is not None and soff[i]:
                 ce[i] = cs[i] + min(own_sync[i], dur_c[i])
             else:
                 ce[i] = max(cs[i] + min(own_sync[i], dur_c[i]), oe[cawait[i]] + lag_await[i])
@@ -268,10 +271,14 @@ def step_ns_after(r: Replay, ch: Change | None = None) -> int:
 # --- the changes each rule's fix makes (docs/glossary.md, "What-if") ------------------------------
 
 def launch_floor(g: cp_m.Graph, t0: int) -> Change:
-    """launch-bound: every launch call at most ``LAUNCH_FLOOR_CALL_NS`` and the host time before it
-    (when under ``DISPATCH_GAP_MAX_NS``) cut to 0."""
+    """launch-bound: every launch call shorter than ``DISPATCH_GAP_MAX_NS`` cut to
+    ``LAUNCH_FLOOR_CALL_NS`` and the host time before a launch call (when under
+    ``DISPATCH_GAP_MAX_NS``) cut to 0."""
     launch = g.c_kind == cp_m.CALL_LAUNCH
-    call_ns = np.where(launch, LAUNCH_FLOOR_CALL_NS, -1).astype(np.int64)
+    # long launch calls (1 ms or more: module loading, a full queue, a driver stall) are not
+    # per-launch overhead: launch-bound does not count them, and they keep their length
+    short = launch & (g.c_end - g.c_start < DISPATCH_GAP_MAX_NS)
+    call_ns = np.where(short, LAUNCH_FLOOR_CALL_NS, -1).astype(np.int64)
     p = g.call_prev
     gap = np.where(p >= 0, g.c_start - g.c_end[np.maximum(p, 0)], 0) if len(p) else np.zeros(0, np.int64)
     cut = np.where(launch & (p >= 0) & (gap > 0) & (gap < DISPATCH_GAP_MAX_NS), gap, 0).astype(np.int64)
