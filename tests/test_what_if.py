@@ -174,4 +174,75 @@ def test_change_combines_the_strongest_of_each():
     assert z.op_scale.tolist() == [0.5, 0.0] and z.call_ns.tolist() == [3000, 2000]
     assert z.lag_cut_ns.tolist() == [7, 5] and z.producers_off
     assert wi.Change("none").empty() and not z.empty()
-    _ = cp  # the graph module the replay works on
+
+
+_WALK_CASES = [(n, None) for n in sorted(CP_SCENARIOS)] + [(n, fx) for n in sorted(WHAT_IF_PAIRS) for fx in (False, True)]
+
+
+@pytest.mark.parametrize("name,fixed", _WALK_CASES, ids=[f"{n}{'' if fx is None else ('-fixed' if fx else '-cause')}"
+                                                          for n, fx in _WALK_CASES])
+def test_vectorised_walk_is_the_reference_walk(tmp_path, name, fixed):
+    """The vectorised critical path (every node's last arrival at once, the cursor as a running
+    minimum) gives the reference walk's path node for node: segments, time per operation and call,
+    pieces, on every step of the scenario."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.assembly.critical_path import step_path
+    from nsysdoc.trace import load_trace
+
+    build = CP_SCENARIOS[name] if fixed is None else (lambda: WHAT_IF_PAIRS[name][0](fixed=fixed))
+    a = analyze(load_trace(build().write(tmp_path / "c.sqlite"), cache=False))
+    s = a.steps.table
+    for t0, t1 in zip(np.asarray(s["start_ns"]).tolist(), np.asarray(s["end_ns"]).tolist()):
+        g, p = step_path(a.trace, t0, t1, None)
+        ref = cp.critical_path_reference(g, t0, t1)
+        assert p.segments_ns.tolist() == ref.segments_ns.tolist()
+        assert p.op_ns.tolist() == ref.op_ns.tolist() and p.call_ns.tolist() == ref.call_ns.tolist()
+        assert p.pieces == ref.pieces and p.truncated == ref.truncated
+
+
+def _random_graph(seed: int):
+    """A random step of 2 threads and 3 streams: calls in time order per thread (some launches, some
+    blocking syncs), each launch's operation queued on its stream after the launch, some starting
+    late (waits nothing records), times on a coarse grid so that ties happen."""
+    rng = np.random.default_rng(seed)
+    cs, ce, th, kind, ckey = [], [], [], [], []
+    os_, oe, st, seg, name, okey = [], [], [], [], [], []
+    free = {7: 0, 9: 0, 13: 0}
+    for t in (0, 1):
+        now = int(rng.integers(0, 5)) * 10_000
+        for _ in range(int(rng.integers(5, 40))):
+            now += int(rng.choice([0, 5_000, 10_000, 40_000, 2_000_000]))
+            k = int(rng.choice([cp.CALL_LAUNCH, cp.CALL_LAUNCH, cp.CALL_OTHER, cp.CALL_SYNC]))
+            d = int(rng.choice([5_000, 10_000, 20_000]))
+            key = len(cs) + 1
+            if k == cp.CALL_LAUNCH:
+                s = int(rng.choice([7, 9, 13]))
+                start = max(now + d, free[s]) + int(rng.choice([0, 0, 10_000, 100_000]))
+                dur = int(rng.choice([10_000, 50_000, 300_000]))
+                free[s] = start + dur
+                os_.append(start); oe.append(start + dur); st.append(s); okey.append(key)
+                seg.append(cp.COMM if s == 13 else cp.KERNEL); name.append(s)
+            elif k == cp.CALL_SYNC:
+                d = max(d, max(free.values()) + 2_000 - now)
+            cs.append(now); ce.append(now + d); th.append(t); kind.append(k); ckey.append(key)
+            now += d
+    return cp.build_graph(cs, ce, th, kind, ckey, os_, oe, st, seg, name, okey)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_vectorised_walk_on_random_graphs(seed):
+    """Random graphs (ties, late starts with and without a producer, hand-offs after long idle
+    gaps, blocking syncs): the vectorised walk is the reference walk, over several windows."""
+    g = _random_graph(seed)
+    ends = np.concatenate([g.c_end, g.o_end])
+    hi = int(ends.max()) if len(ends) else 1
+    for t0, t1 in ((0, hi), (hi // 3, hi), (hi // 4, hi // 2), (0, hi + 50_000)):
+        g._bindings = None
+        p, ref = cp.critical_path(g, t0, t1), cp.critical_path_reference(g, t0, t1)
+        assert p.segments_ns.tolist() == ref.segments_ns.tolist(), (t0, t1)
+        assert p.op_ns.tolist() == ref.op_ns.tolist() and p.call_ns.tolist() == ref.call_ns.tolist()
+        assert p.pieces == ref.pieces and p.truncated == ref.truncated
+        r = wi.prepare(g, t0, t1)
+        cs_, ce_, os2, oe2 = wi.replay(r, wi.Change("nothing"))
+        assert ce_.tolist() == g.c_end.tolist() and oe2.tolist() == g.o_end.tolist()
+        assert cs_.tolist() == g.c_start.tolist() and os2.tolist() == g.o_start.tolist()

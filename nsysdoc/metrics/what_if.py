@@ -140,14 +140,10 @@ def prepare(g: cp_m.Graph, t0: int, t1: int) -> Replay:
     a_p = np.where(op_prev >= 0, oe[np.maximum(op_prev, 0)], _NEG) if no else np.zeros(0, np.int64)
     a_c = np.where(op_call >= 0, cs[np.maximum(op_call, 0)], _NEG) if (no and nc) else np.full(no, _NEG)
     c_dur = np.where(op_call >= 0, (ce - cs)[np.maximum(op_call, 0)], 0) if (no and nc) else np.zeros(no, np.int64)
-    a = np.maximum(a_p, a_c)
-    producer = np.full(no, -1, np.int64)
-    need = np.flatnonzero(((a == _NEG) | (os_ - a > LAUNCH_LATENCY_NS)) & (oe > t0) & (os_ < t1))
-    for j in need.tolist():
-        aj = int(a[j])
-        k = g.producer(j, aj if aj != _NEG else t0 - 1)
-        if k >= 0 and (aj == _NEG or oe[k] > aj):
-            producer[j] = k
+    # the producer each operation waited on, as the critical path's walk finds it
+    _, bnode, _ = cp_m.bindings(g, t0)
+    onode = bnode[nc:] - nc
+    producer = np.where((bnode[nc:] >= nc) & (onode != op_prev), onode, -1) if no else np.zeros(0, np.int64)
     has_k = producer >= 0
     bind_call = ~has_k & (a_c > a_p)  # the walk takes the launch only when it arrived strictly later
     bind_prev = ~has_k & ~bind_call
@@ -156,10 +152,14 @@ def prepare(g: cp_m.Graph, t0: int, t1: int) -> Replay:
     op_lag_prod = np.where(has_k, os_ - oe[np.maximum(producer, 0)], 0) if no else np.zeros(0, np.int64)
     # replay order: blocking syncs' ends (at their recorded end), then calls, then operations, by
     # time: every node's predecessors come before it
-    sync_end = np.flatnonzero(w >= 0)
-    keys = np.concatenate([cs, os_, ce[sync_end]])
-    rank = np.concatenate([np.ones(nc, np.int64), np.full(no, 2, np.int64), np.zeros(len(sync_end), np.int64)])
-    ids = np.concatenate([np.arange(nc), nc + np.arange(no), nc + no + sync_end])
+    # time: every node's predecessors come before it. Nodes that ended by the step's start are
+    # given (nothing before the step changes): left out
+    sync_end = np.flatnonzero((w >= 0) & (ce > t0))
+    c_in, o_in = np.flatnonzero(ce > t0), np.flatnonzero(oe > t0)
+    keys = np.concatenate([cs[c_in], os_[o_in], ce[sync_end]])
+    rank = np.concatenate([np.ones(len(c_in), np.int64), np.full(len(o_in), 2, np.int64),
+                           np.zeros(len(sync_end), np.int64)])
+    ids = np.concatenate([c_in, nc + o_in, nc + no + sync_end])
     order = ids[np.lexsort((rank, keys))].tolist()
     live_c = np.flatnonzero((cs < t1) & (ce > t0))
     live_o = np.flatnonzero((os_ < t1) & (oe > t0))
