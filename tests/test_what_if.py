@@ -246,3 +246,37 @@ def test_vectorised_walk_on_random_graphs(seed):
         cs_, ce_, os2, oe2 = wi.replay(r, wi.Change("nothing"))
         assert ce_.tolist() == g.c_end.tolist() and oe2.tolist() == g.o_end.tolist()
         assert cs_.tolist() == g.c_start.tolist() and os2.tolist() == g.o_start.tolist()
+
+
+def _changes(g, t0):
+    rng = np.random.default_rng(t0 % 1000)
+    out = [wi.launch_floor(g, t0), wi.syncs_removed(g, t0), wi.input_wait_removed(g, t0), wi.comm_hidden(g),
+           wi.waits_removed(g), wi.ops_faster(g, rng.random(len(g.o_start)) < 0.5, 2.0, "half 2x")]
+    return out + [wi.combine(out[:3], "a"), wi.combine(out, "all")]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_chain_replay_is_the_node_replay_on_random_graphs(seed):
+    """The vectorised replay (chains solved by running maxima, swept until nothing changes) gives
+    the one-node-at-a-time replay's times for every change, on random graphs and windows."""
+    g = _random_graph(seed)
+    ends = np.concatenate([g.c_end, g.o_end])
+    hi = int(ends.max()) if len(ends) else 1
+    for t0, t1 in ((0, hi), (hi // 3, hi), (hi // 4, hi // 2)):
+        g._bindings = None
+        r = wi.prepare(g, t0, t1)
+        for ch in [wi.Change("nothing")] + _changes(g, t0):
+            fast, slow = wi.replay_chains(r, ch), wi.replay(r, ch)
+            assert fast is not None
+            for x, y in zip(fast, slow):
+                assert x.tolist() == y.tolist(), ch.text
+
+
+def test_chain_by_pointer_jumping():
+    """_chain follows the pointers to the end: from 5 in [-1, 0, 1, 2, 3, 4] the chain is 5 4 3 2 1 0;
+    from 0 it is [0]; a cycle (1 -> 0 -> 1) has no end: None (the walk then falls back to the
+    reference, which stops on its step limit)."""
+    nxt = np.array([-1, 0, 1, 2, 3, 4])
+    assert cp._chain(nxt, 5).tolist() == [5, 4, 3, 2, 1, 0]
+    assert cp._chain(nxt, 0).tolist() == [0]
+    assert cp._chain(np.array([1, 0, 1]), 2) is None

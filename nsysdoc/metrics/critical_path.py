@@ -200,9 +200,16 @@ class Path:
     segments_ns: np.ndarray
     op_ns: np.ndarray
     call_ns: np.ndarray
-    pieces: list
+    #: a list, or a function that builds it (the vectorised walk builds it only when asked)
+    _pieces: object
     #: the walk stopped on its step limit (a cycle in timing-inferred edges): the rest is ``wait``
     truncated: bool = False
+
+    @property
+    def pieces(self) -> list:
+        if callable(self._pieces):
+            self._pieces = self._pieces()
+        return self._pieces
 
 
 def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
@@ -400,11 +407,39 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate([c_arr, a]), np.concatenate([c_node, node]), np.concatenate([c_lab, lab])
 
 
+def _chain(nxt: np.ndarray, start: int) -> np.ndarray | None:
+    """``start, nxt[start], nxt[nxt[start]], ...`` up to the first node whose ``nxt`` is -1, without a
+    Python step per node: tables of ``nxt`` applied 2^k times (pointer jumping), the chain's length
+    found by descending them, and position ``m`` of the chain as ``start`` moved by the bits of
+    ``m``. None when the chain does not end (a cycle)."""
+    tables = [nxt]
+    while len(tables) <= max(len(nxt), 1).bit_length():
+        j = tables[-1]
+        nj = np.where(j >= 0, j[np.maximum(j, 0)], -1)
+        tables.append(nj)
+        if not (nj >= 0).any():
+            break
+    cur, length = int(start), 1
+    for k in range(len(tables) - 1, -1, -1):
+        j = int(tables[k][cur])
+        if j >= 0:
+            cur, length = j, length + (1 << k)
+    if int(nxt[cur]) >= 0:
+        return None
+    m = np.arange(length)
+    pos = np.full(length, int(start), np.int64)
+    for k, tab in enumerate(tables):
+        bit = ((m >> k) & 1).astype(bool)
+        if bit.any():
+            pos[bit] = tab[pos[bit]]
+    return pos
+
+
 def critical_path(g: Graph, t0: int, t1: int, bound: tuple | None = None) -> Path:
     """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring),
     vectorised: every node's last arrival at once (:func:`bindings`, or ``bound``), the chain of
-    last arrivals from the node that ended last followed on Python lists (a pointer per node, no
-    arithmetic), then the covers of the walk — each node's own time, a launch's unexplained wait,
+    last arrivals from the node that ended last by pointer jumping (:func:`_chain`; a cycle of
+    timing-inferred edges falls back to the reference), then the covers of the walk — each node's own time, a launch's unexplained wait,
     the edge to its predecessor — as one running minimum of the cursor (numpy). Same result as
     :func:`critical_path_reference`."""
     t0, t1 = int(t0), int(t1)
@@ -431,22 +466,11 @@ def critical_path(g: Graph, t0: int, t1: int, bound: tuple | None = None) -> Pat
     seg[CPU] += t1 - best
     arr, nxt, lab = bindings(g, t0) if bound is None else bound
     # the chain of last arrivals, until a node without predecessor or one whose predecessor
-    # arrived at or before the step's start (the cursor then reaches it)
-    limit = 4 * (no + nc) + 16
-    nxt_l, arr_l = nxt.tolist(), arr.tolist()
-    seq = []
-    i = start
+    # arrived at or before the step's start (the cursor then reaches it), by pointer jumping
+    S = _chain(np.where((nxt < 0) | (arr <= t0), -1, nxt), start)
+    if S is None:  # a cycle in timing-inferred edges: the reference walk stops on its step limit
+        return critical_path_reference(g, t0, t1)
     truncated = False
-    while True:
-        seq.append(i)
-        j = nxt_l[i]
-        if j < 0 or arr_l[i] <= t0:
-            break
-        if len(seq) >= limit:
-            truncated = True  # a cycle in timing-inferred edges: the rest is wait (as the reference)
-            break
-        i = j
-    S = np.asarray(seq, np.int64)
     is_op = S >= nc
     oi, ci = np.maximum(S - nc, 0), np.minimum(S, max(nc - 1, 0))
     has = nxt[S] >= 0
@@ -472,18 +496,21 @@ def critical_path(g: Graph, t0: int, t1: int, bound: tuple | None = None) -> Pat
     op_ns = np.bincount(oi[is_op], weights=d_own[is_op], minlength=no).astype(np.int64) if no else np.zeros(0, np.int64)
     call_ns = np.bincount(ci[~is_op], weights=d_own[~is_op], minlength=nc).astype(np.int64) if nc \
         else np.zeros(0, np.int64)
-    nz = np.flatnonzero(d > 0)
-    nz = nz[nz < 3 * len(S)] if truncated and len(nz) and nz[-1] >= 3 * len(S) else nz
-    if truncated and d[-1] > 0:
-        pieces_tail = [(-1, -1, int(cur[-1]), int(cur[-2]), WAIT)]
-    else:
-        pieces_tail = []
-    if len(nz):
-        which, kind = nz // 3, nz % 3
-        typ = np.where(kind == 0, np.where(is_op[which], NODE_OP, NODE_CALL), -1)
-        idx = np.where(kind == 0, np.where(is_op[which], oi[which], ci[which]), -1)
-        pieces += list(zip(typ.tolist(), idx.tolist(), cur[nz + 1].tolist(), cur[nz].tolist(), labels[nz].tolist()))
-    pieces += pieces_tail
     length = int(seg.sum())
     assert length == t1 - t0, (length, t1 - t0)
-    return Path(length, seg, op_ns, call_ns, pieces, truncated)
+
+    def listed() -> list:
+        """The pieces as the reference lists them (built when asked: ~1 us a piece)."""
+        out = list(pieces)
+        nz = np.flatnonzero(d > 0)
+        nz = nz[nz < 3 * len(S)]
+        if len(nz):
+            which, kind = nz // 3, nz % 3
+            typ = np.where(kind == 0, np.where(is_op[which], NODE_OP, NODE_CALL), -1)
+            idx = np.where(kind == 0, np.where(is_op[which], oi[which], ci[which]), -1)
+            out += list(zip(typ.tolist(), idx.tolist(), cur[nz + 1].tolist(), cur[nz].tolist(), labels[nz].tolist()))
+        if truncated and d[-1] > 0:
+            out.append((-1, -1, int(cur[-1]), int(cur[-2]), WAIT))
+        return out
+
+    return Path(length, seg, op_ns, call_ns, listed, truncated)

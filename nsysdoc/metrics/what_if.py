@@ -255,11 +255,130 @@ def replay(r: Replay, ch: Change | None = None) -> tuple[np.ndarray, np.ndarray,
     return i64(cs), i64(ce), i64(os_), i64(oe)
 
 
+#: sweeps of :func:`replay_chains` before it gives up (then :func:`replay`, one node at a time)
+MAX_SWEEPS = 48
+
+
+def _segments(order: np.ndarray, linked: np.ndarray) -> list:
+    """Slices of ``order`` (nodes in chain order) where each node is linked to the one before."""
+    if not len(order):
+        return []
+    starts = np.flatnonzero(~linked[order])
+    if not len(starts) or starts[0] != 0:
+        starts = np.r_[0, starts]
+    ends = np.r_[starts[1:], len(order)]
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _chain_solve(order, segs, w, e, out) -> None:
+    """``out[order[k]] = max(out[order[k-1]] + w[order[k]], e[order[k]])`` along each segment (the
+    first node of a segment: ``e``), as ``W + cummax(e - W)`` with ``W`` the running sum of ``w``."""
+    wo, eo = w[order], e[order]
+    for a, b in segs:
+        ww = wo[a:b].copy()
+        ww[0] = 0
+        W = np.cumsum(ww)
+        out[order[a:b]] = W + np.maximum.accumulate(eo[a:b] - W)
+
+
+def replay_chains(r: Replay, ch: Change | None = None):
+    """:func:`replay`, vectorised: each thread's calls and each stream's operations form chains solved
+    at once by a running maximum (a node ends at the later of its chain predecessor's end plus
+    lag and duration, and its other arrivals plus duration); the chains are swept — calls, then
+    operations — until no time changes (each sweep carries a hand-off, launch, sync or producer
+    edge one hop further). Same times as :func:`replay`; None after ``MAX_SWEEPS`` sweeps."""
+    g, t0 = r.g, r.t0
+    nc, no = len(g.c_start), len(g.o_start)
+    cs0, ce0, os0, oe0 = g.c_start, g.c_end, g.o_start, g.o_end
+    neg = _NEG // 4
+    # --- what the change does to durations and lags
+    dur_c = ce0 - cs0
+    shrink = np.zeros(nc, np.int64)
+    if ch is not None and ch.call_ns is not None:
+        capped = np.where(ch.call_ns >= 0, np.minimum(dur_c, ch.call_ns), dur_c)
+        shrink, dur_c = dur_c - capped, capped
+    cut = ch.lag_cut_ns if ch is not None and ch.lag_cut_ns is not None else np.zeros(nc, np.int64)
+    hoff = ch.handoff_off if ch is not None and ch.handoff_off is not None else np.zeros(nc, bool)
+    soff = ch.sync_off if ch is not None and ch.sync_off is not None else np.zeros(nc, bool)
+    prod_on = not (ch is not None and ch.producers_off)
+    # --- calls: active (ended after the step's start), fixed (started before it: given start)
+    p, h, w = g.call_prev, g.call_other, g.call_await
+    c_act = ce0 > t0
+    c_fix = cs0 < t0
+    c_link = (p >= 0) & c_act[np.maximum(p, 0)] & ~c_fix if nc else np.zeros(0, bool)
+    c_order = np.lexsort((np.arange(nc), cs0, g.c_thread))
+    c_order = c_order[c_act[c_order]]
+    c_segs = _segments(c_order, c_link)
+    lagp = np.maximum(r.lag_prev - cut, 0)
+    D = np.where(c_fix, ce0 - cs0, dur_c)
+    sync = (w >= 0) & c_act
+    own = np.where(c_fix, r.own_sync, np.minimum(r.own_sync, dur_c))
+    D = np.where(sync, own, D)
+    # --- operations
+    op, oc, ok_ = g.op_prev, g.op_call, r.producer
+    o_act = oe0 > t0
+    o_fix = os0 < t0
+    o_link = (op >= 0) & o_act[np.maximum(op, 0)] & ~o_fix if no else np.zeros(0, bool)
+    o_order = np.lexsort((np.arange(no), os0, g.o_stream))
+    o_order = o_order[o_act[o_order]]
+    o_segs = _segments(o_order, o_link)
+    d0 = oe0 - os0
+    if ch is not None and ch.op_scale is not None:
+        sc = ch.op_scale
+        od = np.where(o_fix, np.where(oe0 > t0, (t0 - os0) + np.round((oe0 - t0) * sc).astype(np.int64), d0),
+                      np.round(d0 * sc).astype(np.int64))
+        od = np.where(sc != 1.0, od, d0)
+    else:
+        od = d0
+    olc = np.maximum(r.op_lag_call - shrink[np.maximum(oc, 0)], 0) if (no and nc) else np.zeros(no, np.int64)
+    cs, ce, os_, oe = cs0.copy(), ce0.copy(), os0.copy(), oe0.copy()
+    pc, hc, wc = np.maximum(p, 0), np.maximum(h, 0), np.maximum(w, 0)
+    opc, occ, okc = np.maximum(op, 0), np.maximum(oc, 0), np.maximum(ok_, 0)
+    has_h = (h >= 0) & ~hoff
+    c_src = (p < 0) & (h < 0)
+    o_src = (op < 0) & (oc < 0) & (ok_ < 0) if no else np.zeros(0, bool)
+    has_k = (ok_ >= 0) & prod_on
+    for _ in range(MAX_SWEEPS):
+        # calls: start = max(prev end + lag [linked], X); end = max(start + D, Y)
+        X = np.full(nc, neg, np.int64)
+        X = np.where(has_h, ce[hc] + r.lag_hand, X)
+        X = np.where((p >= 0) & ~c_link, np.maximum(X, ce[pc] + lagp), X)
+        X = np.where(c_src, cs0 - cut, X)
+        X = np.where(c_fix, cs0, X)
+        Y = np.where(sync & ~soff, oe[wc] + r.lag_await, neg) if no else np.full(nc, neg, np.int64)
+        Y = np.where(sync & c_fix, np.maximum(Y, oe[wc] + r.lag_await) if no else Y, Y)
+        new_ce = ce.copy()
+        _chain_solve(c_order, c_segs, lagp + D, np.maximum(X + D, Y), new_ce)
+        new_cs = np.where(c_link, np.maximum(new_ce[pc] + lagp, X), X)
+        new_cs = np.where(c_act, new_cs, cs0)
+        new_ce = np.where(c_act, new_ce, ce0)
+        # operations: start = max(stream predecessor's end + lag [linked], launch, producer, X)
+        Xo = np.full(no, neg, np.int64)
+        if nc:
+            Xo = np.where(oc >= 0, new_cs[occ] + olc, Xo)
+        Xo = np.where(has_k, np.maximum(Xo, oe[okc] + r.op_lag_prod), Xo)
+        Xo = np.where((op >= 0) & ~o_link, np.maximum(Xo, oe[opc] + r.op_lag_prev), Xo)
+        Xo = np.where(o_src, os0, Xo)
+        Xo = np.where(o_fix, os0, Xo)
+        new_oe = oe.copy()
+        _chain_solve(o_order, o_segs, r.op_lag_prev + od, Xo + od, new_oe)
+        new_os = np.where(o_link, np.maximum(new_oe[opc] + r.op_lag_prev, Xo), Xo)
+        new_os = np.where(o_act, new_os, os0)
+        new_oe = np.where(o_act, new_oe, oe0)
+        same = (np.array_equal(new_cs, cs) and np.array_equal(new_ce, ce) and np.array_equal(new_os, os_)
+                and np.array_equal(new_oe, oe))
+        cs, ce, os_, oe = new_cs, new_ce, new_os, new_oe
+        if same:
+            return cs, ce, os_, oe
+    return None
+
+
 def step_ns_after(r: Replay, ch: Change | None = None) -> int:
     """The step time after change ``ch`` (module docstring): never more than before."""
     if ch is None or ch.empty():
         return r.t1 - r.t0
-    _, ce, _, oe = replay(r, ch)
+    got = replay_chains(r, ch)
+    _, ce, _, oe = got if got is not None else replay(r, ch)
     best = r.t0
     if len(r.live_c):
         best = max(best, int(np.minimum(ce[r.live_c], r.t1).max()))
