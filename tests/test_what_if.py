@@ -280,3 +280,28 @@ def test_chain_by_pointer_jumping():
     assert cp._chain(nxt, 5).tolist() == [5, 4, 3, 2, 1, 0]
     assert cp._chain(nxt, 0).tolist() == [0]
     assert cp._chain(np.array([1, 0, 1]), 2) is None
+
+
+def test_dependency_on_the_path_names_the_copy(tmp_path):
+    """copy_stream_feeds_compute: the GEMM on stream 7 waits on the copy on stream 9. It was ready
+    when its launch call returned (S+15 us; the stream's previous GEMM ended in the last step) and
+    started when the copy ended (S+1005.6 us): a wait of 990.6 us, on the critical path."""
+    r = diagnose_path(CP_SCENARIOS["copy_stream_feeds_compute"]().write(tmp_path / "c.sqlite"))
+    dep = r["metrics"]["critical_path"]["dependency"]
+    assert dep["waits"] == [{"stream": 7, "waited_on_stream": 9, "producer": "memcpy", "kind": "copy", "count": 1,
+                             "wait_ms": pytest.approx(0.9906, abs=A), "on_path_ms": pytest.approx(0.9906, abs=A)}]
+    assert sum(dep["path_instead_ms"].values()) == 0
+
+
+def test_dependency_off_the_path_says_what_ran_instead(tmp_path):
+    """nccl_overlapped: the all-reduce (stream 13) waits on the first GEMM (stream 7): its call
+    returns at S+17 us (GEMM call 5 us, event record + wait 4 us, NCCL call 8 us) and the GEMM ends
+    at S+505 us: 488 us of waiting, off the critical path (the path runs through the GEMMs and
+    Adam); during it the path ran the GEMM itself: kernel 0.488 ms."""
+    r = diagnose_path(CP_SCENARIOS["nccl_overlapped"]().write(tmp_path / "c.sqlite"))
+    dep = r["metrics"]["critical_path"]["dependency"]
+    (w,) = dep["waits"]
+    assert (w["stream"], w["waited_on_stream"], w["kind"], w["count"]) == (13, 7, "kernel", 1)
+    assert (w["wait_ms"], w["on_path_ms"]) == pytest.approx((0.488, 0.0), abs=A)
+    assert dep["path_instead_ms"]["kernel"] == pytest.approx(0.488, abs=A)
+    assert sum(dep["path_instead_ms"].values()) == pytest.approx(0.488, abs=A)

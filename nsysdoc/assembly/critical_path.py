@@ -55,12 +55,13 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
              "thread": np.asarray(d["thread"], np.int64)[m], "kind": kind, "proc": np.asarray(d["proc"], np.int64)[m],
              "key": np.where(np.asarray(d["correlation_id"], np.int64)[m] > 0,
                              correlation_key(np.asarray(d["proc"])[m], np.asarray(d["correlation_id"])[m]), 0)}
-    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": []}
+    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": [], "stream_id": []}
     for tab_name, seg in (("kernels", cp_m.KERNEL), ("memcpy", cp_m.COPY), ("memset", cp_m.COPY)):
         tab = t.store.get(tab_name)
         if tab is None or not len(tab):
             continue
-        cols = ["start_ns", "end_ns", "stream", "correlation_id", "proc"] + (["name_id"] if seg == cp_m.KERNEL else [])
+        cols = ["start_ns", "end_ns", "stream", "correlation_id", "proc", "stream_id"] + (
+            ["name_id"] if seg == cp_m.KERNEL else [])
         d = tab.rows_overlapping(t0, t1, cols)
         m = np.ones(len(d["start_ns"]), dtype=bool) if proc is None else np.asarray(d["proc"]) == proc
         if not m.any():
@@ -70,6 +71,7 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
         o["end_ns"].append(np.asarray(d["end_ns"], np.int64)[m])
         o["stream"].append(np.asarray(d["stream"], np.int64)[m])
         o["proc"].append(np.asarray(d["proc"], np.int64)[m])
+        o["stream_id"].append(np.asarray(d["stream_id"], np.int64)[m])  # the CUDA stream id (names only)
         corr = np.asarray(d["correlation_id"], np.int64)[m]
         o["key"].append(np.where(corr > 0, correlation_key(np.asarray(d["proc"])[m], corr), 0))
         if seg == cp_m.KERNEL:
@@ -98,6 +100,7 @@ def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = Non
     g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
                          o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"],
                          o_proc=o["proc"])
+    g.o_stream_id = o["stream_id"]
     return g, cp_m.critical_path(g, t0, t1)
 
 
@@ -179,6 +182,7 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
         g, p = step_path(t, t0, t1, proc if proc is None or proc >= 0 else None, comm_ids)
         if (step is not None and step == picks[0]) or len(spans) == 1:
             median_graph = (g, t0, t1)
+            median_path = p
         row = {"step": step, "start_ns": t0, "length_ms": _num(p.length_ns / 1e6),
                "segments_ms": {k: _num(v / 1e6) for k, v in zip(cp_m.SEGMENTS, p.segments_ns.tolist())}}
         if p.truncated:
@@ -218,6 +222,7 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
         out["median_step"] = out["steps"][0]
     if median_graph is not None and out["median_step"] is not None:
         out["what_if"] = what_if_metrics(t, out, *median_graph, kernels)  # issue 48, milestone 2
+        out["dependency"] = dependency_metrics(t, median_graph[0], median_path, *median_graph[1:])
     return out
 
 
@@ -293,3 +298,76 @@ def what_if_all(result: dict, rule_ids: list[str]) -> dict | None:
     ch = wi_m.combine(chosen, "; ".join(c.text for c in chosen))
     row = _what_if_row(r.t1 - r.t0, wi_m.step_ns_after(r, ch), ch)
     return {"rules": [c.rules[0] for c in chosen], **row}
+
+
+#: waits listed in ``metrics.critical_path.dependency.waits``
+DEPENDENCY_TOP = 5
+
+
+def dependency_metrics(t, g, p, t0: int, t1: int) -> dict | None:
+    """``metrics.critical_path.dependency`` (glossary "GPU-side dependency on the path"): on the
+    median step, the GPU operations whose last arrival was an operation on another stream (a
+    cross-stream wait), grouped by what they waited on — ``waits`` (``stream``, ``waited_on_stream``,
+    ``producer``, ``kind``, ``count``, ``wait_ms``: from the later of the stream's previous operation's
+    end and the launch call's return to the start, ``on_path_ms``: of it, waits of operations on the
+    critical path), and ``path_instead_ms``: what the critical path ran, by segment, during the
+    waits of operations off it. None without such waits."""
+    nc = len(g.c_start)
+    arr, nxt, lab = cp_m.bindings(g, t0)
+    if not len(g.o_start):
+        return None
+    onode = nxt[nc:]
+    prod = (onode >= nc) & ((onode - nc) != g.op_prev) & (g.o_start >= t0) & (g.o_start < t1)
+    j = np.flatnonzero(prod)
+    if not len(j):
+        return None
+    k = onode[j] - nc
+    ready = np.where(g.op_prev[j] >= 0, g.o_end[np.maximum(g.op_prev[j], 0)], t0)
+    if nc:
+        ready = np.maximum(ready, np.where(g.op_call[j] >= 0, g.c_end[np.maximum(g.op_call[j], 0)], t0))
+    ready = np.maximum(ready, t0)
+    wait = np.maximum(g.o_start[j] - ready, 0)
+    on = p.op_ns[j] > 0
+    keys: dict = {}
+    for a_, b_, nm, sg, w_, o_ in zip(g.o_stream[j].tolist(), g.o_stream[k].tolist(), g.o_name[k].tolist(),
+                                      g.o_seg[k].tolist(), wait.tolist(), on.tolist()):
+        e = keys.setdefault((a_, b_, nm, sg), [0, 0, 0])
+        e[0] += 1
+        e[1] += w_
+        e[2] += w_ if o_ else 0
+    top = sorted(keys.items(), key=lambda kv: (-kv[1][1], kv[0]))[:DEPENDENCY_TOP]
+    codes = [kk[2] for kk, _ in top]
+    names = t.strings.lookup(np.asarray([max(c, 0) for c in codes], np.int64)) if codes else []
+    sid = getattr(g, "o_stream_id", None)
+    if sid is not None and len(sid) == len(g.o_start):  # CUDA stream ids for the codes
+        first = {}
+        for code, real in zip(g.o_stream.tolist(), sid.tolist()):
+            first.setdefault(code, real)
+        top = [((first.get(a_, a_), first.get(b_, b_), nm, sg), v) for (a_, b_, nm, sg), v in top]
+    waits = [{"stream": a_, "waited_on_stream": b_,
+              "producer": str(n) if nm >= 0 else ("memcpy" if nm == -1 else "memset"),
+              "kind": cp_m.SEGMENTS[sg], "count": v[0], "wait_ms": _num(v[1] / 1e6), "on_path_ms": _num(v[2] / 1e6)}
+             for ((a_, b_, nm, sg), v), n in zip(top, names)]
+    # the path's pieces during the waits of operations off the path (a union of intervals)
+    off = ~on & (wait > 0)
+    instead = {sname: 0.0 for sname in cp_m.SEGMENTS}
+    if off.any():
+        lo, hi = g.o_start[j][off] - wait[off], g.o_start[j][off]
+        o = np.argsort(lo, kind="stable")
+        lo, hi = lo[o], np.maximum.accumulate(hi[o])
+        newrun = np.r_[True, lo[1:] > hi[:-1]]
+        ulo, uhi = lo[newrun], np.r_[hi[np.flatnonzero(newrun)[1:] - 1], hi[-1]]
+        cum = np.r_[0, np.cumsum(uhi - ulo)]
+
+        def covered(x):  # measure of the union up to x
+            i = np.searchsorted(ulo, x, side="right") - 1
+            ic = np.maximum(i, 0)
+            return np.where(i >= 0, cum[ic] + np.minimum(x, uhi[ic]) - ulo[ic], 0)
+
+        pcs = p.pieces
+        if pcs:
+            arrp = np.asarray([(q[2], q[3], q[4]) for q in pcs], np.int64)
+            ov = covered(arrp[:, 1]) - covered(arrp[:, 0])
+            for sg, v in zip(arrp[:, 2].tolist(), ov.tolist()):
+                instead[cp_m.SEGMENTS[sg]] += v / 1e6
+    return {"waits": waits, "path_instead_ms": {kk: _num(v) for kk, v in instead.items()}}

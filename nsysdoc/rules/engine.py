@@ -882,6 +882,9 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
     # issue 48: the median step's time before and after this rule's fix, replayed on its graph
     what_if = (((result.get("metrics") or {}).get("critical_path") or {}).get("what_if") or {}).get(rule.id)
     finding["what_if"] = dict(what_if) if isinstance(what_if, dict) else None
+    if rule.id == "gpu-dependency":  # issue 48: what the GPU waited on, from the graph
+        dep = ((result.get("metrics") or {}).get("critical_path") or {}).get("dependency")
+        finding["dependency"] = dep if isinstance(dep, dict) else None
     return finding
 
 
