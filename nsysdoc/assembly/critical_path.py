@@ -55,13 +55,14 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
              "thread": np.asarray(d["thread"], np.int64)[m], "kind": kind, "proc": np.asarray(d["proc"], np.int64)[m],
              "key": np.where(np.asarray(d["correlation_id"], np.int64)[m] > 0,
                              correlation_key(np.asarray(d["proc"])[m], np.asarray(d["correlation_id"])[m]), 0)}
-    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": [], "stream_id": []}
+    o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": [], "stream_id": [],
+         "bytes": [], "pageable": []}
     for tab_name, seg in (("kernels", cp_m.KERNEL), ("memcpy", cp_m.COPY), ("memset", cp_m.COPY)):
         tab = t.store.get(tab_name)
         if tab is None or not len(tab):
             continue
         cols = ["start_ns", "end_ns", "stream", "correlation_id", "proc", "stream_id"] + (
-            ["name_id"] if seg == cp_m.KERNEL else [])
+            ["name_id"] if seg == cp_m.KERNEL else []) + (["bytes", "copy_kind", "host_kind"] if tab_name == "memcpy" else [])
         d = tab.rows_overlapping(t0, t1, cols)
         m = np.ones(len(d["start_ns"]), dtype=bool) if proc is None else np.asarray(d["proc"]) == proc
         if not m.any():
@@ -72,6 +73,13 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
         o["stream"].append(np.asarray(d["stream"], np.int64)[m])
         o["proc"].append(np.asarray(d["proc"], np.int64)[m])
         o["stream_id"].append(np.asarray(d["stream_id"], np.int64)[m])  # the CUDA stream id (names only)
+        if tab_name == "memcpy":  # host<->device copies from pageable memory (pageable-memcpy's what-if)
+            o["bytes"].append(np.asarray(d["bytes"], np.int64)[m])
+            o["pageable"].append((np.asarray(d["host_kind"], np.int64)[m] == S.MEM_PAGEABLE)
+                                 & np.isin(np.asarray(d["copy_kind"], np.int64)[m], (S.COPY_HTOD, S.COPY_DTOH)))
+        else:
+            o["bytes"].append(np.zeros(n, np.int64))
+            o["pageable"].append(np.zeros(n, bool))
         corr = np.asarray(d["correlation_id"], np.int64)[m]
         o["key"].append(np.where(corr > 0, correlation_key(np.asarray(d["proc"])[m], corr), 0))
         if seg == cp_m.KERNEL:
@@ -87,7 +95,7 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
             # copies and memsets are named by their table: codes -1 (memcpy) and -2 (memset)
             o["name"].append(np.full(n, -1 if tab_name == "memcpy" else -2, np.int64))
             o["seg"].append(np.full(n, seg, np.int64))
-    o = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in o.items()}
+    o = {k: (np.concatenate(v) if v else np.zeros(0, bool if k == "pageable" else np.int64)) for k, v in o.items()}
     return {"calls": c, "ops": o}
 
 
@@ -100,7 +108,7 @@ def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = Non
     g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
                          o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"],
                          o_proc=o["proc"])
-    g.o_stream_id = o["stream_id"]
+    g.o_stream_id, g.o_bytes, g.o_pageable = o["stream_id"], o["bytes"], o["pageable"]
     return g, cp_m.critical_path(g, t0, t1)
 
 
@@ -138,7 +146,8 @@ def _launch_ops(a: Analysis, res, g, on: np.ndarray) -> np.ndarray | None:
     return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
 
 
-def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None, kernels: dict | None = None) -> dict:
+def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=None, kernels: dict | None = None,
+                          copies: list | None = None, devices: list | None = None) -> dict:
     """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
     (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
     row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""
@@ -221,7 +230,8 @@ def critical_path_metrics(a: Analysis, step_rows: list[dict], picks: tuple, res=
     if out["median_step"] is None and len(out["steps"]) == 1:
         out["median_step"] = out["steps"][0]
     if median_graph is not None and out["median_step"] is not None:
-        out["what_if"] = what_if_metrics(t, out, *median_graph, kernels)  # issue 48, milestone 2
+        out["what_if"] = what_if_metrics(t, out, *median_graph, kernels,  # issue 48, milestone 2
+                                         pinned_gbps=pinned_reference_gbps(copies, devices))
         out["dependency"] = dependency_metrics(t, median_graph[0], median_path, *median_graph[1:])
     return out
 
@@ -270,11 +280,33 @@ def rule_changes(t, g, t0: int, kernels: dict | None, r: "wi_m.Replay | None" = 
     return {k: v for k, v in out.items() if not v.empty()}
 
 
-def what_if_metrics(t, cp: dict, g, t0: int, t1: int, kernels: dict | None = None) -> dict:
+def pinned_reference_gbps(copies: list | None, devices: list | None) -> float:
+    """The bandwidth pinned copies reach (glossary "pinned bandwidth reference", as the
+    pageable-memcpy rule's values): measured on this capture's pinned HtoD/DtoH copies of 64 KiB or
+    more on average, else typical of the GPU's PCIe generation."""
+    from .values import _pinned_typical_gbps
+
+    pinned = [c for c in copies or [] if c.get("host_memory") == "pinned" and c.get("kind") in ("HtoD", "DtoH")
+              and c.get("count") and (c.get("bytes") or 0) / c["count"] >= 64 * 1024]
+    ms, b = sum(c.get("time_ms") or 0 for c in pinned), sum(c.get("bytes") or 0 for c in pinned)
+    if ms > 0 and b > 0:
+        return b / (ms * 1e6)
+    ccs = [d.get("compute_capability") for d in devices or [] if d.get("compute_capability")]
+    return _pinned_typical_gbps(min(ccs) if ccs else None)
+
+
+def what_if_metrics(t, cp: dict, g, t0: int, t1: int, kernels: dict | None = None,
+                    pinned_gbps: float | None = None) -> dict:
     """``metrics.critical_path.what_if``: per rule id, the median step's time before and after the
     rule's fix (``what_if {step_ms_before, step_ms_after, saved_ms_per_step, change}``)."""
     r = wi_m.prepare(g, t0, t1)
     changes = rule_changes(t, g, t0, kernels, r)
+    pg = getattr(g, "o_pageable", None)
+    if pinned_gbps and pg is not None and len(pg) == len(g.o_start) and pg.any():
+        ch = wi_m.pinned_copies(g, pg, g.o_bytes, pinned_gbps)
+        if not ch.empty():
+            ch.rules = ["pageable-memcpy"]
+            changes["pageable-memcpy"] = ch
     before = t1 - t0
     out = {rid: _what_if_row(before, wi_m.step_ns_after(r, ch), ch) for rid, ch in changes.items()}
     _replays[id(cp)] = (cp, r, changes)

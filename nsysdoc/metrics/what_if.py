@@ -447,6 +447,26 @@ def comm_hidden(g: cp_m.Graph) -> Change:
                   op_scale=np.where(g.o_seg == cp_m.COMM, 0.0, 1.0))
 
 
+def pinned_copies(g: cp_m.Graph, pageable: np.ndarray, nbytes: np.ndarray, pinned_gbps: float) -> Change:
+    """pageable-memcpy: each pageable host<->device copy at pinned bandwidth (``nbytes /
+    pinned_gbps``, never longer than it was), and its ``cudaMemcpyAsync``, which a pageable copy
+    blocks, returning when the copy starts (an asynchronous call, as from pinned memory)."""
+    dur = (g.o_end - g.o_start).astype(np.float64)
+    fast = nbytes / max(float(pinned_gbps), 1e-9)  # bytes / (GB/s) = ns
+    scale = np.where(pageable & (dur > 0), np.minimum(1.0, fast / np.maximum(dur, 1.0)), 1.0)
+    call_ns = np.full(len(g.c_start), -1, np.int64)
+    c = g.op_call
+    blocked = pageable & (c >= 0)
+    if blocked.any() and len(g.c_start):
+        cc = c[blocked]
+        launch = g.c_kind[cc] == cp_m.CALL_LAUNCH
+        cc, os_ = cc[launch], g.o_start[blocked][launch]
+        long_ = g.c_end[cc] > os_
+        call_ns[cc[long_]] = np.maximum(os_[long_] - g.c_start[cc[long_]], 0)
+    return Change(f"pageable copies at pinned bandwidth ({pinned_gbps:.1f} GB/s) and their calls asynchronous",
+                  op_scale=scale, call_ns=call_ns)
+
+
 def waits_removed(g: cp_m.Graph) -> Change:
     """gpu-dependency: the cross-stream waits dropped (each operation starts when its own stream and
     launch allow)."""
@@ -454,5 +474,5 @@ def waits_removed(g: cp_m.Graph) -> Change:
 
 
 __all__ = ["Change", "Replay", "prepare", "replay", "step_ns_after", "combine", "launch_floor", "syncs_removed",
-           "input_wait_removed", "ops_faster", "comm_hidden", "waits_removed", "LAUNCH_FLOOR_CALL_NS",
+           "input_wait_removed", "ops_faster", "comm_hidden", "waits_removed", "pinned_copies", "LAUNCH_FLOOR_CALL_NS",
            "DISPATCH_GAP_MAX_NS", "INPUT_WAIT_MIN_NS", "TF32_SPEEDUP", "DOMINANT_SPEEDUP"]

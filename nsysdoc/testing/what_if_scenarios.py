@@ -158,6 +158,25 @@ def compute_waits_on_a_copy_stream(fixed: bool = False, steps: int = 4, nbytes: 
     return cap
 
 
+def batch_copied_from_pageable_memory(fixed: bool = False, steps: int = 4, nbytes: int = 64 << 20, gemms: int = 4,
+                                      gemm_us: float = 3000.0) -> Capture:
+    """pageable-memcpy: each step copies its batch (``nbytes``) with ``cudaMemcpyAsync`` from pageable
+    memory (3 GB/s; the call blocks until the copy ends), runs ``gemms`` GEMMs and copies 1 MiB of
+    results back from pinned memory (12 GB/s: the capture's measured pinned bandwidth), then
+    ``.item()``. Fixed: the batch in pinned memory (12 GB/s, the call returns at once)."""
+    cap = Capture()
+    t = cap.process(pid=6780, name="pageable").thread()
+    for i in range(steps):
+        with t.range(f"step {i}"):
+            t.memcpy("HtoD", nbytes, pageable=not fixed)
+            for _ in range(gemms):
+                t.cpu(us=15)
+                t.launch(GEMM, gemm_us, tensor_active=0.6)
+            t.memcpy("DtoH", 1 << 20)
+            t.item()
+    return cap
+
+
 #: name -> (scenario function, the rule whose what-if its pair checks)
 WHAT_IF_PAIRS: dict[str, tuple[Callable[..., Capture], str]] = {
     "python_between_tiny_kernels": (python_between_tiny_kernels, "launch-bound"),
@@ -167,6 +186,7 @@ WHAT_IF_PAIRS: dict[str, tuple[Callable[..., Capture], str]] = {
     "one_kernel_dominates_the_step": (one_kernel_dominates_the_step, "dominant-kernel"),
     "fp32_gemms_then_tf32": (fp32_gemms_then_tf32, "fp32-gemm"),
     "compute_waits_on_a_copy_stream": (compute_waits_on_a_copy_stream, "gpu-dependency"),
+    "batch_copied_from_pageable_memory": (batch_copied_from_pageable_memory, "pageable-memcpy"),
 }
 
 __all__ = ["WHAT_IF_PAIRS", "TF32_GEMM", "BIG", *WHAT_IF_PAIRS]
