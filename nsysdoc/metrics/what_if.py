@@ -214,6 +214,7 @@ def replay(r: Replay, ch: Change | None = None) -> tuple[np.ndarray, np.ndarray,
                     s = max(s, ce[h] + lag_hand[i])
                 if s == _NEG:
                     s = s0 - c
+                s = max(s, t0)  # the step's own calls never move before its start
             cs[i] = s
             if cawait[i] < 0:
                 # a call that started before the step keeps its recorded length (it is given)
@@ -344,7 +345,7 @@ def replay_chains(r: Replay, ch: Change | None = None):
         X = np.where(has_h, ce[hc] + r.lag_hand, X)
         X = np.where((p >= 0) & ~c_link, np.maximum(X, ce[pc] + lagp), X)
         X = np.where(c_src, cs0 - cut, X)
-        X = np.where(c_fix, cs0, X)
+        X = np.where(c_fix, cs0, np.maximum(X, t0))  # the step's own calls never move before its start
         Y = np.where(sync & ~soff, oe[wc] + r.lag_await, neg) if no else np.full(nc, neg, np.int64)
         Y = np.where(sync & c_fix, np.maximum(Y, oe[wc] + r.lag_await) if no else Y, Y)
         new_ce = ce.copy()
