@@ -21,7 +21,10 @@ Definitions (also in ``docs/glossary.md``, "What-if"):
   cross-stream waits removed); several fixes together are one :class:`Change` (:func:`combine`),
   replayed once — never a sum of separate savings.
 
-Pure functions on arrays; times in ns.
+The replay runs vectorised (:func:`replay_chains`: each thread's calls and each stream's operations
+are chains solved by a running maximum, swept until no time changes); :func:`replay`, one node at a
+time, is its reference and its fallback after ``MAX_SWEEPS`` sweeps. Pure functions on arrays;
+times in ns.
 """
 from __future__ import annotations
 
