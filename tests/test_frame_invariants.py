@@ -315,3 +315,35 @@ def test_critical_path_is_the_step_time(report):
     if rows:
         longest = max(s["length_ms"] for s in rows)
         assert all(x["ms_per_step"] <= longest + HALF for x in cpm["top"])
+
+
+# (j) issue 48, milestone 2 --------------------------------------------------------------------------
+@cases
+def test_what_if_never_gains_more_than_the_step(report):
+    """Each what-if (``metrics.critical_path.what_if``, glossary "What-if") is on the median step: its
+    step before is that step's path length, the step after is no longer than before and not negative,
+    the saving is their difference and at most the step; every finding of a rule with a what-if
+    carries it (the same numbers); the fixes together (``what_if_all``) save no more than the step
+    and at least the largest single saving of the rules they combine (the replay is monotone: more
+    changes never lengthen a step), and they combine only findings that have a what-if."""
+    cpm = report["metrics"]["critical_path"]
+    wis = cpm.get("what_if") or {}
+    med = cpm.get("median_step")
+    for rid, w in wis.items():
+        assert med is not None, rid
+        assert w["step_ms_before"] == pytest.approx(med["length_ms"], abs=HALF * 2 + EPS), rid
+        assert -EPS <= w["step_ms_after"] <= w["step_ms_before"] + EPS, (rid, w)
+        assert w["saved_ms_per_step"] == pytest.approx(w["step_ms_before"] - w["step_ms_after"], abs=HALF * 3 + EPS)
+        assert 0 <= w["saved_ms_per_step"] <= w["step_ms_before"] + EPS, (rid, w)
+        assert isinstance(w["change"], str) and w["change"], rid
+    for f in report["findings"]:
+        if f["rule"] in wis:
+            assert f["what_if"] == wis[f["rule"]], f["rule"]
+        else:
+            assert f.get("what_if") is None, f["rule"]
+    both = cpm.get("what_if_all")
+    if both is not None:
+        assert len(both["rules"]) >= 2 and all(r in wis for r in both["rules"]), both
+        singles = max(wis[r]["saved_ms_per_step"] for r in both["rules"])
+        assert singles - HALF * 3 - EPS <= both["saved_ms_per_step"] <= both["step_ms_before"] + EPS, both
+        assert both["step_ms_after"] <= min(wis[r]["step_ms_after"] for r in both["rules"]) + HALF * 3 + EPS, both

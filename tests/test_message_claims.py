@@ -539,8 +539,13 @@ def test_every_message_agrees_with_its_numbers(sid):
 def _rank_key(f: dict, judgeable: bool = True):
     """The documented order (issue 44, glossary "Severity and impact", "Findings order"): by
     severity; within a severity, when the window can be judged, steady-state findings before
-    framing ones (one-time set-up); then the largest impact, unknown impact last."""
+    framing ones (one-time set-up); then the largest impact, unknown impact last — for a finding with
+    a what-if (issue 48) and a cost per step, the impact scaled by what its fix saves per step over
+    its cost per step."""
     imp = f.get("impact_ms")
+    w = f.get("what_if") or {}
+    if imp is not None and w.get("saved_ms_per_step") is not None and (f.get("impact_ms_per_step") or 0) > 0:
+        imp = imp * max(w["saved_ms_per_step"], 0) / f["impact_ms_per_step"]
     framing = judgeable and f.get("phase") == "framing"
     return (-SEV.get(f.get("severity"), -1), 1 if framing else 0) + ((0, -imp) if imp is not None else (1, 0))
 
@@ -594,6 +599,18 @@ def test_verdict_agrees_with_the_findings(sid):
         for m in re.finditer(r"\(" + NUM + r"%", v.get("sentence") or ""):
             if v.get("impact_pct") is not None and not Printed(m.group(1)).agrees(v["impact_pct"]):
                 out.append(f"verdict sentence prints {m.group(1)}%, verdict impact_pct {v['impact_pct']}")
+        # issue 48: "fixing it would take the median step from A to B" prints the finding's what-if
+        m = re.search(r"from " + TIME + r" to " + TIME, v.get("sentence") or "")
+        w = (top or {}).get("what_if") or {}
+        if m and w:
+            a_ms = float(m.group(1).replace(",", "")) * UNIT_MS[m.group(2)]
+            b_ms = float(m.group(3).replace(",", "")) * UNIT_MS[m.group(4)]
+            if not (Printed(m.group(1), m.group(2)).agrees(w["step_ms_before"])
+                    and Printed(m.group(3), m.group(4)).agrees(w["step_ms_after"])):
+                out.append(f"verdict says the median step goes from {a_ms} to {b_ms} ms, its what-if "
+                           f"{w['step_ms_before']} -> {w['step_ms_after']}")
+        elif w and (w.get("saved_ms_per_step") or 0) > 0:
+            out.append(f"verdict's finding has a what-if ({w}) the sentence does not state")
         detail = v.get("detail") or ""
         named = {k for k, rx in BOUND_WORDS.items() if rx.search(detail)}
         wrong = named - ALLOWED_BOUND.get(head, set())

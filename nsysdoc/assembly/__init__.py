@@ -104,7 +104,8 @@ def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
     metrics["operators_by_shape"], shape_values = _operators_by_shape(a, res, kernel_metrics)
     metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
     metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
-    metrics["critical_path"] = critical_path_metrics(a, step_rows, picks, res)  # issue 48
+    metrics["critical_path"] = critical_path_metrics(a, step_rows, picks, res, kernels=kernel_metrics, copies=copies,
+                                                     devices=devices)  # issue 48
     metrics["exposed_comm"] = exposed_comm_metrics(a, res, step_rows, picks)  # issue 49
     quality = _capture(a, judgeable, why_not, extent)
     result = {

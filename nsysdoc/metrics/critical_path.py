@@ -212,15 +212,22 @@ class Path:
     segments_ns: np.ndarray
     op_ns: np.ndarray
     call_ns: np.ndarray
-    pieces: list
+    #: a list, or a function that builds it (the vectorised walk builds it only when asked)
+    _pieces: object
     #: the walk stopped on its step limit (a cycle in timing-inferred edges): the rest is ``wait``
     truncated: bool = False
 
+    @property
+    def pieces(self) -> list:
+        if callable(self._pieces):
+            self._pieces = self._pieces()
+        return self._pieces
 
-def critical_path(g: Graph, t0: int, t1: int) -> Path:
-    """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring).
-    The walk runs on Python lists (one step per node on the path: numpy scalar access would
-    dominate)."""
+
+def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
+    """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring),
+    one node at a time on Python lists: the reference :func:`critical_path` (vectorised) is tested
+    against."""
     t0, t1 = int(t0), int(t1)
     seg = [0] * len(SEGMENTS)
     op_ns = [0] * len(g.o_start)
@@ -325,3 +332,197 @@ def critical_path(g: Graph, t0: int, t1: int) -> Path:
             cover(a, label)
         typ, i = nt, ni
     return done()
+
+
+# --- the walk, vectorised (issue 48, milestone 2) -------------------------------------------------
+
+_NONE = np.iinfo(np.int64).min
+
+
+def producers(g: Graph, js: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """:meth:`Graph.producer` of each operation ``js[m]`` after ``after[m]``, all at once: the scan
+    back over operations by end runs as at most ``PRODUCER_SCAN`` rounds over the operations still
+    looking."""
+    js = np.asarray(js, np.int64)
+    out = np.full(len(js), -1, np.int64)
+    if not len(js):
+        return out
+    order = g._by_end
+    ends = g.o_end[order]
+    pos = np.searchsorted(ends, g.o_start[js] + PRODUCER_TOLERANCE_NS, side="right") - 1
+    active = np.arange(len(js))
+    for _ in range(PRODUCER_SCAN):
+        if not len(active):
+            break
+        p = pos[active]
+        ok = p >= 0
+        pc = np.maximum(p, 0)
+        alive = ok & (ends[pc] > after[active])
+        active, pc = active[alive], pc[alive]
+        k = order[pc]
+        j = js[active]
+        hit = (k != j) & (g.o_stream[k] != g.o_stream[j]) & (g.o_start[k] < g.o_start[j])
+        out[active[hit]] = k[hit]
+        active = active[~hit]
+        pos[active] -= 1
+    return out
+
+
+def bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every node (calls ``0..nc-1``, then operations ``nc..``), the predecessor that arrived last
+    as the walk picks it (the first listed among equal arrivals): ``(arrival, node, edge segment)``;
+    node -1 (arrival ``_NONE``) when it has none in the graph. Kept on the graph for ``t0`` (the
+    walk and the what-if replay of a step share them)."""
+    kept = getattr(g, "_bindings", None)
+    if kept is not None and kept[0] == t0:
+        return kept[1]
+    out = _bindings(g, t0)
+    g._bindings = (t0, out)
+    return out
+
+
+def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    nc, no = len(g.c_start), len(g.o_start)
+    cs, ce, os_, oe = g.c_start, g.c_end, g.o_start, g.o_end
+    # calls: host order, then a later thread hand-off, then a later awaited operation
+    p, h, w = g.call_prev, g.call_other, g.call_await
+    a = np.where(p >= 0, ce[np.maximum(p, 0)] if nc else ce, _NONE)
+    node = np.where(p >= 0, p, -1)
+    lab = np.full(nc, CPU, np.int64)
+    ah = np.where(h >= 0, ce[np.maximum(h, 0)] if nc else ce, _NONE)
+    take = (h >= 0) & (ah > a)
+    a, node = np.where(take, ah, a), np.where(take, h, node)
+    if no:
+        aw = np.where(w >= 0, oe[np.maximum(w, 0)], _NONE)
+        take = (w >= 0) & (aw > a)
+        a, node, lab = np.where(take, aw, a), np.where(take, nc + w, node), np.where(take, WAIT, lab)
+    c_arr, c_node, c_lab = a, node, lab
+    # operations: stream order, then a later launch, then a producer on another stream when the
+    # operation started more than LAUNCH_LATENCY_NS after both
+    p, c = g.op_prev, g.op_call
+    a = np.where(p >= 0, oe[np.maximum(p, 0)] if no else oe, _NONE)
+    node = np.where(p >= 0, nc + p, -1)
+    lab = np.full(no, WAIT, np.int64)
+    if nc:
+        ac = np.where(c >= 0, cs[np.maximum(c, 0)], _NONE)
+        take = (c >= 0) & ((a == _NONE) | (ac > a))
+        a, node, lab = np.where(take, ac, a), np.where(take, c, node), np.where(take, LAUNCH, lab)
+    need = np.flatnonzero((a == _NONE) | (os_ - a > LAUNCH_LATENCY_NS))
+    if len(need):
+        after = np.where(a[need] == _NONE, t0 - 1, a[need])
+        k = producers(g, need, after)
+        okk = k >= 0
+        ak = oe[np.maximum(k, 0)]
+        take = okk & ((a[need] == _NONE) | (ak > a[need]))
+        sel = need[take]
+        a[sel], node[sel], lab[sel] = ak[take], nc + k[take], WAIT
+    return np.concatenate([c_arr, a]), np.concatenate([c_node, node]), np.concatenate([c_lab, lab])
+
+
+def _chain(nxt: np.ndarray, start: int) -> np.ndarray | None:
+    """``start, nxt[start], nxt[nxt[start]], ...`` up to the first node whose ``nxt`` is -1, without a
+    Python step per node: tables of ``nxt`` applied 2^k times (pointer jumping), the chain's length
+    found by descending them, and position ``m`` of the chain as ``start`` moved by the bits of
+    ``m``. None when the chain does not end (a cycle)."""
+    tables = [nxt]
+    while len(tables) <= max(len(nxt), 1).bit_length():
+        j = tables[-1]
+        nj = np.where(j >= 0, j[np.maximum(j, 0)], -1)
+        tables.append(nj)
+        if not (nj >= 0).any():
+            break
+    cur, length = int(start), 1
+    for k in range(len(tables) - 1, -1, -1):
+        j = int(tables[k][cur])
+        if j >= 0:
+            cur, length = j, length + (1 << k)
+    if int(nxt[cur]) >= 0:
+        return None
+    m = np.arange(length)
+    pos = np.full(length, int(start), np.int64)
+    for k, tab in enumerate(tables):
+        bit = ((m >> k) & 1).astype(bool)
+        if bit.any():
+            pos[bit] = tab[pos[bit]]
+    return pos
+
+
+def critical_path(g: Graph, t0: int, t1: int, bound: tuple | None = None) -> Path:
+    """The critical path of ``[t0, t1)`` on graph ``g`` by the last-arrival rule (module docstring),
+    vectorised: every node's last arrival at once (:func:`bindings`, or ``bound``), the chain of
+    last arrivals from the node that ended last by pointer jumping (:func:`_chain`; a cycle of
+    timing-inferred edges falls back to the reference), then the covers of the walk — each node's own time, a launch's unexplained wait,
+    the edge to its predecessor — as one running minimum of the cursor (numpy). Same result as
+    :func:`critical_path_reference`."""
+    t0, t1 = int(t0), int(t1)
+    nc, no = len(g.c_start), len(g.o_start)
+    if t1 <= t0:
+        return Path(0, np.zeros(len(SEGMENTS), np.int64), np.zeros(no, np.int64), np.zeros(nc, np.int64), [], False)
+    best, start = t0 - 1, -1
+    live_o = np.flatnonzero((g.o_start < t1) & (g.o_end > t0))
+    if len(live_o):
+        e = np.minimum(g.o_end[live_o], t1)
+        k = int(np.argmax(e))
+        best, start = int(e[k]), nc + int(live_o[k])
+    live_c = np.flatnonzero((g.c_start < t1) & (g.c_end > t0))
+    if len(live_c):
+        e = np.minimum(g.c_end[live_c], t1)
+        k = int(np.argmax(e))
+        if int(e[k]) > best:
+            best, start = int(e[k]), int(live_c[k])
+    seg = np.zeros(len(SEGMENTS), np.int64)
+    if start < 0:
+        seg[CPU] = t1 - t0
+        return Path(t1 - t0, seg, np.zeros(no, np.int64), np.zeros(nc, np.int64), [(-1, -1, t0, t1, CPU)], False)
+    pieces: list = [(-1, -1, best, t1, CPU)] if best < t1 else []
+    seg[CPU] += t1 - best
+    arr, nxt, lab = bindings(g, t0) if bound is None else bound
+    # the chain of last arrivals, until a node without predecessor or one whose predecessor
+    # arrived at or before the step's start (the cursor then reaches it), by pointer jumping
+    S = _chain(np.where((nxt < 0) | (arr <= t0), -1, nxt), start)
+    if S is None:  # a cycle in timing-inferred edges: the reference walk stops on its step limit
+        return critical_path_reference(g, t0, t1)
+    truncated = False
+    is_op = S >= nc
+    oi, ci = np.maximum(S - nc, 0), np.minimum(S, max(nc - 1, 0))
+    has = nxt[S] >= 0
+    a = arr[S]
+    own_kind = np.where(g.c_kind[ci] == CALL_LAUNCH, LAUNCH, np.where(g.c_kind[ci] == CALL_SYNC, WAIT, CPU)) \
+        if nc else np.zeros(len(S), np.int64)
+    own_lo = np.where(is_op, g.o_start[oi] if no else 0,
+                      np.where(has, np.maximum(g.c_start[ci] if nc else 0, a), g.c_start[ci] if nc else 0))
+    own_lab = np.where(is_op, g.o_seg[oi] if no else 0, own_kind)
+    big = np.iinfo(np.int64).max
+    launch = has & (lab[S] == LAUNCH)
+    lw_lo = np.where(launch, (g.c_end[np.clip(nxt[S], 0, max(nc - 1, 0))] if nc else 0) + LAUNCH_LATENCY_NS, big)
+    edge_lo = np.where(has, a, t0)
+    edge_lab = np.where(has, lab[S], np.where(is_op, WAIT, CPU))
+    lo = np.stack([own_lo, lw_lo, edge_lo], axis=1).ravel()
+    labels = np.stack([own_lab, np.full(len(S), WAIT, np.int64), edge_lab], axis=1).ravel()
+    if truncated:
+        lo, labels = np.append(lo, t0), np.append(labels, WAIT)
+    cur = np.maximum(np.minimum.accumulate(np.concatenate([[best], lo])), t0)
+    d = cur[:-1] - cur[1:]
+    seg += np.bincount(labels, weights=d, minlength=len(SEGMENTS)).astype(np.int64)
+    d_own = d[0:3 * len(S):3]
+    op_ns = np.bincount(oi[is_op], weights=d_own[is_op], minlength=no).astype(np.int64) if no else np.zeros(0, np.int64)
+    call_ns = np.bincount(ci[~is_op], weights=d_own[~is_op], minlength=nc).astype(np.int64) if nc \
+        else np.zeros(0, np.int64)
+    length = int(seg.sum())
+    assert length == t1 - t0, (length, t1 - t0)
+
+    def listed() -> list:
+        """The pieces as the reference lists them (built when asked: ~1 us a piece)."""
+        out = list(pieces)
+        nz = np.flatnonzero(d > 0)
+        nz = nz[nz < 3 * len(S)]
+        if len(nz):
+            which, kind = nz // 3, nz % 3
+            typ = np.where(kind == 0, np.where(is_op[which], NODE_OP, NODE_CALL), -1)
+            idx = np.where(kind == 0, np.where(is_op[which], oi[which], ci[which]), -1)
+            out += list(zip(typ.tolist(), idx.tolist(), cur[nz + 1].tolist(), cur[nz].tolist(), labels[nz].tolist()))
+        if truncated and d[-1] > 0:
+            out.append((-1, -1, int(cur[-1]), int(cur[-2]), WAIT))
+        return out
+
+    return Path(length, seg, op_ns, call_ns, listed, truncated)

@@ -879,6 +879,12 @@ def _evaluate_rule(rule: Rule, rs: RuleSet, env: dict, values: dict, tabs: dict,
         "source": rule.source, "replaces_builtin": rule.replaces_builtin,
     }
     finding["where"], finding["where_note"] = _where(rule, result)
+    # issue 48: the median step's time before and after this rule's fix, replayed on its graph
+    what_if = (((result.get("metrics") or {}).get("critical_path") or {}).get("what_if") or {}).get(rule.id)
+    finding["what_if"] = dict(what_if) if isinstance(what_if, dict) else None
+    if rule.id == "gpu-dependency":  # issue 48: what the GPU waited on, from the graph
+        dep = ((result.get("metrics") or {}).get("critical_path") or {}).get("dependency")
+        finding["dependency"] = dep if isinstance(dep, dict) else None
     return finding
 
 
@@ -1153,9 +1159,25 @@ def apply_rules(result: dict, rs: RuleSet) -> dict:
 
     findings, statuses = evaluate(rs, result)
     result["findings"] = findings
+    _what_if_all(result, findings)
     result["rules"] = statuses
     result["verdict"] = verdict(result)
     return result
+
+
+def _what_if_all(result: dict, findings: list[dict]) -> None:
+    """Issue 48: ``metrics.critical_path.what_if_all``, the fixes of the findings at warning or above
+    that have a what-if, replayed together on the median step's graph (not a sum)."""
+    cp = (result.get("metrics") or {}).get("critical_path")
+    if not isinstance(cp, dict) or not cp.get("what_if"):
+        return
+    from ..metrics.what_if import combined
+
+    ids = [f["rule"] for f in findings if f.get("what_if") and f.get("severity") in ("warning", "critical")
+           and (f["what_if"].get("saved_ms_per_step") or 0) > 0]
+    both = combined(cp, ids)
+    if both is not None:
+        cp["what_if_all"] = both
 
 
 def default_ruleset(rule_dirs=(), config_path: Path | None = None, use_config: bool = True) -> RuleSet:

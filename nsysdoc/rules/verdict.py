@@ -59,14 +59,29 @@ def steady_state_judgeable(result: dict) -> bool:
     return cap.get("enough_gpu_work") is not False and not (is_num(ops) and ops < BOUND_MIN_GPU_OPS)
 
 
+def ranking_cost_ms(f: dict):
+    """Issue 48: the cost a finding is ranked by inside its severity (glossary "Findings order"):
+    with a what-if, what its fix saves, in the window's terms — ``impact_ms`` times
+    ``what_if.saved_ms_per_step / impact_ms_per_step`` (the per-step saving over the steps the impact
+    is spread over); without one, or without a per-step impact, ``impact_ms``. The severity itself
+    still follows the impact."""
+    imp = f.get("impact_ms")
+    wi = f.get("what_if") or {}
+    saved, per = wi.get("saved_ms_per_step"), f.get("impact_ms_per_step")
+    if is_num(imp) and is_num(saved) and is_num(per) and per > 0:
+        return imp * max(saved, 0) / per
+    return imp
+
+
 def rank_findings(findings: list[dict], judgeable: bool = True) -> list[dict]:
     """The one order of the findings list (JSON, page, Markdown, terminal), which the verdict
     follows: by severity (critical, warning, info), then — when the window holds enough GPU work to
     judge its steady state (``judgeable``) — steady-state findings before framing ones (one-time
-    set-up), then the largest ``impact_ms`` first, unknown impact last, then input order."""
+    set-up), then the largest cost first (:func:`ranking_cost_ms`: the what-if's saving where the
+    finding has one, else ``impact_ms``), unknown cost last, then input order."""
     def key(item):
         i, f = item
-        imp = f.get("impact_ms")
+        imp = ranking_cost_ms(f)
         framing = judgeable and is_framing(f)
         return (-SEVERITY_RANK.get(f.get("severity"), -1), 1 if framing else 0, 0 if is_num(imp) else 1,
                 -(imp if is_num(imp) else 0), i)
@@ -117,6 +132,19 @@ def _cost(f: dict, window_ms, summary: dict | None = None) -> str:
                 text += f" ({fmt_pct(f['impact_pct'])})"
         return text + "."
     return ""
+
+
+def what_if_text(f: dict) -> str:
+    """Issue 48: what fixing finding ``f`` would do to the median step, from its ``what_if``
+    (glossary "What-if"); "" without one."""
+    wi = f.get("what_if") or {}
+    a, b, saved = wi.get("step_ms_before"), wi.get("step_ms_after"), wi.get("saved_ms_per_step")
+    if not (is_num(a) and is_num(b) and is_num(saved)):
+        return ""
+    if saved <= 0:
+        return (f" Replayed on the median step's dependency graph, fixing it alone would not shorten that step "
+                f"({fmt_ms(a)}; {wi.get('change')}): the cause is not on its critical path.")
+    return f" Fixing it would take the median step from {fmt_ms(a)} to {fmt_ms(b)} ({wi.get('change')})."
 
 
 def window_split(result: dict) -> dict:
@@ -290,6 +318,7 @@ def verdict(result: dict) -> dict:
         f = main
         title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
         sentence = f"Main bottleneck: {title}. {_cost(f, window_ms, summary)}".strip()
+        sentence += what_if_text(f)
         if is_framing(f):
             sentence += " Capture a longer run after warm-up to see the steady state."
         detail = split_text(result)
