@@ -311,6 +311,12 @@ def what_if_metrics(t, cp: dict, g, t0: int, t1: int, kernels: dict | None = Non
     return out
 
 
+def what_if_all(result: dict, rule_ids: list[str]) -> dict | None:
+    """The combined what-if of ``rule_ids`` on ``result`` (its graph while kept: :func:`_what_if_all`)."""
+    cp = (result.get("metrics") or {}).get("critical_path")
+    return wi_m.combined(cp, rule_ids) if isinstance(cp, dict) else None
+
+
 def _what_if_all(r: "wi_m.Replay", changes: dict, rule_ids: list[str]) -> dict | None:
     """The fixes of the findings ``rule_ids`` together, replayed as one change on the median step's
     graph (never a sum of their savings): ``{rules, step_ms_before, step_ms_after, saved_ms_per_step,

@@ -486,7 +486,7 @@ __all__ = ["Change", "Replay", "prepare", "replay", "step_ns_after", "combine", 
 #: the last reports' combiners (a function of rule ids replaying their fixes together on the median
 #: step's graph, :func:`nsysdoc.assembly.critical_path.what_if_metrics`), keyed by the identity of
 #: the report's ``metrics.critical_path``: the rules, which run after the assembly and must not
-#: import it, reach the graph here. Each is used once and few are kept (a graph is large).
+#: import it, reach the graph here. Few are kept (a graph is large).
 _KEEP = 4
 _combiners: dict = {}
 
@@ -500,8 +500,9 @@ def remember(cp: dict, combine_fn) -> None:
 
 def combined(cp: dict, rule_ids: list[str]):
     """The combined what-if of ``rule_ids`` on the report whose critical path is ``cp`` (its row, or
-    None: fewer than two with a what-if, or the graph gone — a saved report, or already used)."""
-    kept = _combiners.pop(id(cp), None)
+    None: fewer than two with a what-if, or the graph gone — a saved report, or one of the
+    last ``_KEEP`` no more)."""
+    kept = _combiners.get(id(cp))
     if kept is None or kept[0] is not cp:
         return None
     return kept[1](rule_ids)
