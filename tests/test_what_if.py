@@ -305,3 +305,22 @@ def test_dependency_off_the_path_says_what_ran_instead(tmp_path):
     assert (w["wait_ms"], w["on_path_ms"]) == pytest.approx((0.488, 0.0), abs=A)
     assert dep["path_instead_ms"]["kernel"] == pytest.approx(0.488, abs=A)
     assert sum(dep["path_instead_ms"].values()) == pytest.approx(0.488, abs=A)
+
+
+def test_a_median_step_over_the_what_if_budget_gets_none_and_says_so(tmp_path, monkeypatch):
+    """issue 50: the replays are skipped when the median step (or the window without steps) holds
+    more calls and operations than ``WHAT_IF_EVENTS_BUDGET``. python_between_tiny_kernels' step
+    holds 50 launch calls and 50 kernels (100 nodes, more with the sync): with the budget at 10
+    no finding has a what-if, ``missing`` names the count, and the path itself is still computed."""
+    import nsysdoc.assembly.critical_path as acp
+
+    path = WHAT_IF_PAIRS["python_between_tiny_kernels"][0]().write(tmp_path / "c.sqlite")
+    full = diagnose_path(path)
+    assert full["metrics"]["critical_path"]["what_if"]
+    monkeypatch.setattr(acp, "WHAT_IF_EVENTS_BUDGET", 10)
+    lean = diagnose_path(path)
+    cpm = lean["metrics"]["critical_path"]
+    assert "what_if" not in cpm and cpm["median_step"] == full["metrics"]["critical_path"]["median_step"]
+    said = [m for m in cpm["missing"] if m.startswith("what-if not computed: the median step holds ")]
+    assert said and int(said[0].split(" holds ")[1].split()[0]) >= 100
+    assert not any(f.get("what_if") for f in lean["findings"])

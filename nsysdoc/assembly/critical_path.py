@@ -30,6 +30,10 @@ MAX_WINDOW_EVENTS = 2_000_000
 #: mean per step; never fewer than the median and worst steps): the walk is per node on the path,
 #: ~2 us a node, and 8 steps of 100 k events cost 1.6 s on a 400 k-launch Kineto trace
 STEP_EVENTS_BUDGET = 250_000
+#: the what-ifs (one replay per rule, issue 48) are computed when the median step (or the window
+#: without steps) holds at most this many calls and operations: a 1 M-kernel window without steps
+#: cost 1.1 s of a 6 s report in replays (issue 50); beyond it ``missing`` says so
+WHAT_IF_EVENTS_BUDGET = 500_000
 #: calls and operations read before a step's start (their arrivals are cut at the start, but they
 #: are the predecessors of the step's first nodes): the step's own length, at most this
 MAX_LOOKBACK_NS = 200_000_000
@@ -228,7 +232,13 @@ def critical_path_metrics(a: Inputs, step_rows: list[dict], picks: tuple, res=No
         out["top"].append({"name": label, "kind": kind, "op": op, "ms_per_step": _num(tot / ns / 1e6)})
     if out["median_step"] is None and len(out["steps"]) == 1:
         out["median_step"] = out["steps"][0]
-    if median_graph is not None and out["median_step"] is not None:
+    if median_graph is not None and out["median_step"] is not None \
+            and len(median_graph[0].c_start) + len(median_graph[0].o_start) > WHAT_IF_EVENTS_BUDGET:
+        n_med = len(median_graph[0].c_start) + len(median_graph[0].o_start)
+        where = "the median step" if len(spans) > 1 or spans[0][0] is not None else "the window without steps"
+        out["missing"].append(f"what-if not computed: {where} holds {n_med} calls and operations (more than "
+                              f"{WHAT_IF_EVENTS_BUDGET})")
+    elif median_graph is not None and out["median_step"] is not None:
         try:
             out["what_if"] = what_if_metrics(t, out, *median_graph, kernels,  # issue 48, milestone 2
                                              pinned_gbps=pinned_reference_gbps(copies, devices))
