@@ -143,6 +143,11 @@ def prepare(g: cp_m.Graph, t0: int, t1: int) -> Replay:
     a_p = np.where(op_prev >= 0, oe[np.maximum(op_prev, 0)], _NEG) if no else np.zeros(0, np.int64)
     a_c = np.where(op_call >= 0, cs[np.maximum(op_call, 0)], _NEG) if (no and nc) else np.full(no, _NEG)
     c_dur = np.where(op_call >= 0, (ce - cs)[np.maximum(op_call, 0)], 0) if (no and nc) else np.zeros(no, np.int64)
+    if no and nc:
+        # a host-blocking copy's call lasts until its copy ended: its length is no launch lag, the
+        # copy could start a launch latency after the call did
+        own = (op_call >= 0) & (w[np.maximum(op_call, 0)] == np.arange(no))
+        c_dur = np.where(own, np.minimum(c_dur, LAUNCH_LATENCY_NS), c_dur)
     # the producer each operation waited on, as the critical path's walk finds it
     _, bnode, _ = cp_m.bindings(g, t0)
     onode = bnode[nc:] - nc
