@@ -352,7 +352,8 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
             if h >= 0 and (a is None or c_end[h] > a):
                 a, nt, ni, label = c_end[h], NODE_CALL, h, CPU
             w = call_await[i]
-            if w >= 0 and (a is None or o_end[w] > a) and not (op_call[w] == i and op_pred(w)[1:] == (NODE_CALL, i, LAUNCH)):
+            if w >= 0 and (a is None or o_end[w] > a) \
+                    and not (op_call[w] == i and op_pred(w)[1:] == (NODE_CALL, i, LAUNCH)):
                 # (a blocking copy's call and its copy, which started at its launch: the call's
                 # start takes its host predecessor, as :func:`_bindings`)
                 a, nt, ni, label = o_end[w], NODE_OP, w, WAIT
