@@ -19,7 +19,7 @@ Definitions (also in ``docs/glossary.md``, "Critical path"):
     launch latency);
   - *stream order*: a GPU operation follows the previous operation of its stream (arrives at its end);
   - *cross-stream wait*: when an operation started more than ``LAUNCH_LATENCY_NS`` after both its
-    launch and its stream predecessor arrived, it waited on other work: the operation on another
+    launch call returned and its stream predecessor arrived, it waited on other work: the operation on another
     stream that ended last before it started (at most ``LAUNCH_LATENCY_NS`` after) is its producer
     (``cudaStreamWaitEvent`` after ``cudaEventRecord``, a collective, a copy stream). The reader
     keeps neither nsys's ``eventId`` (SYNCHRONIZATION, CUDA_EVENT) nor Kineto's
@@ -317,7 +317,8 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
         c = op_call[i]
         if c >= 0 and (a is None or c_start[c] > a):
             a, nt, ni, label = c_start[c], NODE_CALL, c, LAUNCH
-        if a is None or s - a > LAUNCH_LATENCY_NS:
+        ready = a if c < 0 or a is None else max(a, c_end[c])  # the launch call returned
+        if a is None or s - ready > LAUNCH_LATENCY_NS:
             k = g.producer(i, a if a is not None else t0 - 1)
             if k >= 0 and (a is None or o_end[k] > a):
                 a, nt, ni, label = o_end[k], NODE_OP, k, WAIT
@@ -441,7 +442,9 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ac = np.where(c >= 0, cs[np.maximum(c, 0)], _NONE)
         take = (c >= 0) & ((a == _NONE) | (ac > a))
         a, node, lab = np.where(take, ac, a), np.where(take, c, node), np.where(take, LAUNCH, lab)
-    need = np.flatnonzero((a == _NONE) | (os_ - a > LAUNCH_LATENCY_NS))
+    ready = np.maximum(a, ce[np.maximum(c, 0)]) if nc else a
+    ready = np.where(c >= 0, ready, a) if nc else a  # ... and its launch call returned
+    need = np.flatnonzero((a == _NONE) | (os_ - ready > LAUNCH_LATENCY_NS))
     if len(need):
         after = np.where(a[need] == _NONE, t0 - 1, a[need])
         k = producers(g, need, after)
