@@ -222,6 +222,7 @@ def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_strea
                 return k if o_end_l[k] > after else -1
             return timing(j, after)
         g.producer = producer
+        g._event_producer = i64(event_producer)  # the vectorised walk's :func:`producers` reads it too
     return g
 
 
@@ -384,6 +385,12 @@ def producers(g: Graph, js: np.ndarray, after: np.ndarray) -> np.ndarray:
     ends = g.o_end[order]
     pos = np.searchsorted(ends, g.o_start[js] + PRODUCER_TOLERANCE_NS, side="right") - 1
     active = np.arange(len(js))
+    exact = getattr(g, "_event_producer", None)
+    if exact is not None and len(exact) == len(g.o_start):  # exact event edges first (build_graph)
+        k = exact[js]
+        has = k >= 0
+        out[has] = np.where(g.o_end[np.maximum(k[has], 0)] > np.asarray(after)[has], k[has], -1)
+        active = active[~has]
     for _ in range(PRODUCER_SCAN):
         if not len(active):
             break
