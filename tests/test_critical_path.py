@@ -325,18 +325,26 @@ def test_blocking_copy_that_started_at_its_launch_is_no_cycle():
     """Thread 0: a call [0, 10_000); a pageable cudaMemcpyAsync [20_000, 530_000) whose copy starts
     at once on an idle stream [25_000, 525_000) (the call's await is its copy, the copy's last
     arrival is its launch: the same call). Window [0, 530_000).
-    The walk must not go call -> copy -> call: the call's start takes its host predecessor, the
-    whole call is the host's wait: [20_000, 530_000) wait 510_000; cpu [10_000, 20_000) 10_000; the
-    first call 10_000 (cpu). Sum 530_000; not truncated; the reference walk agrees."""
+    The walk must not go call -> copy -> call: the copy follows the call's host predecessor. Path:
+    the call's 5 us after its copy ended (wait 5_000); the copy 500_000 (copy); [10_000, 25_000)
+    cpu 15_000 (the host time before the call and its launch latency); the first call 10_000 (cpu).
+    Sum 530_000; not truncated; the reference walk agrees. Without a host predecessor (the copy call
+    alone in the window), the whole call is the host's wait: 530_000 - 20_000 = 510_000 wait, and
+    [0, 20_000) before it cpu."""
     calls = [(0, 10_000, 0, cp.CALL_OTHER, 0), (20_000, 530_000, 0, cp.CALL_LAUNCH, 1)]
     ops = [(25_000, 525_000, 7, cp.COPY, 1)]
     g = blocking_graph(ops, calls, [True])
     assert g.call_await.tolist() == [-1, 0]
     p, ref = cp.critical_path(g, 0, 530_000), cp.critical_path_reference(g, 0, 530_000)
     assert dict(zip(cp.SEGMENTS, p.segments_ns.tolist())) == {
-        "cpu": 20_000, "launch": 0, "kernel": 0, "copy": 0, "comm": 0, "wait": 510_000}
+        "cpu": 25_000, "launch": 0, "kernel": 0, "copy": 500_000, "comm": 0, "wait": 5_000}
     assert not p.truncated and not ref.truncated
     assert p.segments_ns.tolist() == ref.segments_ns.tolist() and p.pieces == ref.pieces
+    alone = blocking_graph(ops, calls[1:], [True])
+    p, ref = cp.critical_path(alone, 0, 530_000), cp.critical_path_reference(alone, 0, 530_000)
+    assert dict(zip(cp.SEGMENTS, p.segments_ns.tolist())) == {
+        "cpu": 20_000, "launch": 0, "kernel": 0, "copy": 0, "comm": 0, "wait": 510_000}
+    assert not p.truncated and not ref.truncated and p.pieces == ref.pieces
 
 
 def test_copy_that_outlived_its_call_did_not_block_it():

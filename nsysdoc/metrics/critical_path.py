@@ -323,7 +323,24 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
             k = g.producer(i, a if a is not None else t0 - 1)
             if k >= 0 and (a is None or o_end[k] > a):
                 a, nt, ni, label = o_end[k], NODE_OP, k, WAIT
+        if label == LAUNCH and call_await[ni] == i:
+            # a blocking copy that started at its launch: it follows its call's host predecessor
+            # (as :func:`_bindings`), when the call has one
+            ha, hn = host_pred(ni)
+            if hn >= 0:
+                a, nt, ni, label = ha, NODE_CALL, hn, CPU
         return a, nt, ni, label
+
+    def host_pred(i: int) -> tuple:
+        """Call ``i``'s host predecessor ``(arrival, index)``: host order, or a later hand-off."""
+        a, n = None, -1
+        p = call_prev[i]
+        if p >= 0:
+            a, n = c_end[p], p
+        h = call_other[i]
+        if h >= 0 and (a is None or c_end[h] > a):
+            a, n = c_end[h], h
+        return a, n
     limit = 4 * (len(o_start) + len(c_start)) + 16
     while cur > t0:
         limit -= 1
@@ -462,12 +479,17 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a[sel], node[sel], lab[sel] = ak[take], nc + k[take], WAIT
     if c_host is not None and nc:
         # a blocking copy's call awaits its own copy, which it launched: when the copy's last arrival
-        # is that launch (it started at once), the walk would go call -> copy -> call: the call's
-        # start takes its host predecessor instead (the whole call is the host's wait)
+        # is that launch (it started at once), the walk would go call -> copy -> call. The copy
+        # then follows the call's host predecessor (its launch latency and the host time before the
+        # call are cpu); a call without one takes no await (the whole call is the host's wait)
         ww = np.flatnonzero((c_node >= nc) & (c_lab == WAIT))
         j = c_node[ww] - nc
         back = (node[j] == ww) & (lab[j] == LAUNCH)
-        ww = ww[back]
+        ww, j = ww[back], j[back]
+        host = c_host[1][ww] >= 0
+        a, node, lab = a.copy(), node.copy(), lab.copy()
+        a[j[host]], node[j[host]], lab[j[host]] = c_host[0][ww[host]], c_host[1][ww[host]], CPU
+        ww = ww[~host]
         c_arr, c_node, c_lab = c_arr.copy(), c_node.copy(), c_lab.copy()
         c_arr[ww], c_node[ww], c_lab[ww] = c_host[0][ww], c_host[1][ww], CPU
     return np.concatenate([c_arr, a]), np.concatenate([c_node, node]), np.concatenate([c_lab, lab])
