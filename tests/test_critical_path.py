@@ -285,3 +285,70 @@ def test_top_names_the_operator_that_launched_each_kernel(tmp_path, form):
     top = diagnose_path(path)["metrics"]["critical_path"]["top"]
     got = {(x["kind"], x["op"]): x["ms_per_step"] for x in top}
     assert got == pytest.approx({("kernel", "aten::mm"): 0.5, ("kernel", "aten::add"): 0.02}, abs=A)
+
+
+# host-blocking copies (issue 48: the HTA trace's pageable device-to-host copies) ---------------------
+def blocking_graph(ops, calls, blocking):
+    c = np.array(calls, dtype=np.int64).reshape(-1, 5)
+    o = np.array(ops, dtype=np.int64).reshape(-1, 5)
+    return cp.build_graph(c[:, 0], c[:, 1], c[:, 2], c[:, 3], c[:, 4], o[:, 0], o[:, 1], o[:, 2], o[:, 3],
+                          np.arange(len(o)), o[:, 4], o_blocking=blocking)
+
+
+def test_pageable_device_to_host_copy_blocks_until_its_copy_ends():
+    """Thread 0: a launch [0, 5_000) of a kernel on stream 7 [5_000, 905_000); a cudaMemcpyAsync
+    to pageable memory [10_000, 910_000) (launched as any copy, key 2) whose copy, queued behind
+    the kernel, ran [905_000, 908_000); Python [910_000, 1_000_000) then a call [1_000_000,
+    1_005_000). Window [0, 1_005_000).
+    The copy call is a blocking call awaiting its own copy. Walk: last call 5000 (cpu); host order
+    to the copy call's end 910_000: cpu 90_000; the call's own time after its copy ended
+    [908_000, 910_000): wait 2000; the copy 3000 (copy); stream order to the kernel: 900_000
+    (kernel); launch edge [0, 5000): launch 5000. Sum 1_005_000: cpu 95_000, launch 5000, kernel
+    900_000, copy 3000, wait 2000. Read as a launch (the loader's kind alone), the copy call's
+    whole 900 us would be launch time and the kernel would not be on the path."""
+    calls = [(0, 5_000, 0, cp.CALL_LAUNCH, 1), (10_000, 910_000, 0, cp.CALL_LAUNCH, 2),
+             (1_000_000, 1_005_000, 0, cp.CALL_OTHER, 0)]
+    ops = [(5_000, 905_000, 7, cp.KERNEL, 1), (905_000, 908_000, 7, cp.COPY, 2)]
+    g = blocking_graph(ops, calls, [False, True])
+    assert g.c_kind.tolist() == [cp.CALL_LAUNCH, cp.CALL_SYNC, cp.CALL_OTHER]
+    assert g.call_await.tolist() == [-1, 1, -1]
+    p = cp.critical_path(g, 0, 1_005_000)
+    assert dict(zip(cp.SEGMENTS, p.segments_ns.tolist())) == {
+        "cpu": 95_000, "launch": 5_000, "kernel": 900_000, "copy": 3_000, "comm": 0, "wait": 2_000}
+    assert not p.truncated and p.pieces == cp.critical_path_reference(g, 0, 1_005_000).pieces
+    # not blocking (a pinned copy): the call stays a launch, the kernel is off the path
+    g2 = blocking_graph(ops, calls, [False, False])
+    assert g2.c_kind[1] == cp.CALL_LAUNCH and cp.critical_path(g2, 0, 1_005_000).segments_ns[cp.KERNEL] == 0
+
+
+def test_blocking_copy_that_started_at_its_launch_is_no_cycle():
+    """Thread 0: a call [0, 10_000); a pageable cudaMemcpyAsync [20_000, 530_000) whose copy starts
+    at once on an idle stream [25_000, 525_000) (the call's await is its copy, the copy's last
+    arrival is its launch: the same call). Window [0, 530_000).
+    The walk must not go call -> copy -> call: the copy follows the call's host predecessor. Path:
+    the call's 5 us after its copy ended (wait 5_000); the copy 500_000 (copy); [10_000, 25_000)
+    cpu 15_000 (the host time before the call and its launch latency); the first call 10_000 (cpu).
+    Sum 530_000; not truncated; the reference walk agrees. Without a host predecessor (the copy call
+    alone in the window), the whole call is the host's wait: 530_000 - 20_000 = 510_000 wait, and
+    [0, 20_000) before it cpu."""
+    calls = [(0, 10_000, 0, cp.CALL_OTHER, 0), (20_000, 530_000, 0, cp.CALL_LAUNCH, 1)]
+    ops = [(25_000, 525_000, 7, cp.COPY, 1)]
+    g = blocking_graph(ops, calls, [True])
+    assert g.call_await.tolist() == [-1, 0]
+    p, ref = cp.critical_path(g, 0, 530_000), cp.critical_path_reference(g, 0, 530_000)
+    assert dict(zip(cp.SEGMENTS, p.segments_ns.tolist())) == {
+        "cpu": 25_000, "launch": 0, "kernel": 0, "copy": 500_000, "comm": 0, "wait": 5_000}
+    assert not p.truncated and not ref.truncated
+    assert p.segments_ns.tolist() == ref.segments_ns.tolist() and p.pieces == ref.pieces
+    alone = blocking_graph(ops, calls[1:], [True])
+    p, ref = cp.critical_path(alone, 0, 530_000), cp.critical_path_reference(alone, 0, 530_000)
+    assert dict(zip(cp.SEGMENTS, p.segments_ns.tolist())) == {
+        "cpu": 20_000, "launch": 0, "kernel": 0, "copy": 0, "comm": 0, "wait": 510_000}
+    assert not p.truncated and not ref.truncated and p.pieces == ref.pieces
+
+
+def test_copy_that_outlived_its_call_did_not_block_it():
+    """A pageable host-to-device cudaMemcpyAsync [0, 10_000) whose copy ran [8_000, 600_000): the
+    call returned before the copy ended (the driver staged it and returned), so it stays a launch."""
+    g = blocking_graph([(8_000, 600_000, 7, cp.COPY, 1)], [(0, 10_000, 0, cp.CALL_LAUNCH, 1)], [True])
+    assert g.c_kind.tolist() == [cp.CALL_LAUNCH] and g.call_await.tolist() == [-1]

@@ -817,10 +817,101 @@ def _resnet_profiler_extra(result, chk: Checks):
               "expert: convolution input shapes are fixed across the six steps")
 
 
+# kineto/hta_a100_rank3of8, issue 48: the median step's critical path -----------------------------
+# Python over the gzip'd JSON (times in us from the step's start; _hta_median_step_facts below):
+#   the median of the six ProfilerStep ranges (sorted by dur, the lower middle) is #1012, 76.727 us
+#   long (nsysdoc's step runs to #1013's start: 76.770 ms).
+#   * The main thread spends 11.882 ms in 10 cudaMemcpyAsync calls whose copy (same correlation) is
+#     "Memcpy DtoH (Device -> Pageable)"; every call returns 8-12 us after its copy ended: a copy to
+#     pageable memory blocks the host until the copy ends (CUDA runtime API, API synchronization
+#     behavior), and each copy queues on stream 20 behind the work the host waits for.
+#   * SendRecv A [8401, 19850] on stream 21: stream 7's next kernel (CatArrayBatchedCopy, launched
+#     at 10819) starts at 19851, 1 us after A ends, 8.93 ms after stream 7's previous op; stream 7
+#     then runs its backlog (launched by 14.2 ms) back to back until stream 20's work and the first
+#     pageable copy (call [23104, 24018], copy ends 24009).
+#   * SendRecv B [25391, 27247]: a stream-20 kernel starts at 27250 (launched 1.72 ms before); the
+#     pageable copy after it ends 27301, its call [25569, 27308] returns 7 us later.
+#   * SendRecv C [27948, 30451] + [30453, 30471] (same stream): a stream-20 kernel starts at 30472
+#     (launched 2.13 ms before); the copy ends 30482, its call [28355, 30491] returns.
+#   So the host waits, through its pageable copies, for the three SendRecvs, and everything after
+#   (the rest of the forward, the backward thread it hands off to, the optimizer) follows the host:
+#   communication on the median step's critical path = 11.449 + 1.856 + 2.503 + 0.018 = 15.826 ms
+#   (the backward's SendRecv and AllReduces run while the backward thread is still launching: off
+#   the path). Hiding B and C returns the host >= 1.72 + 2.13 = 3.85 ms earlier, and with it the
+#   rest of the step: nccl-exposed's what-if saves at least 3.8 ms and never more than its impact
+#   (14.65 ms per step). Hiding A alone buys little: the main thread issues 239 cudaLaunchKernel
+#   during A (at most 0.36 ms apart), launching the forward while A runs; with launch-bound's fix
+#   too, the saving of both is more than the sum of each.
+def _hta_median_step_facts(ev) -> dict:
+    steps = sorted((e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["dur"])
+    med = steps[(len(steps) - 1) // 2]
+    t0, t1 = med["ts"], med["ts"] + med["dur"]
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"]
+    rt = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    d2h = [(rt[g["args"]["correlation"]], g) for g in gpu
+           if g["name"] == "Memcpy DtoH (Device -> Pageable)" and t0 <= g["ts"] < t1]
+    sr = sorted((g for g in gpu if g["name"].startswith("ncclKernel_SendRecv") and t0 <= g["ts"] < t1),
+                key=lambda g: g["ts"])
+    released = []  # per SendRecv: ops on other streams starting within 3 us of its end, how long launched before
+    for s in sr:
+        end = s["ts"] + s["dur"]
+        rel = [g for g in gpu if g["args"]["stream"] != s["args"]["stream"] and end <= g["ts"] <= end + 3]
+        released.append([(g["args"]["stream"], g["ts"] - (rt[g["args"]["correlation"]]["ts"]
+                                                          + rt[g["args"]["correlation"]]["dur"])) for g in rel])
+    launches = sorted(e["ts"] for e in ev if e.get("cat") == "cuda_runtime" and e["name"] == "cudaLaunchKernel"
+                      and sr and sr[0]["ts"] <= e["ts"] < sr[0]["ts"] + sr[0]["dur"])
+    return {"name": med["name"], "dur_us": med["dur"], "d2h_calls": len(d2h),
+            "d2h_blocked_us": sum(c["dur"] for c, _ in d2h),
+            "d2h_return_after_copy_us": [c["ts"] + c["dur"] - g["ts"] - g["dur"] for c, g in d2h],
+            "sendrecv": [(s["ts"] - t0, s["dur"]) for s in sr], "released": released,
+            "launches_during_first": len(launches),
+            "max_launch_gap_us": max((b - a for a, b in zip(launches, launches[1:])), default=None)}
+
+
+def _hta_critical_path_extra(result, chk: Checks):
+    f = _hta_median_step_facts(_kineto_events("kineto/hta_a100_rank3of8.pt.trace.json.gz"))
+    chk.check((f["name"], f["dur_us"]) == ("ProfilerStep#1012", 76727), f"median step {f['name']} {f['dur_us']}")
+    chk.check(f["d2h_calls"] == 10 and f["d2h_blocked_us"] == 11882
+              and all(0 <= x <= 20 for x in f["d2h_return_after_copy_us"]),
+              f"pageable DtoH calls block until their copy ends: {f}")
+    sr = dict(f["sendrecv"][:4])
+    chk.check(sr == {8401: 11449, 25391: 1856, 27948: 2503, 30453: 18},
+              f"the step's first SendRecvs from the JSON: {f['sendrecv'][:4]}")
+    rel = dict(zip([s for s, _ in f["sendrecv"]], f["released"]))
+    chk.check(any(st == 7 and held >= 8_000 for st, held in rel.get(8401, []))
+              and any(st == 20 and held >= 1_700 for st, held in rel.get(25391, []))
+              and any(st == 20 and held >= 2_100 for st, held in rel.get(30453, [])),
+              f"work held by the SendRecvs (stream, us since its launch returned): {rel}")
+    chk.check(f["launches_during_first"] == 239 and f["max_launch_gap_us"] <= 360,
+              f"main thread launching during the first SendRecv: {f['launches_during_first']}")
+    cp = result["metrics"].get("critical_path") or {}
+    med = cp.get("median_step") or {}
+    chk.check(med.get("length_ms") in around(76.77, 0.01), f"median step length {med.get('length_ms')}")
+    comm = (med.get("segments_ms") or {}).get("comm")
+    chk.check(comm in around(15.826, 0.1), f"communication on the median step's path: expert 15.826 ms, tool {comm}")
+    chk.check(not any(s.get("truncated") for s in cp.get("steps") or []), "a step's path walk was truncated")
+    wi = (cp.get("what_if") or {}).get("nccl-exposed") or {}
+    impact = next((x.get("impact_ms_per_step") for x in _findings(result, "nccl-exposed")), None)
+    chk.check(wi.get("saved_ms_per_step") is not None and 3.8 <= wi["saved_ms_per_step"] <= (impact or 0) + 1e-6,
+              f"nccl-exposed what-if {wi} must save 3.8 ms .. its impact {impact}")
+    both = cp.get("what_if_all") or {}
+    lb = ((cp.get("what_if") or {}).get("launch-bound") or {}).get("saved_ms_per_step") or 0
+    chk.check(set(both.get("rules") or []) >= {"nccl-exposed", "launch-bound"}
+              and both.get("saved_ms_per_step", 0) > lb + (wi.get("saved_ms_per_step") or 0),
+              f"nccl-exposed with launch-bound {both} must save more than the sum of each")
+    sentence = (result.get("verdict") or {}).get("sentence") or ""
+    chk.check("would not shorten" not in sentence and "from 76.8 ms to" in sentence, f"verdict: {sentence}")
+
+
+def _hta_extras(result, chk: Checks):
+    _hta_profiler_extra(result, chk)
+    _hta_critical_path_extra(result, chk)
+
+
 LABELS["kineto/hta_a100_rank3of8"].must_not_fire.update(
     {"dynamic-shapes": WARN, "zero-grad-repeated": ANY, "cudnn-benchmark": ANY, "memory-growth": ANY,
      "memory-near-capacity": ANY})
-LABELS["kineto/hta_a100_rank3of8"].extra = _hta_profiler_extra
+LABELS["kineto/hta_a100_rank3of8"].extra = _hta_extras
 LABELS["kineto/kineto_resnet50_v100_oldformat"].must_fire["cudnn-benchmark"] = {"info"}
 LABELS["kineto/kineto_resnet50_v100_oldformat"].must_not_fire.update(
     {"dynamic-shapes": ANY, "zero-grad-repeated": ANY, "memory-growth": ANY, "memory-near-capacity": ANY})

@@ -324,3 +324,34 @@ def test_a_median_step_over_the_what_if_budget_gets_none_and_says_so(tmp_path, m
     said = [m for m in cpm["missing"] if m.startswith("what-if not computed: the median step holds ")]
     assert said and int(said[0].split(" holds ")[1].split()[0]) >= 100
     assert not any(f.get("what_if") for f in lean["findings"])
+@pytest.mark.parametrize("form", ["sqlite", "kineto"])
+def test_comm_held_compute_behind_a_pageable_copy_replayed_by_hand(tmp_path, form):
+    """tolist_after_comm_held_compute (the HTA trace's shape), step at S (us): SendRecv call [S,
+    S+8), kernel [S+6.8, S+3006.8) on stream 13; event record + wait [S+8, S+12); GEMM call [S+12,
+    S+17), the GEMM waits on the SendRecv: [S+3006.8, S+3506.8); the pageable device-to-host copy's
+    call [S+17, ...) (4 KiB at 3 GB/s: 1.365 us) copies after the GEMM [S+3506.8, S+3508.165) and
+    returns 2 us later, S+3510.165; Python 200 us; 4 GEMM calls from S+3710.165, kernels back to
+    back from S+3715.165 to S+7715.165; the device sync returns S+7717.165: 7.717165 ms.
+    Path (last arrivals): sync wait 2 us; 4 GEMMs 4000 (kernel); launch edge 5; Python 200 (cpu);
+    the copy call's 2 us after its copy (wait); the copy 1.365 (copy); the first GEMM 500
+    (kernel); the SendRecv 3000 (comm, the GEMM's producer); its launch edge 6.8: cpu 0.2, launch
+    0.0118, kernel 4.5, copy 0.0014, comm 3.0, wait 0.004 ms.
+    Communication hidden (0 us): the first GEMM starts at its launch's end S+17 (the producer
+    arrives at S+6.8), ends S+517; the copy follows [S+517, S+518.365), the call returns S+520.365
+    (the host no longer waits 3 ms), Python to S+720.365, GEMMs S+725.365..S+4725.365, sync
+    S+4727.365: 4.727365 ms. The fixed capture (all-to-all under the later GEMMs): the GEMM
+    [S+5, S+505), copy [S+505, S+506.365), call returns S+508.365, Python to S+708.365, the SendRecv
+    call [S+708.365, S+716.365), GEMMs from S+721.365 to S+4721.365, sync S+4723.365: 4.723365 ms.
+    Reading the copy call as a launch (not blocking), the host never waits and the what-if saves
+    nothing."""
+    f = WHAT_IF_PAIRS["tolist_after_comm_held_compute"][0]
+    path = f().write(tmp_path / "c.sqlite") if form == "sqlite" else f().write_kineto(tmp_path / "c.pt.trace.json.gz")
+    before = diagnose_path(path)
+    cpm = before["metrics"]["critical_path"]
+    assert cpm["median_step"]["segments_ms"] == pytest.approx(
+        {"cpu": 0.2, "launch": 0.0118, "kernel": 4.5, "copy": 0.0014, "comm": 3.0, "wait": 0.004}, abs=A)
+    w = cpm["what_if"]["nccl-exposed"]
+    assert (w["step_ms_before"], w["step_ms_after"]) == pytest.approx((7.7172, 4.7274), abs=A)
+    fixed = f(fixed=True).write(tmp_path / "f.sqlite") if form == "sqlite" \
+        else f(fixed=True).write_kineto(tmp_path / "f.pt.trace.json.gz")
+    assert median_ms(diagnose_path(fixed)) == pytest.approx(4.7234, abs=A)

@@ -59,7 +59,7 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
              "key": np.where(np.asarray(d["correlation_id"], np.int64)[m] > 0,
                              correlation_key(np.asarray(d["proc"])[m], np.asarray(d["correlation_id"])[m]), 0)}
     o = {"start_ns": [], "end_ns": [], "stream": [], "seg": [], "name": [], "key": [], "proc": [], "stream_id": [],
-         "bytes": [], "pageable": []}
+         "bytes": [], "pageable": [], "blocking": [], "to_host": []}
     for tab_name, seg in (("kernels", cp_m.KERNEL), ("memcpy", cp_m.COPY), ("memset", cp_m.COPY)):
         tab = t.store.get(tab_name)
         if tab is None or not len(tab):
@@ -80,9 +80,14 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
             o["bytes"].append(np.asarray(d["bytes"], np.int64)[m])
             o["pageable"].append((np.asarray(d["host_kind"], np.int64)[m] == S.MEM_PAGEABLE)
                                  & np.isin(np.asarray(d["copy_kind"], np.int64)[m], (S.COPY_HTOD, S.COPY_DTOH)))
+            o["blocking"].append(host_blocking_copies(np.asarray(d["copy_kind"], np.int64)[m],
+                                                      np.asarray(d["host_kind"], np.int64)[m]))
+            o["to_host"].append(np.asarray(d["copy_kind"], np.int64)[m] == S.COPY_DTOH)
         else:
             o["bytes"].append(np.zeros(n, np.int64))
             o["pageable"].append(np.zeros(n, bool))
+            o["blocking"].append(np.zeros(n, bool))
+            o["to_host"].append(np.zeros(n, bool))
         corr = np.asarray(d["correlation_id"], np.int64)[m]
         o["key"].append(np.where(corr > 0, correlation_key(np.asarray(d["proc"])[m], corr), 0))
         if seg == cp_m.KERNEL:
@@ -98,8 +103,23 @@ def _read(t, t0: int, t1: int, proc: int | None, comm_ids: dict) -> dict | None:
             # copies and memsets are named by their table: codes -1 (memcpy) and -2 (memset)
             o["name"].append(np.full(n, -1 if tab_name == "memcpy" else -2, np.int64))
             o["seg"].append(np.full(n, seg, np.int64))
-    o = {k: (np.concatenate(v) if v else np.zeros(0, bool if k == "pageable" else np.int64)) for k, v in o.items()}
+    flags = ("pageable", "blocking", "to_host")
+    o = {k: (np.concatenate(v) if v else np.zeros(0, bool if k in flags else np.int64)) for k, v in o.items()}
     return {"calls": c, "ops": o}
+
+
+#: ``ENUM_CUDA_MEMCPY_OPER`` host-to-host
+_COPY_HTOH = 9
+
+
+def host_blocking_copies(copy_kind: np.ndarray, host_kind: np.ndarray) -> np.ndarray:
+    """Copies whose ``cudaMemcpy*Async`` call blocks the host until the copy ends (CUDA runtime API,
+    "API synchronization behavior"): device to pageable host memory, host to host, and pageable
+    host to device (the driver stages it through a pinned buffer and may synchronize with the
+    stream). Whether the call really waited is read on the capture (:func:`cp_m.build_graph`: the
+    copy ended inside the call)."""
+    ck, hk = np.asarray(copy_kind, np.int64), np.asarray(host_kind, np.int64)
+    return (ck == _COPY_HTOH) | ((hk == S.MEM_PAGEABLE) & np.isin(ck, (S.COPY_HTOD, S.COPY_DTOH)))
 
 
 def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = None):
@@ -110,8 +130,9 @@ def step_path(t, t0: int, t1: int, proc: int | None, comm_ids: dict | None = Non
     c, o = d["calls"], d["ops"]
     g = cp_m.build_graph(c["start_ns"], c["end_ns"], c["thread"], c["kind"], c["key"], o["start_ns"], o["end_ns"],
                          o["stream"], o["seg"], o["name"], o["key"], c_proc=c["proc"],
-                         o_proc=o["proc"])
+                         o_proc=o["proc"], o_blocking=o["blocking"])
     g.o_stream_id, g.o_bytes, g.o_pageable = o["stream_id"], o["bytes"], o["pageable"]
+    g.o_to_host = o["to_host"]  # device-to-host copies (pageable-memcpy's what-if keeps their wait)
     return g, cp_m.critical_path(g, t0, t1)
 
 
@@ -311,7 +332,7 @@ def what_if_metrics(t, cp: dict, g, t0: int, t1: int, kernels: dict | None = Non
     changes = rule_changes(t, g, t0, kernels, r)
     pg = getattr(g, "o_pageable", None)
     if pinned_gbps and pg is not None and len(pg) == len(g.o_start) and pg.any():
-        ch = wi_m.pinned_copies(g, pg, g.o_bytes, pinned_gbps)
+        ch = wi_m.pinned_copies(g, pg, g.o_bytes, pinned_gbps, getattr(g, "o_to_host", None))
         if not ch.empty():
             ch.rules = ["pageable-memcpy"]
             changes["pageable-memcpy"] = ch

@@ -19,7 +19,7 @@ Definitions (also in ``docs/glossary.md``, "Critical path"):
     launch latency);
   - *stream order*: a GPU operation follows the previous operation of its stream (arrives at its end);
   - *cross-stream wait*: when an operation started more than ``LAUNCH_LATENCY_NS`` after both its
-    launch and its stream predecessor arrived, it waited on other work: the operation on another
+    launch call returned and its stream predecessor arrived, it waited on other work: the operation on another
     stream that ended last before it started (at most ``LAUNCH_LATENCY_NS`` after) is its producer
     (``cudaStreamWaitEvent`` after ``cudaEventRecord``, a collective, a copy stream). The reader
     keeps neither nsys's ``eventId`` (SYNCHRONIZATION, CUDA_EVENT) nor Kineto's
@@ -149,14 +149,36 @@ def _hand_offs(g: Graph, c_proc: np.ndarray) -> np.ndarray:
     return out
 
 
+def _own_copy_awaits(g: Graph, o_blocking) -> None:
+    """Host-blocking copies (module docstring): a call that launched a copy in ``o_blocking`` and
+    returned at or after the copy's end becomes a blocking call awaiting it; a blocking call
+    (a synchronous ``cudaMemcpy``) whose own copy ended inside it awaits that copy rather than
+    whatever operation ended last inside it."""
+    mine = np.flatnonzero(g.op_call >= 0)
+    if not len(mine):
+        return
+    c = g.op_call[mine]
+    inside = (g.o_end[mine] <= g.c_end[c]) & (g.o_end[mine] > g.c_start[c])
+    blocking = np.zeros(len(g.o_start), bool) if o_blocking is None else np.asarray(o_blocking, bool)
+    turn = inside & blocking[mine] & (g.c_kind[c] == CALL_LAUNCH)
+    if turn.any():
+        g.c_kind = g.c_kind.copy()  # never the caller's array
+        g.c_kind[c[turn]] = CALL_SYNC
+    own = inside & (g.c_kind[c] == CALL_SYNC)
+    g.call_await[c[own]] = mine[own]
+
+
 def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_stream, o_seg, o_name, o_key,
-                c_proc=None, o_proc=None, event_producer=None) -> Graph:
+                c_proc=None, o_proc=None, event_producer=None, o_blocking=None) -> Graph:
     """The graph of calls and operations. ``c_key``/``o_key`` join an operation to its launching
     call (correlation key, <= 0 for none); ``c_proc``/``o_proc`` (default: one process) keep thread
     hand-offs and host-blocking syncs inside a process. ``event_producer`` (issue 48, from
     :func:`nsysdoc.metrics.event_waits.event_producers`; default None: the timing rule alone): per
     operation, the operation it waited on through a CUDA event (-1 none); an operation with one
-    takes it as its cross-stream producer, the others keep the timing rule."""
+    takes it as its cross-stream producer, the others keep the timing rule. ``o_blocking`` (per
+    operation, default none): copies whose call blocks the host until they end (device to pageable
+    host memory, ...): their launching call, when the copy ended inside it, is a blocking call
+    (``CALL_SYNC``) awaiting that copy (module docstring, *host-blocking copy*)."""
     i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
     g = Graph(i64(c_start), i64(c_end), i64(c_thread), i64(c_kind), i64(o_start), i64(o_end), i64(o_stream),
               i64(o_seg), i64(o_name))
@@ -190,6 +212,7 @@ def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_strea
         cand = np.where(okp, mine[np.maximum(pos, 0)], -1)
         good = okp & (g.o_end[np.maximum(cand, 0)] > g.c_start[sync]) & (g.o_start[np.maximum(cand, 0)] < g.c_end[sync])
         g.call_await[sync[good]] = cand[good]
+    _own_copy_awaits(g, o_blocking)
     if event_producer is not None:  # issue 48: exact cross-stream edges from CUDA events
         exact, timing, o_end_l = i64(event_producer).tolist(), g.producer, g.o_end.tolist()
 
@@ -199,6 +222,7 @@ def build_graph(c_start, c_end, c_thread, c_kind, c_key, o_start, o_end, o_strea
                 return k if o_end_l[k] > after else -1
             return timing(j, after)
         g.producer = producer
+        g._event_producer = i64(event_producer)  # the vectorised walk's :func:`producers` reads it too
     return g
 
 
@@ -283,6 +307,40 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
     c_start, c_end, c_kind = g.c_start.tolist(), g.c_end.tolist(), g.c_kind.tolist()
     call_prev, call_other, call_await = g.call_prev.tolist(), g.call_other.tolist(), g.call_await.tolist()
     own_of_call = {CALL_LAUNCH: LAUNCH, CALL_SYNC: WAIT}
+
+    def op_pred(i: int) -> tuple:
+        """Operation ``i``'s last arrival ``(arrival, node type, index, edge segment)``."""
+        s = o_start[i]
+        a, nt, ni, label = None, -1, -1, WAIT
+        p = op_prev[i]
+        if p >= 0:
+            a, nt, ni, label = o_end[p], NODE_OP, p, WAIT
+        c = op_call[i]
+        if c >= 0 and (a is None or c_start[c] > a):
+            a, nt, ni, label = c_start[c], NODE_CALL, c, LAUNCH
+        ready = a if c < 0 or a is None else max(a, c_end[c])  # the launch call returned
+        if a is None or s - ready > LAUNCH_LATENCY_NS:
+            k = g.producer(i, a if a is not None else t0 - 1)
+            if k >= 0 and (a is None or o_end[k] > a):
+                a, nt, ni, label = o_end[k], NODE_OP, k, WAIT
+        if label == LAUNCH and call_await[ni] == i:
+            # a blocking copy that started at its launch: it follows its call's host predecessor
+            # (as :func:`_bindings`), when the call has one
+            ha, hn = host_pred(ni)
+            if hn >= 0:
+                a, nt, ni, label = ha, NODE_CALL, hn, CPU
+        return a, nt, ni, label
+
+    def host_pred(i: int) -> tuple:
+        """Call ``i``'s host predecessor ``(arrival, index)``: host order, or a later hand-off."""
+        a, n = None, -1
+        p = call_prev[i]
+        if p >= 0:
+            a, n = c_end[p], p
+        h = call_other[i]
+        if h >= 0 and (a is None or c_end[h] > a):
+            a, n = c_end[h], h
+        return a, n
     limit = 4 * (len(o_start) + len(c_start)) + 16
     while cur > t0:
         limit -= 1
@@ -293,17 +351,7 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
         # first listed among equal arrivals)
         if typ == NODE_OP:
             s = o_start[i]
-            a, nt, ni, label = None, -1, -1, WAIT
-            p = op_prev[i]
-            if p >= 0:
-                a, nt, ni, label = o_end[p], NODE_OP, p, WAIT
-            c = op_call[i]
-            if c >= 0 and (a is None or c_start[c] > a):
-                a, nt, ni, label = c_start[c], NODE_CALL, c, LAUNCH
-            if a is None or s - a > LAUNCH_LATENCY_NS:
-                k = g.producer(i, a if a is not None else t0 - 1)
-                if k >= 0 and (a is None or o_end[k] > a):
-                    a, nt, ni, label = o_end[k], NODE_OP, k, WAIT
+            a, nt, ni, label = op_pred(i)
             cover(s, o_seg[i], NODE_OP, i)
             if a is None:
                 cover(t0, WAIT)
@@ -323,7 +371,10 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
             if h >= 0 and (a is None or c_end[h] > a):
                 a, nt, ni, label = c_end[h], NODE_CALL, h, CPU
             w = call_await[i]
-            if w >= 0 and (a is None or o_end[w] > a):
+            if w >= 0 and (a is None or o_end[w] > a) \
+                    and not (op_call[w] == i and op_pred(w)[1:] == (NODE_CALL, i, LAUNCH)):
+                # (a blocking copy's call and its copy, which started at its launch: the call's
+                # start takes its host predecessor, as :func:`_bindings`)
                 a, nt, ni, label = o_end[w], NODE_OP, w, WAIT
             cover(max(s, min(s if a is None else a, cur)), own_of_call.get(c_kind[i], CPU), NODE_CALL, i)
             if a is None:
@@ -351,6 +402,12 @@ def producers(g: Graph, js: np.ndarray, after: np.ndarray) -> np.ndarray:
     ends = g.o_end[order]
     pos = np.searchsorted(ends, g.o_start[js] + PRODUCER_TOLERANCE_NS, side="right") - 1
     active = np.arange(len(js))
+    exact = getattr(g, "_event_producer", None)
+    if exact is not None and len(exact) == len(g.o_start):  # exact event edges first (build_graph)
+        k = exact[js]
+        has = k >= 0
+        out[has] = np.where(g.o_end[np.maximum(k[has], 0)] > np.asarray(after)[has], k[has], -1)
+        active = active[~has]
     for _ in range(PRODUCER_SCAN):
         if not len(active):
             break
@@ -392,11 +449,13 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ah = np.where(h >= 0, ce[np.maximum(h, 0)] if nc else ce, _NONE)
     take = (h >= 0) & (ah > a)
     a, node = np.where(take, ah, a), np.where(take, h, node)
+    a_host, n_host = a.copy(), node.copy()
     if no:
         aw = np.where(w >= 0, oe[np.maximum(w, 0)], _NONE)
         take = (w >= 0) & (aw > a)
         a, node, lab = np.where(take, aw, a), np.where(take, nc + w, node), np.where(take, WAIT, lab)
     c_arr, c_node, c_lab = a, node, lab
+    c_host = (a_host, n_host) if no else None
     # operations: stream order, then a later launch, then a producer on another stream when the
     # operation started more than LAUNCH_LATENCY_NS after both
     p, c = g.op_prev, g.op_call
@@ -407,7 +466,9 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ac = np.where(c >= 0, cs[np.maximum(c, 0)], _NONE)
         take = (c >= 0) & ((a == _NONE) | (ac > a))
         a, node, lab = np.where(take, ac, a), np.where(take, c, node), np.where(take, LAUNCH, lab)
-    need = np.flatnonzero((a == _NONE) | (os_ - a > LAUNCH_LATENCY_NS))
+    ready = np.maximum(a, ce[np.maximum(c, 0)]) if nc else a
+    ready = np.where(c >= 0, ready, a) if nc else a  # ... and its launch call returned
+    need = np.flatnonzero((a == _NONE) | (os_ - ready > LAUNCH_LATENCY_NS))
     if len(need):
         after = np.where(a[need] == _NONE, t0 - 1, a[need])
         k = producers(g, need, after)
@@ -416,6 +477,21 @@ def _bindings(g: Graph, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         take = okk & ((a[need] == _NONE) | (ak > a[need]))
         sel = need[take]
         a[sel], node[sel], lab[sel] = ak[take], nc + k[take], WAIT
+    if c_host is not None and nc:
+        # a blocking copy's call awaits its own copy, which it launched: when the copy's last arrival
+        # is that launch (it started at once), the walk would go call -> copy -> call. The copy
+        # then follows the call's host predecessor (its launch latency and the host time before the
+        # call are cpu); a call without one takes no await (the whole call is the host's wait)
+        ww = np.flatnonzero((c_node >= nc) & (c_lab == WAIT))
+        j = c_node[ww] - nc
+        back = (node[j] == ww) & (lab[j] == LAUNCH)
+        ww, j = ww[back], j[back]
+        host = c_host[1][ww] >= 0
+        a, node, lab = a.copy(), node.copy(), lab.copy()
+        a[j[host]], node[j[host]], lab[j[host]] = c_host[0][ww[host]], c_host[1][ww[host]], CPU
+        ww = ww[~host]
+        c_arr, c_node, c_lab = c_arr.copy(), c_node.copy(), c_lab.copy()
+        c_arr[ww], c_node[ww], c_lab[ww] = c_host[0][ww], c_host[1][ww], CPU
     return np.concatenate([c_arr, a]), np.concatenate([c_node, node]), np.concatenate([c_lab, lab])
 
 

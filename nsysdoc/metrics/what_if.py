@@ -143,6 +143,11 @@ def prepare(g: cp_m.Graph, t0: int, t1: int) -> Replay:
     a_p = np.where(op_prev >= 0, oe[np.maximum(op_prev, 0)], _NEG) if no else np.zeros(0, np.int64)
     a_c = np.where(op_call >= 0, cs[np.maximum(op_call, 0)], _NEG) if (no and nc) else np.full(no, _NEG)
     c_dur = np.where(op_call >= 0, (ce - cs)[np.maximum(op_call, 0)], 0) if (no and nc) else np.zeros(no, np.int64)
+    if no and nc:
+        # a host-blocking copy's call lasts until its copy ended: its length is no launch lag, the
+        # copy could start a launch latency after the call did
+        own = (op_call >= 0) & (w[np.maximum(op_call, 0)] == np.arange(no))
+        c_dur = np.where(own, np.minimum(c_dur, LAUNCH_LATENCY_NS), c_dur)
     # the producer each operation waited on, as the critical path's walk finds it
     _, bnode, _ = cp_m.bindings(g, t0)
     onode = bnode[nc:] - nc
@@ -451,24 +456,33 @@ def comm_hidden(g: cp_m.Graph) -> Change:
                   op_scale=np.where(g.o_seg == cp_m.COMM, 0.0, 1.0))
 
 
-def pinned_copies(g: cp_m.Graph, pageable: np.ndarray, nbytes: np.ndarray, pinned_gbps: float) -> Change:
+def pinned_copies(g: cp_m.Graph, pageable: np.ndarray, nbytes: np.ndarray, pinned_gbps: float,
+                  to_host: np.ndarray | None = None) -> Change:
     """pageable-memcpy: each pageable host<->device copy at pinned bandwidth (``nbytes /
     pinned_gbps``, never longer than it was), and its ``cudaMemcpyAsync``, which a pageable copy
-    blocks, returning when the copy starts (an asynchronous call, as from pinned memory)."""
+    blocks, returning when the copy starts (an asynchronous call, as from pinned memory) — except
+    a device-to-host copy (``to_host``) whose call waited for it: the host reads the data it
+    waited for, so its call still returns when the (faster) copy ends."""
     dur = (g.o_end - g.o_start).astype(np.float64)
     fast = nbytes / max(float(pinned_gbps), 1e-9)  # bytes / (GB/s) = ns
     scale = np.where(pageable & (dur > 0), np.minimum(1.0, fast / np.maximum(dur, 1.0)), 1.0)
     call_ns = np.full(len(g.c_start), -1, np.int64)
     c = g.op_call
     blocked = pageable & (c >= 0)
+    sync_off = np.zeros(len(g.c_start), bool)
     if blocked.any() and len(g.c_start):
         cc = c[blocked]
-        launch = g.c_kind[cc] == cp_m.CALL_LAUNCH
+        th = np.zeros(len(cc), bool) if to_host is None else np.asarray(to_host, bool)[blocked]
+        # a host-blocking copy's call (metrics.critical_path: it awaits its own copy) turns
+        # asynchronous unless the host waited for data coming back to it
+        own = (g.c_kind[cc] == cp_m.CALL_SYNC) & (g.call_await[cc] == np.flatnonzero(blocked)) & ~th
+        sync_off[cc[own]] = True
+        launch = (g.c_kind[cc] == cp_m.CALL_LAUNCH) | own
         cc, os_ = cc[launch], g.o_start[blocked][launch]
         long_ = g.c_end[cc] > os_
         call_ns[cc[long_]] = np.maximum(os_[long_] - g.c_start[cc[long_]], 0)
     return Change(f"pageable copies at pinned bandwidth ({pinned_gbps:.1f} GB/s) and their calls asynchronous",
-                  op_scale=scale, call_ns=call_ns)
+                  op_scale=scale, call_ns=call_ns, sync_off=sync_off)
 
 
 def waits_removed(g: cp_m.Graph) -> Change:

@@ -177,6 +177,34 @@ def batch_copied_from_pageable_memory(fixed: bool = False, steps: int = 4, nbyte
     return cap
 
 
+def tolist_after_comm_held_compute(fixed: bool = False, steps: int = 4, comm_us: float = 3000.0,
+                                   gemm_us: float = 500.0, python_us: float = 200.0, later: int = 4,
+                                   later_us: float = 1000.0) -> Capture:
+    """nccl-exposed through a host-blocking copy (issue 48; the HTA trace's shape): each step starts
+    an all-to-all (``SendRecv``, ``comm_us``) on stream 13; a GEMM on stream 7 waits on it
+    (``cudaStreamWaitEvent``) and ``.tolist()`` of its result copies 4 KiB to pageable host memory
+    (``cudaMemcpyAsync`` device to pageable: the call returns when the copy has ended), then
+    ``python_us`` of Python, ``later`` GEMMs of ``later_us`` and a device synchronize. Fixed: the
+    all-to-all is pipelined (as for the next batch): the first GEMM no longer waits on it, and it is
+    launched after the Python, under the later GEMMs; same kernels, same durations."""
+    cap = Capture()
+    t = cap.process(pid=6790, name="comm_tolist").thread()
+    for i in range(steps):
+        with t.range(f"step {i}"):
+            if not fixed:
+                t.nccl("SendRecv", comm_us, stream=13)
+                t.wait_event(waiting_stream=7, on_stream=13)
+            t.launch(GEMM, gemm_us, stream=7, tensor_active=0.6)
+            t.memcpy("DtoH", 4096, pageable=True, stream=7)
+            t.cpu(us=python_us)
+            if fixed:
+                t.nccl("SendRecv", comm_us, stream=13)
+            for _ in range(later):
+                t.launch(GEMM, later_us, stream=7, tensor_active=0.6)
+            t.sync_device()
+    return cap
+
+
 #: name -> (scenario function, the rule whose what-if its pair checks)
 WHAT_IF_PAIRS: dict[str, tuple[Callable[..., Capture], str]] = {
     "python_between_tiny_kernels": (python_between_tiny_kernels, "launch-bound"),
@@ -187,6 +215,7 @@ WHAT_IF_PAIRS: dict[str, tuple[Callable[..., Capture], str]] = {
     "fp32_gemms_then_tf32": (fp32_gemms_then_tf32, "fp32-gemm"),
     "compute_waits_on_a_copy_stream": (compute_waits_on_a_copy_stream, "gpu-dependency"),
     "batch_copied_from_pageable_memory": (batch_copied_from_pageable_memory, "pageable-memcpy"),
+    "tolist_after_comm_held_compute": (tolist_after_comm_held_compute, "nccl-exposed"),
 }
 
 __all__ = ["WHAT_IF_PAIRS", "TF32_GEMM", "BIG", *WHAT_IF_PAIRS]
