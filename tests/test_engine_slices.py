@@ -35,6 +35,7 @@ CASES = ([(n, r) for r in (1, 7, 61) for n in golden.names()
           if n != LONG and not (r == 1 and n == golden.SAMPLE)] + [(LONG, 241)])
 
 
+@pytest.mark.slow  # issue 50: every capture x 3 slicings, 3-4 min of CPU; .ci/run runs them
 @pytest.mark.parametrize("name,rows", CASES)
 def test_sliced_outputs_equal_the_golden_files(name, rows, slice_rows):
     slice_rows(rows)
