@@ -146,6 +146,7 @@ def test_one_step_per_rank_says_so(one_step, place):
     assert ONE_STEP in one_step[place].lower(), one_step[place]
 
 
+@pytest.mark.slow  # issue 50: the three job fixtures of this file (17 s of CPU), whose other tests are slow; .ci/run runs it
 def test_the_json_verdict_names_the_straggler(warning_behind_shared, critical_behind_launch_bound, one_step):
     from nsysdoc.rules.policy import by_impact
 
@@ -170,6 +171,7 @@ def test_the_json_verdict_names_the_straggler(warning_behind_shared, critical_be
 
 
 
+@pytest.mark.slow  # issue 50: the job fixtures of this file (11 s of CPU); .ci/run runs it
 def test_the_page_straggler_card_gives_the_share_and_severity(critical_behind_launch_bound, warning_behind_shared):
     for out, text in ((critical_behind_launch_bound, "7.00 ms <span class=\"note\">(16.3% of the step, critical)</span>"),
                       (warning_behind_shared, "2.00 ms <span class=\"note\">(7.1% of the step, warning)</span>")):
