@@ -64,7 +64,7 @@ def test_ci_runs_the_rest_after_the_readme_s_commands():
     run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert 'rest="$(python .ci/readme_commands.py --rest README.md)"' in run   # derived, never copied
     assert run.index("--rest README.md") > run.index('for cmd in "${commands[@]}"')
-    assert 'python -m pytest -m "$rest"' in run
+    assert 'python -m pytest -n auto --dist loadfile -m "$rest"' in run
     readme_tests = _extractor()((ROOT / "README.md").read_text(encoding="utf-8"))[1]
     assert _ci_module().marker_expression(readme_tests), "README's command runs the fast tests (-m EXPR)"
 
