@@ -40,7 +40,13 @@ def _cli_json(*args, cwd=None) -> dict:
 # ---------------------------------------------------------------------------------------------
 # to_dict() is the CLI's JSON
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+#: issue 50: a command per scenario is 0.8-1 s of CPU each; README's command runs these three (one
+#: and two GPUs, operators), .ci/run the others (marked slow).
+CLI_FAST = ("healthy_training", "ddp_nccl", "operators_forward_backward")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in CLI_FAST else pytest.mark.slow)
+                                  for n in sorted(SCENARIOS)])
 def test_to_dict_equals_the_cli_json_for_every_scenario(name, build, tmp_path):
     path = build(name)
     cli = _cli_json("report", str(path), "--no-config", "--no-cache", tmp_path / "cli.json")
@@ -74,6 +80,7 @@ def test_to_dict_equals_the_cli_json_for_every_shared_trace(tmp_path):
     assert checked >= 10 and refused >= 1
 
 
+@pytest.mark.slow  # issue 50: diff and job commands in processes (2.8 s of CPU); .ci/run runs it
 def test_diff_and_job_equal_the_cli_json(tmp_path):
     a = SCENARIOS["steady_training"]().write(tmp_path / "a.sqlite")
     b = SCENARIOS["steady_training"](gemm_us=1800).write(tmp_path / "b.sqlite")
@@ -264,6 +271,7 @@ def _bad_inputs(tmp: Path) -> dict[str, Path]:
     return {"missing": tmp / "missing.sqlite", "not sqlite": text, "not nsys": other, "empty folder": empty_dir}
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (2 s of CPU); .ci/run runs it
 def test_bad_input_raises_nsysdoc_error_with_the_cli_line(tmp_path):
     for what, path in _bad_inputs(tmp_path).items():
         with pytest.raises(nsysdoc.NsysdocError) as exc:
@@ -309,6 +317,7 @@ def test_a_folder_of_several_captures_names_reports(tmp_path, build):
 # ---------------------------------------------------------------------------------------------
 # light import, the example notebook
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: imports in a fresh process (1.3 s of CPU); .ci/run runs it
 def test_import_is_light_and_pandas_waits_for_a_dataframe():
     sample = ROOT / "nsysdoc" / "sample" / "sample_training.sqlite"
     code = (
@@ -327,6 +336,7 @@ def test_import_is_light_and_pandas_waits_for_a_dataframe():
     assert run.stdout.strip() == "OK True"
 
 
+@pytest.mark.slow  # issue 50: the example notebook in a process (1.3 s of CPU); .ci/run runs it
 def test_the_example_notebook_runs(tmp_path):
     run = subprocess.run([sys.executable, str(ROOT / "docs" / "examples" / "explore.py")], capture_output=True,
                          text=True, cwd=tmp_path, timeout=300)

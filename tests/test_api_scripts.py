@@ -55,6 +55,7 @@ def _stable(d: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 # a plain script, jobs=2
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: a script in a process pool (2.9 s of CPU); .ci/run runs it
 def test_a_plain_script_without_main_guard_runs_once_and_equals_jobs_1(tmp_path):
     """Before: the script ran again in each spawned worker (its line printed three times), each
     worker's own nsysdoc.job() hit the "bootstrapping phase" RuntimeError, and the job failed."""
@@ -76,6 +77,7 @@ def test_a_plain_script_without_main_guard_runs_once_and_equals_jobs_1(tmp_path)
     assert [r["rank"] for r in two["ranks"]] == [0, 1] and all(r["ok"] for r in two["ranks"])
 
 
+@pytest.mark.slow  # issue 50: a script in a process pool (3 s of CPU); .ci/run runs it
 def test_a_corrupted_input_is_named_and_the_rest_still_read(tmp_path):
     """One of three captures is not a database: the job still reads the other two, with jobs=2 as
     with jobs=1, and its warnings name the broken file on one line."""
@@ -110,6 +112,7 @@ def _die_on_marked(path: str, options: dict):
     return summarize_file(path, options)
 
 
+@pytest.mark.slow  # issue 50: a script in a process pool (2.7 s of CPU); .ci/run runs it
 def test_a_worker_that_dies_fails_only_its_input_named(tmp_path):
     """The second of three tasks kills its worker process: that input alone fails, with
     ``worker failed`` and the exit status, naming it; a fresh worker reads the third."""
@@ -130,6 +133,7 @@ def test_a_worker_that_dies_fails_only_its_input_named(tmp_path):
     assert "die.sqlite" in rec["error"] and "\n" not in rec["error"]
 
 
+@pytest.mark.slow  # issue 50: a process pool over the inputs (4.4 s of CPU); .ci/run runs it
 def test_unreadable_inputs_are_the_error_not_a_rank_collision(tmp_path):
     """Both file names claim rank 1 and one capture cannot be read: the error names that input
     and what is wrong with it. Before: "two inputs claim rank 1", which hid the real problem."""
@@ -227,6 +231,7 @@ def test_job_and_diff_repr_html_are_compact(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # errors name API parameters
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: scripts in processes (1.6 s of CPU); .ci/run runs it
 def test_api_errors_name_parameters_and_the_command_names_flags(tmp_path):
     path = SCENARIOS["steady_training"]().write(tmp_path / "run.sqlite")
     with pytest.raises(nsysdoc.NsysdocError) as exc:

@@ -136,6 +136,7 @@ def test_sliced_attribution_equals_the_whole_capture_one(crossing, monkeypatch, 
     assert ops["empty"]["calls"] == 6 and ops["empty"]["cpu_ms"] == 0
 
 
+@pytest.mark.slow  # issue 50: six scenarios twice each, sample_training 5.8 s of CPU; .ci/run runs them
 @pytest.mark.parametrize("name", ["operators_forward_backward", "where_tiny_kernels_and_item", "sample_training",
                                   "seed_case_large_model", "native_app_backtraces", "dataloader_starvation"])
 def test_scenarios_same_json_sliced_or_not(name, monkeypatch, tmp_path):

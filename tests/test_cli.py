@@ -5,6 +5,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 
 from nsysdoc.testing import Capture
 
@@ -27,6 +28,7 @@ def assert_one_line_error(proc, *needles):
         assert n in lines[0], lines[0]
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1 s of CPU); .ci/run runs it
 def test_sample_report_json_to_stdout():
     proc = run("report", "--sample", "--no-cache", "--format", "json")
     assert proc.returncode == 0, proc.stderr
@@ -35,6 +37,7 @@ def test_sample_report_json_to_stdout():
     assert [f["rule"] for f in data["findings"]] == ["data-starvation", "pageable-memcpy", "tiny-kernels"]
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1 s of CPU); .ci/run runs it
 def test_output_file(tmp_path):
     out = tmp_path / "r.json"
     proc = run("report", "--sample", "-o", out)
@@ -43,6 +46,7 @@ def test_output_file(tmp_path):
     assert f"Report: {out}" in proc.stdout  # the terminal summary names the file
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (0.9 s of CPU); .ci/run runs it
 def test_several_inputs_to_directory(tmp_path, build):
     a = build("healthy_training")
     b = build("sync_storm")
@@ -84,10 +88,12 @@ def test_empty_capture(tmp_path):
     assert_one_line_error(run("report", cap.write(tmp_path / "e.sqlite")), "capture is empty")
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (0.8 s of CPU); .ci/run runs it
 def test_bad_step_marker_regex(build):
     assert_one_line_error(run("report", build("healthy_training"), "--step-marker", "step(["), "--step-marker")
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.8 s of CPU); .ci/run runs it
 def test_custom_step_marker(build, tmp_path):
     cap = Capture()
     t = cap.process().thread()
@@ -102,6 +108,7 @@ def test_custom_step_marker(build, tmp_path):
     assert custom["capture"]["steps_found_by"] == "pattern"
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (0.9 s of CPU); .ci/run runs it
 def test_partial_failure_still_reports_others(tmp_path, build):
     good = build("healthy_training")
     proc = run("report", good, tmp_path / "missing.sqlite", "-o", tmp_path / "o", "--format", "json")
@@ -126,6 +133,7 @@ def test_version():
     assert proc.returncode == 0 and proc.stdout.startswith("nsysdoc ")
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.1 s of CPU); .ci/run runs it
 def test_input_file_untouched_by_report(build, tmp_path):
     p = build("healthy_training")
     before = (p.read_bytes(), p.stat().st_mtime_ns)
@@ -133,6 +141,7 @@ def test_input_file_untouched_by_report(build, tmp_path):
     assert (p.read_bytes(), p.stat().st_mtime_ns) == before
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.1 s of CPU); .ci/run runs it
 def test_default_is_html_next_to_cwd_with_terminal_summary(tmp_path, build):
     p = build("dataloader_starvation")
     proc = run("report", p, cwd=tmp_path)
@@ -142,6 +151,7 @@ def test_default_is_html_next_to_cwd_with_terminal_summary(tmp_path, build):
     assert "DataLoader starvation" in proc.stdout and str(html) in proc.stdout
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1 s of CPU); .ci/run runs it
 def test_markdown_to_stdout(build):
     proc = run("report", build("sync_storm"), "--format", "md")
     assert proc.returncode == 0, proc.stderr
@@ -156,6 +166,7 @@ def test_folder_without_traces_and_a_file_output_is_one_error(tmp_path):
     assert len(lines) == 1 and "no .nsys-rep or .sqlite files" in lines[0], r.stderr
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.2 s of CPU); .ci/run runs it
 def test_rules_folder_without_rule_files_warns(tmp_path):
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "x.cases.yaml").write_text("rule: x\ncases: []\n")

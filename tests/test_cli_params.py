@@ -88,6 +88,7 @@ def test_values_and_errors_are_typer_s_own(name, cmd, param, tmp_path):
         assert _outcome(light, v, param, ctx) == _outcome(original, v, param, ctx), (name, param.name, v)
 
 
+@pytest.mark.slow  # issue 50: a report in a fresh process (0.9 s of CPU); .ci/run runs it
 def test_a_report_does_not_import_pydantic(tmp_path):
     code = ("import sys, runpy\n"
             "sys.argv = ['nsysdoc', 'report', sys.argv[1], '-q', '-f', 'json', '--no-config', '--cache-dir', sys.argv[2],"

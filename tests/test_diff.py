@@ -393,6 +393,7 @@ def test_malformed_reports_are_refused_by_field(runs, name, mutate):
         compare(runs["base"][1], r)
 
 
+@pytest.mark.slow  # issue 50: diff commands in processes (1.7 s of CPU); .ci/run runs it
 def test_malformed_report_json_is_one_line_exit_2(runs, tmp_path):
     import copy
 
@@ -446,6 +447,7 @@ def test_check_report_refuses_other_json():
 # ---------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: diff commands in processes (3 s of CPU); .ci/run runs it
 def test_cli_diff_of_saved_json_equals_diff_of_captures(runs, tmp_path):
     a, b = runs["base"][0], runs["gemm_slower"][0]
     for src, dst in ((a, tmp_path / "base.json"), (b, tmp_path / "cand.json")):
@@ -461,6 +463,7 @@ def test_cli_diff_of_saved_json_equals_diff_of_captures(runs, tmp_path):
     assert d1["verdict"] == "slower" and d1["kind"] == "diff" and d1["contract"] == 1
 
 
+@pytest.mark.slow  # issue 50: diff commands in processes (3.6 s of CPU); .ci/run runs it
 def test_cli_fail_on_regression_exit_codes(runs, tmp_path):
     base, slow = runs["base"][0], runs["gemm_slower"][0]
     r = run_cli("diff", base, slow, "-o", tmp_path / "d.md", "--fail-on-regression", "2", "--no-config")
@@ -478,6 +481,7 @@ def test_cli_fail_on_regression_exit_codes(runs, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["verdict"] == "no significant change"
 
 
+@pytest.mark.slow  # issue 50: diff commands in processes (1 s of CPU); .ci/run runs it
 def test_cli_default_output_is_an_html_page(runs, tmp_path):
     r = run_cli("diff", runs["base"][0], runs["new_kernel"][0], "--no-config", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -509,6 +513,7 @@ def test_cli_refuses_bad_json_with_one_line(runs, tmp_path, content, message):
     assert r.stdout == ""
 
 
+@pytest.mark.slow  # issue 50: diff commands in processes (1.9 s of CPU); .ci/run runs it
 def test_cli_refuses_missing_and_ambiguous_inputs(runs, tmp_path):
     r = run_cli("diff", tmp_path / "nope.sqlite", runs["base"][0], "--no-config")
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
@@ -744,6 +749,7 @@ def long_run_report(tmp_path, steps: int = 50_000, seed: int = 7) -> dict:
     return r
 
 
+@pytest.mark.slow  # issue 50: a large generated capture (4.7 s of CPU); .ci/run runs it
 @pytest.mark.skipif(not __import__("shutil").which("prlimit"), reason="prlimit missing")
 def test_diff_of_50000_steps_runs_in_bounded_memory(tmp_path):
     """Two 50,000-step runs of the same work (different noise) diffed under a 3 GB address space

@@ -204,6 +204,7 @@ def test_identical_runs_with_nothing_to_measure_work_by_are_still_identical():
     assert any("no verdict" in w for w in other["warnings"])
 
 
+@pytest.mark.slow  # issue 50: diff commands in processes (1.9 s of CPU); .ci/run runs it
 def test_cli_capture_against_its_saved_report_is_identical_and_exits_0(tmp_path):
     cap = dataloader_starvation(steps=5).write(tmp_path / "run.sqlite")
     r = run_cli("report", cap, "--format", "json", "-o", tmp_path / "run.json", "-q", "--no-config")

@@ -13,6 +13,9 @@ import pytest
 
 from tests.test_report_browser import Browser, artifacts_dir, browser_binary  # noqa: F401  (fixture)
 
+# issue 50: headless Chromium costs seconds per page; README's command leaves these to .ci/run
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:

@@ -31,6 +31,7 @@ def _json(path, monkeypatch, rows: int | None) -> str:
     return json.dumps(r, sort_keys=True)
 
 
+@pytest.mark.slow  # issue 50: every frame scenario in 7-row slices (6.8 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_frame_paths_give_the_same_json_in_slices_of_seven_rows(name, tmp_path, monkeypatch):
     path = CASES[name]().write(tmp_path / "c.sqlite")

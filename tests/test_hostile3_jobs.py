@@ -129,6 +129,7 @@ def _stable(d: dict) -> dict:
     return d
 
 
+@pytest.mark.slow  # issue 50: a Dask cluster (16 s of wall time); .ci/run runs it
 def test_1_a_malformed_dask_result_is_refused_naming_the_rank(hostile_cluster, two_ranks):
     from nsysdoc.jobs import run_job
 
@@ -167,6 +168,7 @@ def test_1_a_malformed_dask_result_is_refused_naming_the_rank(hostile_cluster, t
 # ---------------------------------------------------------------------------------------------
 # 2. a scheduler with no worker
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: waits for a Dask timeout (14 s of wall time); .ci/run runs it
 def test_2_a_scheduler_without_workers_fails_after_the_timeout(two_ranks, tmp_path):
     distributed = _distributed()
     from nsysdoc.jobs import run_job
@@ -262,6 +264,7 @@ def test_3_impossible_numbers_in_a_saved_report_are_refused(saved_report, tmp_pa
     assert sha([saved_report, forged]) == before
 
 
+@pytest.mark.slow  # issue 50: job commands in processes (1.4 s of CPU); .ci/run runs it
 def test_3_the_real_report_and_a_zero_step_are_still_read(saved_report, tmp_path):
     """Control for the refusals above: the unforged report diffs as identical, and a step of 0 ms
     (two markers at the same nanosecond) is a step without time, as before."""
@@ -276,6 +279,7 @@ def test_3_the_real_report_and_a_zero_step_are_still_read(saved_report, tmp_path
 # ---------------------------------------------------------------------------------------------
 # 4. hard-linked and directory ranks
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: job commands in processes (2.5 s of CPU); .ci/run runs it
 def test_4_linked_ranks_are_refused_and_a_directory_rank_is_named(tmp_path):
     caps = ddp_job(ranks=2, steps=3, slow_rank=None)
     linked = tmp_path / "linked"
@@ -370,6 +374,7 @@ def _hostile_capture(kernel: str, steps: int = 4):
     return cap
 
 
+@pytest.mark.slow  # issue 50: job and report commands in processes (4.3 s of CPU); .ci/run runs it
 def test_6_every_href_of_every_page_is_percent_encoded(tmp_path):
     # the job page, with each rank's report beside it (relative links that start with the names)
     jobdir, out = tmp_path / "job", tmp_path / "out"
@@ -425,6 +430,7 @@ def test_6_every_href_of_every_page_is_percent_encoded(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 7. what the job hands the command line to print is one printable line
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: a Dask cluster (6.3 s of CPU); .ci/run runs it
 def test_7_worker_errors_and_refusals_are_one_printable_line(hostile_cluster, two_ranks):
     from nsysdoc.jobs import run_job
 

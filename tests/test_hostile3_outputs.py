@@ -25,6 +25,9 @@ import pytest
 
 from .hostile_cases import Skip, run_nsysdoc, sandbox_env, unprivileged_wrap
 
+# issue 50: every test runs nsysdoc commands in processes (0.6-2 s of CPU each, 35 s in all); README's command leaves them to .ci/run
+pytestmark = pytest.mark.slow
+
 FAKE_NSYS = Path(__file__).parent / "fake_nsys" / "nsys"
 #: an unprivileged user that "plants" links in shared folders (root is needed to chown to it)
 OTHER_UID = 65534
@@ -160,6 +163,7 @@ def test_bug1_api_to_perfetto_refuses_what_the_report_read(captures, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 2: -o over the export a .nsys-rep was exported to (and reused from)
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: report commands in processes (2 s of CPU); .ci/run runs it
 def test_bug2_report_of_nsys_rep_never_writes_over_its_export(captures, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -260,6 +264,7 @@ def _plant(link: Path, target: Path) -> None:
     os.lchown(link, OTHER_UID, OTHER_UID)
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.7 s of CPU); .ci/run runs it
 def test_bug4_output_never_follows_another_users_link_in_a_shared_folder(captures, tmp_path):
     _need_root()
     cap = _copy(captures, "plain", tmp_path / "in" / "run.sqlite")
@@ -312,6 +317,7 @@ def test_bug4_export_marker_never_follows_a_planted_link(captures, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 5: capture never replaces an existing report unless asked
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: capture commands in processes (1.5 s of CPU); .ci/run runs it
 def test_bug5_capture_refuses_an_existing_report_unless_forced(captures, tmp_path):
     out = tmp_path / "runs"
     out.mkdir()
@@ -405,6 +411,7 @@ def test_bug8_unwritable_output_folder_is_refused_before_the_work(captures, tmp_
     assert "permission denied" in line.lower() and list(locked.iterdir()) == []
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.8 s of CPU); .ci/run runs it
 def test_bug8_non_latin_kernel_on_a_strict_latin1_terminal(captures, tmp_path):
     cap = _copy(captures, "cyrillic", tmp_path / "run.sqlite")
     env = _env(tmp_path, PYTHONIOENCODING="latin-1:strict")
@@ -465,6 +472,7 @@ def test_bug8_empty_input_argument_is_refused(captures, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 9: -o /dev/stdout into a closed pipe ends quietly, like -o -
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: report commands in processes (2.1 s of CPU); .ci/run runs it
 def test_bug9_dev_stdout_into_head_ends_quietly(captures, tmp_path):
     cap = _copy(captures, "plain", tmp_path / "run.sqlite")
     env = _env(tmp_path)

@@ -94,6 +94,7 @@ def _same_report(a: dict, b: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 # 1. GPU metrics
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: a large generated capture (4.7 s of CPU); .ci/run runs it
 def test_gpu_metrics_are_streamed_in_bounded_memory(base, tmp_path):
     """3 M GPU_METRICS samples of the four summarised metrics: read in chunks into arrays (~32 B a
     sample), the per-step means equal SQLite's own average. Before: one fetchall, 0.67 GB peak (now 0.3)."""
@@ -136,6 +137,7 @@ def _append_copy(path: Path, table: str, rowid: int | None, where: str = "rowid 
         con.close()
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (2.4 s of CPU); .ci/run runs it
 def test_sparse_rowids_are_read_by_keyset(base, tmp_path):
     """A kernel, a CUDA API call, an NVTX range and a GPU metrics sample appended at rowid 2^62 (and
     at 2^37): read in as many chunks as the rows fill, the report equal to that of the same rows
@@ -159,6 +161,7 @@ def test_sparse_rowids_are_read_by_keyset(base, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 3. name ids beyond the strings table
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: report commands in processes (2.4 s of CPU); .ci/run runs it
 def test_name_ids_beyond_the_strings_table(base, tmp_path):
     """A CUDA API call and a kernel named by id 2^31 - 1, which no string has: named as missing,
     nothing sized by the id. And a StringIds row at id 2^31 - 1 that names them: renumbered, the
@@ -231,6 +234,7 @@ def _add_launches(path: Path, n: int) -> None:
         con.close()
 
 
+@pytest.mark.slow  # issue 50: a large generated trace (7.7 s of CPU); .ci/run runs it
 def test_deep_nesting_and_distinct_operator_names_are_bounded(base, tmp_path):
     """120 k NVTX operator ranges inside each other, and 100 k sharing one end: nested in linear
     or n log n time (before: one numpy pass per level, 49 s and 58 s; the limit here is 25 s), with
@@ -264,6 +268,7 @@ def test_deep_nesting_and_distinct_operator_names_are_bounded(base, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 5. views, Ctrl-C and the probes' time budget
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: report commands in processes (2.3 s of CPU); .ci/run runs it
 def test_views_are_refused_in_one_line(base, tmp_path):
     """The kernel table or StringIds as a view over an endless recursive query, and the kernel
     table as a plain view: refused in one line, exit 2, at once. Before: the first two never ended
@@ -298,6 +303,7 @@ _SLOW_LOAD = (  # the CLI, with an endless statement in the loader's own query f
 )
 
 
+@pytest.mark.slow  # issue 50: a report process interrupted (1.1 s of CPU); .ci/run runs it
 def test_ctrl_c_stops_a_running_statement(base, tmp_path):
     """Ctrl-C while SQLite runs an endless statement of the loader: 'nsysdoc: interrupted', exit
     130, within 3 s, no traceback. And a probe past its time budget is refused in one line.

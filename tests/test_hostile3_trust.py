@@ -20,6 +20,9 @@ from nsysdoc.testing import Capture
 from nsysdoc.testing.scenarios import pageable_h2d
 from tests.hostile_cases import run_nsysdoc, sandbox_env
 
+# issue 50: every test runs nsysdoc commands in processes (0.7-4.7 s of CPU each, 20 s in all); README's command leaves them to .ci/run
+pytestmark = pytest.mark.slow
+
 #: this checkout (the subprocesses import it, not an installed nsysdoc)
 ROOT = Path(__file__).resolve().parent.parent
 OTHER_UID = 12345
@@ -55,6 +58,7 @@ def _kernels(n: int) -> Capture:
 
 
 # --- 1: a project config found walking up is read only when it can be trusted -------------------
+@pytest.mark.slow  # issue 50: report commands in processes (2.7 s of CPU); .ci/run runs it
 def test_planted_parent_config_is_ignored_named_and_a_fifo_never_blocks(tmp_path):
     shared = tmp_path / "shared"  # a world-writable parent, as /tmp or a team scratch folder
     proj = shared / "proj"
@@ -126,6 +130,7 @@ def test_config_discovery_from_a_removed_current_folder(tmp_path):
 
 
 # --- 2: a cache entry is served only for the capture it was made from ----------------------------
+@pytest.mark.slow  # issue 50: report commands in processes (4.7 s of CPU); .ci/run runs it
 def test_cache_entry_of_another_capture_renamed_to_the_key_is_not_served(tmp_path):
     many = _kernels(75).write(tmp_path / "many.sqlite")
     victim = _kernels(20).write(tmp_path / "victim.sqlite")

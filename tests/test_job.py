@@ -72,6 +72,7 @@ def test_rank_pattern_order_and_collisions():
 # ---------------------------------------------------------------------------------------------
 # the slow-rank job: offsets, straggler, cause, roll-up, verdict
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: the slow-node job (1.1 s of CPU); .ci/run runs it
 def test_clock_offsets_are_the_second_nodes_skew(slow_result):
     d = slow_result
     assert d["clock"]["method"] == "collective ends" and d["clock"]["session_start_used"]
@@ -223,6 +224,7 @@ def test_nine_rank_job_offsets_and_straggler(absolute, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # can the inputs be one job?
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: a job of several captures (3.1 s of CPU); .ci/run runs it
 def test_unrelated_captures_on_different_gpus_are_refused(tmp_path):
     files = _write(unrelated_captures(), tmp_path)
     with pytest.raises(InputError, match="not one job: different GPU models .*no collective kernel"):
@@ -277,6 +279,7 @@ def test_rank_ids_that_look_like_process_ids_are_warned(tmp_path):
     assert pid_like_ranks([3, 900], [[1], [2]]) == []
 
 
+@pytest.mark.slow  # issue 50: a job command in a process (1.6 s of CPU); .ci/run runs it
 def test_page_wording_and_one_progress_line_per_rank(tmp_path):
     """Per-node captures of two processes each: the findings note does not speak of 'the one
     capture', the device column is named for what it holds, and progress names each rank's pid."""
@@ -300,11 +303,13 @@ def _stable(d):
     return d
 
 
+@pytest.mark.slow  # issue 50: a process pool over the ranks (3.2 s of CPU); .ci/run runs it
 def test_process_pool_gives_the_same_json(slow_job, slow_result):
     d = run_job([str(p) for p in slow_job], {"no_cache": True}, jobs=2)
     assert _stable(d) == _stable(slow_result)
 
 
+@pytest.mark.slow  # issue 50: starts a Dask cluster (7 s of CPU, more wall); .ci/run runs it
 def test_dask_cluster_gives_the_same_json(slow_job, slow_result):
     """A real scheduler and two worker processes on localhost."""
     distributed = pytest.importorskip("distributed") if os.environ.get("NSYSDOC_REQUIRE_DASK") != "1" \
@@ -322,6 +327,7 @@ def test_dask_cluster_gives_the_same_json(slow_job, slow_result):
         assert _stable(json.loads(p.stdout)) == _stable(slow_result)
 
 
+@pytest.mark.slow  # issue 50: waits for a Dask connection to fail; .ci/run runs it
 def test_dask_without_a_scheduler_is_one_line(slow_job):
     pytest.importorskip("distributed")
     p = run_cli("job", *slow_job[:2], "--dask", "tcp://127.0.0.1:9", "-f", "json", "--no-config", timeout=120)
@@ -331,6 +337,7 @@ def test_dask_without_a_scheduler_is_one_line(slow_job):
 # ---------------------------------------------------------------------------------------------
 # CLI, bad inputs, page
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: a process pool over the ranks (4.7 s of CPU); .ci/run runs it
 def test_a_corrupt_rank_is_reported_and_the_job_goes_on(slow_job, tmp_path):
     bad = tmp_path / "rank8.sqlite"
     bad.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
@@ -347,6 +354,7 @@ def test_a_corrupt_rank_is_reported_and_the_job_goes_on(slow_job, tmp_path):
     assert p.returncode == 2 and "no rank could be read" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow  # issue 50: a job command in a process (3.5 s of CPU); .ci/run runs it
 def test_two_files_claiming_one_rank_exit_2(slow_job, tmp_path):
     other = tmp_path / "x"
     other.mkdir()
@@ -356,6 +364,7 @@ def test_two_files_claiming_one_rank_exit_2(slow_job, tmp_path):
     assert p.returncode == 2 and "two inputs claim rank 3" in p.stderr
 
 
+@pytest.mark.slow  # issue 50: a job of rank processes (8 s of CPU); .ci/run runs it
 def test_cli_page_with_rank_reports_and_fail_on(slow_job, tmp_path):
     p = run_cli("job", *slow_job, "-o", tmp_path / "job.html", "--rank-reports", tmp_path / "ranks",
                 "--fail-on", "critical", "--no-config", "--no-cache")
@@ -456,6 +465,7 @@ def _markerless_rank(rank: int, first_step: int, steps: int, slow_step: int | No
     return cap
 
 
+@pytest.mark.slow  # issue 50: a job of several captures (2.7 s of CPU); .ci/run runs it
 def test_inferred_steps_of_ranks_are_matched_by_time_not_order(tmp_path):
     """Rank 1's capture starts one iteration later than rank 0's, so its inferred step k is rank
     0's step k + 1. Iteration 3 waits 6 ms more for input on rank 1; an inferred step starts at

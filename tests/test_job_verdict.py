@@ -123,6 +123,7 @@ CRITICAL_LEAD = ("Limited by a straggler: rank 7 joins last in 100% of 8 matched
 ONE_STEP = "only 1 step per rank was captured: per-step numbers rest on that one step; capture at least 3"
 
 
+@pytest.mark.slow  # issue 50: a job page in every format (7.4 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("place", PLACES)
 def test_a_warning_straggler_comes_before_the_shared_bottleneck(warning_behind_shared, place):
     s = warning_behind_shared[place]
@@ -130,6 +131,7 @@ def test_a_warning_straggler_comes_before_the_shared_bottleneck(warning_behind_s
     assert WARNING_SHARED in s[len(WARNING_LEAD):], s
 
 
+@pytest.mark.slow  # issue 50: a job page in every format (7 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("place", PLACES)
 def test_a_critical_straggler_comes_before_launch_bound(critical_behind_launch_bound, place):
     s = critical_behind_launch_bound[place]
@@ -137,12 +139,14 @@ def test_a_critical_straggler_comes_before_launch_bound(critical_behind_launch_b
     assert "(launch-bound) (critical, on 8 of 8 ranks" in s[len(CRITICAL_LEAD):], s
 
 
+@pytest.mark.slow  # issue 50: a job page in every format (6.5 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("place", PLACES)
 def test_one_step_per_rank_says_so(one_step, place):
     """ddp_job(steps=1): every rank has one ProfilerStep, so every per-step number rests on one step."""
     assert ONE_STEP in one_step[place].lower(), one_step[place]
 
 
+@pytest.mark.slow  # issue 50: the three job fixtures of this file (17 s of CPU), whose other tests are slow; .ci/run runs it
 def test_the_json_verdict_names_the_straggler(warning_behind_shared, critical_behind_launch_bound, one_step):
     from nsysdoc.rules.policy import by_impact
 
@@ -167,6 +171,7 @@ def test_the_json_verdict_names_the_straggler(warning_behind_shared, critical_be
 
 
 
+@pytest.mark.slow  # issue 50: the job fixtures of this file (11 s of CPU); .ci/run runs it
 def test_the_page_straggler_card_gives_the_share_and_severity(critical_behind_launch_bound, warning_behind_shared):
     for out, text in ((critical_behind_launch_bound, "7.00 ms <span class=\"note\">(16.3% of the step, critical)</span>"),
                       (warning_behind_shared, "2.00 ms <span class=\"note\">(7.1% of the step, warning)</span>")):

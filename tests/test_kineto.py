@@ -163,6 +163,7 @@ def test_rules_needing_os_runtime_are_skipped_with_the_reason(tmp_path):
     assert any("OS runtime calls" in w and "PyTorch Profiler" in w for w in kt["capture"]["warnings"])
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.9 s of CPU); .ci/run runs it
 def test_the_page_says_which_tool_made_the_trace(tmp_path):
     path = healthy_training().write_kineto(tmp_path / "h.pt.trace.json")
     p = run_cli("report", path, "-o", tmp_path / "h.html", "-q", "--no-config", "--no-cache")
@@ -287,6 +288,7 @@ def small_trace(tmp_path_factory):
     return steady_training(steps=4).write_kineto(tmp_path_factory.mktemp("small") / "s.pt.trace.json.gz")
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.8 s of CPU); .ci/run runs it
 def test_refuses_what_is_not_json(tmp_path):
     p = tmp_path / "notes.pt.trace.json"
     p.write_text("this is not JSON\n")
@@ -299,6 +301,7 @@ def test_refuses_what_is_not_json(tmp_path):
     assert "file is empty" in _one_error(run_cli("report", e, "-f", "json", "--no-config"))
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.9 s of CPU); .ci/run runs it
 def test_refuses_json_that_is_not_a_trace(tmp_path):
     for text in ('{"schemaVersion": 1, "deviceProperties": [], "events": []}', "[1, 2, 3]", '"a string"'):
         p = tmp_path / "x.json"
@@ -306,6 +309,7 @@ def test_refuses_json_that_is_not_a_trace(tmp_path):
         assert "JSON, but not a PyTorch Profiler trace" in _one_error(run_cli("report", p, "-f", "json", "--no-config"))
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.4 s of CPU); .ci/run runs it
 def test_refuses_a_truncated_gzip_and_a_truncated_json(tmp_path, small_trace):
     data = small_trace.read_bytes()
     cut = tmp_path / "cut.pt.trace.json.gz"
@@ -317,6 +321,7 @@ def test_refuses_a_truncated_gzip_and_a_truncated_json(tmp_path, small_trace):
     assert "truncated JSON" in _one_error(run_cli("report", half, "-f", "json", "--no-config"))
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1.3 s of CPU); .ci/run runs it
 def test_refuses_an_empty_trace(tmp_path):
     p = tmp_path / "empty.pt.trace.json"
     p.write_text('{"schemaVersion": 1, "deviceProperties": [], "traceEvents": [\n'
@@ -340,6 +345,7 @@ def test_refusals_are_input_errors_in_the_library(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # 4. diff and job
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.slow  # issue 50: diff commands in processes (4.2 s of CPU); .ci/run runs it
 def test_diff_of_two_kineto_traces(tmp_path):
     base = steady_training().write_kineto(tmp_path / "base.pt.trace.json")  # plain JSON: told from a report
     cand = steady_training(gemm_us=1650).write_kineto(tmp_path / "cand.pt.trace.json.gz")
@@ -361,6 +367,7 @@ def test_diff_of_two_kineto_traces(tmp_path):
     assert p2.returncode == 0 and json.loads(p2.stdout)["verdict"] == "slower", p2.stderr
 
 
+@pytest.mark.slow  # issue 50: a job command in a process (1.4 s of CPU); .ci/run runs it
 def test_job_over_two_ranks_takes_ranks_from_distributed_info(tmp_path):
     caps = ddp_job(ranks=2, steps=6, slow_rank=1, ranks_per_node=1)
     folder = tmp_path / "prof"
@@ -669,6 +676,7 @@ def test_arrow_guards_refuse_what_pyarrow_reads_otherwise():
     assert table.num_rows == 2 and end == 2 * len(ok) + 2
 
 
+@pytest.mark.slow  # issue 50: many mutated windows read twice (1.3 s of CPU); .ci/run runs it
 def test_arrow_path_reads_the_same_on_mutated_windows(tmp_path, monkeypatch):
     """Random edits of a trace's events (tokens inserted, bytes deleted or changed, pieces
     copied): the Arrow path gives what the slow path gives, rows or refusal, every time."""

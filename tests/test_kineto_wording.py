@@ -52,6 +52,7 @@ def _no_nsys_words(outs: dict[str, str]) -> None:
             assert phrase not in text, f"{kind} says {phrase!r}"
 
 
+@pytest.mark.slow  # issue 50: every page of two traces in two forms (12 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("make", [launch_bound_small_kernels, dataloader_starvation])
 def test_kineto_pages_never_speak_nsys_and_nsys_pages_still_do(tmp_path, make):
     (tmp_path / "k").mkdir()
@@ -67,6 +68,7 @@ def test_kineto_pages_never_speak_nsys_and_nsys_pages_still_do(tmp_path, make):
     assert "nsys profile --trace=cuda,nvtx,osrt" in s["html"] and "ui.perfetto.dev" not in s["html"] + s["md"]
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (6.2 s of CPU); .ci/run runs it
 def test_finding_ranges_point_to_a_trace_viewer_in_its_seconds(tmp_path):
     path = launch_bound_small_kernels().write_kineto(tmp_path / "run.pt.trace.json")
     k = _outputs(tmp_path, path)
@@ -110,6 +112,7 @@ def test_viewer_seconds_count_from_the_profiler_span(tmp_path):
     assert secs and all(0 <= x < 100 for x in secs)  # not 3600 s and more
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (5.7 s of CPU); .ci/run runs it
 def test_kineto_capture_advice_names_torch_profiler_switches(tmp_path):
     path = no_step_markers().write_kineto(tmp_path / "run.pt.trace.json")
     k = _outputs(tmp_path, path)
@@ -123,6 +126,7 @@ def test_kineto_capture_advice_names_torch_profiler_switches(tmp_path):
     assert "torch.cuda.nvtx.range" in s["json"]
 
 
+@pytest.mark.slow  # issue 50: every scenario as a Kineto trace (3.4 s of CPU); .ci/run runs it
 def test_every_scenario_as_kineto_names_no_nsys_switch_in_rule_texts(tmp_path):
     """Every fixture scenario, played as a Kineto trace: the findings' texts name no nsys GUI, nsys
     flag or nsys command (the rules engine fills the Kineto wording)."""

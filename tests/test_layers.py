@@ -9,6 +9,7 @@ the two modules together. Imports under ``if TYPE_CHECKING:`` never run and are 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 NSYSDOC = Path(__file__).resolve().parents[1] / "nsysdoc"
@@ -65,6 +66,10 @@ def import_graph(root: Path = NSYSDOC) -> dict[str, set[str]]:
                     found.add(t)
         graph[name] = found
     return graph
+
+
+# issue 50: the tests below read one graph; parsing the package's files took 1.5-2 s per test
+import_graph = functools.lru_cache(maxsize=None)(import_graph)  # noqa: E305 - never mutated by the tests
 
 
 def cycles(graph: dict[str, set[str]], prefix: str) -> list[list[str]]:

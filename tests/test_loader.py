@@ -307,6 +307,7 @@ def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
         assert a.equals(b), name
 
 
+@pytest.mark.slow  # issue 50: many chunk sizes read (0.9 s of CPU); .ci/run runs it
 def test_chunked_reads_match_one_query(build, monkeypatch):
     """Rowid-range chunks (forced small here) reassemble the table exactly, including a gap in rowids."""
     from nsysdoc.trace import sqlite_reader

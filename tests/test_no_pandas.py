@@ -23,6 +23,9 @@ from nsysdoc import lazy_pandas
 from nsysdoc.cli import app, sample_path
 from nsysdoc.trace.columns import Columns, as_column, factorize, factorize_objects
 
+# issue 50: every test reports in a fresh process with and without pandas (5 s of CPU each); README's command leaves them to .ci/run
+pytestmark = pytest.mark.slow
+
 #: runs the command line like ``python -m nsysdoc`` and says on stderr whether pandas got imported
 PROBE = """
 import runpy, sys

@@ -446,6 +446,7 @@ def test_slicing_does_not_change_the_numbers(rows, tmp_path, monkeypatch):
     assert whole[0]["recoverable_ms"] > 0 and whole[0]["low_occupancy_ms"] > 0 and whole[0]["sm_active_pct"] is not None
 
 
+@pytest.mark.slow  # issue 50: a capture in slices twice (3 s of CPU); .ci/run runs it
 @pytest.mark.parametrize("rows", [1, 5])
 def test_slicing_with_a_warm_up_left_out(rows, tmp_path, monkeypatch):
     """No step markers: the steady-state window leaves the warm-up out (slices at its edge run

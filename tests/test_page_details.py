@@ -3,6 +3,8 @@ full C++ signature on hover and in the JSON), the folder index wraps file names 
 parts, and ``nsysdoc report`` of several captures prints the index page's path."""
 from __future__ import annotations
 
+import pytest
+
 from nsysdoc.views import columns
 from nsysdoc.views.build import _evidence
 from nsysdoc.views.index_page import IndexRow, render_index_html, wrap_points
@@ -82,6 +84,7 @@ def test_index_wraps_file_names_between_their_parts():
     assert "td.file, td.file a { overflow-wrap: break-word; word-break: normal; }" in page
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1 s of CPU); .ci/run runs it
 def test_report_of_several_captures_prints_the_index_path(tmp_path):
     from tests.test_perfetto import _tiny
 

@@ -14,6 +14,9 @@ import pytest
 
 from tests.test_report_browser import Browser, artifacts_dir, browser_binary  # noqa: F401  (fixture)
 
+# issue 50: headless Chromium costs seconds per page; README's command leaves these to .ci/run
+pytestmark = pytest.mark.slow
+
 MEDIAN0 = 1_150_868_832  # ProfilerStep#4's start: the median window's origin
 WORST0 = 1_074_684_416  # ProfilerStep#2's start
 MS = 1_000_000

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT, SHARED_SKIP, needs_shared
 
 TESTS = ROOT / "tests"
@@ -60,6 +62,7 @@ def test_no_other_skip_message_speaks_of_the_shared_folder():
     assert found == []
 
 
+@pytest.mark.slow  # issue 50: pytest in a process (4.4 s of CPU); .ci/run runs it
 def test_without_the_folder_every_real_test_skips_with_the_one_message(tmp_path):
     missing = tmp_path / "no-shared" / "traces"
     files = _shared_files()

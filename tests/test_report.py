@@ -744,6 +744,7 @@ def test_sample_renders_fast(sample):
     assert len(html.encode()) < 560_000
 
 
+@pytest.mark.slow  # issue 50: a large step (2.6 s of CPU); .ci/run runs it
 def test_large_step_stays_small(build):
     """60,000 tiny kernels (20,000 in the median step): the interactive timeline's data holds every
     operation of the median and the worst step; the no-script drawing merges its lanes; the page

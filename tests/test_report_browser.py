@@ -27,6 +27,9 @@ from pathlib import Path
 
 import pytest
 
+# issue 50: headless Chromium costs seconds per page; README's command leaves these to .ci/run
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 

@@ -60,6 +60,7 @@ def test_unwritable_output_is_a_one_line_error(build, tmp_path):
     assert f"{blocker} is a file, not a folder" in proc.stderr  # not mkdir's bare "File exists"
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (1 s of CPU); .ci/run runs it
 def test_same_file_names_in_several_folders_get_distinct_reports(build, tmp_path):
     src = build("healthy_training")
     for rank in ("rank0", "rank1"):

@@ -221,6 +221,7 @@ def run(*args, cwd=ROOT):
     return run_cli(*args, cwd=cwd)
 
 
+@pytest.mark.slow  # issue 50: report commands in processes (3.9 s of CPU); .ci/run runs it
 def test_fail_on_sets_exit_code(build):
     p = build("sample_training")
     j = ("--format", "json", "--no-config")
@@ -238,6 +239,7 @@ def test_cli_bad_rule_folder_is_exit_2(tmp_path, build):
     assert "slow-step.yaml:7: severity" in proc.stderr
 
 
+@pytest.mark.slow  # issue 50: rules commands in processes (2.4 s of CPU); .ci/run runs it
 def test_cli_rules_commands(tmp_path):
     assert "host-sync" in run("rules", "list").stdout
     assert "## How to verify" in run("rules", "explain", "host-sync").stdout
@@ -247,6 +249,7 @@ def test_cli_rules_commands(tmp_path):
     assert run("rules", "check", ROOT / "rules").stdout.strip() == "25 rule(s) OK"  # issue 47: memory-growth, memory-near-capacity, zero-grad-repeated, dynamic-shapes, cudnn-benchmark
 
 
+@pytest.mark.slow  # issue 50: a rules command in a process (1.4 s of CPU); .ci/run runs it
 def test_cli_rules_test_on_a_team_folder(tmp_path):
     write_rule(tmp_path / "team", GOOD)
     (tmp_path / "team" / "slow-step.cases.yaml").write_text(textwrap.dedent("""\

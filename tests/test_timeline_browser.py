@@ -18,6 +18,9 @@ import pytest
 
 from tests.test_report_browser import Browser, artifacts_dir, browser_binary  # noqa: F401  (fixture)
 
+# issue 50: headless Chromium costs seconds per page; README's command leaves these to .ci/run
+pytestmark = pytest.mark.slow
+
 STATE_JS = r"""
 (() => {
   const live = document.getElementById('tl-live'), c = live && live.querySelector('.tl-canvas');
