@@ -109,8 +109,8 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=N
     result, page = page_inputs(analysis, page)
     ctx = build_context(result, page, worst_step=worst_step)
     env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
-    page = env.get_template("report.html.j2").render(**ctx.__dict__)
-    size = len(page.encode())
+    html = env.get_template("report.html.j2").render(**ctx.__dict__)
+    size = len(html.encode())
     if size > tlm.PAGE_MAX_BYTES and ctx.timeline_data is not None:
         # the rest of the page is large (100,000 steps): the timeline's data gets what is left
         from .tldata import timeline_data
@@ -119,8 +119,8 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=N
         again = timeline_data(page, ctx.findings, worst=worst_step,
                               max_bytes=data_bytes - (size - tlm.PAGE_MAX_BYTES))
         ctx.timeline_data = markupsafe.Markup(again[1]) if again is not None else None
-        page = env.get_template("report.html.j2").render(**ctx.__dict__)
-    return page
+        html = env.get_template("report.html.j2").render(**ctx.__dict__)
+    return html
 
 
 # ---------------------------------------------------------------------------------------------
