@@ -12,6 +12,7 @@ Two kinds of checks:
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -355,3 +356,39 @@ def test_comm_held_compute_behind_a_pageable_copy_replayed_by_hand(tmp_path, for
     fixed = f(fixed=True).write(tmp_path / "f.sqlite") if form == "sqlite" \
         else f(fixed=True).write_kineto(tmp_path / "f.pt.trace.json.gz")
     assert median_ms(diagnose_path(fixed)) == pytest.approx(4.7234, abs=A)
+
+
+def test_what_if_of_a_window_without_steps_names_the_window():
+    """A capture without steps replays its analysis window: the sentence says so, not "median step"."""
+    f = {"what_if": {"step_ms_before": 969.4476, "step_ms_after": 961.5361, "saved_ms_per_step": 7.9115,
+                     "change": "the FP32 GEMM/conv kernels 2x faster"}}
+    assert what_if_text(f, steps=False) == (" Fixing it would take the analysis window from 969.4 ms to 961.5 ms "
+                                            "(the FP32 GEMM/conv kernels 2x faster).")
+    f["what_if"].update(step_ms_after=969.4476, saved_ms_per_step=0.0)
+    assert "on the window's dependency graph" in what_if_text(f, steps=False)
+    assert "median step" not in what_if_text(f, steps=False)
+
+
+def test_each_finding_card_and_markdown_state_its_what_if(tmp_path):
+    """item_after_every_gemm: the page's card of every finding with a what-if says, with the
+    finding's own numbers, what fixing it would do to the median step; the Markdown likewise."""
+    from nsysdoc.analysis import analyze
+    from nsysdoc.rules import apply_rules, load_rules
+    from nsysdoc.trace import load_trace
+    from nsysdoc.views import render_html, render_markdown
+    from nsysdoc.fmt import fmt_ms
+
+    path = WHAT_IF_PAIRS["item_after_every_gemm"][0]().write(tmp_path / "c.sqlite")
+    a = analyze(load_trace(str(path), cache=False))
+    apply_rules(a.to_dict(), load_rules())
+    html, md = render_html(a), render_markdown(a)
+    with_wi = [f for f in a.to_dict()["findings"] if (f.get("what_if") or {}).get("saved_ms_per_step")]
+    assert with_wi
+    import html as H
+    cards = re.findall(r'<p class="what-if" data-testid="what-if">(.*?)</p>', html)
+    assert len(cards) == len(with_wi)
+    for f in with_wi:
+        w = f["what_if"]
+        text = f"Fixing it would take the median step from {fmt_ms(w['step_ms_before'])} to {fmt_ms(w['step_ms_after'])}"
+        assert any(H.unescape(c).startswith(text) for c in cards), (text, cards)
+        assert text in md.replace("\\", "")

@@ -134,17 +134,20 @@ def _cost(f: dict, window_ms, summary: dict | None = None) -> str:
     return ""
 
 
-def what_if_text(f: dict) -> str:
-    """Issue 48: what fixing finding ``f`` would do to the median step, from its ``what_if``
+def what_if_text(f: dict, steps: bool = True) -> str:
+    """Issue 48: what fixing finding ``f`` would do to the median step (``steps``; else to the
+    analysis window, which the what-if replays when the capture has no steps), from its ``what_if``
     (glossary "What-if"); "" without one."""
     wi = f.get("what_if") or {}
     a, b, saved = wi.get("step_ms_before"), wi.get("step_ms_after"), wi.get("saved_ms_per_step")
     if not (is_num(a) and is_num(b) and is_num(saved)):
         return ""
+    what, that = ("the median step", "that step") if steps else ("the analysis window", "it")
+    graph = "the median step's" if steps else "the window's"
     if saved <= 0:
-        return (f" Replayed on the median step's dependency graph, fixing it alone would not shorten that step "
+        return (f" Replayed on {graph} dependency graph, fixing it alone would not shorten {that} "
                 f"({fmt_ms(a)}; {wi.get('change')}): the cause is not on its critical path.")
-    return f" Fixing it would take the median step from {fmt_ms(a)} to {fmt_ms(b)} ({wi.get('change')})."
+    return f" Fixing it would take {what} from {fmt_ms(a)} to {fmt_ms(b)} ({wi.get('change')})."
 
 
 def window_split(result: dict) -> dict:
@@ -318,7 +321,7 @@ def verdict(result: dict) -> dict:
         f = main
         title = (f.get("title") or f.get("rule") or "a finding").rstrip(".")
         sentence = f"Main bottleneck: {title}. {_cost(f, window_ms, summary)}".strip()
-        sentence += what_if_text(f)
+        sentence += what_if_text(f, steps=bool(summary.get("step_count")))
         if is_framing(f):
             sentence += " Capture a longer run after warm-up to see the steady state."
         detail = split_text(result)

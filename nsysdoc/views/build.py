@@ -20,6 +20,7 @@ from ..version import __version__
 from ..metrics.gpu import CAUSE_LABELS, CAUSES
 from ..metrics.kernels import is_fp32_gemm, uses_tensor_cores
 from ..rules.verdict import rank_findings as _rank
+from ..rules.verdict import what_if_text
 from ..rules.verdict import verdict as verdict_of
 from . import charts, columns
 from .context import (Cell, Column, Evidence, FindingView, WhereRow, Headline, LegendItem, ReportContext, RuleStatus,
@@ -303,6 +304,11 @@ def _time_ranges(ranges, origin_ns: int = 0) -> list[TimeRange]:
     return out
 
 
+def _has_steps(result: dict) -> bool:
+    """Whether the result's what-ifs are of a median step (else of the window without steps)."""
+    return bool((result.get("summary") or {}).get("step_count"))
+
+
 def finding_views(result: dict, origin_ns: int = 0) -> list[FindingView]:
     out = []
     for i, f in enumerate(rank_findings(result.get("findings") or [], result), 1):
@@ -318,6 +324,7 @@ def finding_views(result: dict, origin_ns: int = 0) -> list[FindingView]:
             references=[str(r) for r in f.get("references") or []], time_ranges=_time_ranges(f.get("time_ranges"), origin_ns),
             source=str(f.get("source") or "builtin"), replaces_builtin=bool(f.get("replaces_builtin")),
             where=where_rows(f.get("where")), where_note=str(f.get("where_note") or ""),
+            what_if=what_if_text(f, steps=_has_steps(result)).strip(),
         ))
     return out
 

@@ -191,6 +191,8 @@ class FindingView:
     replaces_builtin: bool = _f("A team rule that replaces a built-in one.")
     where: list[WhereRow] = _f("Where the finding's time comes from, most first (may be empty).", default_factory=list)
     where_note: str = _f("What the capture lacks to say where (with the switch that adds it), or ''.", default="")
+    what_if: str = _f("What fixing it would do to the median step (or the window without steps), replayed on the "
+                      "dependency graph (glossary 'What-if'), or ''.", default="")
 
 
 @dataclass

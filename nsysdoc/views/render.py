@@ -26,7 +26,7 @@ from ..outputs import terminal_text
 if TYPE_CHECKING:
     import jinja2
 
-from .build import backward_text, build_context, capped_result, headline, rank_findings, rule_statuses, verdict  # noqa: F401
+from .build import backward_text, build_context, capped_result, headline, rank_findings, rule_statuses, verdict, what_if_text  # noqa: F401
 from .context import fmt_ms, fmt_num, fmt_pct, fmt_s, is_num, source_name
 from .text import MAX_DISPLAY_CHARS, _json_strings, shorten, visible  # noqa: F401
 
@@ -255,6 +255,9 @@ def render_markdown(analysis, *, max_findings: int = 10, max_operators: int = 10
                 lines += [f"- *{_DISPATCH}:* " + "; ".join(_dispatch_md(w) for w in slow)]
             if f.get("where_note"):
                 lines += [f"- *Where (capture):* {_md(f['where_note'])}"]
+            wi = what_if_text(f, steps=bool((r.get("summary") or {}).get("step_count"))).strip()
+            if wi:  # issue 48: the fix replayed on the dependency graph
+                lines += [f"- *What-if:* {_md(wi)}"]
             if f.get("verify"):
                 lines += [f"- *How to verify:* {_md(f['verify'])}"]
             if f.get("fix"):
