@@ -86,7 +86,6 @@ def straggler_what_if(ok: list[dict], matched: dict, clock: dict, who: int) -> d
     J, E, L = matched["join_ns"], matched.get("end_ns"), matched["local_start_ns"]
     if E is None or len(J) == 0 or len(ok) < 2:
         return None
-    R = len(ok)
     rank = ok[who]["rank"]
     change = (f"rank {rank}'s work before each collective (and after the last one in a step) at most the "
               f"median of the other ranks'")

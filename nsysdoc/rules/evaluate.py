@@ -19,7 +19,7 @@ from .expr import ExprError
 from .spec import SEVERITIES, Rule, _key, _short, load_rule, load_yaml, validate
 from .values import IDLE_CAUSES
 
-from ..severity import SEVERITY_RANK, WORST_FIRST  # noqa: E402
+from ..severity import WORST_FIRST  # noqa: E402
 
 REQUIREMENT_REASONS = {
     "kernels": ("kernel_count", "needs CUDA kernel rows; the capture has none"),

@@ -36,7 +36,6 @@ import gzip
 import json
 import os
 import re
-import stat
 import sys
 import time
 import zlib

@@ -30,8 +30,6 @@ from .nvtx_text import Groups, row_facts
 from .store import STR, Store, take
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from .strings import StringTable
 
 
