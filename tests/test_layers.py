@@ -8,7 +8,6 @@ the two modules together. Imports under ``if TYPE_CHECKING:`` never run and are 
 """
 from __future__ import annotations
 
-import ast
 import functools
 from pathlib import Path
 
@@ -16,98 +15,27 @@ NSYSDOC = Path(__file__).resolve().parents[1] / "nsysdoc"
 TRACE = "nsysdoc.trace"
 READERS = (f"{TRACE}.kineto", f"{TRACE}.sqlite_reader")
 
-
-def _module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+from tests.test_import_graph import _tool  # noqa: E402 - the one import-graph reader (tools/import_graph.py)
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    test = node.test if isinstance(node, ast.If) else None
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _import_nodes(tree: ast.AST):
-    """Every import statement, at any depth, except those under ``if TYPE_CHECKING:``."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.Import, ast.ImportFrom)):
-                yield child
-            elif isinstance(child, ast.If) and _is_type_checking(child):
-                todo.extend(child.orelse)
-            else:
-                todo.append(child)
-
-
+@functools.lru_cache(maxsize=None)  # issue 50: the tests below read one graph (parsing takes 1.5-2 s)
 def import_graph(root: Path = NSYSDOC) -> dict[str, set[str]]:
-    """Module -> the modules of ``root``'s package it imports (``from . import x`` resolved to the
-    module ``x`` when it is one, else to the package)."""
-    files = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: set[str] = set()
-        for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
-                base = ".".join(x for x in (base, node.module or "") if x)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
-            for t in targets:
-                while t and t not in files:  # "import a.b.c" of a package module: its nearest module
-                    t = t.rpartition(".")[0]
-                if t and t != name:
-                    found.add(t)
-        graph[name] = found
+    """Module -> the modules of ``root``'s package it imports at run time (``from . import x``
+    resolved to the module ``x`` when it is one, else to the package): the arrows of
+    ``tools/import_graph.py`` (issue 51's house figures) not all under ``TYPE_CHECKING``."""
+    tool = _tool()
+    graph: dict[str, set[str]] = {m: set() for m in tool.modules(root)}
+    for (a, b), typing_only in tool.arrows(root).items():
+        if not typing_only:
+            graph[a].add(b)
     return graph
-
-
-# issue 50: the tests below read one graph; parsing the package's files took 1.5-2 s per test
-import_graph = functools.lru_cache(maxsize=None)(import_graph)  # noqa: E305 - never mutated by the tests
 
 
 def cycles(graph: dict[str, set[str]], prefix: str) -> list[list[str]]:
     """The import cycles among modules named ``prefix`` or ``prefix.*`` (strongly connected
-    components of more than one module), each sorted."""
+    components of more than one module, ``tools/import_graph.py: circles``), each sorted."""
     nodes = {n for n in graph if n == prefix or n.startswith(prefix + ".")}
-    edges = {n: sorted(graph[n] & nodes) for n in nodes}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in edges[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for n in sorted(nodes):
-        if n not in index:
-            visit(n)
-    return sorted(out)
+    return _tool().circles([(a, b) for a in nodes for b in graph[a] & nodes])
 
 
 def test_the_graph_sees_lazy_and_relative_imports():
@@ -167,23 +95,14 @@ PAGE_MUST_NOT_IMPORT = ("nsysdoc.engine", "nsysdoc.analysis", "nsysdoc.trace")
 PAGE_MAY_IMPORT = {("nsysdoc.views.columns", "nsysdoc.trace.kineto")}
 
 
-def _all_imports(path: Path, name: str, files: set[str]) -> set[str]:
-    """Every module of the package ``path`` imports, ``TYPE_CHECKING`` ones included."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
-            base = ".".join(x for x in (base, node.module or "") if x)
-            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
-    return out
-
-
 def _imports_of(prefix: str) -> dict[str, set[str]]:
-    files = {_module_name(p, NSYSDOC): p for p in sorted(NSYSDOC.rglob("*.py"))}
-    return {m: _all_imports(p, m, set(files)) for m, p in files.items() if m == prefix or m.startswith(prefix + ".")}
+    """Module -> every module of the package it imports, ``TYPE_CHECKING`` ones included."""
+    tool = _tool()
+    out = {m: set() for m in tool.modules(NSYSDOC) if m == prefix or m.startswith(prefix + ".")}
+    for a, b in tool.arrows(NSYSDOC):
+        if a in out:
+            out[a].add(b)
+    return out
 
 
 def _under(module: str, packages) -> bool:
