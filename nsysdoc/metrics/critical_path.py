@@ -363,13 +363,8 @@ def critical_path_reference(g: Graph, t0: int, t1: int) -> Path:
             cover(a, label)
         else:
             s = c_start[i]
-            a, nt, ni, label = None, -1, -1, CPU
-            p = call_prev[i]
-            if p >= 0:
-                a, nt, ni, label = c_end[p], NODE_CALL, p, CPU
-            h = call_other[i]
-            if h >= 0 and (a is None or c_end[h] > a):
-                a, nt, ni, label = c_end[h], NODE_CALL, h, CPU
+            a, ni = host_pred(i)
+            nt, label = (NODE_CALL if ni >= 0 else -1), CPU
             w = call_await[i]
             if w >= 0 and (a is None or o_end[w] > a) \
                     and not (op_call[w] == i and op_pred(w)[1:] == (NODE_CALL, i, LAUNCH)):

@@ -268,6 +268,20 @@ def replay(r: Replay, ch: Change | None = None) -> tuple[np.ndarray, np.ndarray,
 MAX_SWEEPS = 48
 
 
+def _chains(s0: np.ndarray, e0: np.ndarray, prev: np.ndarray, lane: np.ndarray, t0: int) -> tuple:
+    """For the calls (lane: thread) or the operations (lane: stream): ``act`` (ended after the
+    step's start), ``fix`` (started before it: given start), ``link`` (follows an active
+    predecessor in its chain), ``order`` (the active ones by lane, then start) and its
+    :func:`_segments`."""
+    n = len(s0)
+    act = e0 > t0
+    fix = s0 < t0
+    link = (prev >= 0) & act[np.maximum(prev, 0)] & ~fix if n else np.zeros(0, bool)
+    order = np.lexsort((np.arange(n), s0, lane))
+    order = order[act[order]]
+    return act, fix, link, order, _segments(order, link)
+
+
 def _segments(order: np.ndarray, linked: np.ndarray) -> list:
     """Slices of ``order`` (nodes in chain order) where each node is linked to the one before."""
     if not len(order):
@@ -312,12 +326,7 @@ def replay_chains(r: Replay, ch: Change | None = None):
     prod_on = not (ch is not None and ch.producers_off)
     # --- calls: active (ended after the step's start), fixed (started before it: given start)
     p, h, w = g.call_prev, g.call_other, g.call_await
-    c_act = ce0 > t0
-    c_fix = cs0 < t0
-    c_link = (p >= 0) & c_act[np.maximum(p, 0)] & ~c_fix if nc else np.zeros(0, bool)
-    c_order = np.lexsort((np.arange(nc), cs0, g.c_thread))
-    c_order = c_order[c_act[c_order]]
-    c_segs = _segments(c_order, c_link)
+    c_act, c_fix, c_link, c_order, c_segs = _chains(cs0, ce0, p, g.c_thread, t0)
     lagp = np.maximum(r.lag_prev - cut, 0)
     D = np.where(c_fix, ce0 - cs0, dur_c)
     sync = (w >= 0) & c_act
@@ -325,12 +334,7 @@ def replay_chains(r: Replay, ch: Change | None = None):
     D = np.where(sync, own, D)
     # --- operations
     op, oc, ok_ = g.op_prev, g.op_call, r.producer
-    o_act = oe0 > t0
-    o_fix = os0 < t0
-    o_link = (op >= 0) & o_act[np.maximum(op, 0)] & ~o_fix if no else np.zeros(0, bool)
-    o_order = np.lexsort((np.arange(no), os0, g.o_stream))
-    o_order = o_order[o_act[o_order]]
-    o_segs = _segments(o_order, o_link)
+    o_act, o_fix, o_link, o_order, o_segs = _chains(os0, oe0, op, g.o_stream, t0)
     d0 = oe0 - os0
     if ch is not None and ch.op_scale is not None:
         sc = ch.op_scale
