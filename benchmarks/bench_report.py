@@ -46,6 +46,20 @@ from nsysdoc.testing.builder import global_tid  # noqa: E402
 KERNEL_NAMES = 400
 
 
+def _new_export(path: Path):
+    """``path``'s temporary file (replaced if left over), a connection to it without a journal, and
+    ``w(table, columns)`` creating a table of the export's schema; StringIds is made."""
+    tmp = path.with_suffix(".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    con = sqlite3.connect(tmp)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    w = lambda name, cols: con.execute(ddl.create_sql(name, cols))  # noqa: E731
+    w("StringIds", ddl.OTHER_TABLES["StringIds"])
+    return tmp, con, w
+
+
 def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
     """N kernels + N cudaLaunchKernel rows, 2 processes x 1 device x 3 streams.
 
@@ -63,14 +77,7 @@ def generate(path: Path, n: int, seed: int = 7, shape: str = "busy") -> None:
     Rows are written in chunks of 500 k, so memory stays flat whatever N is (50 M works; the file
     takes ~105 bytes per kernel + runtime row pair on disk)."""
     rng = np.random.default_rng(seed)
-    tmp = path.with_suffix(".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    con = sqlite3.connect(tmp)
-    con.execute("PRAGMA journal_mode=OFF")
-    con.execute("PRAGMA synchronous=OFF")
-    w = lambda name, cols: con.execute(ddl.create_sql(name, cols))  # noqa: E731
-    w("StringIds", ddl.OTHER_TABLES["StringIds"])
+    tmp, con, w = _new_export(path)
     names = [f"void kernel_{i}<float, {i % 7}>(float*, int)" for i in range(KERNEL_NAMES)]
     shorts = [f"kernel_{i}" for i in range(KERNEL_NAMES)]
     strings = ["cudaLaunchKernel_v7000", "cudaStreamSynchronize_v3020"] + names + shorts
@@ -244,14 +251,7 @@ def generate_gpu_bound_gaps(path: Path, n: int, seed: int = 7) -> None:
     page's assembly (critical path 0.33 s, step records 0.17 s of 2.3 s under cProfile) the
     warm one's largest part outside the engine."""
     rng = np.random.default_rng(seed)
-    tmp = path.with_suffix(".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    con = sqlite3.connect(tmp)
-    con.execute("PRAGMA journal_mode=OFF")
-    con.execute("PRAGMA synchronous=OFF")
-    w = lambda name, cols: con.execute(ddl.create_sql(name, cols))  # noqa: E731
-    w("StringIds", ddl.OTHER_TABLES["StringIds"])
+    tmp, con, w = _new_export(path)
     names = GAP_NAMES
     nn = len(names)
     # nsys's shortName: the function's own name, without scope, template arguments or parameters
