@@ -49,8 +49,7 @@ def test_exposed_nccl_link_highlights_the_exposed_stretches(page, browser_binary
         shown0 = b.evaluate("document.getElementById('tl-live').nsysdocTimeline.view()")
         b.evaluate("(() => { document.getElementById('tl-live').nsysdocTimeline.setView(0, 3000000); return true; })()")
         b.pump(0.2)
-        hl = b.evaluate("[...document.querySelectorAll('#tl-live .tl-highlight')].filter(e => !e.hidden)"
-                        ".map(e => { const r = e.getBoundingClientRect(); return [e.dataset.range, r.left, r.width]; })")
+        hl = b.timeline_highlights()
         track = b.evaluate("document.querySelector('#tl-live canvas').getBoundingClientRect().width")
         b.screenshot(artifacts_dir() / "page49-nccl-exposed-stretches.png")
         problems = b.problems(url)

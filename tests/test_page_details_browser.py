@@ -108,8 +108,7 @@ def test_finding_link_highlights_the_findings_own_ranges(page, browser_binary): 
         b.evaluate("(() => { const t = document.getElementById('tl-live').nsysdocTimeline;"
                    " t.setView(0, 38092208); return true; })()")
         b.pump(0.2)
-        hl = b.evaluate("[...document.querySelectorAll('#tl-live .tl-highlight')].filter(e => !e.hidden)"
-                        ".map(e => { const r = e.getBoundingClientRect(); return [e.dataset.range, r.left, r.width]; })")
+        hl = b.timeline_highlights()
         shown = b.evaluate("document.getElementById('tl-live').nsysdocTimeline.view()")
         b.screenshot(artifacts_dir() / "page49-finding-ranges.png")
         problems = b.problems(url)

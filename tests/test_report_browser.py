@@ -185,6 +185,12 @@ class Browser:
         self.wait_event("Page.loadEventFired")
         self.pump(0.5)
 
+    def timeline_highlights(self) -> list:
+        """The live timeline's shown finding highlights: ``[range id, left px, width px]`` each."""
+        return self.evaluate("[...document.querySelectorAll('#tl-live .tl-highlight')].filter(e => !e.hidden)"
+                             ".map(e => { const r = e.getBoundingClientRect(); "
+                             "return [e.dataset.range, r.left, r.width]; })")
+
     def evaluate(self, expression: str):
         res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
         if "exceptionDetails" in res:
