@@ -18,6 +18,7 @@ if str(ROOT) not in sys.path:
 
 from nsysdoc.metrics.exposed import exposed_comm_intervals_ns, longest_first  # noqa: E402
 from tests.conftest import SHARED_TRACES, diagnose_path, needs_shared  # noqa: E402
+from tests.test_real_trace_labels import _clip, _union  # noqa: E402 - the labels' interval sweep
 
 T0 = 1_000_000_000
 
@@ -142,16 +143,8 @@ def test_hta_rank3_worst_step_exposed_time_matches_the_trace():
     assert ex["start_ns"] == round((lo - origin_us) * 1000) and ex["end_ns"] == round((hi - origin_us) * 1000)
     ks = [e for e in ev if e.get("cat") == "kernel" and e.get("args", {}).get("device") == 3]
 
-    def union(ivs):
-        out = []
-        for s, e in sorted((max(s, lo), min(e, hi)) for s, e in ivs):
-            if e <= s:
-                continue
-            if out and s <= out[-1][1]:
-                out[-1][1] = max(out[-1][1], e)
-            else:
-                out.append([s, e])
-        return out
+    def union(ivs):  # merged, inside the step
+        return _union(_clip(list(ivs), lo, hi))
 
     comm = union((e["ts"], e["ts"] + e["dur"]) for e in ks if "nccl" in e["name"].lower())
     comp = union((e["ts"], e["ts"] + e["dur"]) for e in ks if "nccl" not in e["name"].lower())
