@@ -144,7 +144,7 @@ def _gpu_heavy_and_one_cpu_heavy() -> Capture:
 
 @pytest.mark.parametrize("form", ("nsys", "new"))
 def test_cpu_heavy_operator_without_gpu_work_is_kept_when_rows_are_capped(form, tmp_path, monkeypatch):
-    from nsysdoc.engine import attribute as att
+    from nsysdoc.engine import attribute_operators as att  # where ROWS_MAX is read (issue 51 split)
 
     monkeypatch.setattr(att, "ROWS_MAX", 3)
     r = diagnose_path(_write(_gpu_heavy_and_one_cpu_heavy(), form, tmp_path, "cpuheavy"))

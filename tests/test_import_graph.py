@@ -29,9 +29,7 @@ ALLOWED_CIRCLE: set[str] = set()
 KNOWN_OVERSIZE = {
     "nsysdoc.trace.kineto": "format sniffing, the byte stream, three parser engines, the table mapping",
     "nsysdoc.trace.sqlite_reader": "chunked SQL, clocks, id codes and correlation, ingest, the NVTX reader",
-    "nsysdoc.engine.attribute": "the attributor of launches to host ranges, for whole and sliced traces",
     "nsysdoc.engine.slices": "the slice state and its phases",
-    "nsysdoc.rules.evaluate": "loading, evaluating and wording the rules",
     "nsysdoc.views.build": "page context, eight tables, capture commands, assets",
     "nsysdoc.views.perfetto": "the Perfetto trace writer and its tracks",
     # 996 lines before issue 51; the public Report.result/Job.result pushed it over. Its internals

@@ -4,7 +4,7 @@ would have failed").
 Two mutations went through the whole suite (2,374 tests) unnoticed:
 
 * each Where row's share computed against the total of the five rows shown instead of the
-  selector's total (``nsysdoc/engine/attribute.py``, ``where_table`` / ``_where_rows``): no scenario
+  selector's total (``nsysdoc/engine/attribute_where.py``, ``where_table`` / ``_where_rows``): no scenario
   had more than five sites, and on the FastVideo trace the top share moved from 47.9% to 57.4%;
 * a grid of exactly as many blocks as SMs counted as under-filled (``blocks <= S`` instead of
   ``blocks < S`` in ``nsysdoc/metrics/occupancy.py``, ``launch_table``).
