@@ -17,10 +17,9 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
 from . import pipeline
 from .errors import InputError, NsysdocError, UsageError
@@ -32,92 +31,18 @@ PathLike = Union[str, os.PathLike]
 from .severity import SEVERITIES  # noqa: E402
 #: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
 from .idle_causes import IDLE_CAUSES  # noqa: E402
-#: parts of a step's exclusive split (columns of ``Report.steps``, in ms)
-STEP_PARTS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_alloc", "idle_setup",
-              "idle_launch", "idle_api", "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")
+# issue 51: the tables' columns and builders, and the argument checks, in modules of their own;
+# their names stay importable from here (tests and docs name ``nsysdoc.api.STEP_COLUMNS`` ...)
+from .api_tables import (CRITICAL_PATH_COLUMNS, CRITICAL_PATH_SEGMENTS, DEVICE_COLUMNS,  # noqa: E402,F401
+                         DIFF_KERNEL_COLUMNS, GAP_COLUMNS, GPU_OP_COLUMNS, KERNEL_COLUMNS, MEMORY_COLUMNS,
+                         MEMORY_OP_COLUMNS, OPERATOR_COLUMNS, OPERATOR_SHAPE_COLUMNS, RANK_COLUMNS,
+                         STEP_COLUMNS, STEP_PARTS, _chunk_rows, _concat_frames, _frame, _gap_frame,
+                         _gpu_op_frame, _nullable_int)
+from .api_args import (API_PARAMETERS, _api_errors, _check_run_options, _optional_path,  # noqa: E402,F401
+                       _optional_str, _path_arg, _path_list, _rule_dirs, api_wording)
 #: height of the frame ``_repr_html_`` shows the page in (the page scrolls inside it)
 NOTEBOOK_FRAME_PX = 800
 
-
-# --- tables -------------------------------------------------------------------------------------
-def _frame(rows: Iterable[dict], columns: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    """A DataFrame with exactly ``columns`` (name, dtype), in that order, whatever the rows hold.
-
-    dtypes: ``int64``, ``Int64`` (nullable integer), ``float64`` (missing = NaN), ``bool``,
-    ``boolean`` (nullable), ``object`` (str, or None when missing)."""
-    from .lazy_pandas import pandas
-
-    pd = pandas()
-    rows = list(rows)
-    data = {}
-    for name, dtype in columns:
-        values = [r.get(name) for r in rows]
-        if dtype == "float64":
-            values = [float("nan") if v is None else float(v) for v in values]
-        data[name] = pd.Series(values, dtype=dtype if rows or dtype != "object" else "object")
-    return pd.DataFrame(data, columns=[c for c, _ in columns])
-
-
-STEP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("step", "int64"), ("index", "int64"), ("name", "object"), ("primary", "bool"),
-    ("pid", "Int64"), ("tid", "Int64"), ("device", "object"),
-    ("start_ns", "int64"), ("end_ns", "int64"), ("step_time_ms", "float64"), ("duration_ms", "float64"),
-    ("kernel_count", "Int64"), ("time_busy_pct", "float64"), ("idle_before_first_op_ms", "float64"),
-    ("host_sync_ms", "float64"), ("scalar_reads", "Int64"), ("sm_active_pct", "float64"),
-    ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"), ("dram_read_pct", "float64"),
-) + tuple((f"{p}_ms", "float64") for p in STEP_PARTS)
-
-KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("count", "int64"), ("total_ms", "float64"), ("mean_us", "float64"),
-    ("median_us", "float64"), ("p95_us", "float64"), ("share_of_kernel_time_pct", "float64"),
-    ("under_10us_pct", "float64"), ("is_nccl", "bool"),
-    # hardware counters per kernel (issue 47; NaN / 0 / "unknown" without GPU metrics)
-    ("sm_active_pct", "float64"), ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"),
-    ("dram_bandwidth_pct", "float64"), ("counter_samples", "int64"), ("bound", "object"),
-)
-
-#: ``Report.operators_by_shape`` (issue 47)
-OPERATOR_SHAPE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("input_dims", "object"), ("calls", "Int64"), ("self_gpu_ms", "float64"),
-    ("gpu_ms", "float64"), ("self_cpu_ms", "float64"), ("cpu_ms", "float64"), ("kernels", "Int64"),
-)
-OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("calls", "Int64"), ("gpu_ms", "float64"), ("self_gpu_ms", "float64"),
-    ("cpu_ms", "float64"), ("self_cpu_ms", "float64"), ("kernels", "Int64"), ("top_kernel", "object"),
-    ("module", "object"), ("frame", "object"),
-    # issue 47: the CPU-side view (rows by CPU time too; per call, and CPU dispatch slower than the GPU)
-    ("cpu_us_per_call", "float64"), ("gpu_us_per_call", "float64"), ("cpu_exceeds_gpu", "boolean"),
-    ("cpu_wait_ms", "float64"), ("outer_calls", "Int64"),
-)
-
-DEVICE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("device", "int64"), ("label", "object"), ("name", "object"), ("compute_capability", "float64"),
-    ("busy_pct", "float64"), ("compute_pct", "float64"), ("comm_pct", "float64"),
-    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("idle_pct", "float64"),
-    ("busy_ms", "float64"), ("compute_ms", "float64"), ("copy_only_ms", "float64"), ("comm_ms", "float64"),
-    ("exposed_comm_ms", "float64"), ("kernel_count", "int64"), ("copy_count", "int64"), ("gap_count", "int64"),
-) + tuple((f"idle_{c}_ms", "float64") for c in IDLE_CAUSES)
-
-GAP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("device", "object"), ("start_ns", "int64"), ("end_ns", "int64"), ("duration_ms", "float64"),
-    ("cause", "object"), ("pid", "Int64"), ("tid", "Int64"),
-) + tuple((f"{c}_ms", "float64") for c in IDLE_CAUSES)
-
-RANK_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("rank", "int64"), ("file", "object"), ("ok", "bool"), ("error", "object"), ("pids", "object"),
-    ("devices", "object"), ("gpu_models", "object"), ("step_source", "object"), ("steps", "Int64"),
-    ("step_time_ms_median", "float64"), ("gpu_busy_pct", "float64"), ("compute_pct", "float64"),
-    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("clock_offset_ms", "float64"),
-    ("clock_mad_us", "float64"), ("last_count", "Int64"), ("wait_ms_per_step", "float64"),
-    ("kernel_count", "Int64"), ("verdict", "object"), ("report", "object"),
-)
-
-DIFF_KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("status", "object"), ("base_ms_per_step", "float64"),
-    ("candidate_ms_per_step", "float64"), ("delta_ms_per_step", "float64"),
-    ("base_count_per_step", "float64"), ("candidate_count_per_step", "float64"),
-    ("base_mean_us", "float64"), ("candidate_mean_us", "float64"),
-)
 
 
 def _without_pandas(method):
@@ -157,38 +82,6 @@ def _json_text(result: dict) -> str:
     except msgspec.DecodeError:  # a lone surrogate (a file name that is not UTF-8): msgspec refuses it
         return json.dumps(result, indent=2, allow_nan=False) + "\n"
 
-
-# --- errors that name API parameters (issue 49) -------------------------------------------------
-#: the command line's flags that messages from the shared layers name, and the API parameter each
-#: is: an error the API raises names ``step_marker=``, never ``--step-marker`` (cli.py keeps the flags)
-API_PARAMETERS = {"--step-marker": "step_marker", "--rank-pattern": "rank_pattern", "--dask": "dask",
-                  "--range": "time_range", "--steps": "steps", "--rank-reports": "rank_reports"}
-_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in API_PARAMETERS) + r")(?![\w-])( (?=['\"A-Z0-9]|tcp://))?")
-
-
-def api_wording(text: str | None) -> str | None:
-    """``text`` with each command-line flag of :data:`API_PARAMETERS` named as the API parameter:
-    ``--step-marker '(': ...`` becomes ``step_marker='(': ...``, ``pass --dask tcp://HOST:8786``
-    becomes ``pass dask=tcp://HOST:8786``."""
-    if not text:
-        return text
-    return _FLAG.sub(lambda m: API_PARAMETERS[m.group(1)] + "=", text)
-
-
-def _api_errors(func):
-    """Raise the NsysdocError ``func`` raises with its message and hint in the API's words."""
-    import functools
-
-    @functools.wraps(func)
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except NsysdocError as exc:
-            message, hint = api_wording(exc.message), api_wording(exc.hint)
-            if message != exc.message or hint != exc.hint:
-                exc.message, exc.hint, exc.args = message, hint, (message,)
-            raise
-    return run
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -230,22 +123,6 @@ def _at_least(severity: str | None, floor: str) -> bool:
         raise UsageError(f"unknown severity {floor!r}", hint=f"use one of {', '.join(SEVERITIES)} or never")
     return SEVERITIES.index(severity) >= SEVERITIES.index(floor)
 
-
-#: issue 47: ``Report.memory`` and ``Report.memory_ops``
-MEMORY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("time_ns", "int64"), ("device", "int64"), ("bytes", "int64"), ("allocated_bytes", "int64"),
-    ("reserved_bytes", "Int64"), ("pid", "Int64"), ("tid", "Int64"),
-)
-MEMORY_OP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("op", "object"), ("module", "object"), ("frame", "object"), ("allocated_bytes", "int64"),
-    ("allocations", "int64"),
-)
-#: issue 48: ``Report.critical_path``
-CRITICAL_PATH_SEGMENTS = ("cpu", "launch", "kernel", "copy", "comm", "wait")
-CRITICAL_PATH_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("step", "Int64"), ("start_ns", "int64"), ("length_ms", "float64"),
-    *((f"{k}_ms", "float64") for k in CRITICAL_PATH_SEGMENTS),
-)
 
 
 class Report:
@@ -576,123 +453,10 @@ class Report:
         return f"<nsysdoc.Report {Path(self.path).name}: {self.verdict!r} ({n} finding{'s' * (n != 1)})>"
 
 
-# --- issue 49: per-event tables -----------------------------------------------------------------
-#: ``Report.gpu_ops`` / ``Report.iter_gpu_ops``
-GPU_OP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("start_ns", "int64"), ("end_ns", "int64"), ("device", "object"), ("stream", "Int64"), ("name", "object"),
-    ("kind", "object"), ("correlation", "Int64"), ("operator", "object"), ("module", "object"), ("step", "Int64"),
-    ("frame", "object"), ("device_id", "Int64"), ("pid", "Int64"),
-)
-
-
-def _chunk_rows(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"chunk_rows must be a positive integer, got {value!r}",
-                         hint="e.g. chunk_rows=1_000_000 (rows per DataFrame)")
-    return value
-
-
-def _nullable_int(pd, values, missing):
-    import numpy as np
-
-    v = np.asarray(values, dtype=np.int64)
-    return pd.arrays.IntegerArray(v, v == missing) if len(v) else pd.array([], dtype="Int64")
-
-
-def _gpu_op_frame(chunk: dict) -> "pd.DataFrame":
-    from .lazy_pandas import pandas
-
-    pd = pandas()
-    data = {}
-    for name, dtype in GPU_OP_COLUMNS:
-        v = chunk[name]
-        if dtype == "Int64":
-            # unknown: stream/device -1, step -1 (outside every step), correlation 0 (none recorded)
-            data[name] = _nullable_int(pd, v, 0 if name == "correlation" else -1)
-        else:
-            data[name] = pd.Series(v, dtype=dtype)
-    return pd.DataFrame(data, columns=[c for c, _ in GPU_OP_COLUMNS])
-
-
-def _gap_frame(chunk: dict, labels: list) -> "pd.DataFrame":
-    import numpy as np
-
-    from .lazy_pandas import pandas
-    from .trace import schema as S
-
-    pd = pandas()
-    dev = chunk["device"]
-    th = chunk["thread"]
-    split = chunk["split_ns"]
-    data = {"device": pd.Series([labels[d] if 0 <= d < len(labels) else None for d in dev.tolist()], dtype="object"),
-            "start_ns": pd.Series(chunk["start_ns"], dtype="int64"), "end_ns": pd.Series(chunk["end_ns"], dtype="int64"),
-            "duration_ms": pd.Series((chunk["end_ns"] - chunk["start_ns"]) / 1e6, dtype="float64"),
-            "cause": pd.Series([IDLE_CAUSES[c] for c in chunk["cause"].tolist()], dtype="object"),
-            "pid": pd.arrays.IntegerArray(np.asarray(S.decode_pid(th), dtype=np.int64), th == 0),
-            "tid": pd.arrays.IntegerArray(np.asarray(S.decode_tid(th), dtype=np.int64), th == 0)}
-    for j, c in enumerate(IDLE_CAUSES):
-        data[f"{c}_ms"] = pd.Series(split[:, j] / 1e6, dtype="float64")
-    return pd.DataFrame(data, columns=[c for c, _ in GAP_COLUMNS])
-
-
-def _concat_frames(frames: list, columns) -> "pd.DataFrame":
-    if not frames:
-        return _frame([], columns)
-    if len(frames) == 1:
-        return frames[0]
-    from .lazy_pandas import pandas
-
-    return pandas().concat(frames, ignore_index=True)
-
 
 def _options(rules, config, no_config) -> pipeline.Ruleset:
     return pipeline.load_ruleset(_rule_dirs(rules), _optional_path(config, "config"), bool(no_config))
 
-
-def _rule_dirs(rules) -> list[Path]:
-    """``rules`` (one folder, or a list or tuple of them) as paths; anything else is a UsageError."""
-    if rules is None:
-        return []
-    if isinstance(rules, (str, os.PathLike)):
-        rules = [rules]
-    if not isinstance(rules, (list, tuple)):
-        raise UsageError(f"rules must be a folder path or a list of them, got {type(rules).__name__}")
-    return [_path_arg(r, "rules folder") for r in rules]
-
-
-def _path_arg(path, what: str = "input") -> Path:
-    """A path argument: str or os.PathLike, not empty (``Path("")`` is the current folder), no NUL
-    byte. UsageError otherwise, with one line."""
-    from .outputs import check_path_value
-
-    if not isinstance(path, (str, os.PathLike)):
-        raise UsageError(f"expected a path for the {what}, got {type(path).__name__}")
-    return check_path_value(path, what)
-
-
-def _optional_path(value, what: str) -> Path | None:
-    return None if value is None else _path_arg(value, what)
-
-
-def _optional_str(value, what: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise UsageError(f"{what} must be a string, got {type(value).__name__}")
-    if value is not None and "\x00" in value:
-        raise UsageError(f"{what} holds a NUL byte")
-    return value
-
-
-def _check_run_options(*, step_marker=None, cache=True, cache_dir=None, nsys=None, progress=None) -> None:
-    """The options every entry point shares, checked before any work: a wrong type is a one-line
-    UsageError (an NsysdocError), never a TypeError from deep inside the pipeline."""
-    _optional_str(step_marker, "step_marker")
-    if not isinstance(cache, (bool, int)):
-        raise UsageError(f"cache must be True or False, got {type(cache).__name__}")
-    _optional_path(cache_dir, "cache folder")
-    if nsys is not None:
-        _path_arg(nsys, "nsys binary")
-    if progress is not None and not callable(progress):
-        raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
 
 
 def _check_path(path) -> None:
@@ -729,14 +493,6 @@ def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] |
     return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
                     progress=progress) for f in files]
 
-
-def _path_list(paths) -> list[Path]:
-    """One path or a list or tuple of them (any iterable but a string); UsageError otherwise."""
-    if isinstance(paths, (str, os.PathLike)):
-        return [_path_arg(paths)]
-    if isinstance(paths, (bytes, dict)) or not hasattr(paths, "__iter__"):
-        raise UsageError(f"expected a path or a list of paths, got {type(paths).__name__}")
-    return [_path_arg(p) for p in paths]
 
 
 def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
