@@ -38,8 +38,9 @@ from .api_tables import (CRITICAL_PATH_COLUMNS, CRITICAL_PATH_SEGMENTS, DEVICE_C
                          MEMORY_OP_COLUMNS, OPERATOR_COLUMNS, OPERATOR_SHAPE_COLUMNS, RANK_COLUMNS,
                          STEP_COLUMNS, STEP_PARTS, _chunk_rows, _concat_frames, _frame, _gap_frame,
                          _gpu_op_frame, _nullable_int)
-from .api_args import (API_PARAMETERS, _api_errors, _check_run_options, _optional_path,  # noqa: E402,F401
-                       _optional_str, _path_arg, _path_list, _rule_dirs, api_wording)
+from .api_args import (API_PARAMETERS, _api_errors, _optional_path, _optional_str,  # noqa: E402,F401
+                       _path_arg, _path_list, _rule_dirs, api_wording, report_options)
+from .options import ReportOptions, options_of  # noqa: E402
 #: height of the frame ``_repr_html_`` shows the page in (the page scrolls inside it)
 NOTEBOOK_FRAME_PX = 800
 
@@ -128,8 +129,8 @@ def _at_least(severity: str | None, floor: str) -> bool:
 class Report:
     """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
 
-    def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True,
-                 reads: Sequence[Any] = (), reopen: Callable[[], Any] | None = None) -> None:
+    def __init__(self, analysis, *, options: ReportOptions | None = None, reads: Sequence[Any] = (),
+                 reopen: Callable[[], Any] | None = None, **fields) -> None:
         # issue 51: the result, the whole tables and the page data are kept; given ``reopen`` (a
         # function giving the analysis again, the capture read anew: :func:`_reopen`), the trace,
         # its block store and the engine state are let go now, and the accessors that need rows
@@ -144,8 +145,9 @@ class Report:
             analysis.release()
             analysis = None
         self._analysis = analysis
-        self._cache = cache
-        self._cache_dir = cache_dir
+        #: the options the report was made with (its cache settings serve the page's templates);
+        #: ``fields`` name some instead (``Report(a, cache=False)``)
+        self._options = options_of(options, **fields)
         self._tables: dict[str, Any] = {}
         #: what the run read (nsysdoc.outputs.Read): no writer of this report may replace it
         self._reads = tuple(reads)
@@ -395,10 +397,10 @@ class Report:
         from .views import render_html
 
         bytecode = None
-        if self._cache:
+        if self._options.cache:
             from .cache import templates_dir
 
-            bytecode = templates_dir(self._cache_dir)
+            bytecode = templates_dir(self._options.cache_dir)
         return render_html(self._result, page=self._whole_page(), worst_step=worst_step, bytecode_dir=bytecode)
 
     @_without_pandas
@@ -487,44 +489,47 @@ def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] |
     from .inputs import expand_inputs
 
     items = _path_list(paths)
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     files = expand_inputs(items)
-    return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
-                    progress=progress) for f in files]
+    return [_report(f, ruleset, options) for f in files]
 
 
 
-def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
-            nsys=None, progress=None, keep_rows: bool = False, page_windows: bool = True) -> Report:
+def _report(path: PathLike, ruleset: pipeline.Ruleset, options: ReportOptions | None = None, *,
+            keep_rows: bool = False, page_windows: bool = True, **fields) -> Report:
     """The Report of ``path``; ``keep_rows``: keep the trace and the engine state (a caller about
     to stream every event, ``-f perfetto``, saves reading the capture again); ``page_windows=False``:
     don't replay slices for the page's finding-range and whole-window timelines (a JSON-only run,
     issue 50: the page, if asked for later, captures them then)."""
     from .lazy_pandas import deferring
 
+    options = options_of(options, **fields)
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
-        analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
-                                     nsys=nsys, progress=progress)
+        analysis = pipeline.diagnose(path, ruleset, options)
         analysis.page_data(replay=page_windows)  # what the page needs, once the rules ran (issue 51)
     src = (analysis.to_dict().get("source") or {}).get("path")
-    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache,
-                                            cache_dir=cache_dir)
-    return Report(analysis, cache=cache, cache_dir=cache_dir, reopen=reopen,
+    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), options)
+    return Report(analysis, options=options, reopen=reopen,
                   reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
 
 
-def _reopen(src: str, step_pattern: str, result: dict, *, cache: bool, cache_dir) -> Callable[[], Any]:
+def _reopen(src: str, step_pattern: str, result: dict, options: ReportOptions | None = None,
+            **fields) -> Callable[[], Any]:
     """The analysis of ``src`` (the capture a report read: the SQLite export of a ``.nsys-rep``)
     made again, as :func:`nsysdoc.pipeline.diagnose` made it (from the cache when on), with the
-    report's ``result`` (its findings): what a released :class:`Report` reads rows from."""
+    report's ``result`` (its findings): what a released :class:`Report` reads rows from. Of the
+    ``options`` (or ``fields``) only the cache settings count: the export exists, the step
+    pattern is the one the report used."""
+    o = options_of(options, **fields)
+
     def reopen():
         from .analysis import analyze
         from .lazy_pandas import deferring
         from .trace import load_trace
 
         with deferring():
-            a = analyze(load_trace(src, cache=cache, cache_dir=cache_dir), step_pattern=step_pattern)
+            a = analyze(load_trace(src, cache=o.cache, cache_dir=o.cache_dir), step_pattern=step_pattern)
         a.result = result
         return a
     return reopen
@@ -545,7 +550,7 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
     _check_path(path)
     if isinstance(path, Report):
         return path
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     try:
         one = pipeline.one_capture(path, "input")
@@ -553,8 +558,7 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
         if "captures; the input must be one capture" in exc.message:
             raise InputError(exc.message, hint="nsysdoc.reports() reads each of them") from None
         raise
-    return _report(one, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
-                   progress=progress)
+    return _report(one, ruleset, options)
 
 
 # --- diff ---------------------------------------------------------------------------------------
@@ -642,7 +646,7 @@ class Diff:
         return f"<nsysdoc.Diff {self.headline!r}>"
 
 
-def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -> tuple[dict, str]:
+def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], options: ReportOptions) -> tuple[dict, str]:
     if isinstance(x, Report):
         return x._result, x.path
     if isinstance(x, dict):
@@ -650,7 +654,7 @@ def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -
     _check_path(x)
     if pipeline.is_saved_report(x):
         return pipeline.read_report(x), str(x)
-    return _report(pipeline.one_capture(x, what), ruleset_of(), **options)._result, str(x)
+    return _report(pipeline.one_capture(x, what), ruleset_of(), options)._result, str(x)
 
 
 @_api_errors
@@ -669,10 +673,9 @@ def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequen
             loaded.append(_options(rules, config, no_config))
         return loaded[0]
 
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
-    opts = dict(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
-    (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, **opts),
-                                _side(candidate, "candidate", ruleset_of, **opts))
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, options),
+                                _side(candidate, "candidate", ruleset_of, options))
     return Diff(compare(a, b, names=(name_a, name_b)))
 
 
@@ -781,7 +784,7 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
         raise UsageError(f"jobs must be a whole number ≥ 1, got {jobs!r}")
     _optional_str(dask, "dask")
     _optional_str(rank_pattern, "rank_pattern")
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
+    report = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
     if progress is not None and not callable(progress):
         raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
     if notice is not None and not callable(notice):
@@ -801,13 +804,83 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
         check_outputs([rank_report_path(rank_reports, f) for f in files],
                       _reads_for([*files, *items], ruleset, _rule_dirs(rules)))
     cfg_path = ruleset.config_path
-    options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
-               "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": not cache,
-               "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
+    options = {**report.job_fields(), "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
+               "config": str(Path(cfg_path).resolve()) if cfg_path else None,
                "rank_reports_dir": str(Path(rank_reports).resolve()) if rank_reports else None}
     result = run_job([str(p) for p in items], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
                      progress=progress, notice=notice, dask_timeout=dask_timeout)
     return Job(result)
 
 
-__all__ = ["Report", "Finding", "Diff", "Job", "report", "reports", "diff", "job", "NsysdocError", "InputError"]
+# --- the steps of a run, for the command line and tools built like it (issue 51) ------------------
+# The command line reaches the library only through this module: these are the parts ``report``,
+# ``diff`` and ``job`` put together, for a caller that reports many files with one ruleset, guards
+# its own outputs and writes a folder's index page. Their errors name the command line's flags.
+def load_ruleset(rules: Sequence[PathLike] | PathLike = (), *, config: PathLike | None = None,
+                 no_config: bool = False) -> pipeline.Ruleset:
+    """The built-in rules plus the team folders ``rules``, with the project configuration (as
+    :func:`report` loads them): ``.rules``, ``.config``, ``.config_path``, ``.step_marker``,
+    ``.fail_on``, and ``.warnings`` (configuration files found but passed over as untrusted)."""
+    return _options(rules, config, no_config)
+
+
+def empty_rule_folders(rules: Sequence[PathLike], ruleset: pipeline.Ruleset) -> list[Path]:
+    """The rule folders (``rules``, and those the configuration names) that hold no rule file."""
+    return pipeline.empty_rule_dirs(rules, ruleset)
+
+
+def input_files(paths: Sequence[PathLike], seen: set | None = None) -> list[str]:
+    """The capture files ``paths`` stand for, in order (a folder: its captures, sorted); ``seen``
+    (a set the caller keeps) drops a file named twice across calls."""
+    from .inputs import expand_inputs
+
+    return expand_inputs(list(paths), seen)
+
+
+def report_file(path: PathLike, ruleset: pipeline.Ruleset, options: ReportOptions | None = None, *,
+                keep_rows: bool = False, page_windows: bool = True) -> Report:
+    """The Report of one capture file with a ruleset already loaded (:func:`load_ruleset`) and the
+    options built once (:class:`~nsysdoc.options.ReportOptions`): :func:`report` after its checks.
+    ``keep_rows``: keep the trace and the engine state (about to stream every event: the Perfetto
+    export); ``page_windows=False``: no timeline replayed for the page now (a JSON-only run; the
+    page, if asked for later, replays them then)."""
+    return _report(path, ruleset, options, keep_rows=keep_rows, page_windows=page_windows)
+
+
+def check_outputs(outputs: Sequence[PathLike | None], inputs: Sequence[PathLike], ruleset: pipeline.Ruleset | None,
+                  rules: Sequence[PathLike] = ()) -> None:
+    """The output guard before any work (``nsysdoc.outputs.check_outputs``): no output may replace a
+    file the run reads (the inputs and their SQLite files, the export beside a report, the rule
+    files of ``rules`` and of the configuration, the configuration file), nor be unwritable."""
+    from .outputs import check_outputs as guard
+
+    guard([t for t in outputs if t is not None], _reads_for(inputs, ruleset, rules))
+
+
+def check_perfetto_options(fmt: str, time_range: str | None, steps: str | None) -> None:
+    """``time_range``/``steps`` of a Perfetto export checked before any capture is read (only with
+    the format ``perfetto``, not both, well formed): UsageError otherwise."""
+    from .views.perfetto import check_export_options
+
+    check_export_options(fmt, time_range, steps)
+
+
+def rank_report_path(folder: PathLike, capture: PathLike) -> Path:
+    """Where a job writes the page of the rank whose capture is ``capture`` into ``folder``."""
+    from .jobs.ranks import rank_report_path as path_of
+
+    return path_of(folder, str(capture))
+
+
+def index_html(rows: Sequence[tuple], folder: PathLike) -> str:
+    """The index page of a folder of reports: one row per ``(input, result, page, error)`` (a
+    result and the page written for it, or None and the error line), pages linked relative to
+    ``folder``."""
+    from .views.index_page import index_row, render_index_html
+
+    return render_index_html([index_row(p, r, t, Path(folder), e) for p, r, t, e in rows])
+
+
+__all__ = ["Report", "Finding", "Diff", "Job", "report", "reports", "diff", "job", "NsysdocError", "InputError",
+           "ReportOptions", "load_ruleset", "empty_rule_folders", "input_files", "report_file", "check_outputs",
+           "check_perfetto_options", "rank_report_path", "index_html"]

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from .errors import NsysdocError, UsageError
+from .options import ReportOptions
 
 # --- errors that name API parameters (issue 49) -------------------------------------------------
 #: the command line's flags that messages from the shared layers name, and the API parameter each
@@ -78,9 +79,10 @@ def _optional_str(value, what: str) -> str | None:
     return value
 
 
-def _check_run_options(*, step_marker=None, cache=True, cache_dir=None, nsys=None, progress=None) -> None:
-    """The options every entry point shares, checked before any work: a wrong type is a one-line
-    UsageError (an NsysdocError), never a TypeError from deep inside the pipeline."""
+def report_options(*, step_marker=None, cache=True, cache_dir=None, nsys=None, progress=None) -> ReportOptions:
+    """The options every entry point shares, checked before any work (a wrong type is a one-line
+    UsageError, an NsysdocError, never a TypeError from deep inside the pipeline), as the one
+    :class:`~nsysdoc.options.ReportOptions` the pipeline is handed (issue 51)."""
     _optional_str(step_marker, "step_marker")
     if not isinstance(cache, (bool, int)):
         raise UsageError(f"cache must be True or False, got {type(cache).__name__}")
@@ -89,8 +91,7 @@ def _check_run_options(*, step_marker=None, cache=True, cache_dir=None, nsys=Non
         _path_arg(nsys, "nsys binary")
     if progress is not None and not callable(progress):
         raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
-
-
+    return ReportOptions(step_marker=step_marker, cache=bool(cache), cache_dir=cache_dir, nsys=nsys, progress=progress)
 
 
 def _path_list(paths) -> list[Path]:
