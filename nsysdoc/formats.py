@@ -92,9 +92,15 @@ def is_saved_report_head(path: str | os.PathLike, head: bytes) -> bool:
     return (Path(path).suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(path)
 
 
-def input_kind(path) -> str:
+def input_kind(path, *, saved_report: bool = False) -> str:
     """What a capture path holds, in the order of the module docstring: ``"nsys-report"``,
-    ``"sqlite"``, ``"kineto"`` or ``"other"`` (left to the SQLite reader's refusal)."""
+    ``"sqlite"``, ``"kineto"`` or ``"other"`` (left to the SQLite reader's refusal). Every entry
+    point asks here (issue 51): the pipeline (export a report first), the trace loader (which
+    reader), one side of a diff (``saved_report=True``: a regular file holding a saved nsysdoc
+    report is ``"saved-report"``, before anything else; reading its first bytes may raise OSError,
+    for the caller to word)."""
+    if saved_report and _is_regular(path) and is_saved_report_head(path, _first_bytes(path)):
+        return "saved-report"
     if is_report_name(path):
         return "nsys-report"
     if is_sqlite(path):
@@ -117,6 +123,12 @@ def _head(path, n: int = 4096) -> bytes:
             return fh.read(n)
     except OSError:
         return b""
+
+
+def _first_bytes(path, n: int = 64) -> bytes:
+    """The first ``n`` bytes, leading white space removed (OSError is the caller's)."""
+    with open(path, "rb") as fh:
+        return fh.read(n).lstrip()
 
 
 def _json_start(head: bytes) -> bool:
