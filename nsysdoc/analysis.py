@@ -88,7 +88,7 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     pattern = compile_step_pattern(step_pattern)
     plan = make_plan(trace, pattern)
     res = run(trace, plan)
-    result, tables = assemble(trace, plan, res, pattern.pattern)
+    result, tables = assemble(trace, res, pattern.pattern)
     return Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res,
                     result=result, tables=tables)
 

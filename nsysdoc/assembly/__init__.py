@@ -1,6 +1,7 @@
 """The report result (the JSON contract, docs/json.md) assembled from the engine's run.
 
-:func:`assemble` takes the trace, the plan, the run and the step pattern and returns the result
+:func:`assemble` takes the trace, the engine's run (which holds its plan) and the step pattern
+and returns the result
 and the whole tables it shows only the top of (it imports nothing above it: ``nsysdoc.analysis``
 calls it); it lays out the sections; the numbers are computed in :mod:`.sections`,
 :mod:`.capture` and :mod:`.values`, the JSON number rules in :mod:`.numbers`. The layout of the
@@ -36,13 +37,13 @@ from .inputs import Inputs
 CONTRACT = 4
 
 
-def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
-    """The report result of the engine's ``run`` of ``plan`` over ``trace`` (findings empty: the
-    rules fill them), and the whole tables it shows only the top of (``kernels``: every kernel
-    name of the window, ``nsysdoc.metrics.kernels.kernel_tables``)."""
-    a = Inputs(trace=trace, steps=plan.steps, step_pattern=step_pattern, engine=run, span=plan.span,
-               excluded=run.excluded)
-    res = run
+def assemble(trace, run, step_pattern: str) -> tuple[dict, dict]:
+    """The report result of the engine's ``run`` (of its ``plan``) over ``trace`` (findings empty:
+    the rules fill them), and the whole tables it shows only the top of (``kernels``: every kernel
+    name of the window, ``nsysdoc.metrics.kernels.kernel_tables``). The run is read through
+    ``a.engine`` only (issue 51)."""
+    a = Inputs(trace=trace, engine=run, step_pattern=step_pattern)
+    res = a.engine
     t = a.trace
     steps = a.steps
     w0, w1 = steps.window_start_ns, steps.window_end_ns
