@@ -553,7 +553,7 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
     options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     try:
-        one = pipeline.one_capture(path, "input")
+        one = pipeline.one_input(path, "input")
     except InputError as exc:
         if "captures; the input must be one capture" in exc.message:
             raise InputError(exc.message, hint="nsysdoc.reports() reads each of them") from None
@@ -654,7 +654,7 @@ def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], options: Rep
     _check_path(x)
     if pipeline.is_saved_report(x):
         return pipeline.read_report(x), str(x)
-    return _report(pipeline.one_capture(x, what), ruleset_of(), options)._result, str(x)
+    return _report(pipeline.one_input(x, what), ruleset_of(), options)._result, str(x)
 
 
 @_api_errors

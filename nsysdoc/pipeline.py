@@ -150,7 +150,7 @@ def read_report(path: str | os.PathLike) -> dict:
                          hint="pass a saved 'nsysdoc report --format json' file or a capture")
 
 
-def one_capture(path: str | os.PathLike, what: str) -> str:
+def one_input(path: str | os.PathLike, what: str) -> str:
     """The single capture ``path`` names (a file, or a folder holding exactly one)."""
     from .inputs import expand_inputs
 
@@ -165,9 +165,9 @@ def diff_side(path: str | os.PathLike, what: str, ruleset: Ruleset, options: Rep
     """One side of a diff as a report result: a saved report JSON, or a capture to diagnose."""
     if is_saved_report(path):
         return read_report(path)
-    return diagnose(one_capture(path, what), ruleset, options).to_dict()
+    return diagnose(one_input(path, what), ruleset, options).to_dict()
 
 
 
 __all__ = ["Ruleset", "ReportOptions", "config_path", "load_ruleset", "empty_rule_dirs", "diagnose", "is_saved_report",
-           "read_report", "one_capture", "diff_side", "NsysdocError"]
+           "read_report", "one_input", "diff_side", "NsysdocError"]
