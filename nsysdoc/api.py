@@ -858,8 +858,10 @@ def check_outputs(outputs: Sequence[PathLike | None], inputs: Sequence[PathLike]
 
 
 def check_perfetto_options(fmt: str, time_range: str | None, steps: str | None) -> None:
-    """``time_range``/``steps`` of a Perfetto export checked before any capture is read (only with
-    the format ``perfetto``, not both, well formed): UsageError otherwise."""
+    """``time_range``/``steps`` of a Perfetto export, when either is given, checked before any
+    capture is read (only with the format ``perfetto``, not both, well formed): UsageError otherwise."""
+    if time_range is None and steps is None:
+        return
     from .views.perfetto import check_export_options
 
     check_export_options(fmt, time_range, steps)

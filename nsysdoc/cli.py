@@ -372,10 +372,9 @@ def report(
     out_path, to_stdout, as_dir = _output_arg(output)
     paths: list[Path] = _input_args(inputs)
     fmt = _fmt_for(fmt, out_path, as_dir)
-    if time_range is not None or steps is not None:
-        from .api import check_perfetto_options
+    from .api import check_perfetto_options
 
-        check_perfetto_options(fmt.value, time_range, steps)  # before any work: a typo must not cost an analysis
+    check_perfetto_options(fmt.value, time_range, steps)  # before any work: a typo must not cost an analysis
     if sample:
         paths.insert(0, sample_path())
     if not paths:
