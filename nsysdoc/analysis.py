@@ -5,11 +5,17 @@ engine (``nsysdoc.engine.run``: the capture read in time slices, so memory does 
 capture's length) and assembles the result (``nsysdoc.assembly.assemble``: the JSON contract,
 ``docs/json.md``). It returns an :class:`Analysis` whose ``to_dict()`` is that result; the rules
 fill its findings (``nsysdoc.rules.apply_rules``). Once they have, :meth:`Analysis.page_data`
-captures what the page needs beyond the result (:func:`page_data`: the timeline windows of the
+collects what the page needs beyond the result (:func:`page_data`: the timeline windows of the
 median and worst steps, or the middle of the capture, of the findings' ranges and of the whole
 window), once; the page (``nsysdoc.views``) reads only the result and that
 (:class:`nsysdoc.pagedata.PageData`), so the trace and the engine state can be let go
 (:meth:`Analysis.release`).
+
+Words (issue 51: "capture" meant six things): the *input* is the file read (an nsys export or
+report, a PyTorch Profiler trace); the engine *keeps* timeline windows while it runs and
+:meth:`Analysis.replay_windows` replays slices for more; the page data is *collected* after the
+rules; ``capture`` stays the JSON section on the data's quality and the command that profiles a
+program with nsys.
 """
 from __future__ import annotations
 
@@ -45,10 +51,10 @@ class Analysis:
     def to_dict(self) -> dict:
         return self.result
 
-    def capture_windows(self, windows: dict[str, tuple[int, int]], max_ops: int | None = None) -> dict:
-        """Capture more timeline windows ``{name: (start_ns, end_ns)}`` (replaying only the slices
-        that hold them); each is then read with :meth:`window_view`. Returns the engine's captures
-        by name (``overflow`` set on those dropped for holding more than ``max_ops`` operations)."""
+    def replay_windows(self, windows: dict[str, tuple[int, int]], max_ops: int | None = None) -> dict:
+        """Keep more timeline windows ``{name: (start_ns, end_ns)}``, replaying only the slices that
+        hold them (``nsysdoc.engine.run.capture_windows``); each is then read with :meth:`window_view`.
+        Returns the engine's kept windows by name (``overflow`` set on those dropped for holding more than ``max_ops`` operations)."""
         if self.engine is None:
             return {}
         from .engine.run import capture_windows
@@ -88,7 +94,7 @@ def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     pattern = compile_step_pattern(step_pattern)
     plan = make_plan(trace, pattern)
     res = run(trace, plan)
-    result, tables = assemble(trace, plan, res, pattern.pattern)
+    result, tables = assemble(trace, res, pattern.pattern)
     return Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res,
                     result=result, tables=tables)
 
@@ -163,7 +169,7 @@ def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None, *, repla
     covered = [(w.start_ns, w.end_ns) for w in page.windows.values() if w.data is not None]
     plan = tlm.range_windows(finding_ranges(a.to_dict()) if ranges is None else list(ranges), covered)
     if plan:
-        caps = a.capture_windows({f"range{k}": (lo, hi) for k, (lo, hi, _) in enumerate(plan)},
+        caps = a.replay_windows({f"range{k}": (lo, hi) for k, (lo, hi, _) in enumerate(plan)},
                                  max_ops=tlm.RANGE_MAX_OPS)
         for k, (lo, hi, idx) in enumerate(plan):
             cap = caps.get(f"range{k}")
@@ -180,7 +186,7 @@ def page_data(a: Analysis, ranges: list[tuple[int, int]] | None = None, *, repla
     lo, hi = res.window_range
     if n and n <= tlm.WHOLE_WINDOW_MAX_OPS and lo is not None and hi is not None and hi > lo \
             and not any(x <= lo and hi <= y for x, y in covered):
-        cap = a.capture_windows({"window": (int(lo), int(hi))}, max_ops=4 * tlm.WHOLE_WINDOW_MAX_OPS).get("window")
+        cap = a.replay_windows({"window": (int(lo), int(hi))}, max_ops=4 * tlm.WHOLE_WINDOW_MAX_OPS).get("window")
         if cap is not None and not cap.overflow:
             page.windows["window"] = _window(a, "window", cap)
     return page

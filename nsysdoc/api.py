@@ -17,10 +17,9 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
 from . import pipeline
 from .errors import InputError, NsysdocError, UsageError
@@ -32,92 +31,19 @@ PathLike = Union[str, os.PathLike]
 from .severity import SEVERITIES  # noqa: E402
 #: idle causes, in the order the report lists them (columns of ``Report.devices`` / ``Report.gaps``)
 from .idle_causes import IDLE_CAUSES  # noqa: E402
-#: parts of a step's exclusive split (columns of ``Report.steps``, in ms)
-STEP_PARTS = ("compute", "exposed_comm", "copy", "idle_sync", "idle_input", "idle_alloc", "idle_setup",
-              "idle_launch", "idle_api", "idle_host", "idle_dependency", "idle_tail", "idle_unattributed")
+# issue 51: the tables' columns and builders, and the argument checks, in modules of their own;
+# their names stay importable from here (tests and docs name ``nsysdoc.api.STEP_COLUMNS`` ...)
+from .api_tables import (CRITICAL_PATH_COLUMNS, CRITICAL_PATH_SEGMENTS, DEVICE_COLUMNS,  # noqa: E402,F401
+                         DIFF_KERNEL_COLUMNS, GAP_COLUMNS, GPU_OP_COLUMNS, KERNEL_COLUMNS, MEMORY_COLUMNS,
+                         MEMORY_OP_COLUMNS, OPERATOR_COLUMNS, OPERATOR_SHAPE_COLUMNS, RANK_COLUMNS,
+                         STEP_COLUMNS, STEP_PARTS, _chunk_rows, _concat_frames, _frame, _gap_frame,
+                         _gpu_op_frame, _nullable_int)
+from .api_args import (API_PARAMETERS, _api_errors, _optional_path, _optional_str,  # noqa: E402,F401
+                       _path_arg, _path_list, _rule_dirs, api_wording, report_options)
+from .options import ReportOptions, options_of  # noqa: E402
 #: height of the frame ``_repr_html_`` shows the page in (the page scrolls inside it)
 NOTEBOOK_FRAME_PX = 800
 
-
-# --- tables -------------------------------------------------------------------------------------
-def _frame(rows: Iterable[dict], columns: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    """A DataFrame with exactly ``columns`` (name, dtype), in that order, whatever the rows hold.
-
-    dtypes: ``int64``, ``Int64`` (nullable integer), ``float64`` (missing = NaN), ``bool``,
-    ``boolean`` (nullable), ``object`` (str, or None when missing)."""
-    from .lazy_pandas import pandas
-
-    pd = pandas()
-    rows = list(rows)
-    data = {}
-    for name, dtype in columns:
-        values = [r.get(name) for r in rows]
-        if dtype == "float64":
-            values = [float("nan") if v is None else float(v) for v in values]
-        data[name] = pd.Series(values, dtype=dtype if rows or dtype != "object" else "object")
-    return pd.DataFrame(data, columns=[c for c, _ in columns])
-
-
-STEP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("step", "int64"), ("index", "int64"), ("name", "object"), ("primary", "bool"),
-    ("pid", "Int64"), ("tid", "Int64"), ("device", "object"),
-    ("start_ns", "int64"), ("end_ns", "int64"), ("step_time_ms", "float64"), ("duration_ms", "float64"),
-    ("kernel_count", "Int64"), ("time_busy_pct", "float64"), ("idle_before_first_op_ms", "float64"),
-    ("host_sync_ms", "float64"), ("scalar_reads", "Int64"), ("sm_active_pct", "float64"),
-    ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"), ("dram_read_pct", "float64"),
-) + tuple((f"{p}_ms", "float64") for p in STEP_PARTS)
-
-KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("count", "int64"), ("total_ms", "float64"), ("mean_us", "float64"),
-    ("median_us", "float64"), ("p95_us", "float64"), ("share_of_kernel_time_pct", "float64"),
-    ("under_10us_pct", "float64"), ("is_nccl", "bool"),
-    # hardware counters per kernel (issue 47; NaN / 0 / "unknown" without GPU metrics)
-    ("sm_active_pct", "float64"), ("sm_issue_pct", "float64"), ("tensor_active_pct", "float64"),
-    ("dram_bandwidth_pct", "float64"), ("counter_samples", "int64"), ("bound", "object"),
-)
-
-#: ``Report.operators_by_shape`` (issue 47)
-OPERATOR_SHAPE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("input_dims", "object"), ("calls", "Int64"), ("self_gpu_ms", "float64"),
-    ("gpu_ms", "float64"), ("self_cpu_ms", "float64"), ("cpu_ms", "float64"), ("kernels", "Int64"),
-)
-OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("calls", "Int64"), ("gpu_ms", "float64"), ("self_gpu_ms", "float64"),
-    ("cpu_ms", "float64"), ("self_cpu_ms", "float64"), ("kernels", "Int64"), ("top_kernel", "object"),
-    ("module", "object"), ("frame", "object"),
-    # issue 47: the CPU-side view (rows by CPU time too; per call, and CPU dispatch slower than the GPU)
-    ("cpu_us_per_call", "float64"), ("gpu_us_per_call", "float64"), ("cpu_exceeds_gpu", "boolean"),
-    ("cpu_wait_ms", "float64"), ("outer_calls", "Int64"),
-)
-
-DEVICE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("device", "int64"), ("label", "object"), ("name", "object"), ("compute_capability", "float64"),
-    ("busy_pct", "float64"), ("compute_pct", "float64"), ("comm_pct", "float64"),
-    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("idle_pct", "float64"),
-    ("busy_ms", "float64"), ("compute_ms", "float64"), ("copy_only_ms", "float64"), ("comm_ms", "float64"),
-    ("exposed_comm_ms", "float64"), ("kernel_count", "int64"), ("copy_count", "int64"), ("gap_count", "int64"),
-) + tuple((f"idle_{c}_ms", "float64") for c in IDLE_CAUSES)
-
-GAP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("device", "object"), ("start_ns", "int64"), ("end_ns", "int64"), ("duration_ms", "float64"),
-    ("cause", "object"), ("pid", "Int64"), ("tid", "Int64"),
-) + tuple((f"{c}_ms", "float64") for c in IDLE_CAUSES)
-
-RANK_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("rank", "int64"), ("file", "object"), ("ok", "bool"), ("error", "object"), ("pids", "object"),
-    ("devices", "object"), ("gpu_models", "object"), ("step_source", "object"), ("steps", "Int64"),
-    ("step_time_ms_median", "float64"), ("gpu_busy_pct", "float64"), ("compute_pct", "float64"),
-    ("exposed_comm_pct", "float64"), ("copy_only_pct", "float64"), ("clock_offset_ms", "float64"),
-    ("clock_mad_us", "float64"), ("last_count", "Int64"), ("wait_ms_per_step", "float64"),
-    ("kernel_count", "Int64"), ("verdict", "object"), ("report", "object"),
-)
-
-DIFF_KERNEL_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "object"), ("status", "object"), ("base_ms_per_step", "float64"),
-    ("candidate_ms_per_step", "float64"), ("delta_ms_per_step", "float64"),
-    ("base_count_per_step", "float64"), ("candidate_count_per_step", "float64"),
-    ("base_mean_us", "float64"), ("candidate_mean_us", "float64"),
-)
 
 
 def _without_pandas(method):
@@ -157,38 +83,6 @@ def _json_text(result: dict) -> str:
     except msgspec.DecodeError:  # a lone surrogate (a file name that is not UTF-8): msgspec refuses it
         return json.dumps(result, indent=2, allow_nan=False) + "\n"
 
-
-# --- errors that name API parameters (issue 49) -------------------------------------------------
-#: the command line's flags that messages from the shared layers name, and the API parameter each
-#: is: an error the API raises names ``step_marker=``, never ``--step-marker`` (cli.py keeps the flags)
-API_PARAMETERS = {"--step-marker": "step_marker", "--rank-pattern": "rank_pattern", "--dask": "dask",
-                  "--range": "time_range", "--steps": "steps", "--rank-reports": "rank_reports"}
-_FLAG = re.compile(r"(?<![\w-])(" + "|".join(re.escape(f) for f in API_PARAMETERS) + r")(?![\w-])( (?=['\"A-Z0-9]|tcp://))?")
-
-
-def api_wording(text: str | None) -> str | None:
-    """``text`` with each command-line flag of :data:`API_PARAMETERS` named as the API parameter:
-    ``--step-marker '(': ...`` becomes ``step_marker='(': ...``, ``pass --dask tcp://HOST:8786``
-    becomes ``pass dask=tcp://HOST:8786``."""
-    if not text:
-        return text
-    return _FLAG.sub(lambda m: API_PARAMETERS[m.group(1)] + "=", text)
-
-
-def _api_errors(func):
-    """Raise the NsysdocError ``func`` raises with its message and hint in the API's words."""
-    import functools
-
-    @functools.wraps(func)
-    def run(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except NsysdocError as exc:
-            message, hint = api_wording(exc.message), api_wording(exc.hint)
-            if message != exc.message or hint != exc.hint:
-                exc.message, exc.hint, exc.args = message, hint, (message,)
-            raise
-    return run
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -231,28 +125,12 @@ def _at_least(severity: str | None, floor: str) -> bool:
     return SEVERITIES.index(severity) >= SEVERITIES.index(floor)
 
 
-#: issue 47: ``Report.memory`` and ``Report.memory_ops``
-MEMORY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("time_ns", "int64"), ("device", "int64"), ("bytes", "int64"), ("allocated_bytes", "int64"),
-    ("reserved_bytes", "Int64"), ("pid", "Int64"), ("tid", "Int64"),
-)
-MEMORY_OP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("op", "object"), ("module", "object"), ("frame", "object"), ("allocated_bytes", "int64"),
-    ("allocations", "int64"),
-)
-#: issue 48: ``Report.critical_path``
-CRITICAL_PATH_SEGMENTS = ("cpu", "launch", "kernel", "copy", "comm", "wait")
-CRITICAL_PATH_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("step", "Int64"), ("start_ns", "int64"), ("length_ms", "float64"),
-    *((f"{k}_ms", "float64") for k in CRITICAL_PATH_SEGMENTS),
-)
-
 
 class Report:
     """The diagnosis of one capture: what ``nsysdoc report`` computes, as an object."""
 
-    def __init__(self, analysis, *, cache_dir: PathLike | None = None, cache: bool = True,
-                 reads: Sequence[Any] = (), reopen: Callable[[], Any] | None = None) -> None:
+    def __init__(self, analysis, *, options: ReportOptions | None = None, reads: Sequence[Any] = (),
+                 reopen: Callable[[], Any] | None = None, **fields) -> None:
         # issue 51: the result, the whole tables and the page data are kept; given ``reopen`` (a
         # function giving the analysis again, the capture read anew: :func:`_reopen`), the trace,
         # its block store and the engine state are let go now, and the accessors that need rows
@@ -267,8 +145,9 @@ class Report:
             analysis.release()
             analysis = None
         self._analysis = analysis
-        self._cache = cache
-        self._cache_dir = cache_dir
+        #: the options the report was made with (its cache settings serve the page's templates);
+        #: ``fields`` name some instead (``Report(a, cache=False)``)
+        self._options = options_of(options, **fields)
         self._tables: dict[str, Any] = {}
         #: what the run read (nsysdoc.outputs.Read): no writer of this report may replace it
         self._reads = tuple(reads)
@@ -518,10 +397,10 @@ class Report:
         from .views import render_html
 
         bytecode = None
-        if self._cache:
+        if self._options.cache:
             from .cache import templates_dir
 
-            bytecode = templates_dir(self._cache_dir)
+            bytecode = templates_dir(self._options.cache_dir)
         return render_html(self._result, page=self._whole_page(), worst_step=worst_step, bytecode_dir=bytecode)
 
     @_without_pandas
@@ -576,123 +455,10 @@ class Report:
         return f"<nsysdoc.Report {Path(self.path).name}: {self.verdict!r} ({n} finding{'s' * (n != 1)})>"
 
 
-# --- issue 49: per-event tables -----------------------------------------------------------------
-#: ``Report.gpu_ops`` / ``Report.iter_gpu_ops``
-GPU_OP_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("start_ns", "int64"), ("end_ns", "int64"), ("device", "object"), ("stream", "Int64"), ("name", "object"),
-    ("kind", "object"), ("correlation", "Int64"), ("operator", "object"), ("module", "object"), ("step", "Int64"),
-    ("frame", "object"), ("device_id", "Int64"), ("pid", "Int64"),
-)
-
-
-def _chunk_rows(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"chunk_rows must be a positive integer, got {value!r}",
-                         hint="e.g. chunk_rows=1_000_000 (rows per DataFrame)")
-    return value
-
-
-def _nullable_int(pd, values, missing):
-    import numpy as np
-
-    v = np.asarray(values, dtype=np.int64)
-    return pd.arrays.IntegerArray(v, v == missing) if len(v) else pd.array([], dtype="Int64")
-
-
-def _gpu_op_frame(chunk: dict) -> "pd.DataFrame":
-    from .lazy_pandas import pandas
-
-    pd = pandas()
-    data = {}
-    for name, dtype in GPU_OP_COLUMNS:
-        v = chunk[name]
-        if dtype == "Int64":
-            # unknown: stream/device -1, step -1 (outside every step), correlation 0 (none recorded)
-            data[name] = _nullable_int(pd, v, 0 if name == "correlation" else -1)
-        else:
-            data[name] = pd.Series(v, dtype=dtype)
-    return pd.DataFrame(data, columns=[c for c, _ in GPU_OP_COLUMNS])
-
-
-def _gap_frame(chunk: dict, labels: list) -> "pd.DataFrame":
-    import numpy as np
-
-    from .lazy_pandas import pandas
-    from .trace import schema as S
-
-    pd = pandas()
-    dev = chunk["device"]
-    th = chunk["thread"]
-    split = chunk["split_ns"]
-    data = {"device": pd.Series([labels[d] if 0 <= d < len(labels) else None for d in dev.tolist()], dtype="object"),
-            "start_ns": pd.Series(chunk["start_ns"], dtype="int64"), "end_ns": pd.Series(chunk["end_ns"], dtype="int64"),
-            "duration_ms": pd.Series((chunk["end_ns"] - chunk["start_ns"]) / 1e6, dtype="float64"),
-            "cause": pd.Series([IDLE_CAUSES[c] for c in chunk["cause"].tolist()], dtype="object"),
-            "pid": pd.arrays.IntegerArray(np.asarray(S.decode_pid(th), dtype=np.int64), th == 0),
-            "tid": pd.arrays.IntegerArray(np.asarray(S.decode_tid(th), dtype=np.int64), th == 0)}
-    for j, c in enumerate(IDLE_CAUSES):
-        data[f"{c}_ms"] = pd.Series(split[:, j] / 1e6, dtype="float64")
-    return pd.DataFrame(data, columns=[c for c, _ in GAP_COLUMNS])
-
-
-def _concat_frames(frames: list, columns) -> "pd.DataFrame":
-    if not frames:
-        return _frame([], columns)
-    if len(frames) == 1:
-        return frames[0]
-    from .lazy_pandas import pandas
-
-    return pandas().concat(frames, ignore_index=True)
-
 
 def _options(rules, config, no_config) -> pipeline.Ruleset:
     return pipeline.load_ruleset(_rule_dirs(rules), _optional_path(config, "config"), bool(no_config))
 
-
-def _rule_dirs(rules) -> list[Path]:
-    """``rules`` (one folder, or a list or tuple of them) as paths; anything else is a UsageError."""
-    if rules is None:
-        return []
-    if isinstance(rules, (str, os.PathLike)):
-        rules = [rules]
-    if not isinstance(rules, (list, tuple)):
-        raise UsageError(f"rules must be a folder path or a list of them, got {type(rules).__name__}")
-    return [_path_arg(r, "rules folder") for r in rules]
-
-
-def _path_arg(path, what: str = "input") -> Path:
-    """A path argument: str or os.PathLike, not empty (``Path("")`` is the current folder), no NUL
-    byte. UsageError otherwise, with one line."""
-    from .outputs import check_path_value
-
-    if not isinstance(path, (str, os.PathLike)):
-        raise UsageError(f"expected a path for the {what}, got {type(path).__name__}")
-    return check_path_value(path, what)
-
-
-def _optional_path(value, what: str) -> Path | None:
-    return None if value is None else _path_arg(value, what)
-
-
-def _optional_str(value, what: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise UsageError(f"{what} must be a string, got {type(value).__name__}")
-    if value is not None and "\x00" in value:
-        raise UsageError(f"{what} holds a NUL byte")
-    return value
-
-
-def _check_run_options(*, step_marker=None, cache=True, cache_dir=None, nsys=None, progress=None) -> None:
-    """The options every entry point shares, checked before any work: a wrong type is a one-line
-    UsageError (an NsysdocError), never a TypeError from deep inside the pipeline."""
-    _optional_str(step_marker, "step_marker")
-    if not isinstance(cache, (bool, int)):
-        raise UsageError(f"cache must be True or False, got {type(cache).__name__}")
-    _optional_path(cache_dir, "cache folder")
-    if nsys is not None:
-        _path_arg(nsys, "nsys binary")
-    if progress is not None and not callable(progress):
-        raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
 
 
 def _check_path(path) -> None:
@@ -723,52 +489,47 @@ def reports(paths: PathLike | Sequence[PathLike], *, rules: Sequence[PathLike] |
     from .inputs import expand_inputs
 
     items = _path_list(paths)
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     files = expand_inputs(items)
-    return [_report(f, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
-                    progress=progress) for f in files]
+    return [_report(f, ruleset, options) for f in files]
 
 
-def _path_list(paths) -> list[Path]:
-    """One path or a list or tuple of them (any iterable but a string); UsageError otherwise."""
-    if isinstance(paths, (str, os.PathLike)):
-        return [_path_arg(paths)]
-    if isinstance(paths, (bytes, dict)) or not hasattr(paths, "__iter__"):
-        raise UsageError(f"expected a path or a list of paths, got {type(paths).__name__}")
-    return [_path_arg(p) for p in paths]
 
-
-def _report(path: PathLike, ruleset: pipeline.Ruleset, *, step_marker=None, cache=True, cache_dir=None,
-            nsys=None, progress=None, keep_rows: bool = False, page_windows: bool = True) -> Report:
+def _report(path: PathLike, ruleset: pipeline.Ruleset, options: ReportOptions | None = None, *,
+            keep_rows: bool = False, page_windows: bool = True, **fields) -> Report:
     """The Report of ``path``; ``keep_rows``: keep the trace and the engine state (a caller about
     to stream every event, ``-f perfetto``, saves reading the capture again); ``page_windows=False``:
     don't replay slices for the page's finding-range and whole-window timelines (a JSON-only run,
     issue 50: the page, if asked for later, captures them then)."""
     from .lazy_pandas import deferring
 
+    options = options_of(options, **fields)
     with deferring():  # an nsys export's analysis needs no pandas: keep pyarrow from importing it
-        analysis = pipeline.diagnose(path, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir,
-                                     nsys=nsys, progress=progress)
+        analysis = pipeline.diagnose(path, ruleset, options)
         analysis.page_data(replay=page_windows)  # what the page needs, once the rules ran (issue 51)
     src = (analysis.to_dict().get("source") or {}).get("path")
-    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), cache=cache,
-                                            cache_dir=cache_dir)
-    return Report(analysis, cache=cache, cache_dir=cache_dir, reopen=reopen,
+    reopen = None if keep_rows else _reopen(str(src or path), analysis.step_pattern, analysis.to_dict(), options)
+    return Report(analysis, options=options, reopen=reopen,
                   reads=_reads_for([path] + ([src] if src and str(src) != str(path) else []), ruleset))
 
 
-def _reopen(src: str, step_pattern: str, result: dict, *, cache: bool, cache_dir) -> Callable[[], Any]:
+def _reopen(src: str, step_pattern: str, result: dict, options: ReportOptions | None = None,
+            **fields) -> Callable[[], Any]:
     """The analysis of ``src`` (the capture a report read: the SQLite export of a ``.nsys-rep``)
     made again, as :func:`nsysdoc.pipeline.diagnose` made it (from the cache when on), with the
-    report's ``result`` (its findings): what a released :class:`Report` reads rows from."""
+    report's ``result`` (its findings): what a released :class:`Report` reads rows from. Of the
+    ``options`` (or ``fields``) only the cache settings count: the export exists, the step
+    pattern is the one the report used."""
+    o = options_of(options, **fields)
+
     def reopen():
         from .analysis import analyze
         from .lazy_pandas import deferring
         from .trace import load_trace
 
         with deferring():
-            a = analyze(load_trace(src, cache=cache, cache_dir=cache_dir), step_pattern=step_pattern)
+            a = analyze(load_trace(src, cache=o.cache, cache_dir=o.cache_dir), step_pattern=step_pattern)
         a.result = result
         return a
     return reopen
@@ -789,16 +550,15 @@ def report(path: PathLike, *, rules: Sequence[PathLike] | PathLike = (), config:
     _check_path(path)
     if isinstance(path, Report):
         return path
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
     ruleset = _options(rules, config, no_config)
     try:
-        one = pipeline.one_capture(path, "input")
+        one = pipeline.one_input(path, "input")
     except InputError as exc:
         if "captures; the input must be one capture" in exc.message:
             raise InputError(exc.message, hint="nsysdoc.reports() reads each of them") from None
         raise
-    return _report(one, ruleset, step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys,
-                   progress=progress)
+    return _report(one, ruleset, options)
 
 
 # --- diff ---------------------------------------------------------------------------------------
@@ -886,7 +646,7 @@ class Diff:
         return f"<nsysdoc.Diff {self.headline!r}>"
 
 
-def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -> tuple[dict, str]:
+def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], options: ReportOptions) -> tuple[dict, str]:
     if isinstance(x, Report):
         return x._result, x.path
     if isinstance(x, dict):
@@ -894,7 +654,7 @@ def _side(x, what: str, ruleset_of: Callable[[], pipeline.Ruleset], **options) -
     _check_path(x)
     if pipeline.is_saved_report(x):
         return pipeline.read_report(x), str(x)
-    return _report(pipeline.one_capture(x, what), ruleset_of(), **options)._result, str(x)
+    return _report(pipeline.one_input(x, what), ruleset_of(), options)._result, str(x)
 
 
 @_api_errors
@@ -913,10 +673,9 @@ def diff(base: PathLike | Report, candidate: PathLike | Report, *, rules: Sequen
             loaded.append(_options(rules, config, no_config))
         return loaded[0]
 
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
-    opts = dict(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
-    (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, **opts),
-                                _side(candidate, "candidate", ruleset_of, **opts))
+    options = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys, progress=progress)
+    (a, name_a), (b, name_b) = (_side(base, "base", ruleset_of, options),
+                                _side(candidate, "candidate", ruleset_of, options))
     return Diff(compare(a, b, names=(name_a, name_b)))
 
 
@@ -1025,7 +784,7 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
         raise UsageError(f"jobs must be a whole number ≥ 1, got {jobs!r}")
     _optional_str(dask, "dask")
     _optional_str(rank_pattern, "rank_pattern")
-    _check_run_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
+    report = report_options(step_marker=step_marker, cache=cache, cache_dir=cache_dir, nsys=nsys)
     if progress is not None and not callable(progress):
         raise UsageError(f"progress must be a function (or None), got {type(progress).__name__}")
     if notice is not None and not callable(notice):
@@ -1045,13 +804,85 @@ def job(inputs: PathLike | Sequence[PathLike], *, jobs: int | None = None, dask:
         check_outputs([rank_report_path(rank_reports, f) for f in files],
                       _reads_for([*files, *items], ruleset, _rule_dirs(rules)))
     cfg_path = ruleset.config_path
-    options = {"step_marker": step_marker, "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
-               "config": str(Path(cfg_path).resolve()) if cfg_path else None, "no_cache": not cache,
-               "cache_dir": str(cache_dir) if cache_dir else None, "nsys": nsys,
+    options = {**report.job_fields(), "rule_dirs": [str(Path(d).resolve()) for d in _rule_dirs(rules)],
+               "config": str(Path(cfg_path).resolve()) if cfg_path else None,
                "rank_reports_dir": str(Path(rank_reports).resolve()) if rank_reports else None}
     result = run_job([str(p) for p in items], options, jobs=jobs, dask=dask, rank_pattern=rank_pattern,
                      progress=progress, notice=notice, dask_timeout=dask_timeout)
     return Job(result)
 
 
-__all__ = ["Report", "Finding", "Diff", "Job", "report", "reports", "diff", "job", "NsysdocError", "InputError"]
+# --- the steps of a run, for the command line and tools built like it (issue 51) ------------------
+# The command line reaches the library only through this module: these are the parts ``report``,
+# ``diff`` and ``job`` put together, for a caller that reports many files with one ruleset, guards
+# its own outputs and writes a folder's index page. Their errors name the command line's flags.
+def load_ruleset(rules: Sequence[PathLike] | PathLike = (), *, config: PathLike | None = None,
+                 no_config: bool = False) -> pipeline.Ruleset:
+    """The built-in rules plus the team folders ``rules``, with the project configuration (as
+    :func:`report` loads them): ``.rules``, ``.config``, ``.config_path``, ``.step_marker``,
+    ``.fail_on``, and ``.warnings`` (configuration files found but passed over as untrusted)."""
+    return _options(rules, config, no_config)
+
+
+def empty_rule_folders(rules: Sequence[PathLike], ruleset: pipeline.Ruleset) -> list[Path]:
+    """The rule folders (``rules``, and those the configuration names) that hold no rule file."""
+    return pipeline.empty_rule_dirs(rules, ruleset)
+
+
+def input_files(paths: Sequence[PathLike], seen: set | None = None) -> list[str]:
+    """The capture files ``paths`` stand for, in order (a folder: its captures, sorted); ``seen``
+    (a set the caller keeps) drops a file named twice across calls."""
+    from .inputs import expand_inputs
+
+    return expand_inputs(list(paths), seen)
+
+
+def report_file(path: PathLike, ruleset: pipeline.Ruleset, options: ReportOptions | None = None, *,
+                keep_rows: bool = False, page_windows: bool = True) -> Report:
+    """The Report of one capture file with a ruleset already loaded (:func:`load_ruleset`) and the
+    options built once (:class:`~nsysdoc.options.ReportOptions`): :func:`report` after its checks.
+    ``keep_rows``: keep the trace and the engine state (about to stream every event: the Perfetto
+    export); ``page_windows=False``: no timeline replayed for the page now (a JSON-only run; the
+    page, if asked for later, replays them then)."""
+    return _report(path, ruleset, options, keep_rows=keep_rows, page_windows=page_windows)
+
+
+def check_outputs(outputs: Sequence[PathLike | None], inputs: Sequence[PathLike], ruleset: pipeline.Ruleset | None,
+                  rules: Sequence[PathLike] = ()) -> None:
+    """The output guard before any work (``nsysdoc.outputs.check_outputs``): no output may replace a
+    file the run reads (the inputs and their SQLite files, the export beside a report, the rule
+    files of ``rules`` and of the configuration, the configuration file), nor be unwritable."""
+    from .outputs import check_outputs as guard
+
+    guard([t for t in outputs if t is not None], _reads_for(inputs, ruleset, rules))
+
+
+def check_perfetto_options(fmt: str, time_range: str | None, steps: str | None) -> None:
+    """``time_range``/``steps`` of a Perfetto export, when either is given, checked before any
+    capture is read (only with the format ``perfetto``, not both, well formed): UsageError otherwise."""
+    if time_range is None and steps is None:
+        return
+    from .views.perfetto import check_export_options
+
+    check_export_options(fmt, time_range, steps)
+
+
+def rank_report_path(folder: PathLike, capture: PathLike) -> Path:
+    """Where a job writes the page of the rank whose capture is ``capture`` into ``folder``."""
+    from .jobs.ranks import rank_report_path as path_of
+
+    return path_of(folder, str(capture))
+
+
+def index_html(rows: Sequence[tuple], folder: PathLike) -> str:
+    """The index page of a folder of reports: one row per ``(input, result, page, error)`` (a
+    result and the page written for it, or None and the error line), pages linked relative to
+    ``folder``."""
+    from .views.index_page import index_row, render_index_html
+
+    return render_index_html([index_row(p, r, t, Path(folder), e) for p, r, t, e in rows])
+
+
+__all__ = ["Report", "Finding", "Diff", "Job", "report", "reports", "diff", "job", "NsysdocError", "InputError",
+           "ReportOptions", "load_ruleset", "empty_rule_folders", "input_files", "report_file", "check_outputs",
+           "check_perfetto_options", "rank_report_path", "index_html"]

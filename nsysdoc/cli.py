@@ -167,9 +167,9 @@ def sample_path() -> Path:
 def _ruleset(rule_dirs: list[Path], config: Optional[Path], no_config: bool):
     """The rules and configuration; a configuration file found walking up but passed over as
     untrusted (``Ruleset.warnings``) is said once, one warning line each, even with ``-q``."""
-    from .pipeline import load_ruleset
+    from .api import load_ruleset
 
-    ruleset = load_ruleset(rule_dirs, config, no_config)
+    ruleset = load_ruleset(rule_dirs, config=config, no_config=no_config)
     for w in getattr(ruleset, "warnings", None) or []:
         _echo(f"nsysdoc: warning: {_one_line(w)}", err=True)
     return ruleset
@@ -196,24 +196,22 @@ def _say(msg: str) -> None:
         _progress(msg)
 
 
-def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step_marker: Optional[str],
-                  no_cache: bool, cache_dir: Optional[Path], fail_on: "Severity | None", debug: bool,
-                  nsys: Optional[str], rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
+def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], options,
+                  fail_on: "Severity | None", debug: bool,
+                  rule_dirs: list[Path] | None = None, config: Optional[Path] = None,
                   no_config: bool = False, quiet: bool = False, open_report: bool = False,
                   worst_step: bool = False, json_beside: bool = False, to_stdout: bool = False,
                   as_dir: bool = False, export: tuple = (None, None)) -> int:
-    """Report each input; returns the exit code (worst over inputs). Errors do not stop the rest."""
-    from .inputs import expand_inputs
-
-    from .api import _report
-    from .pipeline import empty_rule_dirs
+    """Report each input with ``options`` (:class:`nsysdoc.options.ReportOptions`, built once by
+    the command); returns the exit code (worst over inputs). Errors do not stop the rest."""
+    from .api import empty_rule_folders, input_files, report_file
 
     try:
         ruleset = _ruleset(list(rule_dirs or []), config, no_config)
     except NsysdocError as exc:
         _err(exc.message, exc.hint)
         return EXIT_ERROR
-    for d in empty_rule_dirs(rule_dirs, ruleset):
+    for d in empty_rule_folders(rule_dirs, ruleset):
         _echo(f"nsysdoc: warning: {d} holds no rule files (*.yaml); only the built-in rules run", err=True)
     if fail_on is None:
         fail_on = Severity(ruleset.fail_on) if ruleset.fail_on else Severity.never
@@ -223,7 +221,7 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     seen: set = set()
     for raw in paths:
         try:
-            files.extend(expand_inputs([raw], seen))
+            files.extend(input_files([raw], seen))
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             worst = EXIT_ERROR
@@ -253,9 +251,8 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
     rows: list = []  # index.html: (input, result, page, error)
     for path in files:
         try:
-            rep = _report(path, ruleset, step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir,
-                          nsys=nsys, progress=_say, keep_rows=fmt == Format.perfetto,
-                          page_windows=fmt in (Format.html, Format.md))
+            rep = report_file(path, ruleset, options, keep_rows=fmt == Format.perfetto,
+                              page_windows=fmt in (Format.html, Format.md))
             result = rep.result
             text = _render(rep, fmt, worst_step, export)
             _cache_warnings()
@@ -308,11 +305,10 @@ def _report_paths(paths: list[Path], fmt: "Format", output: Optional[Path], step
         if worst == EXIT_OK and _fails(result, fail_on):
             worst = EXIT_FINDINGS
     if index is not None:
-        from .views.index_page import index_row, render_index_html
+        from .api import index_html
 
         try:
-            _write_out(render_index_html([index_row(p, r, t, index.parent, e) for p, r, t, e in rows]), index,
-                       "the index page")
+            _write_out(index_html(rows, index.parent), index, "the index page")
         except NsysdocError as exc:
             _err(exc.message, exc.hint)
             return EXIT_ERROR
@@ -376,19 +372,20 @@ def report(
     out_path, to_stdout, as_dir = _output_arg(output)
     paths: list[Path] = _input_args(inputs)
     fmt = _fmt_for(fmt, out_path, as_dir)
-    if time_range is not None or steps is not None:
-        from .views.perfetto import check_export_options
+    from .api import check_perfetto_options
 
-        check_export_options(fmt.value, time_range, steps)  # before any work: a typo must not cost an analysis
+    check_perfetto_options(fmt.value, time_range, steps)  # before any work: a typo must not cost an analysis
     if sample:
         paths.insert(0, sample_path())
     if not paths:
         _err("no input given", "pass an nsys export: nsysdoc report run.sqlite (or --sample)")
         raise typer.Exit(EXIT_ERROR)
+    from .api import ReportOptions
     from .lazy_pandas import deferring
 
+    options = ReportOptions(step_marker=step_marker, cache=not no_cache, cache_dir=cache_dir, nsys=nsys, progress=_say)
     with deferring():  # an nsys export's report needs no pandas: keep pyarrow from importing it
-        code = _report_paths(paths, fmt, out_path, step_marker, no_cache, cache_dir, fail_on, debug, nsys,
+        code = _report_paths(paths, fmt, out_path, options, fail_on, debug,
                              rules, config, no_config, quiet, open_report, worst_step, to_stdout=to_stdout,
                              as_dir=as_dir, export=(time_range, steps))
     raise typer.Exit(code)
@@ -519,13 +516,11 @@ def job(
     try:
         ruleset = _ruleset(list(rules), config, no_config)  # validate rules and config here: one error, before any work
         if target is not None or rank_reports is not None:
-            from .inputs import expand_inputs
+            from .api import input_files, rank_report_path
 
-            files = expand_inputs(inputs)
+            files = input_files(inputs)
             planned = [target] if target is not None else []
             if rank_reports is not None:
-                from .jobs.ranks import rank_report_path
-
                 planned += [rank_report_path(rank_reports, f) for f in files]
             _guard(planned, [*files, *inputs], rules, ruleset)
         j = run_job(inputs, jobs=jobs, dask=dask, rank_pattern=rank_pattern, rank_reports=rank_reports,
@@ -613,8 +608,11 @@ def capture(
         raise typer.Exit(EXIT_ERROR)
     _echo(f"nsysdoc: SQLite export written to {result.sqlite_path}", err=True)
     sqlite = Path(result.sqlite_path)
-    code = _report_paths([sqlite], Format.html, sqlite.with_name(sqlite.stem + ".nsysdoc.html"), step_marker,
-                         False, None, fail_on, False, nsys=binary, rule_dirs=rules, json_beside=True)
+    from .api import ReportOptions
+
+    options = ReportOptions(step_marker=step_marker, nsys=binary, progress=_say)
+    code = _report_paths([sqlite], Format.html, sqlite.with_name(sqlite.stem + ".nsysdoc.html"), options,
+                         fail_on, False, rule_dirs=rules, json_beside=True)
     if result.interrupted:
         raise typer.Exit(130)
     if result.program_exit_code:
@@ -705,21 +703,20 @@ def _guard(planned, inputs, rule_dirs, ruleset) -> None:
     file this run reads (inputs and their SQLite files, the export beside a report, rule files of
     ``--rules`` and of the configuration, the configuration file, found or given), nor one that
     cannot be written."""
-    from .api import _reads_for
-    from .outputs import check_outputs
+    from .api import check_outputs
 
-    check_outputs([t for t in planned if t is not None], _reads_for(inputs, ruleset, rule_dirs))
+    check_outputs(planned, inputs, ruleset, rule_dirs)
 
 
 def _files_of(paths) -> list:
     """The files the inputs stand for (a folder: its captures), for the guard; an input that
     cannot be expanded stands for itself (its own error comes when it is read)."""
-    from .inputs import expand_inputs
+    from .api import input_files
 
     out: list = []
     for p in paths:
         try:
-            out += expand_inputs([p])
+            out += input_files([p])
         except NsysdocError:
             out.append(p)
         out.append(p)

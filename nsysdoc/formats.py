@@ -11,7 +11,7 @@ Python API, ``capture``) reaches a capture through :func:`input_kind`'s order:
 4. anything else goes to the SQLite reader, which refuses it in its own words.
 
 A saved report (``nsysdoc report -f json``, one side of ``diff``) is told from a capture by
-:func:`is_saved_report_head`. Folders stand for the captures named by :data:`CAPTURE_SUFFIXES`
+:func:`is_saved_report_head`. Folders stand for the captures named by :data:`NSYS_INPUT_SUFFIXES`
 and :func:`is_kineto_name`. Nothing here imports nsysdoc: the readers, the inputs and the
 outputs all stand above it. Sniffers never raise, never load a whole file, never open a FIFO.
 """
@@ -34,15 +34,15 @@ OLD_REP_SUFFIX = ".qdrep"
 REPORT_SUFFIXES = (REP_SUFFIX, OLD_REP_SUFFIX)
 #: an nsys SQLite export
 SQLITE_SUFFIX = ".sqlite"
-#: the nsys captures a folder stands for
-CAPTURE_SUFFIXES = (REP_SUFFIX, SQLITE_SUFFIX)
+#: the nsys files a folder stands for (issue 51: "capture" meant six things; an input file is an "input")
+NSYS_INPUT_SUFFIXES = (REP_SUFFIX, SQLITE_SUFFIX)
 #: PyTorch Profiler (Kineto) traces a folder stands for (``torch.profiler.tensorboard_trace_handler``
 #: names); never nsysdoc's own ``*.nsysdoc.json`` reports or other JSON
 KINETO_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 #: nsysdoc's own saved report beside a capture
 SAVED_REPORT_SUFFIX = ".nsysdoc.json"
 #: every suffix a capture's name may end with, the longer of two overlapping ones first: what is
-#: left is the capture's stem (:func:`capture_stem`)
+#: left is the input's stem (:func:`input_stem`)
 STEM_SUFFIXES = (REP_SUFFIX, OLD_REP_SUFFIX, SQLITE_SUFFIX, ".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -66,7 +66,7 @@ def is_kineto_name(name: str) -> bool:
     return low.endswith(KINETO_SUFFIXES) and not low.endswith(SAVED_REPORT_SUFFIX)
 
 
-def capture_stem(path: str | os.PathLike) -> str:
+def input_stem(path: str | os.PathLike) -> str:
     """A capture's name without its capture suffix (``rank3.pt.trace.json.gz`` -> ``rank3``)."""
     name = Path(path).name
     for suffix in STEM_SUFFIXES:
@@ -92,9 +92,15 @@ def is_saved_report_head(path: str | os.PathLike, head: bytes) -> bool:
     return (Path(path).suffix.lower() == ".json" or head.startswith(b"{")) and not is_kineto_trace(path)
 
 
-def input_kind(path) -> str:
+def input_kind(path, *, saved_report: bool = False) -> str:
     """What a capture path holds, in the order of the module docstring: ``"nsys-report"``,
-    ``"sqlite"``, ``"kineto"`` or ``"other"`` (left to the SQLite reader's refusal)."""
+    ``"sqlite"``, ``"kineto"`` or ``"other"`` (left to the SQLite reader's refusal). Every entry
+    point asks here (issue 51): the pipeline (export a report first), the trace loader (which
+    reader), one side of a diff (``saved_report=True``: a regular file holding a saved nsysdoc
+    report is ``"saved-report"``, before anything else; reading its first bytes may raise OSError,
+    for the caller to word)."""
+    if saved_report and _is_regular(path) and is_saved_report_head(path, _first_bytes(path)):
+        return "saved-report"
     if is_report_name(path):
         return "nsys-report"
     if is_sqlite(path):
@@ -117,6 +123,12 @@ def _head(path, n: int = 4096) -> bytes:
             return fh.read(n)
     except OSError:
         return b""
+
+
+def _first_bytes(path, n: int = 64) -> bytes:
+    """The first ``n`` bytes, leading white space removed (OSError is the caller's)."""
+    with open(path, "rb") as fh:
+        return fh.read(n).lstrip()
 
 
 def _json_start(head: bytes) -> bool:

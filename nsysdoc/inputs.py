@@ -21,7 +21,7 @@ from pathlib import Path
 from .errors import InputError
 
 # what a path holds (suffixes, which names a folder stands for): nsysdoc.formats
-from .formats import CAPTURE_SUFFIXES, KINETO_SUFFIXES, REP_SUFFIX, SQLITE_SUFFIX, is_kineto_name  # noqa: F401
+from .formats import NSYS_INPUT_SUFFIXES, KINETO_SUFFIXES, REP_SUFFIX, SQLITE_SUFFIX, is_kineto_name  # noqa: F401
 #: TensorBoard's layout: ``<logdir>/plugins/profile/<run>/<worker>.pt.trace.json[.gz]``
 TENSORBOARD_RUNS = ("plugins", "profile")
 
@@ -162,7 +162,7 @@ def expand_inputs(paths: Sequence[str | os.PathLike], seen: set | None = None, *
             children += [c for run in _list_dir(tb) if run.is_dir() for c in _list_dir(run) if is_kineto_name(c.name)]
         for child in children:
             kineto = is_kineto_name(child.name)
-            if child.name.startswith(".") or (child.suffix not in CAPTURE_SUFFIXES and not kineto):
+            if child.name.startswith(".") or (child.suffix not in NSYS_INPUT_SUFFIXES and not kineto):
                 continue
             if not_regular(child) is not None:
                 if keep_not_regular:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import InputError, NsysdocError
+from .options import ReportOptions, options_of
 
 #: suffixes of Nsight Systems reports that must be exported to SQLite first
-from .formats import REPORT_SUFFIXES, is_report_name, is_saved_report_head  # noqa: F401
+from .formats import REPORT_SUFFIXES, input_kind, is_report_name, is_saved_report_head  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -101,27 +102,28 @@ def empty_rule_dirs(rule_dirs, ruleset: Ruleset) -> list[Path]:
     return out
 
 
-def diagnose(path: str | os.PathLike, ruleset: Ruleset, *, step_marker: str | None = None, cache: bool = True,
-             cache_dir: str | os.PathLike | None = None, nsys: str | None = None,
-             progress: Callable[[str], None] | None = None):
+def diagnose(path: str | os.PathLike, ruleset: Ruleset, options: ReportOptions | None = None, **fields):
     """Export (a ``.nsys-rep``), load, analyse and apply the rules: the Analysis, its result filled.
 
-    ``step_marker`` defaults to the configuration's. ``progress`` receives short phase messages
-    (the command line shows them on a terminal)."""
+    ``options`` (:class:`nsysdoc.options.ReportOptions`, built once by the caller); keywords name
+    its fields instead (``diagnose(path, ruleset, cache=False)``). Its ``step_marker`` defaults to
+    the configuration's; its ``progress`` receives short phase messages (the command line shows
+    them on a terminal)."""
     from .analysis import analyze
     from .nsys import ensure_sqlite
     from .rules import apply_rules
     from .trace import load_trace
     from .trace.store import keep_freed_memory
 
+    o = options_of(options, **fields)
     keep_freed_memory()  # let the allocator reuse freed pages (see there)
     src = str(path)
-    if is_report_name(src):
-        if progress is not None:
-            progress(f"exporting {src} to SQLite (nsys export)")
-        src = ensure_sqlite(src, nsys=nsys)
-    trace = load_trace(src, cache=cache, cache_dir=cache_dir, progress=progress)
-    analysis = analyze(trace, step_pattern=step_marker or ruleset.step_marker)
+    if input_kind(src) == "nsys-report":  # the one resolver (nsysdoc.formats)
+        if o.progress is not None:
+            o.progress(f"exporting {src} to SQLite (nsys export)")
+        src = ensure_sqlite(src, nsys=o.nsys)
+    trace = load_trace(src, cache=o.cache, cache_dir=o.cache_dir, progress=o.progress)
+    analysis = analyze(trace, step_pattern=o.step_marker or ruleset.step_marker)
     result = apply_rules(analysis.to_dict(), ruleset.rules)  # fills analysis.result in place
     result["config"] = ruleset.describe()  # which configuration and rule folders were used
     return analysis
@@ -131,14 +133,10 @@ def is_saved_report(path: str | os.PathLike) -> bool:
     """A file that holds a saved report (``nsysdoc report -f json``), told from a capture by content:
     a PyTorch Profiler trace is JSON too, but a capture."""
     p = Path(path)
-    if not p.is_file():
-        return False
     try:
-        with open(p, "rb") as fh:
-            head = fh.read(64).lstrip()
+        return input_kind(p, saved_report=True) == "saved-report"  # the one resolver (nsysdoc.formats)
     except OSError as exc:
         raise InputError(f"{p}: cannot read: {exc.strerror or exc}")
-    return is_saved_report_head(p, head)
 
 
 def read_report(path: str | os.PathLike) -> dict:
@@ -152,7 +150,7 @@ def read_report(path: str | os.PathLike) -> dict:
                          hint="pass a saved 'nsysdoc report --format json' file or a capture")
 
 
-def one_capture(path: str | os.PathLike, what: str) -> str:
+def one_input(path: str | os.PathLike, what: str) -> str:
     """The single capture ``path`` names (a file, or a folder holding exactly one)."""
     from .inputs import expand_inputs
 
@@ -163,12 +161,13 @@ def one_capture(path: str | os.PathLike, what: str) -> str:
     return files[0]
 
 
-def diff_side(path: str | os.PathLike, what: str, ruleset: Ruleset, **options) -> dict:
+def diff_side(path: str | os.PathLike, what: str, ruleset: Ruleset, options: ReportOptions | None = None) -> dict:
     """One side of a diff as a report result: a saved report JSON, or a capture to diagnose."""
     if is_saved_report(path):
         return read_report(path)
-    return diagnose(one_capture(path, what), ruleset, **options).to_dict()
+    return diagnose(one_input(path, what), ruleset, options).to_dict()
 
 
-__all__ = ["Ruleset", "config_path", "load_ruleset", "empty_rule_dirs", "diagnose", "is_saved_report",
-           "read_report", "one_capture", "diff_side", "NsysdocError"]
+
+__all__ = ["Ruleset", "ReportOptions", "config_path", "load_ruleset", "empty_rule_dirs", "diagnose", "is_saved_report",
+           "read_report", "one_input", "diff_side", "NsysdocError"]

@@ -45,10 +45,10 @@ def test_names_folders_stand_for_and_stems():
     assert F.is_kineto_name("worker0.1234.pt.trace.json.gz")
     assert F.is_kineto_name("W.PT.TRACE.JSON")
     assert not F.is_kineto_name("run.nsysdoc.json") and not F.is_kineto_name("run.json")
-    assert F.capture_stem("/x/rank3.pt.trace.json.gz") == "rank3"
-    assert F.capture_stem("rank1.nsys-rep") == "rank1"
-    assert F.capture_stem("rank2.SQLITE") == "rank2"
-    assert F.capture_stem("notes.txt") == "notes"
+    assert F.input_stem("/x/rank3.pt.trace.json.gz") == "rank3"
+    assert F.input_stem("rank1.nsys-rep") == "rank1"
+    assert F.input_stem("rank2.SQLITE") == "rank2"
+    assert F.input_stem("notes.txt") == "notes"
 
 
 def test_a_saved_report_is_told_from_a_trace_by_content(tmp_path):

@@ -32,9 +32,6 @@ KNOWN_OVERSIZE = {
     "nsysdoc.engine.slices": "the slice state and its phases",
     "nsysdoc.views.build": "page context, eight tables, capture commands, assets",
     "nsysdoc.views.perfetto": "the Perfetto trace writer and its tracks",
-    # 996 lines before issue 51; the public Report.result/Job.result pushed it over. Its internals
-    # (DataFrame builders, the page's captures) are issue 51's other part, editing it now.
-    "nsysdoc.api": "the public API plus its DataFrame builders and report internals",
 }
 
 

@@ -125,7 +125,7 @@ def test_the_page_imports_no_engine_analysis_or_trace():
 
 
 def test_the_assembly_imports_no_analysis():
-    """``assemble(trace, plan, run, step_pattern) -> (result, tables)``: the assembly takes what it
+    """``assemble(trace, run, step_pattern) -> (result, tables)``: the assembly takes what it
     needs as arguments (before, it read a half-built ``Analysis``, even if only for its type)."""
     found = _imports_of("nsysdoc.assembly")
     assert "nsysdoc.assembly.inputs" in found["nsysdoc.assembly"]

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1] / "nsysdoc"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # words and numbers every floor shares: no nsysdoc import but each other
     ("ground", ("nsysdoc.version", "nsysdoc.errors", "nsysdoc.severity", "nsysdoc.idle_causes",
-                "nsysdoc.fmt", "nsysdoc.safe_regex", "nsysdoc.lazy_pandas", "nsysdoc.pagedata")),
+                "nsysdoc.fmt", "nsysdoc.safe_regex", "nsysdoc.lazy_pandas", "nsysdoc.pagedata",
+                "nsysdoc.options")),
     # what a path holds and where files go: input formats, the user's paths, outputs, the cache
     ("files", ("nsysdoc.formats", "nsysdoc.inputs", "nsysdoc.outputs", "nsysdoc.cache")),
     ("trace", ("nsysdoc.trace",)),          # readers: a capture -> tables
@@ -45,7 +46,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("testing", ("nsysdoc.testing",)),      # scenario builders and the rule-case runner
     ("views", ("nsysdoc.views",)),          # the page, Markdown, Perfetto: render a result
     ("jobs", ("nsysdoc.jobs",)),            # running a job: ranks in workers, their pages
-    ("api", ("nsysdoc.api",)),              # the public Python API
+    ("api", ("nsysdoc.api", "nsysdoc.api_tables", "nsysdoc.api_args")),  # the public Python API
     ("cli", ("nsysdoc.cli", "nsysdoc.cli_params", "nsysdoc.__main__")),
     ("face", ("nsysdoc",)),                 # the package face: hands over api's names lazily
 )

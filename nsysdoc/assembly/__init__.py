@@ -1,6 +1,7 @@
 """The report result (the JSON contract, docs/json.md) assembled from the engine's run.
 
-:func:`assemble` takes the trace, the plan, the run and the step pattern and returns the result
+:func:`assemble` takes the trace, the engine's run (which holds its plan) and the step pattern
+and returns the result
 and the whole tables it shows only the top of (it imports nothing above it: ``nsysdoc.analysis``
 calls it); it lays out the sections; the numbers are computed in :mod:`.sections`,
 :mod:`.capture` and :mod:`.values`, the JSON number rules in :mod:`.numbers`. The layout of the
@@ -36,13 +37,13 @@ from .inputs import Inputs
 CONTRACT = 4
 
 
-def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
-    """The report result of the engine's ``run`` of ``plan`` over ``trace`` (findings empty: the
-    rules fill them), and the whole tables it shows only the top of (``kernels``: every kernel
-    name of the window, ``nsysdoc.metrics.kernels.kernel_tables``)."""
-    a = Inputs(trace=trace, steps=plan.steps, step_pattern=step_pattern, engine=run, span=plan.span,
-               excluded=run.excluded)
-    res = run
+def assemble(trace, run, step_pattern: str) -> tuple[dict, dict]:
+    """The report result of the engine's ``run`` (of its ``plan``) over ``trace`` (findings empty:
+    the rules fill them), and the whole tables it shows only the top of (``kernels``: every kernel
+    name of the window, ``nsysdoc.metrics.kernels.kernel_tables``). The run is read through
+    ``a.engine`` only (issue 51)."""
+    a = Inputs(trace=trace, engine=run, step_pattern=step_pattern)
+    res = a.engine
     t = a.trace
     steps = a.steps
     w0, w1 = steps.window_start_ns, steps.window_end_ns
@@ -53,17 +54,17 @@ def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
     # then held at once, 18 bytes a kernel, inside the run's own peak)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-kernels") as pool:
         kernels_ahead = pool.submit(_kernel_metrics, t, res, a.tables)
-        devices = _devices(a, res, window_ns)
-        step_rows = _steps(a, res)
+        devices = _devices(a, window_ns)
+        step_rows = _steps(a)
         primary = [r for r in step_rows if r["primary"]]
         launch = _launch(res.window)
         judgeable, why_not = _judgeable(devices, window_ns / 1e6 if window_ns else None)
         extent = _capture_extent(t, a.span[0])
-        sync = _sync_metrics(a, res, primary)
+        sync = _sync_metrics(a, primary)
         copies = _records(copy_table_from(res.window.copies))
-        idle_gaps = _gap_metrics(a, res, devices)
+        idle_gaps = _gap_metrics(a, devices)
         alloc = _records(host_m.calls_table_from(res.window.alloc_calls, t.strings)) if w0 is not None else []
-        setup = _setup_metrics(a, res, devices, extent)
+        setup = _setup_metrics(a, devices, extent)
         nvtx = nvtx_summary(res, w0, w1)
         kernel_metrics = kernels_ahead.result()
     picks = pick_steps(a.steps.table)
@@ -99,14 +100,15 @@ def assemble(trace, plan, run, step_pattern: str) -> tuple[dict, dict]:
         "step_picks": dict(zip(("median_step", "worst_step"), picks)),
         "nvtx": nvtx,
     }
-    metrics["operators"], metrics["where"] = _attribution(a, res, devices, kernel_metrics)
+    metrics["operators"], metrics["where"] = _attribution(a, devices, kernel_metrics)
     # issue 47: operators by input shape, and the values of rules dynamic-shapes and cudnn-benchmark
-    metrics["operators_by_shape"], shape_values = _operators_by_shape(a, res, kernel_metrics)
-    metrics["underfilled"] = _underfilled(a, res, devices, window_ns)
-    metrics["memory"] = memory_metrics(a, res, step_rows)  # issue 47
+    metrics["operators_by_shape"], shape_values = _operators_by_shape(a, kernel_metrics)
+    metrics["underfilled"] = _underfilled(a, devices, window_ns)
+    metrics["memory"] = memory_metrics(a, step_rows)  # issue 47
+    # critical_path_metrics still takes the run beside ``a`` (assembly/critical_path.py: another part of issue 51 edits it)
     metrics["critical_path"] = critical_path_metrics(a, step_rows, picks, res, kernels=kernel_metrics, copies=copies,
                                                      devices=devices)  # issue 48
-    metrics["exposed_comm"] = exposed_comm_metrics(a, res, step_rows, picks)  # issue 49
+    metrics["exposed_comm"] = exposed_comm_metrics(a, step_rows, picks)  # issue 49
     quality = _capture(a, judgeable, why_not, extent)
     result = {
         "nsysdoc_version": __version__,

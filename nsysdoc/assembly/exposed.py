@@ -39,9 +39,10 @@ def _range(t, nccl, labels, kind: str, step, t0: int, t1: int, dev: int | None, 
                           for a, b, c in zip(mk[keep].tolist(), ms[keep].tolist(), me[keep].tolist())]}
 
 
-def exposed_comm_metrics(a: Inputs, res, step_rows: list[dict], picks: tuple) -> dict:
+def exposed_comm_metrics(a: Inputs, step_rows: list[dict], picks: tuple) -> dict:
     """``{"worst_step": {...}, "median_step": {...}}`` with steps, ``{"window": {...}}`` without,
     ``{}`` when the capture has no communication kernel (docs/json.md)."""
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     t = a.trace
     tab = t.store.get("kernels")
     ctx = getattr(res, "ctx", None)

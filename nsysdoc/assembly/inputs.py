@@ -1,7 +1,9 @@
-"""What the assembly reads (issue 51): the trace, the plan's steps, span and pattern, the engine's
-run, gathered by :func:`nsysdoc.assembly.assemble` from its arguments into one plain object that
-every section function takes as ``a``. Before, the sections read a half-built
-``nsysdoc.analysis.Analysis`` (an import circle); the assembly now imports nothing above it."""
+"""What the assembly reads (issue 51): the trace, the engine's run and the step pattern, gathered
+by :func:`nsysdoc.assembly.assemble` from its arguments into one plain object that every section
+function takes as ``a``. Before, the sections read a half-built ``nsysdoc.analysis.Analysis`` (an
+import circle); the assembly now imports nothing above it. The run reaches the assembly once, here:
+the plan's steps and span and the run's excluded parts are read from it (before, ``assemble`` took
+the plan beside the run that holds it, and ``Inputs`` a copy of the run's ``excluded``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,17 +15,26 @@ class Inputs:
     shows only the top of, returned beside the result)."""
 
     trace: object
-    #: the plan's steps (:class:`nsysdoc.metrics.steps.Steps`): window, markers, per-step table
-    steps: object
+    #: the engine's run (:class:`nsysdoc.engine.run.Result`; its ``plan`` is the plan it ran)
+    engine: object
     #: the step pattern the steps were found with (``capture.step_pattern``)
     step_pattern: str
-    #: the engine's run (:class:`nsysdoc.engine.run.Result`)
-    engine: object
-    #: GPU span (first to last GPU operation)
-    span: tuple = (None, None)
-    #: the parts of the span left out of the analysis window (the run's ``excluded``)
-    excluded: list = field(default_factory=list)
     tables: dict = field(default_factory=dict)
+
+    @property
+    def steps(self):
+        """The plan's steps (:class:`nsysdoc.metrics.steps.Steps`): window, markers, per-step table."""
+        return self.engine.plan.steps
+
+    @property
+    def span(self) -> tuple:
+        """GPU span (first to last GPU operation)."""
+        return self.engine.plan.span
+
+    @property
+    def excluded(self) -> list:
+        """The parts of the span left out of the analysis window."""
+        return self.engine.excluded
 
 
 __all__ = ["Inputs"]

@@ -96,8 +96,9 @@ def _top_ops(a: Inputs, res) -> tuple[list[dict], int, int]:
 MEMORY_TABLES = ("[memory]", "CUDA_GPU_MEMORY_USAGE_EVENTS")
 
 
-def memory_metrics(a: Inputs, res, step_rows: list[dict]) -> dict:
+def memory_metrics(a: Inputs, step_rows: list[dict]) -> dict:
     """``metrics.memory`` (``docs/json.md``)."""
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     t = a.trace
     series = _series(t)
     tool = t.source_tool

@@ -182,11 +182,12 @@ def _launch(win) -> dict:
     return {k: _num(v) for k, v in out.items()}
 
 
-def _attribution(a: Inputs, res, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
+def _attribution(a: Inputs, devices: list[dict], kernel_metrics: dict) -> tuple[dict, dict]:
     """The operator view (whole capture) and, per ``where:`` selector, the sites of its time in the
     window (``nsysdoc.engine.attribute``), with what the capture lacks to say more."""
     from ..engine import attribute as att
 
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     attr = res.plan.attr
     t = a.trace
     ops = att.operator_view(attr, t.strings)
@@ -218,7 +219,8 @@ def _breakdown(idle_span_ns, busy, kern, compute, idle) -> dict[str, np.ndarray]
     return out
 
 
-def _devices(a: Inputs, res, window_ns: int) -> list[dict]:
+def _devices(a: Inputs, window_ns: int) -> list[dict]:
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     t = a.trace
     win = res.window
     out = []
@@ -258,7 +260,8 @@ def _devices(a: Inputs, res, window_ns: int) -> list[dict]:
     return out
 
 
-def _steps(a: Inputs, res) -> list[dict]:
+def _steps(a: Inputs) -> list[dict]:
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     st = a.steps.table
     if len(st) == 0:
         return []
@@ -324,7 +327,8 @@ def _steps(a: Inputs, res) -> list[dict]:
     return rows
 
 
-def _sync_metrics(a: Inputs, res, primary: list[dict]) -> dict:
+def _sync_metrics(a: Inputs, primary: list[dict]) -> dict:
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     t = a.trace
     w0, w1 = a.steps.window_start_ns, a.steps.window_end_ns
     out = {"host_sync_ms_by_thread": [], "sync_calls": [], "scalar_read_count": int(res.glob.scalar_reads),
@@ -348,7 +352,8 @@ def _active(devices: list[dict]) -> list[dict]:
     return [d for d in devices if d.get("busy_pct") is not None and d["kernel_count"] + d["copy_count"] > 0]
 
 
-def _gap_metrics(a: Inputs, res, devices: list[dict]) -> dict:
+def _gap_metrics(a: Inputs, devices: list[dict]) -> dict:
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     if not res.ctx.active:
         return {"count": 0, "idle_ms_by_cause": {}, "longest": [], "count_by_cause": {}}
     win = res.window
@@ -438,9 +443,10 @@ def _dependency_waits(a: Inputs, cands: list) -> list[dict]:
     return rows
 
 
-def _setup_metrics(a: Inputs, res, devices: list[dict], extent: tuple[int, int] | None) -> dict:
+def _setup_metrics(a: Inputs, devices: list[dict], extent: tuple[int, int] | None) -> dict:
     """One-time set-up over the GPU span: idle time of class setup (mean over devices with GPU
     work) and the set-up work behind it."""
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     s0, s1 = a.span
     if not res.ctx.active or s0 is None or s1 is None or s1 <= s0:
         return {"setup_ms": None, "setup_pct_of_span": None, "events": []}
@@ -588,12 +594,13 @@ def _setup_ms(a: Inputs, res, lo: int, hi: int, span: bool = False) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-def _underfilled(a: Inputs, res, devices: list[dict], window_ns) -> dict:
+def _underfilled(a: Inputs, devices: list[dict], window_ns) -> dict:
     """Kernels that cannot fill the GPU, in the window (definitions: ``nsysdoc.metrics.occupancy``):
     times per GPU, the mean over the devices with GPU work whose SM count is known; per kernel
     name and launch configuration, the rows of the evidence table (most idle-SM time first)."""
     from ..engine.fill import decode_group
 
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     fc = res.ctx.fill
     sm = fc.table.sm_count
     known = [d["device"] for d in _active(devices) if d["device"] < len(sm) and sm[d["device"]] > 0]
@@ -713,13 +720,14 @@ def _dispatch_waits(t, rows: list[dict]) -> None:
         r["cpu_exceeds_gpu"] = bool(r["cpu_ms"] - r["cpu_wait_ms"] > r["gpu_ms"])
 
 
-def _operators_by_shape(a: Inputs, res, kernel_metrics: dict) -> tuple[dict, dict]:
+def _operators_by_shape(a: Inputs, kernel_metrics: dict) -> tuple[dict, dict]:
     """``metrics.operators_by_shape`` (issue 47) and the rule values it gives: input shapes that
     change between steps (rule dynamic-shapes) and fixed convolution shapes with the convolution
     kernels' share (rule cudnn-benchmark); ``nsysdoc.engine.shapes``."""
     from ..engine import shapes as shapes_e
     from ..metrics.convolution import conv_kernel_share_pct
 
+    res = a.engine  # the run, read once through the assembly's inputs (issue 51)
     attr = res.plan.attr
     t = a.trace
     sliced = getattr(attr, "shape_totals", None)  # an nsys export's: read while the plan was built

@@ -28,7 +28,7 @@ PATTERNS = (
 )
 
 
-from ..formats import capture_stem as _stem  # noqa: E402
+from ..formats import input_stem as _stem  # noqa: E402
 
 
 def rank_report_path(folder, path: str) -> Path:

@@ -160,11 +160,11 @@ def summarize_file(path: str, options: dict | None = None) -> list[dict]:
     report there; its path comes back as ``report``)."""
     o = dict(options or {})
     try:
+        from ..options import ReportOptions
         from ..pipeline import diagnose, load_ruleset
 
         ruleset = load_ruleset(o.get("rule_dirs") or [], o.get("config"), no_config=True)
-        analysis = diagnose(path, ruleset, step_marker=o.get("step_marker"), cache=not o.get("no_cache"),
-                            cache_dir=o.get("cache_dir"), nsys=o.get("nsys"))
+        analysis = diagnose(path, ruleset, ReportOptions.from_job_fields(o))
         trace, result = analysis.trace, analysis.to_dict()
         recs = summarize_trace(trace, result, str(path), split_processes=bool(o.get("split_processes")))
         if o.get("rank_reports_dir"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import cache as cache_m
 from ..errors import OutputError
-from ..formats import is_sqlite, routes_here
+from ..formats import input_kind
 from . import sqlite_reader
 from .tables import ProgressFn
 from .model import Trace
@@ -36,7 +36,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
     of a cache-less load cannot be written is it an error (OutputError, one line)."""
     def once(use_cache: bool) -> Trace:
         # what the file holds: nsysdoc.formats (an SQLite file never imports the Kineto reader)
-        if not is_sqlite(path) and routes_here(path):
+        if input_kind(path) == "kineto":
             from . import kineto
 
             return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)

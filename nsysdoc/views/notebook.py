@@ -87,6 +87,24 @@ def _wrap(title: str, body: str) -> str:
             f"{body}</div>")
 
 
+def _findings_table(result: dict, columns) -> str:
+    """The findings of a report or a job as one table (issue 51: the two summaries each wrote
+    their own): severity, the finding (title and rule), then ``columns`` (header, cell style, the
+    cell's HTML of a finding); the first :data:`MAX_FINDINGS`, the rest counted; "" without any."""
+    findings = [f for f in result.get("findings") or [] if isinstance(f, dict)]
+    if not findings:
+        return ""
+    rows = "".join(
+        f'<tr><td style="{_CELL}">{_severity(f.get("severity"))}</td>'
+        f'<td style="{_CELL}">{_e(f.get("title"))} <span style="color:#888">{_e(f.get("rule"))}</span></td>'
+        + "".join(f'<td style="{style}">{cell(f)}</td>' for _, style, cell in columns) + "</tr>"
+        for f in findings[:MAX_FINDINGS])
+    heads = "".join(f'<th style="{style}">{head}</th>' for head, style, _ in columns)
+    return (f'<table style="border-collapse:collapse;margin-top:6px"><thead><tr>'
+            f'<th style="{_CELL}">severity</th><th style="{_CELL}">finding</th>{heads}'
+            f'</tr></thead><tbody>{rows}</tbody></table>' + _more(len(findings), MAX_FINDINGS, "findings"))
+
+
 def report_summary_html(result: dict, page_path: str | None = None) -> str:
     """A report's compact display: verdict, key numbers, the first findings with Where."""
     verdict = result.get("verdict") or {}
@@ -98,19 +116,10 @@ def report_summary_html(result: dict, page_path: str | None = None) -> str:
         ("GPU busy", _num(s.get("gpu_busy_pct"), ".1f", "%")),
         ("kernels", _num(s.get("kernel_count"), ",d")),
     ])
-    findings = [f for f in result.get("findings") or [] if isinstance(f, dict)]
-    rows = "".join(
-        f'<tr><td style="{_CELL}">{_severity(f.get("severity"))}</td>'
-        f'<td style="{_CELL}">{_e(f.get("title"))} <span style="color:#888">{_e(f.get("rule"))}</span></td>'
-        f'<td style="{_NUM}">{_num(f.get("impact_ms_per_step"), ",.2f", " ms")}</td>'
-        f'<td style="{_NUM}">{_num(f.get("impact_pct"), ".1f", "%")}</td>'
-        f'<td style="{_CELL}">{_where(f)}</td></tr>' for f in findings[:MAX_FINDINGS])
-    table = ("" if not findings else
-             f'<table style="border-collapse:collapse;margin-top:6px"><thead><tr>'
-             f'<th style="{_CELL}">severity</th><th style="{_CELL}">finding</th>'
-             f'<th style="{_NUM}">impact per step</th><th style="{_NUM}">of the step</th>'
-             f'<th style="{_CELL}">Where</th></tr></thead><tbody>{rows}</tbody></table>'
-             + _more(len(findings), MAX_FINDINGS, "findings"))
+    table = _findings_table(result, (
+        ("impact per step", _NUM, lambda f: _num(f.get("impact_ms_per_step"), ",.2f", " ms")),
+        ("of the step", _NUM, lambda f: _num(f.get("impact_pct"), ".1f", "%")),
+        ("Where", _CELL, _where)))
     head = f'<div style="font-size:15px;margin:4px 0"><b>{_e(verdict.get("sentence") or "No verdict.")}</b></div>'
     return _wrap(f"nsysdoc report: {src}", head + numbers + (table or "<div>No findings.</div>")
                  + _hint("report.to_html()", page_path))
@@ -129,18 +138,9 @@ def job_summary_html(result: dict, page_path: str | None = None) -> str:
     if isinstance(st, dict):
         straggler = (f'<div>Straggler: rank <b>{_e(st.get("rank"))}</b> · others wait '
                      f'{_num(st.get("wait_ms_per_step"), ",.2f", " ms")} per step</div>')
-    findings = [f for f in result.get("findings") or [] if isinstance(f, dict)]
-    rows = "".join(
-        f'<tr><td style="{_CELL}">{_severity(f.get("severity"))}</td>'
-        f'<td style="{_CELL}">{_e(f.get("title"))} <span style="color:#888">{_e(f.get("rule"))}</span></td>'
-        f'<td style="{_NUM}">{_e(f.get("rank_count"))} of {_e(result.get("rank_count"))}</td>'
-        f'<td style="{_NUM}">{_num(f.get("impact_ms_per_step_median"), ",.2f", " ms")}</td></tr>'
-        for f in findings[:MAX_FINDINGS])
-    table = ("" if not findings else
-             f'<table style="border-collapse:collapse;margin-top:6px"><thead><tr>'
-             f'<th style="{_CELL}">severity</th><th style="{_CELL}">finding</th><th style="{_NUM}">ranks</th>'
-             f'<th style="{_NUM}">median impact per step</th></tr></thead><tbody>{rows}</tbody></table>'
-             + _more(len(findings), MAX_FINDINGS, "findings"))
+    table = _findings_table(result, (
+        ("ranks", _NUM, lambda f: f'{_e(f.get("rank_count"))} of {_e(result.get("rank_count"))}'),
+        ("median impact per step", _NUM, lambda f: _num(f.get("impact_ms_per_step_median"), ",.2f", " ms"))))
     warnings = [w for w in result.get("warnings") or [] if isinstance(w, str)]
     warn = "".join(f'<div style="color:#a05a00">{_e(_cut(w, 300))}</div>' for w in warnings[:3]) + \
         _more(len(warnings), 3, "warnings")
