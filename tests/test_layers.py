@@ -85,9 +85,9 @@ def test_rules_import_no_assembly():
 
 
 # issue 51: the page is a function of the result (and of the page data captured beside it)
-#: the page's modules; ``views.perfetto`` is the Perfetto export, not the page: it streams every
-#: operation of the trace (and runs the engine's slices again for the gaps' classes) by design
-PAGE_MODULES_EXCEPT = {"nsysdoc.views.perfetto"}
+#: the page's modules, with no exception since issue 51's views part: ``views.perfetto`` (the
+#: Perfetto export) formats the rows ``assembly.perfetto_rows`` reads and replays
+PAGE_MODULES_EXCEPT: set[str] = set()
 PAGE_MUST_NOT_IMPORT = ("nsysdoc.engine", "nsysdoc.analysis", "nsysdoc.trace")
 #: one pure string function the page reads from a reader: nsys's ``shortName`` of a kernel name
 #: (``trace.kineto.short_kernel_name``, for the evidence tables' kernel cells); no rows, no state.
@@ -116,7 +116,8 @@ def test_the_page_imports_no_engine_analysis_or_trace():
     found = _imports_of("nsysdoc.views")
     assert "nsysdoc.views.tldata" in found and "nsysdoc.views.perfetto" in found
     assert _under("nsysdoc.trace.schema", PAGE_MUST_NOT_IMPORT)  # the check can see one
-    assert any(_under(d, PAGE_MUST_NOT_IMPORT) for d in found["nsysdoc.views.perfetto"])
+    # ... as it saw views.perfetto's before issue 51 moved its reading to assembly.perfetto_rows
+    assert any(_under(d, PAGE_MUST_NOT_IMPORT) for d in _imports_of("nsysdoc.assembly")["nsysdoc.assembly.perfetto_rows"])
     for mod, deps in found.items():
         if mod in PAGE_MODULES_EXCEPT:
             continue

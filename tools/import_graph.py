@@ -11,8 +11,10 @@ is an arrow to the module ``x`` when it is one, else to the package.
 The layers are defined here and nowhere else (:data:`LAYERS`, lowest first). A module belongs
 to the layer of the longest prefix that names it. An arrow may stay inside a layer or go down;
 one that goes from a lower layer to a higher one is an *upward arrow*. A *circle* is a strongly
-connected component of more than one module. tests/test_import_graph.py asserts the figures
-this script prints.
+connected component of more than one module. Some arrows that go down are still out of bounds: a
+*forbidden arrow* breaks a rule of :data:`FORBIDDEN` (the views import no engine, reader or
+analysis), unless :data:`FORBIDDEN_ALLOWED` names it with its reason. tests/test_import_graph.py
+asserts the figures this script prints.
 """
 from __future__ import annotations
 
@@ -53,6 +55,39 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 #: a module longer than this many lines holds several concerns (issue 51)
 MAX_LINES = 1000
+
+#: arrows that go down but skip floors they must not reach: (rule, importers, imported) — a module
+#: under an importer prefix may not import one under an imported prefix. Issue 51: the views
+#: render the result and the page data (and the Perfetto export's rows, read by
+#: ``assembly.perfetto_rows``); they never read a capture, replay the engine or run an analysis.
+FORBIDDEN: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("views render only", ("nsysdoc.views",), ("nsysdoc.engine", "nsysdoc.trace", "nsysdoc.analysis")),
+)
+#: the forbidden arrows still allowed, each with its reason: (importer, imported prefix) -> reason
+FORBIDDEN_ALLOWED: dict[tuple[str, str], str] = {
+    # one pure string function, no rows and no state: nsys's shortName of a kernel name, for the
+    # evidence tables' kernel cells; its home is beside metrics.kernels.display_name once the
+    # Kineto reader is split into a package (issue 51, another part)
+    ("nsysdoc.views.columns", "nsysdoc.trace.kineto"): "short_kernel_name: a pure string function of the "
+                                                      "Kineto reader",
+}
+
+
+def _under(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def forbidden(arr, rules=FORBIDDEN, allowed=None) -> list[dict]:
+    """The arrows that break a rule of ``rules``, each with whether ``allowed`` (default
+    :data:`FORBIDDEN_ALLOWED`) lets it stand and why."""
+    allowed = FORBIDDEN_ALLOWED if allowed is None else allowed
+    out = []
+    for a, b in sorted(arr):
+        for rule, importers, imported in rules:
+            if _under(a, importers) and _under(b, imported):
+                why = next((r for (x, y), r in allowed.items() if x == a and _under(b, (y,))), "")
+                out.append({"rule": rule, "from": a, "to": b, "allowed": why})
+    return out
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -170,7 +205,7 @@ def room(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def figures(root: Path = ROOT, layers=LAYERS, max_lines: int = MAX_LINES) -> dict:
+def figures(root: Path = ROOT, layers=LAYERS, max_lines: int = MAX_LINES, rules=FORBIDDEN, allowed=None) -> dict:
     files = modules(root)
     lines = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in files.items()}
     arr = arrows(root)
@@ -192,6 +227,7 @@ def figures(root: Path = ROOT, layers=LAYERS, max_lines: int = MAX_LINES) -> dic
                     "typing": arr[(a, b)]} for a, b in upward],
         "unlayered": sorted(m for m in files if up[m] < 0),
         "oversize": sorted(([m, n] for m, n in lines.items() if n > max_lines), key=lambda x: -x[1]),
+        "forbidden": forbidden(arr, rules, allowed),
     }
 
 
@@ -212,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"upward arrows {len(f['upward'])}")
     for u in f["upward"] if args.arrows else ():
         print(f"  {u['from']} ({u['from_layer']}) -> {u['to']} ({u['to_layer']}){'  [typing]' if u['typing'] else ''}")
+    bad = [x for x in f["forbidden"] if not x["allowed"]]
+    print(f"forbidden arrows {len(bad)} (and {len(f['forbidden']) - len(bad)} allowed, with a reason)")
+    for x in f["forbidden"]:
+        print(f"  [{x['rule']}] {x['from']} -> {x['to']}" + (f"  allowed: {x['allowed']}" if x["allowed"] else ""))
     if f["unlayered"]:
         print(f"modules in no layer: {' '.join(f['unlayered'])}")
     print(f"modules over {MAX_LINES} lines {len(f['oversize'])}: " + ", ".join(f"{m} {n}" for m, n in f["oversize"]))

@@ -57,7 +57,11 @@ def step_charts(primary: list[dict], categories: list[tuple[str, str]], median_i
             buckets = [[s] for s in steps]
         bars_data = []
         for b in buckets:
-            bd = {k: sum((s["breakdown_ms"].get(k) or 0) for s in b) / len(b) for k, _ in categories}
+            if len(b) == 1:  # a bar per step (the usual case): sum() of one value is 0 + it
+                bm = b[0]["breakdown_ms"]
+                bd = {k: (0 + (bm.get(k) or 0)) / 1 for k, _ in categories}
+            else:
+                bd = {k: sum((s["breakdown_ms"].get(k) or 0) for s in b) / len(b) for k, _ in categories}
             dur = sum((s.get("duration_ms") or 0) for s in b) / len(b)
             first, last = b[0], b[-1]
             name = str(first.get("name")) if len(b) == 1 else f"steps {first.get('index')}–{last.get('index')} (mean)"

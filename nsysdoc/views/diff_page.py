@@ -15,7 +15,7 @@ from markupsafe import Markup
 from ..version import __version__
 from ..compare import BREAKDOWN_LABELS, MS_UNIT
 from ..fmt import fmt_bytes, fmt_ms, fmt_num, fmt_pct, is_num, source_name
-from .build import _static, csp_for
+from .assets import _static, csp_for
 from .context import Cell, Column, LegendItem, Table
 from .glossary import anchor, glossary_sections_html
 from .render import _ascii, _clean, _md, environment

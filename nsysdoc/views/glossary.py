@@ -27,8 +27,11 @@ def glossary_source() -> str:
     return (files("nsysdoc.views") / "glossary.md").read_text(encoding="utf-8")
 
 
+_NOT_SLUG = re.compile(r"[^a-z0-9]+")
+
+
 def slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    s = _NOT_SLUG.sub("-", text.lower()).strip("-")
     return s or "term"
 
 
@@ -41,6 +44,16 @@ _CODE = re.compile(r"(`+)(.+?)\1")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _EM = re.compile(r"(?<![\*\w])\*(?!\s)([^*]+?)(?<!\s)\*(?![\*\w])")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+# the block patterns, compiled once: the page parses the 100 kB glossary on every run (issue 50's
+# HTML cost: re.match(pattern, line) looked each one up in re's cache for every line)
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+_ITEM = re.compile(r"^[-*]\s+")
+_RULE_CELL = re.compile(r":?-+:?")
+_BLOCK_START = re.compile(r"^(#{1,6}\s|[-*]\s|\s*\|)")
+_TAG = re.compile(r"<[^>]+>")
+_CODE_MARK = re.compile(r"\x00\d+\x00")
+_CODE_REF = re.compile(r"\x00(\d+)\x00")
+_MARKS = re.compile(r"[`*]")
 
 
 def _inline(text: str, used: set[str]) -> str:
@@ -57,7 +70,7 @@ def _inline(text: str, used: set[str]) -> str:
 
     def bold(m: re.Match) -> str:
         inner = m.group(1)
-        plain = re.sub(r"\x00\d+\x00", "", re.sub(r"<[^>]+>", "", inner))
+        plain = _CODE_MARK.sub("", _TAG.sub("", inner))
         a = anchor(plain)
         if a in used or not plain.strip():
             return f"<strong>{inner}</strong>"
@@ -66,7 +79,7 @@ def _inline(text: str, used: set[str]) -> str:
 
     html = _BOLD.sub(bold, html)
     html = _EM.sub(r"<em>\1</em>", html)
-    return re.sub(r"\x00(\d+)\x00", lambda m: codes[int(m.group(1))], html)
+    return _CODE_REF.sub(lambda m: codes[int(m.group(1))], html)
 
 
 def _split_row(line: str) -> list[str]:
@@ -109,11 +122,11 @@ def render_markdown_subset(text: str, *, heading_offset: int = 1, used: set[str]
         if not line.strip():
             i += 1
             continue
-        m = re.match(r"^(#{1,6})\s+(.*)$", line)
+        m = _HEADING.match(line)
         if m:
             level = min(6, len(m.group(1)) + heading_offset)
             title = m.group(2).strip()
-            a = anchor(re.sub(r"[`*]", "", title))
+            a = anchor(_MARKS.sub("", title))
             attr = ""
             if a not in used:
                 used.add(a)
@@ -127,24 +140,24 @@ def render_markdown_subset(text: str, *, heading_offset: int = 1, used: set[str]
                 rows.append(lines[i])
                 i += 1
             cells = [_split_row(r) for r in rows]
-            head, body = cells[0], [c for c in cells[1:] if not all(re.fullmatch(r":?-+:?", x or "-") for x in c)]
+            head, body = cells[0], [c for c in cells[1:] if not all(_RULE_CELL.fullmatch(x or "-") for x in c)]
             out.append("<table class=\"glossary-table\"><thead><tr>" +
                        "".join(f"<th>{_inline(c, used)}</th>" for c in head) + "</tr></thead><tbody>" +
                        "".join("<tr>" + "".join(f"<td>{_inline(c, used)}</td>" for c in r) + "</tr>" for r in body) +
                        "</tbody></table>")
             continue
-        if re.match(r"^[-*]\s+", line):
+        if _ITEM.match(line):
             items: list[str] = []
-            while i < len(lines) and (re.match(r"^[-*]\s+", lines[i]) or (lines[i].startswith("  ") and items)):
-                if re.match(r"^[-*]\s+", lines[i]):
-                    items.append(re.sub(r"^[-*]\s+", "", lines[i]))
+            while i < len(lines) and (_ITEM.match(lines[i]) or (lines[i].startswith("  ") and items)):
+                if _ITEM.match(lines[i]):
+                    items.append(_ITEM.sub("", lines[i]))
                 else:
                     items[-1] += " " + lines[i].strip()
                 i += 1
             out.append("<ul>" + "".join(f"<li>{_inline(it, used)}</li>" for it in items) + "</ul>")
             continue
         para = []
-        while i < len(lines) and lines[i].strip() and not re.match(r"^(#{1,6}\s|[-*]\s|\s*\|)", lines[i]):
+        while i < len(lines) and lines[i].strip() and not _BLOCK_START.match(lines[i]):
             para.append(lines[i].strip())
             i += 1
         out.append(f"<p>{_inline(' '.join(para), used)}</p>")
@@ -159,8 +172,10 @@ def _plain(md: str) -> str:
     return re.sub(r"\s+", " ", md).strip()
 
 
-def _blocks(text: str) -> list[str]:
-    """Paragraphs and list items, continuation lines joined."""
+@lru_cache(maxsize=4)
+def _blocks(text: str) -> tuple[str, ...]:
+    """Paragraphs and list items, continuation lines joined (parsed once per text: the page and
+    the terminal summary look up about ten definitions)."""
     blocks: list[str] = []
     cur: list[str] = []
     for line in text.splitlines():
@@ -169,15 +184,15 @@ def _blocks(text: str) -> list[str]:
                 blocks.append(" ".join(cur))
                 cur = []
             continue
-        if re.match(r"^[-*]\s+", line):
+        if _ITEM.match(line):
             if cur:
                 blocks.append(" ".join(cur))
-            cur = [re.sub(r"^[-*]\s+", "", line)]
+            cur = [_ITEM.sub("", line)]
         else:
             cur.append(line.strip())
     if cur:
         blocks.append(" ".join(cur))
-    return blocks
+    return tuple(blocks)
 
 
 def definition(term: str, text: str | None = None) -> str:

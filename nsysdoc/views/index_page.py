@@ -12,7 +12,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from ..version import __version__
-from .build import _static, path_href
+from .assets import _static, path_href
 
 from ..severity import SEVERITY_RANK as _SEVERITY_RANK  # noqa: E402
 

@@ -13,7 +13,7 @@ from ..version import __version__
 from ..compare import BREAKDOWN_LABELS
 from ..fmt import fmt_ms, fmt_num, fmt_pct, is_num, source_name
 from ..jobs.analysis import STRAGGLER_WAIT_PCT
-from .build import _static, csp_for, path_href
+from .assets import _static, csp_for, path_href
 from .context import Cell, Column, LegendItem, Table
 from .glossary import anchor, glossary_sections_html
 from .render import _ascii, _clean, _md, environment

@@ -31,22 +31,27 @@ export's own times, a PyTorch Profiler trace's times from the instant trace view
 
 Slices of the analysis engine are run again to get the idle gaps with their classes (each gap is
 classified once, in the slice its end falls in), so memory stays that of one slice's columns
-and one batch of text.
+and one batch of text. That reading (the replay, the host rows, the tables the tracks are named
+after, the schema's codes) is :mod:`nsysdoc.assembly.perfetto_rows`'s: this module only turns its
+rows into Chrome-trace JSON and imports neither the engine nor the readers (issue 51). What to
+export (the window, ``--range``, ``--steps``) is :mod:`nsysdoc.views.perfetto_selection`'s.
 """
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
 
 from ..version import __version__
-from ..errors import UsageError
 from ..metrics.gpu import CAUSES
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY
-from ..trace import schema as S
+from ..assembly.perfetto_rows import (ExportSource, TrackTables, api_name, copy_kind_label, host_ids, launch_fields,
+                                      mem_kind_label)
+# what to export, re-exported: the command line and the API import these from here
+from .perfetto_selection import (Selection, check_export_options, merge_intervals, parse_range,  # noqa: F401
+                                 parse_steps, selection_for, time_origin_ns)
 
 #: Synthetic ids (OS pids and tids are 24-bit, so these never collide with them).
 GPU_PID_BASE = 1 << 24          # + device index
@@ -77,170 +82,19 @@ def _fmt_bytes(n: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# what to export
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class Selection:
-    """Disjoint, sorted ``[lo, hi)`` intervals (ns on the capture's timeline) and what chose them."""
-
-    intervals: list
-    kind: str                  # "window", "range" or "steps"
-    #: the analysis window itself: operations at its end count as the analysis counts them
-    window: bool = False
-
-    def ops_mask(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-        m = np.zeros(len(start), dtype=bool)
-        for lo, hi in self.intervals:
-            m |= (start >= lo) & (start < hi)
-            if self.window:  # nsysdoc.engine.slices.in_window
-                m |= (start == hi) & (end == hi) if hi > lo else (start == lo)
-        return m
-
-    @property
-    def lo(self) -> int:
-        return self.intervals[0][0]
-
-    @property
-    def hi(self) -> int:
-        return self.intervals[-1][1]
-
-
-def time_origin_ns(analysis) -> int:
-    """0 on the capture's timeline: an nsys export's own 0; for a PyTorch Profiler trace, the
-    instant trace viewers show as 0 (the page prints seconds from there too)."""
-    o = getattr(analysis.trace, "viewer_origin_ns", None)
-    return int(o) if isinstance(o, (int, np.integer)) else 0
-
-
-def parse_range(text: str, origin_ns: int = 0) -> tuple[int, int]:
-    """``START_S:END_S`` (seconds on the capture's timeline, as the page prints them; either side
-    may be empty: the capture's start or end) as ns ``(lo, hi)``."""
-    parts = str(text).split(":")
-    if len(parts) != 2:
-        raise UsageError(f"--range {text!r}: expected START_S:END_S (seconds, e.g. 1.25:1.40)")
-    vals = []
-    for p, dflt in zip(parts, (-(1 << 62), 1 << 62)):
-        p = p.strip().rstrip("s").strip()
-        if not p:
-            vals.append(dflt)
-            continue
-        try:
-            v = float(p)
-        except ValueError:
-            raise UsageError(f"--range {text!r}: {p!r} is not a number of seconds") from None
-        if not np.isfinite(v) or abs(v) > 1e9:
-            raise UsageError(f"--range {text!r}: {p!r} is not a usable number of seconds")
-        vals.append(int(round(v * 1e9)) + origin_ns)
-    if vals[1] <= vals[0]:
-        raise UsageError(f"--range {text!r}: the end must be after the start")
-    return vals[0], vals[1]
-
-
-def parse_steps(spec: str, steps_table) -> list[tuple[int, int]]:
-    """``--steps``: comma-separated ``median``, ``worst``, step numbers ``N`` or ``N-M`` (the
-    ``step`` column of the JSON report's ``steps``, 0-based) -> the steps' ``[start, end)``."""
-    from ..metrics.steps import pick_steps
-
-    n = len(steps_table) if steps_table is not None else 0
-    if n == 0:
-        raise UsageError(f"--steps {spec!r}: this capture has no steps", hint="use --range START_S:END_S instead")
-    ids = np.asarray(steps_table["step"], dtype=np.int64)
-    want: list[int] = []
-    for tok in str(spec).split(","):
-        tok = tok.strip().lower()
-        if tok in ("median", "worst"):
-            med, worst = pick_steps(steps_table)
-            pick = med if tok == "median" else worst
-            if pick is None:
-                raise UsageError(f"--steps {spec!r}: no primary steps to pick the {tok} one from")
-            want.append(int(pick))
-            continue
-        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", tok)
-        if not m:
-            raise UsageError(f"--steps {spec!r}: {tok!r} is not median, worst, N or N-M")
-        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
-        if b < a:
-            raise UsageError(f"--steps {spec!r}: {tok!r} ends before it starts")
-        sel = ids[(ids >= a) & (ids <= b)]
-        if not len(sel):
-            raise UsageError(f"--steps {spec!r}: no step {tok} (steps are {int(ids.min())}-{int(ids.max())})")
-        want.extend(sel.tolist())
-    rows = np.flatnonzero(np.isin(ids, want))
-    s = np.asarray(steps_table["start_ns"], dtype=np.int64)[rows]
-    e = np.asarray(steps_table["end_ns"], dtype=np.int64)[rows]
-    return [(int(a), int(max(b, a + 1))) for a, b in zip(s, e)]
-
-
-_STEP_TOKEN = re.compile(r"median|worst|\d{1,9}(?:-\d{1,9})?")
-
-
-def check_export_options(fmt: str, time_range: str | None, steps: str | None) -> None:
-    """``--range`` / ``--steps`` before any capture is read: only with ``-f perfetto``, not both,
-    well formed. Raises UsageError."""
-    if fmt != "perfetto":
-        raise UsageError("--range and --steps choose what -f perfetto exports", hint="add -f perfetto")
-    if time_range is not None and steps is not None:
-        raise UsageError("--range and --steps exclude each other: pick one")
-    if time_range is not None:
-        parse_range(time_range)
-    if steps is not None:
-        for tok in str(steps).split(","):
-            if not _STEP_TOKEN.fullmatch(tok.strip().lower()):
-                raise UsageError(f"--steps {steps!r}: {tok.strip()!r} is not median, worst, N or N-M")
-
-
-def merge_intervals(iv: list) -> list:
-    out: list = []
-    for lo, hi in sorted(iv):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def selection_for(analysis, time_range: str | None = None, steps: str | None = None) -> Selection:
-    """The analysis window, or ``--range`` / ``--steps`` (not both). Raises UsageError."""
-    if time_range is not None and steps is not None:
-        raise UsageError("--range and --steps exclude each other: pick one")
-    if time_range is not None:
-        lo, hi = parse_range(time_range, time_origin_ns(analysis))
-        return Selection([(lo, hi)], "range")
-    if steps is not None:
-        st = analysis.steps
-        return Selection(merge_intervals(parse_steps(steps, st.table if st.has_markers else None)), "steps")
-    w0, w1 = analysis.steps.window_start_ns, analysis.steps.window_end_ns
-    if w0 is None or w1 is None:
-        return Selection([], "window", window=True)
-    return Selection([(int(w0), int(w1))], "window", window=True)
-
-
-# ---------------------------------------------------------------------------------------------
 # tracks
 # ---------------------------------------------------------------------------------------------
 class _Tracks:
     """Track ids and their metadata events, emitted the first time a track is used."""
 
-    def __init__(self, analysis) -> None:
-        tr = analysis.trace
+    def __init__(self, tables: TrackTables) -> None:
         self.pending: list[str] = []
         self._procs: set = set()
         self._threads: set = set()
-        dev = tr.devices
-        self.dev_label = [str(x) for x in np.asarray(dev["label"])] if len(dev) else []
-        self.dev_name = [str(x or "") for x in np.asarray(dev["name"])] if len(dev) else []
-        st = tr.streams
-        self.stream_id = np.asarray(st["stream_id"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
-        self.stream_proc = np.asarray(st["proc"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
-        self.stream_dev = np.asarray(st["device"], dtype=np.int64) if len(st) else np.zeros(0, np.int64)
-        pr = tr.processes
-        self.proc_pid = np.asarray(pr["pid"], dtype=np.int64) if len(pr) else np.zeros(0, np.int64)
-        self.proc_names = {int(g): str(n or "") for g, n in zip(np.asarray(pr["global_pid"], dtype=np.int64),
-                                                               np.asarray(pr["name"]))} if len(pr) else {}
-        th = tr.threads
-        self.thread_gtid = np.asarray(th["global_tid"], dtype=np.int64) if len(th) else np.zeros(0, np.int64)
-        self.thread_name = {int(g): str(n or "") for g, n in zip(self.thread_gtid, np.asarray(th["name"]))} \
-            if len(th) and "name" in th else {}
+        self.dev_label, self.dev_name = tables.dev_label, tables.dev_name
+        self.stream_id, self.stream_proc, self.stream_dev = tables.stream_id, tables.stream_proc, tables.stream_dev
+        self.proc_pid, self.proc_names = tables.proc_pid, tables.proc_names
+        self.thread_gtid, self.thread_name = tables.thread_gtid, tables.thread_name
         # streams of more than one process on a device: their labels name the pid
         self.multi_proc_dev = set()
         for d in np.unique(self.stream_dev).tolist():
@@ -299,20 +153,20 @@ class _Tracks:
 
     # host
     def host_pid(self, gtid: int) -> int:
-        gpid = int(gtid) & S.PROCESS_MASK
+        gpid, os_pid, _ = host_ids(gtid)
         pid = self._host_pid.get(gpid)
         if pid is None:
-            pid = int(S.decode_pid(gtid))
+            pid = os_pid
             if pid in self._host_pid.values() or pid >= GPU_PID_BASE:
                 pid = HOST_PID_EXTRA + len(self._host_pid)
             self._host_pid[gpid] = pid
-            name = self.proc_names.get(gpid) or f"process {int(S.decode_pid(gtid))}"
-            self._process(pid, f"{name} (pid {int(S.decode_pid(gtid))})", 10 + len(self._host_pid))
+            name = self.proc_names.get(gpid) or f"process {os_pid}"
+            self._process(pid, f"{name} (pid {os_pid})", 10 + len(self._host_pid))
         return pid
 
     def host_tid(self, gtid: int, api: bool = False, overlap: bool = False) -> tuple[int, int]:
         pid = self.host_pid(gtid)
-        tid = int(S.decode_tid(gtid))
+        tid = host_ids(gtid)[2]
         name = self.thread_name.get(int(gtid)) or f"thread {tid}"
         out, label = tid, name
         if api:
@@ -490,11 +344,10 @@ def _tail(pid: int, tid: int) -> str:
 # ---------------------------------------------------------------------------------------------
 class _Exporter:
     def __init__(self, analysis, sel: Selection) -> None:
-        self.a = analysis
+        self.src = ExportSource(analysis)
         self.sel = sel
-        self.tr = analysis.trace
-        self.origin = time_origin_ns(analysis)
-        self.tracks = _Tracks(analysis)
+        self.origin = self.src.origin_ns
+        self.tracks = _Tracks(self.src.tracks)
         self.kernel_names: dict = {}
         self.copy_names: dict = {}
         self.api_names: dict = {}
@@ -505,7 +358,7 @@ class _Exporter:
         self.counts = {"kernel": 0, "memcpy": 0, "memset": 0, "gap": 0, "cuda_api": 0, "nvtx": 0, "finding": 0,
                        "launch_flow": 0, "operator_flow": 0}
         self.first = True
-        self.launch_keys = np.asarray(self.tr.derived.get("launch_keys", np.zeros(0, np.int64)), dtype=np.int64)
+        self.launch_keys = self.src.launch_keys
         self.launch_args: dict = {}
         #: launching calls whose operator flow the previous slice wrote (a call launching
         #: operations in two slices gets one): sorted runtime rows
@@ -595,31 +448,8 @@ class _Exporter:
         return [corr, track[inv], kind_part, where]
 
     def _correlations(self, ops, idx, state) -> np.ndarray:
-        """The correlation id of operations ``idx`` (0: unknown), read from their tables for the
-        slice's span (the rows the slice owns) and matched by position."""
-        from ..engine.data import GPU_KINDS, NEG, POS
-
-        out = np.zeros(len(idx), dtype=np.int64)
-        if state is None:
-            return out
-        kind = ops.kind[idx]
-        for kd, name in GPU_KINDS:
-            m = np.flatnonzero(kind == kd)
-            t = self.tr.store.get(name) if len(m) else None
-            if t is None or not len(t):
-                continue
-            d = t.rows_starting_in(None if state.c0 <= NEG else state.c0, None if state.c1 >= POS else state.c1,
-                                   ["pos", "correlation_id"])
-            pos = np.asarray(d["pos"], dtype=np.int64)
-            if not len(pos):
-                continue
-            o = np.argsort(pos, kind="stable")
-            pos, cor = pos[o], np.asarray(d["correlation_id"], dtype=np.int64)[o]
-            r = ops.row[idx[m]].astype(np.int64)
-            j = np.minimum(np.searchsorted(pos, r), len(pos) - 1)
-            ok = pos[j] == r
-            out[m[ok]] = cor[j[ok]]
-        return out
+        """The correlation id of operations ``idx`` (0: unknown; :meth:`ExportSource.correlations`)."""
+        return self.src.correlations(ops, idx, state)
 
     def _track_args(self, d: int, s: int) -> str:
         label = self.tracks.dev_label[d] if 0 <= d < len(self.tracks.dev_label) else str(d)
@@ -629,13 +459,7 @@ class _Exporter:
     def _launch_args(self, code: int) -> str:
         got = self.launch_args.get(code)
         if got is None:
-            keys = self.launch_keys
-            got = ""
-            if 0 <= code < len(keys):
-                f = S.unpack_launch(keys[code:code + 1])
-                got = "".join(f',"{label}":{int(f[key][0])}' for key, label in
-                              (("blocks", "grid"), ("threads", "block"), ("regs", "registers per thread"),
-                               ("smem", "shared memory")) if int(f[key][0]) >= 0)
+            got = "".join(f',"{label}":{value}' for label, value in launch_fields(self.launch_keys, code))
             self.launch_args[code] = got
         return got
 
@@ -643,9 +467,9 @@ class _Exporter:
     def _copy_args(kind: int, copy_kind: int, nbytes: int, host_kind: int) -> str:
         out = f',"bytes":{int(nbytes)}'
         if kind == KIND_MEMCPY:
-            out += f',"copy kind":{jstr(S.COPY_KIND_LABELS.get(copy_kind, "other"))}'
+            out += f',"copy kind":{jstr(copy_kind_label(copy_kind, "other"))}'
             if host_kind >= 0:
-                out += f',"host memory":{jstr(S.MEM_KIND_LABELS.get(host_kind, "unknown"))}'
+                out += f',"host memory":{jstr(mem_kind_label(host_kind, "unknown"))}'
         return out
 
     def _sites(self, state):
@@ -655,17 +479,10 @@ class _Exporter:
         return None if got is None else got[0]
 
     def _site_cache(self, state):
-        res = getattr(self.a, "engine", None)
-        ctx = getattr(res, "ctx", None)
-        if state is None or ctx is None or getattr(ctx.plan, "attr", None) is None or not len(state.ops):
-            return None
-        from ..engine.slices import op_sites
-
-        return op_sites(ctx, state)
+        return self.src.sites(state)
 
     def _name(self, code: int) -> str | None:
-        names = self.a.engine.ctx.plan.attr.names
-        return str(names[code]) if 0 <= code < len(names) else None
+        return self.src.site_name(code)
 
     def _where_args(self, row) -> str:
         from ..metrics.attribution import VIA_ENCLOSING
@@ -695,8 +512,8 @@ class _Exporter:
             keys, inv = _groups(ops.short_id[idx[k]], ops.name_id[idx[k]], ops.is_nccl[idx[k]].astype(np.int64))
             new = [x for x in keys if x not in self.kernel_names]
             if new:
-                shorts = self.tr.strings.lookup(np.array([x[0] for x in new], dtype=np.int64))
-                longs = self.tr.strings.lookup(np.array([x[1] for x in new], dtype=np.int64))
+                shorts = self.src.lookup(np.array([x[0] for x in new], dtype=np.int64))
+                longs = self.src.lookup(np.array([x[1] for x in new], dtype=np.int64))
                 for key, sh, lg in zip(new, shorts, longs):
                     self.kernel_names[key] = _head("kernel,nccl" if key[2] else "kernel",
                                                    jstr(display_name(str(sh), str(lg)) or "(unnamed kernel)"))
@@ -712,8 +529,8 @@ class _Exporter:
                 nm = self.copy_names.get(key)
                 if nm is None:
                     if key[0] == KIND_MEMCPY:
-                        mem = S.MEM_KIND_LABELS.get(key[3], "") if key[3] >= 0 else ""
-                        text = f"memcpy {S.COPY_KIND_LABELS.get(key[1], 'other')} {_fmt_bytes(key[2])}" + \
+                        mem = mem_kind_label(key[3], "") if key[3] >= 0 else ""
+                        text = f"memcpy {copy_kind_label(key[1], 'other')} {_fmt_bytes(key[2])}" + \
                             (f" ({mem})" if mem else "")
                     else:
                         text = f"memset {_fmt_bytes(key[2])}"
@@ -780,81 +597,58 @@ class _Exporter:
     def host_chunks(self, lo: int, hi: int, before: bool = False) -> Iterator[str]:
         """CUDA API calls and NVTX ranges starting in ``[lo, hi)`` (with ``before``: starting
         before ``lo`` and still running at it), a batch at a time."""
-        from ..engine.data import RT_COLS, blocking_of
-        from ..trace.store import to_text
+        d = self.src.api_calls(lo, hi, before, self._in_earlier)
+        if d is not None:
+            yield from self._api_chunks(d)
+        d = self.src.nvtx_ranges(lo, hi, before, self._in_earlier)
+        if d is not None:
+            yield from self._nvtx_chunks(d)
 
-        store = self.tr.store
-        t = store.get("runtime")
-        if t is not None and len(t):
-            d = t.rows_overlapping(lo, lo, RT_COLS) if before else t.rows_starting_in(lo, hi, RT_COLS)
-            if before and len(d["start_ns"]):
-                keep = (d["start_ns"] < lo) & ~self._in_earlier(d["start_ns"], lo)
-                d = {k: v[keep] for k, v in d.items()}
-            if len(d["start_ns"]):
-                blocking = blocking_of(d, np.asarray(self.tr.derived.get("pageable_async_api", np.zeros(0, np.int64))))
-                th = np.asarray(d["thread"], dtype=np.int64)
-                gt = np.where(th >= 0, self.tracks.thread_gtid[np.clip(th, 0, max(len(self.tracks.thread_gtid) - 1, 0))]
-                              if len(self.tracks.thread_gtid) else 0, 0)
-                s = d["start_ns"].astype(np.int64)
-                e = np.maximum(d["end_ns"].astype(np.int64), s)
-                nid = np.asarray(d["name_id"], dtype=np.int64)
-                del d, th
-                over = _overlapping(gt, s, e, self.stack_api).astype(np.int64)
-                sync = np.asarray(blocking, dtype=bool).astype(np.int64)
-                del blocking
-                for a, b in _batches(len(s)):
-                    keys, inv = _groups(gt[a:b], over[a:b])
-                    tails = np.empty(len(keys), dtype=object)
-                    tails[:] = [_tail(*self.tracks.host_tid(g, api=True, overlap=bool(ov))) for g, ov in keys]
-                    ids, ninv = _groups(nid[a:b], sync[a:b])
-                    new = [x for (x, _) in ids if x not in self.api_names]
-                    for x, v in zip(new, self.tr.strings.lookup(np.array(new, dtype=np.int64))):
-                        self.api_names[x] = jstr(S.strip_api_suffix(str(v)) or "(CUDA API)")
-                    heads = np.empty(len(ids), dtype=object)
-                    heads[:] = [_head(_API_CATS[y], self.api_names[x]) for x, y in ids]
-                    self.counts["cuda_api"] += b - a
-                    yield _rows(_ROW, b - a, [heads[ninv], *self.times(s[a:b], e[a:b]), tails[inv]])
-        nv = store.get("nvtx")
-        if nv is not None and len(nv):
-            cols = ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain"]
-            d = nv.rows_overlapping(lo, lo, cols) if before else nv.rows_starting_in(lo, hi, cols)
-            s = np.asarray(d["start_ns"], dtype=np.int64)
-            e = np.asarray(d["end_ns"], dtype=np.int64)
-            m = np.isin(np.asarray(d["event_type"]), S.NVTX_RANGE_TYPES) & (e >= s)
-            if before:
-                m &= (s < lo) & ~self._in_earlier(s, lo)
-            idx = np.flatnonzero(m)
-            if len(idx):
-                texts = to_text(d["text"])[idx] if len(d["text"]) else np.zeros(0, object)
-                doms = self.tr.nvtx_domains
-                dom = np.asarray(d["domain"], dtype=np.int64)[idx]
-                gt = np.asarray(d["global_tid"], dtype=np.int64)[idx]
-                s, e = s[idx], e[idx]
-                del d
-                over = _overlapping(gt, s, e, self.stack_nvtx).astype(np.int64)
-                for a, b in _batches(len(s)):
-                    keys, inv = _groups(gt[a:b], over[a:b])
-                    tracks = np.empty(len(keys), dtype=object)
-                    tracks[:] = [_tail(*self.tracks.host_tid(g, overlap=bool(ov)))[:-1] for g, ov in keys]
-                    dkeys, dinv = _groups(dom[a:b])
-                    dcat = np.empty(len(dkeys), dtype=object)
-                    dargs = np.empty(len(dkeys), dtype=object)
-                    for j, (dm,) in enumerate(dkeys):
-                        dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
-                        cat = "cpu_op" if dname == "cpu_op" else (
-                            "python_function" if dname == "python_function" else "nvtx")
-                        dcat[j] = f',\n{{"ph":"X","cat":"{cat}","name":"'
-                        dargs[j] = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
-                    names = _jstrs([tx if isinstance(tx, str) and tx else "(unnamed range)"
-                                    for tx in texts[a:b].tolist()])
-                    self.counts["nvtx"] += b - a
-                    yield _rows(_NVTX_ROW, b - a, [dcat[dinv], names, *self.times(s[a:b], e[a:b]),
-                                                   tracks[inv], dargs[dinv]])
+    def _api_chunks(self, d: dict) -> Iterator[str]:
+        """CUDA API calls (:meth:`ExportSource.api_calls`) on their threads' ``CUDA API`` tracks."""
+        s, e, gt, nid, sync = d["start"], d["end"], d["gtid"], d["name_id"], d["sync"]
+        over = _overlapping(gt, s, e, self.stack_api).astype(np.int64)
+        for a, b in _batches(len(s)):
+            keys, inv = _groups(gt[a:b], over[a:b])
+            tails = np.empty(len(keys), dtype=object)
+            tails[:] = [_tail(*self.tracks.host_tid(g, api=True, overlap=bool(ov))) for g, ov in keys]
+            ids, ninv = _groups(nid[a:b], sync[a:b])
+            new = [x for (x, _) in ids if x not in self.api_names]
+            for x, v in zip(new, self.src.lookup(np.array(new, dtype=np.int64))):
+                self.api_names[x] = jstr(api_name(str(v)) or "(CUDA API)")
+            heads = np.empty(len(ids), dtype=object)
+            heads[:] = [_head(_API_CATS[y], self.api_names[x]) for x, y in ids]
+            self.counts["cuda_api"] += b - a
+            yield _rows(_ROW, b - a, [heads[ninv], *self.times(s[a:b], e[a:b]), tails[inv]])
+
+    def _nvtx_chunks(self, d: dict) -> Iterator[str]:
+        """NVTX ranges (:meth:`ExportSource.nvtx_ranges`) on their threads' tracks."""
+        texts, dom, gt, s, e = d["text"], d["domain"], d["gtid"], d["start"], d["end"]
+        doms = self.src.nvtx_domains
+        over = _overlapping(gt, s, e, self.stack_nvtx).astype(np.int64)
+        for a, b in _batches(len(s)):
+            keys, inv = _groups(gt[a:b], over[a:b])
+            tracks = np.empty(len(keys), dtype=object)
+            tracks[:] = [_tail(*self.tracks.host_tid(g, overlap=bool(ov)))[:-1] for g, ov in keys]
+            dkeys, dinv = _groups(dom[a:b])
+            dcat = np.empty(len(dkeys), dtype=object)
+            dargs = np.empty(len(dkeys), dtype=object)
+            for j, (dm,) in enumerate(dkeys):
+                dname = str(doms[dm]) if 0 <= dm < len(doms) else ""
+                cat = "cpu_op" if dname == "cpu_op" else (
+                    "python_function" if dname == "python_function" else "nvtx")
+                dcat[j] = f',\n{{"ph":"X","cat":"{cat}","name":"'
+                dargs[j] = f',"args":{{"domain":{jstr(dname)}}}' if dname and cat == "nvtx" else ""
+            names = _jstrs([tx if isinstance(tx, str) and tx else "(unnamed range)"
+                            for tx in texts[a:b].tolist()])
+            self.counts["nvtx"] += b - a
+            yield _rows(_NVTX_ROW, b - a, [dcat[dinv], names, *self.times(s[a:b], e[a:b]),
+                                           tracks[inv], dargs[dinv]])
 
     # -- findings ------------------------------------------------------------------------------
     def finding_lines(self) -> list[str]:
         out = []
-        findings = (self.a.to_dict() or {}).get("findings") or []
+        findings = self.src.result().get("findings") or []
         if not self.sel.intervals:
             return out
         for i, f in enumerate(findings):
@@ -967,10 +761,7 @@ class _Flows:
         _, first = np.unique(self.api[cand], return_index=True)
         cand = cand[np.sort(first)]
         cand = cand[~np.isin(self.api[cand], prev)]
-        from ..engine.slices import _view
-
-        view = _view(self.a_ctx(), self.state)
-        forest = getattr(view, "attr", view).ops
+        forest = self.ex.src.operator_forest(self.state)
         rr = r[cand]
         if not len(rr) or int(rr.max()) >= len(forest.start):
             return
@@ -997,9 +788,6 @@ class _Flows:
                                                *_us_cols(_inside(self.cs[c], self.ce[c]) - self.ex.origin),
                                                self._api_tracks(self.gt[c])])
 
-    def a_ctx(self):
-        return self.ex.a.engine.ctx
-
 
 def _json_args(d: dict) -> str:
     def clean(v):
@@ -1010,37 +798,6 @@ def _json_args(d: dict) -> str:
         return v
 
     return json.dumps({k: clean(v) for k, v in d.items()}, ensure_ascii=False, allow_nan=False)
-
-
-def _slices_state(analysis, sel: Selection):
-    """Each engine slice's state (operations it owns, gaps it classifies) in time order, replayed
-    from the run's context: slices wholly before the selection only pass their carry on (their
-    operations are read, nothing is classified); after it, slices run until every device has been
-    busy past its end (no gap overlapping it is still open)."""
-    from ..engine.data import read_ops
-    from ..engine.slices import SliceState, next_carry, phase_a
-
-    res = analysis.engine
-    if res is None:
-        return
-    ctx = res.ctx
-    spans = res.plan.slices()
-    carry = ctx.first_carry()
-    lo, hi = sel.lo, sel.hi
-    for i, (c0, c1) in enumerate(spans):
-        last = i == len(spans) - 1
-        if c0 >= hi and (not len(carry.last_end) or int(carry.last_end.min()) >= hi or not ctx.active):
-            return
-        if c1 <= lo and not last:
-            ops = read_ops(ctx.trace, c0, c1, ctx.nccl)
-            carried = carry.ops if carry.ops is not None and len(carry.ops) else None
-            st = SliceState(c0=c0, c1=c1, last=last, ops=ops, carried=carried, act=None, gaps=None, host=None, rt=None,
-                            blocking=None, osrt=None, lo_dev=None)
-            carry = next_carry(ctx, st, carry)
-            continue
-        st = phase_a(ctx, c0, c1, carry.copy(), last)
-        yield st
-        carry = next_carry(ctx, st, carry)
 
 
 def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
@@ -1058,7 +815,7 @@ def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
     if sel.intervals:
         for lo, hi in sel.intervals:  # host rows begun before the selection and running into it
             yield from chunks(ex.host_chunks(lo, hi, before=True))
-        for st in _slices_state(analysis, sel):
+        for st in ex.src.slices(sel.lo, sel.hi):
             yield from chunks(ex.op_chunks(st.ops, st))
             yield from chunks(ex.gap_chunks(st.gaps))
             for lo, hi in sel.intervals:
@@ -1069,7 +826,7 @@ def chrome_trace(analysis, sel: Selection) -> Iterator[str]:
         lines = ex.finding_lines()
         for a, b in _batches(len(lines)):
             yield from chunks(["".join(",\n" + x for x in lines[a:b])])
-    src = (analysis.to_dict() or {}).get("source") or {}
+    src = ex.src.result().get("source") or {}
     other = {"generator": f"nsysdoc {__version__}", "source": src.get("path"), "tool": src.get("tool"),
              "time_origin_ns": ex.origin, "selection": sel.kind,
              "intervals_ns": [[int(a), int(b)] for a, b in sel.intervals], "events": ex.counts}

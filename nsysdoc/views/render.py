@@ -129,6 +129,8 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=N
 def _display(value):
     """Jinja ``finalize``: every plain string a template prints is made visible and capped
     (Markup, i.e. our own HTML and |tojson output, is handled where it is made)."""
+    if type(value) is str:  # ~30 k a page (issue 50's HTML cost): most are short ASCII, left as they are
+        return value if len(value) <= MAX_DISPLAY_CHARS and value.isascii() else shorten(visible(value))
     if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
         return shorten(visible(value))
     return value

@@ -26,15 +26,23 @@ def shorten(text: str, limit: int = MAX_DISPLAY_CHARS) -> str:
     return f"{text[:limit]}... [{len(text) - limit:,} more characters]"
 
 
+#: values embedded as they are (exact types)
+_AS_IS = frozenset((int, float, bool, type(None)))
+
+
 def _json_strings(obj):
     """Strings in data embedded as JSON: visible and capped like text."""
     t = type(obj)  # exact types first: the embedded data holds ~100 k numbers, dicts and lists
-    if t is int or t is float or obj is None or t is bool:
+    if t in _AS_IS:
         return obj
+    if t is str and len(obj) <= MAX_DISPLAY_CHARS and obj.isascii():  # visible and short already
+        return obj
+    # a number inside a dict or list is kept without a call (issue 50's HTML cost: the timeline's
+    # span columns are long lists of ints)
     if t is dict:
-        return {k: _json_strings(v) for k, v in obj.items()}
+        return {k: v if type(v) in _AS_IS else _json_strings(v) for k, v in obj.items()}
     if t is list:
-        return [_json_strings(v) for v in obj]
+        return [v if type(v) in _AS_IS else _json_strings(v) for v in obj]
     if isinstance(obj, str):
         return shorten(visible(obj))
     if isinstance(obj, dict):
