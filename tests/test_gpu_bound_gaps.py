@@ -96,10 +96,9 @@ def test_a_carried_kernel_is_inserted_in_order_and_merged():
     ahead = gpu_m.device_activity(own, 2, None, None)
     a = gpu_m.extend_activity(ahead, own, extra, 0, 1_000)
     assert _pieces(a.busy) == [(0, 50, 60), (0, 100, 110), (0, 112, 120), (1, 90, 115), (1, 130, 140)]
-    # in (device, start) order before the union (its running-maximum path, no sort)
-    k, st, en = gpu_m._insert_ordered(ahead.busy, extra.device, extra.start_ns, extra.end_ns)
-    assert list(zip(k.tolist(), st.tolist(), en.tolist())) == [
-        (0, 50, 60), (0, 100, 110), (0, 112, 120), (1, 90, 106), (1, 105, 115), (1, 130, 140)]
+    # merged into the pieces they touch, the others copied: origin 50 (the earliest start), span
+    # 140 - 50 + 1 = 91, as a rebuild gives
+    assert (a.busy.tmin, a.busy.span) == (50, 91)
     both = _Ops([0, 0, 1, 1, 1, 0], [100, 112, 105, 130, 90, 50], [110, 120, 115, 140, 106, 60])
     _same_union(a.busy, gpu_m.device_activity(both, 2, 0, 1_000).busy)
     kept = gpu_m.extend_activity(ahead, own, None, 0, 1_000)
@@ -146,3 +145,47 @@ def test_queued_gaps_are_all_queue_time_and_only_host_parts_are_painted():
     # only the queued gaps: no host part at all, whatever the partition holds
     only = g.split(np.array([0, 1]), 0, 10**6)
     assert only.tolist() == expect[:2].tolist()
+
+
+def _union_of_all(u: iv.Union, k2, s2, e2, lo, hi) -> iv.Union:
+    return iv.union(np.concatenate([u.keys, k2]), np.concatenate([u.starts, s2]), np.concatenate([u.ends, e2]),
+                    lo=lo, hi=hi)
+
+
+def test_a_carried_interval_touching_two_pieces_merges_them_and_the_window_cuts_the_ends():
+    """Pieces: device 0 [10, 20), [30, 40), [50, 60), [70, 80); device 2 [15, 25). New intervals:
+    device 0 [20, 30) (touches [10, 20) and [30, 40): one piece [10, 40)), [45, 52) (overlaps
+    [50, 60): [45, 60)); device 1 [5, 8) (a device with no piece yet); device 2 [24, 26) (overlaps
+    [15, 25): [15, 26)). Window [12, 75): device 0 [12, 40), [45, 60), [70, 75); device 1 nothing
+    ([5, 8) ends before 12); device 2 [15, 26). Origin 12, span 75 - 12 + 1 = 64. Covered on
+    device 0 over [0, 100): 28 + 15 + 5 = 48."""
+    u = iv.union([0, 0, 0, 0, 2], [10, 30, 50, 70, 15], [20, 40, 60, 80, 25])
+    k2, s2, e2 = np.array([0, 0, 1, 2]), np.array([20, 45, 5, 24]), np.array([30, 52, 8, 26])
+    m = iv.merge_few(u, k2, s2, e2, lo=12, hi=75)
+    assert _pieces(m) == [(0, 12, 40), (0, 45, 60), (0, 70, 75), (2, 15, 26)]
+    assert (m.tmin, m.span) == (12, 64)
+    assert m.covered(np.array([0]), np.array([0]), np.array([100])).tolist() == [48]
+    _same_union(m, _union_of_all(u, k2, s2, e2, 12, 75))
+    # two new intervals overlapping one piece: [0, 12) and [18, 22) both overlap [10, 20): [0, 22)
+    m2 = iv.merge_few(u, np.array([0, 0]), np.array([0, 18]), np.array([12, 22]))
+    assert _pieces(m2)[:2] == [(0, 0, 22), (0, 30, 40)]
+    _same_union(m2, _union_of_all(u, np.array([0, 0]), np.array([0, 18]), np.array([12, 22]), None, None))
+
+
+def test_merging_a_few_intervals_equals_the_rebuilt_union_on_random_inputs():
+    """merge_few against iv.union of everything (pieces, origin, span and prefix sums) on 3,000
+    random cases: 1-3 devices, empty and out-of-window intervals, with and without bounds."""
+    rng = np.random.default_rng(50)
+    for _ in range(3_000):
+        nd, n, m = int(rng.integers(1, 4)), int(rng.integers(0, 30)), int(rng.integers(1, 6))
+        s = rng.integers(0, 300, n)
+        u = iv.union(rng.integers(0, nd, n), s, s + rng.integers(-2, 40, n))
+        k2, s2 = rng.integers(0, nd + 1, m), rng.integers(-20, 320, m)
+        e2 = s2 + rng.integers(-2, 60, m)
+        lo = None if rng.random() < 0.2 else int(rng.integers(-30, 150))
+        hi = None if rng.random() < 0.2 else int(rng.integers(150, 350))
+        got, want = iv.merge_few(u, k2, s2, e2, lo=lo, hi=hi), _union_of_all(u, k2, s2, e2, lo, hi)
+        assert _pieces(got) == _pieces(want)
+        if len(want):
+            assert (got.tmin, got.span) == (want.tmin, want.span)
+            assert got._cum.tolist() == want._cum.tolist()

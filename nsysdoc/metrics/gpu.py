@@ -120,10 +120,9 @@ def extend_activity(own: Activity, own_ops: GpuOps, extra: GpuOps | None, w0: in
                 k2, s2, e2 = extra.device[mask], extra.start_ns[mask], extra.end_ns[mask]
             if len(k2):
                 if len(u) and len(k2) <= _FEW_EXTRA:
-                    # the few carried operations put in (device, start) order among the pieces:
-                    # iv.union then takes its running-maximum path instead of sorting everything
-                    keys, starts, ends = _insert_ordered(u, k2, s2, e2)
-                    return iv.union(keys, starts, ends, lo=w0, hi=w1)
+                    # the few carried operations merged into the pieces they touch; every other
+                    # piece is copied as it is (no rebuild of the slice's union: issue 50)
+                    return iv.merge_few(u, k2, s2, e2, lo=w0, hi=w1)
                 return iv.union(np.concatenate([u.keys, k2.astype(np.int64)]), np.concatenate([u.starts, s2]),
                                 np.concatenate([u.ends, e2]), lo=w0, hi=w1)
         if len(u) and (w0 is None or u.tmin >= w0) and (w1 is None or u.tmin + u.span - 1 <= w1):
@@ -344,23 +343,8 @@ class Gaps:
         return out
 
 
-#: carried operations :func:`extend_activity` inserts one by one among a union's pieces (more: a sort)
+#: carried operations :func:`extend_activity` merges into a union's pieces (more: a rebuild)
 _FEW_EXTRA = 64
-
-
-def _insert_ordered(u: iv.Union, k2: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple:
-    """``u``'s pieces with the intervals ``(k2, s2, e2)`` inserted, all in (key, start) order."""
-    keys, starts, ends = u.keys.astype(np.int64), u.starts, u.ends
-    k2 = np.asarray(k2, dtype=np.int64)
-    s2 = np.asarray(s2, dtype=np.int64)
-    e2 = np.asarray(e2, dtype=np.int64)
-    o = np.lexsort((s2, k2))
-    k2, s2, e2 = k2[o], s2[o], e2[o]
-    lo = np.searchsorted(keys, k2, side="left")
-    hi = np.searchsorted(keys, k2, side="right")
-    pos = [int(a) + int(np.searchsorted(starts[a:b], s, side="right"))
-           for a, b, s in zip(lo.tolist(), hi.tolist(), s2.tolist())]
-    return np.insert(keys, pos, k2), np.insert(starts, pos, s2), np.insert(ends, pos, e2)
 
 
 def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
