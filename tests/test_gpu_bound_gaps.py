@@ -147,6 +147,32 @@ def test_queued_gaps_are_all_queue_time_and_only_host_parts_are_painted():
     assert only.tolist() == expect[:2].tolist()
 
 
+def test_whole_gap_amounts_read_one_class_gaps_directly_and_split_only_host_parts():
+    """The three gaps of :func:`_gaps` plus a tail D [500, 540) (kind 1) and an unattributed gap E
+    [600, 610) (kind 2). Whole gaps: A launch 2; B dependency 30; C sync 20 and launch 80 (its
+    class: launch, the larger); D tail 40; E unattributed 10. The same as Gaps.split of every gap
+    over its own extent, and its argmax."""
+    a = _gaps()
+    n = 5
+    g = gpu_m.Gaps(device=np.zeros(n, np.int32), start_ns=np.array([100, 200, 300, 500, 600]),
+                   end_ns=np.array([102, 230, 400, 540, 610]), thread=np.full(n, 7),
+                   next_api_start_ns=np.array([50, 150, 340, -1, -1]), kind=np.array([0, 0, 0, 1, 2], np.int8),
+                   thread_index=np.array([0, 0, 0, -1, -1]), painted_end_ns=np.array([100, 200, 350, 500, 600]),
+                   host_window_ns=np.array([0, 0, 40, 0, 0]), queue_is_dependency=np.array([False, True, False, False, False]),
+                   partition=a.partition)
+    c = {name: i for i, name in enumerate(gpu_m.CAUSES)}
+    expect = np.zeros((n, len(gpu_m.CAUSES)), np.int64)
+    expect[0, c["launch"]] = 2
+    expect[1, c["dependency"]] = 30
+    expect[2, c["sync"]], expect[2, c["launch"]] = 20, 80
+    expect[3, c["tail"]] = 40
+    expect[4, c["unattributed"]] = 10
+    amounts, cause = gpu_m._whole_gap_amounts(g, np.int32)
+    assert amounts.dtype == np.int32 and amounts.tolist() == expect.tolist()
+    assert cause.tolist() == [c["launch"], c["dependency"], c["launch"], c["tail"], c["unattributed"]]
+    assert amounts.tolist() == g.split(np.arange(n), g.start_ns, g.end_ns).tolist()
+
+
 def _union_of_all(u: iv.Union, k2, s2, e2, lo, hi) -> iv.Union:
     return iv.union(np.concatenate([u.keys, k2]), np.concatenate([u.starts, s2]), np.concatenate([u.ends, e2]),
                     lo=lo, hi=hi)

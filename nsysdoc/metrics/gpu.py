@@ -347,6 +347,35 @@ class Gaps:
 _FEW_EXTRA = 64
 
 
+def _whole_gap_amounts(g: Gaps, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``g.split(all gaps, their starts, their ends)`` and each gap's largest class (the first on
+    ties), read directly where a gap has one class: a tail, an unattributed gap, and a gap with no
+    host part (the next operation was queued before the GPU went idle: its whole length is queue
+    time, ``launch`` or ``dependency``; almost every gap of a GPU-bound capture, issue 50). Only
+    the gaps with a host part go through :meth:`Gaps.split`. Stored column by column (Fortran
+    order): the columns are what the totals read (prefix sums, one class of every gap)."""
+    n = len(g)
+    out = np.zeros((n, len(CAUSES)), dtype=dtype, order="F")
+    cause = np.zeros(n, dtype=np.int8)
+    if n == 0:
+        return out, cause
+    att = g.kind == 0
+    queue = np.where(att, g.end_ns - g.painted_end_ns, g.end_ns - g.start_ns)  # x_end = g0 when not att
+    dep = g.queue_is_dependency
+    for c, m in ((CAUSE_TAIL, g.kind == 1), (CAUSE_UNATTR, g.kind == 2), (CAUSE_DEP, att & dep),
+                 (CAUSE_LAUNCH, att & ~dep)):
+        idx = np.flatnonzero(m)
+        if len(idx):
+            out[idx, c] = queue[idx]
+            cause[idx] = c
+    hp = np.flatnonzero(att & (g.painted_end_ns > g.start_ns))
+    if len(hp):
+        part = g.split(hp, g.start_ns[hp], g.end_ns[hp], dtype=dtype)
+        out[hp] = part
+        cause[hp] = np.argmax(part, axis=1)
+    return out, cause
+
+
 def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
                         base: int, prev_launcher: np.ndarray | None = None) -> Gaps:
     """Split idle gaps already found (sorted by device, then time; disjoint per device) by what the
@@ -398,8 +427,7 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
                  inferred=inferred if inferred is not None and inferred.any() else None)
         # int32 when every gap is shorter than 2.1 s: half the memory on captures with millions of gaps
         small = n == 0 or int((ge - gs).max()) < 2**31
-        g.amounts = g.split(np.arange(n), gs, ge, dtype=np.int32 if small else np.int64)
-        g.cause = np.argmax(g.amounts, axis=1).astype(np.int8) if n else np.zeros(0, np.int8)
+        g.amounts, g.cause = _whole_gap_amounts(g, np.int32 if small else np.int64)
         return g
 
     if n == 0 or len(ops) == 0:  # no GPU operation at all: every gap is a tail
