@@ -215,3 +215,11 @@ def test_merging_a_few_intervals_equals_the_rebuilt_union_on_random_inputs():
         if len(want):
             assert (got.tmin, got.span) == (want.tmin, want.span)
             assert got._cum.tolist() == want._cum.tolist()
+
+
+def test_distinct_devices_without_sorting_the_operations():
+    """Devices of a slice's operations [3, 1, 3, -1, 1]: distinct -1, 1, 3 (sorted, as np.unique);
+    ids spanning 4,096 or more ([0, 5000]) take np.unique: 0, 5000; none: []."""
+    assert gpu_m._distinct_small(np.array([3, 1, 3, -1, 1], np.int32)) == [-1, 1, 3]
+    assert gpu_m._distinct_small(np.array([5000, 0, 5000], np.int32)) == [0, 5000]
+    assert gpu_m._distinct_small(np.zeros(0, np.int32)) == []

@@ -23,6 +23,7 @@ from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
+from ..trace.tables import unique_ints
 from . import fill as fill_m
 from .attribute import (SELECTORS, SiteSums, accumulate, add_sites, gpu_labels, merge_sites, site_counts, site_index,
                         site_rows)
@@ -1117,7 +1118,7 @@ def _alloc_rows(st: SliceState, tot: Global) -> None:
     if ops is not None and len(ops):
         th = ops.api_thread[ops.owned & (ops.api >= 0) & (ops.api_thread >= 0)]
         if len(th):
-            tot.launch_threads.append(np.unique(th.astype(np.int64)))
+            tot.launch_threads.append(unique_ints(th))  # indices >= 0: a mark per value, no sort
     if st.host is None or st.rt is None:
         return
     rt = st.rt

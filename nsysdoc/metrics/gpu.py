@@ -551,7 +551,7 @@ def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: 
     ks = ops.start_ns[kn]
     # one linear pass per device (a few; no sort of a slice's million launches): the latest start,
     # the last in table order among equal starts
-    devs = np.unique(kdev).tolist()
+    devs = _distinct_small(kdev)
     for d in devs:
         if not 0 <= d < ndev:
             continue
@@ -565,3 +565,17 @@ def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: 
         thr[d] = int(ops.api_tid(kn[i:i + 1])[0])
         st[d] = top
     return thr, st
+
+
+def _distinct_small(v: np.ndarray) -> list[int]:
+    """Sorted distinct values of a column of small ids (devices): a mark per value when they span
+    less than 4,096 ids, no sort of the rows (a slice's million operations, issue 50); else
+    ``np.unique``."""
+    if len(v) == 0:
+        return []
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo >= 4096:
+        return np.unique(v).tolist()
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[np.asarray(v, dtype=np.int64) - lo] = True
+    return (np.flatnonzero(seen) + lo).tolist()

@@ -360,6 +360,9 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
     With ``lo``/``hi`` (arrays of length ``nkeys``) a key with no interval has one gap covering
     its whole window. Returns ``(keys, gap_start, gap_end)`` sorted by key then time, non-empty.
     """
+    if lo is not None and hi is not None and nkeys > 0 and len(u) and int(u.keys[0]) >= 0 \
+            and int(u.keys[-1]) < nkeys:
+        return _gaps_by_key(u, nkeys, lo, hi)
     k, s, e = u.keys, u.starts, u.ends
     pk, ps, pe = [], [], []
     if len(k):
@@ -388,6 +391,51 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
         return _by_key(nkeys, pk, ps, pe)
     gk = np.concatenate(pk); gs = np.concatenate(ps); ge = np.concatenate(pe)
     return take(sort_order(gk, gs), gk, gs, ge)
+
+
+def _gaps_by_key(u: Union, nkeys: int, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`gaps` with bounds, key by key (keys are few): the leading gap, the gaps between the
+    key's pieces (one slice of the union's arrays, clipped only when the bounds cut the key's
+    pieces), the
+    trailing gap; the parts are concatenated in (key, start) order, with no mask, scatter or sort
+    over the union's pieces (issue 50: one piece per kernel on a GPU-bound capture)."""
+    lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (nkeys,)).tolist()
+    hi = np.broadcast_to(np.asarray(hi, dtype=np.int64), (nkeys,)).tolist()
+    keys = u.keys
+    bounds = np.searchsorted(keys, np.arange(nkeys + 1, dtype=np.int64), side="left").tolist()
+    s_sh, e_sh = u._s, u._e
+    pk, ps, pe = [], [], []
+
+    def one(key, a, b):
+        pk.append(np.array([key], dtype=np.int64)); ps.append(np.array([a], dtype=np.int64))
+        pe.append(np.array([b], dtype=np.int64))
+
+    for key in range(nkeys):
+        a, b = bounds[key], bounds[key + 1]
+        k_lo, k_hi = lo[key], hi[key]
+        if b <= a:
+            if k_hi > k_lo:
+                one(key, k_lo, k_hi)
+            continue
+        off = key * u.span - u.tmin
+        first_s, last_e = int(s_sh[a]) - off, int(e_sh[b - 1]) - off
+        if min(first_s, k_hi) > k_lo:  # leading
+            one(key, k_lo, min(first_s, k_hi))
+        if b - a > 1:
+            gs = e_sh[a:b - 1] - off
+            ge = s_sh[a + 1:b] - off
+            if not (k_lo <= first_s and k_hi >= last_e):
+                gs = np.maximum(gs, k_lo)
+                ge = np.minimum(ge, k_hi)
+            keep = ge > gs
+            if not keep.all():
+                gs, ge = gs[keep], ge[keep]
+            pk.append(np.full(len(gs), key, dtype=np.int64)); ps.append(gs); pe.append(ge)
+        if k_hi > max(last_e, k_lo):  # trailing
+            one(key, max(last_e, k_lo), k_hi)
+    if not pk:
+        return _EMPTY, _EMPTY, _EMPTY
+    return np.concatenate(pk), np.concatenate(ps), np.concatenate(pe)
 
 
 def _by_key(nkeys: int, pk: list, ps: list, pe: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
