@@ -223,3 +223,36 @@ def test_distinct_devices_without_sorting_the_operations():
     assert gpu_m._distinct_small(np.array([3, 1, 3, -1, 1], np.int32)) == [-1, 1, 3]
     assert gpu_m._distinct_small(np.array([5000, 0, 5000], np.int32)) == [0, 5000]
     assert gpu_m._distinct_small(np.zeros(0, np.int32)) == []
+
+
+def _slice_ops(start, end, kind, row, api_start, api_end, api_thread):
+    from nsysdoc.engine.data import Ops
+
+    n = len(start)
+    a = lambda v, dt=np.int64: np.asarray(v, dtype=dt)  # noqa: E731
+    return Ops(start_ns=a(start), end_ns=a(end), device=np.zeros(n, np.int32), kind=a(kind, np.int8),
+               is_nccl=np.zeros(n, bool), proc=np.zeros(n, np.int32), stream=np.zeros(n, np.int32), row=a(row),
+               api=np.arange(n, dtype=np.int64), api_start_ns=a(api_start), api_end=a(api_end),
+               api_thread=a(api_thread, np.int32), api_kind=np.zeros(n, np.int8), name_id=np.zeros(n, np.int32),
+               short_id=np.zeros(n, np.int32), launch=np.zeros(n, np.int32), nbytes=np.zeros(n, np.int64),
+               copy_kind=np.full(n, -1, np.int8), host_kind=np.full(n, -1, np.int8), owned=np.ones(n, bool),
+               step=np.full(n, -1, np.int64), flags=np.zeros(n, np.int16), thread_gtid=np.array([7, 9]))
+
+
+def test_the_operation_ending_a_gap_is_the_first_in_table_order_when_two_start_there():
+    """Gap [100, 200) on device 0. Kernel row 1 [50, 100) (call [40, 45)); at 200 two kernels
+    start: row 3 (call [120, 130), thread index 0 = global_tid 7) listed first, and row 5 (call
+    [150, 160), thread index 1 = global_tid 9). The gap ends with row 3 (lower row): launching
+    call start 120, thread 7 (host index 0), painted host part [100, 130) (host window 20 ns: short,
+    uncovered -> launch 30) and queue [130, 200) = 70 ns (not a dependency: launch 70). A second
+    gap [300, 310) ends with the single kernel row 6 at 310 (call [200, 305), thread 9, host index
+    1): queue [305, 310) -> launch 5, host part [300, 305) -> launch 5."""
+    ops = _slice_ops([50, 200, 200, 310], [100, 260, 250, 400], [KIND_KERNEL] * 4, [1, 3, 5, 6],
+                     [40, 120, 150, 200], [45, 130, 160, 305], [0, 0, 1, 1])
+    host = gpu_m.HostActivity(thread_keys=np.array([7, 9]), sync=iv.union([], [], []))
+    g = gpu_m.classify_found_gaps(ops, host, np.array([0, 0]), np.array([100, 300]), np.array([200, 310]), 0)
+    assert g.next_op.tolist() == [1, 3]
+    assert g.next_api_start_ns.tolist() == [120, 200] and g.thread.tolist() == [7, 9]
+    assert g.thread_index.tolist() == [0, 1] and g.painted_end_ns.tolist() == [130, 305]
+    launch = gpu_m.CAUSES.index("launch")
+    assert g.amounts[:, launch].tolist() == [100, 10] and int(g.amounts.sum()) == 110

@@ -439,7 +439,6 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     span = max(int(ge.max()), int(ops.start_ns.max())) - w0 + 1
     # gaps come sorted by (device, start) and are disjoint per device, so their ends are sorted too
     sorted_keys = gk * span + (ge - w0)
-    order = np.arange(n)
     j = np.full(n, -1, dtype=np.int64)
     in_range = ops.start_ns >= w0
     op_key = ops.device.astype(np.int64) * span + (ops.start_ns - w0)
@@ -449,7 +448,10 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     # several ops may start at the same instant: keep the first in table order (kernels, then
     # copies, then memsets; each by row), whatever order the operations come in
     if len(hit):
-        g_of = order[pos_c[hit]]
+        g_of = pos_c[hit]
+    if len(hit) and int(np.bincount(g_of, minlength=n).max()) == 1:
+        j[g_of] = hit  # one operation per gap end (the usual case): no order to pick
+    elif len(hit):
         key = (ops.kind[hit].astype(np.int64) << 48) | ops.row[hit].astype(np.int64)
         o = np.lexsort((key, g_of))
         firsts = np.concatenate(([True], g_of[o][1:] != g_of[o][:-1]))
@@ -462,11 +464,17 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     known = has_next & (ops.api[j] >= 0)
     a = np.where(known, ops.api_start_ns[j], 0)
     b = np.where(known, ops.api_end_ns(j), 0)
-    t = np.where(known, ops.api_tid(j), 0)
+    # launching threads by their index (-1 unknown: the appended last entry, global_tid 0), looked
+    # up among the host's threads once per thread, not once per gap
+    th = ops.api_thread[j]
+    if len(th) and int(th.min()) < -1:
+        th = np.maximum(th, -1)
+    gtid_of = np.append(np.asarray(ops.thread_gtid, dtype=np.int64), 0)
+    t = np.where(known, gtid_of[th], 0)
     kind[known] = 0
     thread[known] = t[known]
     next_api[known] = a[known]
-    tindex = np.where(known, host.index(t), -1)
+    tindex = np.where(known, host.index(gtid_of)[th], -1)
     x_end = np.where(known, np.clip(np.minimum(b, ge), gs, ge), gs)
     hostw = np.where(known, np.clip(a, gs, ge) - gs, 0)
     dep = known & (ge - x_end > LAUNCH_LATENCY_NS)
