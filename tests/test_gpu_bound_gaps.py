@@ -256,3 +256,28 @@ def test_the_operation_ending_a_gap_is_the_first_in_table_order_when_two_start_t
     assert g.thread_index.tolist() == [0, 1] and g.painted_end_ns.tolist() == [130, 305]
     launch = gpu_m.CAUSES.index("launch")
     assert g.amounts[:, launch].tolist() == [100, 10] and int(g.amounts.sum()) == 110
+
+
+def test_launch_calls_are_painted_only_where_they_meet_a_long_window_of_their_own_thread():
+    """Thread 0 has a long window [100, 2,000,100) and a short one [5,000,000, 5,000,100). Launch
+    calls (the lowest level): thread 0 [150, 160) (in the long window: painted, 10 ns), thread 0
+    [5,000,010, 5,000,020) (only in the short window: not painted), thread 1 [150, 160) (the long
+    window's time, but thread 0's window: not painted). A sync call on thread 0 [5,000,050,
+    5,000,060) is painted wherever it meets a window: 10 ns."""
+    L, S_ = gpu_m.LV_LAUNCH, gpu_m.LV_SYNC
+    src = (np.array([L, L, L, S_]), np.array([0, 0, 1, 0]), np.array([150, 5_000_010, 150, 5_000_050]),
+           np.array([160, 5_000_020, 160, 5_000_060]))
+    host = gpu_m.HostActivity(thread_keys=np.array([7, 9]), sync=iv.union([], [], []), sources=[src])
+    part = host.paint(np.array([0, 0]), np.array([100, 5_000_000]), np.array([2_000_100, 5_000_100]),
+                      long_window=np.array([True, False]))
+    got = part.amounts(np.array([0, 1]), np.array([0, 0]), np.array([10**7, 10**7]), gpu_m.NLEVELS)
+    assert got[0, L] == 10 and got[0, S_] == 10 and int(got.sum()) == 20
+
+
+def test_meeting_a_union_on_the_raw_time_axis():
+    """Pieces [10, 20), [30, 40). [0, 10) touches but shares no time; [5, 11), [25, 35), [39, 50)
+    share time; [20, 30) lies between; [40, 45) after; [15, 15) is empty."""
+    u = iv.union([0, 0], [10, 30], [20, 40])
+    s = np.array([0, 5, 25, 39, 20, 40, 15])
+    e = np.array([10, 11, 35, 50, 30, 45, 15])
+    assert gpu_m._meets_any(u, s, e).tolist() == [False, True, True, True, False, False, False]

@@ -176,6 +176,7 @@ class HostActivity:
             lw = None
             if long_window is not None and not long_window.all():
                 lw = iv.union(keys[long_window], lo[long_window], hi[long_window])
+                lw_all = iv.union(np.zeros(len(lw), np.int64), lw.starts, lw.ends)
             for level, k, s, e in self.sources:
                 if len(s) == 0:
                     continue
@@ -185,9 +186,13 @@ class HostActivity:
                     keep = np.zeros(len(s), dtype=bool)
                     r = np.flatnonzero(~low)
                     keep[r] = windows.overlaps_any(k[r], s[r], e[r])
-                    r = np.flatnonzero(low)
-                    if len(lw) and len(r):
-                        keep[r] = lw.overlaps_any(k[r], s[r], e[r])
+                    if len(lw):
+                        # first a test on the raw time axis against the long windows of every
+                        # thread (a superset, a few passes over the rows: millions of launch calls,
+                        # a few hundred windows), then the exact test on those that pass (issue 50)
+                        r = np.flatnonzero(low & _meets_any(lw_all, s, e))
+                        if len(r):
+                            keep[r] = lw.overlaps_any(k[r], s[r], e[r])
                     hit = np.flatnonzero(keep)
                 else:
                     hit = np.flatnonzero(windows.overlaps_any(k, s, e))
@@ -202,6 +207,17 @@ class HostActivity:
             return iv.paint([], [], [], [], NLEVELS)
         return iv.paint(np.concatenate(parts_k), np.concatenate(parts_s), np.concatenate(parts_e),
                         np.concatenate(parts_l), NLEVELS)
+
+
+def _meets_any(u: iv.Union, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Whether each interval ``[s, e)`` shares time with the one-key union ``u`` (raw times, one
+    binary search per interval; an empty interval meets nothing)."""
+    m = len(u)
+    if m == 0:
+        return np.zeros(len(s), dtype=bool)
+    us, ue = u.starts, u.ends
+    p = np.searchsorted(ue, s, side="right")  # the first piece ending after s
+    return (p < m) & (us[np.minimum(p, m - 1)] < e) & (e > s)
 
 
 @dataclass
