@@ -281,3 +281,16 @@ def test_meeting_a_union_on_the_raw_time_axis():
     s = np.array([0, 5, 25, 39, 20, 40, 15])
     e = np.array([10, 11, 35, 50, 30, 45, 15])
     assert gpu_m._meets_any(u, s, e).tolist() == [False, True, True, True, False, False, False]
+
+
+def test_the_longest_gaps_with_ties_at_the_cut():
+    """25 gaps: durations 100..118 at positions 0..18 (19 gaps), then 50 at positions 19..24 (six
+    ties). The 20 longest: the 19 of 100 ns or more and the first tied 50 (position 19), in array
+    order. With 20 gaps or fewer every one is kept."""
+    from nsysdoc.engine.slices import TOP_GAPS, _top_idx
+
+    assert TOP_GAPS == 20
+    dur = np.array(list(range(100, 119)) + [50] * 6)
+    assert _top_idx(dur).tolist() == list(range(20))
+    assert _top_idx(dur[::-1]).tolist() == [0] + list(range(6, 25))  # reversed: the first 50 is at 0
+    assert _top_idx(np.array([3, 1, 2])).tolist() == [0, 1, 2]

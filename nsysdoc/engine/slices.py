@@ -867,7 +867,8 @@ def _top_idx(dur: np.ndarray) -> np.ndarray:
     """The TOP_GAPS longest (ties: the earlier in device, then time order, which is array order)."""
     if len(dur) <= TOP_GAPS:
         return np.arange(len(dur))
-    v = dur[np.argpartition(-dur, TOP_GAPS - 1)[TOP_GAPS - 1]]  # the TOP_GAPS-th longest
+    # the TOP_GAPS-th longest: a value selection (no index array, no negated copy)
+    v = np.partition(dur, len(dur) - TOP_GAPS)[len(dur) - TOP_GAPS]
     above = np.flatnonzero(dur > v)
     tied = np.flatnonzero(dur == v)[:TOP_GAPS - len(above)]
     return np.sort(np.concatenate([above, tied]))
