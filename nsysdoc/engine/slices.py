@@ -472,18 +472,25 @@ def _setup_stretches(ctx: Context, rt: dict, lo: int, hi: int) -> tuple:
     from ..metrics.host import SETUP_CLUSTER_GAP_NS, setup_stretches
 
     plan = ctx.plan
-    parts = [rt]
-    if lo > NEG:
-        parts.append(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo))
-    if hi < POS:
-        parts.append(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS)))
     cols = ("pos", "start_ns", "end_ns", "thread", "name_id")
-    keep = []
-    for p in parts:
+
+    def setup_rows(p):
         m = np.asarray(p["api_kind"]) == S.API_SETUP
         if len(plan.setup_launch):
             m |= in_sorted(plan.setup_launch, p["pos"])
-        keep.append({c: np.asarray(p[c])[m] for c in cols})
+        return {c: np.asarray(p[c])[m] for c in cols}
+
+    keep = [setup_rows(rt)]
+    if not len(keep[0]["pos"]) and hi - lo > SETUP_CLUSTER_GAP_NS:
+        # no set-up call among the rows read: a stretch of the margins' calls alone ends before
+        # lo or starts after hi (a call that reaches into [lo, hi] is a row read), and cannot
+        # join the two margins across more than SETUP_CLUSTER_GAP_NS, so it paints nothing here:
+        # the margins are not read (issue 50)
+        return (np.zeros(0, np.int64),) * 3
+    if lo > NEG:
+        keep.append(setup_rows(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo)))
+    if hi < POS:
+        keep.append(setup_rows(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS))))
     allr = {c: np.concatenate([k[c] for k in keep]) for c in cols}
     if len(allr["pos"]) < 2:
         return (np.zeros(0, np.int64),) * 3
