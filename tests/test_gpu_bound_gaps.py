@@ -229,7 +229,9 @@ def _slice_ops(start, end, kind, row, api_start, api_end, api_thread):
     from nsysdoc.engine.data import Ops
 
     n = len(start)
-    a = lambda v, dt=np.int64: np.asarray(v, dtype=dt)  # noqa: E731
+    def a(v, dt=np.int64):
+        return np.asarray(v, dtype=dt)
+
     return Ops(start_ns=a(start), end_ns=a(end), device=np.zeros(n, np.int32), kind=a(kind, np.int8),
                is_nccl=np.zeros(n, bool), proc=np.zeros(n, np.int32), stream=np.zeros(n, np.int32), row=a(row),
                api=np.arange(n, dtype=np.int64), api_start_ns=a(api_start), api_end=a(api_end),
