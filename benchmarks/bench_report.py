@@ -249,7 +249,18 @@ def generate_gpu_bound_gaps(path: Path, n: int, seed: int = 7) -> None:
     1,100 MB cold, 780 MB warm (main 819). CPU time of ``analyze`` at 2 M, warm cache, in process:
     1.65 s (main 1.78-1.98 s); ``sqlite3`` decoding is the cold run's largest part, and the
     page's assembly (critical path 0.33 s, step records 0.17 s of 2.3 s under cProfile) the
-    warm one's largest part outside the engine."""
+    warm one's largest part outside the engine.
+
+    Second batch (2026-12-06 13:56, issue 50's warm part: the slice's union merged with the carried
+    operations instead of rebuilt, one-class gaps read without Gaps.split, the gaps and devices of
+    a slice without sorts or scatters, launch calls pre-tested against the long windows, the
+    timeline's NVTX text cut without loading pyarrow.compute; load 3.6-4.1, best of 2, baseline =
+    main 78e6204 in the same run): 2 M kernels, floor 2.33 s; warm 1.11x (main 1.79x), cold 3.45x
+    (main 3.90x), warm HTML 1.34x; peak 652 MB cold (main 662), 516 MB warm (main 504). Again at
+    14:10 (load 2.8-3.4; this floor 2.89 s, the narrow one 1.07 s: the floor itself was slowed):
+    warm 0.80x (main 1.13x), slowest/slowest floor 0.89x (main 1.17x), cold 2.24x (main 2.55x),
+    warm HTML 0.93x; peak 648 MB cold (main 658), 477 MB warm (main 563). Warm is 0.62-0.70x of
+    main's in the same batch."""
     rng = np.random.default_rng(seed)
     tmp, con, w = _new_export(path)
     names = GAP_NAMES

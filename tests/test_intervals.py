@@ -43,6 +43,19 @@ def test_gaps_hand_example_with_window():
     assert list(zip(k.tolist(), s.tolist(), e.tolist())) == [(0, 0, 10), (0, 20, 40), (0, 50, 60), (1, 0, 60)]
 
 
+def test_gaps_with_bounds_that_cut_a_key_s_pieces():
+    """Key 0 pieces [10, 20), [40, 50), [70, 80); key 1 none; key 2 [5, 15). Bounds: key 0
+    [45, 75) (cuts its first and last pieces: the gap [20, 40) is outside, [50, 70) is kept, no
+    leading gap since [45, 50) is busy, no trailing gap since [70, 75) is busy); key 1 [0, 30)
+    (one gap, all of it); key 2 [0, 30) (leading [0, 5), trailing [15, 30))."""
+    u = iv.union([0, 0, 0, 2], [10, 40, 70, 5], [20, 50, 80, 15])
+    k, s, e = iv.gaps(u, 3, lo=[45, 0, 0], hi=[75, 30, 30])
+    assert list(zip(k.tolist(), s.tolist(), e.tolist())) == [(0, 50, 70), (1, 0, 30), (2, 0, 5), (2, 15, 30)]
+    # bounds holding every piece: [0, 100) on key 0 -> [0, 10), [20, 40), [50, 70), [80, 100)
+    k, s, e = iv.gaps(u, 3, lo=0, hi=100)
+    assert list(zip(k.tolist(), s.tolist(), e.tolist()))[:4] == [(0, 0, 10), (0, 20, 40), (0, 50, 70), (0, 80, 100)]
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_random_against_brute_force(seed):
     rng = np.random.default_rng(seed)

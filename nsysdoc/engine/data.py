@@ -158,6 +158,45 @@ def osrt_rows(trace, lo: int, hi: int) -> dict[str, np.ndarray]:
     return t.rows_overlapping(lo, hi, cols, touching=True)
 
 
+#: a text column is cut into at most this many runs of rows before the store's own row filter is
+#: used instead (runs: one slice each)
+_TEXT_RUNS_MAX = 2_000
+
+
+def rows_overlapping_text(table, lo: int, hi: int, cols: list[str], text: str = "text") -> dict:
+    """``table.rows_overlapping(lo, hi, cols)`` with the text column ``text`` given as an object
+    array of str: the matching rows of each block are cut from it as runs of consecutive rows
+    (slices; a window's rows are mostly one run), never through a row filter of the text
+    column, which for an Arrow column loads Arrow's compute module (0.07-0.09 s of a cached
+    report: issue 50). More runs than ``_TEXT_RUNS_MAX``: the store's own filter."""
+    from ..trace.store import to_text
+
+    blocks = table.blocks_where(start_hi=hi, end_gt=lo)
+    if not blocks:
+        d = table.rows_overlapping(lo, hi, cols)
+        d[text] = to_text(d[text])
+        return d
+    plain = [c for c in cols if c != text]
+    extra = [c for c in ("start_ns", table.end_col) if c not in cols]
+    parts = []
+    for i in blocks:
+        d = table.read_block(i, plain + [text] + extra)
+        idx = np.flatnonzero((d["start_ns"] < hi) & (d[table.end_col] > lo))
+        cuts = np.flatnonzero(np.diff(idx) != 1) + 1
+        if len(cuts) >= _TEXT_RUNS_MAX:
+            d = table.rows_overlapping(lo, hi, cols)
+            d[text] = to_text(d[text])
+            return d
+        runs = np.split(idx, cuts) if len(idx) else []
+        part = {c: d[c][idx] for c in plain}
+        part[text] = np.concatenate([to_text(d[text][int(r[0]):int(r[-1]) + 1]) for r in runs]) if runs \
+            else np.zeros(0, dtype=object)
+        parts.append(part)
+    if len(parts) == 1:
+        return parts[0]
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
 def blocking_of(rt: dict, pageable_api: np.ndarray) -> np.ndarray:
     """Which CUDA API rows block the host (definition: ``nsysdoc.metrics.host``): sync kinds,
     and async copies from pageable memory (positions found while loading)."""

@@ -23,6 +23,7 @@ from ..metrics.host import SCALAR_READ_MAX_BYTES, host_activity_from
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from ..metrics.steps import assign_ops_to_steps
 from ..trace import schema as S
+from ..trace.tables import unique_ints
 from . import fill as fill_m
 from .attribute import (SELECTORS, SiteSums, accumulate, add_sites, gpu_labels, merge_sites, site_counts, site_index,
                         site_rows)
@@ -471,18 +472,25 @@ def _setup_stretches(ctx: Context, rt: dict, lo: int, hi: int) -> tuple:
     from ..metrics.host import SETUP_CLUSTER_GAP_NS, setup_stretches
 
     plan = ctx.plan
-    parts = [rt]
-    if lo > NEG:
-        parts.append(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo))
-    if hi < POS:
-        parts.append(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS)))
     cols = ("pos", "start_ns", "end_ns", "thread", "name_id")
-    keep = []
-    for p in parts:
+
+    def setup_rows(p):
         m = np.asarray(p["api_kind"]) == S.API_SETUP
         if len(plan.setup_launch):
             m |= in_sorted(plan.setup_launch, p["pos"])
-        keep.append({c: np.asarray(p[c])[m] for c in cols})
+        return {c: np.asarray(p[c])[m] for c in cols}
+
+    keep = [setup_rows(rt)]
+    if not len(keep[0]["pos"]) and hi - lo > SETUP_CLUSTER_GAP_NS:
+        # no set-up call among the rows read: a stretch of the margins' calls alone ends before
+        # lo or starts after hi (a call that reaches into [lo, hi] is a row read), and cannot
+        # join the two margins across more than SETUP_CLUSTER_GAP_NS, so it paints nothing here:
+        # the margins are not read (issue 50)
+        return (np.zeros(0, np.int64),) * 3
+    if lo > NEG:
+        keep.append(setup_rows(runtime_rows(ctx.trace, max(NEG, lo - SETUP_CLUSTER_GAP_NS), lo)))
+    if hi < POS:
+        keep.append(setup_rows(runtime_rows(ctx.trace, hi, min(POS, hi + SETUP_CLUSTER_GAP_NS))))
     allr = {c: np.concatenate([k[c] for k in keep]) for c in cols}
     if len(allr["pos"]) < 2:
         return (np.zeros(0, np.int64),) * 3
@@ -866,7 +874,8 @@ def _top_idx(dur: np.ndarray) -> np.ndarray:
     """The TOP_GAPS longest (ties: the earlier in device, then time order, which is array order)."""
     if len(dur) <= TOP_GAPS:
         return np.arange(len(dur))
-    v = dur[np.argpartition(-dur, TOP_GAPS - 1)[TOP_GAPS - 1]]  # the TOP_GAPS-th longest
+    # the TOP_GAPS-th longest: a value selection (no index array, no negated copy)
+    v = np.partition(dur, len(dur) - TOP_GAPS)[len(dur) - TOP_GAPS]
     above = np.flatnonzero(dur > v)
     tied = np.flatnonzero(dur == v)[:TOP_GAPS - len(above)]
     return np.sort(np.concatenate([above, tied]))
@@ -1117,7 +1126,7 @@ def _alloc_rows(st: SliceState, tot: Global) -> None:
     if ops is not None and len(ops):
         th = ops.api_thread[ops.owned & (ops.api >= 0) & (ops.api_thread >= 0)]
         if len(th):
-            tot.launch_threads.append(np.unique(th.astype(np.int64)))
+            tot.launch_threads.append(unique_ints(th))  # indices >= 0: a mark per value, no sort
     if st.host is None or st.rt is None:
         return
     rt = st.rt

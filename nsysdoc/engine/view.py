@@ -10,8 +10,7 @@ import numpy as np
 
 from ..metrics.ops import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET
 from ..trace.columns import Columns
-from ..trace.store import to_text
-from .data import Ops, blocking_of, osrt_rows, runtime_rows
+from .data import Ops, blocking_of, osrt_rows, rows_overlapping_text, runtime_rows
 
 
 @dataclass
@@ -74,10 +73,10 @@ def window_view(analysis, name: str):
     os_ = osrt_rows(trace, a, b)
     nv = trace.store.get("nvtx")
     if nv is not None:
-        d = nv.rows_overlapping(a, b, ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"])
+        d = rows_overlapping_text(nv, a, b, ["start_ns", "end_ns", "event_type", "global_tid", "text", "domain", "thread"])
         nvtx = Columns({"start_ns": d["start_ns"].astype(np.int64), "end_ns": d["end_ns"].astype(np.int64),
                              "event_type": d["event_type"].astype(np.int64), "global_tid": d["global_tid"],
-                             "text": to_text(d["text"]),
+                             "text": d["text"],
                              "domain": trace.nvtx_domains[d["domain"]] if len(d["domain"]) else np.zeros(0, object),
                              "thread": d["thread"]})
     else:

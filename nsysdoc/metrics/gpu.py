@@ -120,10 +120,9 @@ def extend_activity(own: Activity, own_ops: GpuOps, extra: GpuOps | None, w0: in
                 k2, s2, e2 = extra.device[mask], extra.start_ns[mask], extra.end_ns[mask]
             if len(k2):
                 if len(u) and len(k2) <= _FEW_EXTRA:
-                    # the few carried operations put in (device, start) order among the pieces:
-                    # iv.union then takes its running-maximum path instead of sorting everything
-                    keys, starts, ends = _insert_ordered(u, k2, s2, e2)
-                    return iv.union(keys, starts, ends, lo=w0, hi=w1)
+                    # the few carried operations merged into the pieces they touch; every other
+                    # piece is copied as it is (no rebuild of the slice's union: issue 50)
+                    return iv.merge_few(u, k2, s2, e2, lo=w0, hi=w1)
                 return iv.union(np.concatenate([u.keys, k2.astype(np.int64)]), np.concatenate([u.starts, s2]),
                                 np.concatenate([u.ends, e2]), lo=w0, hi=w1)
         if len(u) and (w0 is None or u.tmin >= w0) and (w1 is None or u.tmin + u.span - 1 <= w1):
@@ -177,6 +176,7 @@ class HostActivity:
             lw = None
             if long_window is not None and not long_window.all():
                 lw = iv.union(keys[long_window], lo[long_window], hi[long_window])
+                lw_all = iv.union(np.zeros(len(lw), np.int64), lw.starts, lw.ends)
             for level, k, s, e in self.sources:
                 if len(s) == 0:
                     continue
@@ -186,9 +186,13 @@ class HostActivity:
                     keep = np.zeros(len(s), dtype=bool)
                     r = np.flatnonzero(~low)
                     keep[r] = windows.overlaps_any(k[r], s[r], e[r])
-                    r = np.flatnonzero(low)
-                    if len(lw) and len(r):
-                        keep[r] = lw.overlaps_any(k[r], s[r], e[r])
+                    if len(lw):
+                        # first a test on the raw time axis against the long windows of every
+                        # thread (a superset, a few passes over the rows: millions of launch calls,
+                        # a few hundred windows), then the exact test on those that pass (issue 50)
+                        r = np.flatnonzero(low & _meets_any(lw_all, s, e))
+                        if len(r):
+                            keep[r] = lw.overlaps_any(k[r], s[r], e[r])
                     hit = np.flatnonzero(keep)
                 else:
                     hit = np.flatnonzero(windows.overlaps_any(k, s, e))
@@ -203,6 +207,17 @@ class HostActivity:
             return iv.paint([], [], [], [], NLEVELS)
         return iv.paint(np.concatenate(parts_k), np.concatenate(parts_s), np.concatenate(parts_e),
                         np.concatenate(parts_l), NLEVELS)
+
+
+def _meets_any(u: iv.Union, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Whether each interval ``[s, e)`` shares time with the one-key union ``u`` (raw times, one
+    binary search per interval; an empty interval meets nothing)."""
+    m = len(u)
+    if m == 0:
+        return np.zeros(len(s), dtype=bool)
+    us, ue = u.starts, u.ends
+    p = np.searchsorted(ue, s, side="right")  # the first piece ending after s
+    return (p < m) & (us[np.minimum(p, m - 1)] < e) & (e > s)
 
 
 @dataclass
@@ -344,23 +359,37 @@ class Gaps:
         return out
 
 
-#: carried operations :func:`extend_activity` inserts one by one among a union's pieces (more: a sort)
+#: carried operations :func:`extend_activity` merges into a union's pieces (more: a rebuild)
 _FEW_EXTRA = 64
 
 
-def _insert_ordered(u: iv.Union, k2: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple:
-    """``u``'s pieces with the intervals ``(k2, s2, e2)`` inserted, all in (key, start) order."""
-    keys, starts, ends = u.keys.astype(np.int64), u.starts, u.ends
-    k2 = np.asarray(k2, dtype=np.int64)
-    s2 = np.asarray(s2, dtype=np.int64)
-    e2 = np.asarray(e2, dtype=np.int64)
-    o = np.lexsort((s2, k2))
-    k2, s2, e2 = k2[o], s2[o], e2[o]
-    lo = np.searchsorted(keys, k2, side="left")
-    hi = np.searchsorted(keys, k2, side="right")
-    pos = [int(a) + int(np.searchsorted(starts[a:b], s, side="right"))
-           for a, b, s in zip(lo.tolist(), hi.tolist(), s2.tolist())]
-    return np.insert(keys, pos, k2), np.insert(starts, pos, s2), np.insert(ends, pos, e2)
+def _whole_gap_amounts(g: Gaps, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``g.split(all gaps, their starts, their ends)`` and each gap's largest class (the first on
+    ties), read directly where a gap has one class: a tail, an unattributed gap, and a gap with no
+    host part (the next operation was queued before the GPU went idle: its whole length is queue
+    time, ``launch`` or ``dependency``; almost every gap of a GPU-bound capture, issue 50). Only
+    the gaps with a host part go through :meth:`Gaps.split`. Stored column by column (Fortran
+    order): the columns are what the totals read (prefix sums, one class of every gap)."""
+    n = len(g)
+    out = np.zeros((n, len(CAUSES)), dtype=dtype, order="F")
+    cause = np.zeros(n, dtype=np.int8)
+    if n == 0:
+        return out, cause
+    att = g.kind == 0
+    queue = np.where(att, g.end_ns - g.painted_end_ns, g.end_ns - g.start_ns)  # x_end = g0 when not att
+    dep = g.queue_is_dependency
+    for c, m in ((CAUSE_TAIL, g.kind == 1), (CAUSE_UNATTR, g.kind == 2), (CAUSE_DEP, att & dep),
+                 (CAUSE_LAUNCH, att & ~dep)):
+        idx = np.flatnonzero(m)
+        if len(idx):
+            out[idx, c] = queue[idx]
+            cause[idx] = c
+    hp = np.flatnonzero(att & (g.painted_end_ns > g.start_ns))
+    if len(hp):
+        part = g.split(hp, g.start_ns[hp], g.end_ns[hp], dtype=dtype)
+        out[hp] = part
+        cause[hp] = np.argmax(part, axis=1)
+    return out, cause
 
 
 def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.ndarray, ge: np.ndarray,
@@ -414,8 +443,7 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
                  inferred=inferred if inferred is not None and inferred.any() else None)
         # int32 when every gap is shorter than 2.1 s: half the memory on captures with millions of gaps
         small = n == 0 or int((ge - gs).max()) < 2**31
-        g.amounts = g.split(np.arange(n), gs, ge, dtype=np.int32 if small else np.int64)
-        g.cause = np.argmax(g.amounts, axis=1).astype(np.int8) if n else np.zeros(0, np.int8)
+        g.amounts, g.cause = _whole_gap_amounts(g, np.int32 if small else np.int64)
         return g
 
     if n == 0 or len(ops) == 0:  # no GPU operation at all: every gap is a tail
@@ -427,7 +455,6 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     span = max(int(ge.max()), int(ops.start_ns.max())) - w0 + 1
     # gaps come sorted by (device, start) and are disjoint per device, so their ends are sorted too
     sorted_keys = gk * span + (ge - w0)
-    order = np.arange(n)
     j = np.full(n, -1, dtype=np.int64)
     in_range = ops.start_ns >= w0
     op_key = ops.device.astype(np.int64) * span + (ops.start_ns - w0)
@@ -437,7 +464,10 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     # several ops may start at the same instant: keep the first in table order (kernels, then
     # copies, then memsets; each by row), whatever order the operations come in
     if len(hit):
-        g_of = order[pos_c[hit]]
+        g_of = pos_c[hit]
+    if len(hit) and int(np.bincount(g_of, minlength=n).max()) == 1:
+        j[g_of] = hit  # one operation per gap end (the usual case): no order to pick
+    elif len(hit):
         key = (ops.kind[hit].astype(np.int64) << 48) | ops.row[hit].astype(np.int64)
         o = np.lexsort((key, g_of))
         firsts = np.concatenate(([True], g_of[o][1:] != g_of[o][:-1]))
@@ -450,11 +480,17 @@ def classify_found_gaps(ops: GpuOps, host: HostActivity, gk: np.ndarray, gs: np.
     known = has_next & (ops.api[j] >= 0)
     a = np.where(known, ops.api_start_ns[j], 0)
     b = np.where(known, ops.api_end_ns(j), 0)
-    t = np.where(known, ops.api_tid(j), 0)
+    # launching threads by their index (-1 unknown: the appended last entry, global_tid 0), looked
+    # up among the host's threads once per thread, not once per gap
+    th = ops.api_thread[j]
+    if len(th) and int(th.min()) < -1:
+        th = np.maximum(th, -1)
+    gtid_of = np.append(np.asarray(ops.thread_gtid, dtype=np.int64), 0)
+    t = np.where(known, gtid_of[th], 0)
     kind[known] = 0
     thread[known] = t[known]
     next_api[known] = a[known]
-    tindex = np.where(known, host.index(t), -1)
+    tindex = np.where(known, host.index(gtid_of)[th], -1)
     x_end = np.where(known, np.clip(np.minimum(b, ge), gs, ge), gs)
     hostw = np.where(known, np.clip(a, gs, ge) - gs, 0)
     dep = known & (ge - x_end > LAUNCH_LATENCY_NS)
@@ -539,7 +575,7 @@ def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: 
     ks = ops.start_ns[kn]
     # one linear pass per device (a few; no sort of a slice's million launches): the latest start,
     # the last in table order among equal starts
-    devs = np.unique(kdev).tolist()
+    devs = _distinct_small(kdev)
     for d in devs:
         if not 0 <= d < ndev:
             continue
@@ -553,3 +589,17 @@ def last_launchers(ops: GpuOps, ndev: int, prev: np.ndarray | None, prev_start: 
         thr[d] = int(ops.api_tid(kn[i:i + 1])[0])
         st[d] = top
     return thr, st
+
+
+def _distinct_small(v: np.ndarray) -> list[int]:
+    """Sorted distinct values of a column of small ids (devices): a mark per value when they span
+    less than 4,096 ids, no sort of the rows (a slice's million operations, issue 50); else
+    ``np.unique``."""
+    if len(v) == 0:
+        return []
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo >= 4096:
+        return np.unique(v).tolist()
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    seen[np.asarray(v, dtype=np.int64) - lo] = True
+    return (np.flatnonzero(seen) + lo).tolist()

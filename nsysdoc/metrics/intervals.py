@@ -208,6 +208,114 @@ def union(keys, starts, ends, *, lo=None, hi=None, presorted: bool = False) -> U
     return _union_of_ordered(k, s, e, tmin, kmin, span)
 
 
+def merge_few(u: Union, keys, starts, ends, *, lo: int | None = None, hi: int | None = None) -> Union:
+    """``union(u's pieces + the intervals (keys, starts, ends), lo=lo, hi=hi)`` (scalar bounds) for a
+    few intervals, without rebuilding ``u``: the pieces a new interval overlaps or touches are
+    found by binary search in its key's band and merged with it, the clipping cuts each key's
+    first and last pieces, and every untouched run of pieces is copied, moved to the new origin
+    and span (issue 50: a slice's union joined with the few operations carried from the previous
+    slice). The same pieces, ``tmin`` and ``span`` as :func:`union` gives."""
+    k2 = np.asarray(keys, dtype=np.int64)
+    s2 = np.asarray(starts, dtype=np.int64)
+    e2 = np.asarray(ends, dtype=np.int64)
+    if lo is not None:
+        s2 = np.maximum(s2, lo)
+    if hi is not None:
+        e2 = np.minimum(e2, hi)
+    keep = e2 > s2
+    k2, s2, e2 = k2[keep], s2[keep], e2[keep]
+    n = len(u)
+    if n == 0:
+        return union(k2, s2, e2)
+    add = union(k2, s2, e2) if len(k2) else None  # the new intervals merged among themselves
+    a_k = add.keys.tolist() if add is not None else []
+    a_s = add.starts.tolist() if add is not None else []
+    a_e = add.ends.tolist() if add is not None else []
+    ukeys, us, ue, span0, tmin0 = u.keys, u._s, u._e, u.span, u.tmin
+    # each key of u: its band [a, b) (keys are sorted, and few)
+    bands = {}
+    a = 0
+    while a < n:
+        k = int(ukeys[a])
+        b = int(np.searchsorted(ukeys, k, side="right"))
+        bands[k] = (a, b)
+        a = b
+    plan = []  # per key: (key, old offset, [("run", i, j) | ("new", s, e)], first start, last end)
+    j_add = 0
+    for k in sorted(set(bands) | set(a_k)):
+        a, b = bands.get(k, (0, 0))
+        off = k * span0 - tmin0
+        if b > a:
+            # pieces kept by the clipping: those ending after lo and starting before hi
+            i0 = a if lo is None else a + int(np.searchsorted(ue[a:b], lo + off, side="right"))
+            i1 = b if hi is None else a + int(np.searchsorted(us[a:b], hi + off, side="left"))
+        else:
+            i0 = i1 = 0
+        segs = []
+        cur = i0
+        while j_add < len(a_k) and a_k[j_add] == k:
+            x0, x1 = a_s[j_add], a_e[j_add]
+            j_add += 1
+            if i1 > i0:
+                # the kept pieces it overlaps or touches: ending at or after x0, starting by x1
+                j0 = i0 + int(np.searchsorted(ue[i0:i1], x0 + off, side="left"))
+                j1 = i0 + int(np.searchsorted(us[i0:i1], x1 + off, side="right"))
+            else:
+                j0 = j1 = i0
+            if j1 > j0:
+                ps = int(us[j0]) - off
+                pe = int(ue[j1 - 1]) - off
+                x0 = min(x0, ps if lo is None else max(ps, lo))
+                x1 = max(x1, pe if hi is None else min(pe, hi))
+            if segs and segs[-1][0] == "new" and j0 < segs[-1][4]:  # a piece both touch: one piece
+                _, p0, p1, pj0, pj1 = segs.pop()
+                x0, x1, j0, j1 = min(p0, x0), max(p1, x1), pj0, max(pj1, j1)
+            if j0 > cur:
+                segs.append(("run", cur, j0))
+            segs.append(("new", x0, x1, j0, j1))
+            cur = max(cur, j1)
+        if i1 > cur:
+            segs.append(("run", cur, i1))
+        if not segs:
+            continue
+        first = segs[0][1] if segs[0][0] == "new" else int(us[segs[0][1]]) - off
+        last = segs[-1][2] if segs[-1][0] == "new" else int(ue[segs[-1][2] - 1]) - off
+        if lo is not None:
+            first = max(first, lo)
+        if hi is not None:
+            last = min(last, hi)
+        plan.append((k, off, segs, first, last))
+    if not plan:
+        return union([], [], [])
+    tmin = min(p[3] for p in plan)
+    span = max(p[4] for p in plan) - tmin + 1
+    ks, ss, es, fix = [], [], [], []
+    pos = 0
+    for k, off, segs, first, last in plan:
+        new_off = k * span - tmin
+        d = new_off - off
+        start_pos = pos
+        for sg in segs:
+            if sg[0] == "run":
+                ss.append(us[sg[1]:sg[2]] + d)
+                es.append(ue[sg[1]:sg[2]] + d)
+                m = sg[2] - sg[1]
+            else:
+                ss.append(np.array([sg[1] + new_off], dtype=np.int64))
+                es.append(np.array([sg[2] + new_off], dtype=np.int64))
+                m = 1
+            pos += m
+        ks.append((k, pos - start_pos))
+        fix.append((start_pos, first + new_off, pos - 1, last + new_off))
+    s_sh = np.concatenate(ss)
+    e_sh = np.concatenate(es)
+    for p0, v0, p1, v1 in fix:  # each key's first and last piece, as clipped
+        s_sh[p0] = v0
+        e_sh[p1] = v1
+    keys_out = np.repeat(np.array([k for k, _ in ks], dtype=np.int64), [m for _, m in ks])
+    return Union.from_shifted(keys_out, s_sh, e_sh, tmin, span)
+
+
 def _in_key_start_order(keys: np.ndarray, starts: np.ndarray) -> bool:
     """Whether rows are ordered by key, then start (one vectorised pass, no sort)."""
     if len(keys) < 2:
@@ -252,6 +360,9 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
     With ``lo``/``hi`` (arrays of length ``nkeys``) a key with no interval has one gap covering
     its whole window. Returns ``(keys, gap_start, gap_end)`` sorted by key then time, non-empty.
     """
+    if lo is not None and hi is not None and nkeys > 0 and len(u) and int(u.keys[0]) >= 0 \
+            and int(u.keys[-1]) < nkeys:
+        return _gaps_by_key(u, nkeys, lo, hi)
     k, s, e = u.keys, u.starts, u.ends
     pk, ps, pe = [], [], []
     if len(k):
@@ -280,6 +391,51 @@ def gaps(u: Union, nkeys: int, lo=None, hi=None) -> tuple[np.ndarray, np.ndarray
         return _by_key(nkeys, pk, ps, pe)
     gk = np.concatenate(pk); gs = np.concatenate(ps); ge = np.concatenate(pe)
     return take(sort_order(gk, gs), gk, gs, ge)
+
+
+def _gaps_by_key(u: Union, nkeys: int, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`gaps` with bounds, key by key (keys are few): the leading gap, the gaps between the
+    key's pieces (one slice of the union's arrays, clipped only when the bounds cut the key's
+    pieces), the
+    trailing gap; the parts are concatenated in (key, start) order, with no mask, scatter or sort
+    over the union's pieces (issue 50: one piece per kernel on a GPU-bound capture)."""
+    lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (nkeys,)).tolist()
+    hi = np.broadcast_to(np.asarray(hi, dtype=np.int64), (nkeys,)).tolist()
+    keys = u.keys
+    bounds = np.searchsorted(keys, np.arange(nkeys + 1, dtype=np.int64), side="left").tolist()
+    s_sh, e_sh = u._s, u._e
+    pk, ps, pe = [], [], []
+
+    def one(key, a, b):
+        pk.append(np.array([key], dtype=np.int64)); ps.append(np.array([a], dtype=np.int64))
+        pe.append(np.array([b], dtype=np.int64))
+
+    for key in range(nkeys):
+        a, b = bounds[key], bounds[key + 1]
+        k_lo, k_hi = lo[key], hi[key]
+        if b <= a:
+            if k_hi > k_lo:
+                one(key, k_lo, k_hi)
+            continue
+        off = key * u.span - u.tmin
+        first_s, last_e = int(s_sh[a]) - off, int(e_sh[b - 1]) - off
+        if min(first_s, k_hi) > k_lo:  # leading
+            one(key, k_lo, min(first_s, k_hi))
+        if b - a > 1:
+            gs = e_sh[a:b - 1] - off
+            ge = s_sh[a + 1:b] - off
+            if not (k_lo <= first_s and k_hi >= last_e):
+                gs = np.maximum(gs, k_lo)
+                ge = np.minimum(ge, k_hi)
+            keep = ge > gs
+            if not keep.all():
+                gs, ge = gs[keep], ge[keep]
+            pk.append(np.full(len(gs), key, dtype=np.int64)); ps.append(gs); pe.append(ge)
+        if k_hi > max(last_e, k_lo):  # trailing
+            one(key, max(last_e, k_lo), k_hi)
+    if not pk:
+        return _EMPTY, _EMPTY, _EMPTY
+    return np.concatenate(pk), np.concatenate(ps), np.concatenate(pe)
 
 
 def _by_key(nkeys: int, pk: list, ps: list, pe: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
