@@ -29,7 +29,6 @@ ALLOWED_CIRCLE: set[str] = set()
 KNOWN_OVERSIZE = {
     "nsysdoc.trace.kineto": "format sniffing, the byte stream, three parser engines, the table mapping",
     "nsysdoc.trace.sqlite_reader": "chunked SQL, clocks, id codes and correlation, ingest, the NVTX reader",
-    "nsysdoc.engine.slices": "the slice state and its phases",
 }
 
 
