@@ -16,7 +16,7 @@ from nsysdoc.errors import InputError, UsageError
 from nsysdoc.inputs import check_outputs, expand_inputs, read_text, regular_file
 from nsysdoc.trace import tables as F
 from nsysdoc.trace import load_trace
-from nsysdoc.trace import sqlite_reader as R
+from nsysdoc.trace.sqlite import load as R  # issue 51: load_export looks these names up there
 from nsysdoc.trace.cache_entry import wait_for_cache_writes
 
 
