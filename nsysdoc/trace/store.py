@@ -50,7 +50,10 @@ MEMORY_BUDGET = 384 << 20
 #: Largest spill (or cache entry) written uncompressed, estimated from the rows: an uncompressed
 #: block reads back 20-40x faster than an lz4 one, but takes 1.6-2.4x the disk; above this the
 #: files stay lz4 (a 50 M + 50 M capture: 2.6 GB instead of 4.8 GB, inside the cache's 4 GB cap).
-UNCOMPRESSED_MAX_BYTES = 1 << 30
+#: Half the default cap (issue 50): a 20 M + 20 M capture (1.9 GB uncompressed, 1.0 GB lz4) stays
+#: uncompressed; its cache hit took 47 s with lz4 blocks and 23 s without (the analysis decodes each
+#: block about 4.5 times: 11.8 s of lz4 decoding against 2.5 s of file reads), measured 2026-12-06.
+UNCOMPRESSED_MAX_BYTES = 2 << 30
 #: Average bytes per row of an uncompressed block (kernels about 61, runtime calls about 35).
 UNCOMPRESSED_ROW_BYTES = 48
 #: Bytes of decoded spilled blocks kept for reuse (a slice and its neighbours read the same blocks).
