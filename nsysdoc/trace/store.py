@@ -51,8 +51,10 @@ MEMORY_BUDGET = 384 << 20
 #: block reads back 20-40x faster than an lz4 one, but takes 1.6-2.4x the disk; above this the
 #: files stay lz4 (a 50 M + 50 M capture: 2.6 GB instead of 4.8 GB, inside the cache's 4 GB cap).
 #: Half the default cap (issue 50): a 20 M + 20 M capture (1.9 GB uncompressed, 1.0 GB lz4) stays
-#: uncompressed; its cache hit took 47 s with lz4 blocks and 23 s without (the analysis decodes each
-#: block about 4.5 times: 11.8 s of lz4 decoding against 2.5 s of file reads), measured 2026-12-06.
+#: uncompressed. Its blocks are read about 4.5 times each: 11.8 s of lz4 decoding (all threads)
+#: against 2.5 s of file reads; the first report (writes the cache) took 52 s against 70 s and
+#: --no-cache 61 s against 71 s; a cache hit about the same (18-23 s against 20-21 s: the decoding
+#: runs on the prefetch thread, hidden while a core is free), measured 2026-12-06.
 UNCOMPRESSED_MAX_BYTES = 2 << 30
 #: Average bytes per row of an uncompressed block (kernels about 61, runtime calls about 35).
 UNCOMPRESSED_ROW_BYTES = 48
