@@ -3,7 +3,7 @@
 Two kinds of entries live side by side in the cache folder, one folder each:
 
 * ``trace-<key>/``: the tables of an export, as the loader stores them (:mod:`nsysdoc.trace.store`:
-  Arrow IPC files of blocks, uncompressed up to about 1 GB and lz4 above; small tables as Parquet);
+  Arrow IPC files of blocks, uncompressed up to about 2 GB and lz4 above; small tables as Parquet);
 * ``export-<key>/``: an SQLite export of an ``.nsys-rep`` made when the report's own folder is
   not writable (:mod:`nsysdoc.nsys.export`);
 * ``templates-<key>/``: the HTML report's templates compiled by Jinja (its bytecode cache: 0.1 s

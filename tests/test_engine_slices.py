@@ -130,7 +130,8 @@ def test_capture_over_the_budget_keeps_no_block_in_memory(monkeypatch, tmp_path)
     the peak); under it, all are. The numbers are the same either way."""
     from nsysdoc.analysis import analyze
     from nsysdoc.testing.scenarios import SCENARIOS
-    from nsysdoc.trace import load_trace, sqlite_reader
+    from nsysdoc.trace import load_trace
+    from nsysdoc.trace.sqlite import load as sqlite_reader  # issue 51: where load_export reads it
 
     path = SCENARIOS["ddp_nccl"]().write(tmp_path / "d.sqlite")
     small = load_trace(path, cache=False)
@@ -230,7 +231,8 @@ def test_big_captures_keep_lz4_cache_files_small_ones_do_not(monkeypatch, tmp_pa
     says its files would pass UNCOMPRESSED_MAX_BYTES; both read back to the same JSON."""
     from nsysdoc.analysis import analyze
     from nsysdoc.testing.scenarios import SCENARIOS
-    from nsysdoc.trace import load_trace, sqlite_reader
+    from nsysdoc.trace import load_trace
+    from nsysdoc.trace.sqlite import load as sqlite_reader  # issue 51: where load_export reads it
 
     path = SCENARIOS["launch_bound_small_kernels"]().write(tmp_path / "l.sqlite")
     small = load_trace(path, cache=True, cache_dir=tmp_path / "c1")

@@ -290,11 +290,12 @@ _SLOW_LOAD = (  # the CLI, with an endless statement in the loader's own query f
     # statement a view ran before views were refused; a real table's reads are bounded by its rows)
     "import signal, sys\n"
     "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # as a terminal's foreground job
-    "from nsysdoc.trace import sqlite_reader as R\n"
+    "from nsysdoc.trace.sqlite import load as R\n"  # issue 51: load_export looks _strings up there
+    "from nsysdoc.trace.sqlite.chunks import _query\n"
     "real, sql, mark = R._strings, sys.argv[2], sys.argv[3]\n"
     "def slow(exp):\n"
     "    open(mark, 'w').close()\n"  # the test sends SIGINT once SQLite runs it
-    "    R._query(exp, sql)\n"
+    "    _query(exp, sql)\n"
     "    return real(exp)\n"
     "R._strings = slow\n"
     "sys.argv = ['nsysdoc', 'report', sys.argv[1], '-f', 'json', '-o', 'r.json', '--no-cache', '--no-config', '-q']\n"
@@ -340,7 +341,7 @@ def test_ctrl_c_stops_a_running_statement(base, tmp_path):
 
     from nsysdoc.errors import CorruptFileError
     from nsysdoc.trace import open_export
-    from nsysdoc.trace import sqlite_reader as R
+    from nsysdoc.trace.sqlite import chunks as R
 
     exp = open_export(cap)
     t0 = time.monotonic()

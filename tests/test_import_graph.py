@@ -28,7 +28,6 @@ ALLOWED_CIRCLE: set[str] = set()
 #: engineers were editing them in this one)
 KNOWN_OVERSIZE = {
     "nsysdoc.trace.kineto": "format sniffing, the byte stream, three parser engines, the table mapping",
-    "nsysdoc.trace.sqlite_reader": "chunked SQL, clocks, id codes and correlation, ingest, the NVTX reader",
 }
 
 

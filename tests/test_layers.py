@@ -134,3 +134,18 @@ def test_the_assembly_imports_no_analysis():
         wrong = sorted(d for d in deps if _under(d, ("nsysdoc.analysis", "nsysdoc.pipeline", "nsysdoc.api",
                                                         "nsysdoc.views", "nsysdoc.cli")))
         assert not wrong, f"{mod} imports {wrong}"
+
+
+def test_the_sqlite_package_imports_neither_the_other_reader_nor_the_loader():
+    """Issue 51: the SQLite reader is the package ``nsysdoc.trace.sqlite`` (one module per concern);
+    none of its modules imports the Kineto reader (module or package), the loader or
+    ``nsysdoc.trace`` itself, and its modules form no import circle."""
+    g = import_graph()
+    pkg = f"{TRACE}.sqlite"
+    mods = [m for m in g if m == pkg or m.startswith(pkg + ".")]
+    assert {f"{pkg}.chunks", f"{pkg}.ingest", f"{pkg}.nvtx", f"{pkg}.load"} <= set(mods), mods
+    for m in mods:
+        wrong = {b for b in g[m] if b in (f"{TRACE}.loader", TRACE) or b == f"{TRACE}.kineto"
+                 or b.startswith(f"{TRACE}.kineto.")}
+        assert not wrong, f"{m} imports {sorted(wrong)}"
+    assert cycles(g, pkg) == []

@@ -295,7 +295,7 @@ def test_streams_are_process_device_context_stream(tmp_path):
 
 def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
     """Without the ADBC driver the stdlib cursor path must give identical tables."""
-    from nsysdoc.trace import sqlite_reader
+    from nsysdoc.trace.sqlite import chunks as sqlite_reader  # issue 51: the package looks it up there
 
     p = build("sample_training")
     fast = load_trace(p, cache=False)
@@ -310,7 +310,7 @@ def test_stdlib_fallback_reads_the_same_as_adbc(build, monkeypatch):
 @pytest.mark.slow  # issue 50: many chunk sizes read (0.9 s of CPU); .ci/run runs it
 def test_chunked_reads_match_one_query(build, monkeypatch):
     """Rowid-range chunks (forced small here) reassemble the table exactly, including a gap in rowids."""
-    from nsysdoc.trace import sqlite_reader
+    from nsysdoc.trace.sqlite import chunks as sqlite_reader  # issue 51: the package looks it up there
 
     p = build("sample_training")
     con = sqlite3.connect(p)
@@ -325,7 +325,7 @@ def test_chunked_reads_match_one_query(build, monkeypatch):
 
 
 def test_grow_column_reserves_widens_and_trims():
-    from nsysdoc.trace.sqlite_reader import _Grow
+    from nsysdoc.trace.sqlite.codes import _Grow
 
     g = _Grow(np.int16)
     g.reserve(5)
@@ -419,10 +419,10 @@ def test_many_distinct_nvtx_texts_decode_as_few_do(tmp_path, monkeypatch):
     """A chunk with more distinct NVTX texts than PYTHON_GROUPING_MAX keeps them in Arrow when
     they are valid UTF-8 and short, else decodes each in Python: both ways give the texts a small
     capture gets (replacement characters for invalid bytes, the cap for long texts)."""
-    from nsysdoc.trace import sqlite_reader as R
+    from nsysdoc.trace.sqlite import nvtx as R  # issue 51: the NVTX reader's module
     from nsysdoc.trace.tables import MAX_STRING_CHARS, cap
 
-    if R._adbc_module() is None:
+    if R.chunked._adbc_module() is None:
         pytest.skip("the ADBC driver (Arrow columns) is not installed")
     kept = []
     real = R._utf8_as_is
@@ -469,7 +469,8 @@ def test_nvtx_chunks_with_other_storage_classes_read_as_the_stdlib_path(tmp_path
     is not an integer as NULL when one holds a real, a text or a blob; a text cell that is not
     text (a blob; the driver would make it a string) is NULL either way. Clean chunks take the first read only, and the
     tables equal the stdlib cursor's (which always reads the second way)."""
-    from nsysdoc.trace import sqlite_reader as R
+    from nsysdoc.trace.sqlite import chunks as R  # issue 51: _adbc_module and CHUNK_ROWS are looked up there
+    from nsysdoc.trace.sqlite import ingest  # (and the ingest builds the NVTX reader)
 
     if R._adbc_module() is None:
         pytest.skip("the ADBC driver (Arrow columns) is not installed")
@@ -495,12 +496,12 @@ def test_nvtx_chunks_with_other_storage_classes_read_as_the_stdlib_path(tmp_path
     safe_reads = []
     real_sql = {}
 
-    class Counting(R._NvtxReader):
+    class Counting(ingest._NvtxReader):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             real_sql["safe"] = self.sql
 
-    monkeypatch.setattr(R, "_NvtxReader", Counting)
+    monkeypatch.setattr(ingest, "_NvtxReader", Counting)
     mod = R._adbc_module()
 
     class Con:

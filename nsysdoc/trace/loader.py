@@ -1,6 +1,6 @@
 """``load_trace``: hands a capture file to the reader of its format.
 
-* :mod:`nsysdoc.trace.sqlite_reader`: an Nsight Systems SQLite export (``nsys export --type sqlite``);
+* :mod:`nsysdoc.trace.sqlite`: an Nsight Systems SQLite export (``nsys export --type sqlite``);
 * :mod:`nsysdoc.trace.kineto`: a PyTorch Profiler (Kineto) Chrome-trace JSON, plain or gzipped.
 
 Both build the same tables (:mod:`nsysdoc.trace.tables`) and cache them the same way
@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import cache as cache_m
 from ..errors import OutputError
 from ..formats import input_kind
-from . import sqlite_reader
+from . import sqlite
 from .tables import ProgressFn
 from .model import Trace
 from .store import SpillError
@@ -40,7 +40,7 @@ def load_trace(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | 
             from . import kineto
 
             return kineto.load_kineto(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
-        return sqlite_reader.load_export(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
+        return sqlite.load_export(path, cache=use_cache, cache_dir=cache_dir, progress=progress)
 
     try:
         return once(cache)

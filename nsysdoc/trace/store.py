@@ -26,7 +26,6 @@ first-seen codes and mapped to their final indices when read (``Store.remaps``).
 """
 from __future__ import annotations
 
-import os
 import queue
 import shutil
 import tempfile
@@ -36,6 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+# the allocator release (issue 51: apart from the block store); its names stay importable from here
+from .allocator import (MMAP_THRESHOLD_BYTES, RELEASE_GROWTH_BYTES, RELEASE_RSS_BYTES, Releaser,  # noqa: F401
+                        _malloc_trim, keep_freed_memory, release_memory, resident_bytes)
 
 #: Rows per block (one record batch): small enough that a slice's blocks stay in the read cache
 #: and a slice edge over-reads little, large enough that per-block overhead does not count.
@@ -47,7 +50,12 @@ MEMORY_BUDGET = 384 << 20
 #: Largest spill (or cache entry) written uncompressed, estimated from the rows: an uncompressed
 #: block reads back 20-40x faster than an lz4 one, but takes 1.6-2.4x the disk; above this the
 #: files stay lz4 (a 50 M + 50 M capture: 2.6 GB instead of 4.8 GB, inside the cache's 4 GB cap).
-UNCOMPRESSED_MAX_BYTES = 1 << 30
+#: Half the default cap (issue 50): a 20 M + 20 M capture (1.9 GB uncompressed, 1.0 GB lz4) stays
+#: uncompressed. Its blocks are read about 4.5 times each: 11.8 s of lz4 decoding (all threads)
+#: against 2.5 s of file reads; the first report (writes the cache) took 52 s against 70 s and
+#: --no-cache 61 s against 71 s; a cache hit about the same (18-23 s against 20-21 s: the decoding
+#: runs on the prefetch thread, hidden while a core is free), measured 2026-12-06.
+UNCOMPRESSED_MAX_BYTES = 2 << 30
 #: Average bytes per row of an uncompressed block (kernels about 61, runtime calls about 35).
 UNCOMPRESSED_ROW_BYTES = 48
 #: Bytes of decoded spilled blocks kept for reuse (a slice and its neighbours read the same blocks).
@@ -745,117 +753,6 @@ class _Writer:
                 self.error = self.error or exc
         if self.error is not None:
             raise SpillError(f"cannot write spilled rows: {self.error}")
-
-
-#: Resident bytes below which :func:`release_memory` keeps freed memory for reuse: handing pages
-#: back costs a page fault per 4 KB when the next slice allocates again (0.2-0.3 s of a 2 M-row
-#: report), and a process this small is far inside every memory goal.
-RELEASE_RSS_BYTES = 640 << 20
-
-
-def resident_bytes() -> int | None:
-    """This process's resident memory now (Linux ``/proc/self/statm``; None where unavailable)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-def release_memory() -> bool:
-    """Give Arrow's freed memory back to the system (its allocator keeps freed pages for reuse,
-    which would count in the process's resident memory after the loader's chunks are gone), once
-    the process holds :data:`RELEASE_RSS_BYTES` (always, where that cannot be measured). Returns
-    whether it released."""
-    rss = resident_bytes()
-    if rss is not None and rss < RELEASE_RSS_BYTES:
-        return False
-    try:
-        import pyarrow as pa
-
-        pa.default_memory_pool().release_unused()
-    except Exception:  # pragma: no cover - older pyarrow
-        pass
-    _malloc_trim()
-    return True
-
-
-#: :class:`Releaser`'s default: how much more than before its last release the process must hold
-RELEASE_GROWTH_BYTES = 64 << 20
-
-
-class Releaser:
-    """:func:`release_memory` for a loop whose every pass frees most of what the next pass
-    allocates again (the analysis slices): it releases only once the process holds
-    ``growth_bytes`` more than it did just before its previous release. Releasing after every
-    pass hands back pages the next pass faults in again, a page fault per 4 KB: on a 20 M-row
-    report 2.1 M faults and 8 s of system time against 0.7 M and 3.8 s, for a peak 40-90 MB
-    higher (measured 2026-12-05, docs/loader.md). Where memory cannot be measured, it releases
-    every time, as :func:`release_memory` does."""
-
-    def __init__(self, growth_bytes: int = RELEASE_GROWTH_BYTES) -> None:
-        self.growth_bytes = growth_bytes
-        #: resident bytes just before the last release (0: none yet)
-        self.released_at = 0
-        self.releases = 0
-
-    def __call__(self) -> bool:
-        rss = resident_bytes()
-        if rss is not None and self.released_at and rss < self.released_at + self.growth_bytes:
-            return False
-        if not release_memory():
-            return False
-        self.released_at = rss or 0
-        self.releases += 1
-        return True
-
-
-#: glibc ``mallopt`` parameters (``malloc.h``)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-#: Arrays up to this size come from the heap, where freed ones are reused: glibc's own limit for
-#: its adaptive threshold (which starts at 128 KB and grows only as big blocks are freed)
-MMAP_THRESHOLD_BYTES = 32 << 20
-
-
-def keep_freed_memory() -> bool:
-    """Let glibc reuse freed memory instead of returning it to the system at once: the analysis
-    frees and allocates similar arrays slice after slice, every fresh page costs a page fault on
-    first touch, and on a VM a fault costs several microseconds (a third fewer faults on a 2 M-row
-    report, 64 k -> 42 k). Large arrays stay on the heap (mmap threshold 32 MB) and the heap top is
-    not trimmed automatically; :func:`release_memory` still hands memory back once the process
-    holds :data:`RELEASE_RSS_BYTES`. For the command line only (a library should not change its
-    host process's allocator); a no-op where there is no glibc. Returns whether it applied."""
-    try:
-        import ctypes
-        import ctypes.util
-
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = getattr(lib, "mallopt", None)
-        if mallopt is None or not hasattr(lib, "malloc_trim"):
-            return False
-        return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, 1 << 30))
-    except Exception:  # not glibc, no ctypes
-        return False
-
-
-def _malloc_trim() -> None:
-    """glibc keeps freed heap pages (numpy's large arrays end up there once its mmap threshold has
-    grown); ``malloc_trim`` returns them. A no-op elsewhere."""
-    global _TRIM
-    if _TRIM is None:
-        try:
-            import ctypes
-            import ctypes.util
-
-            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _TRIM = lib.malloc_trim if hasattr(lib, "malloc_trim") else False
-        except Exception:  # pragma: no cover - not glibc
-            _TRIM = False
-    if _TRIM:
-        _TRIM(0)
-
-
-_TRIM = None
 
 
 def _text_array(values, a: int, b: int):
