@@ -27,7 +27,6 @@ ALLOWED_CIRCLE: set[str] = set()
 #: modules over 1,000 lines, each several concerns, split in a later session (issue 51: the speed
 #: engineers were editing them in this one)
 KNOWN_OVERSIZE = {
-    "nsysdoc.trace.kineto": "format sniffing, the byte stream, three parser engines, the table mapping",
     "nsysdoc.trace.sqlite_reader": "chunked SQL, clocks, id codes and correlation, ingest, the NVTX reader",
     "nsysdoc.engine.attribute": "the attributor of launches to host ranges, for whole and sliced traces",
     "nsysdoc.engine.slices": "the slice state and its phases",
