@@ -258,7 +258,8 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     # (names in order of first appearance: the group codes a per-row pass would give)
     inv, used = factorize(np.asarray(host["name_id"], dtype=np.int64))
     groups = Groups()
-    grp, seq, flags = text_facts([v if isinstance(v, str) else "" for v in strings.values[used].tolist()], groups)
+    grp, seq, flags = _text_facts_blocks([v if isinstance(v, str) else "" for v in strings.values[used].tolist()],
+                                         groups)
     nvtx_facts = ({"text_group": grp[inv], "seq": seq[inv], "call_flags": flags[inv]}, groups.texts)
     domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
     out["nvtx"] = Columns({
@@ -319,6 +320,22 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
     return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch,
             "nvtx_facts": nvtx_facts}
+
+
+#: distinct texts per :func:`~nsysdoc.trace.nvtx_text.text_facts` call (issue 50): its Arrow string
+#: kernels' temporaries grow with the texts it is given (+175 MB at once for a trace's 400 k
+#: distinct operator texts, each unique by its ``seq = N``; the SQLite reader gives it a block too)
+FACTS_BLOCK = 1 << 16
+
+
+def _text_facts_blocks(values: list, groups: Groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~nsysdoc.trace.nvtx_text.text_facts` of ``values``, :data:`FACTS_BLOCK` texts at a
+    time: the same (text group code, seq, call flags), since groups are coded in order of first
+    appearance block after block, which is their order of first appearance in ``values``."""
+    if len(values) <= FACTS_BLOCK:
+        return text_facts(values, groups)
+    parts = [text_facts(values[i:i + FACTS_BLOCK], groups) for i in range(0, len(values), FACTS_BLOCK)]
+    return tuple(np.concatenate([p[j] for p in parts]) for j in range(3))
 
 
 #: why a timed ``[memory]`` event made no row
