@@ -486,12 +486,12 @@ def _read(path, monkeypatch, *, window: int | None = None, mode: str = "arrow"):
     pyarrow), "slow" (the one-event-at-a-time reader alone)."""
     with monkeypatch.context() as m:
         if window is not None:
-            m.setattr(K, "FAST_CHARS", window)
-        m.setattr(K, "ARROW", mode == "arrow")
+            m.setattr(K.windows, "FAST_CHARS", window)  # (the window scheduler's settings)
+        m.setattr(K.windows, "ARROW", mode == "arrow")
         if mode == "slow":
             def refuse(evs, acc):
                 raise ValueError("slow path only")
-            m.setattr(K, "_chunk", refuse)
+            m.setattr(K.parse_msgspec, "_chunk", refuse)  # (the msgspec engine's rows)
         try:
             top, acc = K._parse(path)
         except (InputError, CorruptFileError) as exc:

@@ -40,7 +40,7 @@ def cycles(graph: dict[str, set[str]], prefix: str) -> list[list[str]]:
 
 def test_the_graph_sees_lazy_and_relative_imports():
     g = import_graph()
-    assert f"{TRACE}.tables" in g[f"{TRACE}.kineto"]  # from . import tables as F
+    assert f"{TRACE}.tables" in g[f"{TRACE}.kineto.mapping"]  # from .. import tables as F
     assert f"{TRACE}.kineto" in g[f"{TRACE}.loader"]  # inside load_trace
     assert f"{TRACE}.tables" in g[f"{TRACE}.model"]  # inside Trace.frame
 
@@ -51,6 +51,18 @@ def test_the_readers_import_neither_each_other_nor_the_loader():
         assert reader in g, reader
         wrong = g[reader] & (set(READERS) | {f"{TRACE}.loader", TRACE})
         assert not wrong, f"{reader} imports {sorted(wrong)}"
+
+
+def test_the_kineto_package_imports_no_other_reader_nor_the_loader():
+    """issue 51: the Kineto reader is a package (one module per concern); none of its modules
+    imports the other reader, the loader or the ``nsysdoc.trace`` face, and they form no circle."""
+    g = import_graph()
+    mine = [m for m in g if m.startswith(f"{TRACE}.kineto.")]
+    assert f"{TRACE}.kineto.parse_slow" in mine and f"{TRACE}.kineto.mapping" in mine
+    for mod in mine:
+        wrong = g[mod] & ((set(READERS) - {f"{TRACE}.kineto"}) | {f"{TRACE}.loader", TRACE, f"{TRACE}.kineto"})
+        assert not wrong, f"{mod} imports {sorted(wrong)}"
+    assert cycles(g, f"{TRACE}.kineto") == []
 
 
 def test_model_and_the_shared_layers_import_no_reader():

@@ -258,7 +258,8 @@ def test_a_huge_input_dims_is_refused_without_being_decoded_or_walked(monkeypatc
 
     huge = [[1, 2, 3]] * 300_000
     calls = []
-    monkeypatch.setattr(K, "_DIMS_DECODE", lambda text: calls.append(len(text)) or json.loads(text))
+    monkeypatch.setattr(K.parse_msgspec, "_DIMS_DECODE",  # (the msgspec engine decodes the shapes)
+                        lambda text: calls.append(len(text)) or json.loads(text))
     assert K._dims_texts([json.dumps(huge).encode(), b"[[2, 3]]"]) == [None, "[[2, 3]]"]
     assert calls == [8]
     walked = []
@@ -307,8 +308,9 @@ def test_cache_entries_of_the_reader_before_shapes_are_rebuilt(tmp_path, monkeyp
     cache = tmp_path / "cache"
     with monkeypatch.context() as m:
         # 5: the reader's version before it kept shapes (and its entry had no ", sizes = " texts)
-        m.setattr(K, "KINETO_FORMAT", 5)
-        m.setattr(K, "_sizes_text", lambda v: None)
+        m.setattr(K.load, "KINETO_FORMAT", 5)  # (the loader's cache key)
+        for engine in (K.parse_slow, K.parse_msgspec):  # (the engines that call sizes_text)
+            m.setattr(engine, "_sizes_text", lambda v: None)
         K.load_kineto(path, cache_dir=cache)
         wait_for_cache_writes()
         assert K.load_kineto(path, cache_dir=cache).from_cache  # the old version reads its own entry
