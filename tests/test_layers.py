@@ -101,10 +101,9 @@ def test_rules_import_no_assembly():
 #: Perfetto export) formats the rows ``assembly.perfetto_rows`` reads and replays
 PAGE_MODULES_EXCEPT: set[str] = set()
 PAGE_MUST_NOT_IMPORT = ("nsysdoc.engine", "nsysdoc.analysis", "nsysdoc.trace")
-#: one pure string function the page reads from a reader: nsys's ``shortName`` of a kernel name
-#: (``trace.kineto.short_kernel_name``, for the evidence tables' kernel cells); no rows, no state.
-#: Its home is beside ``metrics.kernels.display_name`` once the Kineto reader is split (issue 51)
-PAGE_MAY_IMPORT = {("nsysdoc.views.columns", "nsysdoc.trace.kineto")}
+#: no exception left: nsys's ``shortName`` of a kernel name, the one string function the page read
+#: from the Kineto reader, lives in ``trace.kernel_names`` and reaches the page through ``metrics.kernels``
+PAGE_MAY_IMPORT: set[tuple[str, str]] = set()
 
 
 def _imports_of(prefix: str) -> dict[str, set[str]]:

@@ -64,13 +64,7 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("views render only", ("nsysdoc.views",), ("nsysdoc.engine", "nsysdoc.trace", "nsysdoc.analysis")),
 )
 #: the forbidden arrows still allowed, each with its reason: (importer, imported prefix) -> reason
-FORBIDDEN_ALLOWED: dict[tuple[str, str], str] = {
-    # one pure string function, no rows and no state: nsys's shortName of a kernel name, for the
-    # evidence tables' kernel cells; its home is beside metrics.kernels.display_name once the
-    # Kineto reader is split into a package (issue 51, another part)
-    ("nsysdoc.views.columns", "nsysdoc.trace.kineto"): "short_kernel_name: a pure string function of the "
-                                                      "Kineto reader",
-}
+FORBIDDEN_ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _under(module: str, prefixes) -> bool:

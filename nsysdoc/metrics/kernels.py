@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..trace.columns import Columns
+from ..trace.kernel_names import short_kernel_name  # noqa: F401 - the page's short kernel names
 from ..trace.model import StringTable
 
 TINY_KERNEL_NS = 10_000

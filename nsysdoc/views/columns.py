@@ -124,8 +124,7 @@ def short_cell(name: str, value) -> tuple[str, str]:
     text = cell(name, value)
     if name not in KERNEL_NAME_COLUMNS or not isinstance(value, str) or not _looks_like_signature(value.strip()):
         return text, ""
-    from ..metrics.kernels import display_name
-    from ..trace.kineto import short_kernel_name
+    from ..metrics.kernels import display_name, short_kernel_name
 
     full = value.strip()
     short = display_name(short_kernel_name(full), full) or full

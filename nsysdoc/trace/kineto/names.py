@@ -3,13 +3,15 @@
 The same facts nsys records as columns (``shortName``, ``copyKind``, ``syncType``) are in Kineto
 only in the event names (``Memcpy HtoD (Pinned -> Device)``) or its args (a 2021 trace's ``Call
 stack``). Pure string functions, apart from the parsing: the table mapping (:mod:`.mapping`) and
-the engines call them, and the page reads :func:`short_kernel_name` (``views/columns.py``).
+the engines call them. :func:`short_kernel_name` lives in :mod:`nsysdoc.trace.kernel_names`
+(format-neutral: the page reads it through ``metrics.kernels``).
 """
 from __future__ import annotations
 
 import re
 
 from .. import schema as S
+from ..kernel_names import short_kernel_name  # noqa: F401 - the engines and the mapping read it here
 
 #: Kineto's memory kind names (CUPTI) -> nsys ``ENUM_CUDA_MEM_KIND`` numbering (0 = pageable).
 MEM_KINDS = {"pageable": 0, "pinned": 1, "device": 2, "array": 3, "managed": 4, "device static": 5,
@@ -18,36 +20,6 @@ COPY_KINDS = {v: k for k, v in S.COPY_KIND_LABELS.items() if not v.startswith("U
 _MEMCPY_NAME = re.compile(r"^\s*Memcpy\s+(\w+)\s*(?:\(\s*([^)]*?)\s*->\s*([^)]*?)\s*\))?", re.IGNORECASE)
 _MEMSET_NAME = re.compile(r"^\s*Memset\s*\(\s*([^)]*?)\s*\)", re.IGNORECASE)
 _SYNC_TYPES = (("wait event", 2), ("event sync", 1), ("stream sync", 3), ("context sync", 4), ("device sync", 4))
-
-
-def short_kernel_name(name: str) -> str:
-    """nsys's ``shortName`` of a demangled kernel name: the function's own name, without return
-    type, namespaces, template arguments and parameters (``void at::native::(anonymous
-    namespace)::multi_tensor_apply_kernel<...>(...)`` -> ``multi_tensor_apply_kernel``)."""
-    s = name.strip()
-    out = []
-    angle = 0
-    i, n = 0, len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "(" and angle == 0:
-            if s.startswith("(anonymous namespace)", i):
-                out.append("(anonymous namespace)")
-                i += len("(anonymous namespace)")
-                continue
-            break  # the parameter list
-        if ch == "<":
-            angle += 1
-        elif ch == ">":
-            angle = max(0, angle - 1)
-        elif angle == 0:
-            out.append(ch)
-        i += 1
-    base = "".join(out).strip()
-    base = base.replace("(anonymous namespace)", "anonymous_namespace")
-    base = base.split()[-1] if base.split() else ""
-    short = base.split("::")[-1]
-    return short or name
 
 
 def _copy_kinds(name: str) -> tuple[int, int, int]:
