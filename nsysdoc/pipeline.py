@@ -110,7 +110,6 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, options: ReportOptions |
     the configuration's; its ``progress`` receives short phase messages (the command line shows
     them on a terminal)."""
     from .analysis import analyze
-    from .nsys import ensure_sqlite
     from .rules import apply_rules
     from .trace import load_trace
     from .trace.store import keep_freed_memory
@@ -121,6 +120,8 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, options: ReportOptions |
     if input_kind(src) == "nsys-report":  # the one resolver (nsysdoc.formats)
         if o.progress is not None:
             o.progress(f"exporting {src} to SQLite (nsys export)")
+        from .nsys import ensure_sqlite  # only for a .nsys-rep (issue 50: 4-7 ms of every other run)
+
         src = ensure_sqlite(src, nsys=o.nsys)
     trace = load_trace(src, cache=o.cache, cache_dir=o.cache_dir, progress=o.progress)
     analysis = analyze(trace, step_pattern=o.step_marker or ruleset.step_marker)

@@ -170,11 +170,15 @@ def _launch_ops(a: Inputs, res, g, on: np.ndarray) -> np.ndarray | None:
     return None if sites is None else np.where(thread >= 0, sites[:, 0], -1)
 
 
-def critical_path_metrics(a: Inputs, step_rows: list[dict], picks: tuple, res=None, kernels: dict | None = None,
+def critical_path_metrics(a: Inputs, step_rows: list[dict], picks: tuple, res=None, kernels=None,
                           copies: list | None = None, devices: list | None = None) -> dict:
     """``metrics.critical_path``: ``steps`` (each computed step's length and segments), ``top``
     (kernels and copies by time on the path, per computed step), ``median_step`` (the median step's
-    row, when computed), ``sampled``, ``missing`` (what the graph could not use)."""
+    row, when computed), ``sampled``, ``missing`` (what the graph could not use).
+
+    ``kernels`` (the kernel statistics, read by the what-ifs only) may be a function returning
+    them: :func:`nsysdoc.assembly.assemble` passes its kernel thread's ``result`` so that the step
+    graphs are walked while that thread runs (issue 50)."""
     t = a.trace
     out = {"steps": [], "top": [], "median_step": None, "sampled": False, "steps_total": 0, "missing": []}
     if not t.has_gpu_activity:
@@ -260,6 +264,8 @@ def critical_path_metrics(a: Inputs, step_rows: list[dict], picks: tuple, res=No
         out["missing"].append(f"what-if not computed: {where} holds {n_med} calls and operations (more than "
                               f"{WHAT_IF_EVENTS_BUDGET})")
     elif median_graph is not None and out["median_step"] is not None:
+        if callable(kernels):  # outside the try: the kernel thread's own error is not a replay's
+            kernels = kernels()
         try:
             out["what_if"] = what_if_metrics(t, out, *median_graph, kernels,  # issue 48, milestone 2
                                              pinned_gbps=pinned_reference_gbps(copies, devices))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,6 +208,8 @@ def _pyproject_is_ours(pp: Path) -> bool:
             raw = fh.read(MAX_TEXT_BYTES + 1)
         if len(raw) > MAX_TEXT_BYTES or b"nsysdoc" not in raw:
             return False
+        import tomllib  # only a pyproject.toml that names nsysdoc is parsed (issue 50: not imported otherwise)
+
         tool = tomllib.loads(raw.decode("utf-8").removeprefix("\ufeff")).get("tool")
     except (OSError, ValueError, RecursionError, MemoryError):  # TOMLDecodeError, UnicodeDecodeError are ValueErrors
         return False
@@ -222,6 +223,8 @@ def load_config(path: Path | None) -> Config:
     if not path.exists():
         raise RuleError(f"{path}: config file not found")
     if path.suffix == ".toml":
+        import tomllib
+
         from ..errors import InputError
         from ..inputs import read_text
 
