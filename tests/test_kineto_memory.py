@@ -67,3 +67,62 @@ def test_a_trace_read_with_tiny_fact_blocks_has_the_same_tables(tmp_path, monkey
     for key in ("text_group", "seq", "call_flags"):
         assert np.array_equal(one[0][key], blocks[0][key]), key
     assert list(one[1]) == list(blocks[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 50: the analysis's memory (the attributor and the shapes match set a 400 k-launch
+# report's peak): a column that says nothing is not n int64, and the match frees its inputs
+# ---------------------------------------------------------------------------------------------
+def _attributor(texts_seq):
+    """An attributor over ranges on thread 0, one after the other (10 ns each, 10 ns apart), with
+    the given (text, sequence number)s; no modules, no frames."""
+    from nsysdoc.engine.attribute import Attributor, Forest, Names
+
+    names = Names()
+    codes = np.array([names.code(t) for t, _ in texts_seq], dtype=np.int64)
+    n = len(texts_seq)
+    start = np.arange(n, dtype=np.int64) * 20
+    ops = Forest(np.zeros(n, np.int64), start, start + 10, codes)
+    empty = Forest(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    seq = np.array([s for _, s in texts_seq], dtype=np.int64)
+    return Attributor("kineto", names, ops, empty, empty, seq, np.zeros(1, np.int64)), names
+
+
+NONE_COLUMNS = ("op_frame", "bwd", "fwd", "fwd_mod", "fwd_frame")
+
+
+def test_attributor_columns_none_everywhere_are_one_shared_value():
+    """Two forward operators, no autograd node, no Python frame: by hand every range's backward
+    node, forward operator, its module and frame, and own frame are NONE (-1), so each column is
+    one shared read-only value (stride 0: 8 bytes, not 8 per operator); read as before."""
+    attr, _ = _attributor([("aten::mm", 1), ("aten::add", 2)])
+    for k in NONE_COLUMNS:
+        col = getattr(attr, k)
+        assert col.tolist() == [-1, -1], k
+        assert col.strides == (0,) and not col.flags.writeable, k
+    assert attr._lookups()["bwd"] is None  # "NONE everywhere", as for a full column
+
+
+def test_attributor_column_that_names_something_stays_a_full_array():
+    """aten::mm (seq 7), then its backward node MmBackward0 (seq 7): by hand range 1's backward
+    node is MmBackward0 and its forward operator aten::mm (the same sequence number, same
+    process); range 0 has neither. Those two columns are full arrays; the module, frame columns
+    stay NONE everywhere (shared)."""
+    attr, names = _attributor([("aten::mm", 7), ("MmBackward0", 7)])
+    assert attr.bwd.tolist() == [-1, names.index_of("MmBackward0")]
+    assert attr.fwd.tolist() == [-1, names.index_of("aten::mm")]
+    assert attr.bwd.strides == (8,) and attr.fwd.strides == (8,)
+    for k in ("op_frame", "fwd_mod", "fwd_frame"):
+        assert getattr(attr, k).strides == (0,), k
+
+
+def test_shapes_match_empties_the_key_columns_it_is_given():
+    """The match copies both sides' key columns into its sort and empties the two lists, so the
+    caller's columns are freed before the sort (the peak); the answer is the one by hand: row 0
+    of q has range 1's key, row 1 no range's."""
+    from nsysdoc.engine.shapes import _match_rows
+
+    f = [np.array([0, 0]), np.array([5, 9]), np.array([8, 12]), np.array([1, 1])]
+    q = [np.array([0, 0]), np.array([9, 9]), np.array([12, 13]), np.array([1, 1])]
+    assert _match_rows(f, q).tolist() == [1, -1]
+    assert f == [] and q == []

@@ -134,6 +134,9 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     op_frame = cat(sf, np.int64)
     marker = cat(kd, np.int8) == 1
     dom = np.concatenate(dm) if dm else np.zeros(0, object)
+    # the blocks are copied into the columns above: drop them (and the rows' arrays they hold)
+    # before the forests are built (issue 50: the attributor set a 400 k-launch report's peak)
+    del th, st, en, nm, sq, ol, sf, kd, dm
     nn = len(names)
     empty_name = np.array([not x for x in names], dtype=bool) if nn else np.zeros(0, bool)
     if kineto:
@@ -158,10 +161,14 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     ops = Forest(thread[fam_op], start[fam_op], end[fam_op], name[fam_op])
     mods = Forest(thread[fam_mod], start[fam_mod], end[fam_mod], name[fam_mod])
     frames = Forest(thread[fam_fr], start[fam_fr], end[fam_fr], fr_names)
+    op_seq, op_raw_frame = seq[fam_op], op_frame[fam_op]
+    # the capture-long columns are in the forests now: free them before the attributor's passes
+    del thread, start, end, name, seq, op_frame, op_like, marker, dom, fam_op, fam_mod, fam_fr, fr_names
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
-    attr = Attributor(source, names, ops, mods, frames, seq[fam_op], thread_pid, op_frame[fam_op])
+    attr = Attributor(source, names, ops, mods, frames, op_seq, thread_pid, op_raw_frame)
+    del op_seq, op_raw_frame
     # coded after the backward nodes' names, as the sliced attributor codes it
     main_of, via_code = main_threads_of(tg, names)
     attr.main_of, attr.via_code = main_of, via_code

@@ -132,6 +132,12 @@ class Attributor:
                 self.fwd_mod[tgt] = _name_at(self.mods, m)
                 ff = _name_at(self.frames, f)
                 self.fwd_frame[tgt] = np.where(ff >= 0, ff, self.op_frame[fr])
+        # a column that is NONE for every range (no autograd nodes, no Python frames: most
+        # captures) is one shared read-only value, not n int64 (issue 50: 4.8 MB each at 600 k
+        # operators); they are only read after this
+        for k in ("op_frame", "bwd", "fwd", "fwd_mod", "fwd_frame"):
+            if n and (getattr(self, k) == NONE).all():
+                setattr(self, k, np.broadcast_to(np.int64(NONE), (n,)))
         #: frames of backtraced CUDA calls: thread index -> (sorted call starts, frame codes)
         self._calls: dict = {}
         # whole-capture accumulators (the operator view)

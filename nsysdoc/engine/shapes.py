@@ -179,7 +179,11 @@ def _pack(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     span = bmax - bmin + 1
     if (amax - amin + 1) * span >= 1 << 62:
         return None
-    return (a - amin) * span + (b - bmin)
+    key = a - amin  # in place from here: one array, not three (issue 50)
+    key *= span
+    key += b
+    key -= bmin
+    return key
 
 
 def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
@@ -187,21 +191,25 @@ def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
     key and the same occurrence of it (the k-th row of a key in ``q``'s order matches the k-th of
     that key in ``f``'s order); -1 for none. One stable sort of both sides together: within a key,
     ``f``'s rows come first (they come first in the concatenation), then ``q``'s, each in its own
-    order."""
+    order. Empties both lists once their columns are copied (the caller's columns are freed
+    before the sort: issue 50, peak memory)."""
     nf, nq = len(f[0]), len(q[0])
     out = np.full(nq, NONE, dtype=np.int64)
     if not nf or not nq:
         return out
     cols = [np.concatenate([a, b]).astype(np.int64, copy=False) for a, b in zip(f, q)]
+    f.clear()
+    q.clear()
     # fewer sort passes: columns packed into one key while they fit, the narrowest first (the
     # order of the key's columns is free: only equality matters)
     keys = sorted(cols, key=lambda c: int(c.max()) - int(c.min()))
+    del cols  # (the packed keys replace the columns they hold: each is freed once packed)
     while len(keys) > 1:
         pk = _pack(keys[0], keys[1])
         if pk is None:
             break
         keys = [pk] + keys[2:]
-    del cols  # (the packed keys replace the columns they hold)
+        del pk
     order = np.lexsort(keys[::-1]) if len(keys) > 1 else np.argsort(keys[0], kind="stable")
     n = nf + nq
     new = np.zeros(n, dtype=bool)  # a row whose key is not the previous row's
@@ -209,14 +217,26 @@ def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
     for k in keys:
         k = k[order]
         new[1:] |= k[1:] != k[:-1]
-    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    gid = np.cumsum(new) - 1
+    del keys, k
+    # in place, one array each (issue 50: this match set a 400 k-launch report's peak)
+    start = np.arange(n)
+    start[~new] = 0
+    np.maximum.accumulate(start, out=start)
+    gid = np.cumsum(new)
+    gid -= 1
+    del new
     is_q = order >= nf
     nf_in = np.bincount(gid[~is_q], minlength=int(gid[-1]) + 1)  # per key: its rows of f (first)
     qpos = np.flatnonzero(is_q)
-    rank = qpos - start[qpos] - nf_in[gid[qpos]]  # occurrence of the q row among its key's q rows
-    hit = rank < nf_in[gid[qpos]]
-    out[order[qpos[hit]] - nf] = order[start[qpos[hit]] + rank[hit]]
+    del is_q
+    # (each whole-length array freed once read: issue 50)
+    q_start = start[qpos]
+    del start
+    q_nf = nf_in[gid[qpos]]
+    del gid
+    rank = qpos - q_start - q_nf  # occurrence of the q row among its key's q rows
+    hit = rank < q_nf
+    out[order[qpos[hit]] - nf] = order[q_start[hit] + rank[hit]]
     return out
 
 
