@@ -31,16 +31,12 @@ class Forest(A.Forest):
     the ranges in forest order, where a range's parent always comes before it."""
 
     # ---- nesting -------------------------------------------------------------------------------
-    def _nest(self) -> None:
-        n = len(self.start)
-        pos = np.arange(n)
-        lo = np.empty(n, dtype=np.int64)
-        for a, z in self._seg.values():
-            lo[a:z] = a
-        par = self._tree.last_above(pos, self.start)
-        par[par < lo] = -1
-        self.parent = par
-        depth = np.full(n, -1, dtype=np.int64)
+    @staticmethod
+    def _depths(par: np.ndarray) -> np.ndarray:
+        """:meth:`metrics.attribution.Forest._depths` (its parents from the same max-tree search,
+        :meth:`_nest`), level by level for :data:`DEEP_LEVELS` levels, then one pass in forest
+        order, where a range's parent always comes before it."""
+        depth = np.full(len(par), -1, dtype=np.int64)
         depth[par < 0] = 0
         todo = np.flatnonzero(par >= 0)
         levels = 0
@@ -55,7 +51,7 @@ class Forest(A.Forest):
             for i in todo.tolist():
                 d[i] = d[pl[i]] + 1
             depth = np.asarray(d, dtype=np.int64)
-        self.depth = depth
+        return depth
 
     def _nest_laminar(self) -> bool:  # noqa: C901 - metrics.attribution.Forest's, levels vectorised when deep
         pos, every, th, s, e, depth = self._laminar_depths()

@@ -262,6 +262,8 @@ class Forest:
         return len(self.start)
 
     def _nest(self) -> None:
+        """The general path: each range's parent (the last range of its thread before it that
+        ends after its start, found in the max-tree), then its depth (:meth:`_depths`)."""
         n = len(self.start)
         pos = np.arange(n)
         lo = np.empty(n, dtype=np.int64)
@@ -270,15 +272,20 @@ class Forest:
         par = self._tree.last_above(pos, self.start)
         par[par < lo] = -1
         self.parent = par
-        # depth: parents come earlier in forest order, so resolve level by level
-        depth = np.full(n, -1, dtype=np.int64)
+        self.depth = self._depths(par)
+
+    @staticmethod
+    def _depths(par: np.ndarray) -> np.ndarray:
+        """Depth of each range from its parent: parents come earlier in forest order, so resolve
+        level by level."""
+        depth = np.full(len(par), -1, dtype=np.int64)
         depth[par < 0] = 0
         todo = np.flatnonzero(par >= 0)
         while len(todo):
             known = depth[par[todo]] >= 0
             depth[todo[known]] = depth[par[todo[known]]] + 1
             todo = todo[~known]
-        self.depth = depth
+        return depth
 
     def _nest_laminar(self) -> bool:
         """The fast path, for ranges that nest properly (push/pop ranges, profiler ops): depth by
