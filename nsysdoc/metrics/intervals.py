@@ -215,19 +215,12 @@ def merge_few(u: Union, keys, starts, ends, *, lo: int | None = None, hi: int | 
     first and last pieces, and every untouched run of pieces is copied, moved to the new origin
     and span (issue 50: a slice's union joined with the few operations carried from the previous
     slice). The same pieces, ``tmin`` and ``span`` as :func:`union` gives."""
-    k2 = np.asarray(keys, dtype=np.int64)
-    s2 = np.asarray(starts, dtype=np.int64)
-    e2 = np.asarray(ends, dtype=np.int64)
-    if lo is not None:
-        s2 = np.maximum(s2, lo)
-    if hi is not None:
-        e2 = np.minimum(e2, hi)
-    keep = e2 > s2
-    k2, s2, e2 = k2[keep], s2[keep], e2[keep]
+    add = union(keys, starts, ends, lo=lo, hi=hi)  # the new intervals, clipped, merged among themselves
     n = len(u)
     if n == 0:
-        return union(k2, s2, e2)
-    add = union(k2, s2, e2) if len(k2) else None  # the new intervals merged among themselves
+        return add
+    if not len(add):
+        add = None
     a_k = add.keys.tolist() if add is not None else []
     a_s = add.starts.tolist() if add is not None else []
     a_e = add.ends.tolist() if add is not None else []
