@@ -22,6 +22,12 @@ from .summary import BREAKDOWN, BREAKDOWN_ANCHORS, SHORT_LABELS, _pct, _per_oute
 OPERATORS_SHOWN = 25
 
 
+def _cut_cell(text: str, n: int = 120) -> Cell:
+    """A text's cell cut to ``n`` characters (:func:`_trunc`), with the whole text as its title
+    when cut."""
+    return Cell(_trunc(text, n), text, title=text if len(text) > n else "")
+
+
 def operator_rows_shown(rows: list) -> list[dict]:
     """The operator rows the page shows (issue 47, the CPU-side table): the first OPERATORS_SHOWN
     of the JSON's (by self GPU time) and the OPERATORS_SHOWN of most CPU total time (ties: the
@@ -44,14 +50,14 @@ def operator_tables(result: dict) -> list[Table]:
     for r in operator_rows_shown(ops.get("rows") or []):
         name = str(r.get("name") or "")
         top = str(r.get("top_kernel") or "")
-        rows.append([Cell(_trunc(name, 80), name, title=name if len(name) > 80 else ""),
+        rows.append([_cut_cell(name, 80),
                      Cell(fmt_num(r.get("calls"), 0), r.get("calls"), True),
                      Cell(fmt_num(r.get("self_gpu_ms"), 3), r.get("self_gpu_ms"), True),
                      Cell(fmt_num(r.get("gpu_ms"), 3), r.get("gpu_ms"), True),
                      Cell(fmt_num(r.get("self_cpu_ms"), 3) if is_num(r.get("self_cpu_ms")) else "—", r.get("self_cpu_ms"), True),
                      Cell(fmt_num(r.get("cpu_ms"), 3) if is_num(r.get("cpu_ms")) else "—", r.get("cpu_ms"), True),
                      Cell(fmt_num(r.get("kernels"), 0), r.get("kernels"), True),
-                     Cell(_trunc(top, 60), top, title=top if len(top) > 60 else ""),
+                     _cut_cell(top, 60),
                      Cell(_trunc(str(r.get("module") or ""), 60), r.get("module") or ""),
                      Cell(_trunc(str(r.get("frame") or ""), 80), r.get("frame") or ""),
                      Cell(fmt_num(r.get("cpu_us_per_call"), 1) if is_num(r.get("cpu_us_per_call")) else "—",
@@ -107,8 +113,8 @@ def operator_shape_tables(result: dict) -> list[Table]:
         name = str(r.get("name") or "")
         dims = r.get("input_dims")
         dims = "(not recorded)" if dims is None else json.dumps(dims)
-        rows.append([Cell(_trunc(name, 80), name, title=name if len(name) > 80 else ""),
-                     Cell(_trunc(dims, 80), dims, title=dims if len(dims) > 80 else ""),
+        rows.append([_cut_cell(name, 80),
+                     _cut_cell(dims, 80),
                      Cell(fmt_num(r.get("calls"), 0), r.get("calls"), True),
                      Cell(fmt_num(r.get("self_gpu_ms"), 3), r.get("self_gpu_ms"), True),
                      Cell(fmt_num(r.get("gpu_ms"), 3), r.get("gpu_ms"), True),
@@ -227,13 +233,14 @@ def tensor_core_label(name: str) -> tuple[str, str]:
         return "no", "tc-no"
     return "—", ""
 
+
 def kernel_table(result: dict) -> Table:
     k = (result.get("metrics") or {}).get("kernels") or {}
     rows = []
     for r in k.get("by_short_name") or []:
         name = str(r.get("name") or "")
         tc, cls = tensor_core_label(name)
-        rows.append([Cell(_trunc(name), name, title=name if len(name) > 120 else ""),
+        rows.append([_cut_cell(name),
                      Cell(fmt_num(r.get("count"), 0), r.get("count"), True),
                      Cell(fmt_num(r.get("total_ms"), 2), r.get("total_ms"), True),
                      Cell(fmt_num(r.get("mean_us"), 1), r.get("mean_us"), True),
@@ -270,7 +277,7 @@ def kernel_counter_tables(result: dict) -> list[Table]:
     for r in k.get("by_name") or []:
         name = str(r.get("name") or "")
         bound = str(r.get("bound") or "unknown")
-        rows.append([Cell(_trunc(name), name, title=name if len(name) > 120 else ""),
+        rows.append([_cut_cell(name),
                      Cell(fmt_num(r.get("total_ms"), 2), r.get("total_ms"), True),
                      Cell(_pct(r.get("sm_active_pct"), 0), r.get("sm_active_pct"), True),
                      Cell(_pct(r.get("sm_issue_pct"), 0), r.get("sm_issue_pct"), True),
