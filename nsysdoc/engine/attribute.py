@@ -83,7 +83,7 @@ def _group_facts(gtexts: list[str], used: np.ndarray, code) -> tuple[np.ndarray,
 def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     """The attributor from the plan's collected host ranges: ``rows`` is a list of blocks
     ``(thread, start_ns, end_ns, text group, seq, call flags, domain index, domain names, {row:
-    stack text})`` of push/pop ranges that are not step markers (:func:`nsysdoc.engine.plan._nvtx_scan`);
+    stack text}[, NVTX table row])`` of push/pop ranges that are not step markers (:func:`nsysdoc.engine.plan._nvtx_scan`);
     and the capture's backtraced CUDA calls (:func:`nsysdoc.trace.stacks.cuda_call_frames`). None
     when nothing can attribute."""
     from ..trace.nvtx_text import FLAG_DECORATED
@@ -106,8 +106,8 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     g_name, g_like, g_kind = _group_facts(gtexts, used, code)
 
     # per row: global name code, sequence number, operator-like, domain name
-    th, st, en, nm, sq, ol, dm, sf, kd = [], [], [], [], [], [], [], [], []
-    for thread, start, end, grp, seq, flags, dom, dom_names, stacks in rows:
+    th, st, en, nm, sq, ol, dm, sf, kd, ps = [], [], [], [], [], [], [], [], [], []
+    for thread, start, end, grp, seq, flags, dom, dom_names, stacks, *pos in rows:
         own = np.full(len(grp), NONE, dtype=np.int64)
         for i, text in stacks.items():  # the op's own Python frame (2021 Kineto "Call stack")
             lab = stack_frame_label(text)
@@ -120,6 +120,8 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
         en.append(np.asarray(end, np.int64))
         nm.append(g_name[grp])
         sq.append(np.asarray(seq, np.int64))
+        if pos:  # the ranges' NVTX rows (the plan's scan gives them: engine.shapes matches by row)
+            ps.append(np.asarray(pos[0], np.int64))
         ol.append(g_like[grp] | ((flags & FLAG_DECORATED) != 0))
         if kineto:  # only the profiler's families are told apart by domain
             dm.append(np.array(dom_names, dtype=object)[np.asarray(dom, np.int64)] if len(dom)
@@ -134,9 +136,10 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     op_frame = cat(sf, np.int64)
     marker = cat(kd, np.int8) == 1
     dom = np.concatenate(dm) if dm else np.zeros(0, object)
+    row = cat(ps, np.int64) if len(ps) == len(th) else None
     # the blocks are copied into the columns above: drop them (and the rows' arrays they hold)
     # before the forests are built (issue 50: the attributor set a 400 k-launch report's peak)
-    del th, st, en, nm, sq, ol, sf, kd, dm
+    del th, st, en, nm, sq, ol, sf, kd, dm, ps
     nn = len(names)
     empty_name = np.array([not x for x in names], dtype=bool) if nn else np.zeros(0, bool)
     if kineto:
@@ -162,13 +165,20 @@ def build(trace, rows: list, collector=None, bounds=None) -> Attributor | None:
     mods = Forest(thread[fam_mod], start[fam_mod], end[fam_mod], name[fam_mod])
     frames = Forest(thread[fam_fr], start[fam_fr], end[fam_fr], fr_names)
     op_seq, op_raw_frame = seq[fam_op], op_frame[fam_op]
+    op_row = row[fam_op][ops.order] if row is not None else None
     # the capture-long columns are in the forests now: free them before the attributor's passes
-    del thread, start, end, name, seq, op_frame, op_like, marker, dom, fam_op, fam_mod, fam_fr, fr_names
+    del thread, start, end, name, seq, op_frame, op_like, marker, dom, fam_op, fam_mod, fam_fr, fr_names, row
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
     thread_pid = tg >> S.PID_SHIFT
     source = ("kineto" if kineto else "nvtx") if len(ops) else None
     attr = Attributor(source, names, ops, mods, frames, op_seq, thread_pid, op_raw_frame)
     del op_seq, op_raw_frame
+    # the forests' input order was only needed to build the attributor (issue 50: 4.8 MB at
+    # 600 k operator ranges); the sliced attributor drops it the same way
+    ops.order = mods.order = frames.order = None
+    #: each operator range's NVTX table row (forest order), when the rows came with theirs: the
+    #: input shapes are matched by it (engine.shapes.range_shapes)
+    attr.op_row = op_row
     # coded after the backward nodes' names, as the sliced attributor codes it
     main_of, via_code = main_threads_of(tg, names)
     attr.main_of, attr.via_code = main_of, via_code

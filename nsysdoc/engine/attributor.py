@@ -45,6 +45,15 @@ class Names(list):
         return self._index[name]
 
 
+def _take(a: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """``a[i]``, NONE where ``i`` is -1 (no range); ``a`` is not empty."""
+    out = a[i]
+    neg = i < 0
+    if neg.any():
+        out[neg] = NONE
+    return out
+
+
 class Attributor:
     """The capture's range families and the whole-capture operator accumulators."""
 
@@ -198,13 +207,13 @@ class Attributor:
                     r[m] = r2
                     via = m
         none = lambda: np.full(len(q), NONE, np.int64)  # noqa: E731
-        at = lambda key: x[key][r] if x[key] is not None else none()  # noqa: E731
-        mod = x["mod"][self.mods.innermost(th, tq)] if x["mod"] is not None else none()
-        fr = x["frame"][self.frames.innermost(th, tq)] if x["frame"] is not None else none()
+        at = lambda key: _take(x[key], r) if x[key] is not None else none()  # noqa: E731
+        mod = _take(x["mod"], self.mods.innermost(th, tq)) if x["mod"] is not None else none()
+        fr = _take(x["frame"], self.frames.innermost(th, tq)) if x["frame"] is not None else none()
         for col, key in ((fr, "op_frame"), (mod, "fwd_mod"), (fr, "fwd_frame")):
             if x[key] is not None:
                 m = np.flatnonzero(col < 0)
-                col[m] = x[key][r[m]]
+                col[m] = _take(x[key], r[m])
         if self._calls and (fr < 0).any():
             m = np.flatnonzero(fr < 0)
             fr[m] = self._call_frame(th_call[m], tq[m])
@@ -222,12 +231,12 @@ class Attributor:
         return out, ranges
 
     def _lookups(self) -> dict:
-        """Per-range code arrays, each with one more entry (NONE) at index -1; None for one that
-        is NONE everywhere."""
+        """Per-range code arrays (int64, read with :func:`_take`: index -1 gives NONE); None for
+        one that is NONE everywhere. The attributor's own arrays, not copies (issue 50: three
+        capture-long copies, 14 MB at 400 k launches)."""
         x = getattr(self, "_x", None)
         if x is None:
-            ext = lambda a: np.append(np.asarray(a, dtype=np.int64), NONE) if (np.asarray(a) >= 0).any() \
-                else None  # noqa: E731
+            ext = lambda a: np.asarray(a, dtype=np.int64) if (np.asarray(a) >= 0).any() else None  # noqa: E731
             x = self._x = {"name": ext(self.ops.name), "bwd": ext(self.bwd), "fwd": ext(self.fwd),
                            "op_frame": ext(self.op_frame), "fwd_mod": ext(self.fwd_mod),
                            "fwd_frame": ext(self.fwd_frame), "mod": ext(self.mods.name),

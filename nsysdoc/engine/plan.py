@@ -126,7 +126,8 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
     dom_names = [str(d) for d in doms] if len(doms) else [""]
     # many ranges: attribution reads them per slice; this pass keeps only what is global
     collector = Collector(trace, g_step, lib, len(doms) > 0) if t is not None and use_sliced(trace) else None
-    cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq"]
+    cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq",
+            "pos"]
     for bi, blk in enumerate(t.iter_blocks(cols, ahead=True) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
@@ -173,7 +174,7 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
             else:
                 host.append((blk["thread"][sel], s[sel], e[sel], grp[sel], blk["seq"][sel], flags[sel],
                          np.minimum(dom[sel], len(dom_names) - 1) if len(doms) else np.zeros(len(sel), np.int64),
-                         dom_names, stacks))
+                         dom_names, stacks, blk["pos"][sel]))
         sel = np.flatnonzero(is_range & m_dl)
         if len(sel):
             loader.append((blk["thread"][sel], s[sel], e[sel]))

@@ -65,8 +65,8 @@ def _shaped_rows(trace):
         # capture without PyTorch's ranges reads one int8 column)
         if not (np.asarray(t.read_block(i, ["call_flags"])["call_flags"]) & FLAG_DECORATED).any():
             continue
-        blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "text", "pos"])
-        text = blk.pop("text")
+        blk = t.read_block(i, ["start_ns", "end_ns", "thread", "text_group", "pos"])
+        text = t.read_text(i, "text")  # (read for this pass only: issue 50)
         if isinstance(text, np.ndarray):
             text = pa.array([v if isinstance(v, str) else None for v in text.tolist()], type=pa.large_string())
         if not len(text):
@@ -84,15 +84,26 @@ def _shaped_rows(trace):
         if not all(" = " in f for f in _AFTER_SIZES) or pc.any(pc.match_substring(tail, " = ")).as_py():
             for field in _AFTER_SIZES:
                 tail = pc.list_element(pc.split_pattern(tail, pattern=field, max_splits=1), 0)
-        parts.append((blk["thread"][rows].astype(np.int64), blk["start_ns"][rows].astype(np.int64),
-                      blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int64),
-                      coder.codes(tail.cast(pa.large_string())), blk["pos"][rows].astype(np.int64)))
+        code = coder.codes(tail.cast(pa.large_string()))
+        del tail
+        keep = code >= 0  # only the rows whose shapes parse are kept (issue 50: peak memory)
+        rows, code = rows[keep], code[keep]
+        # (thread, text group and code are small: int32, widened where they are read)
+        parts.append([blk["thread"][rows].astype(np.int32), blk["start_ns"][rows].astype(np.int64),
+                      blk["end_ns"][rows].astype(np.int64), blk["text_group"][rows].astype(np.int32),
+                      code.astype(np.int32), blk["pos"][rows].astype(np.int64)])
+        del blk
     # the blocks' texts and their splits were Arrow's: its pool keeps freed memory, which the
     # numpy arrays of the rest of the report cannot reuse (~40 MB on 600 k shaped rows)
     pa.default_memory_pool().release_unused()
     if not parts:
         return None
-    return tuple(np.concatenate([p[k] for p in parts]) for k in range(6)) + (coder.texts,)
+    out = []
+    for k in range(6):  # column by column, each block's part let go once copied
+        out.append(np.concatenate([p[k] for p in parts]))
+        for p in parts:
+            p[k] = None
+    return tuple(out) + (coder.texts,)
 
 
 class _Coder:
@@ -147,10 +158,9 @@ def shaped_rows(trace) -> ShapedRows | None:
     if got is None:
         return None
     th, st, en, grp, code, pos, texts = got
-    ok = code >= 0
-    if not ok.any():
+    if not len(code):  # (only rows whose shapes parse are read: codes >= 0)
         return None
-    return ShapedRows(th[ok], st[ok], en[ok], grp[ok], code[ok], pos[ok], texts)
+    return ShapedRows(th, st, en, grp, code, pos, texts)
 
 
 def _group_names(trace, grp: np.ndarray, code_of) -> np.ndarray:
@@ -240,6 +250,27 @@ def _match_rows(f: list[np.ndarray], q: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+def _by_row(op_row: np.ndarray, pos: np.ndarray, code: np.ndarray, texts: list[str]) -> RangeShapes | None:
+    """:func:`range_shapes` when each operator range's NVTX row is known (``op_row``, forest
+    order): each shaped row's code goes to the range read from that row (a row that is no
+    operator range, or one whose range was dropped, gives none)."""
+    out = np.full(len(op_row), NONE, dtype=np.int64)
+    ok = (code >= 0) & (pos >= 0)
+    if len(op_row) and ok.any():
+        # a look-up table over the NVTX rows (int32: 4 bytes a row, not a sort of both sides)
+        n = int(max(int(op_row.max()), int(pos[ok].max()))) + 1
+        lut = np.full(n, -1, dtype=np.int32 if len(op_row) < (1 << 31) else np.int64)
+        valid = op_row >= 0
+        lut[op_row[valid]] = np.flatnonzero(valid)
+        at = np.full(len(pos), -1, dtype=lut.dtype)
+        at[ok] = lut[pos[ok]]
+        del lut
+        hit = at >= 0
+        out[at[hit]] = code[hit]
+    rs = RangeShapes(out, texts)
+    return rs if rs else None
+
+
 def range_shapes(trace, attr, rows: ShapedRows | None) -> RangeShapes | None:
     """Each operator range's input shapes (module docstring), for the whole-capture attributor
     (a PyTorch Profiler trace); None when the attributor cannot say per range, or no range text
@@ -247,6 +278,12 @@ def range_shapes(trace, attr, rows: ShapedRows | None) -> RangeShapes | None:
     if not _whole(attr) or rows is None:
         return None
     th, st, en, grp, code, texts = rows.th, rows.st, rows.en, rows.grp, rows.code, rows.texts
+    op_row = getattr(attr, "op_row", None)
+    if op_row is not None and len(op_row) == len(attr.ops):
+        # the attributor knows each range's NVTX row: a shaped row is its own range's (no
+        # match over (thread, start, end, name) keys, whose sort set a 400 k-launch report's
+        # peak memory: issue 50)
+        return _by_row(op_row, np.asarray(rows.pos, np.int64), np.asarray(code, np.int64), texts)
     # the operator name of each row, as the attributor coded it (per text group)
     names = attr.names
     index = names._index if hasattr(names, "_index") else {}
@@ -340,18 +377,23 @@ def _whole_totals(attr, shapes: RangeShapes) -> tuple[np.ndarray, dict]:
     :meth:`nsysdoc.engine.attribute.Attributor.op_totals`, per (name, shapes))."""
     ops = attr.ops
     width = len(shapes.texts) + 1
-    key = np.asarray(ops.name, np.int64) * width + (shapes.code + 1)
+    key = np.asarray(ops.name, np.int64) * width
+    key += shapes.code
+    key += 1
     keys, inv = np.unique(key, return_inverse=True)
+    del key
     k = len(keys)
-    nested = ops.nested_in_same_name()
-    sub = ops.subtree_sum(attr.self_gpu_ns)
-    dur = ops.end - ops.start
-    return keys, {"calls": np.bincount(inv, minlength=k),
-                  "self_gpu": np.bincount(inv, weights=attr.self_gpu_ns, minlength=k),
-                  "gpu": np.bincount(inv[~nested], weights=sub[~nested], minlength=k),
-                  "cpu": np.bincount(inv[~nested], weights=dur[~nested], minlength=k),
-                  "self_cpu": np.bincount(inv, weights=ops.self_time(), minlength=k),
-                  "kernels": np.bincount(inv, weights=attr.self_ops, minlength=k)}
+    # one capture-long temporary at a time (issue 50: this table set a 400 k-launch report's peak)
+    calls = np.bincount(inv, minlength=k)
+    self_gpu = np.bincount(inv, weights=attr.self_gpu_ns, minlength=k)
+    self_cpu = np.bincount(inv, weights=ops.self_time(), minlength=k)
+    kernels = np.bincount(inv, weights=attr.self_ops, minlength=k)
+    top = np.flatnonzero(~ops.nested_in_same_name())  # not inside a range of its own name
+    inv = inv[top]
+    gpu = np.bincount(inv, weights=ops.subtree_sum(attr.self_gpu_ns)[top], minlength=k)
+    cpu = np.bincount(inv, weights=(ops.end[top] - ops.start[top]), minlength=k)
+    return keys, {"calls": calls, "self_gpu": self_gpu, "gpu": gpu, "cpu": cpu, "self_cpu": self_cpu,
+                  "kernels": kernels}
 
 
 def _sliced_totals(st: ShapeTotals) -> tuple[np.ndarray, dict]:
@@ -445,11 +487,20 @@ def _distinct_triples(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray
     ``np.unique(..., axis=0)``), found as one int64 key per row when the three fit in one."""
     if not len(a):
         return np.zeros((0, 3), np.int64)
-    a, b, c = (np.asarray(x, np.int64) for x in (a, b, c))
     wb, wc = int(b.max()) + 1, int(c.max()) + 1
     if min(int(a.min()), int(b.min()), int(c.min())) < 0 or (int(a.max()) + 1) * wb * wc >= 1 << 62:
+        a, b, c = (np.asarray(x, np.int64) for x in (a, b, c))
         return np.unique(np.stack([a, b, c], axis=1), axis=0)
-    u = np.unique((a * wb + b) * wc + c)
+    # the key built and sorted in place: one capture-long array (issue 50, peak memory)
+    u = np.asarray(a, np.int64) * wb
+    u += b
+    u *= wc
+    u += c
+    u.sort()
+    new = np.empty(len(u), dtype=bool)
+    new[0] = True
+    np.not_equal(u[1:], u[:-1], out=new[1:])
+    u = u[new]
     return np.stack([u // (wb * wc), u // wc % wb, u % wc], axis=1)
 
 
@@ -481,12 +532,12 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
     sname = [str(x) for x in np.asarray(steps["name"], dtype=object)[prim].tolist()]
     snum = np.asarray(steps["step"], np.int64)[prim]
     tg = np.asarray(trace.threads["global_tid"], dtype=np.int64)
-    th = np.asarray(rows.th, np.int64)
-    ok_th = (th >= 0) & (th < len(tg))
-    rproc = np.where(ok_th, tg[np.clip(th, 0, max(len(tg) - 1, 0))] if len(tg) else 0, -1) & S.PROCESS_MASK
-    rproc[~ok_th] = -1
+    # each row's process (-1: a thread out of range), through a per-thread table
+    tproc = np.append(tg & S.PROCESS_MASK, -1)
+    th = np.asarray(rows.th)
+    rproc = tproc[np.where((th >= 0) & (th < len(tg)), th, len(tg))]
     rstart = np.asarray(rows.st, np.int64)
-    rcode = np.asarray(rows.code, np.int64)
+    rcode = rows.code
     # each row's operator name (its text group's, as the operator view names it), coded locally
     names: list[str] = []
     index: dict[str, int] = {}
@@ -509,10 +560,13 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
         if n < 3:
             continue
         m = np.flatnonzero(rproc == proc)
-        pos = np.searchsorted(s0[si], rstart[m], side="right") - 1
+        pos = np.searchsorted(s0[si], rstart[m], side="right")
+        pos -= 1
         ok = pos >= 0
-        ok[ok] = rstart[m][ok] < s1[si][pos[ok]]
-        m, pos = m[ok], pos[ok]
+        ok[ok] = rstart[m[ok]] < s1[si][pos[ok]]
+        if not ok.all():
+            m, pos = m[ok], pos[ok]
+        del ok
         # per (name, step): the set of shapes codes
         sets: dict[int, dict[int, frozenset]] = {}
         pairs = _distinct_triples(rname[m], pos, rcode[m])
