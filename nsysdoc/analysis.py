@@ -90,10 +90,13 @@ class Analysis:
 def analyze(trace: Trace, step_pattern: str | None = None) -> Analysis:
     from .engine.plan import make_plan
     from .engine.run import run
+    from .trace.allocator import release_between_phases
 
     pattern = compile_step_pattern(step_pattern)
     plan = make_plan(trace, pattern)
+    release_between_phases()  # (a no-op where the process keeps freed memory: see there)
     res = run(trace, plan)
+    release_between_phases()
     result, tables = assemble(trace, res, pattern.pattern)
     return Analysis(trace, pattern.pattern, plan.steps, span=plan.span, excluded=res.excluded, engine=res,
                     result=result, tables=tables)

@@ -115,8 +115,13 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, options: ReportOptions |
     from .trace.store import keep_freed_memory
 
     o = options_of(options, **fields)
-    keep_freed_memory()  # let the allocator reuse freed pages (see there)
     src = str(path)
+    if input_kind(src) != "kineto":
+        # let the allocator reuse freed pages (see there): an Nsight Systems capture's analysis
+        # frees and allocates similar arrays slice after slice. Not for a PyTorch Profiler trace
+        # (issue 50): its whole-capture attributor and tables are built once, and the freed
+        # memory kept would only add to the peak
+        keep_freed_memory()
     if input_kind(src) == "nsys-report":  # the one resolver (nsysdoc.formats)
         if o.progress is not None:
             o.progress(f"exporting {src} to SQLite (nsys export)")

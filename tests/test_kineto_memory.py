@@ -126,3 +126,138 @@ def test_shapes_match_empties_the_key_columns_it_is_given():
     q = [np.array([0, 0]), np.array([9, 9]), np.array([12, 13]), np.array([1, 1])]
     assert _match_rows(f, q).tolist() == [1, -1]
     assert f == [] and q == []
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 50, the 0.45 GB goal: what a loaded PyTorch Profiler trace keeps, and where its rows live
+# ---------------------------------------------------------------------------------------------
+def _events(path):
+    import json
+
+    return json.loads(path.read_text())["traceEvents"]
+
+
+def test_string_table_keeps_the_names_an_id_column_holds(tmp_path):
+    """A steady training run as a Kineto trace: the string table holds the kernels' names, their
+    short names and the CUDA calls' names (what the kernel and runtime tables' id columns hold),
+    each at its id, and none of the operator texts (those are the NVTX table's ``text``)."""
+    path = steady_training().write_kineto(tmp_path / "t.pt.trace.json")
+    ev = _events(path)
+    t = K.load_kineto(path, cache=False)
+    kern = t.store["kernels"].read_all(["name_id", "short_id"])
+    rt = t.store["runtime"].read_all(["name_id"])
+    assert set(t.strings.lookup(kern["name_id"]).tolist()) == {e["name"] for e in ev if e.get("cat") == "kernel"}
+    assert set(t.strings.lookup(rt["name_id"]).tolist()) == {e["name"] for e in ev if e.get("cat") == "cuda_runtime"}
+    used = set(kern["name_id"].tolist()) | set(kern["short_id"].tolist()) | set(rt["name_id"].tolist())
+    assert set(t.strings.ids.tolist()) == used
+    ops = {e["name"] for e in ev if e.get("cat") == "cpu_op"}
+    texts = t.store["nvtx"].read_all(["text"])["text"].to_pylist()
+    assert ops and not ops & set(t.strings.values.tolist())
+    assert ops <= {x.split(", ")[0] for x in texts}
+
+
+def _result_json(trace) -> str:
+    import json
+
+    from nsysdoc.analysis import analyze
+
+    return json.dumps(analyze(trace).result, sort_keys=True, default=str)
+
+
+def test_a_trace_read_without_cache_reads_its_rows_from_mapped_files(tmp_path, monkeypatch):
+    """Without the cache the store's blocks are written to a private folder and read from the
+    memory-mapped files (none held in memory); where nothing can be written (the spill writer
+    fails) they stay in memory. Both give the same report."""
+    from nsysdoc.trace import store as store_m
+
+    path = steady_training().write_kineto(tmp_path / "t.pt.trace.json")
+    mapped = K.load_kineto(path, cache=False)
+    st = mapped.store
+    assert st.map_files and st.in_memory == 0
+    assert all(b.data is None and b.group >= 0 for t in st.tables.values() for b in t.blocks)
+    assert sum(len(t.blocks) for t in st.tables.values()) > 0
+    folder = st._own_tmp
+    assert folder is not None and folder.is_dir()
+
+    def fail(self, table, part):
+        raise store_m.SpillError("cannot write spilled rows: disk full")
+
+    monkeypatch.setattr(store_m._Writer, "put", fail)
+    held = K.load_kineto(path, cache=False)
+    assert not held.store.map_files and held.store.in_memory > 0
+    assert all(b.data is not None for t in held.store.tables.values() for b in t.blocks)
+    assert _result_json(mapped) == _result_json(held)
+    st.close()
+    assert not folder.exists()  # the private folder goes with the store
+
+
+def test_a_text_column_read_for_one_pass_is_not_kept(tmp_path):
+    """``Table.read_text`` of a mapped store gives the block's texts (as ``read_block`` does),
+    read into memory and not kept in the store's read cache."""
+    path = steady_training().write_kineto(tmp_path / "t.pt.trace.json")
+    t = K.load_kineto(path, cache=False)
+    nv = t.store["nvtx"]
+    before = dict(t.store._lru)
+    for i in range(len(nv.blocks)):
+        got = nv.read_text(i, "text")
+        assert dict(t.store._lru) == before
+        assert got.to_pylist() == nv.read_block(i, ["text"])["text"].to_pylist()
+
+
+def test_shapes_are_matched_by_the_nvtx_row_of_each_range():
+    """Operator ranges in forest order read from NVTX rows 9, 5, 3 (ranges 0 and 1 alike in
+    thread, times and name); shaped rows 5 (code 0), 9 (code 1), 7 (code 2: no operator range)
+    and 3 (code -1: shapes that do not parse). By hand: range 0 takes row 9's code 1, range 1
+    row 5's code 0, range 2 none; two alike ranges keep their own shapes."""
+    from nsysdoc.engine.shapes import _by_row
+
+    got = _by_row(np.array([9, 5, 3]), np.array([5, 9, 7, 3]), np.array([0, 1, 2, -1]), ["a", "b", "c"])
+    assert got.code.tolist() == [1, 0, -1] and got.texts == ["a", "b", "c"]
+    assert _by_row(np.array([9, 5]), np.array([7]), np.array([2]), ["a", "b", "c"]) is None  # none matched
+
+
+def test_the_attributor_built_from_the_plan_knows_each_operator_range_row(tmp_path):
+    """The whole-capture attributor of a Kineto trace keeps each operator range's NVTX row: the
+    row's own times and thread are the range's (and its forest input order is let go)."""
+    from nsysdoc.analysis import compile_step_pattern
+    from nsysdoc.engine.plan import make_plan
+
+    path = steady_training().write_kineto(tmp_path / "t.pt.trace.json")
+    t = K.load_kineto(path, cache=False)
+    attr = make_plan(t, compile_step_pattern(None)).attr
+    ops = attr.ops
+    assert len(ops) > 10 and len(attr.op_row) == len(ops) and ops.order is None
+    rows = t.store["nvtx"].read_all(["start_ns", "end_ns", "thread", "pos"])
+    at = np.searchsorted(rows["pos"], attr.op_row)
+    assert np.array_equal(rows["start_ns"][at], ops.start) and np.array_equal(rows["end_ns"][at], ops.end)
+    assert np.array_equal(rows["thread"][at], ops.thread)
+
+
+def test_memory_is_released_between_phases_unless_the_process_keeps_it(monkeypatch):
+    """``release_between_phases`` hands freed memory back (Arrow's pool, glibc's heap) unless
+    ``keep_freed_memory`` applied in this process (an Nsight Systems capture's report)."""
+    from nsysdoc.trace import allocator as al
+
+    trims = []
+    monkeypatch.setattr(al, "_malloc_trim", lambda: trims.append(1))
+    monkeypatch.setattr(al, "_KEEPS", True)
+    assert al.release_between_phases() is False and trims == []
+    monkeypatch.setattr(al, "_KEEPS", False)
+    assert al.release_between_phases() is True and trims == [1]
+
+
+def test_a_pytorch_trace_report_does_not_keep_freed_memory(tmp_path, monkeypatch):
+    """The report of a PyTorch Profiler trace leaves glibc's defaults (its phases are built once:
+    freed memory kept would only add to the peak); an Nsight Systems export's report keeps freed
+    memory for its slices' reuse."""
+    from nsysdoc import pipeline
+    from nsysdoc.trace import store as store_m
+
+    calls = []
+    monkeypatch.setattr(store_m, "keep_freed_memory", lambda: calls.append(1) or True)
+    scenario = steady_training()
+    rules = pipeline.load_ruleset(no_config=True)
+    pipeline.diagnose(scenario.write_kineto(tmp_path / "t.pt.trace.json"), rules, cache=False)
+    assert calls == []
+    pipeline.diagnose(scenario.write(tmp_path / "t.sqlite"), rules, cache=False)
+    assert calls == [1]

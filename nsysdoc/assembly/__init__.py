@@ -16,6 +16,7 @@ from ..version import __version__
 from ..metrics import host as host_m
 from ..metrics.copies import copy_table_from
 from ..engine.run import nvtx_summary
+from ..trace.allocator import release_between_phases
 from ..metrics.steps import job_step_times, pick_steps
 from ..rules.policy import HOST_JUDGE_MIN_WINDOW_MS
 from .capture import _capture, _judgeable
@@ -115,6 +116,7 @@ def assemble(trace, run, step_pattern: str) -> tuple[dict, dict]:
     }
     metrics["operators"], metrics["where"] = _attribution(a, devices, kernel_metrics)
     # issue 47: operators by input shape, and the values of rules dynamic-shapes and cudnn-benchmark
+    release_between_phases()  # (the operator view's temporaries: issue 50)
     metrics["operators_by_shape"], shape_values = _operators_by_shape(a, kernel_metrics)
     metrics["underfilled"] = underfilled
     metrics["memory"] = memory

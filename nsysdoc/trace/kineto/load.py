@@ -8,6 +8,7 @@ stored. Every unexpected value becomes a one-line refusal, never a traceback.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ...errors import CorruptFileError, InputError
 from ...inputs import regular_file
 from .. import schema as S
 from .. import tables as F
+from ..allocator import release_after_load
 from ..cache_entry import CACHE_FORMAT, cache_read, cache_tmp, publish
 from ..model import Trace
 from .document import _parse
@@ -25,7 +27,8 @@ from .mapping import _frames
 #: ``Trace.source_tool`` of traces read here.
 SOURCE_TOOL = "pytorch-profiler"
 #: Bump when the mapping below changes: cached tables of older versions are then rebuilt.
-KINETO_FORMAT = 7  # 6: [memory] events; 7: record_shapes ("Input Dims") kept in op texts (issue 47)
+KINETO_FORMAT = 8  # 6: [memory] events; 7: record_shapes ("Input Dims") kept in op texts (issue 47);
+# 8: the string table keeps only the names an id column holds (issue 50)
 
 
 def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -54,6 +57,7 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                 progress("building tables")
             drops = F.Drops()
             built = _frames(top, acc, p, drops)
+            del acc  # its name dictionary (every distinct event name) is not read again
         except (ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             raise CorruptFileError(f"{p}: damaged trace: unexpected values ({type(exc).__name__}: "
                                    f"{str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
@@ -67,10 +71,22 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
                 "viewer_origin_ns": info["viewer_origin_ns"]}
         from_cache = False
         tmp = cache_tmp(folder) if entry is not None else None
-        store, extras = F.store_from_frames(frames, strings, tmp, write_all=tmp is not None,
-                                            launch_configs=built["launch"], nvtx_facts=built["nvtx_facts"])
-        if tmp is not None and not publish(tmp, entry, meta, frames, strings, store, extras):
-            store._own_tmp = tmp
+        # every block is written (to the cache entry, else to a private temporary folder) and then
+        # read from its memory-mapped file, as a cache hit reads it: the analysis then holds the
+        # pages it touches, not the whole store (issue 50: 116 MB of rows at 400 k launches).
+        # Where nothing can be written the store stays in memory.
+        kw = {"launch_configs": built["launch"], "nvtx_facts": built["nvtx_facts"]}
+        try:
+            store, extras = F.store_from_frames(frames, strings, tmp, write_all=True, **kw)
+        except OSError:  # (SpillError: a full disk, a folder removed)
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            tmp = None
+            store, extras = F.store_from_frames(frames, strings, None, write_all=False, **kw)
+        else:
+            if tmp is not None and not publish(tmp, entry, meta, frames, strings, store, extras):
+                store._own_tmp = tmp
+            store.map_written()
     traced = {k: bool(meta.get("traced", {}).get(k, False)) for k in S.TRACE_TYPES}
     trace = Trace(
         path=str(p), nsys_version=None, schema_version=meta.get("schema_version"),
@@ -84,5 +100,8 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         distributed=meta.get("distributed"),
         viewer_origin_ns=meta.get("viewer_origin_ns") if isinstance(meta.get("viewer_origin_ns"), int) else None,
     )
+    # what the load freed, kept by Arrow's pool and glibc's heap, is handed back: the analysis
+    # allocates through numpy and would not reuse most of it (issue 50)
+    release_after_load()
     trace.load_seconds = time.perf_counter() - t0
     return trace

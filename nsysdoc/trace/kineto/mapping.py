@@ -261,6 +261,11 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     grp, seq, flags = _text_facts_blocks([v if isinstance(v, str) else "" for v in strings.values[used].tolist()],
                                          groups)
     nvtx_facts = ({"text_group": grp[inv], "seq": seq[inv], "call_flags": flags[inv]}, groups.texts)
+    # the host ranges' texts are in their own column now (``text``): the string table keeps the
+    # names an id column still holds (kernels, their short names, CUDA calls), at their ids. A
+    # PyTorch 2 trace's operator texts are each distinct by their ``seq = N``: 400 k Python
+    # strings, 50 MB at 400 k launches, that no look-up would ask for (issue 50)
+    strings = _referenced(strings, [out["kernels"]["name_id"], out["kernels"]["short_id"], rt["name_id"]])
     domain = np.array(_DOMAINS, dtype=object)[host["dom"]] if len(host["dom"]) else np.zeros(0, dtype=object)
     out["nvtx"] = Columns({
         "start_ns": host["start_ns"], "end_ns": host["end_ns"],
@@ -320,6 +325,19 @@ def _frames(meta: dict, acc: _Acc, path: Path, drops: F.Drops) -> dict:
     launch = F.launch_arrays([k for (k, _), _c in items], [e for (_, e), _c in items])
     return {"frames": out, "strings": strings, "info": info, "n_names": n_names, "launch": launch,
             "nvtx_facts": nvtx_facts}
+
+
+def _referenced(strings: StringTable, id_columns: list) -> StringTable:
+    """``strings`` with only the ids some column of ``id_columns`` holds (ids kept as they are)."""
+    n = len(strings)
+    used = np.zeros(n, dtype=bool)
+    for c in id_columns:
+        c = np.asarray(c, dtype=np.int64)
+        used[c[(c >= 0) & (c < n)]] = True
+    if used.all():
+        return strings
+    keep = np.flatnonzero(used)
+    return StringTable(strings.ids[keep], strings.values[keep])
 
 
 #: distinct texts per :func:`~nsysdoc.trace.nvtx_text.text_facts` call (issue 50): its Arrow string
