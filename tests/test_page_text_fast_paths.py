@@ -75,3 +75,24 @@ def test_step_bars_and_table_rows_print_what_the_template_loops_printed():
     got = env.from_string("{{ t|table_rows }}").render(t=table)
     assert got == env.from_string(_OLD_ROWS).render(t=table)
     assert "&#34;" in got and "&lt;U+202E&gt;" in got and "... [3 more characters]" in got
+
+
+def test_the_glossary_is_rendered_once_per_text_and_kept(tmp_path, monkeypatch):
+    """Issue 50: the page's glossary (~15 ms to render) is kept beside the compiled templates,
+    under the hash of the glossary text and of its renderer: the same bytes, rendered once."""
+    from nsysdoc.views import glossary as G
+
+    fresh = G.glossary_html()
+    assert G.glossary_html_kept(None) == fresh
+    assert G.glossary_html_kept(tmp_path) == fresh                  # rendered, then written
+    kept = list(tmp_path.glob("glossary-*.html"))
+    assert len(kept) == 1 and kept[0].read_bytes() == str(fresh).encode("utf-8")
+    monkeypatch.setattr(G, "glossary_html", lambda: 1 / 0)         # never rendered again
+    got = G.glossary_html_kept(tmp_path)
+    assert got == fresh and isinstance(got, Markup)
+    monkeypatch.undo()
+    monkeypatch.setattr(G, "glossary_source", lambda: "# Glossary\n\n**Other** text.")
+    monkeypatch.setattr(G, "glossary_html", lambda: Markup("<p>other</p>"))
+    assert G.glossary_html_kept(tmp_path) == "<p>other</p>"          # another text: another file
+    assert len(list(tmp_path.glob("glossary-*.html"))) == 2
+    assert G.glossary_html_kept(tmp_path / "missing" / "folder") == "<p>other</p>"  # unwritable: no file, no error

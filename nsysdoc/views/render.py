@@ -170,9 +170,9 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=N
     """The HTML report of a result and its page data (:func:`page_inputs`: an
     :class:`~nsysdoc.analysis.Analysis`, or the result dict and ``page``; findings from
     ``result["findings"]``). ``worst_step`` shows the slowest step's timeline instead of the
-    median one; ``bytecode_dir``: see :func:`environment`."""
+    median one; ``bytecode_dir``: see :func:`environment` (the rendered glossary is kept there too)."""
     result, page = page_inputs(analysis, page)
-    ctx = build_context(result, page, worst_step=worst_step)
+    ctx = build_context(result, page, worst_step=worst_step, glossary_dir=bytecode_dir)
     env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
     html = env.get_template("report.html.j2").render(**ctx.__dict__)
     size = len(html.encode())
