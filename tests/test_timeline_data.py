@@ -176,3 +176,25 @@ def test_every_finding_range_has_a_link_on_the_timeline(build, scenario):
     assert n_ranges > 0 and len(set(links)) == n_ranges, (scenario, n_ranges, links)
     data = json.loads(re.search(r'<script type="application/json" id="tl-data">(.*?)</script>', page, re.S).group(1))
     assert {r["id"] for r in data["ranges"]} == set(links)
+
+
+def test_a_capture_sure_to_overflow_replays_no_slice(build, monkeypatch):
+    """Issue 50: a window the slices' own operation counts already put over ``max_ops`` (a finding
+    range spanning the capture) is dropped without replaying a slice, as replaying would drop it;
+    one that may fit is replayed as before."""
+    from nsysdoc.engine import run
+
+    a = _analysis(build("sample_training"))
+    res = a.engine
+    assert len(res.slice_ops) == len(res.spans)
+    total = sum(k for k, _, _ in res.slice_ops)
+    lo, hi = -(1 << 62), 1 << 62  # the whole capture
+    replayed = []
+    real = run.phase_a
+    monkeypatch.setattr(run, "phase_a", lambda *x, **k: replayed.append(1) or real(*x, **k))
+    caps = run.capture_windows(res, {"all": (lo, hi)}, max_ops=total - 1)
+    assert caps["all"].overflow and caps["all"].n_ops == total and not replayed
+    assert "all" not in res.captures
+    # the same window with room for every operation: replayed, nothing dropped
+    caps = run.capture_windows(res, {"all2": (lo, hi)}, max_ops=total)
+    assert not caps["all2"].overflow and caps["all2"].n_ops == total and replayed

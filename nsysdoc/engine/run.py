@@ -71,6 +71,9 @@ class Result:
     #: (w0, w1, future of the NVTX summary over that window), computed during the run when the
     #: window is final from the start (step markers): :func:`nvtx_summary`
     nvtx_ahead: tuple | None = None
+    #: per slice, (operations it owns, their latest start, their earliest end): a later capture
+    #: known to overflow from these alone replays nothing (:func:`capture_windows`)
+    slice_ops: list = field(default_factory=list)
 
 
 def run(trace, plan: Plan) -> Result:
@@ -82,6 +85,7 @@ def run(trace, plan: Plan) -> Result:
     spans = plan.slices()
     parts: list[Window] = []
     carries: list[Carry] = []
+    slice_ops: list[tuple[int, int, int]] = []
     caps = {k: Capture(v[0], v[1]) for k, v in plan.timelines.items()}
     gap_total = 0
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsysdoc-prefetch") if len(spans) > 1 else None
@@ -99,6 +103,7 @@ def run(trace, plan: Plan) -> Result:
             st = phase_a(ctx, c0, c1, carry, last, prep)
             del prep
             _device_stats(plan, st.ops)
+            slice_ops.append(_owned(st.ops))
             nxt = next_carry(ctx, st, carry)
             global_totals(ctx, st, glob, carry, nxt)
             parts.append(window_totals(ctx, st, ctx.w0, ctx.w1))
@@ -159,7 +164,25 @@ def run(trace, plan: Plan) -> Result:
     # from those freed pages (20 M steps-ops, cold: peak 1.58 -> 1.42 GB)
     release_memory()
     return Result(plan, ctx, total, glob, (w0, w1), excluded, caps, len(spans), gap_total, spans, carries,
-                  nvtx_ahead)
+                  nvtx_ahead, slice_ops)
+
+
+def _owned(ops) -> tuple[int, int, int]:
+    """(count, latest start, earliest end) of the operations a slice owns."""
+    if ops is None or not len(ops):
+        return (0, 0, 0)
+    return (len(ops), int(ops.start_ns.max()), int(ops.end_ns.min()))
+
+
+def _sure_overflow(res: Result, cap: Capture) -> int:
+    """Operations ``cap`` holds for certain, counted from the slices whose every operation
+    overlaps it (:attr:`Result.slice_ops`), when that is more than its ``max_ops`` (it would
+    overflow once replayed); else 0."""
+    if cap.max_ops is None or len(res.slice_ops) != len(res.spans):
+        return 0
+    n = sum(k for k, last_start, first_end in res.slice_ops
+            if k and last_start < cap.end and first_end > cap.start)
+    return n if n > cap.max_ops else 0
 
 
 #: NVTX rows from which the NVTX summary is computed beside the slices (a thread of its own: it
@@ -203,6 +226,14 @@ def capture_windows(res: Result, windows: dict[str, tuple[int, int]], max_ops: i
     captures to ``res.captures`` and returns them."""
     caps = {k: Capture(int(a), int(b), max_ops=max_ops) for k, (a, b) in windows.items() if b > a}
     if not caps or not res.spans:
+        return caps
+    for c in caps.values():
+        # issue 50: a capture the slices' own counts already put over max_ops (a finding range
+        # spanning the capture) is dropped without replaying them; n_ops: the operations counted
+        sure = _sure_overflow(res, c)
+        if sure:
+            c.overflow, c.n_ops = True, sure
+    if all(c.overflow for c in caps.values()):
         return caps
     lo, hi = min(c.start for c in caps.values()), max(c.end for c in caps.values())
     spans, carries = res.spans, res.carries

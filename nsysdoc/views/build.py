@@ -25,7 +25,7 @@ from ..assembly.written import MAX_STEP_RECORDS, capped_result  # noqa: F401 - v
 from ..rules.verdict import what_if_text  # noqa: F401 - re-exported (views.render)
 from . import charts
 from .context import ReportContext, source_name
-from .glossary import anchor, glossary_html
+from .glossary import anchor, glossary_html, glossary_html_kept  # noqa: F401 - glossary_html re-exported
 from .memory import memory_view  # issue 47
 from .tldata import timeline_data
 # the parts, re-exported: render, job_page, index_page, diff_page and tests import them from here
@@ -90,9 +90,10 @@ KINETO_REPORT_TERMS = [
 
 
 
-def build_context(result: dict, page, *, worst_step: bool = False) -> ReportContext:
+def build_context(result: dict, page, *, worst_step: bool = False, glossary_dir=None) -> ReportContext:
     """The page's context from the result and its page data (:class:`nsysdoc.pagedata.PageData`,
-    or None: no timeline); nothing else is read."""
+    or None: no timeline); nothing else is read (``glossary_dir``: where the rendered glossary is
+    kept, :func:`~nsysdoc.views.glossary.glossary_html_kept`)."""
     src = result.get("source") or {}
     ran, counts, skipped = rule_statuses(result)
     tl = charts.timeline_view(page, worst=worst_step) if page is not None else None
@@ -116,7 +117,7 @@ def build_context(result: dict, page, *, worst_step: bool = False) -> ReportCont
         tables=[*operator_tables(result), *operator_shape_tables(result), kernel_table(result), *kernel_counter_tables(result), copies_table(result), *sync_tables(result), launch_table(result),
                 nvtx_table(result), device_table(result), gaps_table(result, viewer)],
         capture=capture_view(result, viewer),
-        glossary_html=glossary_html(),
+        glossary_html=glossary_html_kept(glossary_dir),
         report_terms=[(anchor(t), t, d) for t, d in (KINETO_REPORT_TERMS if is_kineto(result) else REPORT_TERMS)],
         css=Markup(_static("report.css")), js=Markup(js), csp=csp_for(js),
         result=capped_result(result), viewer=viewer, timeline_data=tl_json,

@@ -222,6 +222,39 @@ def glossary_html() -> Markup:
     return render_markdown_subset(src, heading_offset=1)
 
 
+def glossary_html_kept(folder=None) -> Markup:
+    """:func:`glossary_html`, kept in ``folder`` (the private folder of the compiled templates,
+    :func:`nsysdoc.cache.templates_dir`; None: rendered now) under the hash of the glossary and of
+    this renderer's source, so it is rendered once per glossary text, not on every page (issue 50:
+    ~15 ms a page). A file that cannot be read or written costs speed only."""
+    if folder is None:
+        return glossary_html()
+    import hashlib
+    import os
+    from pathlib import Path
+
+    try:
+        key = hashlib.sha256(glossary_source().encode("utf-8") + b"\0" + Path(__file__).read_bytes()).hexdigest()[:32]
+    except OSError:
+        return glossary_html()
+    path = Path(folder) / f"glossary-{key}.html"
+    try:
+        return Markup(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        pass
+    html = glossary_html()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(str(html).encode("utf-8"))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+    return html
+
+
 def glossary_sections_html(*titles: str) -> Markup:
     """The glossary's ``## `` sections whose heading starts with one of ``titles``, as HTML."""
     parts, keep = [], False

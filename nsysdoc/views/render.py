@@ -86,7 +86,72 @@ def environment(bytecode_dir: str | None = None) -> "jinja2.Environment":
     # |tojson escapes <, >, &, ' as \u003c ... so embedded JSON can never close its <script>
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "default": _json_default, "ensure_ascii": False}
     env.policies["json.dumps_function"] = _dumps
+    env.filters["step_bars"] = step_bars
+    env.filters["table_rows"] = table_rows
     return env
+
+
+def _printed(value) -> str:
+    """What ``{{ value }}`` prints in a template of :func:`environment` (finalize, then autoescape);
+    a short ASCII text without a character to escape (the numbers of a chart) as it is."""
+    if type(value) is str and len(value) <= MAX_DISPLAY_CHARS and value.isascii() and not (
+            "&" in value or "<" in value or ">" in value or "'" in value or '"' in value):
+        return value
+    return str(markupsafe.escape(_display(value)))
+
+
+def step_bars(c) -> "markupsafe.Markup":
+    """``{{ c|step_bars }}``: the bars of a step chart (:class:`~nsysdoc.views.context.StepChart`)
+    as SVG, one ``<g>`` and a newline per bar. The template wrote them with a loop per bar and per
+    segment (issue 50: ~7,000 values on a capture of 2,000 steps, the slowest part of the page to
+    render); each value is printed as ``{{ }}`` prints it (:func:`_printed`), the same bytes."""
+    p = _printed
+    tick_y = p(c.plot_bottom + 14)
+    out = []
+    for b in c.bars:
+        x, w, parts = p(b.x), p(b.w), []
+        parts.append(f'<g class="bar{" mark-" + p(b.mark) if b.mark else ""}"><title>{p(b.title)}</title>')
+        for s in b.segments:
+            parts.append(f'<rect x="{x}" y="{p(s.y)}" width="{w}" height="{p(s.h)}" class="{p(s.cls)}">'
+                         f'<title>{p(s.title)}</title></rect>')
+        if b.mark:  # |float - 3, as the template computed it
+            parts.append(f'<text class="mark" x="{p(b.cx)}" y="{p(_as_float(b.top) - 3)}">{p(b.mark)}</text>')
+        if b.label:
+            parts.append(f'<text class="xtick" x="{p(b.cx)}" y="{tick_y}">{p(b.label)}</text>')
+        parts.append("</g>\n")
+        out.append("".join(parts))
+    return markupsafe.Markup("".join(out))
+
+
+def table_rows(t) -> "markupsafe.Markup":
+    """``{{ t|table_rows }}``: the body rows of a table (:class:`~nsysdoc.views.context.Table`),
+    one ``<tr>`` and a newline per row, as the ``data_table`` macro wrote them with a loop per row
+    and per cell (issue 50: the steps table's ~2,600 cells); each value printed as ``{{ }}``
+    prints it (:func:`_printed`), the same bytes."""
+    p = _printed
+    out = []
+    for row in t.rows:
+        parts = ["<tr>"]
+        for cell in row:
+            td = "<td"
+            if cell.numeric or cell.cls:
+                td += f' class="{"num" if cell.numeric else ""}{" " + p(cell.cls) if cell.cls else ""}"'
+            if cell.sort is not None:
+                td += f' data-sort="{p(cell.sort)}"'
+            if cell.title:
+                td += f' title="{p(cell.title)}"'
+            parts.append(f"{td}>{p(cell.text)}</td>")
+        parts.append("</tr>\n")
+        out.append("".join(parts))
+    return markupsafe.Markup("".join(out))
+
+
+def _as_float(value) -> float:
+    """Jinja's ``|float``: 0.0 for what is no number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def page_inputs(subject, page=None) -> tuple[dict, object]:
@@ -105,9 +170,9 @@ def render_html(analysis, *, worst_step: bool = False, bytecode_dir=None, page=N
     """The HTML report of a result and its page data (:func:`page_inputs`: an
     :class:`~nsysdoc.analysis.Analysis`, or the result dict and ``page``; findings from
     ``result["findings"]``). ``worst_step`` shows the slowest step's timeline instead of the
-    median one; ``bytecode_dir``: see :func:`environment`."""
+    median one; ``bytecode_dir``: see :func:`environment` (the rendered glossary is kept there too)."""
     result, page = page_inputs(analysis, page)
-    ctx = build_context(result, page, worst_step=worst_step)
+    ctx = build_context(result, page, worst_step=worst_step, glossary_dir=bytecode_dir)
     env = environment(str(bytecode_dir) if bytecode_dir is not None else None)
     html = env.get_template("report.html.j2").render(**ctx.__dict__)
     size = len(html.encode())
