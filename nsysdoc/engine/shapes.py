@@ -559,13 +559,17 @@ def shape_changes(trace, rows: ShapedRows | None, steps, gpu_ms: dict | None = N
         n = len(si)
         if n < 3:
             continue
-        m = np.flatnonzero(rproc == proc)
+        mine = rproc == proc
+        # (one process holding every row, the usual case: the rows as they are, not copies)
+        m = slice(None) if mine.all() else np.flatnonzero(mine)
+        del mine
         pos = np.searchsorted(s0[si], rstart[m], side="right")
         pos -= 1
         ok = pos >= 0
-        ok[ok] = rstart[m[ok]] < s1[si][pos[ok]]
+        ok[ok] = rstart[m][ok] < s1[si][pos[ok]]
         if not ok.all():
-            m, pos = m[ok], pos[ok]
+            m = np.flatnonzero(ok) if isinstance(m, slice) else m[ok]
+            pos = pos[ok]
         del ok
         # per (name, step): the set of shapes codes
         sets: dict[int, dict[int, frozenset]] = {}

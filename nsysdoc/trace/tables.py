@@ -410,16 +410,17 @@ def _domain_texts(col) -> np.ndarray:
 
 def store_from_frames(frames: dict[str, Columns], strings: StringTable, spill_dir: Path | None = None,
                       write_all: bool = False, launch_configs: dict[str, np.ndarray] | None = None,
-                      nvtx_facts: tuple | None = None) -> tuple[Store, dict]:
+                      nvtx_facts: tuple | None = None, memory_budget: int | None = None) -> tuple[Store, dict]:
     """A store holding whole event frames (a PyTorch Profiler trace, parsed in one go), with the
     columns and derived arrays the streaming loader computes: ``(store, extras)``. The event
     tables are :class:`Columns` (DataFrames work too); no pandas is needed. ``nvtx_facts``: the
     nvtx rows' ``text_group``, ``seq`` and ``call_flags`` columns and the group texts, when the
-    reader found them (:mod:`nsysdoc.trace.nvtx_text`); else they are found here."""
+    reader found them (:mod:`nsysdoc.trace.nvtx_text`); else they are found here. ``memory_budget``:
+    the store's (0: no block is kept in memory, every one is written)."""
     from .schema import SETUP_LAUNCH_MIN_NS
     from .correlation import match_api
 
-    store = Store(spill_dir, write_all=write_all)
+    store = Store(spill_dir, write_all=write_all, memory_budget=memory_budget)
     store.luts.update(stream_luts(frames["streams"], frames["devices"]))
     rt = frames["runtime"]
     api_valid = _col(rt, "event_class") != 67 if len(rt) else np.zeros(0, dtype=bool)

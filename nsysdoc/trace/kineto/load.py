@@ -77,7 +77,8 @@ def load_kineto(path: str | os.PathLike, *, cache: bool = True, cache_dir: str |
         # Where nothing can be written the store stays in memory.
         kw = {"launch_configs": built["launch"], "nvtx_facts": built["nvtx_facts"]}
         try:
-            store, extras = F.store_from_frames(frames, strings, tmp, write_all=True, **kw)
+            # (budget 0: no block is held in memory beside the file it goes to)
+            store, extras = F.store_from_frames(frames, strings, tmp, write_all=True, memory_budget=0, **kw)
         except OSError:  # (SpillError: a full disk, a folder removed)
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
