@@ -13,6 +13,7 @@ Linux/glibc specifics (``/proc/self/statm``, ``mallopt``, ``malloc_trim``) are n
 from __future__ import annotations
 
 import os
+import sys
 
 #: Resident bytes below which :func:`release_memory` keeps freed memory for reuse: handing pages
 #: back costs a page fault per 4 KB when the next slice allocates again (0.2-0.3 s of a 2 M-row
@@ -37,14 +38,21 @@ def release_memory() -> bool:
     rss = resident_bytes()
     if rss is not None and rss < RELEASE_RSS_BYTES:
         return False
-    try:
-        import pyarrow as pa
-
-        pa.default_memory_pool().release_unused()
-    except Exception:  # pragma: no cover - older pyarrow
-        pass
-    _malloc_trim()
+    release_now()
     return True
+
+
+def release_now() -> None:
+    """Give what Arrow's pool and glibc's heap keep of freed memory back to the system, now and
+    whatever the process holds (Arrow's only once pyarrow is imported: before, its pool holds
+    nothing). What the callers below and the Kineto reader's windows share."""
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:
+        try:
+            pa.default_memory_pool().release_unused()
+        except Exception:  # pragma: no cover - older pyarrow
+            pass
+    _malloc_trim()
 
 
 def release_after_load() -> None:
@@ -53,13 +61,7 @@ def release_after_load() -> None:
     PyTorch Profiler trace: parsed in one go, analysed by numpy). Arrow's pool and glibc's heap
     both keep freed pages: after parsing 400 k launches the heap held 195 MB with 90 MB in use,
     and a cache hit's string tables left ~80 MB in Arrow's pool (issue 50)."""
-    try:
-        import pyarrow as pa
-
-        pa.default_memory_pool().release_unused()
-    except Exception:  # pragma: no cover - older pyarrow
-        pass
-    _malloc_trim()
+    release_now()
 
 
 #: :class:`Releaser`'s default: how much more than before its last release the process must hold
@@ -135,13 +137,7 @@ def release_between_phases() -> bool:
     memory for reuse (an Nsight Systems capture's slices). Returns whether it released."""
     if _KEEPS:
         return False
-    try:
-        import pyarrow as pa
-
-        pa.default_memory_pool().release_unused()
-    except Exception:  # pragma: no cover - older pyarrow
-        pass
-    _malloc_trim()
+    release_now()
     return True
 
 

@@ -14,7 +14,6 @@ from collections import deque
 
 from . import engines as E
 from .accumulate import _Acc, _merge
-from .parse_arrow import _ARROW
 from .stream import _Stream
 
 # --------------------------------------------------------------------------------------------
@@ -185,8 +184,6 @@ def _release_memory() -> None:
     """Give the windows' freed buffers back to the system: pyarrow's pool keeps what it freed,
     and glibc keeps the worker thread's freed memory in that thread's arena, where the rest of
     the report (on this thread) cannot reuse it: a report's peak memory would grow by ~50 MB."""
-    from ..store import _malloc_trim
+    from ..allocator import release_now
 
-    if _ARROW:
-        _ARROW["pa"].default_memory_pool().release_unused()
-    _malloc_trim()
+    release_now()
