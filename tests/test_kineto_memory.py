@@ -261,3 +261,23 @@ def test_a_pytorch_trace_report_does_not_keep_freed_memory(tmp_path, monkeypatch
     assert calls == []
     pipeline.diagnose(scenario.write(tmp_path / "t.sqlite"), rules, cache=False)
     assert calls == [1]
+
+
+def test_a_damaged_file_read_for_one_text_pass_is_one_line_and_the_entry_goes(tmp_path):
+    """``read_text`` on a cache entry whose NVTX file was cut short: the one-line error a damaged
+    block gives everywhere (CorruptFileError naming the table), and the entry is removed."""
+    import pytest
+
+    from nsysdoc.errors import CorruptFileError
+
+    path = steady_training().write_kineto(tmp_path / "t.pt.trace.json")
+    cache = tmp_path / "cache"
+    K.load_kineto(path, cache_dir=cache)
+    t = K.load_kineto(path, cache_dir=cache)
+    assert t.from_cache and t.store.map_files
+    nv = t.store["nvtx"]
+    f = nv._file
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(CorruptFileError, match="stored rows of the nvtx table cannot be read"):
+        nv.read_text(len(nv.blocks) - 1, "text")
+    assert t.store.damaged and not t.store.cache_entry.exists()

@@ -543,6 +543,11 @@ class Store:
                 b.data = None
         self.in_memory = 0
         self._readers.clear()
+        self._read_mapped()
+
+    def _read_mapped(self) -> None:
+        """Read blocks from the memory-mapped files from now on; decoded blocks (views of the
+        mapped pages) are kept for reuse up to the memory budget."""
         self.read_cache_bytes = max(READ_CACHE_BYTES, self.memory_budget)
         self.map_files = True
 
@@ -602,14 +607,7 @@ class Store:
                 data[name] = col if table.dtypes.get(name) == STR else col.to_numpy(zero_copy_only=False)
             self._check_block(table, blk, data)
         except Exception as exc:  # a damaged spill or cache file: one line, and the entry goes
-            from ..errors import CorruptFileError
-
-            self.damaged = True
-            if self.cache_entry is not None:
-                shutil.rmtree(self.cache_entry, ignore_errors=True)
-            raise CorruptFileError(f"stored rows of the {table.name} table cannot be read ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
-                                   hint="the cache entry was removed; run the report again") from None
+            raise self._damaged(table, exc) from None
         nbytes = sum(int(v.nbytes) for v in data.values())
         with self._lock:
             if key in self._lru:  # decoded meanwhile by the other thread
@@ -635,14 +633,19 @@ class Store:
                 raise ValueError(f"block {blk.group} has {batch.num_rows} rows, expected {blk.n}")
             return batch.column(0)
         except Exception as exc:  # as _read_group: a damaged file is one line, and the entry goes
-            from ..errors import CorruptFileError
+            raise self._damaged(table, exc) from None
 
-            self.damaged = True
-            if self.cache_entry is not None:
-                shutil.rmtree(self.cache_entry, ignore_errors=True)
-            raise CorruptFileError(f"stored rows of the {table.name} table cannot be read ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
-                                   hint="the cache entry was removed; run the report again") from None
+    def _damaged(self, table: Table, exc: Exception):
+        """The one-line error for a spilled or cached file of ``table`` that cannot be read back;
+        the store is marked damaged and its cache entry removed (the next report rebuilds it)."""
+        from ..errors import CorruptFileError
+
+        self.damaged = True
+        if self.cache_entry is not None:
+            shutil.rmtree(self.cache_entry, ignore_errors=True)
+        return CorruptFileError(f"stored rows of the {table.name} table cannot be read ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0][:120] if str(exc) else ''})",
+                                hint="the cache entry was removed; run the report again")
 
     def _check_block(self, table: "Table", blk: Block, data: dict) -> None:
         """Raise ValueError unless a block read back agrees with what was recorded when it was
@@ -744,8 +747,7 @@ class Store:
         decoded = sum(t.n * sum(16 if v == STR else np.dtype(v).itemsize for v in t.dtypes.values())
                       for t in st.tables.values())
         if decoded <= st.memory_budget:
-            st.read_cache_bytes = max(READ_CACHE_BYTES, st.memory_budget)
-            st.map_files = True
+            st._read_mapped()
         return st
 
 
