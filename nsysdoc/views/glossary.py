@@ -230,7 +230,6 @@ def glossary_html_kept(folder=None) -> Markup:
     if folder is None:
         return glossary_html()
     import hashlib
-    import os
     from pathlib import Path
 
     try:
@@ -243,15 +242,13 @@ def glossary_html_kept(folder=None) -> Markup:
     except (OSError, UnicodeDecodeError):
         pass
     html = glossary_html()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    from ..errors import OutputError, UsageError
+    from ..outputs import write_text_atomic  # (a random temporary name, no link followed)
+
     try:
-        tmp.write_bytes(str(html).encode("utf-8"))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        write_text_atomic(path, str(html), "the kept glossary", follow_links=False)
+    except (OutputError, UsageError, OSError):
+        pass
     return html
 
 
