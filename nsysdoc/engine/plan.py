@@ -126,8 +126,9 @@ def _nvtx_scan(trace, pattern, auto: bool = True) -> dict:
     dom_names = [str(d) for d in doms] if len(doms) else [""]
     # many ranges: attribution reads them per slice; this pass keeps only what is global
     collector = Collector(trace, g_step, lib, len(doms) > 0) if t is not None and use_sliced(trace) else None
-    cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq",
-            "pos"]
+    cols = ["start_ns", "end_ns", "event_type", "thread", "global_tid", "domain", "text_group", "call_flags", "seq"]
+    if collector is None:  # the whole-capture attributor keeps each range's row (engine.shapes)
+        cols.append("pos")
     for bi, blk in enumerate(t.iter_blocks(cols, ahead=True) if t is not None else ()):
         s, e = blk["start_ns"], blk["end_ns"]
         is_range = np.isin(blk["event_type"], S.NVTX_RANGE_TYPES) & (e >= s)
