@@ -116,13 +116,14 @@ def diagnose(path: str | os.PathLike, ruleset: Ruleset, options: ReportOptions |
 
     o = options_of(options, **fields)
     src = str(path)
-    if input_kind(src) != "kineto":
+    kind = input_kind(src)  # (reads the file's first bytes: once)
+    if kind != "kineto":
         # let the allocator reuse freed pages (see there): an Nsight Systems capture's analysis
         # frees and allocates similar arrays slice after slice. Not for a PyTorch Profiler trace
         # (issue 50): its whole-capture attributor and tables are built once, and the freed
         # memory kept would only add to the peak
         keep_freed_memory()
-    if input_kind(src) == "nsys-report":  # the one resolver (nsysdoc.formats)
+    if kind == "nsys-report":  # the one resolver (nsysdoc.formats)
         if o.progress is not None:
             o.progress(f"exporting {src} to SQLite (nsys export)")
         from .nsys import ensure_sqlite  # only for a .nsys-rep (issue 50: 4-7 ms of every other run)
